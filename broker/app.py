@@ -1,0 +1,112 @@
+"""The broker: wiring of config, topics, coordinator and data plane behind one listening socket."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from typing import Any, Protocol
+
+from broker.config import Config
+from broker.connection import Connection
+from broker.dispatch import load_handlers
+from broker.metrics import Metrics
+from broker.topics import Topic, TopicRegistry
+
+log = logging.getLogger("groupd.broker")
+
+
+class Service(Protocol):
+    """A part of the broker with a lifecycle (coordinator, data plane, metrics endpoint)."""
+
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+
+class Broker:
+    def __init__(self, config: Config) -> None:
+        load_handlers()
+        self.config = config
+        self.node_id: int = config["node.id"]
+        self.topics = TopicRegistry(config["log.dirs"])
+        self.metrics = Metrics()
+        self.services: list[Service] = []
+        self.stopping = False
+        self.started_at: float | None = None
+        self._server: asyncio.base_events.Server | None = None
+        self._connections: dict[asyncio.Task, Connection] = {}
+        self.coordinator: Any = None
+
+    # topic changes go through here so every part of the broker hears about them
+    def create_topic(self, name: str, partitions: int, configs: dict[str, str]) -> Topic:
+        return self.topics.create(name, partitions, configs)
+
+    def delete_topic(self, name: str) -> Topic:
+        return self.topics.delete(name)
+
+    def owns_offsets_partition(self, partition: int) -> bool:
+        if self.coordinator is None:
+            return True
+        return self.coordinator.owns(partition)
+
+    @property
+    def advertised(self) -> tuple[str, int]:
+        """host:port given to clients; the bound port when listeners asked for port 0."""
+        if self.config["advertised.listeners"]:
+            return self.config["advertised.listeners"]
+        host, port = self.config.listener
+        return host, (self.port if port == 0 and self._server is not None else port)
+
+    @property
+    def port(self) -> int:
+        assert self._server is not None
+        return self._server.sockets[0].getsockname()[1]
+
+    async def start(self) -> None:
+        began = time.perf_counter()
+        self.topics.load()
+        for service in self.services:
+            await service.start()
+        host, port = self.config.listener
+        self._server = await asyncio.start_server(self._on_client, host, port, reuse_address=True, limit=1 << 20)
+        self.started_at = time.perf_counter()
+        log.info(
+            "groupd listening on %s:%d (node.id=%d, log.dirs=%s) started in %.0f ms",
+            host, self.port, self.node_id, self.config["log.dirs"], (self.started_at - began) * 1000,
+        )
+
+    async def _on_client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        conn = Connection(self, reader, writer)
+        self._connections[task] = conn
+        try:
+            await conn.serve()
+        finally:
+            self._connections.pop(task, None)
+
+    async def stop(self) -> None:
+        """Stop accepting, let in-flight requests finish, stop services (which flush), close."""
+        self.stopping = True
+        if self._server is not None:
+            self._server.close()
+        if self._connections:
+            # Idle connections wake up when their transport closes; busy ones get a moment to answer.
+            for conn in list(self._connections.values()):
+                conn.stop_reading()
+            _, pending = await asyncio.wait(list(self._connections), timeout=5)
+            for task in pending:
+                self._connections[task].abort()
+            if pending:
+                await asyncio.wait(pending, timeout=1)
+        for service in reversed(self.services):
+            try:
+                await service.stop()
+            except Exception:
+                log.exception("stopping %s failed", type(service).__name__)
+        if self._server is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._server.wait_closed(), 1)
+        log.info("groupd stopped")

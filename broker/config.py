@@ -1,0 +1,221 @@
+"""Broker configuration with Kafka's key names, types and defaults.
+
+Read from a Kafka-style ``server.properties`` plus ``--override key=value``; an unknown key is warned
+about once, a value that does not parse or is out of range stops start-up with a clear message.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+log = logging.getLogger("groupd.config")
+
+INT32_MAX = 2**31 - 1
+INT64_MAX = 2**63 - 1
+
+
+class ConfigError(ValueError):
+    """A configuration value that the broker refuses to start with."""
+
+
+def _bool(raw: str) -> bool:
+    value = raw.strip().lower()
+    if value in ("true", "false"):
+        return value == "true"
+    raise ValueError("expected true or false")
+
+
+def _listener(raw: str) -> tuple[str, int]:
+    """PLAINTEXT://host:port -> (host, port); only the first listener is served."""
+    first = raw.split(",")[0].strip()
+    if "://" not in first:
+        raise ValueError("expected PLAINTEXT://host:port")
+    parts = urlsplit(first)
+    if parts.scheme.upper() != "PLAINTEXT":
+        raise ValueError(f"only PLAINTEXT listeners are supported, not {parts.scheme}")
+    if parts.port is None:
+        raise ValueError("listener needs a port")
+    return parts.hostname or "127.0.0.1", parts.port
+
+
+def _host_port(raw: str) -> tuple[str, int]:
+    host, sep, port = raw.strip().rpartition(":")
+    if not sep:
+        raise ValueError("expected host:port")
+    return host or "127.0.0.1", int(port)
+
+
+def _log_level(raw: str) -> str:
+    level = raw.strip().upper()
+    if level not in ("DEBUG", "INFO", "WARNING", "WARN", "ERROR", "CRITICAL"):
+        raise ValueError("expected DEBUG, INFO, WARN or ERROR")
+    return "WARNING" if level == "WARN" else level
+
+
+def _choice(*options: str) -> Callable[[str], str]:
+    def parse(raw: str) -> str:
+        value = raw.strip().lower()
+        if value not in options:
+            raise ValueError(f"expected one of {', '.join(options)}")
+        return value
+
+    return parse
+
+
+@dataclass(frozen=True, slots=True)
+class Key:
+    name: str
+    parse: Callable[[str], Any]
+    default: str | None
+    low: int | None = None
+    high: int | None = None
+    doc: str = ""
+
+
+def _int_key(name: str, default: int, low: int | None = 0, high: int | None = INT64_MAX, doc: str = "") -> Key:
+    return Key(name, int, str(default), low, high, doc)
+
+
+KEYS: dict[str, Key] = {
+    k.name: k
+    for k in (
+        Key("listeners", _listener, "PLAINTEXT://127.0.0.1:9092", doc="address the broker binds"),
+        Key("advertised.listeners", _listener, None, doc="address given to clients (defaults to listeners)"),
+        Key("log.dirs", str, "./data", doc="where topics, offsets and the topic registry live"),
+        _int_key("node.id", 1, 0, INT32_MAX, "this broker's id in Metadata and FindCoordinator"),
+        Key("cluster.id", str, "groupd-cluster", doc="cluster id reported in Metadata"),
+        _int_key("socket.request.max.bytes", 104_857_600, 1, INT32_MAX, "largest request frame accepted"),
+        _int_key("queued.max.requests", 500, 1, INT32_MAX, "requests read ahead per connection"),
+        Key("auto.create.topics.enable", _bool, "true", doc="Metadata for an unknown topic creates it"),
+        _int_key("num.partitions", 1, 1, INT32_MAX, "partitions of an auto-created topic"),
+        _int_key("default.replication.factor", 1, 1, 1, "only 1: a single node"),
+        Key("log.level", _log_level, "INFO", doc="DEBUG, INFO, WARN or ERROR"),
+        Key("log.format", _choice("text", "logfmt", "json"), "text", doc="text, logfmt (key=value) or json"),
+        # consumer groups
+        _int_key("group.initial.rebalance.delay.ms", 3000, 0, INT32_MAX, "wait for more joiners into an empty group"),
+        _int_key("group.min.session.timeout.ms", 6000, 0, INT32_MAX, "smallest session timeout a member may ask"),
+        _int_key("group.max.session.timeout.ms", 1_800_000, 0, INT32_MAX, "largest session timeout a member may ask"),
+        _int_key("group.max.size", INT32_MAX, 1, INT32_MAX, "members per group"),
+        # offsets store
+        _int_key("offsets.topic.num.partitions", 50, 1, INT32_MAX, "partitions of __consumer_offsets"),
+        _int_key("offsets.retention.minutes", 10080, 1, INT32_MAX, "how long committed offsets of an empty group live"),
+        _int_key("offsets.retention.check.interval.ms", 600_000, 1, INT64_MAX, "how often expired offsets are removed"),
+        _int_key("offset.metadata.max.bytes", 4096, 0, INT32_MAX, "largest commit metadata string"),
+        _int_key("offsets.commit.timeout.ms", 5000, 1, INT32_MAX, "how long a commit may wait for its write"),
+        _int_key("offsets.topic.segment.bytes", 104_857_600, 1024, INT32_MAX, "segment size of offsets partitions"),
+        # storage
+        _int_key("log.segment.bytes", 1_073_741_824, 1024, INT32_MAX, "segment roll size"),
+        _int_key("log.roll.ms", 604_800_000, 1, INT64_MAX, "segment roll age"),
+        _int_key("log.flush.interval.messages", 1, 1, INT64_MAX, "fsync after this many appended messages (1: every write is durable before it is acknowledged)"),
+        _int_key("log.flush.interval.ms", 0, 0, INT64_MAX, "fsync at least this often (0: with every write)"),
+        _int_key("log.retention.ms", 604_800_000, -1, INT64_MAX, "delete data older than this (-1: never)"),
+        _int_key("log.retention.bytes", -1, -1, INT64_MAX, "delete old segments past this size per partition (-1: never)"),
+        _int_key("log.retention.check.interval.ms", 300_000, 1, INT64_MAX, "how often retention runs"),
+        _int_key("log.cleaner.delete.retention.ms", 86_400_000, 0, INT64_MAX, "how long tombstones survive compaction"),
+        _int_key("message.max.bytes", 1_048_588, 0, INT32_MAX, "largest record batch accepted"),
+        # observability
+        Key("metrics.listener", _host_port, "127.0.0.1:9404", doc="host:port of /metrics and /healthz (empty: off)"),
+    )
+}
+
+
+class Config(Mapping[str, Any]):
+    """Typed configuration: ``config["group.max.size"]`` is an int, defaults filled in."""
+
+    def __init__(self, values: Mapping[str, Any]) -> None:
+        self._values = dict(values)
+
+    def __getitem__(self, key: str) -> Any:
+        return self._values[key]
+
+    def __iter__(self):
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    @property
+    def listener(self) -> tuple[str, int]:
+        return self._values["listeners"]
+
+    @property
+    def advertised(self) -> tuple[str, int]:
+        return self._values["advertised.listeners"] or self._values["listeners"]
+
+    def with_overrides(self, **overrides: Any) -> Config:
+        return Config({**self._values, **overrides})
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Java .properties subset: key=value or key: value lines, # and ! comments."""
+    out: dict[str, str] = {}
+    for lineno, line in enumerate(text.splitlines(), 1):
+        stripped = line.strip()
+        if not stripped or stripped[0] in "#!":
+            continue
+        sep = min((i for i in (stripped.find("="), stripped.find(":")) if i > 0), default=-1)
+        if sep < 0:
+            raise ConfigError(f"line {lineno}: expected key=value, got {stripped!r}")
+        out[stripped[:sep].strip()] = stripped[sep + 1 :].strip()
+    return out
+
+
+def parse_overrides(items: Iterable[str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--override expects key=value, got {item!r}")
+        out[key.strip()] = value.strip()
+    return out
+
+
+_warned: set[str] = set()
+
+
+def build_config(raw: Mapping[str, str]) -> Config:
+    values: dict[str, Any] = {}
+    for name, key in KEYS.items():
+        text = raw.get(name, key.default)
+        if text is None or (text == "" and key.parse is not str):
+            values[name] = None
+            continue
+        try:
+            value = key.parse(text)
+        except (ValueError, TypeError) as exc:
+            raise ConfigError(f"invalid value {text!r} for {name}: {exc}") from None
+        if isinstance(value, int) and not isinstance(value, bool):
+            if key.low is not None and value < key.low:
+                raise ConfigError(f"invalid value {value} for {name}: must be >= {key.low}")
+            if key.high is not None and value > key.high:
+                raise ConfigError(f"invalid value {value} for {name}: must be <= {key.high}")
+        values[name] = value
+    for name in raw:
+        if name not in KEYS and name not in _warned:
+            _warned.add(name)
+            log.warning("unknown configuration key %s is ignored", name)
+    if values["group.min.session.timeout.ms"] > values["group.max.session.timeout.ms"]:
+        raise ConfigError("group.min.session.timeout.ms must not exceed group.max.session.timeout.ms")
+    return Config(values)
+
+
+def load_config(path: str | Path | None = None, overrides: Iterable[str] = ()) -> Config:
+    raw: dict[str, str] = {}
+    if path is not None:
+        try:
+            raw.update(parse_properties(Path(path).read_text()))
+        except OSError as exc:
+            raise ConfigError(f"cannot read {path}: {exc}") from None
+    raw.update(parse_overrides(overrides))
+    return build_config(raw)
+
+
+def default_config(**overrides: Any) -> Config:
+    """Defaults with typed overrides, keyed by Kafka names (tests use this)."""
+    raw = {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in overrides.items()}
+    return build_config(raw)

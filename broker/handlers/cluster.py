@@ -1,0 +1,142 @@
+"""ApiVersions, Metadata and FindCoordinator: how a client finds its way around."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from broker.dispatch import RequestContext, handles
+from broker.topics import INTERNAL_TOPICS, TopicError, validate_name
+from coordinator.partitioning import partition_for
+from protocol import codec
+from protocol.api_table import API_TABLE
+from protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from broker.app import Broker
+
+KEY_TYPE_GROUP = 0
+KEY_TYPE_TRANSACTION = 1
+KEY_TYPE_SHARE = 2
+
+
+def api_versions_body(cls: type, error: ErrorCode = ErrorCode.none) -> Any:
+    entry = codec.nested(cls, "ApiVersion")
+    keys = tuple(
+        entry(api_key=s.key, min_version=s.min_version, max_version=s.max_version)
+        for s in sorted(API_TABLE.values(), key=lambda s: s.key)
+    )
+    return codec.make(cls, error_code=error, api_keys=keys, throttle_time=0)
+
+
+@handles(18)
+def api_versions(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+    return api_versions_body(ctx.response_class)
+
+
+def _partitions(ctx: RequestContext, broker: Broker, count: int) -> tuple:
+    part = ctx.nested("MetadataResponsePartition")
+    node = broker.node_id
+    return tuple(
+        codec.make(
+            part,
+            error_code=ErrorCode.none,
+            partition_index=i,
+            leader_id=node,
+            leader_epoch=0,
+            replica_nodes=(node,),
+            isr_nodes=(node,),
+            offline_replicas=(),
+        )
+        for i in range(count)
+    )
+
+
+def _topic_entry(ctx: RequestContext, broker: Broker, name: str | None, topic_id, error: ErrorCode, partitions: int) -> Any:
+    return codec.make(
+        ctx.nested("MetadataResponseTopic"),
+        error_code=error,
+        name=name,
+        topic_id=topic_id,
+        is_internal=name in INTERNAL_TOPICS,
+        partitions=_partitions(ctx, broker, partitions) if error == ErrorCode.none else (),
+        topic_authorized_operations=-2147483648,
+    )
+
+
+@handles(3)
+def metadata(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+    registry = broker.topics
+    zero_id = codec.ZERO_UUID
+    entries = []
+    if req.topics is None or (ctx.version == 0 and not req.topics):
+        # null (v1+) or empty (v0) means every topic
+        for topic in registry.all():
+            entries.append(_topic_entry(ctx, broker, topic.name, topic.topic_id, ErrorCode.none, topic.partitions))
+    else:
+        auto = broker.config["auto.create.topics.enable"] and getattr(req, "allow_auto_topic_creation", True)
+        for wanted in req.topics:
+            name = getattr(wanted, "name", None)
+            wanted_id = getattr(wanted, "topic_id", None)
+            if name is None and wanted_id not in (None, zero_id):
+                topic = registry.by_id(wanted_id)
+                if topic is None:
+                    entries.append(_topic_entry(ctx, broker, None, wanted_id, ErrorCode.unknown_topic_id, 0))
+                else:
+                    entries.append(_topic_entry(ctx, broker, topic.name, topic.topic_id, ErrorCode.none, topic.partitions))
+                continue
+            topic = registry.get(name)
+            if topic is None:
+                try:
+                    validate_name(name)
+                except TopicError:
+                    entries.append(_topic_entry(ctx, broker, name, zero_id, ErrorCode.invalid_topic_exception, 0))
+                    continue
+                if auto and name not in INTERNAL_TOPICS:
+                    topic = broker.create_topic(name, broker.config["num.partitions"], {})
+                else:
+                    entries.append(_topic_entry(ctx, broker, name, zero_id, ErrorCode.unknown_topic_or_partition, 0))
+                    continue
+            entries.append(_topic_entry(ctx, broker, topic.name, topic.topic_id, ErrorCode.none, topic.partitions))
+    host, port = broker.advertised
+    broker_entry = codec.make(ctx.nested("MetadataResponseBroker"), node_id=broker.node_id, host=host, port=port, rack=None)
+    return ctx.respond(
+        throttle_time=0,
+        brokers=(broker_entry,),
+        cluster_id=broker.config["cluster.id"],
+        controller_id=broker.node_id,
+        topics=tuple(entries),
+        cluster_authorized_operations=-2147483648,
+    )
+
+
+@handles(10)
+def find_coordinator(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+    key_type = getattr(req, "key_type", KEY_TYPE_GROUP)
+    keys = req.coordinator_keys if ctx.version >= 4 else (req.key,)
+    answers = [_coordinator_for(broker, ctx.version, key_type, key) for key in keys]
+    if ctx.version >= 4:
+        entry = ctx.nested("Coordinator")
+        coordinators = tuple(
+            entry(key=key, node_id=node, host=host, port=port, error_code=err, error_message=None)
+            for key, (err, node, host, port) in zip(keys, answers, strict=True)
+        )
+        return ctx.respond(throttle_time=0, coordinators=coordinators)
+    err, node, host, port = answers[0]
+    message = "NONE" if err == ErrorCode.none else _message(err)
+    return ctx.respond(throttle_time=0, error_code=err, error_message=message, node_id=node, host=host, port=port)
+
+
+def _message(err: ErrorCode) -> str:
+    return (err.__doc__ or err.name) if err.__doc__ != ErrorCode.__doc__ else err.name
+
+
+def _coordinator_for(broker: Broker, version: int, key_type: int, key: str) -> tuple[ErrorCode, int, str, int]:
+    if key_type == KEY_TYPE_GROUP:
+        partition = partition_for(key, broker.config["offsets.topic.num.partitions"])
+        if not broker.owns_offsets_partition(partition):
+            return ErrorCode.not_coordinator, -1, "", -1
+        host, port = broker.advertised
+        return ErrorCode.none, broker.node_id, host, port
+    if key_type == KEY_TYPE_TRANSACTION or (key_type == KEY_TYPE_SHARE and version >= 6):
+        return ErrorCode.coordinator_not_available, -1, "", -1
+    return ErrorCode.invalid_request, -1, "", -1

@@ -1,0 +1,96 @@
+"""CreateTopics and DeleteTopics."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from broker.dispatch import RequestContext, handles
+from broker.topic_configs import InvalidConfig, validate_topic_configs
+from broker.topics import TopicError
+from protocol import codec
+from protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from broker.app import Broker
+
+
+@handles(19)
+def create_topics(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+    result_cls = ctx.nested("CreatableTopicResult")
+    seen: dict[str, int] = {}
+    for topic in req.topics:
+        seen[topic.name] = seen.get(topic.name, 0) + 1
+    results = []
+    for topic in req.topics:
+        error, message, partitions, replication, topic_id = ErrorCode.none, None, -1, -1, codec.ZERO_UUID
+        try:
+            if seen[topic.name] > 1:
+                raise TopicError(ErrorCode.invalid_request, f"Create topics request from client contains duplicate topic {topic.name}")
+            partitions = topic.num_partitions
+            if topic.assignments:
+                if partitions != -1 or topic.replication_factor != -1:
+                    raise TopicError(ErrorCode.invalid_request, "Both numPartitions or replicationFactor and replicasAssignments were set.")
+                partitions = len(topic.assignments)
+                for a in topic.assignments:
+                    if tuple(a.broker_ids) != (broker.node_id,):
+                        raise TopicError(ErrorCode.invalid_replica_assignment, f"Replica assignment {list(a.broker_ids)} names brokers other than {broker.node_id}")
+            elif partitions == -1:
+                partitions = broker.config["num.partitions"]
+            replication = 1 if topic.replication_factor == -1 else topic.replication_factor
+            if partitions < 1:
+                raise TopicError(ErrorCode.invalid_partitions, "Number of partitions must be larger than 0.")
+            if replication < 1:
+                raise TopicError(ErrorCode.invalid_replication_factor, "Replication factor must be larger than 0.")
+            if replication > 1:
+                raise TopicError(ErrorCode.invalid_replication_factor, f"Unable to replicate the partition {replication} time(s): The target replication factor of {replication} cannot be reached because only 1 broker(s) are registered.")
+            try:
+                configs = validate_topic_configs({c.name: c.value for c in topic.configs})
+            except InvalidConfig as exc:
+                raise TopicError(ErrorCode.invalid_config, str(exc)) from None
+            broker.topics.check_new(topic.name, partitions)
+            if not req.validate_only:
+                topic_id = broker.create_topic(topic.name, partitions, configs).topic_id
+        except TopicError as exc:
+            error, message, partitions, replication = exc.code, exc.message, -1, -1
+        results.append(
+            codec.make(
+                result_cls,
+                name=topic.name,
+                topic_id=topic_id,
+                error_code=error,
+                error_message=message,
+                topic_config_error_code=0,
+                num_partitions=partitions,
+                replication_factor=replication,
+                configs=None if error != ErrorCode.none else (),
+            )
+        )
+    return ctx.respond(throttle_time=0, topics=tuple(results))
+
+
+@handles(20)
+def delete_topics(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+    result_cls = ctx.nested("DeletableTopicResult")
+    if ctx.version >= 6:
+        wanted = [(t.name, t.topic_id) for t in req.topics]
+    else:
+        wanted = [(name, None) for name in req.topic_names]
+    results = []
+    for name, topic_id in wanted:
+        error, message = ErrorCode.none, None
+        if name is None and topic_id is not None:
+            topic = broker.topics.by_id(topic_id)
+            if topic is None:
+                error, message = ErrorCode.unknown_topic_id, "This server does not host this topic ID."
+            else:
+                name = topic.name
+        if error == ErrorCode.none:
+            try:
+                topic = broker.delete_topic(name)
+                topic_id = topic.topic_id
+            except TopicError as exc:
+                error, message = exc.code, exc.message
+        results.append(
+            codec.make(result_cls, name=name, topic_id=topic_id or codec.ZERO_UUID, error_code=error, error_message=message)
+        )
+    return ctx.respond(throttle_time=0, responses=tuple(results))

@@ -1,0 +1,27 @@
+"""Which ``__consumer_offsets`` partition owns a group: Kafka's exact formula.
+
+Kafka computes ``Utils.abs(groupId.hashCode()) % partitions`` where ``hashCode`` is Java's
+``String.hashCode`` over UTF-16 code units and ``Utils.abs`` maps Integer.MIN_VALUE to 0.
+"""
+
+from __future__ import annotations
+
+OFFSETS_TOPIC = "__consumer_offsets"
+
+
+def java_string_hash(s: str) -> int:
+    """Java's String.hashCode: h = 31*h + c over UTF-16 code units, wrapped to signed 32 bits."""
+    data = s.encode("utf-16-be", "surrogatepass")
+    h = 0
+    for i in range(0, len(data), 2):
+        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
+    return h - 0x1_0000_0000 if h & 0x8000_0000 else h
+
+
+def kafka_abs(n: int) -> int:
+    """Kafka's Utils.abs: like Math.abs, but Integer.MIN_VALUE becomes 0 instead of staying negative."""
+    return 0 if n == -0x8000_0000 else abs(n)
+
+
+def partition_for(group_id: str, partitions: int) -> int:
+    return kafka_abs(java_string_hash(group_id)) % partitions

@@ -1,0 +1,90 @@
+"""groupd: start the broker. ``python server.py --config server.properties --override key=value``."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import signal
+import sys
+
+from broker.app import Broker
+from broker.config import Config, ConfigError, load_config
+
+
+class _JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        doc = {"ts": self.formatTime(record), "level": record.levelname, "logger": record.name, "msg": record.getMessage()}
+        doc.update(getattr(record, "fields", {}) or {})
+        if record.exc_info:
+            doc["exc"] = self.formatException(record.exc_info)
+        return json.dumps(doc)
+
+
+class _LogfmtFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        parts = [f"ts={self.formatTime(record)!s}".replace(" ", "T"), f"level={record.levelname}", f"logger={record.name}"]
+        parts.append(f"msg={json.dumps(record.getMessage())}")
+        for key, value in (getattr(record, "fields", {}) or {}).items():
+            parts.append(f"{key}={json.dumps(value) if isinstance(value, str) else value}")
+        text = " ".join(parts)
+        if record.exc_info:
+            text += "\n" + self.formatException(record.exc_info)
+        return text
+
+
+def setup_logging(config: Config) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    fmt = config["log.format"]
+    if fmt == "json":
+        handler.setFormatter(_JsonFormatter())
+    elif fmt == "logfmt":
+        handler.setFormatter(_LogfmtFormatter())
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(config["log.level"])
+
+
+async def serve(config: Config) -> None:
+    broker = Broker(config)
+    await broker.start()
+    done = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, done.set)
+    await done.wait()
+    logging.getLogger("groupd").info("signal received, shutting down")
+    await broker.stop()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="groupd", description="A Kafka-protocol broker with a faithful group coordinator")
+    parser.add_argument("--config", help="a Kafka-style server.properties file")
+    parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE", help="set one config key")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO)
+    try:
+        config = load_config(args.config, args.override)
+    except ConfigError as exc:
+        print(f"groupd: configuration error: {exc}", file=sys.stderr)
+        return 2
+    setup_logging(config)
+    try:
+        import uvloop
+
+        uvloop.install()
+    except ImportError:  # pragma: no cover - uvloop is a dependency; keep running without it
+        logging.getLogger("groupd").warning("uvloop not available, using the default event loop")
+    try:
+        asyncio.run(serve(config))
+    except OSError as exc:
+        print(f"groupd: cannot start: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

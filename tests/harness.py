@@ -1,0 +1,182 @@
+"""Brokers for tests: in-process (wire tests) and as a subprocess (real clients, restarts, SIGKILL)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from protocol import codec
+from protocol.request import encode_response  # noqa: F401  (re-exported for tests)
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# Short timeouts so group scenarios finish in seconds, set through config as a user would.
+FAST_CONFIG = {
+    "group.initial.rebalance.delay.ms": "0",
+    "group.min.session.timeout.ms": "500",
+    "offsets.retention.check.interval.ms": "600000",
+}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class BrokerProcess:
+    """``server.py`` in a child process on a free loopback port; survives restart with the same data."""
+
+    def __init__(self, log_dir: Path, overrides: dict[str, Any] | None = None, port: int | None = None) -> None:
+        self.log_dir = Path(log_dir)
+        self.port = port or free_port()
+        self.overrides = {**FAST_CONFIG, **{k: str(v) for k, v in (overrides or {}).items()}}
+        self.proc: subprocess.Popen | None = None
+        self.log_path = self.log_dir.parent / f"broker-{self.port}.log"
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 20.0) -> BrokerProcess:
+        args = [sys.executable, str(ROOT / "server.py")]
+        settings = {
+            "listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+            "log.dirs": str(self.log_dir),
+            "metrics.listener": "",
+            **self.overrides,
+        }
+        for key, value in settings.items():
+            args += ["--override", f"{key}={value}"]
+        self._log = open(self.log_path, "ab")  # noqa: SIM115 - lives as long as the process
+        self.proc = subprocess.Popen(args, cwd=ROOT, stdout=self._log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"broker exited with {self.proc.returncode}: {self.log_text()[-2000:]}")
+            if _api_versions_ok(self.port):
+                return self
+            time.sleep(0.05)
+        self.kill()
+        raise TimeoutError(f"broker did not answer within {timeout}s: {self.log_text()[-2000:]}")
+
+    def log_text(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+
+    def stop(self, timeout: float = 15.0) -> int:
+        if self.proc is None:
+            return 0
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            code = self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            code = self.proc.wait()
+        self.proc = None
+        self._log.close()
+        return code
+
+    def kill(self) -> None:
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait()
+            self.proc = None
+            self._log.close()
+
+    def restart(self) -> BrokerProcess:
+        self.stop()
+        return self.start()
+
+    def __enter__(self) -> BrokerProcess:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.kill() if exc[0] else self.stop()
+
+
+def _api_versions_ok(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5) as s:
+            s.sendall(request_bytes(18, 0, {}, correlation_id=1))
+            head = _recv_exact(s, 4)
+            (size,) = struct.unpack(">i", head)
+            _recv_exact(s, size)
+            return True
+    except OSError:
+        return False
+
+
+def _recv_exact(s: socket.socket, n: int) -> bytes:
+    buf = b""
+    while len(buf) < n:
+        chunk = s.recv(n - len(buf))
+        if not chunk:
+            raise ConnectionError("closed")
+        buf += chunk
+    return buf
+
+
+def request_bytes(api_key: int, version: int, body: Any, correlation_id: int = 1, client_id: str = "test") -> bytes:
+    """A whole request frame. ``body`` is a kio entity or a dict of newest-shape values."""
+    cls = codec.request_class(api_key, version)
+    entity = codec.make(cls, **body) if isinstance(body, dict) else body
+    header = codec.request_header_class(api_key, version)(
+        request_api_key=api_key, request_api_version=version, correlation_id=correlation_id, client_id=client_id
+    )
+    payload = codec.encode(header) + codec.encode(entity)
+    return struct.pack(">i", len(payload)) + payload
+
+
+class WireClient:
+    """A raw asyncio Kafka connection for wire tests: send kio requests, decode kio responses."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader, self.writer = reader, writer
+        self._cid = 0
+        self._pending: list[tuple[int, int, int]] = []
+
+    @classmethod
+    async def connect(cls, port: int, host: str = "127.0.0.1") -> WireClient:
+        reader, writer = await asyncio.open_connection(host, port)
+        return cls(reader, writer)
+
+    def send(self, api_key: int, version: int, body: Any) -> int:
+        self._cid += 1
+        self.writer.write(request_bytes(api_key, version, body, self._cid))
+        self._pending.append((self._cid, api_key, version))
+        return self._cid
+
+    async def recv(self) -> Any:
+        cid, api_key, version = self._pending.pop(0)
+        (size,) = struct.unpack(">i", await self.reader.readexactly(4))
+        data = await self.reader.readexactly(size)
+        header_cls = codec.response_header_class(api_key, version)
+        header, used = codec.decode(header_cls, data, 0)
+        assert header.correlation_id == cid, (header.correlation_id, cid)
+        body, _ = codec.decode(codec.response_class(api_key, version), data, used)
+        return body
+
+    async def call(self, api_key: int, version: int, body: Any, timeout: float = 10.0) -> Any:
+        self.send(api_key, version, body)
+        return await asyncio.wait_for(self.recv(), timeout)
+
+    async def close(self) -> None:
+        self.writer.close()
+        with contextlib.suppress(ConnectionError, OSError):
+            await self.writer.wait_closed()
+
+
+def env_without_proxies() -> dict[str, str]:
+    return {k: v for k, v in os.environ.items() if "proxy" not in k.lower()}

@@ -1,0 +1,34 @@
+import re
+from pathlib import Path
+
+from kio.schema.index import api_key_map, schema_name_map
+
+from broker.dispatch import HANDLERS, load_handlers
+from protocol.api_table import API_TABLE, support_table_markdown
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_every_api_has_a_handler_and_kio_schemas():
+    load_handlers()
+    for key, spec in API_TABLE.items():
+        assert key in HANDLERS, f"{spec.name} is advertised but has no handler"
+        versions = schema_name_map[api_key_map[key]]
+        for v in range(spec.min_version, spec.max_version + 1):
+            assert v in versions, f"kio has no {spec.name} v{v}"
+
+
+def test_no_handler_outside_the_table():
+    load_handlers()
+    assert set(HANDLERS) <= set(API_TABLE)
+
+
+def test_readme_table_is_generated_from_the_table():
+    readme = (ROOT / "README.md").read_text()
+    assert support_table_markdown() in readme, "README's API table is stale: python -m protocol.api_table"
+
+
+def test_versions_are_sane():
+    for spec in API_TABLE.values():
+        assert 0 <= spec.min_version <= spec.max_version
+        assert re.match(r"^[A-Z][A-Za-z]+$", spec.name)

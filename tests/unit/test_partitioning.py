@@ -1,0 +1,27 @@
+import pytest
+
+from coordinator.partitioning import java_string_hash, kafka_abs, partition_for
+
+# Values of Java's String.hashCode and Kafka's partitionFor (N=50), from the spec's table.
+CASES = [
+    ("", 0, 0),
+    ("my-group", -1906497762, 12),
+    ("test-group", 627841412, 12),
+    ("group-1", 293427299, 49),
+    ("polygenelubricants", -2147483648, 0),
+    ("été", 227742, 42),
+    ("\U0001f600", 1772899, 49),
+]
+
+
+@pytest.mark.parametrize("group, hash_code, partition", CASES)
+def test_java_hash_and_partition(group, hash_code, partition):
+    assert java_string_hash(group) == hash_code
+    assert partition_for(group, 50) == partition
+
+
+def test_abs_is_kafkas_not_a_mask():
+    # Utils.abs, not Utils.toPositive: my-group would land in 36 with the mask.
+    assert kafka_abs(-1906497762) % 50 == 12
+    assert (-1906497762 & 0x7FFFFFFF) % 50 == 36
+    assert kafka_abs(-(2**31)) == 0

@@ -1,0 +1,157 @@
+"""ApiVersions, Metadata, FindCoordinator, CreateTopics and DeleteTopics through a real socket."""
+
+import pytest
+
+from coordinator.partitioning import partition_for
+from protocol.api_table import API_TABLE
+from protocol.errors import ErrorCode
+
+
+@pytest.mark.parametrize("version", [0, 1, 2, 3])
+async def test_api_versions_lists_the_table(wire, version):
+    body = {"client_software_name": "test", "client_software_version": "1"}
+    resp = await wire.call(18, version, body)
+    assert resp.error_code == ErrorCode.none
+    got = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
+    assert got == {k: (s.min_version, s.max_version) for k, s in API_TABLE.items()}
+
+
+async def test_too_new_api_versions_gets_error_35_with_v0_body(broker):
+    import asyncio
+    import struct
+
+    reader, writer = await asyncio.open_connection("127.0.0.1", broker.port)
+    # ApiVersions v99, header v2 (flexible), correlation id 77, client id "x", no tagged fields
+    payload = struct.pack(">hhih", 18, 99, 77, 1) + b"x" + b"\x00" + b"\x00\x00\x00"
+    writer.write(struct.pack(">i", len(payload)) + payload)
+    (size,) = struct.unpack(">i", await reader.readexactly(4))
+    data = await reader.readexactly(size)
+    correlation_id, error = struct.unpack_from(">ih", data, 0)
+    assert correlation_id == 77
+    assert error == ErrorCode.unsupported_version == 35
+    (count,) = struct.unpack_from(">i", data, 6)
+    assert count == len(API_TABLE)
+    writer.close()
+
+
+@pytest.mark.parametrize("version", range(0, 13))
+async def test_metadata_every_version(wire, broker, version):
+    broker.create_topic("orders", 3, {})
+    topics = None if version >= 1 else ()
+    resp = await wire.call(3, version, {"topics": topics, "allow_auto_topic_creation": False, "include_topic_authorized_operations": False, "include_cluster_authorized_operations": False})
+    assert [b.node_id for b in resp.brokers] == [broker.node_id]
+    assert resp.brokers[0].port == broker.port
+    (topic,) = resp.topics
+    assert topic.name == "orders" and topic.error_code == ErrorCode.none
+    assert [p.partition_index for p in topic.partitions] == [0, 1, 2]
+    assert all(p.leader_id == broker.node_id for p in topic.partitions)
+
+
+async def test_metadata_unknown_and_invalid_topics(tmp_path):
+    from broker.app import Broker
+    from tests.conftest import broker_config
+    from tests.harness import WireClient
+
+    b = Broker(broker_config(tmp_path, **{"auto.create.topics.enable": "false"}))
+    await b.start()
+    try:
+        c = await WireClient.connect(b.port)
+        resp = await c.call(3, 9, {"topics": [{"name": "nope"}, {"name": "bad name!"}], "allow_auto_topic_creation": True})
+        errors = {t.name: t.error_code for t in resp.topics}
+        assert errors == {"nope": ErrorCode.unknown_topic_or_partition, "bad name!": ErrorCode.invalid_topic_exception}
+        await c.close()
+    finally:
+        await b.stop()
+
+
+async def test_metadata_auto_creates_when_enabled(wire, broker):
+    req_topic = {"name": "auto-made"}
+    resp = await wire.call(3, 9, {"topics": [req_topic], "allow_auto_topic_creation": True})
+    assert resp.topics[0].error_code == ErrorCode.none
+    assert "auto-made" in broker.topics
+    # a v4+ client that says no is not given a topic
+    resp = await wire.call(3, 9, {"topics": [{"name": "not-made"}], "allow_auto_topic_creation": False})
+    assert resp.topics[0].error_code == ErrorCode.unknown_topic_or_partition
+
+
+@pytest.mark.parametrize("version", range(0, 7))
+async def test_find_coordinator_every_version(wire, broker, version):
+    if version >= 4:
+        resp = await wire.call(10, version, {"key_type": 0, "coordinator_keys": ["my-group", "g2"]})
+        assert [c.key for c in resp.coordinators] == ["my-group", "g2"]
+        assert all(c.error_code == 0 and c.node_id == broker.node_id and c.port == broker.port for c in resp.coordinators)
+    else:
+        resp = await wire.call(10, version, {"key": "my-group", "key_type": 0})
+        assert resp.error_code == 0 and resp.node_id == broker.node_id and resp.port == broker.port
+        if version >= 1:
+            assert resp.error_message == "NONE"
+    assert partition_for("my-group", 50) == 12
+
+
+async def test_find_coordinator_bad_key_type(wire):
+    resp = await wire.call(10, 4, {"key_type": 7, "coordinator_keys": ["g"]})
+    assert resp.coordinators[0].error_code == ErrorCode.invalid_request
+
+
+async def test_create_topics_errors(wire, broker):
+    topics = [
+        {"name": "ok", "num_partitions": 2, "replication_factor": 1, "assignments": (), "configs": ()},
+        {"name": "zero", "num_partitions": 0, "replication_factor": 1, "assignments": (), "configs": ()},
+        {"name": "bad/name", "num_partitions": 1, "replication_factor": 1, "assignments": (), "configs": ()},
+        {"name": "rf3", "num_partitions": 1, "replication_factor": 3, "assignments": (), "configs": ()},
+        {"name": "cfg", "num_partitions": 1, "replication_factor": 1, "assignments": (), "configs": ({"name": "no.such", "value": "1"},)},
+        {"name": "dflt", "num_partitions": -1, "replication_factor": -1, "assignments": (), "configs": ()},
+    ]
+    from protocol import codec
+
+    cls = codec.request_class(19, 7)
+    topic_cls = codec.nested(cls, "CreatableTopic")
+    cfg_cls = codec.nested(cls, "CreatableTopicConfig")
+    entities = tuple(
+        topic_cls(**{**t, "configs": tuple(cfg_cls(**c) for c in t["configs"])}) for t in topics
+    )
+    resp = await wire.call(19, 7, {"topics": entities, "timeout": 1000, "validate_only": False})
+    codes = {t.name: t.error_code for t in resp.topics}
+    assert codes == {
+        "ok": 0,
+        "zero": ErrorCode.invalid_partitions,
+        "bad/name": ErrorCode.invalid_topic_exception,
+        "rf3": ErrorCode.invalid_replication_factor,
+        "cfg": ErrorCode.invalid_config,
+        "dflt": 0,
+    }
+    assert broker.topics.get("dflt").partitions == 1
+    again = await wire.call(19, 7, {"topics": entities[:1], "timeout": 1000, "validate_only": False})
+    assert again.topics[0].error_code == ErrorCode.topic_already_exists
+
+
+async def test_create_topics_validate_only_creates_nothing(wire, broker):
+    from protocol import codec
+
+    topic_cls = codec.nested(codec.request_class(19, 5), "CreatableTopic")
+    t = topic_cls(name="dry", num_partitions=4, replication_factor=1, assignments=(), configs=())
+    resp = await wire.call(19, 5, {"topics": (t,), "timeout": 1000, "validate_only": True})
+    assert resp.topics[0].error_code == 0 and resp.topics[0].num_partitions == 4
+    assert "dry" not in broker.topics
+
+
+async def test_delete_topics(wire, broker):
+    broker.create_topic("gone", 1, {})
+    resp = await wire.call(20, 4, {"topic_names": ("gone", "never"), "timeout": 1000})
+    assert {r.name: r.error_code for r in resp.responses} == {"gone": 0, "never": ErrorCode.unknown_topic_or_partition}
+    assert "gone" not in broker.topics
+
+
+async def test_topic_registry_survives_restart(tmp_path):
+    from broker.app import Broker
+    from tests.conftest import broker_config
+
+    b = Broker(broker_config(tmp_path))
+    await b.start()
+    created = b.create_topic("durable", 5, {"retention.ms": "1000"})
+    await b.stop()
+    b2 = Broker(broker_config(tmp_path))
+    await b2.start()
+    t = b2.topics.get("durable")
+    assert t.partitions == 5 and t.topic_id == created.topic_id and t.configs == {"retention.ms": "1000"}
+    await b2.stop()
