@@ -7,6 +7,20 @@ from protocol.api_table import API_TABLE
 from protocol.errors import ErrorCode
 
 
+def _md_request(version, names, auto):
+    from protocol import codec
+
+    cls = codec.request_class(3, version)
+    topic = codec.nested(cls, "MetadataRequestTopic")
+    return codec.make(
+        cls,
+        topics=tuple(codec.make(topic, name=n, topic_id=codec.ZERO_UUID) for n in names),
+        allow_auto_topic_creation=auto,
+        include_topic_authorized_operations=False,
+        include_cluster_authorized_operations=False,
+    )
+
+
 @pytest.mark.parametrize("version", [0, 1, 2, 3])
 async def test_api_versions_lists_the_table(wire, version):
     body = {"client_software_name": "test", "client_software_version": "1"}
@@ -56,7 +70,7 @@ async def test_metadata_unknown_and_invalid_topics(tmp_path):
     await b.start()
     try:
         c = await WireClient.connect(b.port)
-        resp = await c.call(3, 9, {"topics": [{"name": "nope"}, {"name": "bad name!"}], "allow_auto_topic_creation": True})
+        resp = await c.call(3, 9, _md_request(9, ["nope", "bad name!"], True))
         errors = {t.name: t.error_code for t in resp.topics}
         assert errors == {"nope": ErrorCode.unknown_topic_or_partition, "bad name!": ErrorCode.invalid_topic_exception}
         await c.close()
@@ -65,12 +79,11 @@ async def test_metadata_unknown_and_invalid_topics(tmp_path):
 
 
 async def test_metadata_auto_creates_when_enabled(wire, broker):
-    req_topic = {"name": "auto-made"}
-    resp = await wire.call(3, 9, {"topics": [req_topic], "allow_auto_topic_creation": True})
+    resp = await wire.call(3, 9, _md_request(9, ["auto-made"], True))
     assert resp.topics[0].error_code == ErrorCode.none
     assert "auto-made" in broker.topics
     # a v4+ client that says no is not given a topic
-    resp = await wire.call(3, 9, {"topics": [{"name": "not-made"}], "allow_auto_topic_creation": False})
+    resp = await wire.call(3, 9, _md_request(9, ["not-made"], False))
     assert resp.topics[0].error_code == ErrorCode.unknown_topic_or_partition
 
 
