@@ -60,7 +60,9 @@ class Out:
     def result(self) -> Result:
         if not self.records and not self.timers and len(self.responses) == 1:
             return Result(responses=(self.responses[0],), replay=False)
-        return Result(tuple(self.records), tuple(self.responses), tuple(self.timers), self.write_ref, self.replay)
+        return Result(
+            tuple(self.records), tuple(self.responses), tuple(self.timers), self.write_ref, self.replay
+        )
 
 
 def _new_id_suffix(cfg: GroupConfig) -> str:
@@ -220,7 +222,14 @@ def complete_join(g: Group, now: int, cfg: GroupConfig, out: Out) -> None:
                 (
                     token,
                     JoinGroupResponse(
-                        E.NONE, gen, ptype, proto, leader, False, mid, _member_list(g) if mid == leader else ()
+                        E.NONE,
+                        gen,
+                        ptype,
+                        proto,
+                        leader,
+                        False,
+                        mid,
+                        _member_list(g) if mid == leader else (),
                     ),
                 )
             )
@@ -342,7 +351,9 @@ def _join_known(g: Group, req: JoinGroup, token: Token, now: int, cfg: GroupConf
 
 
 def _current_info(g: Group, mid: str, members: tuple[JoinMember, ...]) -> JoinGroupResponse:
-    return JoinGroupResponse(E.NONE, g.generation, g.protocol_type, g.protocol, g.leader or "", False, mid, members)
+    return JoinGroupResponse(
+        E.NONE, g.generation, g.protocol_type, g.protocol, g.leader or "", False, mid, members
+    )
 
 
 def _update_member(g: Group, m: Member, req: JoinGroup, token: Token) -> None:
@@ -421,7 +432,16 @@ def _replace_static(
                     E.NONE, g.generation, g.protocol_type, g.protocol, previous_leader, False, new_id, ()
                 )
             out.responses.append((token, resp))
-            out.write_ref = ("static", g.group_id, req.group_instance_id, old_id, new_id, saved, token, previous_leader)
+            out.write_ref = (
+                "static",
+                g.group_id,
+                req.group_instance_id,
+                old_id,
+                new_id,
+                saved,
+                token,
+                previous_leader,
+            )
         else:
             prepare_rebalance(g, now, cfg, out)
     elif st == COMPLETING:
@@ -532,7 +552,9 @@ def _leader_sync(g: Group, req: SyncGroup, now: int, out: Out) -> None:
     out.write_ref = ("sync", g.group_id, g.generation, tuple(answered))
 
 
-def _undo_sync(state: ShardState, ref: tuple[Any, ...], error: int, now: int, cfg: GroupConfig, out: Out) -> None:
+def _undo_sync(
+    state: ShardState, ref: tuple[Any, ...], error: int, now: int, cfg: GroupConfig, out: Out
+) -> None:
     _, gid, generation, tokens = ref
     err = E.group_write_error(error)
     for token in tokens:
@@ -595,7 +617,9 @@ def _leave(
         return E.INVALID_GROUP_ID, []
     g = state.groups.get(req.group_id)
     if g is None:
-        return E.NONE, [LeftMember(x.member_id, x.group_instance_id, E.UNKNOWN_MEMBER_ID) for x in req.members]
+        return E.NONE, [
+            LeftMember(x.member_id, x.group_instance_id, E.UNKNOWN_MEMBER_ID) for x in req.members
+        ]
     results = []
     removed = pending_removed = False
     for x in req.members:
@@ -693,12 +717,15 @@ def describe_group(state: ShardState, group_id: str) -> GroupDescription:
     if g.state == STABLE:
         proto = g.protocol or ""
         members = tuple(
-            DescribedMember(m.member_id, m.instance_id, m.client_id, m.client_host, m.metadata(proto), m.assignment)
+            DescribedMember(
+                m.member_id, m.instance_id, m.client_id, m.client_host, m.metadata(proto), m.assignment
+            )
             for m in g.members.values()
         )
         return GroupDescription(E.NONE, group_id, STABLE, ptype, proto, members)
     members = tuple(
-        DescribedMember(m.member_id, m.instance_id, m.client_id, m.client_host, b"", b"") for m in g.members.values()
+        DescribedMember(m.member_id, m.instance_id, m.client_id, m.client_host, b"", b"")
+        for m in g.members.values()
     )
     return GroupDescription(E.NONE, group_id, g.state, ptype, "", members)
 

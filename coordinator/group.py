@@ -312,4 +312,3 @@ def parse_subscription_topics(data: bytes) -> list[str] | None:
         return topics
     except (struct.error, UnicodeDecodeError):
         return None
-

@@ -92,7 +92,10 @@ def offset_commit(state: ShardState, req: OffsetCommit, token: Token, now: int, 
             parts_out.append(PartitionError(p.topic, p.partition, E.OFFSET_METADATA_TOO_LARGE))
             continue
         records.append(
-            (OffsetCommitKey(gid, p.topic, p.partition), OffsetCommitValue(p.offset, meta, now, p.leader_epoch, expire))
+            (
+                OffsetCommitKey(gid, p.topic, p.partition),
+                OffsetCommitValue(p.offset, meta, now, p.leader_epoch, expire),
+            )
         )
         parts_out.append(PartitionError(p.topic, p.partition, E.NONE))
     parts = tuple(parts_out)
@@ -176,7 +179,11 @@ def delete_group(state: ShardState, group_id: str, token: Token, now: int) -> Re
     records.append((GroupMetadataKey(group_id), None))
     _drop_group(state, g)
     return Result(
-        tuple(records), ((token, DeleteGroupResponse(E.NONE)),), _cancel_pending(g), ("delete", g, token), True
+        tuple(records),
+        ((token, DeleteGroupResponse(E.NONE)),),
+        _cancel_pending(g),
+        ("delete", g, token),
+        True,
     )
 
 
@@ -260,4 +267,3 @@ def remove_topic_offsets(state: ShardState, topics: frozenset[str] | set[str]) -
     if not records:
         return Result(replay=False)
     return Result(tuple(records), (), (), ("topics",), True)
-

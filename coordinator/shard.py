@@ -203,4 +203,3 @@ def unload(state: ShardState) -> Result:
         g.state = "Dead"
     state.groups.clear()
     return Result(responses=tuple(responses), replay=False)
-

@@ -34,7 +34,11 @@ def subscription(*topics: str, user_data: bytes | None = None) -> bytes:
     for t in topics:
         b = t.encode()
         out += len(b).to_bytes(2, "big") + b
-    out += (-1).to_bytes(4, "big", signed=True) if user_data is None else len(user_data).to_bytes(4, "big") + user_data
+    out += (
+        (-1).to_bytes(4, "big", signed=True)
+        if user_data is None
+        else len(user_data).to_bytes(4, "big") + user_data
+    )
     return bytes(out)
 
 
@@ -167,7 +171,9 @@ class Core:
         self.apply(shard.sync_group(self.state, req, tok, self.now, self.cfg))
         return tok
 
-    def heartbeat(self, member_id: str, generation: int, group: str = "g", instance: str | None = None) -> int:
+    def heartbeat(
+        self, member_id: str, generation: int, group: str = "g", instance: str | None = None
+    ) -> int:
         tok = self.token()
         req = Heartbeat(group, generation, member_id, instance, 3)
         self.apply(shard.heartbeat(self.state, req, tok, self.now, self.cfg))
@@ -199,7 +205,9 @@ class Core:
         self.apply(shard.offset_commit(self.state, req, tok, self.now, self.cfg))
         return self.answers[tok]
 
-    def fetch(self, group: str = "g", topics: dict[str, tuple[int, ...]] | None = None, version: int = 8) -> Any:
+    def fetch(
+        self, group: str = "g", topics: dict[str, tuple[int, ...]] | None = None, version: int = 8
+    ) -> Any:
         req = OffsetFetch(group, None if topics is None else tuple(topics.items()), False, version)
         return shard.offset_fetch(self.state, req, self.now)
 

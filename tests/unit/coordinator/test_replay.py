@@ -26,7 +26,13 @@ def test_group_metadata_loads_stable_with_assignments_then_expires_after_load():
     c = Core()
     shard.replay(c.state, GroupMetadataKey("g"), gm(4, member("A", b"a", "i1"), member("B", b"b")), 0)
     g = c.group()
-    assert (g.state, g.generation, g.leader, g.protocol, g.protocol_type) == ("Stable", 4, "A", "range", "consumer")
+    assert (g.state, g.generation, g.leader, g.protocol, g.protocol_type) == (
+        "Stable",
+        4,
+        "A",
+        "range",
+        "consumer",
+    )
     assert g.members["A"].assignment == b"a" and g.static == {"i1": "A"}
     assert g.subscribed == frozenset({"t"})
     c.now = 50_000
@@ -95,7 +101,12 @@ def test_runtime_log_replayed_into_fresh_state_gives_same_groups():
     for k, v in c.log:
         shard.replay(fresh, k, v, 0)
     g, h = c.group(), fresh.groups["g"]
-    assert (h.state, h.generation, h.leader, list(h.members)) == (g.state, g.generation, g.leader, list(g.members))
+    assert (h.state, h.generation, h.leader, list(h.members)) == (
+        g.state,
+        g.generation,
+        g.leader,
+        list(g.members),
+    )
     assert [m.assignment for m in h.members.values()] == [a.encode(), b.encode()]
     assert h.offsets["t"][0].offset == 10 and h.offsets["t"][0].metadata == "meta"
 

@@ -28,7 +28,12 @@ def test_follower_sync_parks_until_leader_sync_is_durable():
     assert r.replay is False  # the group is already updated in memory
     ((key, value),) = r.records
     assert key == GroupMetadataKey("g")
-    assert (value.generation, value.leader, value.protocol, value.protocol_type) == (1, a, "range", "consumer")
+    assert (value.generation, value.leader, value.protocol, value.protocol_type) == (
+        1,
+        a,
+        "range",
+        "consumer",
+    )
     assert [(m.member_id, m.assignment, m.subscription) for m in value.members] == [
         (a, b"a", b"range-meta"),
         (b, b"b", b"range-meta"),
