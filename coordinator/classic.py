@@ -163,8 +163,9 @@ def prepare_rebalance(g: Group, now: int, cfg: GroupConfig, out: Out) -> None:
 
 
 def _maybe_complete(g: Group, now: int, cfg: GroupConfig, out: Out) -> None:
-    """Kafka's maybeCompleteJoinPhase: never during the initial delay."""
-    if g.state == PREPARING and g.initial_delay is None and g.all_joined():
+    """Kafka's maybeCompleteJoinPhase: never in a group's initial rebalance (coming from Empty), whose
+    end belongs to the initial-delay timer."""
+    if g.state == PREPARING and g.prev_state != EMPTY and g.all_joined():
         complete_join(g, now, cfg, out)
 
 
@@ -319,6 +320,10 @@ def _join_known(g: Group, req: JoinGroup, token: Token, now: int, cfg: GroupConf
         respond((token, JoinGroupResponse(E.INCONSISTENT_GROUP_PROTOCOL, member_id=mid)))
         return
     if mid in g.pending:
+        if req.group_instance_id is not None:
+            # Pending ids are never static; Kafka fails such a request with an internal error.
+            respond((token, JoinGroupResponse(E.UNKNOWN_SERVER_ERROR)))
+            return
         del g.pending[mid]
         out.timers.append(TimerOp(("pend", g.group_id, mid), None))
         _add_and_rebalance(g, req, mid, token, now, cfg, out)
@@ -621,7 +626,7 @@ def _leave(
             LeftMember(x.member_id, x.group_instance_id, E.UNKNOWN_MEMBER_ID) for x in req.members
         ]
     results = []
-    removed = pending_removed = False
+    removed = False
     for x in req.members:
         mid = x.member_id
         if mid == "":
@@ -636,7 +641,7 @@ def _leave(
         elif mid in g.pending:
             del g.pending[mid]
             out.timers.append(TimerOp(("pend", g.group_id, mid), None))
-            pending_removed = True
+            removed = True  # counts as a member leaving, as in Kafka (a Stable group rebalances)
             err = E.NONE
         else:
             err = validate_member(g, mid, x.group_instance_id)
@@ -645,9 +650,10 @@ def _leave(
                 removed = True
         results.append(LeftMember(mid, x.group_instance_id, err))
     if removed:
-        _maybe_prepare_or_complete(g, now, cfg, out)
-    elif pending_removed:
-        _maybe_complete(g, now, cfg, out)
+        if g.state in (STABLE, COMPLETING):
+            prepare_rebalance(g, now, cfg, out)
+        else:
+            _maybe_complete(g, now, cfg, out)
     return E.NONE, results
 
 
