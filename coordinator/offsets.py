@@ -188,8 +188,19 @@ def delete_group(state: ShardState, group_id: str, token: Token, now: int) -> Re
 
 
 def _drop_group(state: ShardState, g: Group) -> None:
+    """The group dies now; its tombstone is still to be written, and its runtime replay must not remove a
+    group recreated with the same id meanwhile (``ShardState.dropping`` counts tombstones in flight)."""
     del state.groups[g.group_id]
     g.state = DEAD
+    state.dropping[g.group_id] = state.dropping.get(g.group_id, 0) + 1
+
+
+def undrop(state: ShardState, group_id: str) -> None:
+    n = state.dropping.get(group_id, 0) - 1
+    if n > 0:
+        state.dropping[group_id] = n
+    else:
+        state.dropping.pop(group_id, None)
 
 
 def _cancel_pending(g: Group) -> tuple[TimerOp, ...]:
@@ -198,6 +209,7 @@ def _cancel_pending(g: Group) -> tuple[TimerOp, ...]:
 
 def delete_failed(state: ShardState, ref: tuple[Any, ...], error: int) -> Result:
     _, g, token = ref
+    undrop(state, g.group_id)
     if g.group_id not in state.groups:
         g.state = EMPTY
         state.groups[g.group_id] = g
@@ -210,6 +222,7 @@ def expire_offsets(state: ShardState, now: int, cfg: GroupConfig) -> Result:
     retention = cfg.offsets_retention_ms
     records: list[tuple[Any, None]] = []
     timers: list[TimerOp] = []
+    dropped: list[Group] = []
     for g in list(state.groups.values()):
         if g.pending_commits:
             continue  # never expire under a commit still being written
@@ -238,9 +251,21 @@ def expire_offsets(state: ShardState, now: int, cfg: GroupConfig) -> Result:
             records.append((GroupMetadataKey(gid), None))
             timers.extend(_cancel_pending(g))
             _drop_group(state, g)
+            dropped.append(g)
     if not records:
         return Result(timers=tuple(timers), replay=False)
-    return Result(tuple(records), (), tuple(timers), ("expire",), True)
+    return Result(tuple(records), (), tuple(timers), ("expire", tuple(dropped)), True)
+
+
+def expire_failed(state: ShardState, ref: tuple[Any, ...]) -> Result:
+    """A failed expiry write is only logged by Kafka, whose in-memory rollback brings the groups back: so
+    do we (their offsets were never touched, they change only by replay)."""
+    for g in ref[1]:
+        undrop(state, g.group_id)
+        if g.group_id not in state.groups:
+            g.state = EMPTY
+            state.groups[g.group_id] = g
+    return Result(replay=False)
 
 
 def _expiry_base(g: Group) -> int | None | bool:

@@ -39,11 +39,13 @@ from coordinator.offsets import (
     commit_failed,
     delete_failed,
     delete_group,
+    expire_failed,
     expire_offsets,
     offset_commit,
     offset_delete,
     offset_fetch,
     remove_topic_offsets,
+    undrop,
 )
 from coordinator.records import GroupMetadataKey, GroupMetadataValue, Key, OffsetCommitKey, Value
 
@@ -72,11 +74,14 @@ __all__ = [
 class ShardState:
     """Groups (with their committed offsets) of one offsets partition."""
 
-    __slots__ = ("partition", "groups")
+    __slots__ = ("partition", "groups", "dropping")
 
     def __init__(self, partition: int) -> None:
         self.partition = partition
         self.groups: dict[str, Group] = {}
+        # Groups deleted in memory whose GroupMetadata tombstone is being written: its runtime replay is
+        # then a no-op (at load this is empty and the tombstone removes the group).
+        self.dropping: dict[str, int] = {}
 
 
 def replay(state: ShardState, key: Key, value: Value | None, now: int) -> None:
@@ -104,6 +109,9 @@ def replay(state: ShardState, key: Key, value: Value | None, now: int) -> None:
 
 
 def _replay_group(state: ShardState, group_id: str, value: GroupMetadataValue | None, now: int) -> None:
+    if value is None and group_id in state.dropping:
+        undrop(state, group_id)
+        return
     old = state.groups.get(group_id)
     if value is None:
         if old is None:
@@ -181,6 +189,8 @@ def on_write_failed(state: ShardState, write_ref: Any, error: int, now: int, cfg
         return Result(
             responses=((write_ref[1], OffsetDeleteResponse(E.offset_write_error(error))),), replay=False
         )
+    if kind == "expire":
+        return expire_failed(state, write_ref)
     out = Out()
     if kind == "sync":
         _undo_sync(state, write_ref, error, now, cfg, out)

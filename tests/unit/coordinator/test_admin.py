@@ -180,3 +180,34 @@ def test_topic_deletion_tombstones_offsets():
     c.apply(shard.remove_topic_offsets(c.state, {"t"}))
     assert list(c.group().offsets) == ["u"]
     assert not c.group("h").offsets
+
+
+def test_group_recreated_before_the_tombstone_is_durable_survives_its_replay():
+    c = Core()
+    c.commit(("t", 0, 1))
+    tok = c.token()
+    r = shard.delete_group(c.state, "g", tok, 0)  # not yet durable
+    assert "g" not in c.state.groups
+    c.join(version=3)  # a new group "g" is born meanwhile
+    for k, v in r.records:  # the delete's records become durable and are replayed
+        shard.replay(c.state, k, v, 0)
+    assert c.group().state == "PreparingRebalance" and len(c.group().members) == 1
+    assert c.state.dropping == {}
+    # At load the same tombstone removes the group.
+    fresh = shard.ShardState(0)
+    for k, v in [*c.log, *r.records]:
+        shard.replay(fresh, k, v, 0)
+    assert fresh.groups == {}
+
+
+def test_expiry_write_failure_keeps_groups_and_offsets():
+    c = Core()
+    c.commit(("t", 0, 1))
+    c.now = WEEK
+    c.fail_next_write = 56
+    expire(c)
+    assert c.results[-1].responses == ()  # nobody to answer: Kafka only logs it
+    assert c.state.dropping == {} and c.group().state == "Empty"
+    assert c.fetch(topics={"t": (0,)}).partitions[0].offset == 1
+    expire(c)  # the next check succeeds
+    assert "g" not in c.state.groups
