@@ -142,6 +142,8 @@ def offset_fetch(state: ShardState, req: OffsetFetch, now: int) -> OffsetFetchRe
 
 
 def offset_delete(state: ShardState, req: OffsetDelete, token: Token, now: int) -> Result:
+    if not req.group_id:
+        return Result(responses=((token, OffsetDeleteResponse(E.INVALID_GROUP_ID)),), replay=False)
     g = state.groups.get(req.group_id)
     if g is None or g.state == DEAD:
         return Result(responses=((token, OffsetDeleteResponse(E.GROUP_ID_NOT_FOUND)),), replay=False)

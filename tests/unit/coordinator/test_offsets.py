@@ -182,6 +182,7 @@ def test_offset_delete_protects_subscribed_topics():
     f = c.fetch(topics={"t": (0,), "u": (0,)}).partitions
     assert [p.offset for p in f] == [1, -1]
     assert delete(c, ("t", 0), group="nope").error == 69
+    assert delete(c, ("t", 0), group="").error == 24
 
 
 def test_offset_delete_unknown_subscription_protects_everything_for_consumer_groups():
