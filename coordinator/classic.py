@@ -146,14 +146,16 @@ def prepare_rebalance(g: Group, now: int, cfg: GroupConfig, out: Out) -> None:
         delay = cfg.initial_rebalance_delay_ms
         remaining = max(g.rebalance_timeout() - delay, 0)
         g.transition(PREPARING, now)
-        g.new_member_added = False
+        # new_member_added is left as it is: like Kafka, a flag left over from an earlier initial
+        # rebalance extends this one by one more delay.
         if delay > 0:
             g.initial_delay = delay
             g.initial_remaining = remaining
             _arm_join(g, now + delay, out)
         else:
-            # Kafka arms a 0 ms timer whose firing completes the join (no newcomer can have been counted
-            # yet): completing right here is the same, without a timer round trip.
+            # Kafka arms 0 ms timers until the join completes (no newcomer can be counted in between):
+            # completing right here is the same, without a timer round trip.
+            g.new_member_added = False
             complete_join(g, now, cfg, out)
         return
     g.transition(PREPARING, now)
