@@ -91,6 +91,7 @@ class CommitPartition:
     offset: int
     leader_epoch: int
     metadata: str | None
+    commit_timestamp: int = -1  # v1 only; -1 = the broker's now
 
 
 @dataclass(frozen=True, slots=True)

@@ -94,7 +94,13 @@ def offset_commit(state: ShardState, req: OffsetCommit, token: Token, now: int, 
         records.append(
             (
                 OffsetCommitKey(gid, p.topic, p.partition),
-                OffsetCommitValue(p.offset, meta, now, p.leader_epoch, expire),
+                OffsetCommitValue(
+                    p.offset,
+                    meta,
+                    now if p.commit_timestamp == -1 else p.commit_timestamp,
+                    p.leader_epoch,
+                    expire,
+                ),
             )
         )
         parts_out.append(PartitionError(p.topic, p.partition, E.NONE))

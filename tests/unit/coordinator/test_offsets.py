@@ -204,3 +204,14 @@ def test_offset_delete_empty_group_deletes():
     assert delete(c, ("t", 0)).partitions[0].error == 0
     assert c.log[-1] == (OffsetCommitKey("g", "t", 0), None)
     assert not c.group().offsets
+
+
+def test_v1_commit_timestamp_is_kept_when_given():
+    from coordinator.api import CommitPartition, OffsetCommit
+
+    c = Core()
+    c.now = 500
+    parts = (CommitPartition("t", 0, 1, -1, "", 123), CommitPartition("t", 1, 1, -1, ""))
+    tok = c.token()
+    c.apply(shard.offset_commit(c.state, OffsetCommit("g", -1, "", None, -1, parts, 1), tok, c.now, c.cfg))
+    assert [v.commit_timestamp for _, v in c.log] == [123, 500]
