@@ -219,3 +219,28 @@ def default_config(**overrides: Any) -> Config:
     """Defaults with typed overrides, keyed by Kafka names (tests use this)."""
     raw = {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in overrides.items()}
     return build_config(raw)
+
+
+CONFIG_BEGIN = "<!-- config-table:begin -->"
+CONFIG_END = "<!-- config-table:end -->"
+
+
+def config_table_markdown() -> str:
+    """The README's configuration table, rendered from KEYS."""
+    rows = ["| key | default | meaning |", "| --- | --- | --- |"]
+    for key in KEYS.values():
+        rows.append(f"| `{key.name}` | `{key.default if key.default is not None else ''}` | {key.doc} |")
+    return "\n".join(rows)
+
+
+def write_readme(path: str = "README.md") -> None:
+    with open(path) as f:
+        text = f.read()
+    head, _, rest = text.partition(CONFIG_BEGIN)
+    _, _, tail = rest.partition(CONFIG_END)
+    with open(path, "w") as f:
+        f.write(f"{head}{CONFIG_BEGIN}\n{config_table_markdown()}\n{CONFIG_END}{tail}")
+
+
+if __name__ == "__main__":
+    write_readme()
