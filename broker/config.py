@@ -120,6 +120,7 @@ KEYS: dict[str, Key] = {
         _int_key("message.max.bytes", 1_048_588, 0, INT32_MAX, "largest record batch accepted"),
         # observability
         Key("metrics.listener", _host_port, "127.0.0.1:9404", doc="host:port of /metrics and /healthz (empty: off)"),
+        _int_key("metrics.max.group.series", 1000, 0, INT32_MAX, "groups with their own metric series; the rest sum under __overflow__"),
     )
 }
 
