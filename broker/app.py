@@ -12,6 +12,7 @@ from broker.config import Config
 from broker.connection import Connection
 from broker.dispatch import load_handlers
 from broker.metrics import Metrics
+from broker.metrics_http import MetricsServer
 from broker.topics import Topic, TopicRegistry
 
 log = logging.getLogger("groupd.broker")
@@ -31,8 +32,13 @@ class Broker:
         self.config = config
         self.node_id: int = config["node.id"]
         self.topics = TopicRegistry(config["log.dirs"])
-        self.metrics = Metrics()
+        self.metrics = Metrics(config["metrics.max.group.series"])
+        self.metrics.bind(self)
         self.services: list[Service] = []
+        self.metrics_server: MetricsServer | None = None
+        if config["metrics.listener"]:
+            self.metrics_server = MetricsServer(self, *config["metrics.listener"])
+            self.services.append(self.metrics_server)
         self.stopping = False
         self.started_at: float | None = None
         self._server: asyncio.base_events.Server | None = None
