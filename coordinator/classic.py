@@ -132,7 +132,9 @@ def _remove_member(g: Group, m: Member, out: Out) -> None:
     g.remove(m.member_id)
 
 
-def prepare_rebalance(g: Group, now: int, cfg: GroupConfig, out: Out) -> None:
+def prepare_rebalance(g: Group, now: int, cfg: GroupConfig, out: Out, cause: str = "join") -> None:
+    """Enter PreparingRebalance; ``cause`` (join, leave, session_expiry, metadata_change) is kept on the
+    group for the shell's metrics."""
     if g.state == COMPLETING:
         for m in g.members.values():
             m.assignment = b""
@@ -142,6 +144,7 @@ def prepare_rebalance(g: Group, now: int, cfg: GroupConfig, out: Out) -> None:
                 _arm_hb(g, m, now + m.session_timeout, out)
     g.pending_sync.clear()
     _cancel_sync(g, out)
+    g.rebalance_cause = cause
     if g.state == EMPTY:
         delay = cfg.initial_rebalance_delay_ms
         remaining = max(g.rebalance_timeout() - delay, 0)
@@ -171,18 +174,18 @@ def _maybe_complete(g: Group, now: int, cfg: GroupConfig, out: Out) -> None:
         complete_join(g, now, cfg, out)
 
 
-def _maybe_prepare_or_complete(g: Group, now: int, cfg: GroupConfig, out: Out) -> None:
+def _maybe_prepare_or_complete(g: Group, now: int, cfg: GroupConfig, out: Out, cause: str = "join") -> None:
     if g.state == PREPARING:
         _maybe_complete(g, now, cfg, out)
     else:
-        prepare_rebalance(g, now, cfg, out)
+        prepare_rebalance(g, now, cfg, out, cause)
 
 
 def _after_timer_removal(g: Group, now: int, cfg: GroupConfig, out: Out) -> None:
     """After a member left by a timer: rebalance; in PreparingRebalance complete as soon as everyone left is
     parked, also during the initial delay (Kafka 4.x)."""
     if g.state in (STABLE, COMPLETING):
-        prepare_rebalance(g, now, cfg, out)
+        prepare_rebalance(g, now, cfg, out, "session_expiry")
     elif g.state == PREPARING and g.all_joined():
         complete_join(g, now, cfg, out)
 
@@ -345,12 +348,12 @@ def _join_known(g: Group, req: JoinGroup, token: Token, now: int, cfg: GroupConf
             respond((token, _current_info(g, mid, _member_list(g) if mid == g.leader else ())))
         else:
             _update_member(g, m, req, token)
-            prepare_rebalance(g, now, cfg, out)
+            prepare_rebalance(g, now, cfg, out, "metadata_change")
     elif st == STABLE:
         if mid == g.leader or m.protocols != req.protocols:
             # A leader's JoinGroup forces a rebalance (e.g. the topics' metadata changed).
             _update_member(g, m, req, token)
-            prepare_rebalance(g, now, cfg, out)
+            prepare_rebalance(g, now, cfg, out, "metadata_change")
         else:
             respond((token, _current_info(g, mid, ())))
     else:
@@ -450,7 +453,7 @@ def _replace_static(
                 previous_leader,
             )
         else:
-            prepare_rebalance(g, now, cfg, out)
+            prepare_rebalance(g, now, cfg, out, "metadata_change")
     elif st == COMPLETING:
         prepare_rebalance(g, now, cfg, out)
     elif st == PREPARING:
@@ -653,7 +656,7 @@ def _leave(
         results.append(LeftMember(mid, x.group_instance_id, err))
     if removed:
         if g.state in (STABLE, COMPLETING):
-            prepare_rebalance(g, now, cfg, out)
+            prepare_rebalance(g, now, cfg, out, "leave")
         else:
             _maybe_complete(g, now, cfg, out)
     return E.NONE, results
@@ -708,7 +711,7 @@ def on_group_timer(state: ShardState, key: tuple[Any, ...], now: int, cfg: Group
             if m is not None:
                 _cancel_hb(g, m, out)
             g.remove(mid)
-        prepare_rebalance(g, now, cfg, out)
+        prepare_rebalance(g, now, cfg, out, "session_expiry")
     else:
         return EMPTY_RESULT
     return out.result()

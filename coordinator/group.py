@@ -105,6 +105,7 @@ class Group:
         "subscribed",
         "offsets",
         "pending_commits",
+        "rebalance_cause",
     )
 
     def __init__(self, group_id: str, now: int | None) -> None:
@@ -131,6 +132,7 @@ class Group:
         self.subscribed: frozenset[str] | None = None  # None: unknown
         self.offsets: dict[str, dict[int, OffsetCommitValue]] = {}
         self.pending_commits = 0
+        self.rebalance_cause = ""  # why the last rebalance started (for metrics)
 
     # ------------------------------------------------------------ state
 

@@ -133,3 +133,21 @@ def test_heartbeat_v0_version_and_empty_group():
     (a,) = c.stable_group(1)
     c.leave((a, None))
     assert c.heartbeat(a, 2) == 25
+
+
+def test_rebalance_cause_is_recorded_for_metrics():
+    c = Core()
+    a, b = c.stable_group()
+    assert c.group().rebalance_cause == "join"
+    c.join(member_id=a)  # leader rejoin
+    assert c.group().rebalance_cause == "metadata_change"
+    c.join(member_id=b)
+    c.sync(b, 2)
+    c.sync(a, 2, {a: b"", b: b""})
+    c.leave((b, None))
+    assert c.group().rebalance_cause == "leave"
+    c.join(member_id=a)  # completes generation 3 with A alone
+    c.sync(a, 3, {a: b""})
+    assert c.group().state == "Stable"
+    c.advance(c.now + 10_000)  # A stops heartbeating
+    assert c.group().rebalance_cause == "session_expiry"
