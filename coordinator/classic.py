@@ -464,6 +464,7 @@ def _rekey(g: Group, m: Member, new_id: str) -> None:
     old_id = m.member_id
     del g.members[old_id]
     m.member_id = new_id
+    m.is_new = False  # Kafka builds a fresh member object here, which is not "new"
     g.members[new_id] = m
     if m.instance_id is not None:
         g.static[m.instance_id] = new_id
@@ -500,11 +501,12 @@ def _inconsistent(asked: str | None, have: str | None) -> bool:
 def sync_group(state: ShardState, req: SyncGroup, token: Token, now: int, cfg: GroupConfig) -> Result:
     out = Out()
     respond = out.responses.append
+    if req.version >= 5 and (req.protocol_type is None or req.protocol_name is None):
+        # Kafka's API layer answers this before the coordinator sees the request.
+        respond((token, SyncGroupResponse(E.INCONSISTENT_GROUP_PROTOCOL)))
+        return out.result()
     if not req.group_id:
         respond((token, SyncGroupResponse(E.INVALID_GROUP_ID)))
-        return out.result()
-    if req.version >= 5 and (req.protocol_type is None or req.protocol_name is None):
-        respond((token, SyncGroupResponse(E.INCONSISTENT_GROUP_PROTOCOL)))
         return out.result()
     g = state.groups.get(req.group_id)
     if g is None:
