@@ -311,3 +311,15 @@ def test_second_join_supersedes_parked_one_without_answer():
 
 def test_range_is_default_protocol_of_harness():
     assert RANGE[0].name == "range"
+
+
+def test_default_member_id_is_client_id_and_java_uuid():
+    import re
+
+    from coordinator import shard
+    from coordinator.api import GroupConfig, JoinGroup
+
+    req = JoinGroup("g", "", None, 10_000, 30_000, "consumer", RANGE, "rdkafka", "/h", 4)
+    r = shard.join_group(shard.ShardState(0), req, 1, 0, GroupConfig())
+    mid = r.responses[0][1].member_id
+    assert re.fullmatch(r"rdkafka-[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}", mid), mid
