@@ -309,10 +309,6 @@ def test_second_join_supersedes_parked_one_without_answer():
     assert c.answers[ta2].error == 0
 
 
-def test_range_is_default_protocol_of_harness():
-    assert RANGE[0].name == "range"
-
-
 def test_default_member_id_is_client_id_and_java_uuid():
     import re
 

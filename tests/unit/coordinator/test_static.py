@@ -167,8 +167,8 @@ def test_fenced_instance_on_join_and_leave_by_instance():
     assert c.leave(("x", "i1")).members[0].error == 82
 
 
-def test_static_join_before_v5_has_no_instance():
+def test_dynamic_join_v4_gets_member_id_required_static_never():
     c = Core()
-    tok = c.join(version=4)
-    assert c.answers[tok].error == 79
-    assert RANGE[0].name == "range"
+    assert c.answers[c.join(version=4)].error == 79
+    tok = c.join(version=5, instance="i1", protocols=RANGE)
+    assert tok not in c.answers

@@ -128,7 +128,7 @@ def test_new_member_expires_even_while_parked():
     assert len(c.group().members) == 1
 
 
-def test_heartbeat_v0_version_and_empty_group():
+def test_heartbeat_after_group_emptied_is_unknown_member():
     c = Core()
     (a,) = c.stable_group(1)
     c.leave((a, None))
