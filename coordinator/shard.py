@@ -85,7 +85,8 @@ class ShardState:
 
 
 def replay(state: ShardState, key: Key, value: Value | None, now: int) -> None:
-    if key.__class__ is OffsetCommitKey:
+    cls = key.__class__
+    if cls is OffsetCommitKey or (cls is not GroupMetadataKey and isinstance(key, OffsetCommitKey)):
         g = state.groups.get(key.group)
         if value is None:
             if g is not None:
@@ -104,7 +105,7 @@ def replay(state: ShardState, key: Key, value: Value | None, now: int) -> None:
         if g.pending_commits:
             g.pending_commits -= 1
         return
-    if key.__class__ is GroupMetadataKey:
+    if isinstance(key, GroupMetadataKey):
         _replay_group(state, key.group, value, now)  # type: ignore[arg-type]
 
 
