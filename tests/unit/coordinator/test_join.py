@@ -319,3 +319,13 @@ def test_default_member_id_is_client_id_and_java_uuid():
     r = shard.join_group(shard.ShardState(0), req, 1, 0, GroupConfig())
     mid = r.responses[0][1].member_id
     assert re.fullmatch(r"rdkafka-[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}", mid), mid
+
+
+def test_nothing_is_written_entering_preparing_or_completing_rebalance():
+    c = Core()
+    c.new_member()
+    c.new_member()
+    c.finish_join()
+    assert c.group().state == "CompletingRebalance"
+    assert c.log == []
+    assert all(r.records == () for r in c.results)
