@@ -1,0 +1,251 @@
+"""Kafka record batches v2 (magic 2): header parsing, CRC-32C, building and record decoding.
+
+Layout: baseOffset i64, batchLength i32, partitionLeaderEpoch i32, magic i8, crc u32, attributes i16,
+lastOffsetDelta i32, baseTimestamp i64, maxTimestamp i64, producerId i64, producerEpoch i16,
+baseSequence i32, recordCount i32, then records. The CRC covers attributes..end, so the broker can
+rewrite baseOffset (and the leader epoch) without recomputing it.
+"""
+
+from __future__ import annotations
+
+import gzip
+import struct
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+from crc32c import crc32c
+
+from storage.errors import CorruptBatch, UnsupportedCompression, UnsupportedMagic
+
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+BATCH_OVERHEAD = _HEADER.size  # 61
+LOG_OVERHEAD = 12  # baseOffset + batchLength
+CRC_START = 21
+_BASE = struct.Struct(">q")
+_LEN_MAGIC = struct.Struct(">qiib")
+
+
+@dataclass(frozen=True, slots=True)
+class BatchHeader:
+    base_offset: int
+    batch_length: int
+    partition_leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    record_count: int
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def size(self) -> int:
+        return self.batch_length + LOG_OVERHEAD
+
+    @property
+    def compression(self) -> int:
+        return self.attributes & 0x07
+
+    @property
+    def timestamp_type(self) -> int:
+        return (self.attributes >> 3) & 1
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & 0x10)
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.attributes & 0x20)
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[str, bytes | None], ...] = ()
+
+
+def parse_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeader:
+    if len(buf) - pos < BATCH_OVERHEAD:
+        raise CorruptBatch(f"batch header truncated at {pos}")
+    h = BatchHeader(*_HEADER.unpack_from(buf, pos))
+    if h.magic != 2:
+        raise UnsupportedMagic(f"record batch magic {h.magic} is not supported (only v2)")
+    if h.batch_length < BATCH_OVERHEAD - LOG_OVERHEAD:
+        raise CorruptBatch(f"batch length {h.batch_length} is shorter than a batch header")
+    return h
+
+
+def crc_ok(buf: bytes | bytearray | memoryview, pos: int, header: BatchHeader) -> bool:
+    end = pos + header.size
+    if end > len(buf):
+        return False
+    return crc32c(memoryview(buf)[pos + CRC_START : end]) == header.crc
+
+
+def validate_batch(buf: bytes | bytearray | memoryview) -> BatchHeader:
+    """One whole produced batch: magic 2, consistent length, CRC ok."""
+    if len(buf) >= 17 and buf[16] != 2:
+        raise UnsupportedMagic(f"record batch magic {buf[16]} is not supported (only v2)")
+    header = parse_header(buf, 0)
+    if header.size != len(buf):
+        raise CorruptBatch(f"batch length {header.size} does not match {len(buf)} bytes received")
+    if not crc_ok(buf, 0, header):
+        raise CorruptBatch("record batch CRC mismatch")
+    return header
+
+
+def split_batches(buf: bytes | memoryview) -> Iterator[memoryview]:
+    """Produce requests may carry several batches in one records field."""
+    view = memoryview(buf)
+    pos = 0
+    while pos < len(view):
+        if len(view) - pos < LOG_OVERHEAD:
+            raise CorruptBatch("trailing bytes after the last batch")
+        _, length = struct.unpack_from(">qi", view, pos)
+        end = pos + LOG_OVERHEAD + length
+        if length < 0 or end > len(view):
+            raise CorruptBatch("batch length runs past the records")
+        yield view[pos:end]
+        pos = end
+
+
+def set_base_offset(buf: bytearray | memoryview, pos: int, base_offset: int) -> None:
+    _BASE.pack_into(buf, pos, base_offset)
+
+
+def iter_batches(buf: bytes | bytearray | memoryview, pos: int = 0) -> Iterator[tuple[int, BatchHeader]]:
+    """Batches in ``buf`` from ``pos``; stops before the first incomplete one."""
+    end = len(buf)
+    while end - pos >= BATCH_OVERHEAD:
+        header = parse_header(buf, pos)
+        if pos + header.size > end:
+            return
+        yield pos, header
+        pos += header.size
+
+
+# ---------------------------------------------------------------- varints
+
+
+def _zigzag(n: int) -> int:
+    return (n << 1) ^ (n >> 63)
+
+
+def _write_varint(out: bytearray, n: int) -> None:
+    v = _zigzag(n) & 0xFFFFFFFFFFFFFFFF
+    while v >= 0x80:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+    out.append(v)
+
+
+def _read_varint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
+    shift = value = 0
+    while True:
+        b = buf[pos]
+        pos += 1
+        value |= (b & 0x7F) << shift
+        if not b & 0x80:
+            return (value >> 1) ^ -(value & 1), pos
+        shift += 7
+        if shift > 63:
+            raise CorruptBatch("varint too long")
+
+
+def _write_bytes(out: bytearray, data: bytes | None) -> None:
+    if data is None:
+        _write_varint(out, -1)
+    else:
+        _write_varint(out, len(data))
+        out += data
+
+
+def build_batch(
+    records: Sequence[tuple[bytes | None, bytes | None]],
+    *,
+    base_offset: int = 0,
+    timestamp_ms: int,
+    headers: Sequence[Sequence[tuple[str, bytes | None]]] | None = None,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+    attributes: int = 0,
+    offset_deltas: Sequence[int] | None = None,
+    timestamps: Sequence[int] | None = None,
+) -> bytes:
+    """An uncompressed v2 batch. ``offset_deltas``/``timestamps`` let compaction keep gaps truthful."""
+    body = bytearray()
+    max_ts = timestamp_ms
+    for i, (key, value) in enumerate(records):
+        rec = bytearray(b"\x00")  # attributes
+        ts = timestamps[i] if timestamps is not None else timestamp_ms
+        max_ts = max(max_ts, ts)
+        _write_varint(rec, ts - timestamp_ms)
+        _write_varint(rec, offset_deltas[i] if offset_deltas is not None else i)
+        _write_bytes(rec, key)
+        _write_bytes(rec, value)
+        hdrs = headers[i] if headers is not None else ()
+        _write_varint(rec, len(hdrs))
+        for hk, hv in hdrs:
+            _write_bytes(rec, hk.encode())
+            _write_bytes(rec, hv)
+        _write_varint(body, len(rec))
+        body += rec
+    count = len(records)
+    last_delta = (offset_deltas[-1] if offset_deltas else count - 1) if count else 0
+    tail = struct.pack(">hiqqqhii", attributes, last_delta, timestamp_ms, max_ts, producer_id, producer_epoch, base_sequence, count) + body
+    crc = crc32c(tail)
+    head = struct.pack(">qiibI", base_offset, len(tail) + 9, 0, 2, crc)
+    return head + tail
+
+
+def _decompress(codec: int, data: bytes) -> bytes:
+    if codec == 0:
+        return data
+    if codec == 1:
+        return gzip.decompress(data)
+    names = {2: "snappy", 3: "lz4", 4: "zstd"}
+    raise UnsupportedCompression(f"{names.get(codec, codec)} batches cannot be decoded here")
+
+
+def iter_records(batch: bytes | memoryview) -> Iterator[Record]:
+    header = parse_header(batch, 0)
+    data = bytes(batch[BATCH_OVERHEAD : header.size])
+    data = _decompress(header.compression, data)
+    pos = 0
+    for _ in range(header.record_count):
+        length, pos = _read_varint(data, pos)
+        end = pos + length
+        pos += 1  # attributes
+        ts_delta, pos = _read_varint(data, pos)
+        off_delta, pos = _read_varint(data, pos)
+        klen, pos = _read_varint(data, pos)
+        key = None if klen < 0 else data[pos : pos + klen]
+        pos += max(klen, 0)
+        vlen, pos = _read_varint(data, pos)
+        value = None if vlen < 0 else data[pos : pos + vlen]
+        pos += max(vlen, 0)
+        nheaders, pos = _read_varint(data, pos)
+        hdrs = []
+        for _ in range(nheaders):
+            hklen, pos = _read_varint(data, pos)
+            hk = data[pos : pos + hklen].decode()
+            pos += hklen
+            hvlen, pos = _read_varint(data, pos)
+            hv = None if hvlen < 0 else data[pos : pos + hvlen]
+            pos += max(hvlen, 0)
+            hdrs.append((hk, hv))
+        if pos != end:
+            raise CorruptBatch("record length does not match its fields")
+        yield Record(header.base_offset + off_delta, header.base_timestamp + ts_delta, key, value, tuple(hdrs))

@@ -1,0 +1,25 @@
+"""Storage errors; callers map them to Kafka error codes (KAFKA_STORAGE_ERROR, CORRUPT_MESSAGE, ...)."""
+
+
+class StorageError(Exception):
+    """A write or flush that did not happen: never acknowledge what raised this."""
+
+
+class CorruptBatch(StorageError):
+    pass
+
+
+class UnsupportedMagic(StorageError):
+    pass
+
+
+class UnsupportedCompression(StorageError):
+    pass
+
+
+class OffsetOutOfRange(StorageError):
+    pass
+
+
+class RecordTooLarge(StorageError):
+    pass

@@ -1,0 +1,508 @@
+"""One partition's append-only log: a directory of segment files in Kafka's layout.
+
+Segments are named by their 20-digit base offset (``00000000000000000000.log``) and hold record batches
+v2 byte for byte. Each segment keeps a dense in-memory index of its batches (base offset, file position,
+max timestamp) in compact arrays, rebuilt from the batch headers at open; at open the last segment is
+also CRC-checked and a torn or corrupt tail is truncated and logged. Nothing here fsyncs on append:
+``flush()`` does, and the GroupCommitter decides when.
+"""
+
+from __future__ import annotations
+
+import bisect
+import contextlib
+import logging
+import os
+import threading
+import time
+from array import array
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from storage.batch import (
+    BATCH_OVERHEAD,
+    BatchHeader,
+    build_batch,
+    crc_ok,
+    iter_batches,
+    iter_records,
+    parse_header,
+    set_base_offset,
+)
+from storage.errors import OffsetOutOfRange, StorageError
+
+log = logging.getLogger("groupd.storage")
+START_CHECKPOINT = "log-start-offset"
+READ_CHUNK = 8 << 20
+
+
+def _wall_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclass
+class LogConfig:
+    segment_bytes: int = 1_073_741_824
+    segment_ms: int = 604_800_000
+    retention_ms: int = 604_800_000
+    retention_bytes: int = -1
+    cleanup_policy: str = "delete"
+    delete_retention_ms: int = 86_400_000
+    index_interval_bytes: int = 4096
+    max_message_bytes: int = 1_048_588
+
+    @property
+    def compact(self) -> bool:
+        return "compact" in self.cleanup_policy
+
+    @property
+    def delete(self) -> bool:
+        return "delete" in self.cleanup_policy
+
+
+@dataclass
+class CompactionStats:
+    segments: int = 0
+    records_before: int = 0
+    records_after: int = 0
+
+
+@dataclass
+class Segment:
+    base_offset: int
+    path: Path
+    fd: int
+    size: int = 0
+    created_ms: int = 0
+    offsets: array = field(default_factory=lambda: array("q"))  # batch base offsets
+    positions: array = field(default_factory=lambda: array("q"))  # batch file positions
+    max_ts: array = field(default_factory=lambda: array("q"))  # batch max timestamps
+    next_offset: int = 0
+
+    @property
+    def max_timestamp(self) -> int:
+        return max(self.max_ts) if self.max_ts else -1
+
+    def add(self, header: BatchHeader, position: int) -> None:
+        self.offsets.append(header.base_offset)
+        self.positions.append(position)
+        self.max_ts.append(header.max_timestamp)
+        self.next_offset = header.last_offset + 1
+
+    def pread(self, start: int, end: int) -> bytes:
+        return os.pread(self.fd, end - start, start)
+
+
+def segment_name(base_offset: int) -> str:
+    return f"{base_offset:020d}.log"
+
+
+class Log:
+    def __init__(self, directory: Path, config: LogConfig, now_ms: Callable[[], int]) -> None:
+        self.directory = directory
+        self.config = config
+        self.now_ms = now_ms
+        self.segments: list[Segment] = []
+        self._bases: list[int] = []
+        self.log_start_offset = 0
+        self._lock = threading.Lock()
+        self._dirty: set[int] = set()  # fds written since the last flush
+        self._dir_dirty = False
+        self.unflushed_messages = 0
+
+    # ------------------------------------------------------------ open / recover
+
+    @classmethod
+    def open(cls, directory: Path, config: LogConfig | None = None, *, now_ms: Callable[[], int] = _wall_ms) -> Log:
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        self = cls(directory, config or LogConfig(), now_ms)
+        for tmp in directory.glob("*.cleaned"):
+            tmp.unlink()  # an interrupted compaction: the original segment is still in place
+        paths = sorted(directory.glob("*.log"))
+        for i, path in enumerate(paths):
+            self._load_segment(path, last=i == len(paths) - 1)
+        if not self.segments:
+            self._new_segment(0)
+        checkpoint = directory / START_CHECKPOINT
+        if checkpoint.exists():
+            try:
+                self.log_start_offset = int(checkpoint.read_text().strip() or 0)
+            except ValueError:
+                log.warning("ignoring unreadable %s", checkpoint)
+        self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
+        self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
+        return self
+
+    def _load_segment(self, path: Path, last: bool) -> None:
+        base = int(path.stem)
+        fd = os.open(path, os.O_RDWR)
+        seg = Segment(base, path, fd, created_ms=int(os.stat(path).st_mtime * 1000), next_offset=base)
+        file_size = os.fstat(fd).st_size
+        end, reason = self._scan(seg, file_size, verify=last)
+        if end < file_size:
+            log.warning(
+                "recovery of %s: truncated %d bytes at position %d (%s); log end offset %d",
+                path, file_size - end, end, reason, seg.next_offset,
+            )
+            os.ftruncate(fd, end)
+            os.fsync(fd)
+        seg.size = end
+        self.segments.append(seg)
+        self._bases.append(base)
+
+    @staticmethod
+    def _scan(seg: Segment, file_size: int, verify: bool) -> tuple[int, str]:
+        """Index every whole batch; returns where the valid data ends and why it ends there."""
+        pos = 0
+        while pos < file_size:
+            chunk = os.pread(seg.fd, min(READ_CHUNK, file_size - pos), pos)
+            rel = 0
+            while True:
+                if len(chunk) - rel < BATCH_OVERHEAD:
+                    if pos + rel + BATCH_OVERHEAD > file_size:
+                        return pos + rel, "incomplete batch header" if pos + rel < file_size else ""
+                    break
+                try:
+                    h = parse_header(chunk, rel)
+                except StorageError as exc:
+                    return pos + rel, str(exc)
+                if pos + rel + h.size > file_size:
+                    return pos + rel, f"batch at offset {h.base_offset} runs past the end of the file"
+                if rel + h.size > len(chunk):
+                    if rel == 0:
+                        chunk = os.pread(seg.fd, h.size, pos)
+                        continue
+                    break
+                if verify and not crc_ok(chunk, rel, h):
+                    return pos + rel, f"CRC mismatch in batch at offset {h.base_offset}"
+                if seg.offsets and h.base_offset < seg.next_offset:
+                    return pos + rel, f"batch at offset {h.base_offset} goes backwards"
+                seg.add(h, pos + rel)
+                rel += h.size
+            pos += rel
+        return pos, ""
+
+    def _new_segment(self, base: int) -> Segment:
+        path = self.directory / segment_name(base)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        seg = Segment(base, path, fd, created_ms=self.now_ms(), next_offset=base)
+        self.segments.append(seg)
+        self._bases.append(base)
+        self._dir_dirty = True
+        return seg
+
+    # ------------------------------------------------------------ properties
+
+    @property
+    def active(self) -> Segment:
+        return self.segments[-1]
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.active.next_offset
+
+    @property
+    def high_watermark(self) -> int:
+        return self.log_end_offset
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(s.size for s in self.segments)
+
+    @property
+    def dirty(self) -> bool:
+        return bool(self._dirty) or self._dir_dirty
+
+    # ------------------------------------------------------------ writes
+
+    def append(self, batch: bytes | bytearray) -> tuple[int, int]:
+        """Store one v2 batch at the log end (its base offset is rewritten); not yet durable."""
+        buf = batch if isinstance(batch, bytearray) else bytearray(batch)
+        header = parse_header(buf, 0)
+        seg = self.active
+        now = self.now_ms()
+        if seg.size > 0 and (
+            seg.size + len(buf) > self.config.segment_bytes or now - seg.created_ms >= self.config.segment_ms
+        ):
+            seg = self._roll()
+        base = seg.next_offset
+        set_base_offset(buf, 0, base)
+        try:
+            written = os.pwrite(seg.fd, buf, seg.size)
+            if written != len(buf):
+                raise OSError(f"short write: {written} of {len(buf)} bytes")
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                os.ftruncate(seg.fd, seg.size)
+            raise StorageError(f"append to {self.directory.name} failed: {exc}") from exc
+        stored = BatchHeader(base, *_tail_fields(header))
+        seg.add(stored, seg.size)
+        seg.size += len(buf)
+        self._dirty.add(seg.fd)
+        self.unflushed_messages += header.record_count
+        return base, stored.last_offset
+
+    def append_records(
+        self, records: Sequence[tuple[bytes | None, bytes | None]], timestamp_ms: int | None = None
+    ) -> tuple[int, int]:
+        ts = self.now_ms() if timestamp_ms is None else timestamp_ms
+        return self.append(build_batch(records, timestamp_ms=ts))
+
+    def _roll(self) -> Segment:
+        old = self.active
+        self._dirty.add(old.fd)
+        return self._new_segment(old.next_offset)
+
+    def flush(self) -> None:
+        """fsync everything appended so far (and the directory after a roll). Thread-safe."""
+        with self._lock:
+            fds, self._dirty = self._dirty, set()
+            dir_dirty, self._dir_dirty = self._dir_dirty, False
+            pending, self.unflushed_messages = self.unflushed_messages, 0
+            try:
+                for fd in fds:
+                    os.fsync(fd)
+                if dir_dirty:
+                    dfd = os.open(self.directory, os.O_RDONLY)
+                    try:
+                        os.fsync(dfd)
+                    finally:
+                        os.close(dfd)
+            except OSError as exc:
+                self._dirty |= fds
+                self._dir_dirty |= dir_dirty
+                self.unflushed_messages += pending
+                raise StorageError(f"fsync of {self.directory.name} failed: {exc}") from exc
+
+    # ------------------------------------------------------------ reads
+
+    def _locate(self, offset: int) -> tuple[Segment, int]:
+        si = bisect.bisect_right(self._bases, offset) - 1
+        seg = self.segments[max(si, 0)]
+        bi = bisect.bisect_right(seg.offsets, offset) - 1
+        return seg, max(bi, 0)
+
+    def read(self, offset: int, max_bytes: int) -> bytes:
+        """Whole stored batches from the one holding ``offset``; at least one batch when any exists."""
+        if offset < self.log_start_offset or offset > self.log_end_offset:
+            raise OffsetOutOfRange(
+                f"offset {offset} is outside [{self.log_start_offset}, {self.log_end_offset}]"
+            )
+        if offset == self.log_end_offset:
+            return b""
+        seg, bi = self._locate(offset)
+        if not seg.positions:
+            return b""
+        start = seg.positions[bi]
+        limit = start + max(max_bytes, 0)
+        # the end of the last whole batch that fits, but always at least the first batch
+        ei = bisect.bisect_right(seg.positions, limit) - 1
+        end = seg.positions[ei + 1] if ei + 1 < len(seg.positions) else seg.size
+        if end > limit:
+            end = seg.positions[ei] if ei > bi else (seg.positions[bi + 1] if bi + 1 < len(seg.positions) else seg.size)
+        return seg.pread(start, end)
+
+    def batches(self, start_offset: int | None = None) -> Iterator[tuple[BatchHeader, memoryview]]:
+        """Every stored batch in order, read in big chunks (replay at start-up)."""
+        for seg in self.segments:
+            if start_offset is not None and seg.next_offset <= start_offset:
+                continue
+            pos = 0
+            while pos < seg.size:
+                chunk = seg.pread(pos, min(seg.size, pos + READ_CHUNK))
+                view = memoryview(chunk)
+                consumed = 0
+                for rel, header in iter_batches(view, 0):
+                    consumed = rel + header.size
+                    if start_offset is not None and header.last_offset < start_offset:
+                        continue
+                    if header.last_offset < self.log_start_offset:
+                        continue
+                    yield header, view[rel : rel + header.size]
+                if consumed == 0:  # a batch larger than the chunk
+                    size = parse_header(chunk, 0).size
+                    chunk = seg.pread(pos, pos + size)
+                    header = parse_header(chunk, 0)
+                    if header.last_offset >= self.log_start_offset:
+                        yield header, memoryview(chunk)
+                    consumed = size
+                pos += consumed
+
+    def offset_for_timestamp(self, ts_ms: int) -> tuple[int, int] | None:
+        """The first offset whose timestamp is >= ts_ms, with that timestamp (ListOffsets)."""
+        for seg in self.segments:
+            if seg.max_timestamp < ts_ms:
+                continue
+            for i in range(len(seg.offsets)):
+                if seg.max_ts[i] >= ts_ms:
+                    end = seg.positions[i + 1] if i + 1 < len(seg.positions) else seg.size
+                    batch = seg.pread(seg.positions[i], end)
+                    for rec in iter_records_safe(batch):
+                        if rec.timestamp >= ts_ms and rec.offset >= self.log_start_offset:
+                            return rec.offset, rec.timestamp
+                    header = parse_header(batch, 0)
+                    return max(header.base_offset, self.log_start_offset), header.max_timestamp
+        return None
+
+    def max_timestamp(self) -> tuple[int, int] | None:
+        best: tuple[int, int] | None = None
+        for seg in self.segments:
+            for i in range(len(seg.offsets)):
+                ts = seg.max_ts[i]
+                if best is None or ts > best[0]:
+                    end = seg.positions[i + 1] if i + 1 < len(seg.positions) else seg.size
+                    header = parse_header(seg.pread(seg.positions[i], seg.positions[i] + BATCH_OVERHEAD), 0)
+                    offset = header.last_offset
+                    batch = seg.pread(seg.positions[i], end)
+                    for rec in iter_records_safe(batch):
+                        if rec.timestamp == ts:
+                            offset = rec.offset
+                            break
+                    best = (ts, offset)
+        return best
+
+    # ------------------------------------------------------------ cleanup
+
+    def _persist_start(self) -> None:
+        path = self.directory / START_CHECKPOINT
+        tmp = path.with_suffix(".tmp")
+        with open(tmp, "w") as f:
+            f.write(str(self.log_start_offset))
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+
+    def delete_records_before(self, offset: int) -> int:
+        if offset > self.log_end_offset:
+            raise OffsetOutOfRange(f"offset {offset} is past the log end {self.log_end_offset}")
+        if offset > self.log_start_offset:
+            self.log_start_offset = offset
+            self._persist_start()
+            self._drop_segments_below(offset)
+        return self.log_start_offset
+
+    def _drop_segments_below(self, offset: int) -> int:
+        dropped = 0
+        while len(self.segments) > 1 and self.segments[1].base_offset <= offset:
+            seg = self.segments.pop(0)
+            self._bases.pop(0)
+            self._dirty.discard(seg.fd)
+            os.close(seg.fd)
+            seg.path.unlink(missing_ok=True)
+            dropped += 1
+        return dropped
+
+    def apply_retention(self, now_ms: int) -> int:
+        """Delete closed segments older than retention.ms or beyond retention.bytes."""
+        deleted = 0
+        cfg = self.config
+        while len(self.segments) > 1:
+            seg = self.segments[0]
+            too_old = cfg.retention_ms >= 0 and seg.max_ts and now_ms - seg.max_timestamp > cfg.retention_ms
+            too_big = cfg.retention_bytes >= 0 and self.size_bytes - seg.size >= cfg.retention_bytes
+            if not (too_old or too_big):
+                break
+            self.log_start_offset = max(self.log_start_offset, self.segments[1].base_offset)
+            self._drop_segments_below(self.segments[1].base_offset)
+            deleted += 1
+        if deleted:
+            self._persist_start()
+        return deleted
+
+    def compact(self, now_ms: int) -> CompactionStats:
+        """Keep the newest record per key in closed segments; drop old tombstones; offsets stay."""
+        stats = CompactionStats()
+        closed = self.segments[:-1]
+        if not closed:
+            return stats
+        latest: dict[bytes, int] = {}
+        for _header, batch in self.batches():
+            for rec in iter_records_safe(batch):
+                if rec.key is not None:
+                    latest[bytes(rec.key)] = rec.offset
+        for idx, seg in enumerate(closed):
+            stats.segments += 1
+            out = bytearray()
+            kept_any = False
+            new = Segment(seg.base_offset, seg.path, -1, created_ms=seg.created_ms, next_offset=seg.base_offset)
+            for header, batch in self._segment_batches(seg):
+                recs = list(iter_records_safe(batch))
+                stats.records_before += len(recs)
+                keep = [
+                    r for r in recs
+                    if r.key is not None
+                    and latest.get(bytes(r.key)) == r.offset
+                    and not (r.value is None and now_ms - header.max_timestamp > self.config.delete_retention_ms)
+                ]
+                stats.records_after += len(keep)
+                if not keep:
+                    continue
+                kept_any = True
+                first = keep[0].offset
+                rebuilt = bytearray(build_batch(
+                    [(r.key, r.value) for r in keep],
+                    base_offset=first,
+                    timestamp_ms=keep[0].timestamp,
+                    headers=[r.headers for r in keep],
+                    offset_deltas=[r.offset - first for r in keep],
+                    timestamps=[r.timestamp for r in keep],
+                ))
+                h = parse_header(rebuilt, 0)
+                new.add(h, len(out))
+                out += rebuilt
+            del kept_any
+            tmp = seg.path.with_suffix(".cleaned")
+            with open(tmp, "wb") as f:
+                f.write(out)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, seg.path)
+            os.close(seg.fd)
+            new.fd = os.open(seg.path, os.O_RDWR)
+            new.size = len(out)
+            new.next_offset = self.segments[idx + 1].base_offset
+            self.segments[idx] = new
+        dfd = os.open(self.directory, os.O_RDONLY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+        return stats
+
+    def _segment_batches(self, seg: Segment) -> Iterator[tuple[BatchHeader, memoryview]]:
+        data = memoryview(seg.pread(0, seg.size))
+        for rel, header in iter_batches(data, 0):
+            yield header, data[rel : rel + header.size]
+
+    def close(self) -> None:
+        with self._lock:
+            for seg in self.segments:
+                with contextlib.suppress(OSError):
+                    os.close(seg.fd)
+            self.segments = []
+            self._bases = []
+
+    def delete(self) -> None:
+        self.close()
+        for path in self.directory.iterdir():
+            path.unlink()
+        self.directory.rmdir()
+
+
+def _tail_fields(h: BatchHeader) -> tuple:
+    return (
+        h.batch_length, h.partition_leader_epoch, h.magic, h.crc, h.attributes, h.last_offset_delta,
+        h.base_timestamp, h.max_timestamp, h.producer_id, h.producer_epoch, h.base_sequence, h.record_count,
+    )
+
+
+def iter_records_safe(batch: bytes | memoryview):
+    """Records of a batch, or nothing for a batch whose compression cannot be decoded here."""
+    from storage.errors import UnsupportedCompression
+
+    try:
+        yield from iter_records(batch)
+    except UnsupportedCompression:
+        return
