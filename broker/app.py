@@ -6,7 +6,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from typing import Any, Protocol
+from typing import Protocol
 
 from broker.config import Config
 from broker.connection import Connection
@@ -14,6 +14,7 @@ from broker.dispatch import load_handlers
 from broker.metrics import Metrics
 from broker.metrics_http import MetricsServer
 from broker.topics import Topic, TopicRegistry
+from coordinator.service import GroupCoordinator
 
 log = logging.getLogger("groupd.broker")
 
@@ -43,7 +44,9 @@ class Broker:
         self.started_at: float | None = None
         self._server: asyncio.base_events.Server | None = None
         self._connections: dict[asyncio.Task, Connection] = {}
-        self.coordinator: Any = None
+        self.coordinator = GroupCoordinator(config, self.metrics)
+        self.services.append(self.coordinator)
+        self.topics.on_delete.append(lambda topic: self.coordinator.remove_topic(topic.name))
 
     # topic changes go through here so every part of the broker hears about them
     def create_topic(self, name: str, partitions: int, configs: dict[str, str]) -> Topic:

@@ -22,10 +22,20 @@ class ApiSpec:
 
 _SPECS = (
     ApiSpec(3, "Metadata", 0, 12),
+    ApiSpec(8, "OffsetCommit", 2, 9),
+    ApiSpec(9, "OffsetFetch", 1, 9),
     ApiSpec(10, "FindCoordinator", 0, 6),
+    ApiSpec(11, "JoinGroup", 0, 9),
+    ApiSpec(12, "Heartbeat", 0, 4),
+    ApiSpec(13, "LeaveGroup", 0, 5),
+    ApiSpec(14, "SyncGroup", 0, 5),
+    ApiSpec(15, "DescribeGroups", 0, 5),
+    ApiSpec(16, "ListGroups", 0, 5),
     ApiSpec(18, "ApiVersions", 0, 3),
     ApiSpec(19, "CreateTopics", 2, 7),
     ApiSpec(20, "DeleteTopics", 1, 6),
+    ApiSpec(42, "DeleteGroups", 0, 2),
+    ApiSpec(47, "OffsetDelete", 0, 0),
 )
 
 API_TABLE: dict[int, ApiSpec] = {spec.key: spec for spec in _SPECS}
