@@ -13,6 +13,8 @@ from broker.connection import Connection
 from broker.dispatch import load_handlers
 from broker.metrics import Metrics
 from broker.metrics_http import MetricsServer
+from broker.partitions import PartitionManager
+from broker.producers import ProducerIds
 from broker.topics import Topic, TopicRegistry
 from coordinator.service import GroupCoordinator
 
@@ -44,6 +46,9 @@ class Broker:
         self.started_at: float | None = None
         self._server: asyncio.base_events.Server | None = None
         self._connections: dict[asyncio.Task, Connection] = {}
+        self.partitions = PartitionManager(config, self.topics)
+        self.producers = ProducerIds(config["log.dirs"])
+        self.services.append(self.partitions)
         self.coordinator = GroupCoordinator(config, self.metrics)
         self.services.append(self.coordinator)
         self.topics.on_delete.append(lambda topic: self.coordinator.remove_topic(topic.name))
@@ -54,6 +59,9 @@ class Broker:
 
     def delete_topic(self, name: str) -> Topic:
         return self.topics.delete(name)
+
+    def partition_metrics(self) -> list[tuple[str, int, int, int, int]]:
+        return self.partitions.metrics_rows()
 
     def owns_offsets_partition(self, partition: int) -> bool:
         if self.coordinator is None:

@@ -21,6 +21,9 @@ class ApiSpec:
 
 
 _SPECS = (
+    ApiSpec(0, "Produce", 3, 11),
+    ApiSpec(1, "Fetch", 4, 16),
+    ApiSpec(2, "ListOffsets", 1, 9),
     ApiSpec(3, "Metadata", 0, 12),
     ApiSpec(8, "OffsetCommit", 2, 9),
     ApiSpec(9, "OffsetFetch", 1, 9),
@@ -34,6 +37,7 @@ _SPECS = (
     ApiSpec(18, "ApiVersions", 0, 3),
     ApiSpec(19, "CreateTopics", 2, 7),
     ApiSpec(20, "DeleteTopics", 1, 6),
+    ApiSpec(22, "InitProducerId", 0, 4),
     ApiSpec(42, "DeleteGroups", 0, 2),
     ApiSpec(47, "OffsetDelete", 0, 0),
 )
