@@ -11,6 +11,7 @@ from coordinator import shard as core
 from coordinator.api import (
     Heartbeat,
     JoinGroup,
+    JoinGroupResponse,
     LeaveGroup,
     LeavingMember,
     Protocol,
@@ -50,7 +51,7 @@ async def join_group(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     try:
         payload = await _run(broker, req.group_id, core.join_group, request)
     except CoordinatorError as exc:
-        return ctx.respond(throttle_time=0, error_code=exc.code, generation_id=-1, protocol_type=None, protocol_name=None, leader="", skip_assignment=False, member_id=req.member_id, members=())
+        payload = JoinGroupResponse(exc.code, member_id=req.member_id)
     member_cls = ctx.nested("JoinGroupResponseMember")
     members = tuple(
         codec.make(member_cls, member_id=m.member_id, group_instance_id=m.group_instance_id, metadata=m.metadata)
