@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from broker.topic_configs import TOPIC_CONFIGS
+from broker.topic_configs import effective_topic_config
 from broker.topics import Topic, TopicRegistry
 from storage.committer import GroupCommitter
 from storage.errors import StorageError
@@ -28,21 +28,17 @@ TopicPartition = tuple[str, int]
 def log_config_for(broker_config: Any, topic_configs: dict[str, str]) -> LogConfig:
     """Per-topic overrides on top of the broker's log.* defaults (Kafka's precedence)."""
 
-    def pick(topic_key: str, broker_key: str | None) -> str:
-        if topic_key in topic_configs:
-            return topic_configs[topic_key]
-        if broker_key is not None:
-            return str(broker_config[broker_key])
-        return TOPIC_CONFIGS[topic_key][0]
+    def pick(key: str) -> str:
+        return effective_topic_config(broker_config, topic_configs, key)[0]
 
     return LogConfig(
-        segment_bytes=int(pick("segment.bytes", "log.segment.bytes")),
-        segment_ms=int(pick("segment.ms", "log.roll.ms")),
-        retention_ms=int(pick("retention.ms", "log.retention.ms")),
-        retention_bytes=int(pick("retention.bytes", "log.retention.bytes")),
-        cleanup_policy=pick("cleanup.policy", None),
-        delete_retention_ms=int(pick("delete.retention.ms", "log.cleaner.delete.retention.ms")),
-        max_message_bytes=int(pick("max.message.bytes", "message.max.bytes")),
+        segment_bytes=int(pick("segment.bytes")),
+        segment_ms=int(pick("segment.ms")),
+        retention_ms=int(pick("retention.ms")),
+        retention_bytes=int(pick("retention.bytes")),
+        cleanup_policy=pick("cleanup.policy"),
+        delete_retention_ms=int(pick("delete.retention.ms")),
+        max_message_bytes=int(pick("max.message.bytes")),
     )
 
 

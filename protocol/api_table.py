@@ -37,8 +37,12 @@ _SPECS = (
     ApiSpec(18, "ApiVersions", 0, 3),
     ApiSpec(19, "CreateTopics", 2, 7),
     ApiSpec(20, "DeleteTopics", 1, 6),
+    ApiSpec(21, "DeleteRecords", 0, 2),
     ApiSpec(22, "InitProducerId", 0, 4),
+    ApiSpec(32, "DescribeConfigs", 1, 4),
+    ApiSpec(37, "CreatePartitions", 0, 3),
     ApiSpec(42, "DeleteGroups", 0, 2),
+    ApiSpec(44, "IncrementalAlterConfigs", 0, 1),
     ApiSpec(47, "OffsetDelete", 0, 0),
 )
 
