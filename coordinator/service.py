@@ -196,7 +196,12 @@ class GroupCoordinator:
             result = handler(shard.state, request, token, self.now(), self.cfg)
             self._observe(shard, group_id, before)
             self._process(shard, result)
-            return await fut
+            payload = await fut
+            if log.isEnabledFor(logging.DEBUG):
+                log.debug(
+                    "%s group=%s member=%s -> %s", handler.__name__, group_id, getattr(request, "member_id", None), payload
+                )
+            return payload
         finally:
             self._waiting.pop(token, None)
 
@@ -280,15 +285,18 @@ class GroupCoordinator:
                 handle.cancel()
             if op.deadline_ms is not None:
                 delay = max(0.0, (op.deadline_ms - now) / 1000)
-                shard.timers[op.key] = loop.call_later(delay, self._fire, shard, op.key)
+                shard.timers[op.key] = loop.call_later(delay, self._fire, shard, op.key, op.deadline_ms)
 
-    def _fire(self, shard: Shard, key: tuple) -> None:
+    def _fire(self, shard: Shard, key: tuple, deadline_ms: int) -> None:
         shard.timers.pop(key, None)
+        # asyncio may run a timer up to one clock tick early; the core must see its deadline reached,
+        # or it would take the firing for a stale one and the group would wait forever.
+        now = max(self.now(), deadline_ms)
         group_id = key[1] if len(key) > 1 and isinstance(key[1], str) else None
         group = shard.state.groups.get(group_id) if group_id is not None else None
         before = group.state if group is not None else None
         try:
-            result = core.on_timer(shard.state, key, self.now(), self.cfg)
+            result = core.on_timer(shard.state, key, now, self.cfg)
         except Exception:
             log.exception("timer %s failed", key)
             return

@@ -1,11 +1,18 @@
-"""Helpers for kafka-python scenarios: consumers polled in their own threads, bounded waits."""
+"""Helpers for kafka-python scenarios: group members in child processes, bounded waits."""
 
 from __future__ import annotations
 
+import json
+import os
+import signal
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable
 from typing import Any
+
+from tests.harness import ROOT
 
 
 def wait_until(predicate: Callable[[], bool], timeout: float, what: str) -> None:
@@ -17,39 +24,55 @@ def wait_until(predicate: Callable[[], bool], timeout: float, what: str) -> None
     raise AssertionError(f"timed out after {timeout}s waiting for {what}")
 
 
-class PollingConsumer:
-    """A KafkaConsumer polled continuously by its own thread (as an application would)."""
+class ChildConsumer:
+    """A KafkaConsumer polled by its own process; its assignment and records come back as JSON lines."""
 
-    def __init__(self, consumer: Any, commit_each_poll: bool = False) -> None:
-        self.consumer = consumer
-        self.records: list[Any] = []
+    def __init__(self, bootstrap: str, topic: str, commit: bool = False, **config: Any) -> None:
+        spec = {"topic": topic, "commit": commit, "config": {"bootstrap_servers": bootstrap, **config}}
+        self.proc = subprocess.Popen(
+            [sys.executable, str(ROOT / "tests/clients/consumer_child.py"), json.dumps(spec)],
+            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
         self.assignment: set[int] = set()
-        self.commit_each_poll = commit_each_poll
-        self._stop = threading.Event()
+        self.records: list[tuple[int, int, str]] = []
+        self.closed = False
         self._lock = threading.Lock()
-        self.error: BaseException | None = None
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
 
-    def _run(self) -> None:
-        try:
-            while not self._stop.is_set():
-                batch = self.consumer.poll(timeout_ms=100)
-                with self._lock:
-                    for recs in batch.values():
-                        self.records.extend(recs)
-                    self.assignment = {tp.partition for tp in self.consumer.assignment()}
-                if batch and self.commit_each_poll:
-                    self.consumer.commit()
-        except BaseException as exc:  # surfaced by the test
-            self.error = exc
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            with self._lock:
+                if "assigned" in event:
+                    self.assignment = set(event["assigned"])
+                elif "record" in event:
+                    self.records.append(tuple(event["record"]))
+                elif "closed" in event:
+                    self.closed = True
 
-    def values(self) -> list[bytes]:
+    def values(self) -> list[str]:
         with self._lock:
-            return [r.value for r in self.records]
+            return [r[2] for r in self.records]
 
-    def stop(self, close: bool = True) -> None:
-        self._stop.set()
-        self.thread.join(15)
-        if close:
-            self.consumer.close()
+    def stop(self, timeout: float = 20) -> None:
+        """Graceful: close() sends LeaveGroup."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._reader.join(5)
+
+    def kill(self) -> None:
+        """No LeaveGroup: only the session timeout removes this member."""
+        self.proc.kill()
+        self.proc.wait()
+        self._reader.join(5)

@@ -6,7 +6,7 @@ from kafka.admin import ConfigResource, ConfigResourceType, NewPartitions, NewTo
 from kafka.errors import InvalidConfigurationError, InvalidPartitionsError, NonEmptyGroupError
 from kafka.structs import OffsetAndMetadata
 
-from tests.clients.kp import PollingConsumer, wait_until
+from tests.clients.kp import ChildConsumer, wait_until
 
 pytestmark = pytest.mark.client
 
@@ -49,7 +49,7 @@ def test_group_admin(broker_process):
     bs = broker_process.bootstrap
     admin = KafkaAdminClient(bootstrap_servers=bs)
     admin.create_topics([NewTopic("ga", 3, 1)])
-    member = PollingConsumer(KafkaConsumer("ga", bootstrap_servers=bs, group_id="admin-g", enable_auto_commit=False, session_timeout_ms=6000, heartbeat_interval_ms=300))
+    member = ChildConsumer(bs, "ga", group_id="admin-g", enable_auto_commit=False, session_timeout_ms=6000, heartbeat_interval_ms=300)
     wait_until(lambda: len(member.assignment) == 3, 20, "the member to own all partitions")
     listed = admin.list_groups()
     assert "admin-g" in str(listed)

@@ -217,3 +217,20 @@ async def test_describe_and_non_empty_delete(tmp_path):
         await c.close()
     finally:
         await b.stop()
+
+
+async def test_timer_firing_a_tick_early_still_completes_the_join(tmp_path):
+    """asyncio runs timers up to one clock resolution early; the join must still complete."""
+    b = await start_broker(tmp_path, **{"group.initial.rebalance.delay.ms": "100"})
+    try:
+        loop = asyncio.get_running_loop()
+        original = loop.call_later
+        loop.call_later = lambda delay, cb, *args: original(max(0.0, delay - 0.005), cb, *args)  # 5 ms early
+        c = await WireClient.connect(b.port)
+        member = await join_with_id(c)
+        resp = await c.call(11, 5, join_body(5, member), timeout=5)
+        assert resp.error_code == 0 and resp.generation_id == 1
+        await c.close()
+    finally:
+        loop.call_later = original
+        await b.stop()
