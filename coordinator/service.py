@@ -26,7 +26,7 @@ from coordinator.api import GroupConfig, Result
 from coordinator.group import COMPLETING, PREPARING, STABLE
 from coordinator.partitioning import OFFSETS_TOPIC, partition_for
 from coordinator.records import RecordFormatError, decode_key, decode_value, encode_key, encode_value
-from storage.batch import iter_records
+from storage.batch import iter_key_values
 from storage.committer import GroupCommitter
 from storage.errors import StorageError
 from storage.log import Log, LogConfig
@@ -136,26 +136,35 @@ class GroupCoordinator:
         )
 
     async def _load(self, shard: Shard) -> None:
-        """Replay the partition through the same ``replay`` the runtime uses."""
-        state, now, replay = shard.state, self.now(), core.replay
+        """Replay the partition through the same ``replay`` the runtime uses.
+
+        Like Kafka's loader, only the last record of each key matters: keys are collected as raw bytes
+        first (a later record supersedes an earlier one, its position moving to the end), and only the
+        survivors are decoded and replayed, in the order of their last appearance.
+        """
+        latest: dict[bytes, bytes | None] = {}
         count = 0
         for _header, batch in shard.log.batches():
-            for rec in iter_records(batch):
-                if rec.key is None:
+            for key, value in iter_key_values(batch):
+                if key is None:
                     continue
-                try:
-                    key = decode_key(rec.key)
-                    if key is None:
-                        continue
-                    replay(state, key, decode_value(key, rec.value), now)
-                except RecordFormatError as exc:
-                    log.warning("%s-%d offset %d: skipping unreadable record: %s", OFFSETS_TOPIC, shard.partition, rec.offset, exc)
+                if key in latest:
+                    del latest[key]
+                latest[key] = value
                 count += 1
-            if count >= 50_000:
+            if count >= 200_000:
                 self.loaded_records += count
                 count = 0
                 await asyncio.sleep(0)  # let other partitions' clients be answered meanwhile
         self.loaded_records += count
+        state, now, replay = shard.state, self.now(), core.replay
+        for raw_key, raw_value in latest.items():
+            try:
+                key = decode_key(raw_key)
+                if key is not None:
+                    replay(state, key, decode_value(key, raw_value), now)
+            except RecordFormatError as exc:
+                log.warning("%s-%d: skipping unreadable record: %s", OFFSETS_TOPIC, shard.partition, exc)
         shard.loaded = True
         self._process(shard, core.on_loaded(state, self.now(), self.cfg))
 

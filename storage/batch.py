@@ -249,3 +249,34 @@ def iter_records(batch: bytes | memoryview) -> Iterator[Record]:
         if pos != end:
             raise CorruptBatch("record length does not match its fields")
         yield Record(header.base_offset + off_delta, header.base_timestamp + ts_delta, key, value, tuple(hdrs))
+
+
+def iter_key_values(batch: bytes | memoryview) -> Iterator[tuple[bytes | None, bytes | None]]:
+    """Only (key, value) of each record: the start-up replay path, kept tight (no headers, no objects)."""
+    header = parse_header(batch, 0)
+    data = bytes(batch[BATCH_OVERHEAD : header.size])
+    if header.compression:
+        data = _decompress(header.compression, data)
+    pos = 0
+    read = _read_varint
+    for _ in range(header.record_count):
+        b = data[pos]
+        if b < 0x80:
+            length = (b >> 1) ^ -(b & 1)
+            pos += 1
+        else:
+            length, pos = read(data, pos)
+        end = pos + length
+        pos += 1  # attributes
+        _, pos = read(data, pos)  # timestamp delta
+        _, pos = read(data, pos)  # offset delta
+        klen, pos = read(data, pos)
+        if klen < 0:
+            key = None
+        else:
+            key = data[pos : pos + klen]
+            pos += klen
+        vlen, pos = read(data, pos)
+        value = None if vlen < 0 else data[pos : pos + vlen]
+        yield key, value
+        pos = end

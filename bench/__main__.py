@@ -1,0 +1,33 @@
+"""Run one scenario against any Kafka broker: ``python -m bench rebalance --target 127.0.0.1:9092``."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+
+from bench import scenarios
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench")
+    parser.add_argument("scenario", choices=["rebalance", "commits", "heartbeats"])
+    parser.add_argument("--target", default="127.0.0.1:9092")
+    parser.add_argument("--groups", type=int, default=500)
+    parser.add_argument("--members", type=int, default=3)
+    parser.add_argument("--committers", type=int, default=64)
+    parser.add_argument("--seconds", type=float, default=5)
+    args = parser.parse_args()
+    host, _, port = args.target.rpartition(":")
+    if args.scenario == "rebalance":
+        result = asyncio.run(scenarios.rebalance(host, int(port), args.groups, args.members, max_seconds=args.seconds * 10)).summary()
+    elif args.scenario == "commits":
+        result = asyncio.run(scenarios.commits(host, int(port), args.committers, max_seconds=args.seconds)).summary()
+    else:
+        setup, hb = asyncio.run(scenarios.heartbeats(host, int(port), args.groups, max_seconds=args.seconds))
+        result = {"setup": setup.summary(), "heartbeats": hb.summary()}
+    print(json.dumps(result, indent=1))
+
+
+if __name__ == "__main__":
+    main()
