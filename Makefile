@@ -27,3 +27,6 @@ lint: $(STAMP)
 
 clean:
 	rm -rf $(VENV) data
+
+bench: $(STAMP)
+	$(PY) -m bench.run

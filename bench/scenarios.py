@@ -177,7 +177,7 @@ async def heartbeats(host: str, port: int, groups: int, max_seconds: float = 10,
             ids = await asyncio.gather(*(_member_id(c, group) for c in conns))
             await asyncio.gather(*(_member(c, group, m) for c, m in zip(conns, ids, strict=True)))
             for c, m in zip(conns, ids, strict=True):
-                formed.append((c, group, m, -1))
+                formed.append((c, group, m, 1))  # the join phase completed once: generation 1
             join_stats.count += 1
 
     began = time.perf_counter()
@@ -188,8 +188,6 @@ async def heartbeats(host: str, port: int, groups: int, max_seconds: float = 10,
 
     async def beat(c: Conn, group: str, member: str, generation: int, offset: float) -> None:
         await asyncio.sleep(offset)
-        if generation < 0:
-            generation = (await c.call(15, 5, {"groups": (group,), "include_authorized_operations": False})) and 1
         while time.monotonic() < stop_at:
             started = time.perf_counter()
             resp = await c.call(12, HB_V, {"group_id": group, "generation_id": generation, "member_id": member, "group_instance_id": None})

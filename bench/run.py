@@ -1,0 +1,188 @@
+"""``make bench``: groupd (fsync on, fsync off) and Tansu side by side in one run.
+
+Writes bench/results/latest.json and bench/results/latest.md (a table with groupd/Tansu ratios). Every
+scenario is bounded in count and time; brokers listen on 127.0.0.1 only and are stopped at the end.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime
+import json
+import os
+import platform
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench import scenarios
+from bench.replay import replay_bench
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS = ROOT / "bench" / "results"
+TANSU_SCRIPT = ROOT.parent / "shared" / "tools" / "get-tansu.sh"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_port(port: int, timeout: float = 20) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.1)
+    raise TimeoutError(f"nothing listens on {port}")
+
+
+def start_groupd(fsync: bool, data: Path) -> tuple[subprocess.Popen, int]:
+    port = free_port()
+    args = [sys.executable, str(ROOT / "server.py")]
+    overrides = {
+        "listeners": f"PLAINTEXT://127.0.0.1:{port}", "log.dirs": str(data), "metrics.listener": "",
+        "group.initial.rebalance.delay.ms": "0", "log.level": "WARN",
+    }
+    if not fsync:
+        overrides["log.flush.interval.messages"] = str(2**62)
+    for k, v in overrides.items():
+        args += ["--override", f"{k}={v}"]
+    proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    wait_port(port)
+    time.sleep(0.5)  # offsets partitions load
+    return proc, port
+
+
+def start_tansu() -> tuple[subprocess.Popen, int] | None:
+    if not TANSU_SCRIPT.exists():
+        return None
+    try:
+        binary = subprocess.run(["bash", str(TANSU_SCRIPT)], capture_output=True, text=True, timeout=300, check=True).stdout.strip().splitlines()[-1]
+    except (subprocess.SubprocessError, IndexError):
+        return None
+    port = free_port()
+    url = f"tcp://127.0.0.1:{port}"
+    proc = subprocess.Popen(
+        [binary, "broker", "--listener-url", url, "--advertised-listener-url", url, "--storage-engine", "memory://tansu/", "--silent"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    wait_port(port)
+    return proc, port
+
+
+def cpu_seconds(pid: int) -> float:
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def rss_mib(pid: int) -> float:
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+async def run_target(name: str, proc: subprocess.Popen, port: int, quick: bool) -> dict[str, Any]:
+    host = "127.0.0.1"
+    out: dict[str, Any] = {"target": name}
+    groups = 300 if quick else 1000
+    cpu0 = cpu_seconds(proc.pid)
+    out["rebalance"] = (await scenarios.rebalance(host, port, groups, 3, max_seconds=60)).summary()
+    out["rebalance"]["broker_cpu_s"] = round(cpu_seconds(proc.pid) - cpu0, 2)
+    for n in (1, 8, 64):
+        out[f"commits_{n}"] = (await scenarios.commits(host, port, n, max_seconds=2 if quick else 4)).summary()
+    hb_groups = 100 if quick else 300
+    cpu0 = cpu_seconds(proc.pid)
+    setup, hb = await scenarios.heartbeats(host, port, hb_groups, max_seconds=4 if quick else 8, interval=0.5)
+    busy = cpu_seconds(proc.pid) - cpu0
+    out["heartbeats"] = hb.summary()
+    out["heartbeats"]["members"] = hb_groups * 3
+    out["heartbeats"]["broker_cpu_per_1000_members_pct"] = round(busy / max(hb.seconds + setup.seconds, 1e-9) * 100 / (hb_groups * 3 / 1000), 2)
+    out["rss_mib"] = round(rss_mib(proc.pid), 1)
+    return out
+
+
+def ratio(a: float, b: float) -> str:
+    return f"{a / b:.2f}x" if a and b else "n/a"
+
+
+def markdown(results: dict[str, Any]) -> str:
+    rows = [
+        f"Run {results['date']} on {results['machine']}. Rebalance: 3-member groups, join+sync, delay 0. "
+        "Commits: simple OffsetCommit, one in flight per committer. Ratios are groupd (fsync on) / Tansu (memory).",
+        "",
+        "| scenario | metric | groupd fsync on | groupd fsync off | Tansu (memory) | groupd/Tansu |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    by = {r["target"]: r for r in results["targets"]}
+    on, off, tansu = by.get("groupd-fsync"), by.get("groupd-nofsync"), by.get("tansu")
+    keys = ["rebalance", "commits_1", "commits_8", "commits_64", "heartbeats"]
+    for key in keys:
+        for metric in ("per_second", "p50_ms", "p99_ms"):
+            a = on[key][metric] if on else None
+            b = off[key][metric] if off else None
+            c = tansu[key][metric] if tansu and key in tansu else None
+            r = ratio(a, c) if metric == "per_second" else (ratio(c, a) + " (lower is better: Tansu/groupd)" if a and c else "n/a")
+            rows.append(f"| {key} | {metric} | {a} | {b} | {c if c is not None else 'n/a'} | {r} |")
+    if "replay" in results:
+        rp = results["replay"]
+        rows.append(f"| start-up replay | records/s | {rp['per_second']} ({rp['count']} records) | | n/a | |")
+    return "\n".join(rows) + "\n"
+
+
+async def main_async(quick: bool) -> dict[str, Any]:
+    results: dict[str, Any] = {
+        "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
+        "machine": f"{os.cpu_count()} cores, {platform.processor() or platform.machine()}, Python {platform.python_version()}",
+        "targets": [],
+    }
+    tmp = Path(tempfile.mkdtemp(prefix="groupd-bench-"))
+    try:
+        for name, fsync in (("groupd-fsync", True), ("groupd-nofsync", False)):
+            proc, port = start_groupd(fsync, tmp / name)
+            try:
+                results["targets"].append(await run_target(name, proc, port, quick))
+            finally:
+                proc.send_signal(signal.SIGTERM)
+                proc.wait(30)
+        tansu = start_tansu()
+        if tansu is None:
+            results["tansu"] = "not available (get-tansu.sh failed)"
+        else:
+            proc, port = tansu
+            try:
+                results["targets"].append(await run_target("tansu", proc, port, quick))
+            except Exception as exc:  # a peer that cannot do a scenario is reported, not fatal
+                results["tansu_error"] = repr(exc)
+            finally:
+                proc.kill()
+                proc.wait()
+        results["replay"] = await asyncio.to_thread(replay_bench, 200_000 if quick else 1_000_000)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return results
+
+
+def main() -> None:
+    quick = "--quick" in sys.argv
+    results = asyncio.run(asyncio.wait_for(main_async(quick), 900))
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "latest.json").write_text(json.dumps(results, indent=1))
+    (RESULTS / "latest.md").write_text(markdown(results))
+    print(markdown(results))
+
+
+if __name__ == "__main__":
+    main()
