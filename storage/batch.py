@@ -1,0 +1,363 @@
+"""Kafka record batch v2 (magic 2): building, header parsing, CRC-32C checks and record decoding.
+
+Layout (big endian), as Kafka writes it on the wire and on disk::
+
+    baseOffset int64 | batchLength int32 | partitionLeaderEpoch int32 | magic int8 | crc uint32
+    | attributes int16 | lastOffsetDelta int32 | baseTimestamp int64 | maxTimestamp int64
+    | producerId int64 | producerEpoch int16 | baseSequence int32 | recordCount int32 | records...
+
+``batchLength`` counts the bytes after itself; the CRC-32C covers ``attributes`` to the end, so the
+base offset (and the leader epoch) can be rewritten without touching it.
+"""
+
+from __future__ import annotations
+
+import gzip
+import struct
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+from crc32c import crc32c
+
+from storage.errors import CorruptBatch, UnsupportedCompression, UnsupportedMagic
+
+BATCH_OVERHEAD = 61
+LOG_OVERHEAD = 12  # baseOffset + batchLength: the part of a batch not counted by batchLength
+MAGIC = 2
+CRC_START = 21  # offset of attributes: where the CRC-covered part begins
+
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+_OFFSET_LENGTH = struct.Struct(">qi")
+_BASE_OFFSET = struct.Struct(">q")
+_CRC = struct.Struct(">I")
+
+COMPRESSION_NONE = 0
+COMPRESSION_GZIP = 1
+_COMPRESSION_NAMES = {2: "snappy", 3: "lz4", 4: "zstd"}
+TIMESTAMP_TYPE_MASK = 0x08
+TRANSACTIONAL_MASK = 0x10
+CONTROL_MASK = 0x20
+
+Header = tuple[str, bytes | None]
+
+
+@dataclass(frozen=True, slots=True)
+class BatchHeader:
+    """The 61 fixed bytes in front of every v2 batch."""
+
+    base_offset: int
+    batch_length: int
+    partition_leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    record_count: int
+
+    @property
+    def last_offset(self) -> int:
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def size(self) -> int:
+        """Bytes the whole batch takes, header included."""
+        return self.batch_length + LOG_OVERHEAD
+
+    @property
+    def compression(self) -> int:
+        return self.attributes & 7
+
+    @property
+    def is_transactional(self) -> bool:
+        return bool(self.attributes & TRANSACTIONAL_MASK)
+
+    @property
+    def is_control(self) -> bool:
+        return bool(self.attributes & CONTROL_MASK)
+
+    @property
+    def timestamp_type(self) -> int:
+        """0 = CreateTime, 1 = LogAppendTime."""
+        return 1 if self.attributes & TIMESTAMP_TYPE_MASK else 0
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[Header, ...]
+
+
+# ---------------------------------------------------------------------------- varints (zigzag)
+
+
+def _zigzag(n: int) -> int:
+    return (n << 1) ^ (n >> 63)
+
+
+def write_varint(out: bytearray, n: int) -> None:
+    """Append ``n`` as a zigzag varint (Kafka's varint/varlong encoding)."""
+    z = (n << 1) ^ (n >> 63)
+    if z < 0:  # only for values outside int64; keep the loop finite
+        raise ValueError(f"varint out of range: {n}")
+    while z >= 0x80:
+        out.append((z & 0x7F) | 0x80)
+        z >>= 7
+    out.append(z)
+
+
+def read_varint(buf: bytes, pos: int) -> tuple[int, int]:
+    """Decode a zigzag varint at ``pos``; returns (value, next position)."""
+    shift = 0
+    z = 0
+    while True:
+        try:
+            b = buf[pos]
+        except IndexError:
+            raise CorruptBatch("truncated varint") from None
+        pos += 1
+        z |= (b & 0x7F) << shift
+        if b < 0x80:
+            return (z >> 1) ^ -(z & 1), pos
+        shift += 7
+        if shift > 63:
+            raise CorruptBatch("varint too long")
+
+
+# ---------------------------------------------------------------------------- building
+
+
+def _encode_record(
+    out: bytearray, offset_delta: int, key: bytes | None, value: bytes | None, headers: Sequence[Header]
+) -> None:
+    body = bytearray(b"\x00\x00")  # attributes 0, timestamp delta 0
+    write_varint(body, offset_delta)
+    if key is None:
+        body.append(1)  # -1
+    else:
+        write_varint(body, len(key))
+        body += key
+    if value is None:
+        body.append(1)
+    else:
+        write_varint(body, len(value))
+        body += value
+    write_varint(body, len(headers))
+    for hkey, hvalue in headers:
+        hk = hkey.encode()
+        write_varint(body, len(hk))
+        body += hk
+        if hvalue is None:
+            body.append(1)
+        else:
+            write_varint(body, len(hvalue))
+            body += hvalue
+    write_varint(out, len(body))
+    out += body
+
+
+def build_batch(
+    records: Sequence[tuple[bytes | None, bytes | None]],
+    *,
+    base_offset: int = 0,
+    timestamp_ms: int,
+    headers: Sequence[Sequence[Header]] | None = None,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+    attributes: int = 0,
+) -> bytes:
+    """An uncompressed v2 batch of ``records`` (offset deltas 0..n-1, one timestamp for all)."""
+    if not records:
+        raise ValueError("a batch holds at least one record")
+    if attributes & 7:
+        raise ValueError("build_batch writes uncompressed batches only")
+    if headers is not None and len(headers) != len(records):
+        raise ValueError("headers must have one entry per record")
+    buf = bytearray(BATCH_OVERHEAD)
+    for i, (key, value) in enumerate(records):
+        _encode_record(buf, i, key, value, headers[i] if headers is not None else ())
+    n = len(records)
+    _HEADER.pack_into(
+        buf, 0, base_offset, len(buf) - LOG_OVERHEAD, -1, MAGIC, 0, attributes, n - 1,
+        timestamp_ms, timestamp_ms, producer_id, producer_epoch, base_sequence, n,
+    )
+    _CRC.pack_into(buf, 17, crc32c(memoryview(buf)[CRC_START:]))
+    return bytes(buf)
+
+
+# ---------------------------------------------------------------------------- parsing
+
+
+def parse_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeader:
+    """The header of the batch at ``pos``; ``CorruptBatch`` when short or with an impossible length."""
+    if len(buf) - pos < BATCH_OVERHEAD:
+        raise CorruptBatch(f"short batch header at {pos}: {len(buf) - pos} bytes")
+    header = BatchHeader(*_HEADER.unpack_from(buf, pos))
+    if header.batch_length < BATCH_OVERHEAD - LOG_OVERHEAD:
+        raise CorruptBatch(f"batch length {header.batch_length} below the minimum at {pos}")
+    return header
+
+
+def crc_ok(buf: bytes | bytearray | memoryview, pos: int, header: BatchHeader) -> bool:
+    """Whether the stored CRC-32C matches the batch bytes (the batch must be complete in ``buf``)."""
+    end = pos + header.size
+    if end > len(buf):
+        return False
+    return crc32c(memoryview(buf)[pos + CRC_START : end]) == header.crc
+
+
+def set_base_offset(buf: bytearray | memoryview, pos: int, base_offset: int) -> None:
+    """Rewrite the base offset in place (it is outside the CRC)."""
+    _BASE_OFFSET.pack_into(buf, pos, base_offset)
+
+
+def iter_batches(buf: bytes | bytearray | memoryview, pos: int = 0) -> Iterator[tuple[int, BatchHeader]]:
+    """(position, header) of each complete batch from ``pos``; stops at the first incomplete one.
+
+    Lengths are checked, CRCs are not (see ``crc_ok``).
+    """
+    end = len(buf)
+    unpack = _HEADER.unpack_from
+    while end - pos >= BATCH_OVERHEAD:
+        fields = unpack(buf, pos)
+        length = fields[1]
+        if length < BATCH_OVERHEAD - LOG_OVERHEAD or pos + length + LOG_OVERHEAD > end:
+            return
+        yield pos, BatchHeader(*fields)
+        pos += length + LOG_OVERHEAD
+
+
+def validate_batch(buf: bytes | bytearray | memoryview) -> BatchHeader:
+    """Check one whole produced batch: magic 2, consistent length, record count, CRC."""
+    if len(buf) < BATCH_OVERHEAD:
+        raise CorruptBatch(f"batch of {len(buf)} bytes is shorter than a v2 header")
+    magic = buf[16]
+    if magic != MAGIC:
+        raise UnsupportedMagic(f"record batch magic {magic} is not supported (v2 only)")
+    header = parse_header(buf)
+    if header.size != len(buf):
+        raise CorruptBatch(f"batch length {header.batch_length} disagrees with {len(buf)} bytes received")
+    if header.record_count < 0 or header.last_offset_delta < 0:
+        raise CorruptBatch("negative record count or last offset delta")
+    if not crc_ok(buf, 0, header):
+        raise CorruptBatch("record batch CRC mismatch")
+    return header
+
+
+# ---------------------------------------------------------------------------- records
+
+
+def records_section(batch: bytes | bytearray | memoryview, header: BatchHeader) -> bytes:
+    """The (decompressed) records bytes of a batch."""
+    raw = bytes(memoryview(batch)[BATCH_OVERHEAD : header.size])
+    codec = header.compression
+    if codec == COMPRESSION_NONE:
+        return raw
+    if codec == COMPRESSION_GZIP:
+        try:
+            return gzip.decompress(raw)
+        except (OSError, EOFError) as exc:
+            raise CorruptBatch(f"bad gzip records: {exc}") from exc
+    name = _COMPRESSION_NAMES.get(codec, f"codec {codec}")
+    raise UnsupportedCompression(f"cannot decode {name}-compressed records")
+
+
+def iter_records(batch: bytes | bytearray | memoryview) -> Iterator[Record]:
+    """Decode every record of one batch (uncompressed or gzip)."""
+    header = parse_header(batch)
+    if header.size > len(batch):
+        raise CorruptBatch("incomplete batch")
+    data = records_section(batch, header)
+    base_offset = header.base_offset
+    log_append = header.attributes & TIMESTAMP_TYPE_MASK
+    base_ts = header.base_timestamp
+    max_ts = header.max_timestamp
+    pos = 0
+    end = len(data)
+    try:
+        for _ in range(header.record_count):
+            # length (varint), then attributes (1 byte)
+            b = data[pos]
+            if b < 0x80:
+                length = (b >> 1) ^ -(b & 1)
+                pos += 1
+            else:
+                length, pos = read_varint(data, pos)
+            record_end = pos + length
+            if length < 0 or record_end > end:
+                raise CorruptBatch("record length exceeds its batch")
+            pos += 1
+            b = data[pos]
+            if b < 0x80:
+                ts_delta = (b >> 1) ^ -(b & 1)
+                pos += 1
+            else:
+                ts_delta, pos = read_varint(data, pos)
+            b = data[pos]
+            if b < 0x80:
+                off_delta = (b >> 1) ^ -(b & 1)
+                pos += 1
+            else:
+                off_delta, pos = read_varint(data, pos)
+            b = data[pos]
+            if b < 0x80:
+                klen = (b >> 1) ^ -(b & 1)
+                pos += 1
+            else:
+                klen, pos = read_varint(data, pos)
+            if klen < 0:
+                key = None
+            else:
+                key = data[pos : pos + klen]
+                pos += klen
+            b = data[pos]
+            if b < 0x80:
+                vlen = (b >> 1) ^ -(b & 1)
+                pos += 1
+            else:
+                vlen, pos = read_varint(data, pos)
+            if vlen < 0:
+                value = None
+            else:
+                value = data[pos : pos + vlen]
+                pos += vlen
+            b = data[pos]
+            if b < 0x80:
+                hcount = b >> 1
+                pos += 1
+            else:
+                hcount, pos = read_varint(data, pos)
+            headers: tuple[Header, ...] = ()
+            if hcount:
+                hs = []
+                for _h in range(hcount):
+                    hklen, pos = read_varint(data, pos)
+                    if hklen < 0:
+                        raise CorruptBatch("null header key")
+                    hkey = data[pos : pos + hklen].decode()
+                    pos += hklen
+                    hvlen, pos = read_varint(data, pos)
+                    if hvlen < 0:
+                        hvalue = None
+                    else:
+                        hvalue = data[pos : pos + hvlen]
+                        pos += hvlen
+                    hs.append((hkey, hvalue))
+                headers = tuple(hs)
+            if pos != record_end:
+                raise CorruptBatch("record fields disagree with the record length")
+            yield Record(
+                base_offset + off_delta, max_ts if log_append else base_ts + ts_delta, key, value, headers
+            )
+    except IndexError:
+        raise CorruptBatch("truncated record") from None
+    except UnicodeDecodeError as exc:
+        raise CorruptBatch(f"header key is not UTF-8: {exc}") from exc
