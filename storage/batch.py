@@ -98,10 +98,6 @@ class Record:
 # ---------------------------------------------------------------------------- varints (zigzag)
 
 
-def _zigzag(n: int) -> int:
-    return (n << 1) ^ (n >> 63)
-
-
 def write_varint(out: bytearray, n: int) -> None:
     """Append ``n`` as a zigzag varint (Kafka's varint/varlong encoding)."""
     z = (n << 1) ^ (n >> 63)
@@ -135,9 +131,15 @@ def read_varint(buf: bytes, pos: int) -> tuple[int, int]:
 
 
 def _encode_record(
-    out: bytearray, offset_delta: int, key: bytes | None, value: bytes | None, headers: Sequence[Header]
+    out: bytearray,
+    offset_delta: int,
+    key: bytes | None,
+    value: bytes | None,
+    headers: Sequence[Header],
+    timestamp_delta: int = 0,
 ) -> None:
-    body = bytearray(b"\x00\x00")  # attributes 0, timestamp delta 0
+    body = bytearray(b"\x00")  # attributes
+    write_varint(body, timestamp_delta)
     write_varint(body, offset_delta)
     if key is None:
         body.append(1)  # -1
@@ -361,3 +363,32 @@ def iter_records(batch: bytes | bytearray | memoryview) -> Iterator[Record]:
         raise CorruptBatch("truncated record") from None
     except UnicodeDecodeError as exc:
         raise CorruptBatch(f"header key is not UTF-8: {exc}") from exc
+
+
+def rebuild_batch(header: BatchHeader, records: Sequence[Record]) -> bytes:
+    """Re-encode a subset of a batch's records, uncompressed, keeping its offsets and producer fields.
+
+    Used by compaction: the base offset and last offset delta stay the original ones, so offsets
+    are truthful and the batch still spans the offsets it spanned.
+    """
+    if not records:
+        raise ValueError("a rebuilt batch holds at least one record")
+    log_append = header.attributes & TIMESTAMP_TYPE_MASK
+    base_ts = header.base_timestamp
+    buf = bytearray(BATCH_OVERHEAD)
+    max_ts = -1
+    for r in records:
+        max_ts = max(max_ts, r.timestamp)
+        _encode_record(
+            buf, r.offset - header.base_offset, r.key, r.value, r.headers,
+            0 if log_append else r.timestamp - base_ts,
+        )
+    if log_append:
+        max_ts = header.max_timestamp
+    _HEADER.pack_into(
+        buf, 0, header.base_offset, len(buf) - LOG_OVERHEAD, header.partition_leader_epoch, MAGIC, 0,
+        header.attributes & ~7, header.last_offset_delta, base_ts, max_ts, header.producer_id,
+        header.producer_epoch, header.base_sequence, len(records),
+    )
+    _CRC.pack_into(buf, 17, crc32c(memoryview(buf)[CRC_START:]))
+    return bytes(buf)

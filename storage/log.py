@@ -17,10 +17,14 @@ from bisect import bisect_right
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from storage.batch import BatchHeader, build_batch, iter_batches, parse_header, set_base_offset
 from storage.errors import OffsetOutOfRange, RecordTooLarge, StorageError
 from storage.segment import MAX_RELATIVE, Segment, read_chunks
+
+if TYPE_CHECKING:
+    from storage.compaction import CompactionStats
 
 log = logging.getLogger("groupd.storage")
 
@@ -90,6 +94,7 @@ class Log:
         self._leo = 0
         self._lock = threading.RLock()  # state: segments, offsets, dirty set
         self._flush_lock = threading.Lock()  # one flush at a time; segment removal waits for it
+        self._maint_lock = threading.Lock()  # retention, DeleteRecords and compaction, one at a time
         self._dirty: dict[int, Segment] = {}  # id(segment) -> segment with unflushed bytes
         self._dir_dirty = False
         self._unflushed = 0
@@ -361,27 +366,38 @@ class Log:
             raise StorageError(f"log {self._dir} is closed")
 
     def batches(self, start_offset: int | None = None) -> Iterator[tuple[BatchHeader, memoryview]]:
-        """Every stored batch (from the one holding ``start_offset``), read in big chunks."""
+        """Every stored batch (from the one holding ``start_offset``), read in big chunks.
+
+        Each segment is read through its own duplicate descriptor up to its size when the iteration
+        reaches it, so appends, retention or compaction running meanwhile do not disturb the reader.
+        """
         self._check_open()
         with self._lock:
             segments = list(self._segments)
             if start_offset is not None:
                 segments = segments[self._segment_index(start_offset) :]
         for n, seg in enumerate(segments):
-            end = seg.size
-            start = 0
-            if n == 0 and start_offset is not None:
-                found = seg.find_position(start_offset)
-                if found is None:
+            with self._lock:
+                if self._closed or seg not in self._segments:
                     continue
-                start = found[0]
+                fd = os.dup(seg.fd)
+                end = seg.size
+                start = 0
+                if n == 0 and start_offset is not None:
+                    found = seg.find_position(start_offset)
+                    if found is None:
+                        os.close(fd)
+                        continue
+                    start = found[0]
             try:
-                for _, data in read_chunks(seg.fd, start, end):
+                for _, data in read_chunks(fd, start, end):
                     view = memoryview(data)
                     for p, header in iter_batches(data):
                         yield header, view[p : p + header.size]
             except OSError as exc:
                 raise StorageError(f"read of {self._dir} failed: {exc}") from exc
+            finally:
+                os.close(fd)
 
     def offset_for_timestamp(self, ts_ms: int) -> tuple[int, int] | None:
         """(offset, timestamp) of the first batch whose max timestamp >= ``ts_ms`` (ListOffsets)."""
@@ -443,7 +459,7 @@ class Log:
 
     def delete_records_before(self, offset: int) -> int:
         """Advance the log start offset to ``offset`` (DeleteRecords); returns the new log start offset."""
-        with self._flush_lock, self._lock:
+        with self._maint_lock, self._flush_lock, self._lock:
             self._check_usable()
             if offset > self._leo or offset < 0:
                 raise OffsetOutOfRange(f"cannot delete before {offset}: log end offset is {self._leo}")
@@ -453,7 +469,7 @@ class Log:
 
     def apply_retention(self, now_ms: int) -> int:
         """Delete old closed segments by retention.ms / retention.bytes; returns how many went."""
-        with self._flush_lock, self._lock:
+        with self._maint_lock, self._flush_lock, self._lock:
             self._check_usable()
             deleted = self._delete_below_start()
             if not self.config.delete:
@@ -485,11 +501,25 @@ class Log:
 
     # ------------------------------------------------------------------ compaction
 
-    def compact(self, now_ms: int):  # -> CompactionStats (storage.compaction)
+    def compact(self, now_ms: int) -> CompactionStats:
         """Keep only the newest record per key in closed segments (see ``storage.compaction``)."""
         from storage.compaction import compact_log
 
         return compact_log(self, now_ms)
+
+    def _replace_segment_file(self, seg: Segment, cleaned: Path) -> None:
+        """Swap a compacted file in for ``seg`` (caller holds the flush and state locks).
+
+        The index files go first: a crash after the rename finds no index and rebuilds it.
+        """
+        seg.close()
+        seg.index_path.unlink(missing_ok=True)
+        seg.time_index_path.unlink(missing_ok=True)
+        os.replace(cleaned, seg.log_path)
+        _fsync_dir(self._dir)
+        seg.open_files()
+        seg.recover(min_offset=seg.base_offset)
+        self._dirty[id(seg)] = seg  # rebuilt index files are synced by the next flush
 
     # ------------------------------------------------------------------ closing
 

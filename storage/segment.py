@@ -297,8 +297,8 @@ class Segment:
         traw = os.pread(self.time_fd, os.fstat(self.time_fd).st_size, 0)
         if len(raw) % INDEX_ENTRY.size or len(traw) % TIME_ENTRY.size:
             return False
-        if self.size and not raw and self.size > 2 * self.index_interval + 2 * 1024 * 1024:
-            return False  # a big segment without an index entry: the index was lost
+        if self.size > self.index_interval and not raw:
+            return False  # entries were due (or the index was removed): rebuild
         prev_off, prev_pos = -1, -1
         for rel, pos in INDEX_ENTRY.iter_unpack(raw):
             if rel <= prev_off or pos <= prev_pos or rel < 0 or pos >= self.size:
