@@ -15,12 +15,21 @@ import threading
 import time
 from bisect import bisect_right
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from storage.batch import BatchHeader, build_batch, iter_batches, parse_header, set_base_offset
-from storage.errors import OffsetOutOfRange, RecordTooLarge, StorageError
+from storage.batch import (
+    HEADER_STRUCT,
+    LOG_OVERHEAD,
+    BatchHeader,
+    HeaderTwin,
+    build_batch,
+    parse_header,
+    rebase_header,
+    set_base_offset,
+)
+from storage.errors import CorruptBatch, OffsetOutOfRange, RecordTooLarge, StorageError
 from storage.segment import MAX_RELATIVE, Segment, read_chunks
 
 if TYPE_CHECKING:
@@ -244,12 +253,14 @@ class Log:
         if size > self.config.segment_bytes:
             raise RecordTooLarge(f"batch of {size} bytes exceeds segment.bytes {self.config.segment_bytes}")
         header = parse_header(batch)
+        if header.batch_length + LOG_OVERHEAD != size:
+            raise CorruptBatch(f"batch length {header.batch_length} disagrees with {size} bytes")
         buf = bytearray(batch)
         with self._lock:
             self._check_usable()
             base = self._leo
             set_base_offset(buf, 0, base)
-            header = _rebased(header, base)
+            header = rebase_header(header, base)
             try:
                 seg = self._maybe_roll(size, header)
                 seg.append(buf, header)
@@ -376,6 +387,8 @@ class Log:
             segments = list(self._segments)
             if start_offset is not None:
                 segments = segments[self._segment_index(start_offset) :]
+        unpack = HEADER_STRUCT.unpack_from
+        twin, header_cls = HeaderTwin, BatchHeader
         for n, seg in enumerate(segments):
             with self._lock:
                 if self._closed or seg not in self._segments:
@@ -391,9 +404,16 @@ class Log:
                     start = found[0]
             try:
                 for _, data in read_chunks(fd, start, end):
+                    # read_chunks hands out whole batches only: walk them inline (this is the replay loop)
                     view = memoryview(data)
-                    for p, header in iter_batches(data):
-                        yield header, view[p : p + header.size]
+                    p, stop = 0, len(data)
+                    while p < stop:
+                        fields = unpack(data, p)
+                        header = twin(*fields)
+                        header.__class__ = header_cls
+                        q = p + fields[1] + LOG_OVERHEAD
+                        yield header, view[p:q]
+                        p = q
             except OSError as exc:
                 raise StorageError(f"read of {self._dir} failed: {exc}") from exc
             finally:
@@ -558,10 +578,3 @@ def _mtime_ms(seg: Segment) -> int:
         return int(os.fstat(seg.fd).st_mtime * 1000)
     except OSError:
         return 0
-
-
-def _rebased(header: BatchHeader, base: int) -> BatchHeader:
-    if header.base_offset == base:
-        return header
-    return replace(header, base_offset=base)
-
