@@ -39,6 +39,7 @@ log = logging.getLogger("groupd.storage")
 
 LOG_START_CHECKPOINT = "log-start-offset-checkpoint"
 RECOVERY_CHECKPOINT = "recovery-point-offset-checkpoint"
+CLEAN_SHUTDOWN = ".clean-shutdown"
 _CHECKPOINT_VERSION = "0"
 
 
@@ -145,24 +146,31 @@ class Log:
         recovery_point = _read_checkpoint(self._dir / RECOVERY_CHECKPOINT) or 0
         # every segment that may hold bytes at or past the recovery point is fully re-checked
         first_to_recover = max(0, bisect_right(bases, recovery_point) - 1)
+        marker = self._dir / CLEAN_SHUTDOWN
+        if marker.exists():
+            # closed cleanly: everything was flushed, so no batch needs its CRC re-checked (Kafka's
+            # .kafka_cleanshutdown). The marker goes (durably) before anything new can be appended.
+            first_to_recover = len(bases)
+            marker.unlink()
+            _fsync_dir(self._dir)
         expected = 0
         for i, base in enumerate(bases):
             seg = Segment(self._dir, base, self.config.index_interval_bytes)
             seg.open_files()
             self._segments.append(seg)
+            before = os.fstat(seg.fd).st_size
             if i >= first_to_recover:
-                before = os.fstat(seg.fd).st_size
                 seg.recover(min_offset=expected)
-                if seg.size < before and i < len(bases) - 1:
-                    log.warning(
-                        "log %s: segment %d was cut in the middle of the log; dropping %d later segments",
-                        self._dir, base, len(bases) - 1 - i,
-                    )
-                    for later in bases[i + 1 :]:
-                        Segment(self._dir, later, self.config.index_interval_bytes).delete_files()
-                    break
             else:
-                seg.load()
+                seg.load()  # falls back to recover() when its indexes or its tail look wrong
+            if seg.size < before and i < len(bases) - 1:
+                log.warning(
+                    "log %s: segment %d was cut in the middle of the log; dropping %d later segments",
+                    self._dir, base, len(bases) - 1 - i,
+                )
+                for later in bases[i + 1 :]:
+                    Segment(self._dir, later, self.config.index_interval_bytes).delete_files()
+                break
             expected = seg.next_offset
         self._bases = [s.base_offset for s in self._segments]
         # drop empty segments that are not the last (left behind by a crash during a roll)
@@ -551,16 +559,28 @@ class Log:
             self._recovery_fd = -1
 
     def close(self) -> None:
-        """Flush (when healthy) and close every file."""
+        """Flush (when healthy), close every file and leave a clean-shutdown marker."""
         if self._closed:
             return
+        clean = False
         try:
             if self._failed is None:
                 self.flush()
+                clean = True
         finally:
             with self._flush_lock, self._lock:
                 self._closed = True
                 self._close_files()
+        if clean:
+            try:
+                fd = os.open(self._dir / CLEAN_SHUTDOWN, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+                _fsync_dir(self._dir)
+            except OSError as exc:  # only costs a full recovery next time
+                log.warning("cannot write clean-shutdown marker of %s: %s", self._dir, exc)
 
     def delete(self) -> None:
         """Close and remove the whole directory (topic deletion)."""

@@ -9,7 +9,7 @@ import pytest
 
 from storage.batch import build_batch, iter_batches, iter_records, parse_header
 from storage.errors import OffsetOutOfRange, RecordTooLarge, StorageError
-from storage.log import Log, LogConfig
+from storage.log import CLEAN_SHUTDOWN, Log, LogConfig
 
 
 class Clock:
@@ -110,6 +110,7 @@ def test_corrupt_last_batch_is_cut(tmp_path, caplog):
     good = log.size_bytes
     log.append_records([(b"b", b"2")], 2)
     log.close()
+    (path / CLEAN_SHUTDOWN).unlink()  # as after a crash: the tail is checked
     f = _segment_file(path)
     raw = bytearray(f.read_bytes())
     raw[-1] ^= 0xFF
@@ -253,4 +254,23 @@ def test_batches_replay(tmp_path):
     assert [h.base_offset for h, _ in log.batches(301)][:2] == [300, 302]
     recs = [r for _, v in log.batches() for r in iter_records(v)]
     assert [r.offset for r in recs] == list(range(600))
+    log.close()
+
+
+def test_clean_shutdown_marker(tmp_path):
+    path = tmp_path / "p"
+    log = open_log(path)
+    log.append_records([(b"a", b"1")], 1)
+    log.close()
+    assert (path / CLEAN_SHUTDOWN).exists()
+    log = open_log(path)
+    assert not (path / CLEAN_SHUTDOWN).exists()  # a crash from now on means a full check again
+    assert log.log_end_offset == 1
+    log.append_records([(b"b", b"2")], 2)
+    log.close()
+    # a cleanly closed log with a structurally torn tail is still cut, never trusted blindly
+    f = _segment_file(path)
+    f.write_bytes(f.read_bytes()[:-5])
+    log = open_log(path)
+    assert log.log_end_offset == 1
     log.close()

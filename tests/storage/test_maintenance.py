@@ -8,7 +8,7 @@ import pytest
 
 from storage.batch import build_batch, iter_records
 from storage.errors import OffsetOutOfRange
-from storage.log import RECOVERY_CHECKPOINT, Log, LogConfig
+from storage.log import CLEAN_SHUTDOWN, RECOVERY_CHECKPOINT, Log, LogConfig
 
 
 class Clock:
@@ -170,7 +170,8 @@ def test_torn_middle_segment_drops_later_ones(tmp_path, caplog):
     log.close()
     segs = sorted(path.glob("*.log"))
     assert len(segs) > 3
-    (path / RECOVERY_CHECKPOINT).write_text(f"0\n{0:020d}\n")  # nothing known durable
+    (path / CLEAN_SHUTDOWN).unlink()  # a crash: no marker,
+    (path / RECOVERY_CHECKPOINT).write_text(f"0\n{0:020d}\n")  # and nothing known durable
     raw = segs[1].read_bytes()
     segs[1].write_bytes(raw[:-3])
     log = open_log(path, segment_bytes=300)
