@@ -30,6 +30,8 @@ _HEADER = HEADER_STRUCT = struct.Struct(">qiibIhiqqqhii")
 _OFFSET_LENGTH = struct.Struct(">qi")
 _BASE_OFFSET = struct.Struct(">q")
 _CRC = struct.Struct(">I")
+_LEADER_EPOCH = struct.Struct(">i")
+_ATTRIBUTES = struct.Struct(">h")
 
 COMPRESSION_NONE = 0
 COMPRESSION_GZIP = 1
@@ -248,6 +250,20 @@ def crc_ok(buf: bytes | bytearray | memoryview, pos: int, header: BatchHeader) -
 def set_base_offset(buf: bytearray | memoryview, pos: int, base_offset: int) -> None:
     """Rewrite the base offset in place (it is outside the CRC)."""
     _BASE_OFFSET.pack_into(buf, pos, base_offset)
+
+
+def set_leader_epoch(buf: bytearray | memoryview, pos: int, epoch: int) -> None:
+    """Stamp the partition leader epoch, as a leader does on append (outside the CRC)."""
+    _LEADER_EPOCH.pack_into(buf, pos + 12, epoch)
+
+
+def set_log_append_time(buf: bytearray | memoryview, pos: int, timestamp_ms: int) -> None:
+    """Turn the batch into LogAppendTime with ``timestamp_ms`` as max timestamp; the CRC is recomputed."""
+    attributes = _ATTRIBUTES.unpack_from(buf, pos + CRC_START)[0] | TIMESTAMP_TYPE_MASK
+    _ATTRIBUTES.pack_into(buf, pos + CRC_START, attributes)
+    _BASE_OFFSET.pack_into(buf, pos + 35, timestamp_ms)
+    length = _OFFSET_LENGTH.unpack_from(buf, pos)[1]
+    _CRC.pack_into(buf, pos + 17, crc32c(memoryview(buf)[pos + CRC_START : pos + LOG_OVERHEAD + length]))
 
 
 def iter_batches(buf: bytes | bytearray | memoryview, pos: int = 0) -> Iterator[tuple[int, BatchHeader]]:

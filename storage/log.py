@@ -28,6 +28,8 @@ from storage.batch import (
     parse_header,
     rebase_header,
     set_base_offset,
+    set_leader_epoch,
+    set_log_append_time,
 )
 from storage.errors import CorruptBatch, OffsetOutOfRange, RecordTooLarge, StorageError
 from storage.segment import MAX_RELATIVE, Segment, read_chunks
@@ -253,8 +255,18 @@ class Log:
 
     # ------------------------------------------------------------------ appending
 
-    def append(self, batch: bytes | bytearray) -> tuple[int, int]:
-        """Append one complete v2 batch at the log end offset; returns (base offset, last offset)."""
+    def append(
+        self,
+        batch: bytes | bytearray,
+        *,
+        leader_epoch: int | None = None,
+        log_append_time_ms: int | None = None,
+    ) -> tuple[int, int]:
+        """Append one complete v2 batch at the log end offset; returns (base offset, last offset).
+
+        ``leader_epoch`` stamps the partition leader epoch as Kafka's leader does;
+        ``log_append_time_ms`` makes it a LogAppendTime batch (message.timestamp.type=LogAppendTime).
+        """
         size = len(batch)
         if size > self.config.max_message_bytes:
             raise RecordTooLarge(f"batch of {size} bytes exceeds max.message.bytes {self.config.max_message_bytes}")
@@ -268,7 +280,14 @@ class Log:
             self._check_usable()
             base = self._leo
             set_base_offset(buf, 0, base)
-            header = rebase_header(header, base)
+            if leader_epoch is None and log_append_time_ms is None:
+                header = rebase_header(header, base)
+            else:
+                if leader_epoch is not None:
+                    set_leader_epoch(buf, 0, leader_epoch)
+                if log_append_time_ms is not None:
+                    set_log_append_time(buf, 0, log_append_time_ms)
+                header = parse_header(buf)
             try:
                 seg = self._maybe_roll(size, header)
                 seg.append(buf, header)
@@ -318,6 +337,8 @@ class Log:
         """fsync everything appended before this call (thread-safe; may run in an executor)."""
         with self._flush_lock:
             with self._lock:
+                if self._closed:
+                    return  # close() flushed everything; nothing can have been appended since
                 self._check_usable()
                 segments = list(self._dirty.values())
                 dir_dirty = self._dir_dirty
@@ -428,24 +449,36 @@ class Log:
                 os.close(fd)
 
     def offset_for_timestamp(self, ts_ms: int) -> tuple[int, int] | None:
-        """(offset, timestamp) of the first batch whose max timestamp >= ``ts_ms`` (ListOffsets)."""
+        """(offset, timestamp) of the first record at or after the log start whose timestamp >= ``ts_ms``.
+
+        Kafka's ListOffsets by timestamp; None when every record is older.
+        """
         with self._lock:
             self._check_open()
-            for seg in self._segments:
-                found = seg.find_timestamp(ts_ms)
-                if found is not None:
-                    header = found[1]
-                    return max(header.base_offset, self._log_start), header.max_timestamp
+            try:
+                for seg in self._segments:
+                    found = seg.search_timestamp(ts_ms, self._log_start)
+                    if found is not None:
+                        return found[1], found[0]
+            except OSError as exc:
+                raise StorageError(f"read of {self._dir} failed: {exc}") from exc
             return None
 
     def max_timestamp(self) -> tuple[int, int] | None:
-        """(timestamp, offset) of the largest timestamp in the log (ListOffsets -3)."""
+        """(timestamp, offset) of the record with the largest timestamp (ListOffsets -3, MAX_TIMESTAMP)."""
         with self._lock:
-            best: tuple[int, int] | None = None
+            self._check_open()
+            best: Segment | None = None
             for seg in self._segments:
-                if seg.max_timestamp >= 0 and (best is None or seg.max_timestamp > best[0]):
-                    best = (seg.max_timestamp, seg.offset_of_max_ts)
-            return best
+                if seg.max_timestamp >= 0 and (best is None or seg.max_timestamp > best.max_timestamp):
+                    best = seg
+            if best is None:
+                return None
+            try:
+                offset = best.record_with_timestamp(best.max_timestamp, best.offset_of_max_ts)
+            except OSError as exc:
+                raise StorageError(f"read of {self._dir} failed: {exc}") from exc
+            return best.max_timestamp, offset
 
     # ------------------------------------------------------------------ deleting
 
@@ -492,6 +525,11 @@ class Log:
             if offset > self._leo or offset < 0:
                 raise OffsetOutOfRange(f"cannot delete before {offset}: log end offset is {self._leo}")
             self._set_log_start(offset)
+            if offset == self._leo and not self._segments[-1].empty:
+                try:
+                    self.roll()  # as Kafka does, so the emptied active segment can go too
+                except OSError as exc:
+                    raise StorageError(f"roll of {self._dir} failed: {exc}") from exc
             self._delete_below_start()
             return self._log_start
 

@@ -21,9 +21,10 @@ from storage.batch import (
     BatchHeader,
     crc_ok,
     iter_batches,
+    iter_records,
     parse_header,
 )
-from storage.errors import CorruptBatch
+from storage.errors import CorruptBatch, UnsupportedCompression
 
 log = logging.getLogger("groupd.storage")
 
@@ -253,6 +254,9 @@ class Segment:
             )
             os.ftruncate(self.fd, good)
         self.size = good
+        if self.max_timestamp >= 0 and (not self.time_ts or self.max_timestamp > self.time_ts[-1]):
+            # like a segment that was closed normally: the time index ends with the largest timestamp
+            time_out += self._maybe_time_entry()
         self._rewrite_indexes(bytes(index_out), bytes(time_out))
         return truncated, self.next_offset
 
@@ -340,16 +344,43 @@ class Segment:
                     return chunk_pos + p, header
         return None
 
-    def find_timestamp(self, ts: int) -> tuple[int, BatchHeader] | None:
-        """First batch whose max timestamp is >= ``ts`` (None when the segment has none)."""
+    def search_timestamp(self, ts: int, starting_offset: int) -> tuple[int, int] | None:
+        """(timestamp, offset) of the first record with timestamp >= ``ts`` and offset >= ``starting_offset``.
+
+        Kafka's ListOffsets by timestamp: the time index narrows the scan, batches with a smaller max
+        timestamp are skipped whole, then the records of the first candidate batch are looked at.
+        """
         if self.max_timestamp < ts:
             return None
         i = bisect_right(self.time_ts, ts) - 1
-        start = 0
-        if i >= 0:
-            found = self.find_position(self.time_off[i])
-            start = found[0] if found else 0
-        return self._scan_from(start, lambda h: h.max_timestamp >= ts)
+        found = self.find_position(max(self.time_off[i] if i >= 0 else self.base_offset, starting_offset))
+        if found is None:
+            return None
+        for _, data in read_chunks(self.fd, found[0], self.size, LOOKUP_CHUNK):
+            for p, header in iter_batches(data):
+                if header.max_timestamp < ts or header.last_offset < starting_offset:
+                    continue
+                try:
+                    for record in iter_records(memoryview(data)[p : p + header.size], header):
+                        if record.timestamp >= ts and record.offset >= starting_offset:
+                            return record.timestamp, record.offset
+                except UnsupportedCompression:
+                    return header.max_timestamp, max(header.base_offset, starting_offset)
+        return None
+
+    def record_with_timestamp(self, ts: int, last_offset: int) -> int:
+        """Offset of the first record stamped ``ts`` in the batch ending at ``last_offset``."""
+        found = self.find_position(last_offset)
+        if found is None:
+            return last_offset
+        pos, header = found
+        try:
+            for record in iter_records(os.pread(self.fd, header.size, pos), header):
+                if record.timestamp == ts:
+                    return record.offset
+        except (UnsupportedCompression, CorruptBatch):
+            pass
+        return last_offset
 
     def read(self, pos: int, max_bytes: int) -> bytes:
         """Whole batches from ``pos`` up to ``max_bytes`` (at least the first batch)."""

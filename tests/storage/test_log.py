@@ -274,3 +274,55 @@ def test_clean_shutdown_marker(tmp_path):
     log = open_log(path)
     assert log.log_end_offset == 1
     log.close()
+
+
+def _batch_with_timestamps(pairs: list[tuple[bytes, int]]) -> bytes:
+    """A batch whose records carry their own timestamps."""
+    from storage.batch import Record, rebuild_batch
+
+    template = parse_header(build_batch([(b"x", b"y")] * len(pairs), timestamp_ms=min(t for _, t in pairs)))
+    records = [Record(i, t, k, b"v", ()) for i, (k, t) in enumerate(pairs)]
+    return rebuild_batch(template, records)
+
+
+def test_offset_for_timestamp_is_record_precise(tmp_path):
+    log = open_log(tmp_path / "p", segment_bytes=400)
+    log.append(_batch_with_timestamps([(b"a", 100), (b"b", 300), (b"c", 200)]))  # 0..2
+    log.append(_batch_with_timestamps([(b"d", 250), (b"e", 600), (b"f", 600)]))  # 3..5
+    log.append(_batch_with_timestamps([(b"g", 50)]))  # 6
+    assert log.offset_for_timestamp(0) == (0, 100)
+    assert log.offset_for_timestamp(150) == (1, 300)
+    assert log.offset_for_timestamp(260) == (1, 300)
+    assert log.offset_for_timestamp(301) == (4, 600)
+    assert log.offset_for_timestamp(601) is None
+    assert log.max_timestamp() == (600, 4)
+    log.delete_records_before(2)
+    assert log.offset_for_timestamp(150) == (2, 200)  # never below the log start offset
+    log.close()
+
+
+def test_leader_epoch_and_log_append_time_stamping(tmp_path):
+    from storage.batch import validate_batch
+
+    log = open_log(tmp_path / "p")
+    log.append(build_batch([(b"k", b"v"), (b"k2", b"v2")], timestamp_ms=5), leader_epoch=7, log_append_time_ms=999)
+    data = log.read(0, 1000)
+    header = validate_batch(data)
+    assert header.partition_leader_epoch == 7 and header.timestamp_type == 1 and header.max_timestamp == 999
+    assert [r.timestamp for r in iter_records(data)] == [999, 999]
+    assert log.max_timestamp() == (999, 0)
+    log.close()
+
+
+def test_delete_records_up_to_the_end_empties_the_log(tmp_path):
+    path = tmp_path / "p"
+    log = open_log(path)
+    for i in range(5):
+        log.append_records([(b"k%d" % i, b"v")], i)
+    assert log.delete_records_before(5) == 5
+    assert log.size_bytes == 0 and log.read(5, 100) == b""
+    assert log.append_records([(b"z", b"z")], 9) == (5, 5)
+    log.close()
+    log = open_log(path)
+    assert (log.log_start_offset, log.log_end_offset) == (5, 6)
+    log.close()
