@@ -585,7 +585,9 @@ class Log:
         _fsync_dir(self._dir)
         seg.open_files()
         seg.recover(min_offset=seg.base_offset)
-        self._dirty[id(seg)] = seg  # rebuilt index files are synced by the next flush
+        # the segment is below the recovery point, so its indexes are trusted at the next open
+        os.fsync(seg.index_fd)
+        os.fsync(seg.time_fd)
 
     # ------------------------------------------------------------------ closing
 
