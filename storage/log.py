@@ -579,15 +579,23 @@ class Log:
         The index files go first: a crash after the rename finds no index and rebuilds it.
         """
         seg.close()
-        seg.index_path.unlink(missing_ok=True)
-        seg.time_index_path.unlink(missing_ok=True)
-        os.replace(cleaned, seg.log_path)
-        _fsync_dir(self._dir)
-        seg.open_files()
-        seg.recover(min_offset=seg.base_offset)
-        # the segment is below the recovery point, so its indexes are trusted at the next open
-        os.fsync(seg.index_fd)
-        os.fsync(seg.time_fd)
+        try:
+            seg.index_path.unlink(missing_ok=True)
+            seg.time_index_path.unlink(missing_ok=True)
+            os.replace(cleaned, seg.log_path)
+            _fsync_dir(self._dir)
+        finally:
+            # whichever file is in place now (new or, after a failure, old) is reopened and indexed
+            try:
+                seg.open_files()
+                seg.recover(min_offset=seg.base_offset)
+                # the segment is below the recovery point, so its indexes are trusted at the next open
+                os.fsync(seg.index_fd)
+                os.fsync(seg.time_fd)
+            except OSError as exc:
+                self._failed = exc
+                log.error("cannot reopen segment %s after compaction; log offline: %s", seg.log_path, exc)
+                raise
 
     # ------------------------------------------------------------------ closing
 

@@ -326,3 +326,33 @@ def test_delete_records_up_to_the_end_empties_the_log(tmp_path):
     log = open_log(path)
     assert (log.log_start_offset, log.log_end_offset) == (5, 6)
     log.close()
+
+
+def test_flush_in_a_thread_while_appending(tmp_path):
+    import threading
+
+    log = open_log(tmp_path / "p", segment_bytes=20_000)
+    stop = threading.Event()
+    flushes = 0
+
+    def flusher():
+        nonlocal flushes
+        while not stop.is_set():
+            log.flush()
+            flushes += 1
+
+    t = threading.Thread(target=flusher)
+    t.start()
+    try:
+        for i in range(3000):
+            assert log.append_records([(b"k%d" % i, b"v" * 20)], i) == (i, i)
+    finally:
+        stop.set()
+        t.join(10)
+    assert flushes > 0 and log.segment_count > 3
+    log.close()
+    (tmp_path / "p" / CLEAN_SHUTDOWN).unlink()  # force the full check
+    log = open_log(tmp_path / "p", segment_bytes=20_000)
+    assert log.log_end_offset == 3000
+    assert [r[0] for r in records_of(log.read(2990, 1 << 20))] == list(range(2990, 3000))
+    log.close()
