@@ -30,7 +30,7 @@ _HEADER = HEADER_STRUCT = struct.Struct(">qiibIhiqqqhii")
 _OFFSET_LENGTH = struct.Struct(">qi")
 _BASE_OFFSET = struct.Struct(">q")
 _CRC = struct.Struct(">I")
-_LEADER_EPOCH = struct.Struct(">i")
+_LEADER_EPOCH = _LENGTH = struct.Struct(">i")
 _ATTRIBUTES = struct.Struct(">h")
 
 COMPRESSION_NONE = 0
@@ -280,6 +280,19 @@ def iter_batches(buf: bytes | bytearray | memoryview, pos: int = 0) -> Iterator[
             return
         yield pos, make_header(fields)
         pos += length + LOG_OVERHEAD
+
+
+def complete_prefix(buf: bytes | bytearray | memoryview, pos: int = 0) -> int:
+    """End position of the last complete batch in ``buf`` from ``pos`` (lengths only: cheap)."""
+    end = len(buf)
+    unpack = _LENGTH.unpack_from
+    minimum = BATCH_OVERHEAD - LOG_OVERHEAD
+    while end - pos >= BATCH_OVERHEAD:
+        length = unpack(buf, pos + 8)[0]
+        if length < minimum or pos + length + LOG_OVERHEAD > end:
+            break
+        pos += length + LOG_OVERHEAD
+    return pos
 
 
 def validate_batch(buf: bytes | bytearray | memoryview) -> BatchHeader:

@@ -19,6 +19,7 @@ from storage.batch import (
     BATCH_OVERHEAD,
     MAGIC,
     BatchHeader,
+    complete_prefix,
     crc_ok,
     iter_batches,
     iter_records,
@@ -50,9 +51,7 @@ def read_chunks(fd: int, start: int, end: int, chunk: int = SCAN_CHUNK) -> Itera
         data = os.pread(fd, min(chunk, end - pos), pos)
         if not data:
             return
-        consumed = 0
-        for p, header in iter_batches(data):
-            consumed = p + header.size
+        consumed = complete_prefix(data)
         if consumed == 0:
             if len(data) < BATCH_OVERHEAD:
                 return
