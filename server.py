@@ -11,6 +11,7 @@ import sys
 
 from broker.app import Broker
 from broker.config import Config, ConfigError, load_config
+from broker.logfields import TextFieldsFormatter
 
 
 class _JsonFormatter(logging.Formatter):
@@ -42,7 +43,7 @@ def setup_logging(config: Config) -> None:
     elif fmt == "logfmt":
         handler.setFormatter(_LogfmtFormatter())
     else:
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        handler.setFormatter(TextFieldsFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(config["log.level"])

@@ -6,13 +6,17 @@ import asyncio
 import contextlib
 import logging
 import time
-from typing import Any, Protocol
+from typing import Protocol
 
 from broker.config import Config
 from broker.connection import Connection
 from broker.dispatch import load_handlers
 from broker.metrics import Metrics
+from broker.metrics_http import MetricsServer
+from broker.partitions import PartitionManager
+from broker.producers import ProducerIds
 from broker.topics import Topic, TopicRegistry
+from coordinator.service import GroupCoordinator
 
 log = logging.getLogger("groupd.broker")
 
@@ -31,13 +35,23 @@ class Broker:
         self.config = config
         self.node_id: int = config["node.id"]
         self.topics = TopicRegistry(config["log.dirs"])
-        self.metrics = Metrics()
+        self.metrics = Metrics(config["metrics.max.group.series"])
+        self.metrics.bind(self)
         self.services: list[Service] = []
+        self.metrics_server: MetricsServer | None = None
+        if config["metrics.listener"]:
+            self.metrics_server = MetricsServer(self, *config["metrics.listener"])
+            self.services.append(self.metrics_server)
         self.stopping = False
         self.started_at: float | None = None
         self._server: asyncio.base_events.Server | None = None
         self._connections: dict[asyncio.Task, Connection] = {}
-        self.coordinator: Any = None
+        self.partitions = PartitionManager(config, self.topics)
+        self.producers = ProducerIds(config["log.dirs"])
+        self.services.append(self.partitions)
+        self.coordinator = GroupCoordinator(config, self.metrics)
+        self.services.append(self.coordinator)
+        self.topics.on_delete.append(lambda topic: self.coordinator.remove_topic(topic.name))
 
     # topic changes go through here so every part of the broker hears about them
     def create_topic(self, name: str, partitions: int, configs: dict[str, str]) -> Topic:
@@ -45,6 +59,9 @@ class Broker:
 
     def delete_topic(self, name: str) -> Topic:
         return self.topics.delete(name)
+
+    def partition_metrics(self) -> list[tuple[str, int, int, int, int]]:
+        return self.partitions.metrics_rows()
 
     def owns_offsets_partition(self, partition: int) -> bool:
         if self.coordinator is None:

@@ -120,6 +120,7 @@ KEYS: dict[str, Key] = {
         _int_key("message.max.bytes", 1_048_588, 0, INT32_MAX, "largest record batch accepted"),
         # observability
         Key("metrics.listener", _host_port, "127.0.0.1:9404", doc="host:port of /metrics and /healthz (empty: off)"),
+        _int_key("metrics.max.group.series", 1000, 0, INT32_MAX, "groups with their own metric series; the rest sum under __overflow__"),
     )
 }
 
@@ -219,3 +220,28 @@ def default_config(**overrides: Any) -> Config:
     """Defaults with typed overrides, keyed by Kafka names (tests use this)."""
     raw = {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in overrides.items()}
     return build_config(raw)
+
+
+CONFIG_BEGIN = "<!-- config-table:begin -->"
+CONFIG_END = "<!-- config-table:end -->"
+
+
+def config_table_markdown() -> str:
+    """The README's configuration table, rendered from KEYS."""
+    rows = ["| key | default | meaning |", "| --- | --- | --- |"]
+    for key in KEYS.values():
+        rows.append(f"| `{key.name}` | `{key.default if key.default is not None else ''}` | {key.doc} |")
+    return "\n".join(rows)
+
+
+def write_readme(path: str = "README.md") -> None:
+    with open(path) as f:
+        text = f.read()
+    head, _, rest = text.partition(CONFIG_BEGIN)
+    _, _, tail = rest.partition(CONFIG_END)
+    with open(path, "w") as f:
+        f.write(f"{head}{CONFIG_BEGIN}\n{config_table_markdown()}\n{CONFIG_END}{tail}")
+
+
+if __name__ == "__main__":
+    write_readme()

@@ -43,6 +43,27 @@ TOPIC_CONFIGS: dict[str, tuple[str, Callable[[str], None]]] = {
 }
 
 
+# the broker-wide key a topic config falls back to (Kafka's synonyms), where groupd has one
+BROKER_SYNONYMS: dict[str, str] = {
+    "retention.ms": "log.retention.ms",
+    "retention.bytes": "log.retention.bytes",
+    "segment.bytes": "log.segment.bytes",
+    "segment.ms": "log.roll.ms",
+    "max.message.bytes": "message.max.bytes",
+    "delete.retention.ms": "log.cleaner.delete.retention.ms",
+}
+
+
+def effective_topic_config(broker_config, topic_configs: dict[str, str], key: str) -> tuple[str, bool]:
+    """(value, is_topic_override): the topic's own value, else the broker's, else Kafka's default."""
+    if key in topic_configs:
+        return topic_configs[key], True
+    synonym = BROKER_SYNONYMS.get(key)
+    if synonym is not None:
+        return str(broker_config[synonym]), False
+    return TOPIC_CONFIGS[key][0], False
+
+
 class InvalidConfig(ValueError):
     pass
 

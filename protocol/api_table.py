@@ -21,11 +21,29 @@ class ApiSpec:
 
 
 _SPECS = (
+    ApiSpec(0, "Produce", 3, 11),
+    ApiSpec(1, "Fetch", 4, 16),
+    ApiSpec(2, "ListOffsets", 1, 9),
     ApiSpec(3, "Metadata", 0, 12),
+    ApiSpec(8, "OffsetCommit", 2, 9),
+    ApiSpec(9, "OffsetFetch", 1, 9),
     ApiSpec(10, "FindCoordinator", 0, 6),
+    ApiSpec(11, "JoinGroup", 0, 9),
+    ApiSpec(12, "Heartbeat", 0, 4),
+    ApiSpec(13, "LeaveGroup", 0, 5),
+    ApiSpec(14, "SyncGroup", 0, 5),
+    ApiSpec(15, "DescribeGroups", 0, 5),
+    ApiSpec(16, "ListGroups", 0, 5),
     ApiSpec(18, "ApiVersions", 0, 3),
     ApiSpec(19, "CreateTopics", 2, 7),
     ApiSpec(20, "DeleteTopics", 1, 6),
+    ApiSpec(21, "DeleteRecords", 0, 2),
+    ApiSpec(22, "InitProducerId", 0, 4),
+    ApiSpec(32, "DescribeConfigs", 1, 4),
+    ApiSpec(37, "CreatePartitions", 0, 3),
+    ApiSpec(42, "DeleteGroups", 0, 2),
+    ApiSpec(44, "IncrementalAlterConfigs", 0, 1),
+    ApiSpec(47, "OffsetDelete", 0, 0),
 )
 
 API_TABLE: dict[int, ApiSpec] = {spec.key: spec for spec in _SPECS}

@@ -16,6 +16,7 @@ from dataclasses import fields
 from typing import Any
 
 from kio.index import load_request_schema, load_response_schema
+from kio.schema.errors import ErrorCode
 from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
 from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
 from kio.schema.response_header.v0.header import ResponseHeader as ResponseHeaderV0
@@ -87,6 +88,11 @@ def _duration_fields(cls: type) -> frozenset[str]:
     return frozenset(f.name for f in fields(cls) if f.metadata.get("kafka_type", "").startswith("timedelta"))
 
 
+@functools.cache
+def _error_fields(cls: type) -> frozenset[str]:
+    return frozenset(f.name for f in fields(cls) if f.metadata.get("kafka_type") == "error_code")
+
+
 def make(cls: type, **values: Any) -> Any:
     """Build a kio entity, dropping values the chosen version does not have.
 
@@ -95,11 +101,14 @@ def make(cls: type, **values: Any) -> Any:
     """
     names = _field_names(cls)
     durations = _duration_fields(cls)
+    errors = _error_fields(cls)
     kept = {}
     for key, value in values.items():
         if key in names:
             if key in durations and isinstance(value, int):
                 value = datetime.timedelta(milliseconds=value)
+            elif key in errors and not isinstance(value, ErrorCode):
+                value = ErrorCode(value)
             kept[key] = value
     return cls(**kept)
 

@@ -1,63 +1,53 @@
-"""An append-only segmented log: one partition in one directory, in Kafka's on-disk format.
+"""One partition's append-only log: a directory of segment files in Kafka's layout.
 
-Used by the offsets store (``__consumer_offsets-N``) and by topic partitions. Appends happen on the event
-loop thread (``os.write``, no fsync); ``flush`` may run concurrently in a worker thread and fsyncs what
-was dirty when it was called. Start-up recovery re-checks every batch after the recovery point (the
-offset up to which the last flush made everything durable) and cuts a torn tail.
+Segments are named by their 20-digit base offset (``00000000000000000000.log``) and hold record batches
+v2 byte for byte. Each segment keeps a dense in-memory index of its batches (base offset, file position,
+max timestamp) in compact arrays, rebuilt from the batch headers at open; at open the last segment is
+also CRC-checked and a torn or corrupt tail is truncated and logged. Nothing here fsyncs on append:
+``flush()`` does, and the GroupCommitter decides when.
 """
 
 from __future__ import annotations
 
+import bisect
+import contextlib
 import logging
 import os
-import shutil
 import threading
 import time
-from bisect import bisect_right
+from array import array
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from storage.batch import (
-    HEADER_STRUCT,
-    LOG_OVERHEAD,
+    BATCH_OVERHEAD,
     BatchHeader,
-    HeaderTwin,
     build_batch,
+    crc_ok,
+    iter_batches,
+    iter_records,
     parse_header,
-    rebase_header,
     set_base_offset,
-    set_leader_epoch,
-    set_log_append_time,
 )
-from storage.errors import CorruptBatch, OffsetOutOfRange, RecordTooLarge, StorageError
-from storage.segment import MAX_RELATIVE, Segment, read_chunks
-
-if TYPE_CHECKING:
-    from storage.compaction import CompactionStats
+from storage.errors import OffsetOutOfRange, StorageError
 
 log = logging.getLogger("groupd.storage")
-
-LOG_START_CHECKPOINT = "log-start-offset-checkpoint"
-RECOVERY_CHECKPOINT = "recovery-point-offset-checkpoint"
-CLEAN_SHUTDOWN = ".clean-shutdown"
-_CHECKPOINT_VERSION = "0"
+START_CHECKPOINT = "log-start-offset"
+READ_CHUNK = 8 << 20
 
 
-def wall_clock_ms() -> int:
+def _wall_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
 @dataclass
 class LogConfig:
-    """Per-log settings, named after Kafka's topic configs (segment.bytes, retention.ms, ...)."""
-
     segment_bytes: int = 1_073_741_824
     segment_ms: int = 604_800_000
-    retention_ms: int = 604_800_000  # -1: keep forever
+    retention_ms: int = 604_800_000
     retention_bytes: int = -1
-    cleanup_policy: str = "delete"  # "delete" | "compact" | "compact,delete"
+    cleanup_policy: str = "delete"
     delete_retention_ms: int = 86_400_000
     index_interval_bytes: int = 4096
     max_message_bytes: int = 1_048_588
@@ -71,578 +61,448 @@ class LogConfig:
         return "delete" in self.cleanup_policy
 
 
-def _read_checkpoint(path: Path) -> int | None:
-    try:
-        lines = path.read_text().split()
-    except (FileNotFoundError, UnicodeDecodeError):
-        return None
-    except OSError:
-        log.warning("cannot read %s", path, exc_info=True)
-        return None
-    if len(lines) != 2 or lines[0] != _CHECKPOINT_VERSION or not lines[1].isdigit():
-        log.warning("ignoring malformed checkpoint %s", path)
-        return None
-    return int(lines[1])
+@dataclass
+class CompactionStats:
+    segments: int = 0
+    records_before: int = 0
+    records_after: int = 0
 
 
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+@dataclass
+class Segment:
+    base_offset: int
+    path: Path
+    fd: int
+    size: int = 0
+    created_ms: int = 0
+    offsets: array = field(default_factory=lambda: array("q"))  # batch base offsets
+    positions: array = field(default_factory=lambda: array("q"))  # batch file positions
+    max_ts: array = field(default_factory=lambda: array("q"))  # batch max timestamps
+    next_offset: int = 0
+
+    @property
+    def max_timestamp(self) -> int:
+        return max(self.max_ts) if self.max_ts else -1
+
+    def add(self, header: BatchHeader, position: int) -> None:
+        self.offsets.append(header.base_offset)
+        self.positions.append(position)
+        self.max_ts.append(header.max_timestamp)
+        self.next_offset = header.last_offset + 1
+
+    def pread(self, start: int, end: int) -> bytes:
+        return os.pread(self.fd, end - start, start)
+
+
+def segment_name(base_offset: int) -> str:
+    return f"{base_offset:020d}.log"
 
 
 class Log:
-    """One partition's log. Create with ``Log.open``."""
-
     def __init__(self, directory: Path, config: LogConfig, now_ms: Callable[[], int]) -> None:
-        self._dir = directory
+        self.directory = directory
         self.config = config
-        self._now_ms = now_ms
-        self._segments: list[Segment] = []
+        self.now_ms = now_ms
+        self.segments: list[Segment] = []
         self._bases: list[int] = []
-        self._log_start = 0
-        self._leo = 0
-        self._lock = threading.RLock()  # state: segments, offsets, dirty set
-        self._flush_lock = threading.Lock()  # one flush at a time; segment removal waits for it
-        self._maint_lock = threading.Lock()  # retention, DeleteRecords and compaction, one at a time
-        self._dirty: dict[int, Segment] = {}  # id(segment) -> segment with unflushed bytes
+        self.log_start_offset = 0
+        self._lock = threading.Lock()
+        self._dirty: set[int] = set()  # fds written since the last flush
         self._dir_dirty = False
-        self._unflushed = 0
-        self._failed: BaseException | None = None
-        self._closed = False
-        self._recovery_fd = -1
+        self.unflushed_messages = 0
 
-    # ------------------------------------------------------------------ opening / recovery
+    # ------------------------------------------------------------ open / recover
 
     @classmethod
-    def open(cls, directory: Path, config: LogConfig, *, now_ms: Callable[[], int] = wall_clock_ms) -> Log:
-        """Create or open the log in ``directory`` and recover it."""
+    def open(cls, directory: Path, config: LogConfig | None = None, *, now_ms: Callable[[], int] = _wall_ms) -> Log:
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
-        self = cls(directory, config, now_ms)
-        try:
-            self._load()
-        except OSError as exc:
-            self._close_files()
-            raise StorageError(f"cannot open log {directory}: {exc}") from exc
+        self = cls(directory, config or LogConfig(), now_ms)
+        for tmp in directory.glob("*.cleaned"):
+            tmp.unlink()  # an interrupted compaction: the original segment is still in place
+        paths = sorted(directory.glob("*.log"))
+        for i, path in enumerate(paths):
+            self._load_segment(path, last=i == len(paths) - 1)
+        if not self.segments:
+            self._new_segment(0)
+        checkpoint = directory / START_CHECKPOINT
+        if checkpoint.exists():
+            try:
+                self.log_start_offset = int(checkpoint.read_text().strip() or 0)
+            except ValueError:
+                log.warning("ignoring unreadable %s", checkpoint)
+        self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
+        self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
         return self
 
-    def _load(self) -> None:
-        bases: list[int] = []
-        for entry in os.scandir(self._dir):
-            name = entry.name
-            if name.endswith((".cleaned", ".deleted", ".swap")):
-                log.info("removing leftover %s", entry.path)
-                os.unlink(entry.path)
-            elif name.endswith(".log") and len(name) == 24 and name[:20].isdigit():
-                bases.append(int(name[:20]))
-        bases.sort()
-        present = set(bases)
-        for entry in os.scandir(self._dir):
-            stem, _, ext = entry.name.partition(".")
-            if ext in ("index", "timeindex") and stem.isdigit() and int(stem) not in present:
-                os.unlink(entry.path)
-        log_start = _read_checkpoint(self._dir / LOG_START_CHECKPOINT)
-        recovery_point = _read_checkpoint(self._dir / RECOVERY_CHECKPOINT) or 0
-        # every segment that may hold bytes at or past the recovery point is fully re-checked
-        first_to_recover = max(0, bisect_right(bases, recovery_point) - 1)
-        marker = self._dir / CLEAN_SHUTDOWN
-        if marker.exists():
-            # closed cleanly: everything was flushed, so no batch needs its CRC re-checked (Kafka's
-            # .kafka_cleanshutdown). The marker goes (durably) before anything new can be appended.
-            first_to_recover = len(bases)
-            marker.unlink()
-            _fsync_dir(self._dir)
-        expected = 0
-        for i, base in enumerate(bases):
-            seg = Segment(self._dir, base, self.config.index_interval_bytes)
-            seg.open_files()
-            self._segments.append(seg)
-            before = os.fstat(seg.fd).st_size
-            if i >= first_to_recover:
-                seg.recover(min_offset=expected)
-            else:
-                seg.load()  # falls back to recover() when its indexes or its tail look wrong
-            if seg.size < before and i < len(bases) - 1:
-                log.warning(
-                    "log %s: segment %d was cut in the middle of the log; dropping %d later segments",
-                    self._dir, base, len(bases) - 1 - i,
-                )
-                for later in bases[i + 1 :]:
-                    Segment(self._dir, later, self.config.index_interval_bytes).delete_files()
-                break
-            expected = seg.next_offset
-        self._bases = [s.base_offset for s in self._segments]
-        # drop empty segments that are not the last (left behind by a crash during a roll)
-        for seg in list(self._segments[:-1]):
-            if seg.empty:
-                seg.delete_files()
-                self._segments.remove(seg)
-        self._bases = [s.base_offset for s in self._segments]
-        if not self._segments:
-            self._new_segment(log_start or 0)
-        self._leo = self._segments[-1].next_offset
-        first_base = self._segments[0].base_offset
-        if log_start is None or log_start < first_base:
-            log_start = first_base
-        if log_start > self._leo:
-            log.warning("log %s: log start offset %d is past the end %d; starting empty there",
-                        self._dir, log_start, self._leo)
-            for seg in self._segments:
-                seg.delete_files()
-            self._segments, self._bases = [], []
-            self._new_segment(log_start)
-            self._leo = log_start
-        self._log_start = log_start
-        self._recovery_fd = os.open(self._dir / RECOVERY_CHECKPOINT, os.O_RDWR | os.O_CREAT, 0o644)
-        self._write_recovery_point(self._leo)
-        self._dir_dirty = True
+    def _load_segment(self, path: Path, last: bool) -> None:
+        base = int(path.stem)
+        fd = os.open(path, os.O_RDWR)
+        seg = Segment(base, path, fd, created_ms=int(os.stat(path).st_mtime * 1000), next_offset=base)
+        file_size = os.fstat(fd).st_size
+        end, reason = self._scan(seg, file_size, verify=last)
+        if end < file_size:
+            log.warning(
+                "recovery of %s: truncated %d bytes at position %d (%s); log end offset %d",
+                path, file_size - end, end, reason, seg.next_offset,
+            )
+            os.ftruncate(fd, end)
+            os.fsync(fd)
+        seg.size = end
+        self.segments.append(seg)
+        self._bases.append(base)
+
+    @staticmethod
+    def _scan(seg: Segment, file_size: int, verify: bool) -> tuple[int, str]:
+        """Index every whole batch; returns where the valid data ends and why it ends there."""
+        pos = 0
+        while pos < file_size:
+            chunk = os.pread(seg.fd, min(READ_CHUNK, file_size - pos), pos)
+            rel = 0
+            while True:
+                if len(chunk) - rel < BATCH_OVERHEAD:
+                    if pos + rel + BATCH_OVERHEAD > file_size:
+                        return pos + rel, "incomplete batch header" if pos + rel < file_size else ""
+                    break
+                try:
+                    h = parse_header(chunk, rel)
+                except StorageError as exc:
+                    return pos + rel, str(exc)
+                if pos + rel + h.size > file_size:
+                    return pos + rel, f"batch at offset {h.base_offset} runs past the end of the file"
+                if rel + h.size > len(chunk):
+                    if rel == 0:
+                        chunk = os.pread(seg.fd, h.size, pos)
+                        continue
+                    break
+                if verify and not crc_ok(chunk, rel, h):
+                    return pos + rel, f"CRC mismatch in batch at offset {h.base_offset}"
+                if seg.offsets and h.base_offset < seg.next_offset:
+                    return pos + rel, f"batch at offset {h.base_offset} goes backwards"
+                seg.add(h, pos + rel)
+                rel += h.size
+            pos += rel
+        return pos, ""
 
     def _new_segment(self, base: int) -> Segment:
-        seg = Segment(self._dir, base, self.config.index_interval_bytes)
-        seg.open_files()
-        seg.rolling_ts = self._now_ms()  # age is counted from creation (recovered: first batch's time)
-        self._segments.append(seg)
+        path = self.directory / segment_name(base)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        seg = Segment(base, path, fd, created_ms=self.now_ms(), next_offset=base)
+        self.segments.append(seg)
         self._bases.append(base)
         self._dir_dirty = True
         return seg
 
-    # ------------------------------------------------------------------ properties
+    # ------------------------------------------------------------ properties
 
     @property
-    def directory(self) -> Path:
-        return self._dir
-
-    @property
-    def log_start_offset(self) -> int:
-        return self._log_start
+    def active(self) -> Segment:
+        return self.segments[-1]
 
     @property
     def log_end_offset(self) -> int:
-        return self._leo
+        return self.active.next_offset
 
     @property
     def high_watermark(self) -> int:
-        return self._leo
+        return self.log_end_offset
 
     @property
     def size_bytes(self) -> int:
-        return sum(s.size for s in self._segments)
-
-    @property
-    def segment_count(self) -> int:
-        return len(self._segments)
+        return sum(s.size for s in self.segments)
 
     @property
     def dirty(self) -> bool:
         return bool(self._dirty) or self._dir_dirty
 
-    @property
-    def unflushed_messages(self) -> int:
-        return self._unflushed
+    # ------------------------------------------------------------ writes
 
-    @property
-    def failed(self) -> bool:
-        return self._failed is not None
-
-    def _check_usable(self) -> None:
-        if self._closed:
-            raise StorageError(f"log {self._dir} is closed")
-        if self._failed is not None:
-            raise StorageError(f"log {self._dir} is offline after an I/O error: {self._failed}")
-
-    # ------------------------------------------------------------------ appending
-
-    def append(
-        self,
-        batch: bytes | bytearray,
-        *,
-        leader_epoch: int | None = None,
-        log_append_time_ms: int | None = None,
-    ) -> tuple[int, int]:
-        """Append one complete v2 batch at the log end offset; returns (base offset, last offset).
-
-        ``leader_epoch`` stamps the partition leader epoch as Kafka's leader does;
-        ``log_append_time_ms`` makes it a LogAppendTime batch (message.timestamp.type=LogAppendTime).
-        """
-        size = len(batch)
-        if size > self.config.max_message_bytes:
-            raise RecordTooLarge(f"batch of {size} bytes exceeds max.message.bytes {self.config.max_message_bytes}")
-        if size > self.config.segment_bytes:
-            raise RecordTooLarge(f"batch of {size} bytes exceeds segment.bytes {self.config.segment_bytes}")
-        header = parse_header(batch)
-        if header.batch_length + LOG_OVERHEAD != size:
-            raise CorruptBatch(f"batch length {header.batch_length} disagrees with {size} bytes")
-        buf = bytearray(batch)
-        with self._lock:
-            self._check_usable()
-            base = self._leo
-            set_base_offset(buf, 0, base)
-            if leader_epoch is None and log_append_time_ms is None:
-                header = rebase_header(header, base)
-            else:
-                if leader_epoch is not None:
-                    set_leader_epoch(buf, 0, leader_epoch)
-                if log_append_time_ms is not None:
-                    set_log_append_time(buf, 0, log_append_time_ms)
-                header = parse_header(buf)
-            try:
-                seg = self._maybe_roll(size, header)
-                seg.append(buf, header)
-            except OSError as exc:
-                log.error("append to %s failed: %s", self._dir, exc)
-                raise StorageError(f"append to {self._dir} failed: {exc}") from exc
-            self._leo = header.last_offset + 1
-            self._dirty[id(seg)] = seg
-            self._unflushed += header.record_count
-            return base, header.last_offset
+    def append(self, batch: bytes | bytearray) -> tuple[int, int]:
+        """Store one v2 batch at the log end (its base offset is rewritten); not yet durable."""
+        buf = batch if isinstance(batch, bytearray) else bytearray(batch)
+        header = parse_header(buf, 0)
+        seg = self.active
+        now = self.now_ms()
+        if seg.size > 0 and (
+            seg.size + len(buf) > self.config.segment_bytes or now - seg.created_ms >= self.config.segment_ms
+        ):
+            seg = self._roll()
+        base = seg.next_offset
+        set_base_offset(buf, 0, base)
+        try:
+            written = os.pwrite(seg.fd, buf, seg.size)
+            if written != len(buf):
+                raise OSError(f"short write: {written} of {len(buf)} bytes")
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                os.ftruncate(seg.fd, seg.size)
+            raise StorageError(f"append to {self.directory.name} failed: {exc}") from exc
+        stored = BatchHeader(base, *_tail_fields(header))
+        seg.add(stored, seg.size)
+        seg.size += len(buf)
+        self._dirty.add(seg.fd)
+        self.unflushed_messages += header.record_count
+        return base, stored.last_offset
 
     def append_records(
-        self, records: Sequence[tuple[bytes | None, bytes | None]], timestamp_ms: int
+        self, records: Sequence[tuple[bytes | None, bytes | None]], timestamp_ms: int | None = None
     ) -> tuple[int, int]:
-        """Build an uncompressed batch of ``records`` and append it."""
-        return self.append(build_batch(records, timestamp_ms=timestamp_ms))
+        ts = self.now_ms() if timestamp_ms is None else timestamp_ms
+        return self.append(build_batch(records, timestamp_ms=ts))
 
-    def _maybe_roll(self, size: int, header: BatchHeader) -> Segment:
-        active = self._segments[-1]
-        if active.empty:
-            return active
-        reason = None
-        if active.size + size > self.config.segment_bytes:
-            reason = "size"
-        elif active.rolling_ts is not None and self._now_ms() - active.rolling_ts > self.config.segment_ms:
-            reason = "age"
-        elif header.last_offset - active.base_offset > MAX_RELATIVE:
-            reason = "offset range"
-        if reason is None:
-            return active
-        log.debug("rolling %s at offset %d by %s", self._dir, self._leo, reason)
-        return self.roll()
-
-    def roll(self) -> Segment:
-        """Start a new active segment at the log end offset (no-op when the active one is empty)."""
-        with self._lock:
-            active = self._segments[-1]
-            if active.empty:
-                return active
-            active.finish_time_index()
-            self._dirty[id(active)] = active
-            return self._new_segment(self._leo)
-
-    # ------------------------------------------------------------------ flushing
+    def _roll(self) -> Segment:
+        old = self.active
+        self._dirty.add(old.fd)
+        return self._new_segment(old.next_offset)
 
     def flush(self) -> None:
-        """fsync everything appended before this call (thread-safe; may run in an executor)."""
-        with self._flush_lock:
-            with self._lock:
-                if self._closed:
-                    return  # close() flushed everything; nothing can have been appended since
-                self._check_usable()
-                segments = list(self._dirty.values())
-                dir_dirty = self._dir_dirty
-                upto = self._leo
-                count = self._unflushed
-                self._dirty.clear()
-                self._dir_dirty = False
-                self._unflushed = 0
-                active = self._segments[-1]
-            if not segments and not dir_dirty:
-                return
+        """fsync everything appended so far (and the directory after a roll). Thread-safe."""
+        with self._lock:
+            fds, self._dirty = self._dirty, set()
+            dir_dirty, self._dir_dirty = self._dir_dirty, False
+            pending, self.unflushed_messages = self.unflushed_messages, 0
             try:
-                for seg in segments:
-                    os.fsync(seg.fd)
-                    if seg is not active:
-                        # a closed segment's indexes are trusted at the next open: make them durable
-                        os.fsync(seg.index_fd)
-                        os.fsync(seg.time_fd)
+                for fd in fds:
+                    os.fsync(fd)
                 if dir_dirty:
-                    _fsync_dir(self._dir)
+                    dfd = os.open(self.directory, os.O_RDONLY)
+                    try:
+                        os.fsync(dfd)
+                    finally:
+                        os.close(dfd)
             except OSError as exc:
-                # after a failed fsync the page cache may have dropped the data: nothing here is durable
-                # any more, so the log goes offline (Kafka marks the log dir offline) until reopened.
-                with self._lock:
-                    self._failed = exc
-                    self._unflushed += count
-                log.error("fsync of %s failed; log offline: %s", self._dir, exc)
-                raise StorageError(f"fsync of {self._dir} failed: {exc}") from exc
-            self._write_recovery_point(upto)
+                self._dirty |= fds
+                self._dir_dirty |= dir_dirty
+                self.unflushed_messages += pending
+                raise StorageError(f"fsync of {self.directory.name} failed: {exc}") from exc
 
-    def _write_recovery_point(self, offset: int) -> None:
-        # fixed width so one pwrite replaces the whole content; written after the fsync it describes,
-        # so a stale or lost value only makes the next recovery look at more data
-        try:
-            os.pwrite(self._recovery_fd, f"{_CHECKPOINT_VERSION}\n{offset:020d}\n".encode(), 0)
-        except OSError:
-            log.warning("cannot write recovery point of %s", self._dir, exc_info=True)
+    # ------------------------------------------------------------ reads
 
-    # ------------------------------------------------------------------ reading
-
-    def _segment_index(self, offset: int) -> int:
-        return max(0, bisect_right(self._bases, offset) - 1)
+    def _locate(self, offset: int) -> tuple[Segment, int]:
+        si = bisect.bisect_right(self._bases, offset) - 1
+        seg = self.segments[max(si, 0)]
+        bi = bisect.bisect_right(seg.offsets, offset) - 1
+        return seg, max(bi, 0)
 
     def read(self, offset: int, max_bytes: int) -> bytes:
-        """Whole stored batches from the one holding ``offset``, up to ``max_bytes`` (at least one batch)."""
-        with self._lock:
-            self._check_open()
-            if offset < self._log_start or offset > self._leo:
-                raise OffsetOutOfRange(
-                    f"offset {offset} outside [{self._log_start}, {self._leo}] of {self._dir}"
-                )
-            if offset == self._leo:
-                return b""
-            try:
-                for seg in self._segments[self._segment_index(offset) :]:
-                    found = seg.find_position(offset)
-                    if found is not None:
-                        return seg.read(found[0], max_bytes)
-            except OSError as exc:
-                raise StorageError(f"read of {self._dir} failed: {exc}") from exc
+        """Whole stored batches from the one holding ``offset``; at least one batch when any exists."""
+        if offset < self.log_start_offset or offset > self.log_end_offset:
+            raise OffsetOutOfRange(
+                f"offset {offset} is outside [{self.log_start_offset}, {self.log_end_offset}]"
+            )
+        if offset == self.log_end_offset:
             return b""
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise StorageError(f"log {self._dir} is closed")
+        seg, bi = self._locate(offset)
+        if not seg.positions:
+            return b""
+        start = seg.positions[bi]
+        limit = start + max(max_bytes, 0)
+        # the end of the last whole batch that fits, but always at least the first batch
+        ei = bisect.bisect_right(seg.positions, limit) - 1
+        end = seg.positions[ei + 1] if ei + 1 < len(seg.positions) else seg.size
+        if end > limit:
+            end = seg.positions[ei] if ei > bi else (seg.positions[bi + 1] if bi + 1 < len(seg.positions) else seg.size)
+        return seg.pread(start, end)
 
     def batches(self, start_offset: int | None = None) -> Iterator[tuple[BatchHeader, memoryview]]:
-        """Every stored batch (from the one holding ``start_offset``), read in big chunks.
-
-        Each segment is read through its own duplicate descriptor up to its size when the iteration
-        reaches it, so appends, retention or compaction running meanwhile do not disturb the reader.
-        """
-        self._check_open()
-        with self._lock:
-            segments = list(self._segments)
-            if start_offset is not None:
-                segments = segments[self._segment_index(start_offset) :]
-        unpack = HEADER_STRUCT.unpack_from
-        twin, header_cls = HeaderTwin, BatchHeader
-        for n, seg in enumerate(segments):
-            with self._lock:
-                if self._closed or seg not in self._segments:
-                    continue
-                fd = os.dup(seg.fd)
-                end = seg.size
-                start = 0
-                if n == 0 and start_offset is not None:
-                    found = seg.find_position(start_offset)
-                    if found is None:
-                        os.close(fd)
+        """Every stored batch in order, read in big chunks (replay at start-up)."""
+        for seg in self.segments:
+            if start_offset is not None and seg.next_offset <= start_offset:
+                continue
+            pos = 0
+            while pos < seg.size:
+                chunk = seg.pread(pos, min(seg.size, pos + READ_CHUNK))
+                view = memoryview(chunk)
+                consumed = 0
+                for rel, header in iter_batches(view, 0):
+                    consumed = rel + header.size
+                    if start_offset is not None and header.last_offset < start_offset:
                         continue
-                    start = found[0]
-            try:
-                for _, data in read_chunks(fd, start, end):
-                    # read_chunks hands out whole batches only: walk them inline (this is the replay loop)
-                    view = memoryview(data)
-                    p, stop = 0, len(data)
-                    while p < stop:
-                        fields = unpack(data, p)
-                        header = twin(*fields)
-                        header.__class__ = header_cls
-                        q = p + fields[1] + LOG_OVERHEAD
-                        yield header, view[p:q]
-                        p = q
-            except OSError as exc:
-                raise StorageError(f"read of {self._dir} failed: {exc}") from exc
-            finally:
-                os.close(fd)
+                    if header.last_offset < self.log_start_offset:
+                        continue
+                    yield header, view[rel : rel + header.size]
+                if consumed == 0:  # a batch larger than the chunk
+                    size = parse_header(chunk, 0).size
+                    chunk = seg.pread(pos, pos + size)
+                    header = parse_header(chunk, 0)
+                    if header.last_offset >= self.log_start_offset:
+                        yield header, memoryview(chunk)
+                    consumed = size
+                pos += consumed
 
     def offset_for_timestamp(self, ts_ms: int) -> tuple[int, int] | None:
-        """(offset, timestamp) of the first record at or after the log start whose timestamp >= ``ts_ms``.
-
-        Kafka's ListOffsets by timestamp; None when every record is older.
-        """
-        with self._lock:
-            self._check_open()
-            try:
-                for seg in self._segments:
-                    found = seg.search_timestamp(ts_ms, self._log_start)
-                    if found is not None:
-                        return found[1], found[0]
-            except OSError as exc:
-                raise StorageError(f"read of {self._dir} failed: {exc}") from exc
-            return None
+        """The first offset whose timestamp is >= ts_ms, with that timestamp (ListOffsets)."""
+        for seg in self.segments:
+            if seg.max_timestamp < ts_ms:
+                continue
+            for i in range(len(seg.offsets)):
+                if seg.max_ts[i] >= ts_ms:
+                    end = seg.positions[i + 1] if i + 1 < len(seg.positions) else seg.size
+                    batch = seg.pread(seg.positions[i], end)
+                    for rec in iter_records_safe(batch):
+                        if rec.timestamp >= ts_ms and rec.offset >= self.log_start_offset:
+                            return rec.offset, rec.timestamp
+                    header = parse_header(batch, 0)
+                    return max(header.base_offset, self.log_start_offset), header.max_timestamp
+        return None
 
     def max_timestamp(self) -> tuple[int, int] | None:
-        """(timestamp, offset) of the record with the largest timestamp (ListOffsets -3, MAX_TIMESTAMP)."""
-        with self._lock:
-            self._check_open()
-            best: Segment | None = None
-            for seg in self._segments:
-                if seg.max_timestamp >= 0 and (best is None or seg.max_timestamp > best.max_timestamp):
-                    best = seg
-            if best is None:
-                return None
-            try:
-                offset = best.record_with_timestamp(best.max_timestamp, best.offset_of_max_ts)
-            except OSError as exc:
-                raise StorageError(f"read of {self._dir} failed: {exc}") from exc
-            return best.max_timestamp, offset
+        best: tuple[int, int] | None = None
+        for seg in self.segments:
+            for i in range(len(seg.offsets)):
+                ts = seg.max_ts[i]
+                if best is None or ts > best[0]:
+                    end = seg.positions[i + 1] if i + 1 < len(seg.positions) else seg.size
+                    header = parse_header(seg.pread(seg.positions[i], seg.positions[i] + BATCH_OVERHEAD), 0)
+                    offset = header.last_offset
+                    batch = seg.pread(seg.positions[i], end)
+                    for rec in iter_records_safe(batch):
+                        if rec.timestamp == ts:
+                            offset = rec.offset
+                            break
+                    best = (ts, offset)
+        return best
 
-    # ------------------------------------------------------------------ deleting
+    # ------------------------------------------------------------ cleanup
 
-    def _write_log_start(self, offset: int) -> None:
-        path = self._dir / LOG_START_CHECKPOINT
-        tmp = path.with_name(path.name + ".tmp")
+    def _persist_start(self) -> None:
+        path = self.directory / START_CHECKPOINT
+        tmp = path.with_suffix(".tmp")
         with open(tmp, "w") as f:
-            f.write(f"{_CHECKPOINT_VERSION}\n{offset}\n")
+            f.write(str(self.log_start_offset))
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-        _fsync_dir(self._dir)
-
-    def _set_log_start(self, offset: int) -> None:
-        if offset <= self._log_start:
-            return
-        try:
-            self._write_log_start(offset)
-        except OSError as exc:
-            raise StorageError(f"cannot persist log start offset of {self._dir}: {exc}") from exc
-        self._log_start = offset
-
-    def _remove_segments(self, doomed: list[Segment]) -> None:
-        """Delete closed segments (caller holds both locks)."""
-        for seg in doomed:
-            seg.delete_files()
-            self._dirty.pop(id(seg), None)
-            self._segments.remove(seg)
-        self._bases = [s.base_offset for s in self._segments]
-        self._dir_dirty = True
-
-    def _delete_below_start(self) -> int:
-        doomed = [
-            seg for seg, nxt in zip(self._segments, self._segments[1:], strict=False)
-            if nxt.base_offset <= self._log_start
-        ]
-        self._remove_segments(doomed)
-        return len(doomed)
 
     def delete_records_before(self, offset: int) -> int:
-        """Advance the log start offset to ``offset`` (DeleteRecords); returns the new log start offset."""
-        with self._maint_lock, self._flush_lock, self._lock:
-            self._check_usable()
-            if offset > self._leo or offset < 0:
-                raise OffsetOutOfRange(f"cannot delete before {offset}: log end offset is {self._leo}")
-            self._set_log_start(offset)
-            if offset == self._leo and not self._segments[-1].empty:
-                try:
-                    self.roll()  # as Kafka does, so the emptied active segment can go too
-                except OSError as exc:
-                    raise StorageError(f"roll of {self._dir} failed: {exc}") from exc
-            self._delete_below_start()
-            return self._log_start
+        if offset > self.log_end_offset:
+            raise OffsetOutOfRange(f"offset {offset} is past the log end {self.log_end_offset}")
+        if offset > self.log_start_offset:
+            self.log_start_offset = offset
+            self._persist_start()
+            self._drop_segments_below(offset)
+        return self.log_start_offset
+
+    def _drop_segments_below(self, offset: int) -> int:
+        dropped = 0
+        while len(self.segments) > 1 and self.segments[1].base_offset <= offset:
+            seg = self.segments.pop(0)
+            self._bases.pop(0)
+            self._dirty.discard(seg.fd)
+            os.close(seg.fd)
+            seg.path.unlink(missing_ok=True)
+            dropped += 1
+        return dropped
 
     def apply_retention(self, now_ms: int) -> int:
-        """Delete old closed segments by retention.ms / retention.bytes; returns how many went."""
-        with self._maint_lock, self._flush_lock, self._lock:
-            self._check_usable()
-            deleted = self._delete_below_start()
-            if not self.config.delete:
-                return deleted
-            closed = self._segments[:-1]
-            doomed: list[Segment] = []
-            if self.config.retention_ms >= 0:
-                for seg in closed:
-                    ts = seg.max_timestamp if seg.max_timestamp >= 0 else _mtime_ms(seg)
-                    if now_ms - ts <= self.config.retention_ms:
-                        break
-                    doomed.append(seg)
-            if self.config.retention_bytes >= 0:
-                excess = sum(s.size for s in self._segments) - self.config.retention_bytes
-                for seg in closed:
-                    if excess - seg.size < 0:
-                        break
-                    excess -= seg.size
-                    if seg not in doomed:
-                        doomed.append(seg)
-            if not doomed:
-                return deleted
-            doomed.sort(key=lambda s: s.base_offset)
-            new_start = self._segments[len(doomed)].base_offset
-            self._set_log_start(new_start)
-            self._remove_segments(doomed)
-            log.info("retention removed %d segments of %s; log start offset %d", len(doomed), self._dir, new_start)
-            return deleted + len(doomed)
-
-    # ------------------------------------------------------------------ compaction
+        """Delete closed segments older than retention.ms or beyond retention.bytes."""
+        deleted = 0
+        cfg = self.config
+        while len(self.segments) > 1:
+            seg = self.segments[0]
+            too_old = cfg.retention_ms >= 0 and seg.max_ts and now_ms - seg.max_timestamp > cfg.retention_ms
+            too_big = cfg.retention_bytes >= 0 and self.size_bytes - seg.size >= cfg.retention_bytes
+            if not (too_old or too_big):
+                break
+            self.log_start_offset = max(self.log_start_offset, self.segments[1].base_offset)
+            self._drop_segments_below(self.segments[1].base_offset)
+            deleted += 1
+        if deleted:
+            self._persist_start()
+        return deleted
 
     def compact(self, now_ms: int) -> CompactionStats:
-        """Keep only the newest record per key in closed segments (see ``storage.compaction``)."""
-        from storage.compaction import compact_log
-
-        return compact_log(self, now_ms)
-
-    def _replace_segment_file(self, seg: Segment, cleaned: Path) -> None:
-        """Swap a compacted file in for ``seg`` (caller holds the flush and state locks).
-
-        The index files go first: a crash after the rename finds no index and rebuilds it.
-        """
-        seg.close()
+        """Keep the newest record per key in closed segments; drop old tombstones; offsets stay."""
+        stats = CompactionStats()
+        closed = self.segments[:-1]
+        if not closed:
+            return stats
+        latest: dict[bytes, int] = {}
+        for _header, batch in self.batches():
+            for rec in iter_records_safe(batch):
+                if rec.key is not None:
+                    latest[bytes(rec.key)] = rec.offset
+        for idx, seg in enumerate(closed):
+            stats.segments += 1
+            out = bytearray()
+            kept_any = False
+            new = Segment(seg.base_offset, seg.path, -1, created_ms=seg.created_ms, next_offset=seg.base_offset)
+            for header, batch in self._segment_batches(seg):
+                recs = list(iter_records_safe(batch))
+                stats.records_before += len(recs)
+                keep = [
+                    r for r in recs
+                    if r.key is not None
+                    and latest.get(bytes(r.key)) == r.offset
+                    and not (r.value is None and now_ms - header.max_timestamp > self.config.delete_retention_ms)
+                ]
+                stats.records_after += len(keep)
+                if not keep:
+                    continue
+                kept_any = True
+                first = keep[0].offset
+                rebuilt = bytearray(build_batch(
+                    [(r.key, r.value) for r in keep],
+                    base_offset=first,
+                    timestamp_ms=keep[0].timestamp,
+                    headers=[r.headers for r in keep],
+                    offset_deltas=[r.offset - first for r in keep],
+                    timestamps=[r.timestamp for r in keep],
+                ))
+                h = parse_header(rebuilt, 0)
+                new.add(h, len(out))
+                out += rebuilt
+            del kept_any
+            tmp = seg.path.with_suffix(".cleaned")
+            with open(tmp, "wb") as f:
+                f.write(out)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, seg.path)
+            os.close(seg.fd)
+            new.fd = os.open(seg.path, os.O_RDWR)
+            new.size = len(out)
+            new.next_offset = self.segments[idx + 1].base_offset
+            self.segments[idx] = new
+        dfd = os.open(self.directory, os.O_RDONLY)
         try:
-            seg.index_path.unlink(missing_ok=True)
-            seg.time_index_path.unlink(missing_ok=True)
-            os.replace(cleaned, seg.log_path)
-            _fsync_dir(self._dir)
+            os.fsync(dfd)
         finally:
-            # whichever file is in place now (new or, after a failure, old) is reopened and indexed
-            try:
-                seg.open_files()
-                seg.recover(min_offset=seg.base_offset)
-                # the segment is below the recovery point, so its indexes are trusted at the next open
-                os.fsync(seg.index_fd)
-                os.fsync(seg.time_fd)
-            except OSError as exc:
-                self._failed = exc
-                log.error("cannot reopen segment %s after compaction; log offline: %s", seg.log_path, exc)
-                raise
+            os.close(dfd)
+        return stats
 
-    # ------------------------------------------------------------------ closing
-
-    def _close_files(self) -> None:
-        for seg in self._segments:
-            seg.close()
-        if self._recovery_fd >= 0:
-            os.close(self._recovery_fd)
-            self._recovery_fd = -1
+    def _segment_batches(self, seg: Segment) -> Iterator[tuple[BatchHeader, memoryview]]:
+        data = memoryview(seg.pread(0, seg.size))
+        for rel, header in iter_batches(data, 0):
+            yield header, data[rel : rel + header.size]
 
     def close(self) -> None:
-        """Flush (when healthy), close every file and leave a clean-shutdown marker."""
-        if self._closed:
-            return
-        clean = False
-        try:
-            if self._failed is None:
-                self.flush()
-                clean = True
-        finally:
-            with self._flush_lock, self._lock:
-                self._closed = True
-                self._close_files()
-        if clean:
-            try:
-                fd = os.open(self._dir / CLEAN_SHUTDOWN, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-                try:
-                    os.fsync(fd)
-                finally:
-                    os.close(fd)
-                _fsync_dir(self._dir)
-            except OSError as exc:  # only costs a full recovery next time
-                log.warning("cannot write clean-shutdown marker of %s: %s", self._dir, exc)
+        with self._lock:
+            for seg in self.segments:
+                with contextlib.suppress(OSError):
+                    os.close(seg.fd)
+            self.segments = []
+            self._bases = []
 
     def delete(self) -> None:
-        """Close and remove the whole directory (topic deletion)."""
-        with self._flush_lock, self._lock:
-            self._closed = True
-            self._close_files()
-        shutil.rmtree(self._dir, ignore_errors=True)
-
-    def __repr__(self) -> str:
-        return f"Log({self._dir}, start={self._log_start}, end={self._leo}, segments={len(self._segments)})"
+        self.close()
+        for path in self.directory.iterdir():
+            path.unlink()
+        self.directory.rmdir()
 
 
-def _mtime_ms(seg: Segment) -> int:
+def _tail_fields(h: BatchHeader) -> tuple:
+    return (
+        h.batch_length, h.partition_leader_epoch, h.magic, h.crc, h.attributes, h.last_offset_delta,
+        h.base_timestamp, h.max_timestamp, h.producer_id, h.producer_epoch, h.base_sequence, h.record_count,
+    )
+
+
+def iter_records_safe(batch: bytes | memoryview):
+    """Records of a batch, or nothing for a batch whose compression cannot be decoded here."""
+    from storage.errors import UnsupportedCompression
+
     try:
-        return int(os.fstat(seg.fd).st_mtime * 1000)
-    except OSError:
-        return 0
+        yield from iter_records(batch)
+    except UnsupportedCompression:
+        return

@@ -50,3 +50,12 @@ def test_unknown_key_warned_once(caplog):
 
 def test_properties_separators():
     assert parse_properties("a=1\nb: 2\nc.d = x=y\n") == {"a": "1", "b": "2", "c.d": "x=y"}
+
+
+def test_readme_config_table_is_current():
+    from pathlib import Path
+
+    from broker.config import config_table_markdown
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    assert config_table_markdown() in readme, "README's config table is stale: python -m broker.config"

@@ -1,0 +1,168 @@
+"""CreatePartitions, DeleteRecords, DescribeConfigs and IncrementalAlterConfigs."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from broker.config import KEYS
+from broker.dispatch import RequestContext, handles
+from broker.topic_configs import TOPIC_CONFIGS, InvalidConfig, effective_topic_config, validate_topic_configs
+from protocol import codec
+from protocol.errors import ErrorCode
+from storage.errors import OffsetOutOfRange
+
+if TYPE_CHECKING:
+    from broker.app import Broker
+
+TOPIC, BROKER = 2, 4
+SOURCE_TOPIC, SOURCE_STATIC_BROKER, SOURCE_DEFAULT = 1, 4, 5
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+TYPE_STRING, TYPE_LONG, TYPE_LIST, TYPE_BOOLEAN = 2, 5, 7, 1
+
+
+@handles(37)
+def create_partitions(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+    result_cls = ctx.nested("CreatePartitionsTopicResult")
+    results = []
+    for t in req.topics:
+        error, message = ErrorCode.none, None
+        topic = broker.topics.get(t.name)
+        if topic is None:
+            error, message = ErrorCode.unknown_topic_or_partition, "This server does not host this topic-partition."
+        elif t.count <= topic.partitions:
+            error = ErrorCode.invalid_partitions
+            message = f"Topic currently has {topic.partitions} partitions, which is higher than the requested {t.count}."
+            if t.count == topic.partitions:
+                message = f"Topic already has {topic.partitions} partitions."
+        elif t.assignments is not None and any(tuple(a.broker_ids) != (broker.node_id,) for a in t.assignments):
+            error, message = ErrorCode.invalid_replica_assignment, "Assignments may name only this broker."
+        elif not req.validate_only:
+            broker.topics.grow(t.name, t.count)
+        results.append(codec.make(result_cls, name=t.name, error_code=error, error_message=message))
+    return ctx.respond(throttle_time=0, results=tuple(results))
+
+
+@handles(21)
+def delete_records(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+    topic_cls = ctx.nested("DeleteRecordsTopicResult")
+    part_cls = ctx.nested("DeleteRecordsPartitionResult")
+    topics = []
+    for t in req.topics:
+        parts = []
+        for p in t.partitions:
+            lg = broker.partitions.get(t.name, p.partition_index)
+            error, low = ErrorCode.none, -1
+            if lg is None:
+                error = ErrorCode.unknown_topic_or_partition
+            else:
+                target = lg.high_watermark if p.offset == -1 else p.offset
+                try:
+                    low = lg.delete_records_before(target) if target >= 0 else -1
+                    if target < 0:
+                        error = ErrorCode.offset_out_of_range
+                except OffsetOutOfRange:
+                    error = ErrorCode.offset_out_of_range
+            parts.append(codec.make(part_cls, partition_index=p.partition_index, low_watermark=low, error_code=error))
+        topics.append(codec.make(topic_cls, name=t.name, partitions=tuple(parts)))
+    return ctx.respond(throttle_time=0, topics=tuple(topics))
+
+
+def _config_type(key: str) -> int:
+    if key == "cleanup.policy":
+        return TYPE_LIST
+    if key in ("compression.type", "message.timestamp.type"):
+        return TYPE_STRING
+    return TYPE_LONG
+
+
+@handles(32)
+def describe_configs(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+    result_cls = ctx.nested("DescribeConfigsResult")
+    entry_cls = ctx.nested("DescribeConfigsResourceResult")
+    synonym_cls = ctx.nested("DescribeConfigsSynonym")
+    include_synonyms = getattr(req, "include_synonyms", False)
+    results = []
+    for res in req.resources:
+        wanted = set(res.configuration_keys) if res.configuration_keys else None
+        error, message, entries = ErrorCode.none, None, []
+        if res.resource_type == TOPIC:
+            topic = broker.topics.get(res.resource_name)
+            if topic is None:
+                error, message = ErrorCode.unknown_topic_or_partition, f"Topic {res.resource_name} does not exist."
+            else:
+                for key in sorted(TOPIC_CONFIGS):
+                    if wanted is not None and key not in wanted:
+                        continue
+                    value, override = effective_topic_config(broker.config, topic.configs, key)
+                    source = SOURCE_TOPIC if override else SOURCE_DEFAULT
+                    synonyms = ()
+                    if include_synonyms:
+                        synonyms = ((synonym_cls(name=key, value=value, source=SOURCE_TOPIC),) if override else ()) + (
+                            (synonym_cls(name=key, value=TOPIC_CONFIGS[key][0], source=SOURCE_DEFAULT),)
+                        )
+                    entries.append(codec.make(
+                        entry_cls, name=key, value=value, read_only=False, config_source=source, is_default=not override,
+                        is_sensitive=False, synonyms=synonyms, config_type=_config_type(key), documentation=None,
+                    ))
+        elif res.resource_type == BROKER:
+            if res.resource_name not in ("", str(broker.node_id)):
+                error, message = ErrorCode.invalid_request, f"Unexpected broker id {res.resource_name}, expected {broker.node_id}"
+            else:
+                for key, spec in KEYS.items():
+                    if wanted is not None and key not in wanted:
+                        continue
+                    value = broker.config[key]
+                    text = "" if value is None else (str(value).lower() if isinstance(value, bool) else str(value) if not isinstance(value, tuple) else ":".join(map(str, value)))
+                    entries.append(codec.make(
+                        entry_cls, name=key, value=text, read_only=True, config_source=SOURCE_STATIC_BROKER, is_default=False,
+                        is_sensitive=False, synonyms=(), config_type=TYPE_STRING, documentation=spec.doc if getattr(req, "include_documentation", False) else None,
+                    ))
+        else:
+            error, message = ErrorCode.invalid_request, f"Unsupported resource type {res.resource_type}"
+        results.append(codec.make(
+            result_cls, error_code=error, error_message=message, resource_type=res.resource_type,
+            resource_name=res.resource_name, configs=tuple(entries),
+        ))
+    return ctx.respond(throttle_time=0, results=tuple(results))
+
+
+@handles(44)
+def incremental_alter_configs(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+    resp_cls = ctx.nested("AlterConfigsResourceResponse")
+    out = []
+    for res in req.resources:
+        error, message = ErrorCode.none, None
+        if res.resource_type == BROKER:
+            error, message = ErrorCode.invalid_request, "groupd's broker configs are static (server.properties / --override)"
+        elif res.resource_type != TOPIC:
+            error, message = ErrorCode.invalid_request, f"Unsupported resource type {res.resource_type}"
+        else:
+            topic = broker.topics.get(res.resource_name)
+            if topic is None:
+                error, message = ErrorCode.unknown_topic_or_partition, f"Topic {res.resource_name} does not exist."
+            else:
+                configs = dict(topic.configs)
+                try:
+                    for c in res.configs:
+                        if c.name not in TOPIC_CONFIGS:
+                            raise InvalidConfig(f"Unknown topic config name: {c.name}")
+                        if c.config_operation == SET:
+                            configs[c.name] = c.value
+                        elif c.config_operation == DELETE:
+                            configs.pop(c.name, None)
+                        elif c.config_operation in (APPEND, SUBTRACT) and _config_type(c.name) == TYPE_LIST:
+                            current = [v for v in effective_topic_config(broker.config, configs, c.name)[0].split(",") if v]
+                            items = [v for v in (c.value or "").split(",") if v]
+                            current = current + [v for v in items if v not in current] if c.config_operation == APPEND else [v for v in current if v not in items]
+                            configs[c.name] = ",".join(current)
+                        else:
+                            raise InvalidConfig(f"Operation {c.config_operation} is not valid for {c.name}")
+                    configs = validate_topic_configs(configs)
+                except InvalidConfig as exc:
+                    error, message = ErrorCode.invalid_config, str(exc)
+                else:
+                    if not req.validate_only:
+                        broker.topics.set_configs(topic.name, configs)
+                        broker.partitions.reconfigure(topic)
+        out.append(codec.make(resp_cls, error_code=error, error_message=message, resource_type=res.resource_type, resource_name=res.resource_name))
+    return ctx.respond(throttle_time=0, responses=tuple(out))

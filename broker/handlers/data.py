@@ -1,0 +1,211 @@
+"""Produce, Fetch and ListOffsets: stored batches in, the same bytes out."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from typing import TYPE_CHECKING, Any
+
+from broker.dispatch import RequestContext, handles
+from protocol import codec
+from protocol.errors import ErrorCode
+from storage.batch import split_batches, validate_batch
+from storage.errors import CorruptBatch, OffsetOutOfRange, StorageError, UnsupportedMagic
+
+if TYPE_CHECKING:
+    from broker.app import Broker
+
+EARLIEST, LATEST, MAX_TIMESTAMP = -2, -1, -3
+
+
+def _produce_partition(broker: Broker, topic: str, index: int, records: bytes | None) -> tuple[ErrorCode, int, int, Any]:
+    """(error, base offset, log start offset, log to make durable)."""
+    lg = broker.partitions.get(topic, index)
+    if lg is None:
+        return ErrorCode.unknown_topic_or_partition, -1, -1, None
+    if not records:
+        return ErrorCode.corrupt_message, -1, lg.log_start_offset, None
+    try:
+        batches = list(split_batches(records))
+        for batch in batches:
+            header = validate_batch(batch)
+            if len(batch) > lg.config.max_message_bytes:
+                return ErrorCode.message_too_large, -1, lg.log_start_offset, None
+            if header.is_transactional or header.is_control:
+                return ErrorCode.unsupported_for_message_format, -1, lg.log_start_offset, None
+    except UnsupportedMagic:
+        return ErrorCode.unsupported_for_message_format, -1, lg.log_start_offset, None
+    except CorruptBatch:
+        return ErrorCode.corrupt_message, -1, lg.log_start_offset, None
+    base = -1
+    producers = broker.producers
+    try:
+        for batch in batches:
+            h = validate_batch(batch)
+            error, duplicate = producers.check(h.producer_id, h.producer_epoch, topic, index, h.base_sequence, h.record_count)
+            if error != ErrorCode.none:
+                return error, -1, lg.log_start_offset, None
+            if duplicate is not None:
+                first = duplicate
+            else:
+                first, _ = lg.append(bytearray(batch))
+                producers.record(h.producer_id, h.producer_epoch, topic, index, h.base_sequence, h.record_count, first)
+            if base < 0:
+                base = first
+    except StorageError:
+        return ErrorCode.kafka_storage_error, -1, lg.log_start_offset, None
+    broker.partitions.appended((topic, index))
+    return ErrorCode.none, base, lg.log_start_offset, lg
+
+
+@handles(0)
+async def produce(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+    results: list[tuple[str, int, ErrorCode, int, int]] = []
+    touched = {}
+    for topic in req.topic_data:
+        for pd in topic.partition_data:
+            error, base, start, lg = _produce_partition(broker, topic.name, pd.index, pd.records)
+            results.append((topic.name, pd.index, error, base, start))
+            if lg is not None:
+                touched[id(lg)] = lg
+    if req.acks == 0:
+        for lg in touched.values():
+            asyncio.get_running_loop().create_task(_quiet_durable(broker, lg))
+        return None
+    failed = set()
+    if touched:
+        outcomes = await asyncio.gather(*(broker.partitions.committer.durable(lg) for lg in touched.values()), return_exceptions=True)
+        failed = {key for key, out in zip(touched, outcomes, strict=True) if isinstance(out, Exception)}
+    part_cls = ctx.nested("PartitionProduceResponse")
+    topic_cls = ctx.nested("TopicProduceResponse")
+    by_topic: dict[str, list[Any]] = {}
+    for name, index, error, base, start in results:
+        lg = broker.partitions.get(name, index)
+        if error == ErrorCode.none and lg is not None and id(lg) in failed:
+            error, base = ErrorCode.kafka_storage_error, -1
+        by_topic.setdefault(name, []).append(
+            codec.make(
+                part_cls,
+                index=index,
+                error_code=error,
+                base_offset=base,
+                log_append_time=None,
+                log_start_offset=start,
+                record_errors=(),
+                error_message=None,
+            )
+        )
+    topics = tuple(codec.make(topic_cls, name=t, partition_responses=tuple(ps)) for t, ps in by_topic.items())
+    return ctx.respond(responses=topics, throttle_time=0, node_endpoints=())
+
+
+async def _quiet_durable(broker: Broker, lg: Any) -> None:
+    with contextlib.suppress(StorageError):
+        await broker.partitions.committer.durable(lg)
+
+
+@handles(1)
+async def fetch(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+    version = ctx.version
+    if version >= 7 and req.session_id != 0 and req.session_epoch > 0:
+        return ctx.respond(throttle_time=0, error_code=ErrorCode.fetch_session_id_not_found, session_id=0, responses=(), node_endpoints=())
+    wanted: list[tuple[str | None, Any, Any]] = []  # (topic name, topic id, partition request)
+    for t in req.topics:
+        if version >= 13:
+            topic = broker.topics.by_id(t.topic_id)
+            name = topic.name if topic is not None else None
+            wanted.append((name, t.topic_id, t.partitions))
+        else:
+            wanted.append((t.topic, None, t.partitions))
+    deadline = time.monotonic() + codec.millis(req.max_wait) / 1000
+    keys = [(name, p.partition) for name, _tid, ps in wanted if name is not None for p in ps]
+    while True:
+        total, any_error, topics = _fetch_once(broker, ctx, req, wanted)
+        remaining = deadline - time.monotonic()
+        if total >= req.min_bytes or any_error or remaining <= 0 or broker.stopping:
+            return ctx.respond(throttle_time=0, error_code=ErrorCode.none, session_id=0, responses=topics, node_endpoints=())
+        await broker.partitions.wait_for_data(keys, remaining)
+
+
+def _fetch_once(broker: Broker, ctx: RequestContext, req: Any, wanted: list) -> tuple[int, bool, tuple]:
+    part_cls = ctx.nested("PartitionData")
+    topic_cls = ctx.nested("FetchableTopicResponse")
+    budget = req.max_bytes if ctx.version >= 3 else 1 << 31
+    total = 0
+    any_error = False
+    topics = []
+    for name, topic_id, partitions in wanted:
+        parts = []
+        for p in partitions:
+            lg = broker.partitions.get(name, p.partition) if name is not None else None
+            error, hw, start, data = ErrorCode.none, -1, -1, b""
+            if lg is None:
+                error = ErrorCode.unknown_topic_id if (name is None and ctx.version >= 13) else ErrorCode.unknown_topic_or_partition
+            else:
+                hw, start = lg.high_watermark, lg.log_start_offset
+                try:
+                    limit = min(p.partition_max_bytes, budget - total)
+                    if limit > 0 or total == 0:
+                        data = lg.read(p.fetch_offset, max(limit, 1))
+                except OffsetOutOfRange:
+                    error = ErrorCode.offset_out_of_range
+            if error != ErrorCode.none:
+                any_error = True
+            total += len(data)
+            parts.append(
+                codec.make(
+                    part_cls,
+                    partition_index=p.partition,
+                    error_code=error,
+                    high_watermark=hw,
+                    last_stable_offset=hw,
+                    log_start_offset=start,
+                    aborted_transactions=None if error != ErrorCode.none else (),
+                    preferred_read_replica=-1,
+                    records=data if error == ErrorCode.none else None,
+                )
+            )
+        topics.append(codec.make(topic_cls, topic=name or "", topic_id=topic_id or codec.ZERO_UUID, partitions=tuple(parts)))
+    return total, any_error, tuple(topics)
+
+
+@handles(2)
+def list_offsets(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+    part_cls = ctx.nested("ListOffsetsPartitionResponse")
+    topic_cls = ctx.nested("ListOffsetsTopicResponse")
+    topics = []
+    for t in req.topics:
+        parts = []
+        for p in t.partitions:
+            lg = broker.partitions.get(t.name, p.partition_index)
+            error, ts, offset = ErrorCode.none, -1, -1
+            if lg is None:
+                error = ErrorCode.unknown_topic_or_partition
+            elif p.timestamp == EARLIEST:
+                offset = lg.log_start_offset
+            elif p.timestamp == LATEST:
+                offset = lg.high_watermark
+            elif p.timestamp == MAX_TIMESTAMP:
+                found = lg.max_timestamp()
+                if found is not None:
+                    ts, offset = found
+            else:
+                found = lg.offset_for_timestamp(p.timestamp)
+                if found is not None:
+                    offset, ts = found
+            parts.append(codec.make(part_cls, partition_index=p.partition_index, error_code=error, timestamp=ts, offset=offset, leader_epoch=0 if error == ErrorCode.none else -1))
+        topics.append(codec.make(topic_cls, name=t.name, partitions=tuple(parts)))
+    return ctx.respond(throttle_time=0, topics=tuple(topics))
+
+
+@handles(22)
+def init_producer_id(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+    if req.transactional_id is not None:
+        # Transactions are not supported: no transaction coordinator answers for this id.
+        return ctx.respond(throttle_time=0, error_code=ErrorCode.coordinator_not_available, producer_id=-1, producer_epoch=-1)
+    pid = getattr(req, "producer_id", -1)
+    epoch = getattr(req, "producer_epoch", -1)
+    if pid >= 0 and 0 <= epoch < 32766:
+        return ctx.respond(throttle_time=0, error_code=ErrorCode.none, producer_id=pid, producer_epoch=epoch + 1)
+    return ctx.respond(throttle_time=0, error_code=ErrorCode.none, producer_id=broker.producers.allocate(), producer_epoch=0)

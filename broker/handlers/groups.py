@@ -1,0 +1,218 @@
+"""Group APIs: kio entities of every version <-> the core's version-free requests and payloads."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+from broker.dispatch import RequestContext, handles
+from coordinator import errors as E
+from coordinator import shard as core
+from coordinator.api import (
+    Heartbeat,
+    JoinGroup,
+    JoinGroupResponse,
+    LeaveGroup,
+    LeavingMember,
+    Protocol,
+    SyncAssignment,
+    SyncGroup,
+)
+from coordinator.service import CoordinatorError
+from protocol import codec
+
+if TYPE_CHECKING:
+    from broker.app import Broker
+
+HEARTBEAT = 12
+
+
+async def _run(broker: Broker, group_id: str, handler: Any, request: Any) -> Any:
+    return await broker.coordinator.call(group_id, handler, request)
+
+
+@handles(11)
+async def join_group(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+    session = codec.millis(req.session_timeout)
+    rebalance = codec.millis(req.rebalance_timeout) if ctx.version >= 1 else session  # KAFKA-8653
+    request = JoinGroup(
+        group_id=req.group_id,
+        member_id=req.member_id,
+        group_instance_id=getattr(req, "group_instance_id", None),
+        session_timeout_ms=session,
+        rebalance_timeout_ms=rebalance,
+        protocol_type=req.protocol_type,
+        protocols=tuple(Protocol(p.name, p.metadata) for p in req.protocols),
+        client_id=ctx.client_id,
+        client_host="/" + ctx.client_host,
+        version=ctx.version,
+        reason=getattr(req, "reason", None),
+    )
+    try:
+        payload = await _run(broker, req.group_id, core.join_group, request)
+    except CoordinatorError as exc:
+        payload = JoinGroupResponse(exc.code, member_id=req.member_id)
+    member_cls = ctx.nested("JoinGroupResponseMember")
+    members = tuple(
+        codec.make(member_cls, member_id=m.member_id, group_instance_id=m.group_instance_id, metadata=m.metadata)
+        for m in payload.members
+    )
+    protocol_name = payload.protocol_name
+    if ctx.version < 7 and protocol_name is None:
+        protocol_name = ""  # non-nullable before v7
+    return ctx.respond(
+        throttle_time=0,
+        error_code=payload.error,
+        generation_id=payload.generation_id,
+        protocol_type=payload.protocol_type,
+        protocol_name=protocol_name,
+        leader=payload.leader,
+        skip_assignment=payload.skip_assignment,
+        member_id=payload.member_id,
+        members=members,
+    )
+
+
+@handles(14)
+async def sync_group(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+    request = SyncGroup(
+        group_id=req.group_id,
+        generation_id=req.generation_id,
+        member_id=req.member_id,
+        group_instance_id=getattr(req, "group_instance_id", None),
+        protocol_type=getattr(req, "protocol_type", None),
+        protocol_name=getattr(req, "protocol_name", None),
+        assignments=tuple(SyncAssignment(a.member_id, a.assignment) for a in req.assignments),
+        version=ctx.version,
+    )
+    try:
+        payload = await _run(broker, req.group_id, core.sync_group, request)
+    except CoordinatorError as exc:
+        code = exc.code
+        return ctx.respond(throttle_time=0, error_code=code, protocol_type=None, protocol_name=None, assignment=b"")
+    return ctx.respond(
+        throttle_time=0,
+        error_code=payload.error,
+        protocol_type=payload.protocol_type,
+        protocol_name=payload.protocol_name,
+        assignment=payload.assignment,
+    )
+
+
+@handles(HEARTBEAT)
+async def heartbeat(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+    request = Heartbeat(
+        group_id=req.group_id,
+        generation_id=req.generation_id,
+        member_id=req.member_id,
+        group_instance_id=getattr(req, "group_instance_id", None),
+        version=ctx.version,
+    )
+    try:
+        payload = await _run(broker, req.group_id, core.heartbeat, request)
+        code = payload.error
+    except CoordinatorError as exc:
+        # Kafka answers NONE to heartbeats while the partition loads (spec §2).
+        code = E.NONE if exc.code == E.COORDINATOR_LOAD_IN_PROGRESS else exc.code
+    if broker.metrics is not None:
+        broker.metrics.heartbeat()
+    return ctx.respond(throttle_time=0, error_code=code)
+
+
+@handles(13)
+async def leave_group(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+    if ctx.version >= 3:
+        members = tuple(LeavingMember(m.member_id, m.group_instance_id, getattr(m, "reason", None)) for m in req.members)
+    else:
+        members = (LeavingMember(req.member_id, None),)
+    request = LeaveGroup(group_id=req.group_id, members=members, version=ctx.version)
+    try:
+        payload = await _run(broker, req.group_id, core.leave_group, request)
+    except CoordinatorError as exc:
+        return ctx.respond(throttle_time=0, error_code=exc.code, members=())
+    member_cls = ctx.nested("MemberResponse") if ctx.version >= 3 else None
+    members_out = ()
+    if member_cls is not None:
+        members_out = tuple(
+            codec.make(member_cls, member_id=m.member_id, group_instance_id=m.group_instance_id, error_code=m.error)
+            for m in payload.members
+        )
+    return ctx.respond(throttle_time=0, error_code=payload.error, members=members_out)
+
+
+@handles(15)
+def describe_groups(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+    group_cls = ctx.nested("DescribedGroup")
+    member_cls = ctx.nested("DescribedGroupMember")
+    out = []
+    for group_id in req.groups:
+        try:
+            d = broker.coordinator.call_sync(group_id, core.describe_group, group_id)
+        except CoordinatorError as exc:
+            out.append(codec.make(group_cls, error_code=exc.code, group_id=group_id, group_state="", protocol_type="", protocol_data="", members=(), authorized_operations=-2147483648))
+            continue
+        members = tuple(
+            codec.make(
+                member_cls,
+                member_id=m.member_id,
+                group_instance_id=m.group_instance_id,
+                client_id=m.client_id,
+                client_host=m.client_host,
+                member_metadata=m.metadata,
+                member_assignment=m.assignment,
+            )
+            for m in d.members
+        )
+        error = d.error
+        if ctx.version >= 6 and d.state == "Dead":
+            error = E.GROUP_ID_NOT_FOUND
+        out.append(
+            codec.make(
+                group_cls,
+                error_code=error,
+                group_id=d.group_id,
+                group_state=d.state,
+                protocol_type=d.protocol_type,
+                protocol_data=d.protocol,
+                members=members,
+                authorized_operations=-2147483648,
+            )
+        )
+    return ctx.respond(throttle_time=0, groups=tuple(out))
+
+
+@handles(16)
+def list_groups(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+    states = frozenset(getattr(req, "states_filter", ()) or ()) or None
+    types = frozenset(getattr(req, "types_filter", ()) or ()) or None
+    listed_cls = ctx.nested("ListedGroup")
+    coordinator = broker.coordinator
+    error = E.NONE
+    groups = []
+    for shard in coordinator.shards.values():
+        if not shard.loaded:
+            error = E.COORDINATOR_LOAD_IN_PROGRESS
+            continue
+        for g in core.list_groups(shard.state, states, types):
+            groups.append(
+                codec.make(listed_cls, group_id=g.group_id, protocol_type=g.protocol_type, group_state=g.state, group_type=g.group_type)
+            )
+    return ctx.respond(throttle_time=0, error_code=error, groups=tuple(groups))
+
+
+@handles(42)
+async def delete_groups(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+    result_cls = ctx.nested("DeletableGroupResult")
+
+    async def one(group_id: str) -> Any:
+        try:
+            payload = await broker.coordinator.call(
+                group_id, lambda state, gid, token, now, cfg: core.delete_group(state, gid, token, now), group_id
+            )
+            code = payload.error
+        except CoordinatorError as exc:
+            code = exc.code
+        return codec.make(result_cls, group_id=group_id, error_code=code)
+
+    results = await asyncio.gather(*(one(g) for g in req.groups_names))
+    return ctx.respond(throttle_time=0, results=tuple(results))

@@ -1,0 +1,139 @@
+"""OffsetCommit, OffsetFetch and OffsetDelete: kio entities <-> the core's offsets requests."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from broker.dispatch import RequestContext, handles
+from coordinator import errors as E
+from coordinator import shard as core
+from coordinator.api import CommitPartition, OffsetCommit, OffsetDelete, OffsetFetch, PartitionError
+from coordinator.service import CoordinatorError
+from protocol import codec
+
+if TYPE_CHECKING:
+    from broker.app import Broker
+
+
+def _partition_known(broker: Broker, topic: str, partition: int) -> bool:
+    t = broker.topics.get(topic)
+    return t is not None and 0 <= partition < t.partitions
+
+
+def _commit_response(ctx: RequestContext, errors: list[PartitionError]) -> Any:
+    topic_cls = ctx.nested("OffsetCommitResponseTopic")
+    part_cls = ctx.nested("OffsetCommitResponsePartition")
+    by_topic: dict[str, list[Any]] = {}
+    for e in errors:
+        by_topic.setdefault(e.topic, []).append(codec.make(part_cls, partition_index=e.partition, error_code=e.error))
+    topics = tuple(codec.make(topic_cls, name=t, partitions=tuple(ps)) for t, ps in by_topic.items())
+    return ctx.respond(throttle_time=0, topics=topics)
+
+
+@handles(8)
+async def offset_commit(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+    unknown: list[PartitionError] = []
+    partitions = []
+    for topic in req.topics:
+        for p in topic.partitions:
+            if not _partition_known(broker, topic.name, p.partition_index):
+                unknown.append(PartitionError(topic.name, p.partition_index, E.UNKNOWN_TOPIC_OR_PARTITION))
+                continue
+            partitions.append(
+                CommitPartition(
+                    topic=topic.name,
+                    partition=p.partition_index,
+                    offset=p.committed_offset,
+                    leader_epoch=getattr(p, "committed_leader_epoch", -1),
+                    metadata=p.committed_metadata,
+                )
+            )
+    retention = getattr(req, "retention_time", None)
+    request = OffsetCommit(
+        group_id=req.group_id,
+        generation_id=req.generation_id_or_member_epoch,
+        member_id=req.member_id,
+        group_instance_id=getattr(req, "group_instance_id", None),
+        retention_time_ms=codec.millis(retention) if retention is not None else -1,
+        partitions=tuple(partitions),
+        version=ctx.version,
+    )
+    try:
+        if partitions:
+            payload = await broker.coordinator.call(req.group_id, core.offset_commit, request)
+            errors = list(payload.partitions)
+        else:
+            broker.coordinator.shard_for(req.group_id)
+            errors = []
+    except CoordinatorError as exc:
+        errors = [PartitionError(p.topic, p.partition, exc.code) for p in partitions]
+    if broker.metrics is not None and partitions:
+        broker.metrics.commit(len(partitions))
+    return _commit_response(ctx, errors + unknown)
+
+
+def _fetch_group(broker: Broker, group_id: str, topics: Any, require_stable: bool, version: int, member_id: Any = None, member_epoch: int = -1):
+    wanted = None if topics is None else tuple((t.name, tuple(t.partition_indexes)) for t in topics)
+    request = OffsetFetch(group_id=group_id, topics=wanted, require_stable=require_stable, version=version, member_id=member_id, member_epoch=member_epoch)
+    try:
+        shard = broker.coordinator.shard_for(group_id)
+    except CoordinatorError as exc:
+        return exc.code, []
+    payload = core.offset_fetch(shard.state, request, broker.coordinator.now())
+    return payload.error, list(payload.partitions)
+
+
+def _fetch_topics(ctx: RequestContext, parts: list, topic_name: str, part_name: str) -> tuple:
+    topic_cls = ctx.nested(topic_name)
+    part_cls = ctx.nested(part_name)
+    by_topic: dict[str, list[Any]] = {}
+    for p in parts:
+        by_topic.setdefault(p.topic, []).append(
+            codec.make(
+                part_cls,
+                partition_index=p.partition,
+                committed_offset=p.offset,
+                committed_leader_epoch=p.leader_epoch,
+                metadata=p.metadata,
+                error_code=p.error,
+            )
+        )
+    return tuple(codec.make(topic_cls, name=t, partitions=tuple(ps)) for t, ps in by_topic.items())
+
+
+@handles(9)
+def offset_fetch(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+    require_stable = getattr(req, "require_stable", False)
+    if ctx.version >= 8:
+        group_cls = ctx.nested("OffsetFetchResponseGroup")
+        groups = []
+        for g in req.groups:
+            error, parts = _fetch_group(broker, g.group_id, g.topics, require_stable, ctx.version, getattr(g, "member_id", None), getattr(g, "member_epoch", -1))
+            topics = _fetch_topics(ctx, parts, "OffsetFetchResponseTopics", "OffsetFetchResponsePartitions")
+            groups.append(codec.make(group_cls, group_id=g.group_id, topics=topics, error_code=error))
+        return ctx.respond(throttle_time=0, groups=tuple(groups))
+    error, parts = _fetch_group(broker, req.group_id, req.topics, require_stable, ctx.version)
+    if error != E.NONE and ctx.version < 2:
+        # v0-1 have no top-level error: every asked partition carries it
+        parts = [type("P", (), {"topic": t.name, "partition": i, "offset": -1, "leader_epoch": -1, "metadata": "", "error": error})() for t in (req.topics or ()) for i in t.partition_indexes]
+    topics = _fetch_topics(ctx, parts, "OffsetFetchResponseTopic", "OffsetFetchResponsePartition")
+    return ctx.respond(throttle_time=0, topics=topics, error_code=error)
+
+
+@handles(47)
+async def offset_delete(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+    wanted = tuple((t.name, p.partition_index) for t in req.topics for p in t.partitions)
+    request = OffsetDelete(group_id=req.group_id, partitions=wanted)
+    topic_cls = ctx.nested("OffsetDeleteResponseTopic")
+    part_cls = ctx.nested("OffsetDeleteResponsePartition")
+    try:
+        payload = await broker.coordinator.call(
+            req.group_id, lambda state, r, token, now, cfg: core.offset_delete(state, r, token, now), request
+        )
+    except CoordinatorError as exc:
+        return ctx.respond(error_code=exc.code, throttle_time=0, topics=())
+    by_topic: dict[str, list[Any]] = {}
+    for e in payload.partitions:
+        by_topic.setdefault(e.topic, []).append(codec.make(part_cls, partition_index=e.partition, error_code=e.error))
+    topics = tuple(codec.make(topic_cls, name=t, partitions=tuple(ps)) for t, ps in by_topic.items())
+    return ctx.respond(error_code=payload.error, throttle_time=0, topics=topics)

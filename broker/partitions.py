@@ -1,0 +1,158 @@
+"""Topic partitions on disk: one storage Log per partition, opened, grown and deleted with the registry.
+
+Produced batches are appended byte for byte; fetchers waiting for data are woken by appends (no
+polling). Durability follows the same flush policy as the offsets store, through a GroupCommitter.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+from broker.topic_configs import effective_topic_config
+from broker.topics import Topic, TopicRegistry
+from storage.committer import GroupCommitter
+from storage.errors import StorageError
+from storage.log import Log, LogConfig
+
+log = logging.getLogger("groupd.partitions")
+
+TopicPartition = tuple[str, int]
+
+
+def log_config_for(broker_config: Any, topic_configs: dict[str, str]) -> LogConfig:
+    """Per-topic overrides on top of the broker's log.* defaults (Kafka's precedence)."""
+
+    def pick(key: str) -> str:
+        return effective_topic_config(broker_config, topic_configs, key)[0]
+
+    return LogConfig(
+        segment_bytes=int(pick("segment.bytes")),
+        segment_ms=int(pick("segment.ms")),
+        retention_ms=int(pick("retention.ms")),
+        retention_bytes=int(pick("retention.bytes")),
+        cleanup_policy=pick("cleanup.policy"),
+        delete_retention_ms=int(pick("delete.retention.ms")),
+        max_message_bytes=int(pick("max.message.bytes")),
+    )
+
+
+class PartitionManager:
+    """Broker service owning every data partition's Log."""
+
+    def __init__(self, config: Any, topics: TopicRegistry) -> None:
+        self.config = config
+        self.topics = topics
+        self.dir = Path(config["log.dirs"])
+        self.logs: dict[TopicPartition, Log] = {}
+        self.committer = GroupCommitter(
+            flush_interval_messages=config["log.flush.interval.messages"],
+            flush_interval_ms=config["log.flush.interval.ms"],
+        )
+        self._watchers: dict[TopicPartition, set[asyncio.Future]] = {}
+        self._tasks: set[asyncio.Task] = set()
+        topics.on_create.append(self._created)
+        topics.on_delete.append(self._deleted)
+        topics.on_grow.append(self._grown)
+
+    # ------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        for topic in self.topics.all():
+            self._open_topic(topic, 0)
+        task = asyncio.get_running_loop().create_task(self._retention_loop())
+        self._tasks.add(task)
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        await self.committer.close()
+        for lg in self.logs.values():
+            with contextlib.suppress(StorageError):
+                lg.flush()
+            lg.close()
+        self.logs.clear()
+
+    def _open_topic(self, topic: Topic, first: int) -> None:
+        cfg = log_config_for(self.config, topic.configs)
+        for p in range(first, topic.partitions):
+            self.logs[(topic.name, p)] = Log.open(self.dir / f"{topic.name}-{p}", cfg)
+
+    def _created(self, topic: Topic) -> None:
+        self._open_topic(topic, 0)
+
+    def _grown(self, topic: Topic, old: int) -> None:
+        self._open_topic(topic, old)
+
+    def _deleted(self, topic: Topic) -> None:
+        for key in [k for k in self.logs if k[0] == topic.name]:
+            lg = self.logs.pop(key)
+            lg.close()
+            shutil.rmtree(lg.directory, ignore_errors=True)
+            self._wake(key)
+
+    def reconfigure(self, topic: Topic) -> None:
+        cfg = log_config_for(self.config, topic.configs)
+        for p in range(topic.partitions):
+            lg = self.logs.get((topic.name, p))
+            if lg is not None:
+                lg.config = cfg
+
+    async def _retention_loop(self) -> None:
+        interval = self.config["log.retention.check.interval.ms"] / 1000
+        while True:
+            await asyncio.sleep(interval)
+            now = int(time.time() * 1000)
+            for key, lg in list(self.logs.items()):
+                try:
+                    if lg.config.delete:
+                        lg.apply_retention(now)
+                    if lg.config.compact:
+                        lg.compact(now)
+                except Exception:
+                    log.exception("retention of %s-%d failed", *key)
+
+    # ------------------------------------------------------------ data
+
+    def get(self, topic: str, partition: int) -> Log | None:
+        return self.logs.get((topic, partition))
+
+    def appended(self, key: TopicPartition) -> None:
+        self._wake(key)
+
+    def _wake(self, key: TopicPartition) -> None:
+        waiters = self._watchers.pop(key, None)
+        if waiters:
+            for fut in waiters:
+                if not fut.done():
+                    fut.set_result(None)
+
+    async def wait_for_data(self, keys: list[TopicPartition], timeout: float) -> None:
+        """Until a produce touches one of ``keys`` or the timeout passes."""
+        if timeout <= 0:
+            return
+        fut = asyncio.get_running_loop().create_future()
+        for key in keys:
+            self._watchers.setdefault(key, set()).add(fut)
+        try:
+            await asyncio.wait_for(fut, timeout)
+        except TimeoutError:
+            pass
+        finally:
+            for key in keys:
+                ws = self._watchers.get(key)
+                if ws is not None:
+                    ws.discard(fut)
+                    if not ws:
+                        del self._watchers[key]
+
+    def metrics_rows(self) -> list[tuple[str, int, int, int, int]]:
+        return [(t, p, lg.log_start_offset, lg.high_watermark, lg.size_bytes) for (t, p), lg in self.logs.items()]

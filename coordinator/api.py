@@ -1,0 +1,287 @@
+"""The coordinator core's vocabulary: plain requests in, plain results out.
+
+The shell (broker/handlers + coordinator/service.py) turns kio entities of any API version into these
+version-free requests, calls a pure handler, and turns the payloads back into kio responses. The core
+never sees sockets, asyncio or a clock: ``now`` (wall-clock ms) comes in as an argument.
+
+A request carries a ``token`` chosen by the shell. Every payload the core produces is addressed to a
+token: the caller's own, or the token of a request the core parked earlier (a JoinGroup waiting for the
+join phase to end, a SyncGroup waiting for the leader). A request whose token gets no payload in its
+Result stays parked until a later Result answers it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from coordinator.records import Key, Value
+
+Token = int
+
+# ---------------------------------------------------------------- requests (version-free)
+
+
+@dataclass(frozen=True, slots=True)
+class Protocol:
+    name: str
+    metadata: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class JoinGroup:
+    group_id: str
+    member_id: str
+    group_instance_id: str | None
+    session_timeout_ms: int
+    rebalance_timeout_ms: int  # v0 has none: the shell passes session_timeout_ms (KAFKA-8653)
+    protocol_type: str
+    protocols: tuple[Protocol, ...]
+    client_id: str
+    client_host: str
+    version: int
+    reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class SyncAssignment:
+    member_id: str
+    assignment: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class SyncGroup:
+    group_id: str
+    generation_id: int
+    member_id: str
+    group_instance_id: str | None
+    protocol_type: str | None  # v5+
+    protocol_name: str | None  # v5+
+    assignments: tuple[SyncAssignment, ...]
+    version: int
+
+
+@dataclass(frozen=True, slots=True)
+class Heartbeat:
+    group_id: str
+    generation_id: int
+    member_id: str
+    group_instance_id: str | None
+    version: int
+
+
+@dataclass(frozen=True, slots=True)
+class LeavingMember:
+    member_id: str
+    group_instance_id: str | None
+    reason: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class LeaveGroup:
+    group_id: str
+    members: tuple[LeavingMember, ...]  # v0-2: one member built from the top-level member_id
+    version: int
+
+
+@dataclass(frozen=True, slots=True)
+class CommitPartition:
+    topic: str
+    partition: int
+    offset: int
+    leader_epoch: int
+    metadata: str | None
+    commit_timestamp: int = -1  # v1 only; -1 = the broker's now
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetCommit:
+    group_id: str
+    generation_id: int  # -1 for simple (non-group) commits
+    member_id: str
+    group_instance_id: str | None
+    retention_time_ms: int  # v2-4; -1 = broker default
+    partitions: tuple[CommitPartition, ...]
+    version: int
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetFetch:
+    group_id: str
+    topics: tuple[tuple[str, tuple[int, ...]], ...] | None  # None = every committed partition
+    require_stable: bool
+    version: int
+    member_id: str | None = None  # v9 (KIP-848 members); classic clients send null
+    member_epoch: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetDelete:
+    group_id: str
+    partitions: tuple[tuple[str, int], ...]
+
+
+# ---------------------------------------------------------------- payloads (what a token is answered with)
+
+
+@dataclass(frozen=True, slots=True)
+class JoinMember:
+    member_id: str
+    group_instance_id: str | None
+    metadata: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class JoinGroupResponse:
+    error: int
+    generation_id: int = -1
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    leader: str = ""
+    skip_assignment: bool = False
+    member_id: str = ""
+    members: tuple[JoinMember, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class SyncGroupResponse:
+    error: int
+    protocol_type: str | None = None
+    protocol_name: str | None = None
+    assignment: bytes = b""
+
+
+@dataclass(frozen=True, slots=True)
+class HeartbeatResponse:
+    error: int
+
+
+@dataclass(frozen=True, slots=True)
+class LeftMember:
+    member_id: str
+    group_instance_id: str | None
+    error: int
+
+
+@dataclass(frozen=True, slots=True)
+class LeaveGroupResponse:
+    error: int
+    members: tuple[LeftMember, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionError:
+    topic: str
+    partition: int
+    error: int
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetCommitResponse:
+    partitions: tuple[PartitionError, ...]
+    error: int = 0  # used only where a version has a top-level error
+
+
+@dataclass(frozen=True, slots=True)
+class FetchedOffset:
+    topic: str
+    partition: int
+    offset: int  # -1 when nothing is committed
+    leader_epoch: int
+    metadata: str | None
+    error: int
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetFetchResponse:
+    error: int
+    partitions: tuple[FetchedOffset, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetDeleteResponse:
+    error: int
+    partitions: tuple[PartitionError, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class DescribedMember:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    metadata: bytes  # the member's metadata for the selected protocol (empty unless Stable/Completing)
+    assignment: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class GroupDescription:
+    error: int
+    group_id: str
+    state: str  # Kafka's wire names: Empty, PreparingRebalance, CompletingRebalance, Stable, Dead
+    protocol_type: str
+    protocol: str
+    members: tuple[DescribedMember, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class GroupListing:
+    group_id: str
+    protocol_type: str
+    state: str
+    group_type: str = "classic"
+
+
+@dataclass(frozen=True, slots=True)
+class DeleteGroupResponse:
+    error: int
+
+
+# ---------------------------------------------------------------- what a handler returns
+
+
+@dataclass(frozen=True, slots=True)
+class TimerOp:
+    """Set (deadline_ms) or cancel (deadline_ms None) the timer named ``key``; a set replaces."""
+
+    key: tuple[Any, ...]
+    deadline_ms: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class Result:
+    records: tuple[tuple[Key, Value | None], ...] = ()  # appended to the shard's partition, in order
+    responses: tuple[tuple[Token, Any], ...] = ()  # sent once ``records`` are durable
+    timers: tuple[TimerOp, ...] = ()
+    # When records are written and the write fails, the shell calls core ``on_write_failed(state, write_ref,
+    # error, now)`` instead of sending ``responses``: Kafka maps the failure into each answer itself.
+    write_ref: Any = None
+    replay: bool = True  # offsets records are replayed after the write; classic group metadata is not
+
+
+EMPTY = Result()
+
+
+@dataclass(slots=True)
+class GroupConfig:
+    """Kafka's names and defaults (broker/config.py holds the keys)."""
+
+    initial_rebalance_delay_ms: int = 3000
+    min_session_timeout_ms: int = 6000
+    max_session_timeout_ms: int = 1_800_000
+    max_size: int = 2**31 - 1
+    new_member_join_timeout_ms: int = 300_000  # KAFKA-7610
+    offsets_retention_ms: int = 10080 * 60_000
+    offset_metadata_max_bytes: int = 4096
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_broker_config(cls, config: Any) -> GroupConfig:
+        return cls(
+            initial_rebalance_delay_ms=config["group.initial.rebalance.delay.ms"],
+            min_session_timeout_ms=config["group.min.session.timeout.ms"],
+            max_session_timeout_ms=config["group.max.session.timeout.ms"],
+            max_size=config["group.max.size"],
+            offsets_retention_ms=config["offsets.retention.minutes"] * 60_000,
+            offset_metadata_max_bytes=config["offset.metadata.max.bytes"],
+        )

@@ -1,0 +1,48 @@
+"""Kafka error codes the coordinator core answers with, as plain ints (hot path: no enum lookups)."""
+
+UNKNOWN_SERVER_ERROR = -1
+NONE = 0
+UNKNOWN_TOPIC_OR_PARTITION = 3
+INVALID_FETCH_SIZE = 4
+NOT_LEADER_OR_FOLLOWER = 6
+REQUEST_TIMED_OUT = 7
+MESSAGE_TOO_LARGE = 10
+OFFSET_METADATA_TOO_LARGE = 12
+NETWORK_EXCEPTION = 13
+COORDINATOR_LOAD_IN_PROGRESS = 14
+COORDINATOR_NOT_AVAILABLE = 15
+NOT_COORDINATOR = 16
+RECORD_LIST_TOO_LARGE = 18
+NOT_ENOUGH_REPLICAS = 19
+NOT_ENOUGH_REPLICAS_AFTER_APPEND = 20
+ILLEGAL_GENERATION = 22
+INCONSISTENT_GROUP_PROTOCOL = 23
+INVALID_GROUP_ID = 24
+UNKNOWN_MEMBER_ID = 25
+INVALID_SESSION_TIMEOUT = 26
+REBALANCE_IN_PROGRESS = 27
+KAFKA_STORAGE_ERROR = 56
+NON_EMPTY_GROUP = 68
+GROUP_ID_NOT_FOUND = 69
+MEMBER_ID_REQUIRED = 79
+GROUP_MAX_SIZE_REACHED = 81
+FENCED_INSTANCE_ID = 82
+GROUP_SUBSCRIBED_TO_TOPIC = 86
+
+
+def group_write_error(error: int) -> int:
+    """Kafka 4.x's mapping of a failed group-metadata append to the error members see (spec §4.4)."""
+    if error in (UNKNOWN_TOPIC_OR_PARTITION, NOT_ENOUGH_REPLICAS, REQUEST_TIMED_OUT):
+        return COORDINATOR_NOT_AVAILABLE
+    if error in (NOT_LEADER_OR_FOLLOWER, KAFKA_STORAGE_ERROR):
+        return NOT_COORDINATOR
+    if error in (MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE, INVALID_FETCH_SIZE):
+        return UNKNOWN_SERVER_ERROR
+    return error
+
+
+def offset_write_error(error: int) -> int:
+    """Kafka 4.x's mapping of a failed offsets append (spec §8.1): also NETWORK_EXCEPTION -> 14."""
+    if error == NETWORK_EXCEPTION:
+        return COORDINATOR_LOAD_IN_PROGRESS
+    return group_write_error(error)

@@ -1,0 +1,302 @@
+"""Committed offsets: OffsetCommit / OffsetFetch / OffsetDelete, DeleteGroups and retention (spec §7, §8),
+following Kafka 4.x's OffsetMetadataManager and ClassicGroup.validateOffsetCommit.
+
+Offsets change only through ``shard.replay`` of the records returned here (``Result.replay`` is True):
+the handlers validate and produce records, the replay applies them once durable.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from coordinator import errors as E
+from coordinator.api import (
+    DeleteGroupResponse,
+    FetchedOffset,
+    GroupConfig,
+    OffsetCommit,
+    OffsetCommitResponse,
+    OffsetDelete,
+    OffsetDeleteResponse,
+    OffsetFetch,
+    OffsetFetchResponse,
+    PartitionError,
+    Result,
+    TimerOp,
+    Token,
+)
+from coordinator.classic import validate_member
+from coordinator.group import COMPLETING, CONSUMER, DEAD, EMPTY, PREPARING, STABLE, Group
+from coordinator.records import GroupMetadataKey, OffsetCommitKey, OffsetCommitValue
+
+if TYPE_CHECKING:
+    from coordinator.shard import ShardState
+
+
+def utf16_length(s: str) -> int:
+    """Java's String.length(): UTF-16 code units (characters beyond the BMP count twice)."""
+    n = len(s)
+    if s.isascii():
+        return n
+    return n + sum(1 for c in s if ord(c) > 0xFFFF)
+
+
+def _commit_error(state: ShardState, req: OffsetCommit, now: int) -> tuple[int, Group | None]:
+    g = state.groups.get(req.group_id)
+    gen = req.generation_id
+    if g is None:
+        if gen < 0:
+            # Admin tools and consumers without group management: a "simple" group holds the offsets.
+            g = Group(req.group_id, now)
+            state.groups[req.group_id] = g
+            return E.NONE, g
+        # Kafka answers GROUP_ID_NOT_FOUND from OffsetCommit v9; older clients keep ILLEGAL_GENERATION.
+        return (E.GROUP_ID_NOT_FOUND if req.version >= 9 else E.ILLEGAL_GENERATION), None
+    if g.state == DEAD:
+        return E.COORDINATOR_NOT_AVAILABLE, None
+    if gen < 0 and g.state == EMPTY:
+        return E.NONE, g
+    if gen >= 0 or req.member_id or req.group_instance_id is not None:
+        err = validate_member(g, req.member_id, req.group_instance_id)
+        if err:
+            return err, None
+        if gen != g.generation:
+            return E.ILLEGAL_GENERATION, None
+    else:
+        return E.UNKNOWN_MEMBER_ID, None
+    if g.state == COMPLETING:
+        return E.REBALANCE_IN_PROGRESS, None
+    return E.NONE, g
+
+
+def offset_commit(state: ShardState, req: OffsetCommit, token: Token, now: int, cfg: GroupConfig) -> Result:
+    err, g = _commit_error(state, req, now)
+    if err or g is None:
+        parts = tuple(PartitionError(p.topic, p.partition, err) for p in req.partitions)
+        return Result(responses=((token, OffsetCommitResponse(parts)),), replay=False)
+    timers: tuple[TimerOp, ...] = ()
+    if g.state == STABLE or g.state == PREPARING:
+        # A classic member's commit keeps its session alive in these states.
+        m = g.members.get(req.member_id)
+        if m is not None:
+            m.hb_deadline = now + m.session_timeout
+            timers = (TimerOp(("hb", g.group_id, m.member_id), m.hb_deadline),)
+    limit = cfg.offset_metadata_max_bytes
+    expire = now + req.retention_time_ms if req.retention_time_ms != -1 else -1
+    gid = req.group_id
+    records = []
+    parts_out = []
+    for p in req.partitions:
+        meta = p.metadata if p.metadata is not None else ""
+        if len(meta) > limit // 2 and utf16_length(meta) > limit:
+            parts_out.append(PartitionError(p.topic, p.partition, E.OFFSET_METADATA_TOO_LARGE))
+            continue
+        records.append(
+            (
+                OffsetCommitKey(gid, p.topic, p.partition),
+                OffsetCommitValue(
+                    p.offset,
+                    meta,
+                    now if p.commit_timestamp == -1 else p.commit_timestamp,
+                    p.leader_epoch,
+                    expire,
+                ),
+            )
+        )
+        parts_out.append(PartitionError(p.topic, p.partition, E.NONE))
+    parts = tuple(parts_out)
+    response = ((token, OffsetCommitResponse(parts)),)
+    if not records:
+        return Result(responses=response, timers=timers, replay=False)
+    g.pending_commits += len(records)
+    return Result(tuple(records), response, timers, ("commit", gid, token, parts, len(records)), True)
+
+
+def commit_failed(state: ShardState, ref: tuple[Any, ...], error: int) -> Result:
+    _, gid, token, parts, n = ref
+    g = state.groups.get(gid)
+    if g is not None:
+        g.pending_commits = max(g.pending_commits - n, 0)
+    err = E.offset_write_error(error)
+    mapped = tuple(PartitionError(p.topic, p.partition, err) for p in parts)
+    return Result(responses=((token, OffsetCommitResponse(mapped)),), replay=False)
+
+
+def offset_fetch(state: ShardState, req: OffsetFetch, now: int) -> OffsetFetchResponse:
+    """Offsets are served in every state; what was never committed reads as offset -1, metadata ""."""
+    g = state.groups.get(req.group_id)
+    offsets = g.offsets if g is not None else {}
+    if req.topics is None:
+        return OffsetFetchResponse(
+            E.NONE,
+            tuple(
+                FetchedOffset(t, p, v.offset, v.leader_epoch, v.metadata, E.NONE)
+                for t, ps in offsets.items()
+                for p, v in ps.items()
+            ),
+        )
+    out = []
+    for topic, partitions in req.topics:
+        ps = offsets.get(topic)
+        for p in partitions:
+            v = ps.get(p) if ps is not None else None
+            if v is None:
+                out.append(FetchedOffset(topic, p, -1, -1, "", E.NONE))
+            else:
+                out.append(FetchedOffset(topic, p, v.offset, v.leader_epoch, v.metadata, E.NONE))
+    return OffsetFetchResponse(E.NONE, tuple(out))
+
+
+def offset_delete(state: ShardState, req: OffsetDelete, token: Token, now: int) -> Result:
+    if not req.group_id:
+        return Result(responses=((token, OffsetDeleteResponse(E.INVALID_GROUP_ID)),), replay=False)
+    g = state.groups.get(req.group_id)
+    if g is None or g.state == DEAD:
+        return Result(responses=((token, OffsetDeleteResponse(E.GROUP_ID_NOT_FOUND)),), replay=False)
+    if g.state != EMPTY and g.protocol_type != CONSUMER:
+        return Result(responses=((token, OffsetDeleteResponse(E.NON_EMPTY_GROUP)),), replay=False)
+    records = []
+    parts = []
+    for topic, partition in req.partitions:
+        if g.is_subscribed(topic):
+            parts.append(PartitionError(topic, partition, E.GROUP_SUBSCRIBED_TO_TOPIC))
+            continue
+        ps = g.offsets.get(topic)
+        if ps is not None and partition in ps:
+            records.append((OffsetCommitKey(g.group_id, topic, partition), None))
+        parts.append(PartitionError(topic, partition, E.NONE))
+    response = ((token, OffsetDeleteResponse(E.NONE, tuple(parts))),)
+    if not records:
+        return Result(responses=response, replay=False)
+    return Result(tuple(records), response, (), ("offdel", token), True)
+
+
+def _tombstones(g: Group) -> list[tuple[Any, None]]:
+    gid = g.group_id
+    return [(OffsetCommitKey(gid, t, p), None) for t, ps in g.offsets.items() for p in ps]
+
+
+def delete_group(state: ShardState, group_id: str, token: Token, now: int) -> Result:
+    """DeleteGroups for one group: only an Empty group goes; its offsets and the group become tombstones."""
+    g = state.groups.get(group_id)
+    if g is None or g.state == DEAD:
+        return Result(responses=((token, DeleteGroupResponse(E.GROUP_ID_NOT_FOUND)),), replay=False)
+    if g.state != EMPTY:
+        return Result(responses=((token, DeleteGroupResponse(E.NON_EMPTY_GROUP)),), replay=False)
+    records = _tombstones(g)
+    records.append((GroupMetadataKey(group_id), None))
+    _drop_group(state, g)
+    return Result(
+        tuple(records),
+        ((token, DeleteGroupResponse(E.NONE)),),
+        _cancel_pending(g),
+        ("delete", g, token),
+        True,
+    )
+
+
+def _drop_group(state: ShardState, g: Group) -> None:
+    """The group dies now; its tombstone is still to be written, and its runtime replay must not remove a
+    group recreated with the same id meanwhile (``ShardState.dropping`` counts tombstones in flight)."""
+    del state.groups[g.group_id]
+    g.state = DEAD
+    state.dropping[g.group_id] = state.dropping.get(g.group_id, 0) + 1
+
+
+def undrop(state: ShardState, group_id: str) -> None:
+    n = state.dropping.get(group_id, 0) - 1
+    if n > 0:
+        state.dropping[group_id] = n
+    else:
+        state.dropping.pop(group_id, None)
+
+
+def _cancel_pending(g: Group) -> tuple[TimerOp, ...]:
+    return tuple(TimerOp(("pend", g.group_id, mid), None) for mid in g.pending)
+
+
+def delete_failed(state: ShardState, ref: tuple[Any, ...], error: int) -> Result:
+    _, g, token = ref
+    undrop(state, g.group_id)
+    if g.group_id not in state.groups:
+        g.state = EMPTY
+        state.groups[g.group_id] = g
+    return Result(responses=((token, DeleteGroupResponse(E.offset_write_error(error))),), replay=False)
+
+
+def expire_offsets(state: ShardState, now: int, cfg: GroupConfig) -> Result:
+    """The periodic retention check (KIP-211): expired offsets and groups left Empty without offsets become
+    tombstones."""
+    retention = cfg.offsets_retention_ms
+    records: list[tuple[Any, None]] = []
+    timers: list[TimerOp] = []
+    dropped: list[Group] = []
+    for g in list(state.groups.values()):
+        if g.pending_commits:
+            continue  # never expire under a commit still being written
+        gid = g.group_id
+        all_expired = True
+        if g.offsets:
+            base = _expiry_base(g)
+            if base is False:
+                all_expired = False
+            else:
+                for topic, ps in g.offsets.items():
+                    if g.is_subscribed(topic):
+                        all_expired = False
+                        continue
+                    for p, v in ps.items():
+                        if v.expire_timestamp != -1:
+                            expired = now >= v.expire_timestamp
+                        else:
+                            start = v.commit_timestamp if base is None else base
+                            expired = now - start >= retention
+                        if expired:
+                            records.append((OffsetCommitKey(gid, topic, p), None))
+                        else:
+                            all_expired = False
+        if all_expired and g.state == EMPTY:
+            records.append((GroupMetadataKey(gid), None))
+            timers.extend(_cancel_pending(g))
+            _drop_group(state, g)
+            dropped.append(g)
+    if not records:
+        return Result(timers=tuple(timers), replay=False)
+    return Result(tuple(records), (), tuple(timers), ("expire", tuple(dropped)), True)
+
+
+def expire_failed(state: ShardState, ref: tuple[Any, ...]) -> Result:
+    """A failed expiry write is only logged by Kafka, whose in-memory rollback brings the groups back: so
+    do we (their offsets were never touched, they change only by replay)."""
+    for g in ref[1]:
+        undrop(state, g.group_id)
+        if g.group_id not in state.groups:
+            g.state = EMPTY
+            state.groups[g.group_id] = g
+    return Result(replay=False)
+
+
+def _expiry_base(g: Group) -> int | None | bool:
+    """When each eligible offset's clock starts: an int (the time the group became Empty), None (its own
+    commit timestamp), or False (nothing is eligible in this state)."""
+    if g.protocol_type:
+        if g.state == EMPTY:
+            return g.state_ts
+        if g.protocol_type == CONSUMER and g.subscribed is not None and g.state == STABLE:
+            return None
+        return False
+    return None
+
+
+def remove_topic_offsets(state: ShardState, topics: frozenset[str] | set[str]) -> Result:
+    """A deleted topic takes every group's offsets for it along (tombstones, replayed once durable)."""
+    records = [
+        (OffsetCommitKey(g.group_id, t, p), None)
+        for g in state.groups.values()
+        for t, ps in g.offsets.items()
+        if t in topics
+        for p in ps
+    ]
+    if not records:
+        return Result(replay=False)
+    return Result(tuple(records), (), (), ("topics",), True)

@@ -1,0 +1,317 @@
+"""Kafka's ``__consumer_offsets`` record formats, byte for byte.
+
+Keys and values start with an int16 version. Key versions 0 and 1 are offset commits, 2 is group
+metadata (Kafka's GroupMetadataKey); values follow Kafka's JSON schemas (OffsetCommitValue v0-v4,
+GroupMetadataValue v0-v4, flexible from v4). kio has no schemas for these, so this is a small codec over
+struct; what we write is what Kafka 3.9/4.x writes: OffsetCommitKey v1, OffsetCommitValue v1 when an
+explicit expire timestamp exists (OffsetCommit v2-v4 retention) else v3, GroupMetadataValue v3.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass
+
+_H = struct.Struct(">h")
+_I = struct.Struct(">i")
+_Q = struct.Struct(">q")
+_KEY_HEAD = struct.Struct(">hh")
+
+
+class RecordFormatError(ValueError):
+    """Bytes that are not a valid record of the version they claim."""
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetCommitKey:
+    group: str
+    topic: str
+    partition: int
+
+
+@dataclass(frozen=True, slots=True)
+class GroupMetadataKey:
+    group: str
+
+
+@dataclass(frozen=True, slots=True)
+class OffsetCommitValue:
+    offset: int
+    metadata: str
+    commit_timestamp: int
+    leader_epoch: int = -1
+    expire_timestamp: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class MemberMetadata:
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    rebalance_timeout: int
+    session_timeout: int
+    subscription: bytes
+    assignment: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class GroupMetadataValue:
+    protocol_type: str
+    generation: int
+    protocol: str | None
+    leader: str | None
+    current_state_timestamp: int
+    members: tuple[MemberMetadata, ...]
+
+
+Key = OffsetCommitKey | GroupMetadataKey
+Value = OffsetCommitValue | GroupMetadataValue
+
+OFFSET_COMMIT_KEY_VERSION = 1
+GROUP_METADATA_KEY_VERSION = 2
+GROUP_METADATA_VALUE_VERSION = 3
+
+
+# ---------------------------------------------------------------- writers
+
+
+class _Writer:
+    __slots__ = ("buf", "flexible")
+
+    def __init__(self, version: int, flexible: bool) -> None:
+        self.buf = bytearray(_H.pack(version))
+        self.flexible = flexible
+
+    def int16(self, v: int) -> None:
+        self.buf += _H.pack(v)
+
+    def int32(self, v: int) -> None:
+        self.buf += _I.pack(v)
+
+    def int64(self, v: int) -> None:
+        self.buf += _Q.pack(v)
+
+    def uvarint(self, v: int) -> None:
+        while v >= 0x80:
+            self.buf.append((v & 0x7F) | 0x80)
+            v >>= 7
+        self.buf.append(v)
+
+    def string(self, s: str | None) -> None:
+        if s is None:
+            if self.flexible:
+                self.uvarint(0)
+            else:
+                self.int16(-1)
+            return
+        data = s.encode()
+        if self.flexible:
+            self.uvarint(len(data) + 1)
+        else:
+            self.int16(len(data))
+        self.buf += data
+
+    def bytes_(self, b: bytes) -> None:
+        if self.flexible:
+            self.uvarint(len(b) + 1)
+        else:
+            self.int32(len(b))
+        self.buf += b
+
+    def array_len(self, n: int) -> None:
+        if self.flexible:
+            self.uvarint(n + 1)
+        else:
+            self.int32(n)
+
+    def tags(self) -> None:
+        if self.flexible:
+            self.uvarint(0)
+
+
+def encode_key(key: Key) -> bytes:
+    if isinstance(key, OffsetCommitKey):
+        w = _Writer(OFFSET_COMMIT_KEY_VERSION, False)
+        w.string(key.group)
+        w.string(key.topic)
+        w.int32(key.partition)
+        return bytes(w.buf)
+    w = _Writer(GROUP_METADATA_KEY_VERSION, False)
+    w.string(key.group)
+    return bytes(w.buf)
+
+
+def encode_value(value: Value | None) -> bytes | None:
+    """The version Kafka writes; None (a tombstone) stays None."""
+    if value is None:
+        return None
+    if isinstance(value, OffsetCommitValue):
+        return encode_value_version(value, 1 if value.expire_timestamp != -1 else 3)
+    return encode_value_version(value, GROUP_METADATA_VALUE_VERSION)
+
+
+def encode_value_version(value: Value, version: int) -> bytes:
+    if not 0 <= version <= 4:
+        raise RecordFormatError(f"unknown value version {version}")
+    w = _Writer(version, version >= 4)
+    if isinstance(value, OffsetCommitValue):
+        w.int64(value.offset)
+        if version >= 3:
+            w.int32(value.leader_epoch)
+        w.string(value.metadata)
+        w.int64(value.commit_timestamp)
+        if version == 1:
+            w.int64(value.expire_timestamp)
+        w.tags()
+        return bytes(w.buf)
+    w.string(value.protocol_type)
+    w.int32(value.generation)
+    w.string(value.protocol)
+    w.string(value.leader)
+    if version >= 2:
+        w.int64(value.current_state_timestamp)
+    w.array_len(len(value.members))
+    for m in value.members:
+        w.string(m.member_id)
+        if version >= 3:
+            w.string(m.group_instance_id)
+        w.string(m.client_id)
+        w.string(m.client_host)
+        if version >= 1:
+            w.int32(m.rebalance_timeout)
+        w.int32(m.session_timeout)
+        w.bytes_(m.subscription)
+        w.bytes_(m.assignment)
+        w.tags()
+    w.tags()
+    return bytes(w.buf)
+
+
+# ---------------------------------------------------------------- readers
+
+
+class _Reader:
+    __slots__ = ("data", "pos", "flexible")
+
+    def __init__(self, data: bytes, pos: int, flexible: bool) -> None:
+        self.data = data
+        self.pos = pos
+        self.flexible = flexible
+
+    def _take(self, n: int) -> int:
+        start = self.pos
+        end = start + n
+        if n < 0 or end > len(self.data):
+            raise RecordFormatError(f"record truncated at byte {start} (wanted {n})")
+        self.pos = end
+        return start
+
+    def int16(self) -> int:
+        return _H.unpack_from(self.data, self._take(2))[0]
+
+    def int32(self) -> int:
+        return _I.unpack_from(self.data, self._take(4))[0]
+
+    def int64(self) -> int:
+        return _Q.unpack_from(self.data, self._take(8))[0]
+
+    def uvarint(self) -> int:
+        shift = value = 0
+        while True:
+            if self.pos >= len(self.data):
+                raise RecordFormatError("varint truncated")
+            b = self.data[self.pos]
+            self.pos += 1
+            value |= (b & 0x7F) << shift
+            if not b & 0x80:
+                return value
+            shift += 7
+            if shift > 35:
+                raise RecordFormatError("varint too long")
+
+    def string(self) -> str | None:
+        n = self.uvarint() - 1 if self.flexible else self.int16()
+        if n < 0:
+            return None
+        start = self._take(n)
+        try:
+            return self.data[start : start + n].decode()
+        except UnicodeDecodeError as exc:
+            raise RecordFormatError(f"invalid UTF-8 string: {exc}") from None
+
+    def bytes_(self) -> bytes:
+        n = self.uvarint() - 1 if self.flexible else self.int32()
+        if n < 0:
+            return b""
+        start = self._take(n)
+        return bytes(self.data[start : start + n])
+
+    def array_len(self) -> int:
+        n = self.uvarint() - 1 if self.flexible else self.int32()
+        return max(n, 0)
+
+    def skip_tags(self) -> None:
+        if not self.flexible:
+            return
+        for _ in range(self.uvarint()):
+            self.uvarint()
+            self._take(self.uvarint())
+
+
+def key_version(data: bytes) -> int:
+    if len(data) < 2:
+        raise RecordFormatError("key shorter than its version")
+    return _H.unpack_from(data, 0)[0]
+
+
+def decode_key(data: bytes) -> Key | None:
+    """The key, or None for a record type this coordinator does not know (Kafka skips those)."""
+    version = key_version(data)
+    r = _Reader(data, 2, False)
+    if version in (0, 1):
+        group, topic = r.string(), r.string()
+        return OffsetCommitKey(group or "", topic or "", r.int32())
+    if version == 2:
+        return GroupMetadataKey(r.string() or "")
+    return None
+
+
+def decode_value(key: Key, data: bytes | None) -> Value | None:
+    if data is None:
+        return None
+    version = key_version(data)
+    if not 0 <= version <= 4:
+        raise RecordFormatError(f"unknown value version {version}")
+    r = _Reader(data, 2, version >= 4)
+    if isinstance(key, OffsetCommitKey):
+        offset = r.int64()
+        leader_epoch = r.int32() if version >= 3 else -1
+        metadata = r.string() or ""
+        commit_ts = r.int64()
+        expire_ts = r.int64() if version == 1 else -1
+        r.skip_tags()
+        return OffsetCommitValue(offset, metadata, commit_ts, leader_epoch, expire_ts)
+    protocol_type = r.string() or ""
+    generation = r.int32()
+    protocol = r.string()
+    leader = r.string()
+    state_ts = r.int64() if version >= 2 else -1
+    members = []
+    for _ in range(r.array_len()):
+        member_id = r.string() or ""
+        instance = r.string() if version >= 3 else None
+        client_id = r.string() or ""
+        client_host = r.string() or ""
+        rebalance_timeout = r.int32() if version >= 1 else -1
+        session_timeout = r.int32()
+        subscription = r.bytes_()
+        assignment = r.bytes_()
+        r.skip_tags()
+        if version == 0:
+            rebalance_timeout = session_timeout
+        members.append(
+            MemberMetadata(member_id, instance, client_id, client_host, rebalance_timeout, session_timeout, subscription, assignment)
+        )
+    r.skip_tags()
+    return GroupMetadataValue(protocol_type, generation, protocol, leader, state_ts, tuple(members))

@@ -1,0 +1,365 @@
+"""The coordinator's shell: shards on disk, tokens, timers and durability around the pure core.
+
+One shard per ``__consumer_offsets`` partition holds a ShardState (the core's data) and a Log. A request
+is applied to the core synchronously on the event loop, so requests and timer firings of a group are
+applied one at a time in arrival order, and a parked JoinGroup is just an unanswered token: nothing
+waits on it. A Result's records are appended at once and made durable by the GroupCommitter (shared
+fsyncs); its responses are delivered only after its records AND every earlier Result of the same shard
+are durable, which keeps answers in write order (Kafka 4.x's runtime does the same).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from coordinator import errors as E
+from coordinator import shard as core
+from coordinator.api import GroupConfig, Result
+from coordinator.group import COMPLETING, PREPARING, STABLE
+from coordinator.partitioning import OFFSETS_TOPIC, partition_for
+from coordinator.records import RecordFormatError, decode_key, decode_value, encode_key, encode_value
+from storage.batch import iter_records
+from storage.committer import GroupCommitter
+from storage.errors import StorageError
+from storage.log import Log, LogConfig
+
+log = logging.getLogger("groupd.coordinator")
+
+
+def wall_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class CoordinatorError(Exception):
+    """A request the shell answers without the core (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS)."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(code)
+        self.code = code
+
+
+@dataclass
+class Shard:
+    partition: int
+    state: core.ShardState
+    log: Log
+    loaded: bool = False
+    tail: asyncio.Future | None = None
+    timers: dict[tuple, asyncio.TimerHandle] = field(default_factory=dict)
+    phase_started: dict[str, float] = field(default_factory=dict)
+
+
+class GroupCoordinator:
+    """Broker service: owns the offsets partitions, loads them, and runs the core for every group API."""
+
+    def __init__(self, config: Any, metrics: Any = None, *, now: Callable[[], int] = wall_ms) -> None:
+        self.config = config
+        self.cfg = GroupConfig.from_broker_config(config)
+        self.partitions: int = config["offsets.topic.num.partitions"]
+        self.owned: set[int] = set(range(self.partitions))
+        self.log_dir = Path(config["log.dirs"])
+        self.metrics = metrics
+        self.now = now
+        self.shards: dict[int, Shard] = {}
+        self.committer = GroupCommitter(
+            flush_interval_messages=config["log.flush.interval.messages"],
+            flush_interval_ms=config["log.flush.interval.ms"],
+        )
+        if metrics is not None and hasattr(metrics, "store_fsync"):
+            self.committer.observers.append(lambda seconds, _n: metrics.store_fsync(seconds))
+        self._waiting: dict[int, asyncio.Future] = {}
+        self._tokens = itertools.count(1)
+        self._tasks: set[asyncio.Task] = set()
+        self.load_gate: asyncio.Event | None = None  # tests hold loading here
+        self.load_seconds: float | None = None
+        self.loaded_records = 0
+
+    # ------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        log_config = LogConfig(
+            segment_bytes=self.config["offsets.topic.segment.bytes"],
+            cleanup_policy="compact",
+            delete_retention_ms=self.config["log.cleaner.delete.retention.ms"],
+        )
+        for p in sorted(self.owned):
+            d = self.log_dir / f"{OFFSETS_TOPIC}-{p}"
+            self.shards[p] = Shard(p, core.ShardState(p), Log.open(d, log_config))
+        self._spawn(self._load_all())
+        self._spawn(self._housekeeping())
+
+    async def stop(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        for task in list(self._tasks):
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        for shard in self.shards.values():
+            for handle in shard.timers.values():
+                handle.cancel()
+            shard.timers.clear()
+            if shard.tail is not None and not shard.tail.done():
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(shard.tail, 5)
+        await self.committer.close()
+        for shard in self.shards.values():
+            with contextlib.suppress(StorageError):
+                shard.log.flush()
+            shard.log.close()
+
+    def _spawn(self, coro: Any) -> asyncio.Task:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    # ------------------------------------------------------------ loading
+
+    async def _load_all(self) -> None:
+        started = time.perf_counter()
+        if self.load_gate is not None:
+            await self.load_gate.wait()
+        for p in sorted(self.shards):
+            await self._load(self.shards[p])
+        self.load_seconds = time.perf_counter() - started
+        log.info(
+            "loaded %d offsets partitions (%d records) in %.0f ms",
+            len(self.shards), self.loaded_records, self.load_seconds * 1000,
+        )
+
+    async def _load(self, shard: Shard) -> None:
+        """Replay the partition through the same ``replay`` the runtime uses."""
+        state, now, replay = shard.state, self.now(), core.replay
+        count = 0
+        for _header, batch in shard.log.batches():
+            for rec in iter_records(batch):
+                if rec.key is None:
+                    continue
+                try:
+                    key = decode_key(rec.key)
+                    if key is None:
+                        continue
+                    replay(state, key, decode_value(key, rec.value), now)
+                except RecordFormatError as exc:
+                    log.warning("%s-%d offset %d: skipping unreadable record: %s", OFFSETS_TOPIC, shard.partition, rec.offset, exc)
+                count += 1
+            if count >= 50_000:
+                self.loaded_records += count
+                count = 0
+                await asyncio.sleep(0)  # let other partitions' clients be answered meanwhile
+        self.loaded_records += count
+        shard.loaded = True
+        self._process(shard, core.on_loaded(state, self.now(), self.cfg))
+
+    def is_loaded(self) -> bool:
+        return all(s.loaded for s in self.shards.values())
+
+    # ------------------------------------------------------------ routing
+
+    def owns(self, partition: int) -> bool:
+        return partition in self.owned
+
+    def partition_for(self, group_id: str) -> int:
+        return partition_for(group_id, self.partitions)
+
+    def shard_for(self, group_id: str) -> Shard:
+        p = partition_for(group_id, self.partitions)
+        shard = self.shards.get(p)
+        if shard is None or p not in self.owned:
+            raise CoordinatorError(E.NOT_COORDINATOR)
+        if not shard.loaded:
+            raise CoordinatorError(E.COORDINATOR_LOAD_IN_PROGRESS)
+        return shard
+
+    def loaded_shards(self) -> list[Shard]:
+        return [s for p, s in sorted(self.shards.items()) if s.loaded and p in self.owned]
+
+    # ------------------------------------------------------------ running the core
+
+    async def call(self, group_id: str, handler: Callable[..., Result], request: Any) -> Any:
+        """Apply a token-carrying core handler and wait for the payload addressed to this request."""
+        shard = self.shard_for(group_id)
+        token = next(self._tokens)
+        fut = asyncio.get_running_loop().create_future()
+        self._waiting[token] = fut
+        try:
+            group = shard.state.groups.get(group_id)
+            before = group.state if group is not None else None
+            result = handler(shard.state, request, token, self.now(), self.cfg)
+            self._observe(shard, group_id, before)
+            self._process(shard, result)
+            return await fut
+        finally:
+            self._waiting.pop(token, None)
+
+    def call_sync(self, group_id: str, handler: Callable[..., Any], *args: Any) -> Any:
+        """A read (describe, fetch): answered from the state as it is, no token, no records."""
+        shard = self.shard_for(group_id)
+        return handler(shard.state, *args)
+
+    def _process(self, shard: Shard, result: Result) -> None:
+        if result.timers:
+            self._apply_timers(shard, result.timers)
+        durable = None
+        if result.records:
+            try:
+                started = time.perf_counter()
+                shard.log.append_records(
+                    [(encode_key(k), encode_value(v)) for k, v in result.records], self.now()
+                )
+                if self.metrics is not None:
+                    self.metrics.store_append(time.perf_counter() - started, len(result.records))
+            except StorageError as exc:
+                log.error("append to %s-%d failed: %s", OFFSETS_TOPIC, shard.partition, exc)
+                self._failed(shard, result)
+                return
+            durable = asyncio.get_running_loop().create_task(self.committer.durable(shard.log))
+        prev = shard.tail
+        if durable is None and (prev is None or prev.done()):
+            self._deliver(shard, result)
+            return
+        shard.tail = asyncio.get_running_loop().create_task(self._after(shard, prev, durable, result))
+
+    async def _after(self, shard: Shard, prev: asyncio.Future | None, durable: asyncio.Task | None, result: Result) -> None:
+        if prev is not None:
+            with contextlib.suppress(Exception):
+                await prev
+        if durable is not None:
+            try:
+                await durable
+            except StorageError as exc:
+                log.error("fsync of %s-%d failed: %s", OFFSETS_TOPIC, shard.partition, exc)
+                self._failed(shard, result)
+                return
+        self._deliver(shard, result)
+
+    def _failed(self, shard: Shard, result: Result) -> None:
+        """Never acknowledge what is not durable: the core maps the failure into each answer."""
+        follow_up = core.on_write_failed(shard.state, result.write_ref, E.KAFKA_STORAGE_ERROR, self.now(), self.cfg)
+        if follow_up.responses or follow_up.records or follow_up.timers:
+            self._process_unordered(shard, follow_up)
+        # anything the core did not answer must not hang with a success it never got
+        for token, _payload in result.responses:
+            fut = self._waiting.get(token)
+            if fut is not None and not fut.done() and not any(t == token for t, _ in follow_up.responses):
+                fut.set_exception(CoordinatorError(E.KAFKA_STORAGE_ERROR))
+
+    def _process_unordered(self, shard: Shard, result: Result) -> None:
+        if result.timers:
+            self._apply_timers(shard, result.timers)
+        if result.records:
+            self._process(shard, Result(records=result.records, timers=(), replay=result.replay))
+        self._deliver(shard, Result(responses=result.responses, replay=False))
+
+    def _deliver(self, shard: Shard, result: Result) -> None:
+        if result.replay and result.records:
+            now = self.now()
+            for key, value in result.records:
+                core.replay(shard.state, key, value, now)
+        for token, payload in result.responses:
+            fut = self._waiting.get(token)
+            if fut is not None and not fut.done():
+                fut.set_result(payload)
+
+    # ------------------------------------------------------------ timers
+
+    def _apply_timers(self, shard: Shard, ops: Any) -> None:
+        loop = asyncio.get_running_loop()
+        now = self.now()
+        for op in ops:
+            handle = shard.timers.pop(op.key, None)
+            if handle is not None:
+                handle.cancel()
+            if op.deadline_ms is not None:
+                delay = max(0.0, (op.deadline_ms - now) / 1000)
+                shard.timers[op.key] = loop.call_later(delay, self._fire, shard, op.key)
+
+    def _fire(self, shard: Shard, key: tuple) -> None:
+        shard.timers.pop(key, None)
+        group_id = key[1] if len(key) > 1 and isinstance(key[1], str) else None
+        group = shard.state.groups.get(group_id) if group_id is not None else None
+        before = group.state if group is not None else None
+        try:
+            result = core.on_timer(shard.state, key, self.now(), self.cfg)
+        except Exception:
+            log.exception("timer %s failed", key)
+            return
+        if group_id is not None:
+            self._observe(shard, group_id, before)
+        self._process(shard, result)
+
+    # ------------------------------------------------------------ housekeeping
+
+    async def _housekeeping(self) -> None:
+        interval = self.config["offsets.retention.check.interval.ms"] / 1000
+        while True:
+            await asyncio.sleep(interval)
+            for shard in self.loaded_shards():
+                try:
+                    result = core.expire_offsets(shard.state, self.now(), self.cfg)
+                    if result.records and self.metrics is not None:
+                        self.metrics.offsets_expired(sum(1 for k, v in result.records if v is None))
+                    self._process(shard, result)
+                    shard.log.compact(self.now())
+                except Exception:
+                    log.exception("offsets housekeeping of partition %d failed", shard.partition)
+
+    def remove_topic(self, topic: str) -> None:
+        """A deleted topic's committed offsets become tombstones (Kafka does this on topic deletion)."""
+        for shard in self.loaded_shards():
+            self._process(shard, core.remove_topic_offsets(shard.state, {topic}))
+
+    # ------------------------------------------------------------ observation (metrics, logs)
+
+    def _observe(self, shard: Shard, group_id: str, before: str | None) -> None:
+        group = shard.state.groups.get(group_id)
+        after = group.state if group is not None else "Dead"
+        if after == before:
+            return
+        now = time.perf_counter()
+        metrics = self.metrics
+        if metrics is not None:
+            metrics.group_state_changed(group_id, before, after)
+        if after == PREPARING:
+            shard.phase_started[group_id] = now
+            if metrics is not None:
+                metrics.rebalance_started(group_id, (group.rebalance_cause if group else "") or "join")
+        elif after == COMPLETING:
+            started = shard.phase_started.get(group_id)
+            if metrics is not None and started is not None:
+                metrics.join_phase(now - started)
+            shard.phase_started[group_id + "\0sync"] = now
+        elif after == STABLE and group is not None:
+            started = shard.phase_started.pop(group_id + "\0sync", None)
+            began = shard.phase_started.pop(group_id, None)
+            if metrics is not None:
+                if started is not None:
+                    metrics.sync_phase(now - started)
+                metrics.rebalance_completed(group_id, group.generation, None if began is None else now - began)
+        if after in ("Dead", "Empty"):
+            shard.phase_started.pop(group_id, None)
+            shard.phase_started.pop(group_id + "\0sync", None)
+            if after == "Dead" and metrics is not None:
+                metrics.group_removed(group_id)
+        log.info(
+            "group %s: %s -> %s", group_id, before or "new", after,
+            extra={"fields": {"group": group_id, "generation": group.generation if group else -1, "state": after}},
+        )
+
+    # ------------------------------------------------------------ metrics sources
+
+    def metrics_snapshot(self) -> list[tuple[str, str, int, dict[tuple[str, int], int]]]:
+        rows = []
+        for shard in self.loaded_shards():
+            for g in shard.state.groups.values():
+                offsets = {(t, p): v.offset for t, ps in g.offsets.items() for p, v in ps.items()}
+                rows.append((g.group_id, g.state, len(g.members), offsets))
+        return rows

@@ -1,0 +1,216 @@
+"""One ``__consumer_offsets`` partition's coordinator state and the entry points the shell calls.
+
+``replay`` is the only code that applies persisted records, at load and at runtime alike (for Results
+with ``replay=True``). Classic group metadata is applied by the handlers themselves (Kafka 4.x does the
+same: its group records are not replayed at runtime), so a GroupMetadata record is replayed only at load.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from coordinator import errors as E
+from coordinator.api import (
+    EMPTY,
+    GroupConfig,
+    JoinGroupResponse,
+    OffsetDeleteResponse,
+    Protocol,
+    Result,
+    SyncGroupResponse,
+    TimerOp,
+)
+from coordinator.classic import (
+    Out,
+    _undo_static,
+    _undo_sync,
+    describe_group,
+    heartbeat,
+    join_group,
+    leave_group,
+    list_groups,
+    on_group_timer,
+    prepare_rebalance,
+    sync_group,
+)
+from coordinator.group import EMPTY as S_EMPTY
+from coordinator.group import STABLE, Group, Member
+from coordinator.offsets import (
+    commit_failed,
+    delete_failed,
+    delete_group,
+    expire_failed,
+    expire_offsets,
+    offset_commit,
+    offset_delete,
+    offset_fetch,
+    remove_topic_offsets,
+    undrop,
+)
+from coordinator.records import GroupMetadataKey, GroupMetadataValue, Key, OffsetCommitKey, Value
+
+__all__ = [
+    "ShardState",
+    "delete_group",
+    "describe_group",
+    "expire_offsets",
+    "heartbeat",
+    "join_group",
+    "leave_group",
+    "list_groups",
+    "offset_commit",
+    "offset_delete",
+    "offset_fetch",
+    "on_loaded",
+    "on_timer",
+    "on_write_failed",
+    "remove_topic_offsets",
+    "replay",
+    "sync_group",
+    "unload",
+]
+
+
+class ShardState:
+    """Groups (with their committed offsets) of one offsets partition."""
+
+    __slots__ = ("partition", "groups", "dropping")
+
+    def __init__(self, partition: int) -> None:
+        self.partition = partition
+        self.groups: dict[str, Group] = {}
+        # Groups deleted in memory whose GroupMetadata tombstone is being written: its runtime replay is
+        # then a no-op (at load this is empty and the tombstone removes the group).
+        self.dropping: dict[str, int] = {}
+
+
+def replay(state: ShardState, key: Key, value: Value | None, now: int) -> None:
+    cls = key.__class__
+    if cls is OffsetCommitKey or (cls is not GroupMetadataKey and isinstance(key, OffsetCommitKey)):
+        g = state.groups.get(key.group)
+        if value is None:
+            if g is not None:
+                ps = g.offsets.get(key.topic)
+                if ps is not None:
+                    ps.pop(key.partition, None)
+                    if not ps:
+                        del g.offsets[key.topic]
+            return
+        if g is None:
+            g = state.groups[key.group] = Group(key.group, now)
+        ps = g.offsets.get(key.topic)
+        if ps is None:
+            ps = g.offsets[key.topic] = {}
+        ps[key.partition] = value  # type: ignore[assignment]
+        if g.pending_commits:
+            g.pending_commits -= 1
+        return
+    if isinstance(key, GroupMetadataKey):
+        _replay_group(state, key.group, value, now)  # type: ignore[arg-type]
+
+
+def _replay_group(state: ShardState, group_id: str, value: GroupMetadataValue | None, now: int) -> None:
+    if value is None and group_id in state.dropping:
+        undrop(state, group_id)
+        return
+    old = state.groups.get(group_id)
+    if value is None:
+        if old is None:
+            return
+        if old.offsets:
+            # Offsets outlive a group tombstone: they keep a simple group alive.
+            g = Group(group_id, now)
+            g.offsets = old.offsets
+            state.groups[group_id] = g
+        else:
+            del state.groups[group_id]
+        return
+    ts = value.current_state_timestamp
+    g = Group(group_id, ts if ts >= 0 else None)
+    if old is not None:
+        g.offsets = old.offsets
+        g.pending_commits = old.pending_commits
+    ptype = value.protocol_type or None
+    proto = value.protocol
+    for mm in value.members:
+        rebalance = mm.rebalance_timeout if mm.rebalance_timeout >= 0 else mm.session_timeout
+        m = Member(
+            mm.member_id,
+            mm.group_instance_id,
+            mm.client_id,
+            mm.client_host,
+            rebalance,
+            mm.session_timeout,
+            ptype or "",
+            (Protocol(proto or "", mm.subscription),),
+        )
+        m.assignment = mm.assignment
+        g.add(m)
+    g.protocol_type = ptype
+    g.generation = value.generation
+    g.protocol = proto
+    g.leader = value.leader if g.members else None
+    g.state = g.prev_state = STABLE if g.members else S_EMPTY
+    g.subscribed = g.compute_subscribed()
+    state.groups[group_id] = g
+
+
+def on_loaded(state: ShardState, now: int, cfg: GroupConfig) -> Result:
+    """After a load: every member's session restarts now; an over-capacity group rebalances."""
+    out = Out()
+    for g in state.groups.values():
+        if not g.members:
+            continue
+        for m in g.members.values():
+            m.hb_deadline = now + m.session_timeout
+            out.timers.append(_hb(g, m))
+        if g.state == STABLE and len(g.members) > cfg.max_size:
+            prepare_rebalance(g, now, cfg, out)
+    return out.result()
+
+
+def _hb(g: Group, m: Member) -> TimerOp:
+    return TimerOp(("hb", g.group_id, m.member_id), m.hb_deadline)
+
+
+def on_timer(state: ShardState, key: tuple[Any, ...], now: int, cfg: GroupConfig) -> Result:
+    return on_group_timer(state, key, now, cfg)
+
+
+def on_write_failed(state: ShardState, write_ref: Any, error: int, now: int, cfg: GroupConfig) -> Result:
+    """Kafka maps a failed append into the answers itself (spec §4.4, §8.1)."""
+    if not isinstance(write_ref, tuple) or not write_ref:
+        return EMPTY
+    kind = write_ref[0]
+    if kind == "commit":
+        return commit_failed(state, write_ref, error)
+    if kind == "delete":
+        return delete_failed(state, write_ref, error)
+    if kind == "offdel":
+        return Result(
+            responses=((write_ref[1], OffsetDeleteResponse(E.offset_write_error(error))),), replay=False
+        )
+    if kind == "expire":
+        return expire_failed(state, write_ref)
+    out = Out()
+    if kind == "sync":
+        _undo_sync(state, write_ref, error, now, cfg, out)
+    elif kind == "static":
+        _undo_static(state, write_ref, error, now, out)
+    else:
+        return EMPTY  # member-less group metadata, expiry: Kafka only logs these failures
+    return out.result()
+
+
+def unload(state: ShardState) -> Result:
+    """The partition is no longer ours: groups die and parked requests learn NOT_COORDINATOR."""
+    responses = []
+    for g in state.groups.values():
+        for m in g.members.values():
+            if m.join_token is not None:
+                responses.append((m.join_token, JoinGroupResponse(E.NOT_COORDINATOR, member_id=m.member_id)))
+            if m.sync_token is not None:
+                responses.append((m.sync_token, SyncGroupResponse(E.NOT_COORDINATOR)))
+        g.state = "Dead"
+    state.groups.clear()
+    return Result(responses=tuple(responses), replay=False)

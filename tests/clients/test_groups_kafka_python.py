@@ -1,0 +1,83 @@
+"""Three kafka-python consumers in one group: disjoint assignments covering every partition; a member
+that closes (LeaveGroup) or is killed (session expiry) hands its partitions to the others."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
+from kafka.admin import NewTopic
+from kafka.structs import OffsetAndMetadata
+
+from tests.clients.kp import PollingConsumer, wait_until
+from tests.harness import ROOT
+
+pytestmark = pytest.mark.client
+SESSION_MS = 2000
+
+
+def make_member(bootstrap, topic, group):
+    return PollingConsumer(
+        KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group, session_timeout_ms=SESSION_MS, heartbeat_interval_ms=200, enable_auto_commit=False)
+    )
+
+
+def covered(members, n=6):
+    parts = [m.assignment for m in members]
+    return all(parts) and sum(len(p) for p in parts) == n and set().union(*parts) == set(range(n))
+
+
+def setup_topic(bootstrap, name):
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    admin.create_topics([NewTopic(name, 6, 1)])
+    admin.close()
+
+
+def test_three_members_then_one_closes(broker_process):
+    setup_topic(broker_process.bootstrap, "g3")
+    members = [make_member(broker_process.bootstrap, "g3", "grp-close") for _ in range(3)]
+    wait_until(lambda: covered(members), 30, "three disjoint assignments covering 6 partitions")
+    members[0].stop()  # close() sends LeaveGroup
+    rest = members[1:]
+    wait_until(lambda: covered(rest), 15, "the two remaining members to take over all partitions")
+    for m in rest:
+        assert m.error is None
+        m.stop()
+
+
+def test_killed_member_expires_and_others_take_over(broker_process):
+    setup_topic(broker_process.bootstrap, "gk")
+    child = subprocess.Popen(
+        [sys.executable, str(ROOT / "tests/clients/consumer_child.py"), broker_process.bootstrap, "gk", "grp-kill", str(SESSION_MS)],
+        cwd=ROOT, stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
+    try:
+        members = [make_member(broker_process.bootstrap, "gk", "grp-kill") for _ in range(2)]
+        wait_until(lambda: all(m.assignment for m in members) and sum(len(m.assignment) for m in members) < 6, 30, "three members sharing the partitions")
+        child.send_signal(signal.SIGKILL)  # no LeaveGroup: only the session timeout removes it
+        killed_at = time.monotonic()
+        wait_until(lambda: covered(members), 30, "the survivors to take over after the session timeout")
+        assert time.monotonic() - killed_at >= SESSION_MS / 1000 * 0.5
+        for m in members:
+            m.stop()
+    finally:
+        child.kill()
+        child.wait()
+
+
+def test_commit_then_new_consumer_resumes_across_restart(broker_process):
+    setup_topic(broker_process.bootstrap, "gc")
+    tp = TopicPartition("gc", 2)
+    c = KafkaConsumer(bootstrap_servers=broker_process.bootstrap, group_id="grp-commit", enable_auto_commit=False)
+    c.assign([tp])
+    c.commit({tp: OffsetAndMetadata(17, "checkpoint", -1)})
+    c.close()
+    broker_process.restart()
+    c2 = KafkaConsumer(bootstrap_servers=broker_process.bootstrap, group_id="grp-commit", enable_auto_commit=False)
+    assert c2.committed(tp) == 17
+    c2.assign([tp])
+    assert c2.position(tp) == 17
+    c2.close()

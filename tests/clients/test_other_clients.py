@@ -1,0 +1,145 @@
+"""aiokafka and confluent-kafka (librdkafka) form groups, consume, hand partitions over and resume."""
+
+import asyncio
+import time
+
+import pytest
+
+pytestmark = pytest.mark.client
+
+
+def create_topic(bootstrap, name, partitions=6):
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    for f in admin.create_topics([NewTopic(name, partitions, 1)]).values():
+        f.result(15)
+
+
+def test_confluent_group_produce_consume_handover(broker_process):
+    from confluent_kafka import Consumer, Producer
+
+    bs = broker_process.bootstrap
+    create_topic(bs, "ck")
+    producer = Producer({"bootstrap.servers": bs, "acks": "all", "enable.idempotence": True, "compression.type": "gzip"})
+    for i in range(300):
+        producer.produce("ck", key=str(i), value=f"v{i}")
+    assert producer.flush(15) == 0
+
+    def consumer():
+        c = Consumer({"bootstrap.servers": bs, "group.id": "ckg", "auto.offset.reset": "earliest", "session.timeout.ms": 6000, "heartbeat.interval.ms": 300})
+        c.subscribe(["ck"])
+        return c
+
+    members = [consumer() for _ in range(3)]
+    got = []
+    deadline = time.monotonic() + 40
+    while time.monotonic() < deadline and (len(got) < 300 or sum(len(c.assignment()) for c in members) != 6 or not all(c.assignment() for c in members)):
+        for c in members:
+            m = c.poll(0.05)
+            if m is not None and m.error() is None:
+                got.append(m.value())
+    assert sorted(got) == sorted(f"v{i}".encode() for i in range(300))
+    parts = [{tp.partition for tp in c.assignment()} for c in members]
+    assert all(parts) and set().union(*parts) == set(range(6)) and sum(map(len, parts)) == 6
+    members[0].close()  # LeaveGroup
+    rest = members[1:]
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and sum(len(c.assignment()) for c in rest) != 6:
+        for c in rest:
+            c.poll(0.05)
+    assert sum(len(c.assignment()) for c in rest) == 6
+    for c in rest:
+        c.close()
+
+
+def test_confluent_static_member_restart_keeps_partitions_without_rebalance(broker_process):
+    from confluent_kafka import Consumer
+
+    bs = broker_process.bootstrap
+    create_topic(bs, "cs", 4)
+
+    def member(instance):
+        c = Consumer({"bootstrap.servers": bs, "group.id": "csg", "group.instance.id": instance, "session.timeout.ms": 10000, "heartbeat.interval.ms": 300})
+        c.subscribe(["cs"])
+        return c
+
+    a, b = member("a"), member("b")
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not (a.assignment() and b.assignment() and len(a.assignment()) + len(b.assignment()) == 4):
+        a.poll(0.05)
+        b.poll(0.05)
+    before = {tp.partition for tp in a.assignment()}
+    assert before
+    a.close()  # a static member's close does not leave the group (KIP-345)
+    a2 = member("a")
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline and not a2.assignment():
+        a2.poll(0.05)
+        b.poll(0.05)
+    assert {tp.partition for tp in a2.assignment()} == before, "the restarted static member keeps its partitions"
+    a2.close()
+    b.close()
+
+
+def test_aiokafka_group_consume_commit_resume(broker_process):
+    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
+
+    bs = broker_process.bootstrap
+    create_topic(bs, "ak")
+
+    async def scenario():
+        producer = AIOKafkaProducer(bootstrap_servers=bs, acks="all")
+        await producer.start()
+        for i in range(60):
+            await producer.send("ak", f"a{i}".encode(), partition=i % 6)
+        await producer.flush()
+
+        async def consume(n, timeout=30):
+            c = AIOKafkaConsumer("ak", bootstrap_servers=bs, group_id="akg", auto_offset_reset="earliest", enable_auto_commit=False, session_timeout_ms=6000, heartbeat_interval_ms=300)
+            await c.start()
+            seen = []
+            deadline = time.monotonic() + timeout
+            while len(seen) < n and time.monotonic() < deadline:
+                res = await c.getmany(timeout_ms=200)
+                seen.extend(r.value for recs in res.values() for r in recs)
+            await c.commit()
+            assignment = c.assignment()
+            await c.stop()
+            return seen, assignment
+
+        seen, assignment = await consume(60)
+        assert sorted(seen) == sorted(f"a{i}".encode() for i in range(60)) and len(assignment) == 6
+        await producer.send_and_wait("ak", b"later", partition=0)
+        await producer.stop()
+        again, _ = await consume(1, timeout=15)
+        assert again == [b"later"], "resumes at the committed offsets"
+
+    asyncio.run(asyncio.wait_for(scenario(), 90))
+
+
+def test_aiokafka_two_members_split_partitions(broker_process):
+    from aiokafka import AIOKafkaConsumer
+
+    bs = broker_process.bootstrap
+    create_topic(bs, "ak2")
+
+    async def scenario():
+        cs = [AIOKafkaConsumer("ak2", bootstrap_servers=bs, group_id="ak2g", session_timeout_ms=6000, heartbeat_interval_ms=300) for _ in range(2)]
+        for c in cs:
+            await c.start()
+
+        async def settled():
+            deadline = time.monotonic() + 30
+            while time.monotonic() < deadline:
+                await asyncio.gather(*(c.getmany(timeout_ms=100) for c in cs))
+                parts = [{tp.partition for tp in c.assignment()} for c in cs]
+                if all(parts) and set().union(*parts) == set(range(6)) and sum(map(len, parts)) == 6:
+                    return parts
+            raise AssertionError("aiokafka members never split the partitions")
+
+        await settled()
+        for c in cs:
+            await c.stop()
+
+    asyncio.run(asyncio.wait_for(scenario(), 60))

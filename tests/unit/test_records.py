@@ -1,0 +1,139 @@
+"""__consumer_offsets formats against bytes written by hand from Kafka's JSON schemas."""
+
+import struct
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from coordinator.records import (
+    GroupMetadataKey,
+    GroupMetadataValue,
+    MemberMetadata,
+    OffsetCommitKey,
+    OffsetCommitValue,
+    RecordFormatError,
+    decode_key,
+    decode_value,
+    encode_key,
+    encode_value,
+    encode_value_version,
+)
+
+
+def s16(text: str) -> bytes:  # non-flexible string: int16 length + UTF-8
+    return struct.pack(">h", len(text.encode())) + text.encode()
+
+
+def test_offset_commit_key_v1():
+    key = OffsetCommitKey("g1", "t", 3)
+    expected = b"\x00\x01" + s16("g1") + s16("t") + b"\x00\x00\x00\x03"
+    assert encode_key(key) == expected
+    assert decode_key(expected) == key
+    # v0 has the same layout
+    assert decode_key(b"\x00\x00" + expected[2:]) == key
+
+
+def test_group_metadata_key_v2():
+    assert encode_key(GroupMetadataKey("grp")) == b"\x00\x02" + s16("grp")
+    assert decode_key(b"\x00\x02" + s16("grp")) == GroupMetadataKey("grp")
+
+
+def test_unknown_key_version_is_skipped():
+    assert decode_key(b"\x00\x07" + s16("x")) is None
+
+
+def test_offset_commit_value_v3_is_written_without_expire():
+    value = OffsetCommitValue(offset=42, metadata="m", commit_timestamp=1000, leader_epoch=5)
+    expected = b"\x00\x03" + struct.pack(">q", 42) + struct.pack(">i", 5) + s16("m") + struct.pack(">q", 1000)
+    assert encode_value(value) == expected
+    assert decode_value(OffsetCommitKey("g", "t", 0), expected) == value
+
+
+def test_offset_commit_value_v1_carries_expire_timestamp():
+    value = OffsetCommitValue(offset=7, metadata="", commit_timestamp=10, expire_timestamp=99)
+    expected = b"\x00\x01" + struct.pack(">q", 7) + s16("") + struct.pack(">q", 10) + struct.pack(">q", 99)
+    assert encode_value(value) == expected
+    assert decode_value(OffsetCommitKey("g", "t", 0), expected) == value
+
+
+def test_offset_commit_value_v0_and_v4():
+    key = OffsetCommitKey("g", "t", 0)
+    v0 = b"\x00\x00" + struct.pack(">q", 1) + s16("a") + struct.pack(">q", 2)
+    assert decode_value(key, v0) == OffsetCommitValue(1, "a", 2)
+    # v4 is flexible: compact string (len+1 as uvarint) and an empty tagged-field section
+    v4 = b"\x00\x04" + struct.pack(">q", 1) + struct.pack(">i", -1) + b"\x02a" + struct.pack(">q", 2) + b"\x00"
+    assert decode_value(key, v4) == OffsetCommitValue(1, "a", 2)
+    assert encode_value_version(OffsetCommitValue(1, "a", 2), 4) == v4
+
+
+def test_group_metadata_value_v3():
+    member = MemberMetadata("m-1", "inst", "cid", "/127.0.0.1", 300000, 10000, b"sub", b"asg")
+    value = GroupMetadataValue("consumer", 4, "range", "m-1", 1234, (member,))
+    expected = (
+        b"\x00\x03"
+        + s16("consumer")
+        + struct.pack(">i", 4)
+        + s16("range")
+        + s16("m-1")
+        + struct.pack(">q", 1234)
+        + struct.pack(">i", 1)
+        + s16("m-1")
+        + s16("inst")
+        + s16("cid")
+        + s16("/127.0.0.1")
+        + struct.pack(">i", 300000)
+        + struct.pack(">i", 10000)
+        + struct.pack(">i", 3) + b"sub"
+        + struct.pack(">i", 3) + b"asg"
+    )
+    assert encode_value(value) == expected
+    assert decode_value(GroupMetadataKey("g"), expected) == value
+
+
+def test_group_metadata_value_v0_empty_group_with_null_protocol():
+    expected = b"\x00\x00" + s16("consumer") + struct.pack(">i", 1) + b"\xff\xff" + b"\xff\xff" + struct.pack(">i", 0)
+    value = decode_value(GroupMetadataKey("g"), expected)
+    assert value == GroupMetadataValue("consumer", 1, None, None, -1, ())
+    assert encode_value_version(value, 0) == expected
+
+
+def test_tombstones():
+    assert encode_value(None) is None
+    assert decode_value(GroupMetadataKey("g"), None) is None
+
+
+@pytest.mark.parametrize("cut", range(1, 30))
+def test_truncated_values_raise(cut):
+    data = encode_value(OffsetCommitValue(offset=42, metadata="meta", commit_timestamp=1000, leader_epoch=5))
+    if cut < len(data):
+        with pytest.raises(RecordFormatError):
+            decode_value(OffsetCommitKey("g", "t", 0), data[:cut])
+
+
+texts = st.text(max_size=20)
+
+
+@given(
+    st.builds(
+        GroupMetadataValue,
+        texts,
+        st.integers(-(2**31), 2**31 - 1),
+        st.none() | texts,
+        st.none() | texts,
+        st.integers(-1, 2**62),
+        st.lists(
+            st.builds(MemberMetadata, texts, st.none() | texts, texts, texts, st.integers(0, 2**31 - 1), st.integers(0, 2**31 - 1), st.binary(max_size=30), st.binary(max_size=30)),
+            max_size=4,
+        ).map(tuple),
+    ),
+    st.sampled_from([3, 4]),
+)
+def test_group_metadata_round_trip(value, version):
+    assert decode_value(GroupMetadataKey("g"), encode_value_version(value, version)) == value
+
+
+@given(st.integers(0, 2**62), texts, st.integers(0, 2**62), st.integers(-1, 2**31 - 1), st.sampled_from([3, 4]))
+def test_offset_commit_round_trip(offset, metadata, ts, epoch, version):
+    value = OffsetCommitValue(offset, metadata, ts, epoch)
+    assert decode_value(OffsetCommitKey("g", "t", 1), encode_value_version(value, version)) == value
