@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gzip
 import struct
+import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -214,38 +215,52 @@ def _decompress(codec: int, data: bytes) -> bytes:
     if codec == 0:
         return data
     if codec == 1:
-        return gzip.decompress(data)
+        try:
+            return gzip.decompress(data)
+        except (OSError, EOFError, zlib.error) as exc:
+            raise CorruptBatch(f"gzip records cannot be decompressed: {exc}") from exc
     names = {2: "snappy", 3: "lz4", 4: "zstd"}
     raise UnsupportedCompression(f"{names.get(codec, codec)} batches cannot be decoded here")
 
 
 def iter_records(batch: bytes | memoryview) -> Iterator[Record]:
+    """Records of one batch. Damage shows as ``CorruptBatch`` (never IndexError), so a replay can stop
+    cleanly; LogAppendTime batches give every record the batch's max timestamp, as Kafka does."""
     header = parse_header(batch, 0)
+    if header.size > len(batch):
+        raise CorruptBatch("incomplete batch")
     data = bytes(batch[BATCH_OVERHEAD : header.size])
     data = _decompress(header.compression, data)
+    log_append_time = header.timestamp_type == 1
     pos = 0
-    for _ in range(header.record_count):
-        length, pos = _read_varint(data, pos)
-        end = pos + length
-        pos += 1  # attributes
-        ts_delta, pos = _read_varint(data, pos)
-        off_delta, pos = _read_varint(data, pos)
-        klen, pos = _read_varint(data, pos)
-        key = None if klen < 0 else data[pos : pos + klen]
-        pos += max(klen, 0)
-        vlen, pos = _read_varint(data, pos)
-        value = None if vlen < 0 else data[pos : pos + vlen]
-        pos += max(vlen, 0)
-        nheaders, pos = _read_varint(data, pos)
-        hdrs = []
-        for _ in range(nheaders):
-            hklen, pos = _read_varint(data, pos)
-            hk = data[pos : pos + hklen].decode()
-            pos += hklen
-            hvlen, pos = _read_varint(data, pos)
-            hv = None if hvlen < 0 else data[pos : pos + hvlen]
-            pos += max(hvlen, 0)
-            hdrs.append((hk, hv))
-        if pos != end:
-            raise CorruptBatch("record length does not match its fields")
-        yield Record(header.base_offset + off_delta, header.base_timestamp + ts_delta, key, value, tuple(hdrs))
+    try:
+        for _ in range(header.record_count):
+            length, pos = _read_varint(data, pos)
+            end = pos + length
+            pos += 1  # attributes
+            ts_delta, pos = _read_varint(data, pos)
+            off_delta, pos = _read_varint(data, pos)
+            klen, pos = _read_varint(data, pos)
+            key = None if klen < 0 else data[pos : pos + klen]
+            pos += max(klen, 0)
+            vlen, pos = _read_varint(data, pos)
+            value = None if vlen < 0 else data[pos : pos + vlen]
+            pos += max(vlen, 0)
+            nheaders, pos = _read_varint(data, pos)
+            hdrs = []
+            for _ in range(nheaders):
+                hklen, pos = _read_varint(data, pos)
+                hk = data[pos : pos + hklen].decode()
+                pos += hklen
+                hvlen, pos = _read_varint(data, pos)
+                hv = None if hvlen < 0 else data[pos : pos + hvlen]
+                pos += max(hvlen, 0)
+                hdrs.append((hk, hv))
+            if pos != end or end > len(data):
+                raise CorruptBatch("record length does not match its fields")
+            timestamp = header.max_timestamp if log_append_time else header.base_timestamp + ts_delta
+            yield Record(header.base_offset + off_delta, timestamp, key, value, tuple(hdrs))
+    except IndexError:
+        raise CorruptBatch("record runs past the end of its batch") from None
+    except UnicodeDecodeError as exc:
+        raise CorruptBatch(f"record header key is not UTF-8: {exc}") from exc
