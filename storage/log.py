@@ -313,12 +313,6 @@ class Log:
 
     # ------------------------------------------------------------ reads
 
-    def _locate(self, offset: int) -> tuple[Segment, int]:
-        si = bisect.bisect_right(self._bases, offset) - 1
-        seg = self.segments[max(si, 0)]
-        bi = bisect.bisect_right(seg.offsets, offset) - 1
-        return seg, max(bi, 0)
-
     def read(self, offset: int, max_bytes: int) -> bytes:
         """Whole stored batches from the one holding ``offset``; at least one batch when any exists."""
         if offset < self.log_start_offset or offset > self.log_end_offset:
@@ -327,17 +321,27 @@ class Log:
             )
         if offset == self.log_end_offset:
             return b""
-        seg, bi = self._locate(offset)
-        if not seg.positions:
-            return b""
-        start = seg.positions[bi]
-        limit = start + max(max_bytes, 0)
-        # the end of the last whole batch that fits, but always at least the first batch
-        ei = bisect.bisect_right(seg.positions, limit) - 1
-        end = seg.positions[ei + 1] if ei + 1 < len(seg.positions) else seg.size
-        if end > limit:
-            end = seg.positions[ei] if ei > bi else (seg.positions[bi + 1] if bi + 1 < len(seg.positions) else seg.size)
-        return seg.pread(start, end)
+        si = max(bisect.bisect_right(self._bases, offset) - 1, 0)
+        for seg in self.segments[si:]:
+            # the first batch whose last offset is >= offset: compaction can leave holes, even whole
+            # empty segments, and a fetch must then move on to the next batch rather than stall
+            bi = max(bisect.bisect_right(seg.offsets, offset) - 1, 0)
+            while bi < len(seg.positions):
+                header = parse_header(seg.pread(seg.positions[bi], seg.positions[bi] + BATCH_OVERHEAD), 0)
+                if header.last_offset >= offset:
+                    break
+                bi += 1
+            if bi == len(seg.positions):
+                continue
+            start = seg.positions[bi]
+            limit = start + max(max_bytes, 0)
+            # the end of the last whole batch that fits, but always at least the first batch
+            ei = bisect.bisect_right(seg.positions, limit) - 1
+            end = seg.positions[ei + 1] if ei + 1 < len(seg.positions) else seg.size
+            if end > limit:
+                end = seg.positions[ei] if ei > bi else (seg.positions[bi + 1] if bi + 1 < len(seg.positions) else seg.size)
+            return seg.pread(start, end)
+        return b""
 
     def batches(self, start_offset: int | None = None) -> Iterator[tuple[BatchHeader, memoryview]]:
         """Every stored batch in order, read in big chunks (replay at start-up)."""
@@ -438,6 +442,8 @@ class Log:
 
     def apply_retention(self, now_ms: int) -> int:
         """Delete closed segments older than retention.ms or beyond retention.bytes."""
+        if not self.config.delete:
+            return 0  # cleanup.policy=compact: only the cleaner removes data
         with self._lock, self._state:
             self._check_usable()
             return self._apply_retention(now_ms)
