@@ -9,11 +9,14 @@ return at once and a flush runs when the message count or the time threshold is 
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from dataclasses import dataclass, field
 
 from storage.errors import StorageError
 from storage.log import Log
+
+logger = logging.getLogger("groupd.storage")
 
 
 @dataclass
@@ -29,6 +32,8 @@ class GroupCommitter:
         self._pending: dict[int, _Pending] = {}
         self._last_flush: dict[int, float] = {}
         self._background: set[asyncio.Task] = set()
+        self._timers: dict[int, asyncio.TimerHandle] = {}
+        self._logs: dict[int, Log] = {}  # every log seen, so close() can flush what is pending
         self.fsyncs = 0
         self.waiters_total = 0
         self.last_batch_size = 0
@@ -41,6 +46,7 @@ class GroupCommitter:
 
     async def durable(self, log: Log) -> None:
         """Return once everything appended to ``log`` before this call is durable under the policy."""
+        self._logs[id(log)] = log
         if not self.synchronous:
             self._maybe_flush_later(log)
             return
@@ -65,7 +71,11 @@ class GroupCommitter:
                 try:
                     await loop.run_in_executor(None, log.flush)
                 except Exception as exc:  # StorageError or anything the thread raised
-                    err = exc if isinstance(exc, StorageError) else StorageError(str(exc))
+                    if isinstance(exc, StorageError):
+                        err = exc
+                    else:
+                        err = StorageError(f"flush failed: {exc}")
+                        err.__cause__ = exc
                     for w in waiters:
                         if not w.done():
                             w.set_exception(err)
@@ -87,18 +97,47 @@ class GroupCommitter:
         last = self._last_flush.setdefault(id(log), now)
         due_count = log.unflushed_messages >= self.flush_interval_messages
         due_time = self.flush_interval_ms > 0 and (now - last) * 1000 >= self.flush_interval_ms
-        if (due_count or due_time) and not self._pending.get(id(log), _Pending()).running:
-            self._last_flush[id(log)] = now
-            pending = self._pending.setdefault(id(log), _Pending())
-            pending.running = True
-            loop = asyncio.get_running_loop()
-            fut = loop.create_future()
-            fut.add_done_callback(lambda f: f.exception())
-            pending.waiters.append(fut)
-            task = loop.create_task(self._flush_rounds(log, pending))
-            self._background.add(task)
-            task.add_done_callback(self._background.discard)
+        if due_count or due_time:
+            self._flush_in_background(log)
+        elif self.flush_interval_ms > 0 and id(log) not in self._timers:
+            # log.flush.interval.ms bounds how long an append stays unflushed even if no call follows
+            delay = max(0.0, self.flush_interval_ms / 1000 - (now - last))
+            self._timers[id(log)] = asyncio.get_running_loop().call_later(delay, self._timer_fired, log)
+
+    def _timer_fired(self, log: Log) -> None:
+        self._timers.pop(id(log), None)
+        if log.unflushed_messages > 0:
+            self._flush_in_background(log)
+
+    def _flush_in_background(self, log: Log) -> None:
+        timer = self._timers.pop(id(log), None)
+        if timer is not None:
+            timer.cancel()
+        pending = self._pending.setdefault(id(log), _Pending())
+        if pending.running:
+            return
+        self._last_flush[id(log)] = time.monotonic()
+        pending.running = True
+        loop = asyncio.get_running_loop()
+        fut = loop.create_future()
+        fut.add_done_callback(lambda f: f.cancelled() or f.exception())
+        pending.waiters.append(fut)
+        task = loop.create_task(self._flush_rounds(log, pending))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     async def close(self) -> None:
+        for timer in self._timers.values():
+            timer.cancel()
+        self._timers.clear()
         if self._background:
             await asyncio.gather(*self._background, return_exceptions=True)
+        # with a flush interval above one message, appends may still be waiting for their fsync
+        loop = asyncio.get_running_loop()
+        for lg in list(self._logs.values()):
+            if lg.dirty:
+                try:
+                    await loop.run_in_executor(None, lg.flush)
+                except StorageError as exc:
+                    logger.error("final flush of %s failed: %s", getattr(lg, "directory", lg), exc)
+        self._logs.clear()

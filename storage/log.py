@@ -30,7 +30,7 @@ from storage.batch import (
     parse_header,
     set_base_offset,
 )
-from storage.errors import OffsetOutOfRange, StorageError
+from storage.errors import OffsetOutOfRange, RecordTooLarge, StorageError
 
 log = logging.getLogger("groupd.storage")
 START_CHECKPOINT = "log-start-offset"
@@ -106,7 +106,13 @@ class Log:
         self.segments: list[Segment] = []
         self._bases: list[int] = []
         self.log_start_offset = 0
+        # _lock: one flush at a time, and segment files are not closed or swapped while one runs.
+        # _state: the bookkeeping appends and flushes share (held briefly, never across an fsync), so a
+        # flush's snapshot of what is dirty is atomic with respect to appends and rolls.
         self._lock = threading.Lock()
+        self._state = threading.Lock()
+        self._failed: BaseException | None = None
+        self._closed = False
         self._dirty: set[int] = set()  # fds written since the last flush
         self._dir_dirty = False
         self.unflushed_messages = 0
@@ -215,34 +221,53 @@ class Log:
     def dirty(self) -> bool:
         return bool(self._dirty) or self._dir_dirty
 
+    @property
+    def failed(self) -> bool:
+        """True after a failed fsync: the log refuses appends and flushes until reopened."""
+        return self._failed is not None
+
+    def _check_usable(self) -> None:
+        if self._closed:
+            raise StorageError(f"log {self.directory.name} is closed")
+        if self._failed is not None:
+            raise StorageError(f"log {self.directory.name} is offline after a failed fsync: {self._failed}")
+
     # ------------------------------------------------------------ writes
 
     def append(self, batch: bytes | bytearray) -> tuple[int, int]:
         """Store one v2 batch at the log end (its base offset is rewritten); not yet durable."""
+        size = len(batch)
+        if size > self.config.max_message_bytes or size > self.config.segment_bytes:
+            raise RecordTooLarge(
+                f"batch of {size} bytes exceeds max.message.bytes {self.config.max_message_bytes} "
+                f"or segment.bytes {self.config.segment_bytes}"
+            )
         buf = batch if isinstance(batch, bytearray) else bytearray(batch)
         header = parse_header(buf, 0)
-        seg = self.active
-        now = self.now_ms()
-        if seg.size > 0 and (
-            seg.size + len(buf) > self.config.segment_bytes or now - seg.created_ms >= self.config.segment_ms
-        ):
-            seg = self._roll()
-        base = seg.next_offset
-        set_base_offset(buf, 0, base)
-        try:
-            written = os.pwrite(seg.fd, buf, seg.size)
-            if written != len(buf):
-                raise OSError(f"short write: {written} of {len(buf)} bytes")
-        except OSError as exc:
-            with contextlib.suppress(OSError):
-                os.ftruncate(seg.fd, seg.size)
-            raise StorageError(f"append to {self.directory.name} failed: {exc}") from exc
-        stored = BatchHeader(base, *_tail_fields(header))
-        seg.add(stored, seg.size)
-        seg.size += len(buf)
-        self._dirty.add(seg.fd)
-        self.unflushed_messages += header.record_count
-        return base, stored.last_offset
+        with self._state:
+            self._check_usable()
+            seg = self.active
+            now = self.now_ms()
+            if seg.size > 0 and (
+                seg.size + len(buf) > self.config.segment_bytes or now - seg.created_ms >= self.config.segment_ms
+            ):
+                seg = self._roll()
+            base = seg.next_offset
+            set_base_offset(buf, 0, base)
+            try:
+                written = os.pwrite(seg.fd, buf, seg.size)
+                if written != len(buf):
+                    raise OSError(f"short write: {written} of {len(buf)} bytes")
+            except OSError as exc:
+                with contextlib.suppress(OSError):
+                    os.ftruncate(seg.fd, seg.size)
+                raise StorageError(f"append to {self.directory.name} failed: {exc}") from exc
+            stored = BatchHeader(base, *_tail_fields(header))
+            seg.add(stored, seg.size)
+            seg.size += len(buf)
+            self._dirty.add(seg.fd)
+            self.unflushed_messages += header.record_count
+            return base, stored.last_offset
 
     def append_records(
         self, records: Sequence[tuple[bytes | None, bytes | None]], timestamp_ms: int | None = None
@@ -256,11 +281,20 @@ class Log:
         return self._new_segment(old.next_offset)
 
     def flush(self) -> None:
-        """fsync everything appended so far (and the directory after a roll). Thread-safe."""
+        """fsync everything appended before the call (and the directory after a roll). Thread-safe:
+        runs in a worker thread while the event loop keeps appending.
+
+        A failed fsync takes the log offline (Kafka marks the log dir offline): after an fsync error the
+        kernel may have dropped the dirty pages, so a retry could report durability falsely.
+        """
         with self._lock:
-            fds, self._dirty = self._dirty, set()
-            dir_dirty, self._dir_dirty = self._dir_dirty, False
-            pending, self.unflushed_messages = self.unflushed_messages, 0
+            with self._state:
+                if self._closed:
+                    return  # close() comes after the last flush; nothing can be appended since
+                self._check_usable()
+                fds, self._dirty = self._dirty, set()
+                dir_dirty, self._dir_dirty = self._dir_dirty, False
+                pending, self.unflushed_messages = self.unflushed_messages, 0
             try:
                 for fd in fds:
                     os.fsync(fd)
@@ -271,18 +305,13 @@ class Log:
                     finally:
                         os.close(dfd)
             except OSError as exc:
-                self._dirty |= fds
-                self._dir_dirty |= dir_dirty
-                self.unflushed_messages += pending
+                with self._state:
+                    self._failed = exc
+                    self.unflushed_messages += pending
+                log.error("fsync of %s failed; log offline until reopened: %s", self.directory, exc)
                 raise StorageError(f"fsync of {self.directory.name} failed: {exc}") from exc
 
     # ------------------------------------------------------------ reads
-
-    def _locate(self, offset: int) -> tuple[Segment, int]:
-        si = bisect.bisect_right(self._bases, offset) - 1
-        seg = self.segments[max(si, 0)]
-        bi = bisect.bisect_right(seg.offsets, offset) - 1
-        return seg, max(bi, 0)
 
     def read(self, offset: int, max_bytes: int) -> bytes:
         """Whole stored batches from the one holding ``offset``; at least one batch when any exists."""
@@ -292,17 +321,27 @@ class Log:
             )
         if offset == self.log_end_offset:
             return b""
-        seg, bi = self._locate(offset)
-        if not seg.positions:
-            return b""
-        start = seg.positions[bi]
-        limit = start + max(max_bytes, 0)
-        # the end of the last whole batch that fits, but always at least the first batch
-        ei = bisect.bisect_right(seg.positions, limit) - 1
-        end = seg.positions[ei + 1] if ei + 1 < len(seg.positions) else seg.size
-        if end > limit:
-            end = seg.positions[ei] if ei > bi else (seg.positions[bi + 1] if bi + 1 < len(seg.positions) else seg.size)
-        return seg.pread(start, end)
+        si = max(bisect.bisect_right(self._bases, offset) - 1, 0)
+        for seg in self.segments[si:]:
+            # the first batch whose last offset is >= offset: compaction can leave holes, even whole
+            # empty segments, and a fetch must then move on to the next batch rather than stall
+            bi = max(bisect.bisect_right(seg.offsets, offset) - 1, 0)
+            while bi < len(seg.positions):
+                header = parse_header(seg.pread(seg.positions[bi], seg.positions[bi] + BATCH_OVERHEAD), 0)
+                if header.last_offset >= offset:
+                    break
+                bi += 1
+            if bi == len(seg.positions):
+                continue
+            start = seg.positions[bi]
+            limit = start + max(max_bytes, 0)
+            # the end of the last whole batch that fits, but always at least the first batch
+            ei = bisect.bisect_right(seg.positions, limit) - 1
+            end = seg.positions[ei + 1] if ei + 1 < len(seg.positions) else seg.size
+            if end > limit:
+                end = seg.positions[ei] if ei > bi else (seg.positions[bi + 1] if bi + 1 < len(seg.positions) else seg.size)
+            return seg.pread(start, end)
+        return b""
 
     def batches(self, start_offset: int | None = None) -> Iterator[tuple[BatchHeader, memoryview]]:
         """Every stored batch in order, read in big chunks (replay at start-up)."""
@@ -375,11 +414,18 @@ class Log:
         os.replace(tmp, path)
 
     def delete_records_before(self, offset: int) -> int:
+        with self._lock, self._state:
+            return self._delete_records_before(offset)
+
+    def _delete_records_before(self, offset: int) -> int:
+        self._check_usable()
         if offset > self.log_end_offset:
             raise OffsetOutOfRange(f"offset {offset} is past the log end {self.log_end_offset}")
         if offset > self.log_start_offset:
             self.log_start_offset = offset
             self._persist_start()
+            if offset == self.log_end_offset and self.active.size > 0:
+                self._roll()  # as Kafka does, so the emptied active segment can go too
             self._drop_segments_below(offset)
         return self.log_start_offset
 
@@ -396,6 +442,13 @@ class Log:
 
     def apply_retention(self, now_ms: int) -> int:
         """Delete closed segments older than retention.ms or beyond retention.bytes."""
+        if not self.config.delete:
+            return 0  # cleanup.policy=compact: only the cleaner removes data
+        with self._lock, self._state:
+            self._check_usable()
+            return self._apply_retention(now_ms)
+
+    def _apply_retention(self, now_ms: int) -> int:
         deleted = 0
         cfg = self.config
         while len(self.segments) > 1:
@@ -458,12 +511,14 @@ class Log:
                 f.write(out)
                 f.flush()
                 os.fsync(f.fileno())
-            os.replace(tmp, seg.path)
-            os.close(seg.fd)
-            new.fd = os.open(seg.path, os.O_RDWR)
-            new.size = len(out)
-            new.next_offset = self.segments[idx + 1].base_offset
-            self.segments[idx] = new
+            with self._lock, self._state:  # no flush is fsyncing the fd being replaced
+                os.replace(tmp, seg.path)
+                self._dirty.discard(seg.fd)
+                os.close(seg.fd)
+                new.fd = os.open(seg.path, os.O_RDWR)
+                new.size = len(out)
+                new.next_offset = self.segments[idx + 1].base_offset
+                self.segments[idx] = new
         dfd = os.open(self.directory, os.O_RDONLY)
         try:
             os.fsync(dfd)
@@ -477,7 +532,8 @@ class Log:
             yield header, data[rel : rel + header.size]
 
     def close(self) -> None:
-        with self._lock:
+        with self._lock, self._state:
+            self._closed = True
             for seg in self.segments:
                 with contextlib.suppress(OSError):
                     os.close(seg.fd)

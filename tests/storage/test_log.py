@@ -242,8 +242,17 @@ async def test_failed_fsync_fails_every_waiter(tmp_path, monkeypatch):
     results = await asyncio.gather(*(committer.durable(log) for _ in range(5)), return_exceptions=True)
     assert all(isinstance(r, StorageError) for r in results)
     monkeypatch.undo()
-    assert log.dirty  # nothing was reported durable; a later flush still covers it
-    await committer.durable(log)
+    # nothing was reported durable, and no later fsync may claim otherwise: after an fsync error the
+    # kernel may have dropped the dirty pages, so the log stays offline (Kafka: log dir offline)
+    assert log.failed and log.unflushed_messages == 1
+    with pytest.raises(StorageError):
+        await committer.durable(log)
+    with pytest.raises(StorageError):
+        log.append_records([(b"k", b"w")], 2)
+    log.close()
+    log = Log.open(tmp_path / "ff")  # reopening recovers from what is on disk
+    assert log.log_end_offset == 1
+    log.close()
 
 
 def test_failed_write_leaves_no_partial_batch(tmp_path, monkeypatch):
