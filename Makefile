@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 ARGS ?=
 
-.PHONY: run test lint venv clean bench pipeline
+.PHONY: run test lint venv clean bench pipeline compose-up compose-test
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -21,6 +21,9 @@ run: $(STAMP)
 test: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(PY) -m pytest -q -n 2 tests $(ARGS)
+	@bash scripts/compose-test.sh; rc=$$?; \
+	if [ $$rc -eq 3 ]; then echo "compose stack test NOT RUN on this machine (no Docker engine could be started); see the message above"; \
+	elif [ $$rc -ne 0 ]; then echo "compose stack test FAILED"; exit $$rc; fi
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
@@ -30,3 +33,9 @@ clean:
 
 bench: $(STAMP)
 	$(PY) -m bench.run
+
+compose-up:
+	docker-compose -f docker/docker-compose.yml up -d groupd prometheus
+
+compose-test:
+	bash scripts/compose-test.sh
