@@ -20,10 +20,10 @@ run: $(STAMP)
 
 test: $(STAMP)
 	$(VENV)/bin/ruff check .
-	$(PY) -m pytest -q -n 2 tests $(ARGS)
 	@bash scripts/compose-test.sh; rc=$$?; \
 	if [ $$rc -eq 3 ]; then echo "compose stack test NOT RUN on this machine (no Docker engine could be started); see the message above"; \
 	elif [ $$rc -ne 0 ]; then echo "compose stack test FAILED"; exit $$rc; fi
+	$(PY) -m pytest -q -n 2 tests $(ARGS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
