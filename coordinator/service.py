@@ -72,6 +72,7 @@ class GroupCoordinator:
         self.committer = GroupCommitter(
             flush_interval_messages=config["log.flush.interval.messages"],
             flush_interval_ms=config["log.flush.interval.ms"],
+            shared=True,
         )
         if metrics is not None and hasattr(metrics, "store_fsync"):
             self.committer.observers.append(lambda seconds, _n: metrics.store_fsync(seconds))

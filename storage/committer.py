@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass, field
 
 from storage.errors import StorageError
-from storage.log import Log
+from storage.log import Log, flush_many
 
 logger = logging.getLogger("groupd.storage")
 
@@ -23,10 +23,14 @@ logger = logging.getLogger("groupd.storage")
 class _Pending:
     waiters: list[asyncio.Future] = field(default_factory=list)
     running: bool = False
+    logs: dict[int, Log] = field(default_factory=dict)  # logs written by this round's waiters
 
 
 class GroupCommitter:
-    def __init__(self, *, flush_interval_messages: int = 1, flush_interval_ms: int = 0) -> None:
+    def __init__(self, *, flush_interval_messages: int = 1, flush_interval_ms: int = 0, shared: bool = False) -> None:
+        # shared: one round for every log (one syncfs for all of them where the OS has it), for callers
+        # that spread writes over many logs, like the 50 offsets partitions
+        self.shared = shared
         self.flush_interval_messages = flush_interval_messages
         self.flush_interval_ms = flush_interval_ms
         self._pending: dict[int, _Pending] = {}
@@ -51,9 +55,10 @@ class GroupCommitter:
             self._maybe_flush_later(log)
             return
         loop = asyncio.get_running_loop()
-        pending = self._pending.setdefault(id(log), _Pending())
+        pending = self._pending.setdefault(0 if self.shared else id(log), _Pending())
         fut = loop.create_future()
         pending.waiters.append(fut)
+        pending.logs[id(log)] = log
         self.waiters_total += 1
         if not pending.running:
             pending.running = True
@@ -67,9 +72,10 @@ class GroupCommitter:
         try:
             while pending.waiters:
                 waiters, pending.waiters = pending.waiters, []
+                logs, pending.logs = list(pending.logs.values()) or [log], {}
                 started = time.perf_counter()
                 try:
-                    await loop.run_in_executor(None, log.flush)
+                    await loop.run_in_executor(None, flush_many, logs)
                 except Exception as exc:  # StorageError or anything the thread raised
                     if isinstance(exc, StorageError):
                         err = exc

@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import bisect
 import contextlib
+import ctypes
 import logging
 import os
+import sys
 import threading
 import time
 from array import array
@@ -288,13 +290,10 @@ class Log:
         kernel may have dropped the dirty pages, so a retry could report durability falsely.
         """
         with self._lock:
-            with self._state:
-                if self._closed:
-                    return  # close() comes after the last flush; nothing can be appended since
-                self._check_usable()
-                fds, self._dirty = self._dirty, set()
-                dir_dirty, self._dir_dirty = self._dir_dirty, False
-                pending, self.unflushed_messages = self.unflushed_messages, 0
+            taken = self._take_dirty()
+            if taken is None:
+                return
+            fds, dir_dirty, pending = taken
             try:
                 for fd in fds:
                     os.fsync(fd)
@@ -305,11 +304,29 @@ class Log:
                     finally:
                         os.close(dfd)
             except OSError as exc:
-                with self._state:
-                    self._failed = exc
-                    self.unflushed_messages += pending
-                log.error("fsync of %s failed; log offline until reopened: %s", self.directory, exc)
-                raise StorageError(f"fsync of {self.directory.name} failed: {exc}") from exc
+                self._flush_failed(pending, exc)
+
+    def _take_dirty(self) -> tuple[set[int], bool, int] | None:
+        """What the next flush must make durable (None: closed); the caller holds ``_lock``."""
+        with self._state:
+            if self._closed:
+                return None  # close() comes after the last flush; nothing can be appended since
+            self._check_usable()
+            fds, self._dirty = self._dirty, set()
+            dir_dirty, self._dir_dirty = self._dir_dirty, False
+            pending, self.unflushed_messages = self.unflushed_messages, 0
+            return fds, dir_dirty, pending
+
+    def _flush_failed(self, pending: int, exc: OSError) -> None:
+        with self._state:
+            self._failed = exc
+            self.unflushed_messages += pending
+        log.error("fsync of %s failed; log offline until reopened: %s", self.directory, exc)
+        raise StorageError(f"fsync of {self.directory.name} failed: {exc}") from exc
+
+    def any_fd(self) -> int | None:
+        return self.segments[-1].fd if self.segments else None
+
 
     # ------------------------------------------------------------ reads
 
@@ -562,3 +579,51 @@ def iter_records_safe(batch: bytes | memoryview):
         yield from iter_records(batch)
     except UnsupportedCompression:
         return
+
+
+def flush_many(logs: list[Log]) -> None:
+    """Make several logs durable at once. On Linux one syncfs(2) commits every dirty file of the
+    filesystem in a single journal commit, instead of one fsync per log: with commits spread over 50
+    offsets partitions that is the difference between one disk flush per round and fifty."""
+    if len(logs) < 2 or _syncfs is None or len({lg.directory.parent for lg in logs}) != 1:
+        for lg in logs:
+            lg.flush()
+        return
+    for lg in logs:
+        lg._lock.acquire()
+    try:
+        for lg in logs:  # an offline log fails the round before anything is taken from the others
+            with lg._state:
+                if not lg._closed:
+                    lg._check_usable()
+        taken = [(lg, lg._take_dirty()) for lg in logs]
+        fd = next((lg.any_fd() for lg, t in taken if t is not None and lg.any_fd() is not None), None)
+        if fd is None:
+            return
+        if _syncfs(fd) != 0:
+            err = ctypes.get_errno()
+            exc = OSError(err, os.strerror(err))
+            for lg, t in taken:
+                if t is not None:
+                    with contextlib.suppress(StorageError):
+                        lg._flush_failed(t[2], exc)
+            raise StorageError(f"syncfs failed: {exc}") from exc
+    finally:
+        for lg in logs:
+            lg._lock.release()
+
+
+def _load_syncfs():
+    if sys.platform != "linux":
+        return None
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        fn = libc.syncfs
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes = [ctypes.c_int]
+    fn.restype = ctypes.c_int
+    return fn
+
+
+_syncfs = _load_syncfs()

@@ -285,3 +285,54 @@ def test_crc_ok_detects_flip():
     assert crc_ok(batch, 0, parse_header(batch, 0))
     batch[70] ^= 1
     assert not crc_ok(batch, 0, parse_header(batch, 0))
+
+
+def test_flush_many_makes_several_logs_durable_at_once(tmp_path, monkeypatch):
+    import storage.log as log_module
+
+    logs = [Log.open(tmp_path / f"p-{i}") for i in range(3)]
+    for lg in logs:
+        lg.append_records([(b"k", b"v")], 1)
+    calls = []
+    real = log_module._syncfs
+    if real is not None:
+        monkeypatch.setattr(log_module, "_syncfs", lambda fd: calls.append(fd) or real(fd))
+    log_module.flush_many(logs)
+    assert all(not lg.dirty for lg in logs)
+    if real is not None:
+        assert len(calls) == 1, "one syncfs for the whole round"
+
+
+def test_flush_many_failure_takes_every_log_offline(tmp_path, monkeypatch):
+    import ctypes
+
+    import storage.log as log_module
+
+    logs = [Log.open(tmp_path / f"q-{i}") for i in range(2)]
+    for lg in logs:
+        lg.append_records([(b"k", b"v")], 1)
+
+    def failing(fd):
+        ctypes.set_errno(5)
+        return -1
+
+    monkeypatch.setattr(log_module, "_syncfs", failing)
+    with pytest.raises(StorageError):
+        log_module.flush_many(logs)
+    for lg in logs:
+        with pytest.raises(StorageError):
+            lg.append_records([(b"k", b"v")], 1)
+
+
+async def test_shared_committer_one_round_for_many_logs(tmp_path):
+    logs = [Log.open(tmp_path / f"s-{i}") for i in range(10)]
+    committer = GroupCommitter(shared=True)
+
+    async def writer(i):
+        lg = logs[i % 10]
+        lg.append_records([(b"k", str(i).encode())], 1)
+        await committer.durable(lg)
+
+    await asyncio.gather(*(writer(i) for i in range(100)))
+    assert committer.fsyncs <= 3, committer.fsyncs
+    assert all(not lg.dirty for lg in logs)
