@@ -53,6 +53,7 @@ class PartitionManager:
         self.committer = GroupCommitter(
             flush_interval_messages=config["log.flush.interval.messages"],
             flush_interval_ms=config["log.flush.interval.ms"],
+            shared=True,
         )
         self._watchers: dict[TopicPartition, set[asyncio.Future]] = {}
         self._tasks: set[asyncio.Task] = set()
