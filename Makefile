@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 ARGS ?=
 
-.PHONY: run test lint venv clean bench pipeline compose-up compose-test
+.PHONY: run test lint venv clean bench pipeline compose-up compose-test js-deps compat
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -18,7 +18,14 @@ venv: $(STAMP)
 run: $(STAMP)
 	$(PY) server.py --config config/server.properties $(ARGS)
 
-test: $(STAMP)
+JS := tests/clients/js
+
+js-deps:
+	@if [ -d $(JS)/node_modules/kafkajs ]; then :; \
+	elif command -v npm >/dev/null; then npm ci --prefix $(JS) --no-audit --no-fund --silent; \
+	else echo "npm not found: the kafkajs client tests will fail (install Node.js 20)"; fi
+
+test: $(STAMP) js-deps
 	$(VENV)/bin/ruff check .
 	@bash scripts/compose-test.sh; rc=$$?; \
 	if [ $$rc -eq 3 ]; then echo "compose stack test NOT RUN on this machine (no Docker engine could be started); see the message above"; \
@@ -33,6 +40,10 @@ clean:
 
 bench: $(STAMP)
 	$(PY) -m bench.run
+
+compat: $(STAMP) js-deps
+	$(PY) -m pytest -q -n 2 tests/clients
+	$(PY) scripts/gen_compat.py
 
 compose-up:
 	docker-compose -f docker/docker-compose.yml up -d groupd prometheus

@@ -110,6 +110,17 @@ async def run_target(name: str, proc: subprocess.Popen, port: int, quick: bool) 
     out["heartbeats"] = hb.summary()
     out["heartbeats"]["members"] = hb_groups * 3
     out["heartbeats"]["broker_cpu_per_1000_members_pct"] = round(busy / max(hb.seconds + setup.seconds, 1e-9) * 100 / (hb_groups * 3 / 1000), 2)
+    for partitions in (1, 6):
+        for acks in (1, -1):
+            key = f"produce_fetch_{partitions}p_acks{acks}"
+            try:
+                out[key] = await asyncio.wait_for(scenarios.produce_fetch(host, port, partitions, acks, seconds=2 if quick else 3), 120)
+            except Exception as exc:  # a peer that cannot do it is reported, not fatal
+                out[key] = {"error": repr(exc)}
+    try:
+        out["fetch_wakeup"] = (await asyncio.wait_for(scenarios.wakeup_latency(host, port, 100 if quick else 200), 120)).summary()
+    except Exception as exc:
+        out["fetch_wakeup"] = {"error": repr(exc)}
     out["rss_mib"] = round(rss_mib(proc.pid), 1)
     return out
 
@@ -136,6 +147,21 @@ def markdown(results: dict[str, Any]) -> str:
             c = tansu[key][metric] if tansu and key in tansu else None
             r = ratio(a, c) if metric == "per_second" else (ratio(c, a) + " (lower is better: Tansu/groupd)" if a and c else "n/a")
             rows.append(f"| {key} | {metric} | {a} | {b} | {c if c is not None else 'n/a'} | {r} |")
+    rows += ["", "| produce/fetch (1 KiB records, batches of 100) | groupd fsync on | groupd fsync off | Tansu (memory) |", "| --- | --- | --- | --- |"]
+    for partitions in (1, 6):
+        for acks in (1, -1):
+            key = f"produce_fetch_{partitions}p_acks{acks}"
+            cells = []
+            for target in (on, off, tansu):
+                r = (target or {}).get(key, {})
+                cells.append(f"{r['produce_mb_s']} MB/s in, {r['consume_mb_s']} MB/s out" if "produce_mb_s" in r else r.get("error", "n/a")[:60])
+            rows.append(f"| {partitions} partition(s), acks={acks} | " + " | ".join(cells) + " |")
+    cells = []
+    for target in (on, off, tansu):
+        r = (target or {}).get("fetch_wakeup", {})
+        cells.append(f"p50 {r['p50_ms']} ms, p99 {r['p99_ms']} ms" if "p50_ms" in r else "n/a")
+    rows.append("| fetch long-poll wake-up (produce -> fetch returns) | " + " | ".join(cells) + " |")
+    rows.append("")
     if "replay" in results:
         rp = results["replay"]
         rows.append(f"| start-up replay | records/s | {rp['per_second']} ({rp['count']} records) | | n/a | |")

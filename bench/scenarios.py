@@ -204,3 +204,108 @@ async def heartbeats(host: str, port: int, groups: int, max_seconds: float = 10,
     for c, *_ in formed:
         await c.close()
     return join_stats, hb
+
+
+def _produce_body(topic: str, partition: int, records: bytes, acks: int) -> dict[str, Any]:
+    t = nested(0, 9, "TopicProduceData")
+    p = nested(0, 9, "PartitionProduceData")
+    return {"transactional_id": None, "acks": acks, "timeout": 10_000, "topic_data": (t(name=topic, partition_data=(p(index=partition, records=records),)),)}
+
+
+def _fetch_body(topic: str, partition: int, offset: int, max_wait: int = 500, max_bytes: int = 8 << 20) -> dict[str, Any]:
+    t = nested(1, 11, "FetchTopic")
+    p = nested(1, 11, "FetchPartition")
+    return {
+        "replica_id": -1, "max_wait": max_wait, "min_bytes": 1, "max_bytes": max_bytes, "isolation_level": 0, "session_id": 0,
+        "session_epoch": -1, "topics": (t(topic=topic, partitions=(p(partition=partition, current_leader_epoch=-1, fetch_offset=offset, log_start_offset=-1, partition_max_bytes=max_bytes),)),),
+        "forgotten_topics_data": (), "rack_id": "",
+    }
+
+
+async def produce_fetch(host: str, port: int, partitions: int, acks: int, seconds: float = 3, record_bytes: int = 1024, per_batch: int = 100) -> dict[str, Any]:
+    """Produce 1 KiB records in batches of 100 to every partition for ``seconds``, then read them all back."""
+    from storage.batch import build_batch
+
+    topic = f"pf-{partitions}-{acks}-{os.getpid()}-{time.monotonic_ns()}"
+    await ensure_topic(host, port, topic, partitions)
+    batch = build_batch([(None, os.urandom(record_bytes))] * per_batch, timestamp_ms=int(time.time() * 1000))
+    produced = 0
+    stop_at = time.monotonic() + seconds
+
+    async def producer(p: int) -> None:
+        nonlocal produced
+        conn = await Conn.open(host, port)
+        inflight: list[asyncio.Future] = []
+        while time.monotonic() < stop_at:
+            inflight.append(conn.request(0, 9, _produce_body(topic, p, batch, acks)))
+            if len(inflight) >= 4:  # a client keeps a few batches in flight
+                await inflight.pop(0)
+                produced += per_batch
+        for f in inflight:
+            await f
+            produced += per_batch
+        await conn.close()
+
+    began = time.perf_counter()
+    await asyncio.gather(*(producer(p) for p in range(partitions)))
+    produce_s = time.perf_counter() - began
+    consumed_bytes = 0
+
+    async def consumer(p: int, end: int) -> None:
+        nonlocal consumed_bytes
+        conn = await Conn.open(host, port)
+        offset = 0
+        while offset < end:
+            resp = await conn.call(1, 11, _fetch_body(topic, p, offset))
+            part = resp.responses[0].partitions[0]
+            data = part.records or b""
+            consumed_bytes += len(data)
+            pos = 0
+            while pos + 61 <= len(data):
+                base = int.from_bytes(data[pos : pos + 8], "big")
+                length = int.from_bytes(data[pos + 8 : pos + 12], "big")
+                last_delta = int.from_bytes(data[pos + 23 : pos + 27], "big")
+                offset = base + last_delta + 1
+                pos += 12 + length
+        await conn.close()
+
+    ends = []
+    conn = await Conn.open(host, port)
+    for p in range(partitions):
+        resp = await conn.call(1, 11, _fetch_body(topic, p, 0, max_wait=0, max_bytes=1))
+        ends.append(resp.responses[0].partitions[0].high_watermark)
+    await conn.close()
+    began = time.perf_counter()
+    await asyncio.gather(*(consumer(p, ends[p]) for p in range(partitions)))
+    consume_s = time.perf_counter() - began
+    mb = produced * record_bytes / 1e6
+    return {
+        "scenario": f"produce_fetch-{partitions}p-acks{acks}",
+        "records": produced,
+        "produce_mb_s": round(mb / produce_s, 1),
+        "produce_records_s": round(produced / produce_s, 1),
+        "consume_mb_s": round(consumed_bytes / 1e6 / consume_s, 1) if consume_s else 0.0,
+    }
+
+
+async def wakeup_latency(host: str, port: int, samples: int = 200) -> Stats:
+    """Produce one record while a fetch long-polls; time until the fetch returns it."""
+    from storage.batch import build_batch
+
+    topic = f"wake-{os.getpid()}-{time.monotonic_ns()}"
+    await ensure_topic(host, port, topic, 1)
+    fetcher, producer = await Conn.open(host, port), await Conn.open(host, port)
+    stats = Stats("fetch-wakeup")
+    began = time.perf_counter()
+    for offset in range(samples):
+        waiting = fetcher.request(1, 11, _fetch_body(topic, 0, offset, max_wait=5000))
+        await asyncio.sleep(0.002)
+        sent = time.perf_counter()
+        await producer.call(0, 9, _produce_body(topic, 0, build_batch([(None, b"x")], timestamp_ms=1), 1))
+        await asyncio.wait_for(waiting, 10)
+        stats.latencies.append(time.perf_counter() - sent)
+        stats.count += 1
+    stats.seconds = time.perf_counter() - began
+    await fetcher.close()
+    await producer.close()
+    return stats

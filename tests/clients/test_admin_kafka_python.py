@@ -45,6 +45,7 @@ def test_partitions_records_and_configs(broker_process):
     admin.close()
 
 
+@pytest.mark.scenario('kafka-python', 9)
 def test_group_admin(broker_process):
     bs = broker_process.bootstrap
     admin = KafkaAdminClient(bootstrap_servers=bs)

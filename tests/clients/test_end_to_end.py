@@ -10,6 +10,7 @@ from tests.clients.kp import ChildConsumer, wait_until
 pytestmark = pytest.mark.client
 
 
+@pytest.mark.scenario('kafka-python', 3, 6)
 @pytest.mark.parametrize("compression", [None, "gzip"])
 def test_group_reads_everything_once_and_resumes_after_restart(broker_process, compression):
     bootstrap = broker_process.bootstrap

@@ -16,6 +16,7 @@ def run(capsys, *args):
     return code, out.out, out.err
 
 
+@pytest.mark.scenario('groupd-groups', 9)
 def test_list_describe_reset_delete(broker_process, capsys):
     bs = broker_process.bootstrap
     admin = KafkaAdminClient(bootstrap_servers=bs)

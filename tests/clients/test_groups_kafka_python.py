@@ -29,6 +29,7 @@ def setup_topic(bootstrap, name):
     admin.close()
 
 
+@pytest.mark.scenario('kafka-python', 3, 4)
 def test_three_members_then_one_closes(broker_process):
     setup_topic(broker_process.bootstrap, "g3")
     members = [make_member(broker_process.bootstrap, "g3", "grp-close") for _ in range(3)]
@@ -40,6 +41,7 @@ def test_three_members_then_one_closes(broker_process):
         m.stop()
 
 
+@pytest.mark.scenario('kafka-python', 5)
 def test_killed_member_expires_and_others_take_over(broker_process):
     setup_topic(broker_process.bootstrap, "gk")
     members = [make_member(broker_process.bootstrap, "gk", "grp-kill") for _ in range(3)]
@@ -55,6 +57,7 @@ def test_killed_member_expires_and_others_take_over(broker_process):
             m.stop()
 
 
+@pytest.mark.scenario('kafka-python', 6)
 def test_commit_then_new_consumer_resumes_across_restart(broker_process):
     setup_topic(broker_process.bootstrap, "gc")
     tp = TopicPartition("gc", 2)

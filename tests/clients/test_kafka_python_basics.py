@@ -5,6 +5,7 @@ import pytest
 pytestmark = pytest.mark.client
 
 
+@pytest.mark.scenario('kafka-python', 1, 2)
 def test_admin_and_consumer_connect(broker_process):
     from kafka import KafkaAdminClient, KafkaConsumer
     from kafka.admin import NewTopic

@@ -16,6 +16,7 @@ def create_topic(bootstrap, name, partitions=6):
         f.result(15)
 
 
+@pytest.mark.scenario('confluent-kafka', 1, 2, 3, 4)
 def test_confluent_group_produce_consume_handover(broker_process):
     from confluent_kafka import Consumer, Producer
 
@@ -53,6 +54,7 @@ def test_confluent_group_produce_consume_handover(broker_process):
         c.close()
 
 
+@pytest.mark.scenario('confluent-kafka', 7)
 def test_confluent_static_member_restart_keeps_partitions_without_rebalance(broker_process):
     from confluent_kafka import Consumer
 
@@ -82,6 +84,7 @@ def test_confluent_static_member_restart_keeps_partitions_without_rebalance(brok
     b.close()
 
 
+@pytest.mark.scenario('aiokafka', 1, 6)
 def test_aiokafka_group_consume_commit_resume(broker_process):
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
@@ -118,6 +121,7 @@ def test_aiokafka_group_consume_commit_resume(broker_process):
     asyncio.run(asyncio.wait_for(scenario(), 90))
 
 
+@pytest.mark.scenario('aiokafka', 3)
 def test_aiokafka_two_members_split_partitions(broker_process):
     from aiokafka import AIOKafkaConsumer
 

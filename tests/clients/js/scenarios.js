@@ -1,0 +1,127 @@
+// kafkajs scenarios against a broker: `node scenarios.js <scenario> <bootstrap>` prints one JSON line.
+'use strict'
+const { Kafka, logLevel } = require('kafkajs')
+
+const [scenario, bootstrap] = process.argv.slice(2)
+const kafka = new Kafka({ clientId: 'kafkajs-scenarios', brokers: [bootstrap], logLevel: logLevel.NOTHING, retry: { retries: 8 } })
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
+
+async function until (predicate, ms, what) {
+  const deadline = Date.now() + ms
+  while (Date.now() < deadline) {
+    if (await predicate()) return
+    await sleep(50)
+  }
+  throw new Error(`timed out after ${ms} ms waiting for ${what}`)
+}
+
+function member (groupId, topic, seen) {
+  const consumer = kafka.consumer({ groupId, sessionTimeout: 6000, heartbeatInterval: 300, rebalanceTimeout: 10000 })
+  const state = { consumer, assignment: [] }
+  consumer.on(consumer.events.GROUP_JOIN, (e) => { state.assignment = (e.payload.memberAssignment[topic] || []).slice().sort() })
+  return consumer.connect()
+    .then(() => consumer.subscribe({ topic, fromBeginning: true }))
+    .then(() => consumer.run({ eachMessage: async ({ message }) => { if (seen) seen.push(message.value.toString()) } }))
+    .then(() => state)
+}
+
+const covered = (members, n) => {
+  const all = members.flatMap((m) => m.assignment)
+  return members.every((m) => m.assignment.length > 0) && all.length === n && new Set(all).size === n
+}
+
+async function createTopic (admin, topic, partitions) {
+  await admin.createTopics({ topics: [{ topic, numPartitions: partitions, replicationFactor: 1 }], waitForLeaders: true })
+}
+
+const scenarios = {
+  async connect () {
+    const admin = kafka.admin()
+    await admin.connect()
+    const topics = await admin.listTopics()
+    await admin.disconnect()
+    return { topics }
+  },
+  async create () {
+    const admin = kafka.admin()
+    await admin.connect()
+    await createTopic(admin, 'js-six', 6)
+    const meta = await admin.fetchTopicMetadata({ topics: ['js-six'] })
+    await admin.disconnect()
+    return { partitions: meta.topics[0].partitions.length }
+  },
+  async group () {
+    const admin = kafka.admin()
+    await admin.connect()
+    await createTopic(admin, 'js-group', 6)
+    const members = await Promise.all([0, 1, 2].map(() => member('js-g', 'js-group')))
+    await until(() => covered(members, 6), 30000, 'three disjoint assignments covering 6 partitions')
+    const before = members.map((m) => m.assignment)
+    await members[0].consumer.disconnect() // LeaveGroup
+    const rest = members.slice(1)
+    await until(() => covered(rest, 6), 30000, 'the remaining two to take over all partitions')
+    const after = rest.map((m) => m.assignment)
+    await Promise.all(rest.map((m) => m.consumer.disconnect()))
+    await admin.disconnect()
+    return { before, after }
+  },
+  async resume () {
+    const admin = kafka.admin()
+    await admin.connect()
+    await createTopic(admin, 'js-resume', 3)
+    const producer = kafka.producer()
+    await producer.connect()
+    await producer.send({ topic: 'js-resume', messages: Array.from({ length: 30 }, (_, i) => ({ value: `m${i}` })) })
+    const seen = []
+    const first = await member('js-r', 'js-resume', seen)
+    await until(() => seen.length >= 30, 30000, '30 messages')
+    await first.consumer.disconnect() // commits what it processed, leaves
+    await producer.send({ topic: 'js-resume', messages: [{ value: 'later' }] })
+    const again = []
+    const second = await member('js-r', 'js-resume', again)
+    await until(() => again.length >= 1, 30000, 'the message produced after the first consumer left')
+    await sleep(300)
+    await second.consumer.disconnect()
+    await producer.disconnect()
+    await admin.disconnect()
+    return { first: seen.length, again }
+  },
+  async admin () {
+    const admin = kafka.admin()
+    await admin.connect()
+    await createTopic(admin, 'js-admin', 2)
+    const producer = kafka.producer()
+    await producer.connect()
+    await producer.send({ topic: 'js-admin', messages: Array.from({ length: 10 }, (_, i) => ({ value: `a${i}`, partition: i % 2 })) })
+    const seen = []
+    const m = await member('js-a', 'js-admin', seen)
+    await until(() => seen.length >= 10 && m.assignment.length === 2, 30000, 'the member to read 10 messages')
+    const listed = (await admin.listGroups()).groups.map((g) => g.groupId)
+    const described = (await admin.describeGroups(['js-a'])).groups[0]
+    let nonEmpty = null
+    try { await admin.deleteGroups(['js-a']) } catch (e) { nonEmpty = e.groups ? e.groups.map((g) => g.error && g.error.type) : e.type || String(e) }
+    await m.consumer.disconnect()
+    await until(async () => (await admin.describeGroups(['js-a'])).groups[0].state === 'Empty', 15000, 'the group to be empty')
+    const offsets = await admin.fetchOffsets({ groupId: 'js-a', topics: ['js-admin'] })
+    await admin.resetOffsets({ groupId: 'js-a', topic: 'js-admin', earliest: true })
+    const reset = await admin.fetchOffsets({ groupId: 'js-a', topics: ['js-admin'] })
+    await admin.deleteGroups(['js-a'])
+    const afterDelete = (await admin.listGroups()).groups.map((g) => g.groupId)
+    await producer.disconnect()
+    await admin.disconnect()
+    return {
+      listed: listed.includes('js-a'),
+      state: described.state,
+      members: described.members.length,
+      protocol: described.protocol,
+      nonEmpty,
+      offsets: offsets[0].partitions.map((p) => Number(p.offset)).sort(),
+      reset: reset[0].partitions.map((p) => Number(p.offset)).sort(),
+      deleted: !afterDelete.includes('js-a')
+    }
+  }
+}
+
+scenarios[scenario]()
+  .then((result) => { console.log(JSON.stringify({ ok: true, result })); process.exit(0) })
+  .catch((err) => { console.log(JSON.stringify({ ok: false, error: String(err && err.stack || err) })); process.exit(1) })

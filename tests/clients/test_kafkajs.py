@@ -1,0 +1,53 @@
+"""kafkajs (node) against groupd: the same group scenarios, driven by tests/clients/js/scenarios.js."""
+
+import json
+import shutil
+import subprocess
+
+import pytest
+
+from tests.harness import ROOT
+
+pytestmark = pytest.mark.client
+JS = ROOT / "tests" / "clients" / "js"
+
+
+def run(scenario: str, bootstrap: str, timeout: float = 90) -> dict:
+    node = shutil.which("node")
+    assert node, "node is not installed: kafkajs scenarios cannot run (install Node.js 20)"
+    assert (JS / "node_modules" / "kafkajs").exists(), "kafkajs is not installed: run `make js-deps` (npm ci in tests/clients/js)"
+    out = subprocess.run([node, str(JS / "scenarios.js"), scenario, bootstrap], capture_output=True, text=True, timeout=timeout, cwd=JS)
+    line = (out.stdout.strip().splitlines() or ["{}"])[-1]
+    doc = json.loads(line)
+    assert doc.get("ok"), f"kafkajs {scenario}: {doc.get('error') or out.stderr[-2000:]}"
+    return doc["result"]
+
+
+@pytest.mark.scenario('kafkajs', 1, 2)
+def test_connect_and_create(broker_process):
+    assert run("connect", broker_process.bootstrap)["topics"] == []
+    assert run("create", broker_process.bootstrap)["partitions"] == 6
+
+
+@pytest.mark.scenario('kafkajs', 3, 4)
+def test_group_disjoint_then_handover(broker_process):
+    result = run("group", broker_process.bootstrap)
+    before, after = result["before"], result["after"]
+    assert sorted(p for a in before for p in a) == list(range(6)) and all(before)
+    assert sorted(p for a in after for p in a) == list(range(6)) and len(after) == 2
+
+
+@pytest.mark.scenario('kafkajs', 6)
+def test_commit_and_resume(broker_process):
+    result = run("resume", broker_process.bootstrap)
+    assert result["first"] == 30 and result["again"] == ["later"]
+
+
+@pytest.mark.scenario('kafkajs', 9)
+def test_admin_groups_and_offsets(broker_process):
+    r = run("admin", broker_process.bootstrap)
+    assert r["listed"] and r["state"] == "Stable" and r["members"] == 1
+    assert r["nonEmpty"] == ["NON_EMPTY_GROUP"]
+    assert r["offsets"] == [5, 5]
+    assert r["reset"] == [-2, -2], "kafkajs commits -2 (earliest) for resetOffsets({earliest: true})"
+    assert r["deleted"]
