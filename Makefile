@@ -10,7 +10,10 @@ ARGS ?=
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test]'
+	$(PY) -m pip install --quiet -e '.[test,pipeline]'
+	@command -v java >/dev/null || { echo "installing Java for Spark"; \
+	  (apt-get install -y -q openjdk-17-jre-headless >/dev/null 2>&1 || \
+	   (apt-get update -q >/dev/null && apt-get install -y -q openjdk-17-jre-headless >/dev/null)); }
 	touch $(STAMP)
 
 venv: $(STAMP)
@@ -44,6 +47,9 @@ bench: $(STAMP)
 compat: $(STAMP) js-deps
 	$(PY) -m pytest -q -n 2 tests/clients
 	$(PY) scripts/gen_compat.py
+
+pipeline: $(STAMP)
+	$(PY) -m pipeline report --log-dirs ./data --out ./pipeline-out
 
 compose-up:
 	docker-compose -f docker/docker-compose.yml up -d groupd prometheus

@@ -1,0 +1,136 @@
+"""Reading groupd's log.dirs without a broker: offsets-partition records and data-partition log ends.
+
+Plain Python over the same code the broker uses (storage/batch.py for batches and CRCs,
+coordinator/records.py for the __consumer_offsets formats): there is no second decoder. Spark's data
+source calls these per partition directory; tests and small stores can call them directly.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from coordinator.partitioning import OFFSETS_TOPIC
+from coordinator.records import GroupMetadataKey, OffsetCommitKey, RecordFormatError, decode_key, decode_value
+from storage.batch import BATCH_OVERHEAD, crc_ok, iter_batches, iter_records, parse_header
+from storage.errors import StorageError
+
+_PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
+
+COMMIT_FIELDS = (
+    "group", "topic", "partition", "offset", "leader_epoch", "metadata", "commit_timestamp", "expire_timestamp",
+    "store_partition", "record_offset", "record_timestamp", "is_tombstone",
+)
+GROUP_FIELDS = (
+    "group", "generation", "protocol_type", "protocol", "leader", "state_timestamp", "member_count", "members",
+    "store_partition", "record_offset", "record_timestamp", "is_tombstone",
+)
+
+
+def offsets_partitions(log_dirs: str | Path) -> list[Path]:
+    root = Path(log_dirs)
+    dirs = [d for d in root.iterdir() if d.is_dir() and d.name.startswith(OFFSETS_TOPIC + "-")] if root.exists() else []
+    return sorted(dirs, key=lambda d: int(d.name.rsplit("-", 1)[1]))
+
+
+def data_partitions(log_dirs: str | Path) -> list[tuple[str, int, Path]]:
+    out = []
+    root = Path(log_dirs)
+    for d in sorted(root.iterdir()) if root.exists() else []:
+        m = _PARTITION_DIR.match(d.name)
+        if d.is_dir() and m and not d.name.startswith(OFFSETS_TOPIC + "-"):
+            out.append((m["topic"], int(m["partition"]), d))
+    return out
+
+
+def _segments(directory: Path) -> list[Path]:
+    return sorted(directory.glob("*.log"))
+
+
+def batches(directory: Path, stats: dict[str, int] | None = None) -> Iterator[tuple[Any, memoryview]]:
+    """Every CRC-valid batch of a partition directory; damaged ones are counted and skipped."""
+    for segment in _segments(directory):
+        data = memoryview(segment.read_bytes())
+        pos = 0
+        try:
+            for pos, header in iter_batches(data, 0):
+                if crc_ok(data, pos, header):
+                    yield header, data[pos : pos + header.size]
+                elif stats is not None:
+                    stats["corrupt_batches"] = stats.get("corrupt_batches", 0) + 1
+        except StorageError:
+            if stats is not None:
+                stats["corrupt_batches"] = stats.get("corrupt_batches", 0) + 1
+
+
+def read_offsets_partition(directory: Path, kind: str) -> Iterator[tuple]:
+    """Rows of one ``__consumer_offsets-N`` directory: ``kind`` is "commits" or "groups"."""
+    store_partition = int(directory.name.rsplit("-", 1)[1])
+    for header, batch in batches(directory):
+        for rec in iter_records(batch, header):
+            if rec.key is None:
+                continue
+            try:
+                key = decode_key(bytes(rec.key))
+                if key is None:
+                    continue
+                value = decode_value(key, None if rec.value is None else bytes(rec.value))
+            except RecordFormatError:
+                continue
+            if kind == "commits" and isinstance(key, OffsetCommitKey):
+                if value is None:
+                    yield (key.group, key.topic, key.partition, None, None, None, None, None, store_partition, rec.offset, rec.timestamp, True)
+                else:
+                    yield (
+                        key.group, key.topic, key.partition, value.offset, value.leader_epoch, value.metadata,
+                        value.commit_timestamp, value.expire_timestamp, store_partition, rec.offset, rec.timestamp, False,
+                    )
+            elif kind == "groups" and isinstance(key, GroupMetadataKey):
+                if value is None:
+                    yield (key.group, None, None, None, None, None, None, None, store_partition, rec.offset, rec.timestamp, True)
+                else:
+                    members = [
+                        (m.member_id, m.group_instance_id, m.client_id, m.client_host, m.session_timeout, m.rebalance_timeout, len(m.assignment))
+                        for m in value.members
+                    ]
+                    yield (
+                        key.group, value.generation, value.protocol_type, value.protocol, value.leader,
+                        value.current_state_timestamp, len(members), members, store_partition, rec.offset, rec.timestamp, False,
+                    )
+
+
+def log_end_offset(directory: Path) -> tuple[int, int]:
+    """(log start offset, log end offset) of a data partition, from its segments' batch headers."""
+    start = end = None
+    for segment in _segments(directory):
+        size = segment.stat().st_size
+        with open(segment, "rb") as f:
+            pos = 0
+            while pos + BATCH_OVERHEAD <= size:
+                f.seek(pos)
+                try:
+                    header = parse_header(f.read(BATCH_OVERHEAD), 0)
+                except StorageError:
+                    break
+                if pos + header.size > size:
+                    break
+                start = header.base_offset if start is None else start
+                end = header.last_offset + 1
+                pos += header.size
+    checkpoint = directory / "log-start-offset"
+    if checkpoint.exists():
+        with contextlib.suppress(ValueError):
+            start = max(start or 0, int(checkpoint.read_text().strip() or 0))
+    return (start or 0, end or 0)
+
+
+def log_ends(log_dirs: str | Path) -> list[tuple[str, int, int, int]]:
+    return [(t, p, *log_end_offset(d)) for t, p, d in data_partitions(log_dirs)]
+
+
+def cpu_count() -> int:
+    return os.cpu_count() or 2

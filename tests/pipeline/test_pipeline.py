@@ -1,0 +1,74 @@
+"""The jobs recover exactly the generations, storms, lag and statuses the scripted scenarios produced."""
+
+from pathlib import Path
+
+from pipeline import jobs
+from pipeline import store as reader
+from tests.pipeline.conftest import STORM_GENERATIONS, T0
+
+
+def test_reader_decodes_the_coordinators_records(store):
+    dirs = reader.offsets_partitions(store["log_dirs"])
+    rows = [r for d in dirs for r in reader.read_offsets_partition(d, "groups")]
+    assert {r[0] for r in rows} == {"storm"}
+    commits = [r for d in dirs for r in reader.read_offsets_partition(d, "commits")]
+    assert {r[0] for r in commits} == {"steady", "lagging"} and len(commits) == 20
+    assert reader.log_ends(store["log_dirs"]) == [("orders", 0, 0, 100)]
+
+
+def test_data_source_reads_in_parallel(spark, store):
+    groups = jobs.groups(spark, store["log_dirs"])
+    assert groups.rdd.getNumPartitions() == len(reader.offsets_partitions(store["log_dirs"]))
+    # ten generations, then an eleventh when the members' sessions lapse and the group empties
+    assert groups.count() == STORM_GENERATIONS + 1
+    assert jobs.commits(spark, store["log_dirs"]).where("not is_tombstone").count() == 20
+
+
+def test_rebalance_history(spark, store):
+    history = jobs.rebalance_history(jobs.groups(spark, store["log_dirs"])).orderBy("generation").toPandas()
+    n = STORM_GENERATIONS
+    assert list(history["generation"]) == list(range(1, n + 2))
+    assert list(history["member_count"]) == list(range(1, n + 1)) + [0]
+    assert list(history["start_ms"][:n]) == [T0 + i * 5_000 for i in range(n)]
+    assert list(history["duration_ms"][: n - 1]) == [5_000] * (n - 1)
+    assert list(history["likely_cause"]) == ["group formed"] + ["join"] * (n - 1) + ["emptied"]
+    assert all(len(j) == 1 for j in history["joined"][1:n]) and all(len(x) == 0 for x in history["left"][:n])
+    assert len(history["left"][n]) == n, "everyone left when the sessions lapsed"
+
+
+def test_storms(spark, store):
+    history = jobs.rebalance_history(jobs.groups(spark, store["log_dirs"]))
+    found = jobs.storms(history, min_rebalances=5, window_seconds=60).toPandas()
+    assert list(found["group"]) == ["storm"] and int(found["max_rebalances_in_window"][0]) >= STORM_GENERATIONS
+    assert jobs.storms(history, min_rebalances=12, window_seconds=60).count() == 0
+    assert jobs.storms(history, min_rebalances=5, window_seconds=10).count() == 0
+
+
+def test_lag_and_positions(spark, store):
+    ends = jobs.log_ends(spark, store["log_dirs"])
+    commits = jobs.commits(spark, store["log_dirs"])
+    lag = {r["group"]: r["lag"] for r in jobs.lag(commits, ends).collect()}
+    assert lag == {"steady": 0, "lagging": 60}
+    steady = jobs.positions(commits).where("group = 'steady'").orderBy("commit_timestamp").toPandas()
+    assert list(steady["offset"]) == [10 * (i + 1) for i in range(10)]
+    over_time = jobs.lag_over_time(commits, ends).where("group = 'steady'").orderBy("commit_timestamp").toPandas()
+    assert list(over_time["lag"]) == [100 - 10 * (i + 1) for i in range(10)]
+
+
+def test_consumer_status_follows_burrows_rules(spark, store):
+    ends = jobs.log_ends(spark, store["log_dirs"])
+    commits = jobs.commits(spark, store["log_dirs"])
+    status = {r["group"]: r["status"] for r in jobs.consumer_status(commits, ends, now_ms=store["now_ms"]).collect()}
+    assert status == {"steady": "OK", "lagging": "STALL"}
+    much_later = {r["group"]: r["status"] for r in jobs.consumer_status(commits, ends, now_ms=store["now_ms"] + 3_600_000).collect()}
+    assert much_later == {"steady": "OK", "lagging": "STOP"}
+
+
+def test_report_is_one_html_file(spark, store, tmp_path):
+    from pipeline.__main__ import run
+
+    path = run("report", store["log_dirs"], tmp_path / "out")
+    html = Path(path).read_text()
+    assert html.startswith("<!doctype html>") and "data:image/png;base64," in html
+    assert "Rebalances over time" in html and "Storm timeline" in html and "Lag per group" in html
+    assert "Consumer status" in html and ("STOP" in html or "STALL" in html)
