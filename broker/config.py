@@ -107,6 +107,7 @@ KEYS: dict[str, Key] = {
         _int_key("offsets.retention.check.interval.ms", 600_000, 1, INT64_MAX, "how often expired offsets are removed"),
         _int_key("offset.metadata.max.bytes", 4096, 0, INT32_MAX, "largest commit metadata string"),
         _int_key("offsets.commit.timeout.ms", 5000, 1, INT32_MAX, "how long a commit may wait for its write"),
+        _int_key("offsets.retain.uncompacted.hours", 0, 0, INT32_MAX, "keep offsets segments uncompacted this long, so the pipeline sees full history (0: compact at once)"),
         _int_key("offsets.topic.segment.bytes", 104_857_600, 1024, INT32_MAX, "segment size of offsets partitions"),
         # storage
         _int_key("log.segment.bytes", 1_073_741_824, 1024, INT32_MAX, "segment roll size"),

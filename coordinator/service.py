@@ -326,7 +326,7 @@ class GroupCoordinator:
                     if result.records and self.metrics is not None:
                         self.metrics.offsets_expired(sum(1 for k, v in result.records if v is None))
                     self._process(shard, result)
-                    shard.log.compact(self.now())
+                    shard.log.compact(self.now(), self.config["offsets.retain.uncompacted.hours"] * 3_600_000)
                 except Exception:
                     log.exception("offsets housekeeping of partition %d failed", shard.partition)
 

@@ -481,10 +481,18 @@ class Log:
             self._persist_start()
         return deleted
 
-    def compact(self, now_ms: int) -> CompactionStats:
-        """Keep the newest record per key in closed segments; drop old tombstones; offsets stay."""
+    def compact(self, now_ms: int, min_age_ms: int = 0) -> CompactionStats:
+        """Keep the newest record per key in closed segments; drop old tombstones; offsets stay.
+
+        ``min_age_ms`` leaves alone closed segments whose newest record is younger than that, so their
+        full history stays readable (the offsets store's ``offsets.retain.uncompacted.hours``)."""
         stats = CompactionStats()
         closed = self.segments[:-1]
+        if min_age_ms > 0:
+            old_enough = 0
+            while old_enough < len(closed) and now_ms - closed[old_enough].max_timestamp >= min_age_ms:
+                old_enough += 1
+            closed = closed[:old_enough]  # segments are in time order: stop at the first young one
         if not closed:
             return stats
         latest: dict[bytes, int] = {}

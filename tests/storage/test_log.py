@@ -336,3 +336,16 @@ async def test_shared_committer_one_round_for_many_logs(tmp_path):
     await asyncio.gather(*(writer(i) for i in range(100)))
     assert committer.fsyncs <= 3, committer.fsyncs
     assert all(not lg.dirty for lg in logs)
+
+
+def test_compaction_leaves_young_segments_alone(tmp_path):
+    clock = Clock(1_000_000)
+    log = Log.open(tmp_path / "young", LogConfig(segment_bytes=250), now_ms=clock)
+    for i in range(30):
+        log.append_records([(b"same-key", str(i).encode())], clock.t + i * 1000)
+    closed = len(log.segments) - 1
+    before = sum(h.record_count for h, _ in log.batches())
+    stats = log.compact(clock.t + 30_000, min_age_ms=3_600_000)
+    assert stats.segments == 0 and sum(h.record_count for h, _ in log.batches()) == before
+    stats = log.compact(clock.t + 30_000 + 3_600_000, min_age_ms=3_600_000)
+    assert stats.segments == closed and sum(h.record_count for h, _ in log.batches()) < before

@@ -1,0 +1,73 @@
+"""Pipeline run time on a generated store: G groups, N offset-commit records spread over the 50 offsets
+partitions (the issue's scale is 10,000 groups and 5,000,000 records: ``--records 5000000``)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from pathlib import Path
+
+from coordinator.partitioning import OFFSETS_TOPIC, partition_for
+from coordinator.records import OffsetCommitKey, OffsetCommitValue, encode_key, encode_value
+from storage.log import Log, LogConfig
+
+T0 = 1_700_000_000_000
+
+
+def generate(log_dirs: Path, groups: int, records: int, per_batch: int = 100) -> float:
+    started = time.perf_counter()
+    logs: dict[int, Log] = {}
+    pending: dict[int, list] = {}
+    for i in range(records):
+        group = f"group-{i % groups}"
+        p = partition_for(group, 50)
+        key = encode_key(OffsetCommitKey(group, "events", (i // groups) % 6))
+        value = encode_value(OffsetCommitValue(i // groups, "", T0 + i))
+        batch = pending.setdefault(p, [])
+        batch.append((key, value))
+        if len(batch) == per_batch:
+            lg = logs.get(p) or logs.setdefault(p, Log.open(log_dirs / f"{OFFSETS_TOPIC}-{p}", LogConfig(segment_bytes=1 << 30)))
+            lg.append_records(batch, T0 + i)
+            pending[p] = []
+    for p, batch in pending.items():
+        if batch:
+            lg = logs.get(p) or logs.setdefault(p, Log.open(log_dirs / f"{OFFSETS_TOPIC}-{p}", LogConfig(segment_bytes=1 << 30)))
+            lg.append_records(batch, T0 + records)
+    for lg in logs.values():
+        lg.flush()
+        lg.close()
+    return time.perf_counter() - started
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--groups", type=int, default=10_000)
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--master", default="local[2]")
+    args = parser.parse_args()
+    from pipeline import jobs
+    from pipeline.__main__ import session
+
+    with tempfile.TemporaryDirectory() as tmp:
+        gen_s = generate(Path(tmp), args.groups, args.records)
+        spark = session(args.master)
+        out = {"groups": args.groups, "records": args.records, "generate_s": round(gen_s, 1)}
+        started = time.perf_counter()
+        commits = jobs.commits(spark, tmp)
+        n = commits.count()
+        out["read_s"] = round(time.perf_counter() - started, 1)
+        out["rows"] = n
+        started = time.perf_counter()
+        ends = jobs.log_ends(spark, tmp)
+        out["lag_rows"] = jobs.lag(commits, ends).count()
+        out["positions_rows"] = jobs.positions(commits).count()
+        out["jobs_s"] = round(time.perf_counter() - started, 1)
+        out["rows_per_s"] = round(n / max(out["read_s"], 1e-9))
+        spark.stop()
+    print(json.dumps(out, indent=1))
+
+
+if __name__ == "__main__":
+    main()
