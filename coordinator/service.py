@@ -24,6 +24,7 @@ from coordinator import errors as E
 from coordinator import shard as core
 from coordinator.api import GroupConfig, Result
 from coordinator.group import COMPLETING, PREPARING, STABLE
+from coordinator.logfields import group_event
 from coordinator.partitioning import OFFSETS_TOPIC, partition_for
 from coordinator.records import RecordFormatError, decode_key, decode_value, encode_key, encode_value
 from storage.batch import iter_key_values
@@ -207,13 +208,32 @@ class GroupCoordinator:
             self._observe(shard, group_id, before)
             self._process(shard, result)
             payload = await fut
-            if log.isEnabledFor(logging.DEBUG):
-                log.debug(
-                    "%s group=%s member=%s -> %s", handler.__name__, group_id, getattr(request, "member_id", None), payload
-                )
+            self._log_member_event(handler, group_id, request, payload)
             return payload
         finally:
             self._waiting.pop(token, None)
+
+    _EVENTS = {"join_group": "member joined", "sync_group": "member synced", "leave_group": "members left"}
+
+    def _log_member_event(self, handler: Callable[..., Any], group_id: str, request: Any, payload: Any) -> None:
+        """Join, sync and leave as structured events: group, member, generation, error."""
+        name = getattr(handler, "__name__", "")
+        event = self._EVENTS.get(name)
+        if event is None:
+            if log.isEnabledFor(logging.DEBUG):
+                group_event(log, name, group_id, getattr(request, "member_id", None), level=logging.DEBUG, error=getattr(payload, "error", None))
+            return
+        if not log.isEnabledFor(logging.INFO):
+            return
+        if name == "leave_group":
+            for m in getattr(payload, "members", ()) or getattr(request, "members", ()):
+                group_event(log, event, group_id, m.member_id, instance=m.group_instance_id, error=getattr(m, "error", None))
+            return
+        member = getattr(payload, "member_id", None) or getattr(request, "member_id", None)
+        generation = getattr(payload, "generation_id", None)
+        if generation is None:
+            generation = getattr(request, "generation_id", None)
+        group_event(log, event, group_id, member, generation, error=payload.error, instance=getattr(request, "group_instance_id", None))
 
     def call_sync(self, group_id: str, handler: Callable[..., Any], *args: Any) -> Any:
         """A read (describe, fetch): answered from the state as it is, no token, no records."""
