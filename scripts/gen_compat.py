@@ -31,10 +31,10 @@ SCENARIOS = {
 }
 CLIENTS = ["kafka-python", "aiokafka", "confluent-kafka", "kafkajs", "groupd-groups"]
 NOT_APPLICABLE = {
-    ("kafka-python", 8): "kafka-python implements only the eager rebalance protocol (no cooperative-sticky)",
     ("aiokafka", 8): "aiokafka implements only the eager rebalance protocol (no cooperative-sticky)",
     ("kafkajs", 7): "kafkajs has no group.instance.id (static membership)",
     ("kafkajs", 8): "kafkajs implements only the eager rebalance protocol",
+    ("kafkajs", 10): "scenario 10 is the kafka-python + confluent-kafka + aiokafka trio (range assignor)",
     **{("groupd-groups", n): "an admin tool, not a consumer" for n in (3, 4, 5, 6, 7, 8, 10)},
     **{("groupd-groups", n): "manages groups, not topics" for n in (1, 2)},
 }

@@ -53,6 +53,8 @@ class ChildConsumer:
                     self.assignment = set(event["assigned"])
                 elif "record" in event:
                     self.records.append(tuple(event["record"]))
+                elif "revoked" in event:
+                    self.revoked.extend(event["revoked"])
                 elif "closed" in event:
                     self.closed = True
 
@@ -76,3 +78,26 @@ class ChildConsumer:
         self.proc.kill()
         self.proc.wait()
         self._reader.join(5)
+
+
+class ChildMember(ChildConsumer):
+    """A member of any Python client (kafka-python, confluent-kafka, aiokafka) in its own process."""
+
+    def __init__(
+        self, client: str, bootstrap: str, topic: str, group: str, session_ms: int = 3000, instance: str | None = None,
+        assignor: str | None = None,
+    ) -> None:
+        spec = {"client": client, "bootstrap": bootstrap, "topic": topic, "group": group, "session_ms": session_ms,
+                "instance": instance, "assignor": assignor}
+        self.revoked: list[int] = []
+        self.proc = subprocess.Popen(
+            [sys.executable, str(ROOT / "tests/clients/member_child.py"), json.dumps(spec)],
+            cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
+        self.assignment = set()
+        self.records = []
+        self.closed = False
+        self._lock = threading.Lock()
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()

@@ -51,3 +51,53 @@ def test_admin_groups_and_offsets(broker_process):
     assert r["offsets"] == [5, 5]
     assert r["reset"] == [-2, -2], "kafkajs commits -2 (earliest) for resetOffsets({earliest: true})"
     assert r["deleted"]
+
+
+class NodeMember:
+    """A kafkajs member in its own node process (SIGKILL: no LeaveGroup)."""
+
+    def __init__(self, bootstrap: str, topic: str, group: str) -> None:
+        import threading
+
+        self.assignment: set[int] = set()
+        self.proc = subprocess.Popen(
+            [shutil.which("node"), str(JS / "scenarios.js"), "member", bootstrap, topic, group],
+            cwd=JS, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+        )
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        for line in self.proc.stdout:
+            try:
+                self.assignment = set(json.loads(line)["assigned"])
+            except (ValueError, KeyError):
+                continue
+
+    def kill(self) -> None:
+        self.proc.kill()
+        self.proc.wait()
+
+
+@pytest.mark.scenario("kafkajs", 5)
+def test_killed_member_expires(broker_process):
+    import time
+
+    from tests.clients.kp import wait_until
+
+    run("create", broker_process.bootstrap)  # js-six, 6 partitions
+    members = [NodeMember(broker_process.bootstrap, "js-six", "js-kill") for _ in range(3)]
+
+    def covered(ms):
+        parts = [m.assignment for m in ms]
+        return all(parts) and sum(map(len, parts)) == 6 and set().union(*parts) == set(range(6))
+
+    try:
+        wait_until(lambda: covered(members), 45, "kafkajs: three members sharing 6 partitions")
+        members[0].kill()
+        killed = time.monotonic()
+        wait_until(lambda: covered(members[1:]), 45, "kafkajs: the survivors taking over after the session timeout")
+        assert time.monotonic() - killed >= 1.5
+    finally:
+        for m in members:
+            m.kill()

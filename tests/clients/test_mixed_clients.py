@@ -90,3 +90,23 @@ def test_three_client_libraries_share_one_group(broker_process):
         thread.join(20)
         ck.close()
         kp.stop()
+
+
+@pytest.mark.scenario("kafka-python", 8)
+def test_kafka_python_cooperative_sticky_revokes_only_what_moves(broker_process):
+    from tests.clients.kp import ChildMember
+
+    bs = broker_process.bootstrap
+    create_topic(bs, "kcoop", 6)
+    a = ChildMember("kafka-python", bs, "kcoop", "kcoop-g", 6000, assignor="cooperative-sticky")
+    try:
+        wait_until(lambda: len(a.assignment) == 6, 30, "the first member to own all 6 partitions")
+        b = ChildMember("kafka-python", bs, "kcoop", "kcoop-g", 6000, assignor="cooperative-sticky")
+        try:
+            wait_until(lambda: a.assignment and b.assignment and len(a.assignment) + len(b.assignment) == 6, 45, "two members sharing 6 partitions")
+            assert a.assignment.isdisjoint(b.assignment)
+            assert set(a.revoked) == b.assignment, f"incremental: only moved partitions revoked, got {a.revoked}"
+        finally:
+            b.kill()
+    finally:
+        a.kill()

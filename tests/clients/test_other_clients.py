@@ -147,3 +147,85 @@ def test_aiokafka_two_members_split_partitions(broker_process):
             await c.stop()
 
     asyncio.run(asyncio.wait_for(scenario(), 60))
+
+
+@pytest.mark.scenario("confluent-kafka", 6, 9)
+def test_confluent_commit_resume_and_admin(broker_process):
+    from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    bs = broker_process.bootstrap
+    create_topic(bs, "cadm", 2)
+    producer = Producer({"bootstrap.servers": bs})
+    for i in range(10):
+        producer.produce("cadm", value=f"c{i}", partition=i % 2)
+    producer.flush(10)
+
+    def consume(n):
+        c = Consumer({"bootstrap.servers": bs, "group.id": "cadm-g", "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                      "session.timeout.ms": 6000, "heartbeat.interval.ms": 300})
+        c.subscribe(["cadm"])
+        got = []
+        deadline = time.monotonic() + 30
+        while len(got) < n and time.monotonic() < deadline:
+            m = c.poll(0.1)
+            if m is not None and m.error() is None:
+                got.append(m.value())
+                c.commit(message=m, asynchronous=False)
+        return c, got
+
+    c, got = consume(10)
+    assert sorted(got) == sorted(f"c{i}".encode() for i in range(10))
+    admin = AdminClient({"bootstrap.servers": bs})
+    listed = admin.list_consumer_groups().result(10)
+    assert "cadm-g" in {g.group_id for g in listed.valid}
+    described = admin.describe_consumer_groups(["cadm-g"])["cadm-g"].result(10)
+    assert len(described.members) == 1 and str(described.state).endswith("STABLE")
+    with pytest.raises(Exception, match="NON_EMPTY_GROUP|not empty|NonEmpty"):
+        admin.delete_consumer_groups(["cadm-g"])["cadm-g"].result(10)
+    c.close()
+    offsets = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions("cadm-g")])["cadm-g"].result(10)
+    assert sorted(tp.offset for tp in offsets.topic_partitions) == [5, 5]
+    producer.produce("cadm", value="later", partition=0)
+    producer.flush(10)
+    c2, again = consume(1)
+    assert again == [b"later"], "resumes exactly at the committed offsets"
+    c2.close()
+    admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions("cadm-g", [TopicPartition("cadm", 0, 0), TopicPartition("cadm", 1, 0)])])["cadm-g"].result(10)
+    offsets = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions("cadm-g")])["cadm-g"].result(10)
+    assert sorted(tp.offset for tp in offsets.topic_partitions) == [0, 0]
+    admin.delete_consumer_groups(["cadm-g"])["cadm-g"].result(10)
+    assert "cadm-g" not in {g.group_id for g in admin.list_consumer_groups().result(10).valid}
+
+
+@pytest.mark.scenario("aiokafka", 2, 9)
+def test_aiokafka_admin(broker_process):
+    from aiokafka import AIOKafkaConsumer
+    from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+
+    bs = broker_process.bootstrap
+
+    async def scenario():
+        admin = AIOKafkaAdminClient(bootstrap_servers=bs)
+        await admin.start()
+        await admin.create_topics([NewTopic("aadm", 6, 1)])
+        assert "aadm" in await admin.list_topics()
+        c = AIOKafkaConsumer("aadm", bootstrap_servers=bs, group_id="aadm-g", session_timeout_ms=6000, heartbeat_interval_ms=300)
+        await c.start()
+        deadline = time.monotonic() + 30
+        while len(c.assignment()) != 6 and time.monotonic() < deadline:
+            await c.getmany(timeout_ms=100)
+        assert len(c.assignment()) == 6
+        groups = await admin.list_consumer_groups()
+        assert "aadm-g" in {g[0] for g in groups}
+        described = await admin.describe_consumer_groups(["aadm-g"])
+        assert "Stable" in str(described)
+        from aiokafka.structs import OffsetAndMetadata, TopicPartition
+
+        await c.commit({TopicPartition("aadm", 3): OffsetAndMetadata(7, "")})
+        offsets = await admin.list_consumer_group_offsets("aadm-g")
+        assert offsets[TopicPartition("aadm", 3)].offset == 7
+        await c.stop()
+        await admin.close()
+
+    asyncio.run(asyncio.wait_for(scenario(), 60))

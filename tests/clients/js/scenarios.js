@@ -34,6 +34,21 @@ async function createTopic (admin, topic, partitions) {
   await admin.createTopics({ topics: [{ topic, numPartitions: partitions, replicationFactor: 1 }], waitForLeaders: true })
 }
 
+// `node scenarios.js member <bootstrap> <topic> <group>`: one long-lived member printing its assignment
+async function runMember (topic, groupId) {
+  const consumer = kafka.consumer({ groupId, sessionTimeout: 3000, heartbeatInterval: 200, rebalanceTimeout: 10000 })
+  consumer.on(consumer.events.GROUP_JOIN, (e) => {
+    console.log(JSON.stringify({ assigned: (e.payload.memberAssignment[topic] || []).slice().sort((a, b) => a - b) }))
+  })
+  await consumer.connect()
+  await consumer.subscribe({ topic, fromBeginning: true })
+  await consumer.run({ eachMessage: async () => {} })
+  process.on('SIGTERM', async () => { await consumer.disconnect(); process.exit(0) })
+  await sleep(120000)
+  await consumer.disconnect()
+  return {}
+}
+
 const scenarios = {
   async connect () {
     const admin = kafka.admin()
@@ -122,6 +137,7 @@ const scenarios = {
   }
 }
 
-scenarios[scenario]()
+const running = scenario === 'member' ? runMember(process.argv[4], process.argv[5]) : scenarios[scenario]()
+running
   .then((result) => { console.log(JSON.stringify({ ok: true, result })); process.exit(0) })
   .catch((err) => { console.log(JSON.stringify({ ok: false, error: String(err && err.stack || err) })); process.exit(1) })
