@@ -268,6 +268,10 @@ def key_version(data: bytes) -> int:
 def decode_key(data: bytes) -> Key | None:
     """The key, or None for a record type this coordinator does not know (Kafka skips those)."""
     version = key_version(data)
+    if version in (0, 1):
+        fast = _decode_offset_key_fast(data)
+        if fast is not None:
+            return fast
     r = _Reader(data, 2, False)
     if version in (0, 1):
         group, topic = r.string(), r.string()
@@ -283,6 +287,10 @@ def decode_value(key: Key, data: bytes | None) -> Value | None:
     version = key_version(data)
     if not 0 <= version <= 4:
         raise RecordFormatError(f"unknown value version {version}")
+    if isinstance(key, OffsetCommitKey) and version in (1, 3):
+        fast = _decode_offset_value_fast(data, version)
+        if fast is not None:
+            return fast
     r = _Reader(data, 2, version >= 4)
     if isinstance(key, OffsetCommitKey):
         offset = r.int64()
@@ -308,10 +316,69 @@ def decode_value(key: Key, data: bytes | None) -> Value | None:
         subscription = r.bytes_()
         assignment = r.bytes_()
         r.skip_tags()
-        if version == 0:
+        if version == 0 or rebalance_timeout == -1:
+            # 3.x: v0 has none; 4.x also maps -1 (unknown) to the session timeout when loading
             rebalance_timeout = session_timeout
         members.append(
             MemberMetadata(member_id, instance, client_id, client_host, rebalance_timeout, session_timeout, subscription, assignment)
         )
     r.skip_tags()
     return GroupMetadataValue(protocol_type, generation, protocol, leader, state_ts, tuple(members))
+
+
+# ---------------------------------------------------------------- fast paths (start-up replay)
+
+_H_AT = _H.unpack_from
+_I_AT = _I.unpack_from
+_QIH = struct.Struct(">qih")  # v3: offset, leader epoch, metadata length
+_QH = struct.Struct(">qh")  # v1: offset, metadata length
+_QQ = struct.Struct(">qq")  # v1: commit timestamp, expire timestamp
+
+
+def _decode_offset_key_fast(data: bytes) -> OffsetCommitKey | None:
+    """Offset keys as straight slices; None when anything looks off, so the checked path reports it."""
+    n = len(data)
+    if n < 4:
+        return None
+    glen = _H_AT(data, 2)[0]
+    tpos = 4 + glen
+    if glen < 0 or tpos + 2 > n:
+        return None
+    tlen = _H_AT(data, tpos)[0]
+    ppos = tpos + 2 + tlen
+    if tlen < 0 or ppos + 4 != n:
+        return None
+    try:
+        group = data[4:tpos].decode()
+        topic = data[tpos + 2 : ppos].decode()
+    except UnicodeDecodeError:
+        return None
+    return OffsetCommitKey(group, topic, _I_AT(data, ppos)[0])
+
+
+def _decode_offset_value_fast(data: bytes, version: int) -> OffsetCommitValue | None:
+    n = len(data)
+    if version == 3:
+        if n < 16:
+            return None
+        offset, epoch, mlen = _QIH.unpack_from(data, 2)
+        mpos = 16
+        if mlen < 0 or mpos + mlen + 8 != n:
+            return None
+        try:
+            metadata = data[mpos : mpos + mlen].decode() if mlen else ""
+        except UnicodeDecodeError:
+            return None
+        return OffsetCommitValue(offset, metadata, _Q.unpack_from(data, mpos + mlen)[0], epoch, -1)
+    if n < 12:
+        return None
+    offset, mlen = _QH.unpack_from(data, 2)
+    mpos = 12
+    if mlen < 0 or mpos + mlen + 16 != n:
+        return None
+    try:
+        metadata = data[mpos : mpos + mlen].decode() if mlen else ""
+    except UnicodeDecodeError:
+        return None
+    commit_ts, expire_ts = _QQ.unpack_from(data, mpos + mlen)
+    return OffsetCommitValue(offset, metadata, commit_ts, -1, expire_ts)

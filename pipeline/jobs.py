@@ -123,16 +123,38 @@ def lag_over_time(commit_records: DataFrame, ends: DataFrame) -> DataFrame:
 STATUS_SCHEMA = "group string, topic string, partition int, status string, commits_in_window int, last_offset long, lag long"
 
 
-def consumer_status(commit_records: DataFrame, ends: DataFrame, window: int = 10, now_ms: int | None = None) -> DataFrame:
-    """Burrow's evaluation per group/partition over the last ``window`` commits, in Burrow's order:
+def burrow_status(offsets: list[int], times: list[int], lags: list[int], now_ms: int) -> str:
+    """Burrow's rules on one window of commits (oldest first); see ``consumer_status``."""
+    pairs = list(zip(offsets, offsets[1:], strict=False))
+    if lags[-1] == 0:
+        return "OK"
+    if now_ms - times[-1] > times[-1] - times[0]:
+        return "STOP"
+    if 0 in lags:
+        return "OK"
+    if any(b < a for a, b in pairs):
+        return "REWIND"
+    if all(b == a for a, b in pairs):
+        return "STALL"
+    if all(b >= a for a, b in zip(lags, lags[1:], strict=False)):
+        return "WARN"
+    return "OK"
 
-    1. OK when the last commit's lag is zero (caught up);
-    2. REWIND when a committed offset went backwards inside the window;
-    3. STOP when the time since the last commit exceeds the span of the window (commits stopped);
-    4. STALL when the offset never moved inside the window while lag is non-zero;
-    5. WARN when lag grew at every commit of the window;
-    6. OK otherwise.
-    Lag at a commit is computed against the partition's current log end (the store has no older one).
+
+def consumer_status(commit_records: DataFrame, ends: DataFrame, window: int = 10, now_ms: int | None = None) -> DataFrame:
+    """Burrow's evaluation (its current evaluator) per group/partition over the last ``window`` commits:
+
+    1. OK when the current lag is zero;
+    2. STOP when the time since the last commit exceeds the span of the window (commits stopped) — checked
+       before the zero-lag-in-window rule, as Burrow does, because the window may be old;
+    3. OK when the lag was zero at any commit of the window;
+    4. REWIND when a committed offset went backwards inside the window;
+    5. STALL when the offset never moved inside the window (lag is non-zero here);
+    6. WARN when the lag never decreased across the window;
+    7. OK otherwise.
+    Lag at a commit is computed against the partition's current log end (the store keeps no older one), so
+    WARN can only show once per-commit log ends exist; Burrow's "recent broker offsets show zero lag" grace
+    for STOP has no data here either and is not applied.
     """
     import time
 
@@ -146,18 +168,7 @@ def consumer_status(commit_records: DataFrame, ends: DataFrame, window: int = 10
         end = pdf["log_end_offset"].iloc[-1]
         end = offsets[-1] if pd.isna(end) else int(end)
         lags = [max(end - o, 0) for o in offsets]
-        if lags[-1] == 0:
-            status = "OK"
-        elif any(b < a for a, b in zip(offsets, offsets[1:], strict=False)):
-            status = "REWIND"
-        elif len(times) > 1 and now - times[-1] > times[-1] - times[0]:
-            status = "STOP"
-        elif len(set(offsets)) == 1 and lags[-1] > 0:
-            status = "STALL"
-        elif len(lags) > 1 and all(b > a for a, b in zip(lags, lags[1:], strict=False)):
-            status = "WARN"
-        else:
-            status = "OK"
+        status = burrow_status(offsets, times, lags, now)
         first = pdf.iloc[0]
         return pd.DataFrame([{
             "group": first["group"], "topic": first["topic"], "partition": int(first["partition"]), "status": status,

@@ -72,3 +72,14 @@ def test_report_is_one_html_file(spark, store, tmp_path):
     assert html.startswith("<!doctype html>") and "data:image/png;base64," in html
     assert "Rebalances over time" in html and "Storm timeline" in html and "Lag per group" in html
     assert "Consumer status" in html and ("STOP" in html or "STALL" in html)
+
+
+def test_burrow_rules_in_burrows_order():
+    t = [0, 10, 20, 30]
+    assert jobs.burrow_status([1, 2, 3, 4], t, [0, 0, 0, 0], now_ms=35) == "OK"  # current lag zero
+    assert jobs.burrow_status([1, 2, 3, 4], t, [3, 3, 3, 1], now_ms=100) == "STOP"  # 70 since last > 30 span
+    assert jobs.burrow_status([4, 2, 3, 4], t, [3, 0, 4, 1], now_ms=35) == "OK"  # lag was zero in the window
+    assert jobs.burrow_status([4, 2, 3, 4], t, [3, 5, 4, 3], now_ms=35) == "REWIND"
+    assert jobs.burrow_status([4, 4, 4, 4], t, [3, 5, 6, 7], now_ms=35) == "STALL"
+    assert jobs.burrow_status([1, 2, 3, 4], t, [3, 5, 5, 7], now_ms=35) == "WARN"  # never decreasing
+    assert jobs.burrow_status([1, 2, 3, 4], t, [3, 5, 4, 7], now_ms=35) == "OK"

@@ -137,3 +137,40 @@ def test_group_metadata_round_trip(value, version):
 def test_offset_commit_round_trip(offset, metadata, ts, epoch, version):
     value = OffsetCommitValue(offset, metadata, ts, epoch)
     assert decode_value(OffsetCommitKey("g", "t", 1), encode_value_version(value, version)) == value
+
+
+# ---------------------------------------------------------------- fast paths agree with the checked reader
+
+@given(texts, texts, st.integers(-(2**31), 2**31 - 1), st.integers(-(2**63), 2**63 - 1), texts,
+       st.integers(-(2**63), 2**63 - 1), st.integers(-(2**31), 2**31 - 1), st.sampled_from([1, 3]))
+def test_fast_paths_match_the_generic_reader(group, topic, partition, offset, metadata, ts, epoch, version):
+    from coordinator import records
+
+    key_bytes = b"".join([b"\x00\x01", s16(group), s16(topic), struct.pack(">i", partition)])
+    key = decode_key(key_bytes)
+    assert key == OffsetCommitKey(group, topic, partition)
+    value = OffsetCommitValue(offset, metadata, ts, epoch if version == 3 else -1, 5 if version == 1 else -1)
+    data = encode_value_version(value, version)
+    assert records._decode_offset_value_fast(data, version) == value
+    assert decode_value(key, data) == value
+
+
+def test_fast_path_declines_odd_bytes_and_the_checked_reader_reports_them():
+    from coordinator import records
+
+    good = b"\x00\x01" + s16("g") + s16("t") + struct.pack(">i", 0)
+    assert records._decode_offset_key_fast(good + b"\x00") is None  # trailing byte: not the fast shape
+    assert records._decode_offset_key_fast(good[:-1]) is None
+    with pytest.raises(RecordFormatError):
+        decode_key(good[:-1])
+    value = encode_value_version(OffsetCommitValue(1, "m", 2, 3), 3)
+    assert records._decode_offset_value_fast(value[:-1], 3) is None
+    with pytest.raises(RecordFormatError):
+        decode_value(OffsetCommitKey("g", "t", 0), value[:-1])
+
+
+def test_group_member_rebalance_timeout_minus_one_reads_as_session_timeout():
+    member = MemberMetadata("m", None, "c", "h", -1, 10000, b"", b"")
+    group = GroupMetadataValue("consumer", 1, "range", "m", 5, (member,))
+    decoded = decode_value(GroupMetadataKey("g"), encode_value_version(group, 3))
+    assert decoded.members[0].rebalance_timeout == 10000
