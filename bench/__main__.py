@@ -11,7 +11,8 @@ from bench import scenarios
 
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench")
-    parser.add_argument("scenario", choices=["rebalance", "commits", "heartbeats"])
+    parser.add_argument("scenario", choices=["rebalance", "commits", "heartbeats", "churn", "scale"])
+    parser.add_argument("--pid", type=int, help="the broker's pid, for RSS (scale)")
     parser.add_argument("--target", default="127.0.0.1:9092")
     parser.add_argument("--groups", type=int, default=500)
     parser.add_argument("--members", type=int, default=3)
@@ -23,6 +24,10 @@ def main() -> None:
         result = asyncio.run(scenarios.rebalance(host, int(port), args.groups, args.members, max_seconds=args.seconds * 10)).summary()
     elif args.scenario == "commits":
         result = asyncio.run(scenarios.commits(host, int(port), args.committers, max_seconds=args.seconds)).summary()
+    elif args.scenario == "churn":
+        result = asyncio.run(scenarios.churn(host, int(port), args.groups, max_seconds=args.seconds)).summary()
+    elif args.scenario == "scale":
+        result = asyncio.run(scenarios.scale(host, int(port), args.groups, pid=args.pid, hb_seconds=args.seconds))
     else:
         setup, hb = asyncio.run(scenarios.heartbeats(host, int(port), args.groups, max_seconds=args.seconds))
         result = {"setup": setup.summary(), "heartbeats": hb.summary()}

@@ -44,29 +44,30 @@ class Stats:
         }
 
 
-def _join_body(group: str, member_id: str) -> dict[str, Any]:
+def _join_body(group: str, member_id: str, session_ms: int = 30_000) -> dict[str, Any]:
     proto = nested(11, JOIN_V, "JoinGroupRequestProtocol")
     return {
-        "group_id": group, "session_timeout": 30_000, "rebalance_timeout": 30_000, "member_id": member_id,
+        "group_id": group, "session_timeout": session_ms, "rebalance_timeout": 30_000, "member_id": member_id,
         "group_instance_id": None, "protocol_type": "consumer", "protocols": (proto(name="range", metadata=SUBSCRIPTION),),
     }
 
 
 
 
-async def _member_id(conn: Conn, group: str) -> str:
+async def _member_id(conn: Conn, group: str, session_ms: int = 30_000) -> str:
     """JoinGroup v4+ with an empty id: the coordinator answers MEMBER_ID_REQUIRED and holds the id pending."""
-    join = await conn.call(11, JOIN_V, _join_body(group, ""))
+    join = await conn.call(11, JOIN_V, _join_body(group, "", session_ms))
     return join.member_id
 
 
-async def _member(conn: Conn, group: str, member_id: str) -> bool:
+async def _member(conn: Conn, group: str, member_id: str, session_ms: int = 30_000) -> int:
     """Join with the id, then sync (the leader sends the assignment); rejoin while the group rebalances.
 
     Every member got its id first, so the coordinator counts them all as pending and completes the join
-    phase once, the instant the last one arrives (Kafka's rule since KIP-394)."""
+    phase once, the instant the last one arrives (Kafka's rule since KIP-394). Returns the generation the
+    member synced in (0: it failed)."""
     for _ in range(10):
-        join = await conn.call(11, JOIN_V, _join_body(group, member_id))
+        join = await conn.call(11, JOIN_V, _join_body(group, member_id, session_ms))
         if join.error_code == REBALANCE_IN_PROGRESS:
             continue
         if join.error_code != 0:
@@ -81,8 +82,8 @@ async def _member(conn: Conn, group: str, member_id: str) -> bool:
         })
         if sync.error_code == REBALANCE_IN_PROGRESS:
             continue
-        return sync.error_code == 0
-    return False
+        return join.generation_id if sync.error_code == 0 else 0
+    return 0
 
 
 async def rebalance(host: str, port: int, groups: int, members: int = 3, concurrency: int = 64, max_seconds: float = 60, prefix: str | None = None) -> Stats:
@@ -101,7 +102,7 @@ async def rebalance(host: str, port: int, groups: int, members: int = 3, concurr
                 group = f"{prefix}-{i}"
                 started = time.perf_counter()
                 ids = await asyncio.wait_for(asyncio.gather(*(_member_id(c, group) for c in conns)), 30)
-                ok = await asyncio.wait_for(asyncio.gather(*(_member(c, group, m) for c, m in zip(conns, ids, strict=True))), 30)
+                ok = await asyncio.wait_for(asyncio.gather(*(_member(c, group, m) for c, m in zip(conns, ids, strict=True))), 30)  # generations
                 stats.latencies.append(time.perf_counter() - started)
                 stats.count += 1
                 stats.errors += sum(1 for x in ok if not x)
@@ -175,9 +176,9 @@ async def heartbeats(host: str, port: int, groups: int, max_seconds: float = 10,
             group = f"{prefix}-{i}"
 
             ids = await asyncio.gather(*(_member_id(c, group) for c in conns))
-            await asyncio.gather(*(_member(c, group, m) for c, m in zip(conns, ids, strict=True)))
-            for c, m in zip(conns, ids, strict=True):
-                formed.append((c, group, m, 1))  # the join phase completed once: generation 1
+            gens = await asyncio.gather(*(_member(c, group, m) for c, m in zip(conns, ids, strict=True)))
+            for c, m, gen in zip(conns, ids, gens, strict=True):
+                formed.append((c, group, m, gen))
             join_stats.count += 1
 
     began = time.perf_counter()
@@ -309,3 +310,101 @@ async def wakeup_latency(host: str, port: int, samples: int = 200) -> Stats:
     await fetcher.close()
     await producer.close()
     return stats
+
+
+async def _form(conns: list[Conn], group: str, session_ms: int = 30_000) -> list[tuple[str, int]]:
+    ids = await asyncio.gather(*(_member_id(c, group, session_ms) for c in conns))
+    gens = await asyncio.gather(*(_member(c, group, m, session_ms) for c, m in zip(conns, ids, strict=True)))
+    if not all(gens):
+        raise ConnectionError(f"group {group} did not form")
+    return list(zip(ids, gens, strict=True))
+
+
+async def churn(host: str, port: int, groups: int = 50, max_seconds: float = 10) -> Stats:
+    """Members joining and leaving continuously in many groups: each group forms with two members, both
+    leave (LeaveGroup v3 batch), and again, until time runs out. Latency: one form+leave cycle."""
+    stats = Stats("churn")
+    prefix = f"churn-{os.getpid()}-{time.monotonic_ns()}"
+    stop_at = time.monotonic() + max_seconds
+    leaver = nested(13, 3, "MemberIdentity")
+
+    async def run(i: int) -> None:
+        conns = [await Conn.open(host, port) for _ in range(2)]
+        group = f"{prefix}-{i}"
+        try:
+            while time.monotonic() < stop_at:
+                started = time.perf_counter()
+                formed = await _form(conns, group)
+                resp = await conns[0].call(13, 3, {"group_id": group, "members": tuple(leaver(member_id=m, group_instance_id=None) for m, _ in formed)})
+                stats.latencies.append(time.perf_counter() - started)
+                stats.count += 1
+                if resp.error_code != 0:
+                    stats.errors += 1
+        except (TimeoutError, ConnectionError):
+            stats.errors += 1
+        finally:
+            for c in conns:
+                await c.close()
+
+    began = time.perf_counter()
+    await asyncio.gather(*(run(i) for i in range(groups)))
+    stats.seconds = time.perf_counter() - began
+    return stats
+
+
+async def scale(host: str, port: int, groups: int, pid: int | None = None, concurrency: int = 64, hb_seconds: float = 5) -> dict[str, Any]:
+    """Hold G three-member groups (long sessions), measure broker RSS, then heartbeat p99 on a sample.
+
+    Connections are pooled: a member's connection is free again once its group is formed, as a client's
+    would be between requests, so 100,000 groups need only ``concurrency`` x 3 sockets."""
+    prefix = f"scale-{os.getpid()}-{time.monotonic_ns()}"
+    pool: asyncio.Queue[list[Conn]] = asyncio.Queue()
+    for _ in range(concurrency):
+        await pool.put([await Conn.open(host, port) for _ in range(3)])
+    members: list[tuple[str, str, int]] = []
+
+    async def form(i: int) -> None:
+        conns = await pool.get()
+        try:
+            for m, generation in await _form_long(conns, f"{prefix}-{i}"):
+                members.append((f"{prefix}-{i}", m, generation))
+        finally:
+            await pool.put(conns)
+
+    began = time.perf_counter()
+    await asyncio.gather(*(form(i) for i in range(groups)))
+    formed_s = time.perf_counter() - began
+    out: dict[str, Any] = {"scenario": f"scale-{groups}", "groups": groups, "members": len(members), "form_seconds": round(formed_s, 1)}
+    if pid is not None:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    out["broker_rss_mib"] = round(int(line.split()[1]) / 1024, 1)
+    hb = Stats("scale-heartbeats")
+    sample = members[:: max(1, len(members) // 3000)]
+    conns = [c for group in [await pool.get() for _ in range(concurrency)] for c in group]
+    stop_at = time.monotonic() + hb_seconds
+    began = time.perf_counter()
+
+    async def beat(conn: Conn, batch: list[tuple[str, str, int]]) -> None:
+        while time.monotonic() < stop_at:
+            for group, member, generation in batch:
+                started = time.perf_counter()
+                resp = await conn.call(12, HB_V, {"group_id": group, "generation_id": generation, "member_id": member, "group_instance_id": None})
+                hb.latencies.append(time.perf_counter() - started)
+                hb.count += 1
+                hb.errors += resp.error_code != 0
+                if time.monotonic() >= stop_at:
+                    return
+
+    await asyncio.gather(*(beat(c, sample[i :: len(conns)]) for i, c in enumerate(conns)))
+    hb.seconds = time.perf_counter() - began
+    out["heartbeats"] = hb.summary()
+    for c in conns:
+        await c.close()
+    return out
+
+
+async def _form_long(conns: list[Conn], group: str) -> list[tuple[str, int]]:
+    """Like _form, with the longest session Kafka allows by default, so the groups stay held."""
+    return await _form(conns, group, session_ms=1_800_000)
