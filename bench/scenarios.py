@@ -44,6 +44,14 @@ class Stats:
         }
 
 
+async def _timed(stats: Stats, coros: Any) -> Stats:
+    """Run the workers together; the scenario's time is the wall time of all of them."""
+    began = time.perf_counter()
+    await asyncio.gather(*coros)
+    stats.seconds = time.perf_counter() - began
+    return stats
+
+
 def _join_body(group: str, member_id: str, session_ms: int = 30_000) -> dict[str, Any]:
     proto = nested(11, JOIN_V, "JoinGroupRequestProtocol")
     return {
@@ -112,10 +120,7 @@ async def rebalance(host: str, port: int, groups: int, members: int = 3, concurr
                 for c in conns:
                     await c.close()
 
-    began = time.perf_counter()
-    await asyncio.gather(*(one(i) for i in range(groups)))
-    stats.seconds = time.perf_counter() - began
-    return stats
+    return await _timed(stats, (one(i) for i in range(groups)))
 
 
 async def ensure_topic(host: str, port: int, topic: str, partitions: int = 1) -> None:
@@ -156,10 +161,7 @@ async def commits(host: str, port: int, committers: int, max_seconds: float = 5,
         finally:
             await conn.close()
 
-    began = time.perf_counter()
-    await asyncio.gather(*(committer(i) for i in range(committers)))
-    stats.seconds = time.perf_counter() - began
-    return stats
+    return await _timed(stats, (committer(i) for i in range(committers)))
 
 
 async def heartbeats(host: str, port: int, groups: int, max_seconds: float = 10, interval: float = 1.0) -> tuple[Stats, Stats]:
@@ -346,10 +348,7 @@ async def churn(host: str, port: int, groups: int = 50, max_seconds: float = 10)
             for c in conns:
                 await c.close()
 
-    began = time.perf_counter()
-    await asyncio.gather(*(run(i) for i in range(groups)))
-    stats.seconds = time.perf_counter() - began
-    return stats
+    return await _timed(stats, (run(i) for i in range(groups)))
 
 
 async def scale(host: str, port: int, groups: int, pid: int | None = None, concurrency: int = 64, hb_seconds: float = 5) -> dict[str, Any]:

@@ -236,12 +236,9 @@ def config_table_markdown() -> str:
 
 
 def write_readme(path: str = "README.md") -> None:
-    with open(path) as f:
-        text = f.read()
-    head, _, rest = text.partition(CONFIG_BEGIN)
-    _, _, tail = rest.partition(CONFIG_END)
-    with open(path, "w") as f:
-        f.write(f"{head}{CONFIG_BEGIN}\n{config_table_markdown()}\n{CONFIG_END}{tail}")
+    from protocol.api_table import replace_between
+
+    replace_between(path, CONFIG_BEGIN, CONFIG_END, config_table_markdown())
 
 
 if __name__ == "__main__":
