@@ -42,6 +42,15 @@ class RequestContext:
     def nested(self, name: str) -> type:
         return codec.nested(self.response_class, name)
 
+    def by_topic(self, topic_entity: str, partition_entity: str, rows: Any, parts_field: str = "partitions") -> tuple:
+        """Nest per-partition answers ``(topic, {partition fields})`` under their topics, in first-seen order."""
+        part_cls = self.nested(partition_entity)
+        grouped: dict[str, list[Any]] = {}
+        for topic, fields in rows:
+            grouped.setdefault(topic, []).append(codec.make(part_cls, **fields))
+        topic_cls = self.nested(topic_entity)
+        return tuple(codec.make(topic_cls, name=t, **{parts_field: tuple(ps)}) for t, ps in grouped.items())
+
 
 Handler = Callable[["Broker", RequestContext, Any], "Any | Awaitable[Any]"]
 HANDLERS: dict[int, Handler] = {}

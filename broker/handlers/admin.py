@@ -44,27 +44,21 @@ def create_partitions(broker: Broker, ctx: RequestContext, req: Any) -> Any:
 
 @handles(21)
 def delete_records(broker: Broker, ctx: RequestContext, req: Any) -> Any:
-    topic_cls = ctx.nested("DeleteRecordsTopicResult")
-    part_cls = ctx.nested("DeleteRecordsPartitionResult")
-    topics = []
-    for t in req.topics:
-        parts = []
-        for p in t.partitions:
-            lg = broker.partitions.get(t.name, p.partition_index)
-            error, low = ErrorCode.none, -1
-            if lg is None:
-                error = ErrorCode.unknown_topic_or_partition
-            else:
-                target = lg.high_watermark if p.offset == -1 else p.offset
-                try:
-                    low = lg.delete_records_before(target) if target >= 0 else -1
-                    if target < 0:
-                        error = ErrorCode.offset_out_of_range
-                except OffsetOutOfRange:
-                    error = ErrorCode.offset_out_of_range
-            parts.append(codec.make(part_cls, partition_index=p.partition_index, low_watermark=low, error_code=error))
-        topics.append(codec.make(topic_cls, name=t.name, partitions=tuple(parts)))
-    return ctx.respond(throttle_time=0, topics=tuple(topics))
+    def answer(topic: str, p: Any) -> dict[str, Any]:
+        lg = broker.partitions.get(topic, p.partition_index)
+        if lg is None:
+            return {"partition_index": p.partition_index, "low_watermark": -1, "error_code": ErrorCode.unknown_topic_or_partition}
+        target = lg.high_watermark if p.offset == -1 else p.offset
+        try:
+            if target < 0:
+                raise OffsetOutOfRange(f"offset {p.offset}")
+            low = lg.delete_records_before(target)
+        except OffsetOutOfRange:
+            return {"partition_index": p.partition_index, "low_watermark": -1, "error_code": ErrorCode.offset_out_of_range}
+        return {"partition_index": p.partition_index, "low_watermark": low, "error_code": ErrorCode.none}
+
+    rows = ((t.name, answer(t.name, p)) for t in req.topics for p in t.partitions)
+    return ctx.respond(throttle_time=0, topics=ctx.by_topic("DeleteRecordsTopicResult", "DeleteRecordsPartitionResult", rows))
 
 
 def _config_type(key: str) -> int:

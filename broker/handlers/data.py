@@ -77,26 +77,15 @@ async def produce(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     if touched:
         outcomes = await asyncio.gather(*(broker.partitions.committer.durable(lg) for lg in touched.values()), return_exceptions=True)
         failed = {key for key, out in zip(touched, outcomes, strict=True) if isinstance(out, Exception)}
-    part_cls = ctx.nested("PartitionProduceResponse")
-    topic_cls = ctx.nested("TopicProduceResponse")
-    by_topic: dict[str, list[Any]] = {}
-    for name, index, error, base, start in results:
+    def answer(name: str, index: int, error: ErrorCode, base: int, start: int) -> dict[str, Any]:
         lg = broker.partitions.get(name, index)
         if error == ErrorCode.none and lg is not None and id(lg) in failed:
             error, base = ErrorCode.kafka_storage_error, -1
-        by_topic.setdefault(name, []).append(
-            codec.make(
-                part_cls,
-                index=index,
-                error_code=error,
-                base_offset=base,
-                log_append_time=None,
-                log_start_offset=start,
-                record_errors=(),
-                error_message=None,
-            )
-        )
-    topics = tuple(codec.make(topic_cls, name=t, partition_responses=tuple(ps)) for t, ps in by_topic.items())
+        return {"index": index, "error_code": error, "base_offset": base, "log_append_time": None, "log_start_offset": start,
+                "record_errors": (), "error_message": None}
+
+    rows = ((r[0], answer(*r)) for r in results)
+    topics = ctx.by_topic("TopicProduceResponse", "PartitionProduceResponse", rows, parts_field="partition_responses")
     return ctx.respond(responses=topics, throttle_time=0, node_endpoints=())
 
 
@@ -172,31 +161,23 @@ def _fetch_once(broker: Broker, ctx: RequestContext, req: Any, wanted: list) -> 
 
 @handles(2)
 def list_offsets(broker: Broker, ctx: RequestContext, req: Any) -> Any:
-    part_cls = ctx.nested("ListOffsetsPartitionResponse")
-    topic_cls = ctx.nested("ListOffsetsTopicResponse")
-    topics = []
-    for t in req.topics:
-        parts = []
-        for p in t.partitions:
-            lg = broker.partitions.get(t.name, p.partition_index)
-            error, ts, offset = ErrorCode.none, -1, -1
-            if lg is None:
-                error = ErrorCode.unknown_topic_or_partition
-            elif p.timestamp == EARLIEST:
-                offset = lg.log_start_offset
-            elif p.timestamp == LATEST:
-                offset = lg.high_watermark
-            elif p.timestamp == MAX_TIMESTAMP:
-                found = lg.max_timestamp()
-                if found is not None:
-                    ts, offset = found
-            else:
-                found = lg.offset_for_timestamp(p.timestamp)
-                if found is not None:
-                    offset, ts = found
-            parts.append(codec.make(part_cls, partition_index=p.partition_index, error_code=error, timestamp=ts, offset=offset, leader_epoch=0 if error == ErrorCode.none else -1))
-        topics.append(codec.make(topic_cls, name=t.name, partitions=tuple(parts)))
-    return ctx.respond(throttle_time=0, topics=tuple(topics))
+    def answer(topic: str, p: Any) -> dict[str, Any]:
+        lg = broker.partitions.get(topic, p.partition_index)
+        ts, offset = -1, -1
+        if lg is None:
+            return {"partition_index": p.partition_index, "error_code": ErrorCode.unknown_topic_or_partition, "timestamp": -1, "offset": -1, "leader_epoch": -1}
+        if p.timestamp == EARLIEST:
+            offset = lg.log_start_offset
+        elif p.timestamp == LATEST:
+            offset = lg.high_watermark
+        else:
+            found = lg.max_timestamp() if p.timestamp == MAX_TIMESTAMP else lg.offset_for_timestamp(p.timestamp)
+            if found is not None:
+                ts, offset = found if p.timestamp == MAX_TIMESTAMP else (found[1], found[0])
+        return {"partition_index": p.partition_index, "error_code": ErrorCode.none, "timestamp": ts, "offset": offset, "leader_epoch": 0}
+
+    rows = ((t.name, answer(t.name, p)) for t in req.topics for p in t.partitions)
+    return ctx.respond(throttle_time=0, topics=ctx.by_topic("ListOffsetsTopicResponse", "ListOffsetsPartitionResponse", rows))
 
 
 @handles(22)

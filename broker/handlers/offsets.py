@@ -21,13 +21,8 @@ def _partition_known(broker: Broker, topic: str, partition: int) -> bool:
 
 
 def _commit_response(ctx: RequestContext, errors: list[PartitionError]) -> Any:
-    topic_cls = ctx.nested("OffsetCommitResponseTopic")
-    part_cls = ctx.nested("OffsetCommitResponsePartition")
-    by_topic: dict[str, list[Any]] = {}
-    for e in errors:
-        by_topic.setdefault(e.topic, []).append(codec.make(part_cls, partition_index=e.partition, error_code=e.error))
-    topics = tuple(codec.make(topic_cls, name=t, partitions=tuple(ps)) for t, ps in by_topic.items())
-    return ctx.respond(throttle_time=0, topics=topics)
+    rows = ((e.topic, {"partition_index": e.partition, "error_code": e.error}) for e in errors)
+    return ctx.respond(throttle_time=0, topics=ctx.by_topic("OffsetCommitResponseTopic", "OffsetCommitResponsePartition", rows))
 
 
 @handles(8)
@@ -84,21 +79,12 @@ def _fetch_group(broker: Broker, group_id: str, topics: Any, require_stable: boo
 
 
 def _fetch_topics(ctx: RequestContext, parts: list, topic_name: str, part_name: str) -> tuple:
-    topic_cls = ctx.nested(topic_name)
-    part_cls = ctx.nested(part_name)
-    by_topic: dict[str, list[Any]] = {}
-    for p in parts:
-        by_topic.setdefault(p.topic, []).append(
-            codec.make(
-                part_cls,
-                partition_index=p.partition,
-                committed_offset=p.offset,
-                committed_leader_epoch=p.leader_epoch,
-                metadata=p.metadata,
-                error_code=p.error,
-            )
-        )
-    return tuple(codec.make(topic_cls, name=t, partitions=tuple(ps)) for t, ps in by_topic.items())
+    rows = (
+        (p.topic, {"partition_index": p.partition, "committed_offset": p.offset, "committed_leader_epoch": p.leader_epoch,
+                   "metadata": p.metadata, "error_code": p.error})
+        for p in parts
+    )
+    return ctx.by_topic(topic_name, part_name, rows)
 
 
 @handles(9)
@@ -124,16 +110,12 @@ def offset_fetch(broker: Broker, ctx: RequestContext, req: Any) -> Any:
 async def offset_delete(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     wanted = tuple((t.name, p.partition_index) for t in req.topics for p in t.partitions)
     request = OffsetDelete(group_id=req.group_id, partitions=wanted)
-    topic_cls = ctx.nested("OffsetDeleteResponseTopic")
-    part_cls = ctx.nested("OffsetDeleteResponsePartition")
     try:
         payload = await broker.coordinator.call(
             req.group_id, lambda state, r, token, now, cfg: core.offset_delete(state, r, token, now), request
         )
     except CoordinatorError as exc:
         return ctx.respond(error_code=exc.code, throttle_time=0, topics=())
-    by_topic: dict[str, list[Any]] = {}
-    for e in payload.partitions:
-        by_topic.setdefault(e.topic, []).append(codec.make(part_cls, partition_index=e.partition, error_code=e.error))
-    topics = tuple(codec.make(topic_cls, name=t, partitions=tuple(ps)) for t, ps in by_topic.items())
+    rows = ((e.topic, {"partition_index": e.partition, "error_code": e.error}) for e in payload.partitions)
+    topics = ctx.by_topic("OffsetDeleteResponseTopic", "OffsetDeleteResponsePartition", rows)
     return ctx.respond(error_code=payload.error, throttle_time=0, topics=topics)
