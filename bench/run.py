@@ -101,7 +101,7 @@ async def run_target(name: str, proc: subprocess.Popen, port: int, quick: bool) 
     cpu0 = cpu_seconds(proc.pid)
     out["rebalance"] = (await scenarios.rebalance(host, port, groups, 3, max_seconds=60)).summary()
     out["rebalance"]["broker_cpu_s"] = round(cpu_seconds(proc.pid) - cpu0, 2)
-    for n in (1, 8, 64):
+    for n in (1, 8, 64, 256):
         out[f"commits_{n}"] = (await scenarios.commits(host, port, n, max_seconds=2 if quick else 4)).summary()
     hb_groups = 100 if quick else 300
     cpu0 = cpu_seconds(proc.pid)
@@ -139,12 +139,12 @@ def markdown(results: dict[str, Any]) -> str:
     ]
     by = {r["target"]: r for r in results["targets"]}
     on, off, tansu = by.get("groupd-fsync"), by.get("groupd-nofsync"), by.get("tansu")
-    keys = ["rebalance", "commits_1", "commits_8", "commits_64", "heartbeats"]
+    keys = ["rebalance", "commits_1", "commits_8", "commits_64", "commits_256", "heartbeats"]
     for key in keys:
         for metric in ("per_second", "p50_ms", "p99_ms"):
-            a = on[key][metric] if on else None
-            b = off[key][metric] if off else None
-            c = tansu[key][metric] if tansu and key in tansu else None
+            a = (on or {}).get(key, {}).get(metric)
+            b = (off or {}).get(key, {}).get(metric)
+            c = (tansu or {}).get(key, {}).get(metric)
             r = ratio(a, c) if metric == "per_second" else (ratio(c, a) + " (lower is better: Tansu/groupd)" if a and c else "n/a")
             rows.append(f"| {key} | {metric} | {a} | {b} | {c if c is not None else 'n/a'} | {r} |")
     rows += ["", "| produce/fetch (1 KiB records, batches of 100) | groupd fsync on | groupd fsync off | Tansu (memory) |", "| --- | --- | --- | --- |"]
