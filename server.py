@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import logging
 import signal
@@ -61,6 +62,16 @@ async def serve(config: Config) -> None:
     await broker.stop()
 
 
+def tune_gc() -> None:
+    """Fewer cyclic-GC passes: a coordinator holds many long-lived objects (groups, members, offsets)
+    and allocates a few short-lived ones per request, so with the default threshold of 700 a full pass
+    over everything held ran every few thousand requests and its cost grew with the number of groups.
+    Reference counting frees almost all request garbage; the collector only has cycles left to find."""
+    gc.collect()
+    gc.freeze()  # what start-up created (modules, schemas, codecs) is never scanned again
+    gc.set_threshold(50_000, 50, 1000)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="groupd", description="A Kafka-protocol broker with a faithful group coordinator")
     parser.add_argument("--config", help="a Kafka-style server.properties file")
@@ -79,6 +90,7 @@ def main(argv: list[str] | None = None) -> int:
         uvloop.install()
     except ImportError:  # pragma: no cover - uvloop is a dependency; keep running without it
         logging.getLogger("groupd").warning("uvloop not available, using the default event loop")
+    tune_gc()
     try:
         asyncio.run(serve(config))
     except OSError as exc:

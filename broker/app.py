@@ -45,7 +45,7 @@ class Broker:
         self.stopping = False
         self.started_at: float | None = None
         self._server: asyncio.base_events.Server | None = None
-        self._connections: dict[asyncio.Task, Connection] = {}
+        self._connections: set[Connection] = set()
         self.partitions = PartitionManager(config, self.topics)
         self.producers = ProducerIds(config["log.dirs"])
         self.services.append(self.partitions)
@@ -87,22 +87,21 @@ class Broker:
         for service in self.services:
             await service.start()
         host, port = self.config.listener
-        self._server = await asyncio.start_server(self._on_client, host, port, reuse_address=True, limit=1 << 20)
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(lambda: Connection(self), host, port, reuse_address=True)
         self.started_at = time.perf_counter()
         log.info(
             "groupd listening on %s:%d (node.id=%d, log.dirs=%s) started in %.0f ms",
             host, self.port, self.node_id, self.config["log.dirs"], (self.started_at - began) * 1000,
         )
 
-    async def _on_client(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        conn = Connection(self, reader, writer)
-        self._connections[task] = conn
-        try:
-            await conn.serve()
-        finally:
-            self._connections.pop(task, None)
+    def connection_opened(self, conn: Connection) -> None:
+        if self.stopping:
+            conn.stop_reading()
+        self._connections.add(conn)
+
+    def connection_closed(self, conn: Connection) -> None:
+        self._connections.discard(conn)
 
     async def stop(self) -> None:
         """Stop accepting, let in-flight requests finish, stop services (which flush), close."""
@@ -110,13 +109,15 @@ class Broker:
         if self._server is not None:
             self._server.close()
         if self._connections:
-            # Idle connections wake up when their transport closes; busy ones get a moment to answer.
-            for conn in list(self._connections.values()):
+            # Idle connections close at once; busy ones answer what they have read, within a moment.
+            conns = list(self._connections)
+            for conn in conns:
                 conn.stop_reading()
-            _, pending = await asyncio.wait(list(self._connections), timeout=5)
-            for task in pending:
-                self._connections[task].abort()
+            _, pending = await asyncio.wait([c.closed for c in conns], timeout=5)
             if pending:
+                for conn in conns:
+                    if not conn.closed.done():
+                        conn.abort()
                 await asyncio.wait(pending, timeout=1)
         for service in reversed(self.services):
             try:

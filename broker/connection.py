@@ -3,16 +3,20 @@
 Kafka mutes a socket after reading a request until its response is sent; we read ahead up to
 ``queued.max.requests`` frames but process them one at a time, so a parked JoinGroup holds back the
 requests behind it on its own connection and nobody else's.
+
+The connection is an ``asyncio.Protocol`` rather than a stream reader plus a task: frames are cut from
+``data_received`` and handled inline, and a handler that is a coroutine is stepped by the connection
+itself (``_step``), resumed from the done-callback of the future it waits on. A heartbeat or a fetch of
+committed offsets is answered within the same event-loop turn that read it; no task, no queue hand-off.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import inspect
+import collections
 import itertools
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from broker.dispatch import HANDLERS, RequestContext
 from protocol.errors import ErrorCode
@@ -25,132 +29,220 @@ if TYPE_CHECKING:
 log = logging.getLogger("groupd.connection")
 _ids = itertools.count(1)
 API_VERSIONS = 18
+WRITE_HIGH_WATER = 1 << 20
 
 
-class Connection:
-    def __init__(self, broker: Broker, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+class Connection(asyncio.Protocol):
+    def __init__(self, broker: Broker) -> None:
         self.broker = broker
-        self.reader = reader
-        self.writer = writer
-        peer = writer.get_extra_info("peername") or ("?", 0)
+        self.id = f"conn-{next(_ids)}"
+        self.peer = "?"
+        self.host = "?"
+        self.max_bytes: int = broker.config["socket.request.max.bytes"]
+        self.max_queued: int = broker.config["queued.max.requests"]
+        self.transport: asyncio.Transport | None = None
+        self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._buf = bytearray()
+        self._frames: collections.deque[bytes] = collections.deque()
+        self._coro: Any = None  # the suspended handler of the request being answered
+        self._waiting_on: asyncio.Future | None = None
+        self._current: tuple[int, int, int, float] | None = None  # api key, version, correlation id, started
+        self._reading_paused = False
+        self._writing_paused = False
+        self._draining = False  # graceful stop: answer what was read, then close
+        self._lost = False
+
+    # ------------------------------------------------------------ asyncio.Protocol
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]  (uvloop transports are not asyncio.Transport subclasses)
+        transport.set_write_buffer_limits(high=WRITE_HIGH_WATER)
+        peer = transport.get_extra_info("peername") or ("?", 0)
         self.peer = f"{peer[0]}:{peer[1]}"
         self.host = str(peer[0])
-        self.id = f"conn-{next(_ids)}"
-        self.queue: asyncio.Queue[bytes | None] = asyncio.Queue(broker.config["queued.max.requests"])
-        self.max_bytes: int = broker.config["socket.request.max.bytes"]
+        self.broker.connection_opened(self)
 
-    async def serve(self) -> None:
-        processor = asyncio.create_task(self._process())
-        try:
-            await self._read_frames(processor)
-        finally:
-            if not processor.done():
-                if self.broker.stopping:
-                    # Graceful stop: let requests already read finish and be answered.
-                    with contextlib.suppress(asyncio.TimeoutError, Exception):
-                        await asyncio.wait_for(self._drain(processor), 5)
-                processor.cancel()
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await processor
-            self._close()
-
-    async def _drain(self, processor: asyncio.Task) -> None:
-        await self.queue.put(None)
-        await asyncio.shield(processor)
-
-    async def _read_frames(self, processor: asyncio.Task) -> None:
-        reader = self.reader
-        while not self.broker.stopping and not processor.done():
-            try:
-                head = await reader.readexactly(4)
-            except asyncio.IncompleteReadError as exc:
-                if exc.partial:
-                    log.warning("connection %s closed: truncated frame size (%d bytes)", self.peer, len(exc.partial))
-                return
-            except (ConnectionError, OSError):
-                return
-            (size,) = SIZE.unpack(head)
+    def data_received(self, data: bytes) -> None:
+        if self._draining or self._lost:
+            return
+        self.broker.metrics.bytes_in(len(data))
+        buf = self._buf
+        buf += data
+        pos, end = 0, len(buf)
+        while end - pos >= 4:
+            (size,) = SIZE.unpack_from(buf, pos)
             try:
                 check_size(size, self.max_bytes)
             except FrameError as exc:
                 log.warning("connection %s closed: %s", self.peer, exc)
-                return
-            try:
-                body = await reader.readexactly(size)
-            except asyncio.IncompleteReadError as exc:
-                log.warning("connection %s closed: truncated frame (%d of %d bytes)", self.peer, len(exc.partial), size)
-                return
-            except (ConnectionError, OSError):
-                return
-            self.broker.metrics.bytes_in(size + 4)
-            await self.queue.put(body)
-
-    async def _process(self) -> None:
-        while True:
-            body = await self.queue.get()
-            if body is None:
-                return
-            if not await self._handle(body):
                 self._close()
                 return
+            if end - pos - 4 < size:
+                break
+            self._frames.append(bytes(buf[pos + 4 : pos + 4 + size]))
+            pos += 4 + size
+        if pos:
+            del buf[:pos]
+        if len(self._frames) >= self.max_queued and not self._reading_paused:
+            self._reading_paused = True
+            self.transport.pause_reading()
+        self._pump()
 
-    async def _handle(self, body: bytes) -> bool:
-        """Handle one request; False means the connection must close."""
+    def eof_received(self) -> bool:
+        self._log_torn_tail()
+        return False  # close our side too, as Kafka does
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._lost = True
+        self._frames.clear()
+        if self._waiting_on is not None:
+            self._waiting_on.cancel()  # like cancelling the request's task: the handler unwinds
+        if not self.closed.done():
+            self.closed.set_result(None)
+        self.broker.connection_closed(self)
+
+    def pause_writing(self) -> None:
+        self._writing_paused = True
+
+    def resume_writing(self) -> None:
+        self._writing_paused = False
+        self._pump()
+
+    # ------------------------------------------------------------ requests, one at a time
+
+    def _pump(self) -> None:
+        frames = self._frames
+        while frames and self._coro is None and not self._writing_paused and not self._lost:
+            self._handle(frames.popleft())
+        if self._reading_paused and len(frames) < self.max_queued and not self._draining and not self._lost:
+            self._reading_paused = False
+            self.transport.resume_reading()
+        if self._draining and not frames and self._coro is None:
+            self._close()
+
+    def _handle(self, body: bytes) -> None:
         api_key, api_version, correlation_id = peek_header(body)
         try:
             header, request = parse_request(body)
         except UnsupportedVersion as exc:
             if api_key == API_VERSIONS:
                 self._write(encode_response(API_VERSIONS, 0, correlation_id, _unsupported_api_versions()))
-                return True
+                return
             log.warning("connection %s closed: %s", self.peer, exc)
-            return False
+            self._close()
+            return
         except UnknownApi as exc:
             log.warning("connection %s closed: %s", self.peer, exc)
-            return False
+            self._close()
+            return
         except Exception as exc:  # kio could not decode the body
             log.warning(
                 "connection %s closed: cannot decode api %d v%d: %s: %s",
                 self.peer, api_key, api_version, type(exc).__name__, exc,
             )
-            return False
-        ctx = RequestContext(header, self.host, self.id)
-        metrics = self.broker.metrics
-        started = metrics.request_started(api_key)
+            self._close()
+            return
+        started = self.broker.metrics.request_started(api_key)
+        self._current = (api_key, api_version, correlation_id, started)
         try:
-            result = HANDLERS[api_key](self.broker, ctx, request)
-            if inspect.isawaitable(result):
-                result = await result
+            result = HANDLERS[api_key](self.broker, RequestContext(header, self.host, self.id), request)
+        except Exception:
+            self._failed()
+            return
+        if hasattr(result, "send"):  # a coroutine: run it up to its first wait, here and now
+            self._coro = result
+            self._step()
+        else:
+            self._answer(result)
+
+    def _resume(self, _done: Any = None) -> None:
+        self._step()
+        if self._coro is None:
+            self._pump()
+
+    def _step(self) -> None:
+        """Run the handler's coroutine until it waits on a future again or returns (a minimal Task).
+
+        Resumed from callbacks only; the first step runs inside ``_pump``'s loop, which carries on with
+        the next frame itself, so a run of requests answered at once never nests."""
+        self._waiting_on = None
+        try:
+            awaited = self._coro.send(None)
+        except StopIteration as stop:
+            self._coro = None
+            self._answer(stop.value)
+            return
+        except asyncio.CancelledError:
+            self._coro = None  # the connection went away while the request waited
+            return
+        except Exception:
+            self._coro = None
+            self._failed()
+            return
+        if awaited is None:  # a bare yield (asyncio.sleep(0)): continue on the next loop turn
+            asyncio.get_running_loop().call_soon(self._resume)
+            return
+        awaited._asyncio_future_blocking = False
+        self._waiting_on = awaited
+        awaited.add_done_callback(self._resume)
+
+    def _answer(self, result: Any) -> None:
+        api_key, api_version, correlation_id, started = self._current
+        self._current = None
+        if self._lost:
+            return
+        metrics = self.broker.metrics
+        try:
             payload = None if result is None else encode_response(api_key, api_version, correlation_id, result)
         except Exception:
-            log.exception("connection %s closed: handler for api %d v%d failed", self.peer, api_key, api_version)
-            metrics.request_finished(api_key, started, None)
-            return False
+            self._current = (api_key, api_version, correlation_id, started)
+            self._failed()
+            return
         metrics.request_finished(api_key, started, result)
         if payload is not None:
             self._write(payload)
-            if self.writer.transport.get_write_buffer_size() > 1 << 20:
-                try:
-                    await self.writer.drain()
-                except (ConnectionError, OSError):
-                    return False
-        return True
+
+    def _failed(self) -> None:
+        api_key, api_version, _, started = self._current
+        self._current = None
+        log.exception("connection %s closed: handler for api %d v%d failed", self.peer, api_key, api_version)
+        self.broker.metrics.request_finished(api_key, started, None)
+        self._close()
+
+    # ------------------------------------------------------------ lifecycle
 
     def stop_reading(self) -> None:
-        """Graceful stop: requests already read are finished; the read loop ends."""
-        self.reader.feed_eof()
+        """Graceful stop: requests already read are finished and answered; then the connection closes."""
+        self._draining = True
+        if self.transport is not None and not self._lost:
+            if not self._reading_paused:
+                self.transport.pause_reading()
+            self._reading_paused = True
+            self._pump()
 
     def abort(self) -> None:
-        self.writer.transport.abort()
+        if self.transport is not None:
+            self.transport.abort()
 
     def _write(self, data: bytes) -> None:
-        if not self.writer.is_closing():
-            self.writer.write(data)
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.write(data)
             self.broker.metrics.bytes_out(len(data))
 
     def _close(self) -> None:
-        if not self.writer.is_closing():
-            self.writer.close()
+        self._frames.clear()
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.close()
+
+    def _log_torn_tail(self) -> None:
+        buf = self._buf
+        if not buf:
+            return
+        if len(buf) < 4:
+            log.warning("connection %s closed: truncated frame size (%d bytes)", self.peer, len(buf))
+        else:
+            (size,) = SIZE.unpack_from(buf, 0)
+            log.warning("connection %s closed: truncated frame (%d of %d bytes)", self.peer, len(buf) - 4, size)
 
 
 def _unsupported_api_versions():

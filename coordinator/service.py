@@ -94,7 +94,10 @@ class GroupCoordinator:
         )
         for p in sorted(self.owned):
             d = self.log_dir / f"{OFFSETS_TOPIC}-{p}"
-            self.shards[p] = Shard(p, core.ShardState(p), Log.open(d, log_config))
+            shard_log = Log.open(d, log_config)
+            # every append is followed by a flush: let the flush thread do the write too
+            shard_log.write_behind = self.committer.synchronous
+            self.shards[p] = Shard(p, core.ShardState(p), shard_log)
         self._spawn(self._load_all())
         self._spawn(self._housekeeping())
 

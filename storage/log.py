@@ -118,6 +118,12 @@ class Log:
         self._dirty: set[int] = set()  # fds written since the last flush
         self._dir_dirty = False
         self.unflushed_messages = 0
+        # write_behind: appends stay in memory and the next flush writes them just before its fsync, in
+        # the flush thread. Only for logs that are read rarely and flushed after every append (the
+        # offsets store): the event loop then never blocks in write(2) behind a running journal commit.
+        self.write_behind = False
+        self._unwritten: list[tuple[int, int, bytes | bytearray]] = []  # (fd, position, batch)
+        self._writing = False  # a flush has taken unwritten batches and not written them yet
 
     # ------------------------------------------------------------ open / recover
 
@@ -256,14 +262,17 @@ class Log:
                 seg = self._roll()
             base = seg.next_offset
             set_base_offset(buf, 0, base)
-            try:
-                written = os.pwrite(seg.fd, buf, seg.size)
-                if written != len(buf):
-                    raise OSError(f"short write: {written} of {len(buf)} bytes")
-            except OSError as exc:
-                with contextlib.suppress(OSError):
-                    os.ftruncate(seg.fd, seg.size)
-                raise StorageError(f"append to {self.directory.name} failed: {exc}") from exc
+            if self.write_behind:
+                self._unwritten.append((seg.fd, seg.size, buf))
+            else:
+                try:
+                    written = os.pwrite(seg.fd, buf, seg.size)
+                    if written != len(buf):
+                        raise OSError(f"short write: {written} of {len(buf)} bytes")
+                except OSError as exc:
+                    with contextlib.suppress(OSError):
+                        os.ftruncate(seg.fd, seg.size)
+                    raise StorageError(f"append to {self.directory.name} failed: {exc}") from exc
             stored = BatchHeader(base, *_tail_fields(header))
             seg.add(stored, seg.size)
             seg.size += len(buf)
@@ -293,8 +302,9 @@ class Log:
             taken = self._take_dirty()
             if taken is None:
                 return
-            fds, dir_dirty, pending = taken
+            fds, dir_dirty, pending, writes = taken
             try:
+                self._write_out(writes)
                 for fd in fds:
                     os.fsync(fd)
                 if dir_dirty:
@@ -306,8 +316,8 @@ class Log:
             except OSError as exc:
                 self._flush_failed(pending, exc)
 
-    def _take_dirty(self) -> tuple[set[int], bool, int] | None:
-        """What the next flush must make durable (None: closed); the caller holds ``_lock``."""
+    def _take_dirty(self) -> tuple[set[int], bool, int, list] | None:
+        """What the next flush must write and make durable (None: closed); the caller holds ``_lock``."""
         with self._state:
             if self._closed:
                 return None  # close() comes after the last flush; nothing can be appended since
@@ -315,7 +325,42 @@ class Log:
             fds, self._dirty = self._dirty, set()
             dir_dirty, self._dir_dirty = self._dir_dirty, False
             pending, self.unflushed_messages = self.unflushed_messages, 0
-            return fds, dir_dirty, pending
+            writes, self._unwritten = self._unwritten, []
+            self._writing = bool(writes)
+            return fds, dir_dirty, pending, writes
+
+    def _write_out(self, writes: list[tuple[int, int, bytes | bytearray]]) -> None:
+        """Write taken batches, runs of adjacent ones in one pwritev; the caller holds ``_lock``."""
+        try:
+            i, n = 0, len(writes)
+            while i < n:
+                fd, start, first = writes[i]
+                bufs, end, j = [first], start + len(first), i + 1
+                while j < n and writes[j][0] == fd and writes[j][1] == end and len(bufs) < 512:
+                    bufs.append(writes[j][2])
+                    end += len(writes[j][2])
+                    j += 1
+                written = os.pwritev(fd, bufs, start) if len(bufs) > 1 else os.pwrite(fd, first, start)
+                if written != end - start:
+                    raise OSError(f"short write: {written} of {end - start} bytes")
+                i = j
+        finally:
+            self._writing = False
+
+    def _settle(self) -> None:
+        """Before reading files or swapping segments: every appended batch is in its file (not fsynced)."""
+        if not (self._unwritten or self._writing):
+            return
+        with self._lock:  # waits for a flush that is writing what it took
+            with self._state:
+                writes, self._unwritten = self._unwritten, []
+            try:
+                self._write_out(writes)
+            except OSError as exc:
+                with self._state:
+                    self._failed = exc
+                log.error("write to %s failed; log offline until reopened: %s", self.directory, exc)
+                raise StorageError(f"write to {self.directory.name} failed: {exc}") from exc
 
     def _flush_failed(self, pending: int, exc: OSError) -> None:
         with self._state:
@@ -332,6 +377,7 @@ class Log:
 
     def read(self, offset: int, max_bytes: int) -> bytes:
         """Whole stored batches from the one holding ``offset``; at least one batch when any exists."""
+        self._settle()
         if offset < self.log_start_offset or offset > self.log_end_offset:
             raise OffsetOutOfRange(
                 f"offset {offset} is outside [{self.log_start_offset}, {self.log_end_offset}]"
@@ -362,6 +408,7 @@ class Log:
 
     def batches(self, start_offset: int | None = None) -> Iterator[tuple[BatchHeader, memoryview]]:
         """Every stored batch in order, read in big chunks (replay at start-up)."""
+        self._settle()
         for seg in self.segments:
             if start_offset is not None and seg.next_offset <= start_offset:
                 continue
@@ -388,6 +435,7 @@ class Log:
 
     def offset_for_timestamp(self, ts_ms: int) -> tuple[int, int] | None:
         """The first offset whose timestamp is >= ts_ms, with that timestamp (ListOffsets)."""
+        self._settle()
         for seg in self.segments:
             if seg.max_timestamp < ts_ms:
                 continue
@@ -403,6 +451,7 @@ class Log:
         return None
 
     def max_timestamp(self) -> tuple[int, int] | None:
+        self._settle()
         best: tuple[int, int] | None = None
         for seg in self.segments:
             for i in range(len(seg.offsets)):
@@ -431,6 +480,7 @@ class Log:
         os.replace(tmp, path)
 
     def delete_records_before(self, offset: int) -> int:
+        self._settle()
         with self._lock, self._state:
             return self._delete_records_before(offset)
 
@@ -461,6 +511,7 @@ class Log:
         """Delete closed segments older than retention.ms or beyond retention.bytes."""
         if not self.config.delete:
             return 0  # cleanup.policy=compact: only the cleaner removes data
+        self._settle()
         with self._lock, self._state:
             self._check_usable()
             return self._apply_retention(now_ms)
@@ -486,6 +537,7 @@ class Log:
 
         ``min_age_ms`` leaves alone closed segments whose newest record is younger than that, so their
         full history stays readable (the offsets store's ``offsets.retain.uncompacted.hours``)."""
+        self._settle()
         stats = CompactionStats()
         closed = self.segments[:-1]
         if min_age_ms > 0:
@@ -557,6 +609,7 @@ class Log:
             yield header, data[rel : rel + header.size]
 
     def close(self) -> None:
+        self._settle()
         with self._lock, self._state:
             self._closed = True
             for seg in self.segments:
@@ -608,9 +661,17 @@ def flush_many(logs: list[Log]) -> None:
         fd = next((lg.any_fd() for lg, t in taken if t is not None and lg.any_fd() is not None), None)
         if fd is None:
             return
-        if _syncfs(fd) != 0:
+        exc: OSError | None = None
+        for lg, t in taken:
+            if t is not None:
+                try:
+                    lg._write_out(t[3])
+                except OSError as write_exc:
+                    exc = exc or write_exc
+        if exc is None and _syncfs(fd) != 0:
             err = ctypes.get_errno()
             exc = OSError(err, os.strerror(err))
+        if exc is not None:
             for lg, t in taken:
                 if t is not None:
                     with contextlib.suppress(StorageError):
