@@ -58,6 +58,36 @@ class Shard:
     phase_started: dict[str, float] = field(default_factory=dict)
 
 
+class _InOrder:
+    """Delivers one Result once the Result before it on the shard is delivered and its own flush round
+    is over: callbacks on two futures, no task per write. ``done`` is the next Result's ``prev``."""
+
+    __slots__ = ("coordinator", "shard", "durable", "result", "done")
+
+    def __init__(self, coordinator: GroupCoordinator, shard: Shard, prev: asyncio.Future | None, durable: asyncio.Future | None, result: Result) -> None:
+        self.coordinator, self.shard, self.durable, self.result = coordinator, shard, durable, result
+        self.done: asyncio.Future = asyncio.get_running_loop().create_future()
+        if prev is None or prev.done():
+            self._after_prev()
+        else:
+            prev.add_done_callback(self._after_prev)
+
+    def _after_prev(self, _prev: Any = None) -> None:
+        durable = self.durable
+        if durable is None or durable.done():
+            self._finish()
+        else:
+            durable.add_done_callback(self._finish)
+
+    def _finish(self, _durable: Any = None) -> None:
+        try:
+            self.coordinator._settled(self.shard, self.durable, self.result)
+        except Exception:
+            log.exception("delivering answers of %s-%d failed", OFFSETS_TOPIC, self.shard.partition)
+        finally:
+            self.done.set_result(None)
+
+
 class GroupCoordinator:
     """Broker service: owns the offsets partitions, loads them, and runs the core for every group API."""
 
@@ -78,6 +108,7 @@ class GroupCoordinator:
         if metrics is not None and hasattr(metrics, "store_fsync"):
             self.committer.observers.append(lambda seconds, _n: metrics.store_fsync(seconds))
         self._waiting: dict[int, asyncio.Future] = {}
+        self._partition_of: dict[str, int] = {}  # group id -> offsets partition (a Java string hash each)
         self._tokens = itertools.count(1)
         self._tasks: set[asyncio.Task] = set()
         self.load_gate: asyncio.Event | None = None  # tests hold loading here
@@ -185,7 +216,11 @@ class GroupCoordinator:
         return partition_for(group_id, self.partitions)
 
     def shard_for(self, group_id: str) -> Shard:
-        p = partition_for(group_id, self.partitions)
+        p = self._partition_of.get(group_id)
+        if p is None:
+            if len(self._partition_of) >= 200_000:
+                self._partition_of.clear()
+            p = self._partition_of[group_id] = partition_for(group_id, self.partitions)
         shard = self.shards.get(p)
         if shard is None or p not in self.owned:
             raise CoordinatorError(E.NOT_COORDINATOR)
@@ -259,24 +294,20 @@ class GroupCoordinator:
                 log.error("append to %s-%d failed: %s", OFFSETS_TOPIC, shard.partition, exc)
                 self._failed(shard, result)
                 return
-            durable = asyncio.get_running_loop().create_task(self.committer.durable(shard.log))
+            durable = self.committer.durable_future(shard.log)
         prev = shard.tail
         if durable is None and (prev is None or prev.done()):
             self._deliver(shard, result)
             return
-        shard.tail = asyncio.get_running_loop().create_task(self._after(shard, prev, durable, result))
+        shard.tail = _InOrder(self, shard, prev, durable, result).done
 
-    async def _after(self, shard: Shard, prev: asyncio.Future | None, durable: asyncio.Task | None, result: Result) -> None:
-        if prev is not None:
-            with contextlib.suppress(Exception):
-                await prev
-        if durable is not None:
-            try:
-                await durable
-            except StorageError as exc:
-                log.error("fsync of %s-%d failed: %s", OFFSETS_TOPIC, shard.partition, exc)
-                self._failed(shard, result)
-                return
+    def _settled(self, shard: Shard, durable: asyncio.Future | None, result: Result) -> None:
+        """Every earlier Result of the shard is answered and this one's flush round is over."""
+        if durable is not None and (durable.cancelled() or durable.exception() is not None):
+            exc = "cancelled" if durable.cancelled() else durable.exception()
+            log.error("fsync of %s-%d failed: %s", OFFSETS_TOPIC, shard.partition, exc)
+            self._failed(shard, result)
+            return
         self._deliver(shard, result)
 
     def _failed(self, shard: Shard, result: Result) -> None:

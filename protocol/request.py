@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import io
+import struct
 from dataclasses import dataclass
 from typing import Any
 
 from protocol import codec
 from protocol.api_table import API_TABLE
-from protocol.framing import HEADER_PREFIX, SIZE
+from protocol.framing import HEADER_PREFIX
 
 API_VERSIONS_KEY = codec.API_VERSIONS_KEY
 
@@ -53,14 +53,30 @@ def parse_request(body: bytes) -> tuple[RequestHeader, Any]:
     return header, request
 
 
+# Small responses that repeat byte for byte (a heartbeat's, a commit's, a coordinator lookup's): their
+# encoded body is remembered by value. kio entities are frozen dataclasses, so equal answers hash alike;
+# hashing one costs well under a microsecond where encoding costs about ten.
+CACHED_BODIES = frozenset({8, 10, 12, 13, 18})  # OffsetCommit, FindCoordinator, Heartbeat, LeaveGroup, ApiVersions
+_BODY_CACHE_MAX = 4096
+_bodies: dict[Any, bytes] = {}
+_HEADER_V0 = struct.Struct(">ii")  # size, correlation id
+_HEADER_V1 = struct.Struct(">iiB")  # size, correlation id, empty tagged fields
+
+
+def encode_body(api_key: int, response: Any) -> bytes:
+    if api_key not in CACHED_BODIES:
+        return codec.encode(response)
+    body = _bodies.get(response)
+    if body is None:
+        if len(_bodies) >= _BODY_CACHE_MAX:
+            _bodies.clear()
+        body = _bodies[response] = codec.encode(response)
+    return body
+
+
 def encode_response(api_key: int, api_version: int, correlation_id: int, response: Any) -> bytes:
-    """A whole response frame: size, response header, body."""
-    header_cls = codec.response_header_class(api_key, api_version)
-    out = io.BytesIO()
-    out.write(b"\0\0\0\0")
-    codec.encode_into(out, header_cls(correlation_id=correlation_id))
-    codec.encode_into(out, response)
-    buf = out.getbuffer()
-    SIZE.pack_into(buf, 0, len(buf) - 4)
-    del buf
-    return out.getvalue()
+    """A whole response frame: size, response header (v0: correlation id; v1: and no tagged fields), body."""
+    body = encode_body(api_key, response)
+    if codec.response_header_class(api_key, api_version) is codec.ResponseHeaderV0:
+        return _HEADER_V0.pack(len(body) + 4, correlation_id) + body
+    return _HEADER_V1.pack(len(body) + 5, correlation_id, 0) + body

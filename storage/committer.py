@@ -21,7 +21,10 @@ logger = logging.getLogger("groupd.storage")
 
 @dataclass
 class _Pending:
-    waiters: list[asyncio.Future] = field(default_factory=list)
+    # every caller waiting for the next round shares one future; it is shielded for coroutine callers,
+    # so a cancelled caller never cancels it for the others
+    next_round: asyncio.Future | None = None
+    waiters: int = 0
     running: bool = False
     logs: dict[int, Log] = field(default_factory=dict)  # logs written by this round's waiters
 
@@ -50,28 +53,43 @@ class GroupCommitter:
 
     async def durable(self, log: Log) -> None:
         """Return once everything appended to ``log`` before this call is durable under the policy."""
+        fut = self.durable_future(log)
+        if fut is not None:
+            await asyncio.shield(fut)
+
+    def durable_future(self, log: Log) -> asyncio.Future | None:
+        """The future of the flush round that will cover ``log`` as it is now; None when the policy
+        does not wait for a flush. Shared by every caller of the round: add callbacks, never cancel it."""
         self._logs[id(log)] = log
         if not self.synchronous:
             self._maybe_flush_later(log)
-            return
-        loop = asyncio.get_running_loop()
-        pending = self._pending.setdefault(0 if self.shared else id(log), _Pending())
-        fut = loop.create_future()
-        pending.waiters.append(fut)
+            return None
+        pending = self._pending.get(0 if self.shared else id(log))
+        if pending is None:
+            pending = self._pending[0 if self.shared else id(log)] = _Pending()
+        fut = pending.next_round
+        if fut is None:
+            fut = pending.next_round = asyncio.get_running_loop().create_future()
+            fut.add_done_callback(_retrieved)
+        pending.waiters += 1
         pending.logs[id(log)] = log
         self.waiters_total += 1
         if not pending.running:
-            pending.running = True
-            task = loop.create_task(self._flush_rounds(log, pending))
-            self._background.add(task)
-            task.add_done_callback(self._background.discard)
-        await fut
+            self._start_rounds(log, pending)
+        return fut
+
+    def _start_rounds(self, log: Log, pending: _Pending) -> None:
+        pending.running = True
+        task = asyncio.get_running_loop().create_task(self._flush_rounds(log, pending))
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     async def _flush_rounds(self, log: Log, pending: _Pending) -> None:
         loop = asyncio.get_running_loop()
         try:
-            while pending.waiters:
-                waiters, pending.waiters = pending.waiters, []
+            while pending.next_round is not None:
+                fut, pending.next_round = pending.next_round, None
+                waiters, pending.waiters = pending.waiters, 0
                 logs, pending.logs = list(pending.logs.values()) or [log], {}
                 started = time.perf_counter()
                 try:
@@ -82,19 +100,17 @@ class GroupCommitter:
                     else:
                         err = StorageError(f"flush failed: {exc}")
                         err.__cause__ = exc
-                    for w in waiters:
-                        if not w.done():
-                            w.set_exception(err)
+                    if not fut.done():
+                        fut.set_exception(err)
                     continue
                 elapsed = time.perf_counter() - started
                 self.fsyncs += 1
-                self.last_batch_size = len(waiters)
+                self.last_batch_size = waiters
                 self.last_fsync_seconds = elapsed
                 for observer in self.observers:
-                    observer(elapsed, len(waiters))
-                for w in waiters:
-                    if not w.done():
-                        w.set_result(None)
+                    observer(elapsed, waiters)
+                if not fut.done():
+                    fut.set_result(None)
         finally:
             pending.running = False
 
@@ -123,14 +139,10 @@ class GroupCommitter:
         if pending.running:
             return
         self._last_flush[id(log)] = time.monotonic()
-        pending.running = True
-        loop = asyncio.get_running_loop()
-        fut = loop.create_future()
-        fut.add_done_callback(lambda f: f.cancelled() or f.exception())
-        pending.waiters.append(fut)
-        task = loop.create_task(self._flush_rounds(log, pending))
-        self._background.add(task)
-        task.add_done_callback(self._background.discard)
+        pending.next_round = asyncio.get_running_loop().create_future()
+        pending.next_round.add_done_callback(_retrieved)
+        pending.waiters += 1
+        self._start_rounds(log, pending)
 
     async def close(self) -> None:
         for timer in self._timers.values():
@@ -147,3 +159,9 @@ class GroupCommitter:
                 except StorageError as exc:
                     logger.error("final flush of %s failed: %s", getattr(lg, "directory", lg), exc)
         self._logs.clear()
+
+
+def _retrieved(fut: asyncio.Future) -> None:
+    """A failed round is reported to its waiters; asyncio need not log it as never retrieved."""
+    if not fut.cancelled():
+        fut.exception()

@@ -20,9 +20,22 @@ def _partition_known(broker: Broker, topic: str, partition: int) -> bool:
     return t is not None and 0 <= partition < t.partitions
 
 
+_COMMIT_ANSWERS_MAX = 4096
+_commit_answers: dict[tuple, Any] = {}
+
+
 def _commit_response(ctx: RequestContext, errors: list[PartitionError]) -> Any:
-    rows = ((e.topic, {"partition_index": e.partition, "error_code": e.error}) for e in errors)
-    return ctx.respond(throttle_time=0, topics=ctx.by_topic("OffsetCommitResponseTopic", "OffsetCommitResponsePartition", rows))
+    # A client commits the same partitions again and again and nearly always hears "no error": the
+    # answer entity is built once per (version, partitions, errors) and reused (it is immutable).
+    key = (ctx.version, *((e.topic, e.partition, e.error) for e in errors))
+    answer = _commit_answers.get(key)
+    if answer is None:
+        rows = ((e.topic, {"partition_index": e.partition, "error_code": e.error}) for e in errors)
+        answer = ctx.respond(throttle_time=0, topics=ctx.by_topic("OffsetCommitResponseTopic", "OffsetCommitResponsePartition", rows))
+        if len(_commit_answers) >= _COMMIT_ANSWERS_MAX:
+            _commit_answers.clear()
+        _commit_answers[key] = answer
+    return answer
 
 
 @handles(8)
