@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import scenarios
+from bench.__main__ import use_uvloop
 from bench.replay import replay_bench
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -203,6 +204,7 @@ async def main_async(quick: bool) -> dict[str, Any]:
 
 def main() -> None:
     quick = "--quick" in sys.argv
+    use_uvloop()
     results = asyncio.run(asyncio.wait_for(main_async(quick), 900))
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "latest.json").write_text(json.dumps(results, indent=1))

@@ -9,7 +9,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench.client import Conn, nested
+from bench.client import Conn, Template, nested
 
 JOIN_V, SYNC_V, HB_V, COMMIT_V, META_V = 5, 3, 3, 8, 9
 SUBSCRIPTION = b"\x00\x00\x00\x00\x00\x01\x00\x05bench\xff\xff\xff\xff"
@@ -156,17 +156,17 @@ async def commits(host: str, port: int, committers: int, max_seconds: float = 5,
     async def committer(i: int) -> None:
         conn = await Conn.open(host, port)
         group = f"commit-{tag}" if same_group else f"commit-{tag}-{i}"
+        template = Template(8, COMMIT_V, {
+            "group_id": group, "generation_id_or_member_epoch": -1, "member_id": "", "group_instance_id": None,
+            "retention_time": -1,
+            "topics": (tcls(name=topic, partitions=(pcls(partition_index=0, committed_offset=Template.MARKER, committed_leader_epoch=-1, committed_metadata=""),)),),
+        })
         offset = 0
         try:
             while time.monotonic() < stop_at and stats.count < max_count:
                 offset += 1
-                body = {
-                    "group_id": group, "generation_id_or_member_epoch": -1, "member_id": "", "group_instance_id": None,
-                    "retention_time": -1,
-                    "topics": (tcls(name=topic, partitions=(pcls(partition_index=0, committed_offset=offset, committed_leader_epoch=-1, committed_metadata=""),)),),
-                }
                 started = time.perf_counter()
-                resp = await conn.call(8, COMMIT_V, body)
+                resp = await asyncio.wait_for(template.send(conn, offset), 30)
                 stats.latencies.append(time.perf_counter() - started)
                 stats.count += 1
                 if resp.topics[0].partitions[0].error_code != 0:
