@@ -25,7 +25,7 @@ class _Pending:
     # so a cancelled caller never cancels it for the others
     next_round: asyncio.Future | None = None
     waiters: int = 0
-    running: int = 0  # flush rounds in flight
+    running: bool = False
     logs: dict[int, Log] = field(default_factory=dict)  # logs written by this round's waiters
 
 
@@ -34,9 +34,6 @@ class GroupCommitter:
         # shared: one round for every log (one syncfs for all of them where the OS has it), for callers
         # that spread writes over many logs, like the 50 offsets partitions
         self.shared = shared
-        # shared rounds may overlap: the next round's writes and syncfs start while one is in flight,
-        # so a caller arriving mid-round waits about one flush, not the rest of one plus a whole one
-        self.max_rounds = 2 if shared else 1
         self.flush_interval_messages = flush_interval_messages
         self.flush_interval_ms = flush_interval_ms
         self._pending: dict[int, _Pending] = {}
@@ -77,12 +74,12 @@ class GroupCommitter:
         pending.waiters += 1
         pending.logs[id(log)] = log
         self.waiters_total += 1
-        if pending.running < self.max_rounds:
+        if not pending.running:
             self._start_rounds(log, pending)
         return fut
 
     def _start_rounds(self, log: Log, pending: _Pending) -> None:
-        pending.running += 1
+        pending.running = True
         task = asyncio.get_running_loop().create_task(self._flush_rounds(log, pending))
         self._background.add(task)
         task.add_done_callback(self._background.discard)
@@ -115,7 +112,7 @@ class GroupCommitter:
                 if not fut.done():
                     fut.set_result(None)
         finally:
-            pending.running -= 1
+            pending.running = False
 
     def _maybe_flush_later(self, log: Log) -> None:
         now = time.monotonic()

@@ -647,15 +647,16 @@ def flush_many(logs: list[Log]) -> None:
     filesystem in a single journal commit, instead of one fsync per log: with commits spread over 50
     offsets partitions that is the difference between one disk flush per round and fifty.
 
-    The logs' locks are held while their dirty state is taken and their unwritten batches are written,
-    not across the syncfs: a second round may take and write the next batches meanwhile, and its own
-    syncfs then covers both (the first round's writes were in the page cache before it began)."""
+    The logs' locks (taken in one fixed order) are held while their dirty state is taken and their
+    unwritten batches are written, not across the syncfs: a read that must see every batch in the
+    files (``_settle``) then waits for those writes only, never for the disk."""
     if len(logs) < 2 or _syncfs is None or len({lg.directory.parent for lg in logs}) != 1:
         for lg in logs:
             lg.flush()
         return
     taken: list[tuple[Log, tuple | None]] = []
     exc: OSError | None = None
+    logs = sorted(logs, key=lambda lg: str(lg.directory))
     for lg in logs:
         lg._lock.acquire()
     try:
