@@ -93,6 +93,8 @@ class GroupCommitter:
                 logs, pending.logs = list(pending.logs.values()) or [log], {}
                 started = time.perf_counter()
                 try:
+                    for lg in logs:
+                        lg.write_pending()
                     await loop.run_in_executor(None, flush_many, logs)
                 except Exception as exc:  # StorageError or anything the thread raised
                     if isinstance(exc, StorageError):

@@ -349,6 +349,14 @@ class Log:
 
     def _settle(self) -> None:
         """Before reading files or swapping segments: every appended batch is in its file (not fsynced)."""
+        self.write_pending()
+
+    def write_pending(self) -> None:
+        """Write the unwritten batches now, on the caller's thread; the next flush then only syncs.
+
+        The offsets store calls this on the event loop just before handing a round to the flush
+        thread: a few small writes there cost less than the flush thread taking the GIL back from a
+        busy event loop after each of its write(2) calls."""
         if not (self._unwritten or self._writing):
             return
         with self._lock:  # waits for a flush that is writing what it took
@@ -647,15 +655,12 @@ def flush_many(logs: list[Log]) -> None:
     filesystem in a single journal commit, instead of one fsync per log: with commits spread over 50
     offsets partitions that is the difference between one disk flush per round and fifty.
 
-    The logs' locks (taken in one fixed order) are held while their dirty state is taken and their
-    unwritten batches are written, not across the syncfs: a read that must see every batch in the
-    files (``_settle``) then waits for those writes only, never for the disk."""
+    The logs' locks are taken in one fixed order and held across the syncfs, so no segment file (whose
+    descriptor names the filesystem) is closed or swapped meanwhile."""
     if len(logs) < 2 or _syncfs is None or len({lg.directory.parent for lg in logs}) != 1:
         for lg in logs:
             lg.flush()
         return
-    taken: list[tuple[Log, tuple | None]] = []
-    exc: OSError | None = None
     logs = sorted(logs, key=lambda lg: str(lg.directory))
     for lg in logs:
         lg._lock.acquire()
@@ -665,35 +670,28 @@ def flush_many(logs: list[Log]) -> None:
                 if not lg._closed:
                     lg._check_usable()
         taken = [(lg, lg._take_dirty()) for lg in logs]
-        if all(t is None for _, t in taken):
+        fd = next((lg.any_fd() for lg, t in taken if t is not None and lg.any_fd() is not None), None)
+        if fd is None:
             return
+        exc: OSError | None = None
         for lg, t in taken:
-            if t is not None:
+            if t is not None and t[3]:
                 try:
                     lg._write_out(t[3])
                 except OSError as write_exc:
                     exc = exc or write_exc
+        if exc is None and _syncfs(fd) != 0:
+            err = ctypes.get_errno()
+            exc = OSError(err, os.strerror(err))
+        if exc is not None:
+            for lg, t in taken:
+                if t is not None:
+                    with contextlib.suppress(StorageError):
+                        lg._flush_failed(t[2], exc)
+            raise StorageError(f"syncfs failed: {exc}") from exc
     finally:
         for lg in logs:
             lg._lock.release()
-    if exc is None:
-        try:
-            dfd = os.open(logs[0].directory.parent, os.O_RDONLY)
-        except OSError as open_exc:
-            exc = open_exc
-        else:
-            try:
-                if _syncfs(dfd) != 0:
-                    err = ctypes.get_errno()
-                    exc = OSError(err, os.strerror(err))
-            finally:
-                os.close(dfd)
-    if exc is not None:
-        for lg, t in taken:
-            if t is not None:
-                with contextlib.suppress(StorageError):
-                    lg._flush_failed(t[2], exc)
-        raise StorageError(f"syncfs failed: {exc}") from exc
 
 
 def _load_syncfs():

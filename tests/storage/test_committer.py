@@ -31,6 +31,9 @@ class FakeLog:
     def append(self, n: int = 1) -> None:
         self.unflushed_messages += n
 
+    def write_pending(self) -> None:
+        pass
+
     def flush(self) -> None:
         self.started.set()
         assert self.release.wait(10)
