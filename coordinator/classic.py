@@ -151,15 +151,12 @@ def prepare_rebalance(g: Group, now: int, cfg: GroupConfig, out: Out, cause: str
         g.transition(PREPARING, now)
         # new_member_added is left as it is: like Kafka, a flag left over from an earlier initial
         # rebalance extends this one by one more delay.
-        if delay > 0:
-            g.initial_delay = delay
-            g.initial_remaining = remaining
-            _arm_join(g, now + delay, out)
-        else:
-            # Kafka arms 0 ms timers until the join completes (no newcomer can be counted in between):
-            # completing right here is the same, without a timer round trip.
-            g.new_member_added = False
-            complete_join(g, now, cfg, out)
+        # Even with a delay of 0 the end of the initial join phase is a timer, as in Kafka: its expiry
+        # is queued behind the requests already received, so members whose JoinGroups arrived
+        # together with this one are in the first generation (0 ms timers repeat while newcomers come).
+        g.initial_delay = delay
+        g.initial_remaining = remaining
+        _arm_join(g, now + delay, out)
         return
     g.transition(PREPARING, now)
     _arm_join(g, now + g.rebalance_timeout(), out)

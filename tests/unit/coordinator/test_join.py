@@ -120,17 +120,30 @@ def test_initial_delay_does_not_end_early_when_everyone_joined():
     assert c.answers[ta].error == 0 and c.answers[tb].error == 0
 
 
-def test_delay_zero_completes_at_the_instant_without_a_timer():
+def test_delay_zero_ends_the_initial_join_on_a_zero_ms_timer():
+    # Kafka schedules the end of the initial join phase even with group.initial.rebalance.delay.ms=0;
+    # its expiry is queued behind the JoinGroups already received, which therefore make generation 1.
     c = Core(initial_rebalance_delay_ms=0)
     a, ta = c.new_member()
-    assert c.answers[ta].error == 0 and c.answers[ta].generation_id == 1  # same call, clock never moved
-    assert ("join", "g") not in c.timers
+    assert ta not in c.answers and c.timers[("join", "g")] == 0
+    b, tb = c.new_member()  # arrived before the timer fired: a newcomer, so one more 0 ms timer
+    c.advance(0)
+    assert c.now == 0 and ("join", "g") not in c.timers
+    assert c.answers[ta].generation_id == 1 and c.answers[tb].generation_id == 1
+    assert {m.member_id for m in c.answers[ta].members} == {a, b}
+
+
+def test_delay_zero_later_members_rebalance_event_driven():
+    c = Core(initial_rebalance_delay_ms=0)
+    a, ta = c.new_member()
+    c.advance(0)
+    assert c.answers[ta].generation_id == 1
     c.sync(a, 1, {a: b"x"})
     b, tb = c.new_member()
     assert tb not in c.answers  # waits for A to rejoin
     assert c.heartbeat(a, 1) == 27
     ta2 = c.join(member_id=a)
-    # Completed by A's arrival, not by a timer: the clock is still 0.
+    # Not the initial rebalance: completed by A's arrival, no timer, the clock still at 0.
     assert c.now == 0
     assert c.answers[ta2].generation_id == 2 and c.answers[tb].generation_id == 2
 
@@ -138,6 +151,7 @@ def test_delay_zero_completes_at_the_instant_without_a_timer():
 def test_three_members_event_driven():
     c = Core(initial_rebalance_delay_ms=0)
     a, _ = c.new_member()
+    c.advance(0)
     c.sync(a, 1, {a: b""})
     b, tb = c.new_member()
     cc, tc = c.new_member()
@@ -150,6 +164,7 @@ def test_v0_join_without_rebalance_timeout_completes(  # KAFKA-8653
 ):
     c = Core(initial_rebalance_delay_ms=0)
     ta = c.join(version=0, rebalance=None, session=10_000)
+    c.advance(0)  # the initial join phase ends on a 0 ms timer
     a = c.answers[ta].member_id
     assert c.answers[ta].error == 0
     c.sync(a, 1, {a: b"a"})

@@ -101,6 +101,7 @@ def test_sync_during_preparing_rebalance_is_rebalance_in_progress():
 def test_sync_v0_accepted():
     c = Core(initial_rebalance_delay_ms=0)
     ta = c.join(version=0, rebalance=None)
+    c.advance(0)  # the initial join phase ends on a 0 ms timer
     a = c.answers[ta].member_id
     tok = c.sync(a, 1, {a: b"x"}, version=0)
     assert c.answers[tok].error == 0 and c.answers[tok].assignment == b"x"
