@@ -97,7 +97,7 @@ async def _member(conn: Conn, group: str, member_id: str, session_ms: int = 30_0
     return 0
 
 
-async def rebalance(host: str, port: int, groups: int, members: int = 3, concurrency: int = 64, max_seconds: float = 60, prefix: str | None = None) -> Stats:
+async def rebalance(host: str, port: int, groups: int, members: int = 3, concurrency: int = 32, max_seconds: float = 60, prefix: str | None = None) -> Stats:
     """G groups x M members join+sync, ``concurrency`` groups at a time; latency first join -> last sync.
 
     Each member uses its own connection, taken from a pool as a running consumer keeps its connection

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import heapq
 import itertools
 import logging
 import time
@@ -54,7 +55,14 @@ class Shard:
     log: Log
     loaded: bool = False
     tail: asyncio.Future | None = None
-    timers: dict[tuple, asyncio.TimerHandle] = field(default_factory=dict)
+    # The core's timers: key -> deadline. Moving or cancelling one only updates this dict; a heap holds
+    # (deadline, seq, key) entries, stale ones skipped when popped, and one event-loop timer is armed
+    # for the earliest. A heartbeat re-arms its member's session timer: a dict write and a heappush
+    # instead of cancelling and creating an event-loop timer.
+    deadlines: dict[tuple, int] = field(default_factory=dict)
+    heap: list[tuple[int, int, tuple]] = field(default_factory=list)
+    wakeup: asyncio.TimerHandle | None = None
+    wakeup_at: int | None = None
     phase_started: dict[str, float] = field(default_factory=dict)
 
 
@@ -110,6 +118,7 @@ class GroupCoordinator:
         self._waiting: dict[int, asyncio.Future] = {}
         self._partition_of: dict[str, int] = {}  # group id -> offsets partition (a Java string hash each)
         self._tokens = itertools.count(1)
+        self._timer_seq = itertools.count()
         self._tasks: set[asyncio.Task] = set()
         self.load_gate: asyncio.Event | None = None  # tests hold loading here
         self.load_seconds: float | None = None
@@ -139,9 +148,11 @@ class GroupCoordinator:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         for shard in self.shards.values():
-            for handle in shard.timers.values():
-                handle.cancel()
-            shard.timers.clear()
+            if shard.wakeup is not None:
+                shard.wakeup.cancel()
+                shard.wakeup = None
+            shard.deadlines.clear()
+            shard.heap.clear()
             if shard.tail is not None and not shard.tail.done():
                 with contextlib.suppress(Exception):
                     await asyncio.wait_for(shard.tail, 5)
@@ -341,20 +352,50 @@ class GroupCoordinator:
     # ------------------------------------------------------------ timers
 
     def _apply_timers(self, shard: Shard, ops: Any) -> None:
-        loop = asyncio.get_running_loop()
-        now = self.now()
+        deadlines, heap = shard.deadlines, shard.heap
+        earliest = shard.wakeup_at
         for op in ops:
-            handle = shard.timers.pop(op.key, None)
-            if handle is not None:
-                handle.cancel()
-            if op.deadline_ms is not None:
-                delay = max(0.0, (op.deadline_ms - now) / 1000)
-                shard.timers[op.key] = loop.call_later(delay, self._fire, shard, op.key, op.deadline_ms)
+            deadline = op.deadline_ms
+            if deadline is None:
+                deadlines.pop(op.key, None)  # its heap entry goes stale
+                continue
+            deadlines[op.key] = deadline
+            heapq.heappush(heap, (deadline, next(self._timer_seq), op.key))
+            if earliest is None or deadline < earliest:
+                earliest = deadline
+        if len(heap) > 2 * len(deadlines) + 1024:  # mostly stale entries: rebuild from the live ones
+            shard.heap = heap = [(d, next(self._timer_seq), k) for k, d in deadlines.items()]
+            heapq.heapify(heap)
+        if earliest is not None and earliest != shard.wakeup_at:
+            self._arm_wakeup(shard, earliest)
+
+    def _arm_wakeup(self, shard: Shard, deadline: int) -> None:
+        if shard.wakeup is not None:
+            shard.wakeup.cancel()
+        delay = max(0.0, (deadline - self.now()) / 1000)
+        shard.wakeup_at = deadline
+        shard.wakeup = asyncio.get_running_loop().call_later(delay, self._wake, shard)
+
+    def _wake(self, shard: Shard) -> None:
+        """Fire every due timer of the shard, in deadline order, then re-arm for the next one."""
+        # asyncio may run a timer up to one clock tick early; what it was armed for is due regardless
+        now = max(self.now(), shard.wakeup_at or 0)
+        shard.wakeup = shard.wakeup_at = None
+        heap, deadlines = shard.heap, shard.deadlines
+        while heap and heap[0][0] <= now:
+            deadline, _seq, key = heapq.heappop(heap)
+            if deadlines.get(key) != deadline:
+                continue  # cancelled or moved since
+            del deadlines[key]
+            self._fire(shard, key, deadline)
+            heap = shard.heap  # a firing may have rebuilt it
+        while heap and shard.deadlines.get(heap[0][2]) != heap[0][0]:
+            heapq.heappop(heap)  # drop stale entries at the top before choosing the next wake-up
+        if heap and (shard.wakeup_at is None or heap[0][0] < shard.wakeup_at):
+            self._arm_wakeup(shard, heap[0][0])  # firings above may have armed it for a later one
 
     def _fire(self, shard: Shard, key: tuple, deadline_ms: int) -> None:
-        shard.timers.pop(key, None)
-        # asyncio may run a timer up to one clock tick early; the core must see its deadline reached,
-        # or it would take the firing for a stale one and the group would wait forever.
+        # the core must see its deadline reached, or it would take the firing for a stale one
         now = max(self.now(), deadline_ms)
         group_id = key[1] if len(key) > 1 and isinstance(key[1], str) else None
         group = shard.state.groups.get(group_id) if group_id is not None else None

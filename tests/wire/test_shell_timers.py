@@ -1,0 +1,49 @@
+"""The shell's timer heap: moved deadlines fire once at their latest value, cancelled ones never, and
+the single event-loop wake-up always follows the earliest live deadline."""
+
+import asyncio
+
+from broker.config import default_config
+from coordinator.api import TimerOp
+from coordinator.service import GroupCoordinator, wall_ms
+
+
+async def started(tmp_path):
+    c = GroupCoordinator(default_config(**{"log.dirs": str(tmp_path), "offsets.topic.num.partitions": "1"}))
+    await c.start()
+    fired: list[tuple[tuple, int]] = []
+    c._fire = lambda shard, key, deadline: fired.append((key, deadline))  # the core is not under test
+    return c, c.shards[0], fired
+
+
+async def test_moved_cancelled_and_ordered(tmp_path):
+    c, shard, fired = await started(tmp_path)
+    now = wall_ms()
+    for i in range(50):  # a member heartbeating: its session deadline moves on each time
+        c._apply_timers(shard, [TimerOp(("hb", "g", "m1"), now + 40 + i)])
+    c._apply_timers(shard, [TimerOp(("hb", "g", "m2"), now + 20), TimerOp(("join", "g"), now + 30)])
+    c._apply_timers(shard, [TimerOp(("join", "g"), None)])  # cancelled
+    await asyncio.sleep(0.2)
+    assert fired == [(("hb", "g", "m2"), now + 20), (("hb", "g", "m1"), now + 89)]
+    assert not shard.deadlines and shard.wakeup is None
+    await c.stop()
+
+
+async def test_an_earlier_deadline_rearms_the_wakeup(tmp_path):
+    c, shard, fired = await started(tmp_path)
+    now = wall_ms()
+    c._apply_timers(shard, [TimerOp(("a",), now + 5_000)])
+    c._apply_timers(shard, [TimerOp(("b",), now + 10)])
+    assert shard.wakeup_at == now + 10
+    await asyncio.sleep(0.1)
+    assert fired == [(("b",), now + 10)] and shard.wakeup_at == now + 5_000
+    await c.stop()
+
+
+async def test_stale_entries_are_rebuilt_away(tmp_path):
+    c, shard, _ = await started(tmp_path)
+    now = wall_ms()
+    for i in range(5_000):
+        c._apply_timers(shard, [TimerOp(("hb", "g", "m"), now + 60_000 + i)])
+    assert len(shard.heap) <= 2 * len(shard.deadlines) + 1025
+    await c.stop()
