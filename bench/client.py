@@ -15,17 +15,33 @@ from protocol import codec
 _SIZE = struct.Struct(">i")
 
 
+class _Protocol(asyncio.Protocol):
+    def __init__(self, conn: Conn) -> None:
+        self.conn = conn
+
+    def data_received(self, data: bytes) -> None:
+        self.conn._feed(data)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.conn._lost(exc)
+
+
 class Conn:
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        self.reader, self.writer = reader, writer
+    """One connection; responses are matched to requests by correlation id as they arrive."""
+
+    def __init__(self) -> None:
+        self.transport: asyncio.Transport | None = None
         self._cid = 0
         self._pending: dict[int, tuple[asyncio.Future, int, int]] = {}
-        self._task = asyncio.get_running_loop().create_task(self._read())
+        self._buf = bytearray()
+        self._closed = asyncio.get_running_loop().create_future()
 
     @classmethod
     async def open(cls, host: str, port: int) -> Conn:
-        reader, writer = await asyncio.open_connection(host, port, limit=1 << 20)
-        return cls(reader, writer)
+        conn = cls()
+        transport, _ = await asyncio.get_running_loop().create_connection(lambda: _Protocol(conn), host, port)
+        conn.transport = transport  # type: ignore[assignment]
+        return conn
 
     def request(self, api_key: int, version: int, body: dict[str, Any]) -> asyncio.Future:
         self._cid += 1
@@ -38,7 +54,7 @@ class Conn:
         payload = codec.encode(header) + codec.encode(entity)
         fut = asyncio.get_running_loop().create_future()
         self._pending[cid] = (fut, api_key, version)
-        self.writer.write(_SIZE.pack(len(payload)) + payload)
+        self.transport.write(_SIZE.pack(len(payload)) + payload)
         return fut
 
     def send_frame(self, api_key: int, version: int, frame: bytearray) -> asyncio.Future:
@@ -48,36 +64,46 @@ class Conn:
         _SIZE.pack_into(frame, 8, cid)
         fut = asyncio.get_running_loop().create_future()
         self._pending[cid] = (fut, api_key, version)
-        self.writer.write(frame)
+        self.transport.write(frame)
         return fut
 
-    async def call(self, api_key: int, version: int, body: dict[str, Any], timeout: float = 30) -> Any:
-        return await asyncio.wait_for(self.request(api_key, version, body), timeout)
+    async def call(self, api_key: int, version: int, body: dict[str, Any], timeout: float | None = 30) -> Any:
+        """One request; ``timeout=None`` where the caller bounds a whole exchange itself."""
+        fut = self.request(api_key, version, body)
+        return await (fut if timeout is None else asyncio.wait_for(fut, timeout))
 
-    async def _read(self) -> None:
-        try:
-            while True:
-                (size,) = _SIZE.unpack(await self.reader.readexactly(4))
-                data = await self.reader.readexactly(size)
-                (cid,) = _SIZE.unpack_from(data, 0)
-                fut, api_key, version = self._pending.pop(cid)
-                header_cls = codec.response_header_class(api_key, version)
-                _, used = codec.decode(header_cls, data, 0)
-                body, _ = codec.decode(codec.response_class(api_key, version), data, used)
-                if not fut.done():
-                    fut.set_result(body)
-        except (asyncio.IncompleteReadError, ConnectionError, OSError) as exc:
-            for fut, _, _ in self._pending.values():
-                if not fut.done():
-                    fut.set_exception(ConnectionError(str(exc)))
-        except asyncio.CancelledError:
-            pass
+    def _feed(self, data: bytes) -> None:
+        buf = self._buf
+        buf += data
+        pos, end = 0, len(buf)
+        while end - pos >= 4:
+            (size,) = _SIZE.unpack_from(buf, pos)
+            if end - pos - 4 < size:
+                break
+            frame = bytes(buf[pos + 4 : pos + 4 + size])
+            pos += 4 + size
+            (cid,) = _SIZE.unpack_from(frame, 0)
+            fut, api_key, version = self._pending.pop(cid)
+            _, used = codec.decode(codec.response_header_class(api_key, version), frame, 0)
+            body, _ = codec.decode(codec.response_class(api_key, version), frame, used)
+            if not fut.done():
+                fut.set_result(body)
+        if pos:
+            del buf[:pos]
+
+    def _lost(self, exc: Exception | None) -> None:
+        for fut, _, _ in self._pending.values():
+            if not fut.done():
+                fut.set_exception(ConnectionError(str(exc or "connection closed")))
+        self._pending.clear()
+        if not self._closed.done():
+            self._closed.set_result(None)
 
     async def close(self) -> None:
-        self._task.cancel()
-        self.writer.close()
-        with contextlib.suppress(ConnectionError, OSError):
-            await self.writer.wait_closed()
+        if self.transport is not None:
+            self.transport.close()
+            with contextlib.suppress(asyncio.TimeoutError):
+                await asyncio.wait_for(asyncio.shield(self._closed), 5)
 
 
 def nested(api_key: int, version: int, name: str) -> type:

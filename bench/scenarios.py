@@ -64,7 +64,7 @@ def _join_body(group: str, member_id: str, session_ms: int = 30_000) -> dict[str
 
 async def _member_id(conn: Conn, group: str, session_ms: int = 30_000) -> str:
     """JoinGroup v4+ with an empty id: the coordinator answers MEMBER_ID_REQUIRED and holds the id pending."""
-    join = await conn.call(11, JOIN_V, _join_body(group, "", session_ms))
+    join = await conn.call(11, JOIN_V, _join_body(group, "", session_ms), timeout=None)
     return join.member_id
 
 
@@ -77,7 +77,7 @@ async def _member(conn: Conn, group: str, member_id: str, session_ms: int = 30_0
     leader, which sees fewer than ``expected`` members, hands out empty assignments instead, and every
     member of such a generation rejoins at once. Returns the generation synced in (0: it failed)."""
     for _ in range(10):
-        join = await conn.call(11, JOIN_V, _join_body(group, member_id, session_ms))
+        join = await conn.call(11, JOIN_V, _join_body(group, member_id, session_ms), timeout=None)
         if join.error_code == REBALANCE_IN_PROGRESS:
             continue
         if join.error_code != 0:
@@ -90,7 +90,7 @@ async def _member(conn: Conn, group: str, member_id: str, session_ms: int = 30_0
         sync = await conn.call(14, SYNC_V, {
             "group_id": group, "generation_id": join.generation_id, "member_id": join.member_id,
             "group_instance_id": None, "assignments": assignments,
-        })
+        }, timeout=None)
         if sync.error_code == REBALANCE_IN_PROGRESS or (sync.error_code == 0 and not sync.assignment):
             continue
         return join.generation_id if sync.error_code == 0 else 0
