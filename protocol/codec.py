@@ -84,32 +84,36 @@ def _field_names(cls: type) -> frozenset[str]:
 
 
 @functools.cache
-def _duration_fields(cls: type) -> frozenset[str]:
-    return frozenset(f.name for f in fields(cls) if f.metadata.get("kafka_type", "").startswith("timedelta"))
+def _plan(cls: type) -> tuple[frozenset[str], frozenset[str], frozenset[str]]:
+    """The fields of ``cls``, and which of them are durations and error codes (converted by ``make``)."""
+    fs = fields(cls)
+    return (
+        frozenset(f.name for f in fs),
+        frozenset(f.name for f in fs if f.metadata.get("kafka_type", "").startswith("timedelta")),
+        frozenset(f.name for f in fs if f.metadata.get("kafka_type") == "error_code"),
+    )
 
 
-@functools.cache
-def _error_fields(cls: type) -> frozenset[str]:
-    return frozenset(f.name for f in fields(cls) if f.metadata.get("kafka_type") == "error_code")
+_ERROR_CODES: dict[int, ErrorCode] = {int(e): e for e in ErrorCode}
 
 
 def make(cls: type, **values: Any) -> Any:
     """Build a kio entity, dropping values the chosen version does not have.
 
     Handlers describe a response once, in the newest shape; each version keeps the fields it knows.
-    Durations may be given as int milliseconds.
+    Durations may be given as int milliseconds, error codes as ints.
     """
-    names = _field_names(cls)
-    durations = _duration_fields(cls)
-    errors = _error_fields(cls)
-    kept = {}
-    for key, value in values.items():
-        if key in names:
-            if key in durations and isinstance(value, int):
-                value = datetime.timedelta(milliseconds=value)
-            elif key in errors and not isinstance(value, ErrorCode):
-                value = ErrorCode(value)
-            kept[key] = value
+    names, durations, errors = _plan(cls)
+    kept = {key: value for key, value in values.items() if key in names}
+    for key in durations:
+        value = kept.get(key)
+        if type(value) is int:
+            kept[key] = datetime.timedelta(milliseconds=value)
+    for key in errors:
+        value = kept.get(key)
+        if value is not None and not isinstance(value, ErrorCode):
+            code = _ERROR_CODES.get(value)
+            kept[key] = ErrorCode(value) if code is None else code
     return cls(**kept)
 
 
