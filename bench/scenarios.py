@@ -271,8 +271,11 @@ async def produce_fetch(host: str, port: int, partitions: int, acks: int, second
         nonlocal consumed_bytes
         conn = await Conn.open(host, port)
         offset = 0
-        while offset < end:
+        give_up = time.monotonic() + 60
+        while offset < end and time.monotonic() < give_up:
             resp = await conn.call(1, 11, _fetch_body(topic, p, offset))
+            if not resp.responses or not resp.responses[0].partitions:
+                continue  # an empty answer (a peer may send one instead of waiting): ask again
             part = resp.responses[0].partitions[0]
             data = part.records or b""
             consumed_bytes += len(data)
@@ -285,11 +288,13 @@ async def produce_fetch(host: str, port: int, partitions: int, acks: int, second
                 pos += 12 + length
         await conn.close()
 
-    ends = []
     conn = await Conn.open(host, port)
-    for p in range(partitions):
-        resp = await conn.call(1, 11, _fetch_body(topic, p, 0, max_wait=0, max_bytes=1))
-        ends.append(resp.responses[0].partitions[0].high_watermark)
+    lt, lp = nested(2, 7, "ListOffsetsTopic"), nested(2, 7, "ListOffsetsPartition")
+    resp = await conn.call(2, 7, {"replica_id": -1, "isolation_level": 0, "topics": (
+        lt(name=topic, partitions=tuple(lp(partition_index=p, current_leader_epoch=-1, timestamp=-1) for p in range(partitions))),
+    )})
+    latest = {p.partition_index: p.offset for p in resp.topics[0].partitions}
+    ends = [latest[p] for p in range(partitions)]
     await conn.close()
     began = time.perf_counter()
     await asyncio.gather(*(consumer(p, ends[p]) for p in range(partitions)))
