@@ -95,7 +95,7 @@ def rss_mib(pid: int) -> float:
     return float("nan")
 
 
-async def run_target(name: str, proc: subprocess.Popen, port: int, quick: bool) -> dict[str, Any]:
+async def run_target(name: str, proc: subprocess.Popen, port: int, quick: bool, scale_groups: int = 0) -> dict[str, Any]:
     host = "127.0.0.1"
     out: dict[str, Any] = {"target": name}
     groups = 300 if quick else 1000
@@ -122,6 +122,9 @@ async def run_target(name: str, proc: subprocess.Popen, port: int, quick: bool) 
         out["fetch_wakeup"] = (await asyncio.wait_for(scenarios.wakeup_latency(host, port, 100 if quick else 200), 120)).summary()
     except Exception as exc:
         out["fetch_wakeup"] = {"error": repr(exc)}
+    out["churn"] = (await scenarios.churn(host, port, 50, max_seconds=3 if quick else 8)).summary()
+    if scale_groups:
+        out["scale"] = await scenarios.scale(host, port, scale_groups, pid=proc.pid, hb_seconds=5, max_seconds=300)
     out["rss_mib"] = round(rss_mib(proc.pid), 1)
     return out
 
@@ -140,7 +143,7 @@ def markdown(results: dict[str, Any]) -> str:
     ]
     by = {r["target"]: r for r in results["targets"]}
     on, off, tansu = by.get("groupd-fsync"), by.get("groupd-nofsync"), by.get("tansu")
-    keys = ["rebalance", "commits_1", "commits_8", "commits_64", "commits_256", "heartbeats"]
+    keys = ["rebalance", "churn", "commits_1", "commits_8", "commits_64", "commits_256", "heartbeats"]
     for key in keys:
         for metric in ("per_second", "p50_ms", "p99_ms"):
             a = (on or {}).get(key, {}).get(metric)
@@ -163,6 +166,15 @@ def markdown(results: dict[str, Any]) -> str:
         cells.append(f"p50 {r['p50_ms']} ms, p99 {r['p99_ms']} ms" if "p50_ms" in r else "n/a")
     rows.append("| fetch long-poll wake-up (produce -> fetch returns) | " + " | ".join(cells) + " |")
     rows.append("")
+    if on is not None and "scale" in on:
+        sc = on["scale"]
+        hb = sc.get("heartbeats", {})
+        rows.append(
+            f"Held groups (groupd, fsync on): {sc['groups']:,} three-member groups ({sc['members']:,} members) formed in "
+            f"{sc['form_seconds']} s, broker RSS {sc.get('broker_rss_mib', 'n/a')} MiB; heartbeats on a sample: "
+            f"{hb.get('per_second')}/s, p99 {hb.get('p99_ms')} ms."
+        )
+        rows.append("")
     if "replay" in results:
         rp = results["replay"]
         rows.append(f"| start-up replay | records/s | {rp['per_second']} ({rp['count']} records) | | n/a | |")
@@ -180,7 +192,9 @@ async def main_async(quick: bool) -> dict[str, Any]:
         for name, fsync in (("groupd-fsync", True), ("groupd-nofsync", False)):
             proc, port = start_groupd(fsync, tmp / name)
             try:
-                results["targets"].append(await run_target(name, proc, port, quick))
+                # 100,000 held groups (memory, heartbeat p99) once, on the default broker
+                scale_groups = (10_000 if quick else 100_000) if fsync else 0
+                results["targets"].append(await run_target(name, proc, port, quick, scale_groups))
             finally:
                 proc.send_signal(signal.SIGTERM)
                 proc.wait(30)

@@ -369,7 +369,7 @@ async def churn(host: str, port: int, groups: int = 50, max_seconds: float = 10)
     return await _timed(stats, (run(i) for i in range(groups)))
 
 
-async def scale(host: str, port: int, groups: int, pid: int | None = None, concurrency: int = 64, hb_seconds: float = 5) -> dict[str, Any]:
+async def scale(host: str, port: int, groups: int, pid: int | None = None, concurrency: int = 64, hb_seconds: float = 5, max_seconds: float = 600) -> dict[str, Any]:
     """Hold G three-member groups (long sessions), measure broker RSS, then heartbeat p99 on a sample.
 
     Connections are pooled: a member's connection is free again once its group is formed, as a client's
@@ -379,10 +379,16 @@ async def scale(host: str, port: int, groups: int, pid: int | None = None, concu
     for _ in range(concurrency):
         await pool.put([await Conn.open(host, port) for _ in range(3)])
     members: list[tuple[str, str, int]] = []
+    give_up = time.monotonic() + max_seconds
+    formed = 0
 
     async def form(i: int) -> None:
+        nonlocal formed
         conns = await pool.get()
         try:
+            if time.monotonic() > give_up:
+                return
+            formed += 1
             for m, generation in await _form_long(conns, f"{prefix}-{i}"):
                 members.append((f"{prefix}-{i}", m, generation))
         finally:
@@ -391,7 +397,7 @@ async def scale(host: str, port: int, groups: int, pid: int | None = None, concu
     began = time.perf_counter()
     await asyncio.gather(*(form(i) for i in range(groups)))
     formed_s = time.perf_counter() - began
-    out: dict[str, Any] = {"scenario": f"scale-{groups}", "groups": groups, "members": len(members), "form_seconds": round(formed_s, 1)}
+    out: dict[str, Any] = {"scenario": f"scale-{groups}", "groups": formed, "members": len(members), "form_seconds": round(formed_s, 1)}
     if pid is not None:
         with open(f"/proc/{pid}/status") as f:
             for line in f:
