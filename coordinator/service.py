@@ -28,7 +28,7 @@ from coordinator.group import COMPLETING, PREPARING, STABLE
 from coordinator.logfields import group_event
 from coordinator.partitioning import OFFSETS_TOPIC, partition_for
 from coordinator.records import RecordFormatError, decode_key, decode_value, encode_key, encode_value
-from storage.batch import iter_key_values
+from storage.batch import collect_latest
 from storage.committer import GroupCommitter
 from storage.errors import StorageError
 from storage.log import Log, LogConfig
@@ -191,14 +191,8 @@ class GroupCoordinator:
         """
         latest: dict[bytes, bytes | None] = {}
         count = 0
-        for _header, batch in shard.log.batches():
-            for key, value in iter_key_values(batch):
-                if key is None:
-                    continue
-                if key in latest:
-                    del latest[key]
-                latest[key] = value
-                count += 1
+        for chunk in shard.log.chunks():
+            count += collect_latest(chunk, latest)
             if count >= 200_000:
                 self.loaded_records += count
                 count = 0

@@ -375,3 +375,82 @@ def iter_key_values(batch: bytes | memoryview) -> Iterator[tuple[bytes | None, b
         value = None if vlen < 0 else data[pos : pos + vlen]
         yield key, value
         pos = end
+
+
+_LEN_ATTR_COUNT = struct.Struct(">i")  # batchLength, then (at +9) attributes i16 and (at +57) recordCount i32
+_ATTRS = struct.Struct(">h")
+
+
+def collect_latest(buf: bytes | memoryview, latest: dict[bytes, bytes | None]) -> int:
+    """Walk whole batches in ``buf`` and keep the last value of every keyed record in ``latest``,
+    moved to the end on each appearance (the order of last appearance); returns the records seen.
+
+    The start-up replay loop: one function over a whole chunk, no per-batch or per-record objects,
+    single-byte varints decoded inline. Compressed batches go through ``iter_key_values``."""
+    data = bytes(buf)
+    end_all = len(data)
+    pos = 0
+    seen = 0
+    read = _read_varint
+    pop = latest.pop
+    unpack_len = _LEN_ATTR_COUNT.unpack_from
+    while end_all - pos >= BATCH_OVERHEAD:
+        (length,) = unpack_len(data, pos + 8)
+        batch_end = pos + LOG_OVERHEAD + length
+        if length < BATCH_OVERHEAD - LOG_OVERHEAD or batch_end > end_all:
+            raise CorruptBatch(f"batch at position {pos} runs past its chunk")
+        (attributes,) = _ATTRS.unpack_from(data, pos + 21)
+        (count,) = unpack_len(data, pos + 57)
+        if attributes & 0x07:
+            for key, value in iter_key_values(memoryview(data)[pos:batch_end]):
+                if key is not None:
+                    pop(key, None)
+                    latest[key] = value
+                seen += 1
+            pos = batch_end
+            continue
+        p = pos + BATCH_OVERHEAD
+        for _ in range(count):
+            b = data[p]
+            if b < 0x80:
+                rec_end = p + 1 + (b >> 1)
+                p += 2  # length byte, attributes
+            else:
+                rec_len, p = read(data, p)
+                rec_end = p + rec_len
+                p += 1
+            if rec_end > batch_end:
+                raise CorruptBatch("record runs past the end of its batch")
+            # timestamp delta and offset delta: skip (one byte each unless large)
+            if data[p] < 0x80:
+                p += 1
+            else:
+                _, p = read(data, p)
+            if data[p] < 0x80:
+                p += 1
+            else:
+                _, p = read(data, p)
+            b = data[p]
+            if b < 0x80:
+                klen = (b >> 1) ^ -(b & 1)
+                p += 1
+            else:
+                klen, p = read(data, p)
+            if klen < 0:
+                seen += 1
+                p = rec_end
+                continue
+            key = data[p : p + klen]
+            p += klen
+            b = data[p]
+            if b < 0x80:
+                vlen = (b >> 1) ^ -(b & 1)
+                p += 1
+            else:
+                vlen, p = read(data, p)
+            pop(key, None)
+            latest[key] = None if vlen < 0 else data[p : p + vlen]
+            seen += 1
+            p = rec_end
+        pos = batch_end
+    return seen
