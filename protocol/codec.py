@@ -21,7 +21,9 @@ from kio.schema.request_header.v1.header import RequestHeader as RequestHeaderV1
 from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
 from kio.schema.response_header.v0.header import ResponseHeader as ResponseHeaderV0
 from kio.schema.response_header.v1.header import ResponseHeader as ResponseHeaderV1
-from kio.serial import entity_reader, entity_writer
+from kio.serial import entity_reader
+
+from protocol.fastwrite import compile_writer
 
 API_VERSIONS_KEY = 18
 ZERO_UUID = uuid.UUID(int=0)
@@ -42,24 +44,18 @@ def _reader(cls: type) -> Callable[[Any, int], tuple[Any, int]]:
     return entity_reader(cls)
 
 
-@functools.cache
-def _writer(cls: type) -> Callable[[io.BytesIO, Any], None]:
-    return entity_writer(cls)
-
-
 def decode(cls: type, buf: bytes | memoryview, offset: int = 0) -> tuple[Any, int]:
     """Decode one entity of ``cls`` at ``offset``; returns (entity, bytes consumed)."""
     return _reader(cls)(buf, offset)
 
 
 def encode(entity: Any) -> bytes:
-    out = io.BytesIO()
-    _writer(type(entity))(out, entity)
-    return out.getvalue()
+    """kio's bytes for ``entity``, written by a writer compiled from kio's schema (protocol/fastwrite)."""
+    return compile_writer(type(entity))(entity)
 
 
 def encode_into(out: io.BytesIO, entity: Any) -> None:
-    _writer(type(entity))(out, entity)
+    out.write(compile_writer(type(entity))(entity))
 
 
 @functools.cache

@@ -3,14 +3,17 @@
 import io
 import struct
 
+from kio.serial import entity_writer
+
 from protocol import codec
 from protocol.request import encode_response
 
 
 def kio_frame(api_key, version, cid, response):
     out = io.BytesIO()
-    codec.encode_into(out, codec.response_header_class(api_key, version)(correlation_id=cid))
-    codec.encode_into(out, response)
+    header = codec.response_header_class(api_key, version)(correlation_id=cid)
+    entity_writer(type(header))(out, header)
+    entity_writer(type(response))(out, response)
     body = out.getvalue()
     return struct.pack(">i", len(body)) + body
 
