@@ -21,7 +21,14 @@ from typing import TYPE_CHECKING, Any
 from broker.dispatch import HANDLERS, RequestContext
 from protocol.errors import ErrorCode
 from protocol.framing import SIZE, FrameError, check_size
-from protocol.request import UnknownApi, UnsupportedVersion, encode_response, parse_request, peek_header
+from protocol.request import (
+    UnknownApi,
+    UnsupportedVersion,
+    encode_response,
+    encode_response_parts,
+    parse_request,
+    peek_header,
+)
 
 if TYPE_CHECKING:
     from broker.app import Broker
@@ -193,14 +200,19 @@ class Connection(asyncio.Protocol):
             return
         metrics = self.broker.metrics
         try:
-            payload = None if result is None else encode_response(api_key, api_version, correlation_id, result)
+            parts = None if result is None else encode_response_parts(api_key, api_version, correlation_id, result)
         except Exception:
             self._current = (api_key, api_version, correlation_id, started)
             self._failed()
             return
         metrics.request_finished(api_key, started, result)
-        if payload is not None:
-            self._write(payload)
+        if parts is not None:
+            head, body = parts
+            if len(body) < 65536:
+                self._write(head + body)
+            elif self.transport is not None and not self.transport.is_closing():
+                self.transport.writelines(parts)
+                self.broker.metrics.bytes_out(len(head) + len(body))
 
     def _failed(self) -> None:
         api_key, api_version, _, started = self._current

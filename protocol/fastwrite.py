@@ -168,6 +168,33 @@ def _array_prefix(b: _Builder, v: str, flexible: bool) -> None:
 @functools.cache
 def compile_writer(cls: type) -> Callable[[Any], bytes]:
     """The writer of ``cls``: entity -> bytes, byte for byte what ``kio.serial.entity_writer`` writes."""
+    into = compile_into(cls)
+    join = b"".join
+
+    def write(entity: Any) -> bytes:
+        out: list[bytes] = []
+        into(entity, out)
+        return join(out)
+
+    return write
+
+
+def _bytes_field(b: _Builder, v: str, flexible: bool, optional: bool) -> None:
+    b.emit(f"if {v} is None:")
+    if optional:
+        b.lines.append("    a(b'\\x00')" if flexible else "    a(b'\\xff\\xff\\xff\\xff')")
+    else:
+        b.lines.append("    raise TypeError('Unexpectedly received None value')")
+    b.lines.append("else:")
+    if flexible:
+        b.lines.append(f"    a(_uv(len({v}) + 1)); a({v})")
+    else:
+        b.lines.append(f"    a(_I32(len({v}))); a({v})")
+
+
+@functools.cache
+def compile_into(cls: type) -> Callable[[Any, list], None]:
+    """Like ``compile_writer``, appending the parts to ``out`` (nested entities share one list)."""
     flexible = bool(cls.__flexible__)
     is_request_header = cls.__name__ == "RequestHeader"
     b = _Builder(cls)
@@ -193,6 +220,9 @@ def compile_writer(cls: type) -> Callable[[Any], bytes]:
                 code, expr = table[kafka_type]
                 b.fixed(code, expr.format(v=v))
                 continue
+            if kafka_type in ("bytes", "records"):  # possibly megabytes: appended as they are, not copied
+                _bytes_field(b, v, flexible, optional)
+                continue
             b.emit(f"a({b.name(_variable(kafka_type, flexible, optional))}({v}))")
         elif isinstance(kind, PrimitiveTupleField):
             element = b.name(_element_writer(get_schema_field_type(field), flexible))
@@ -200,16 +230,17 @@ def compile_writer(cls: type) -> Callable[[Any], bytes]:
             b.emit(f"if {v}:")
             b.lines.append(f"    out.extend(map({element}, {v}))")
         elif isinstance(kind, EntityField):
-            writer = b.name(compile_writer(kind.type_))
+            writer = b.name(compile_into(kind.type_))
             if optional:  # KIP-893 nullable struct: a marker byte first
-                b.emit(f"a(b'\\xff' if {v} is None else b'\\x01' + {writer}({v}))")
+                b.emit(f"if {v} is None: a(b'\\xff')")
+                b.lines.append(f"else: a(b'\\x01'); {writer}({v}, out)")
             else:
-                b.emit(f"a({writer}({v}))")
+                b.emit(f"{writer}({v}, out)")
         elif isinstance(kind, EntityTupleField):
-            writer = b.name(compile_writer(kind.type_))
+            writer = b.name(compile_into(kind.type_))
             _array_prefix(b, v, flexible)
-            b.emit(f"if {v}:")
-            b.lines.append(f"    out.extend(map({writer}, {v}))")
+            b.emit(f"for x in {v} or ():")
+            b.lines.append(f"    {writer}(x, out)")
         else:  # pragma: no cover - kio's classification is exhaustive
             raise NotImplementedError(f"{cls.__name__}.{field.name}")
     b.flush()
@@ -220,10 +251,10 @@ def compile_writer(cls: type) -> Callable[[Any], bytes]:
             # this entity (rare: tagged fields carry optional extras)
             kio_writer = b.name(_kio_bytes(cls))
             checks = " or ".join(f"e.{name} != {b.name(default)}" for name, default in tagged)
-            head.append(f"if {checks}: return {kio_writer}(e)")
+            head.append(f"if {checks}: out.append({kio_writer}(e)); return")
         b.lines.append("a(b'\\x00')")
-    body = "\n    ".join(head + ["out = []", "a = out.append"] + b.lines + ["return b''.join(out)"])
-    source = f"def write(e):\n    {body}\n"
+    body = "\n    ".join(head + ["a = out.append"] + b.lines)
+    source = f"def write(e, out):\n    {body}\n"
     namespace = dict(b.env)
     exec(compile(source, f"<fastwrite {cls.__module__}.{cls.__qualname__}>", "exec"), namespace)  # noqa: S102
     return namespace["write"]

@@ -76,7 +76,13 @@ def encode_body(api_key: int, response: Any) -> bytes:
 
 def encode_response(api_key: int, api_version: int, correlation_id: int, response: Any) -> bytes:
     """A whole response frame: size, response header (v0: correlation id; v1: and no tagged fields), body."""
+    head, body = encode_response_parts(api_key, api_version, correlation_id, response)
+    return head + body
+
+
+def encode_response_parts(api_key: int, api_version: int, correlation_id: int, response: Any) -> tuple[bytes, bytes]:
+    """The frame as (size and header, body): a large body (a Fetch) goes to the socket without a copy."""
     body = encode_body(api_key, response)
     if codec.response_header_class(api_key, api_version) is codec.ResponseHeaderV0:
-        return _HEADER_V0.pack(len(body) + 4, correlation_id) + body
-    return _HEADER_V1.pack(len(body) + 5, correlation_id, 0) + body
+        return _HEADER_V0.pack(len(body) + 4, correlation_id), body
+    return _HEADER_V1.pack(len(body) + 5, correlation_id, 0), body
