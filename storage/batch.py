@@ -346,37 +346,6 @@ def _read_headers(data: bytes, pos: int) -> tuple[tuple[tuple[str, bytes | None]
     return tuple(out), pos
 
 
-def iter_key_values(batch: bytes | memoryview) -> Iterator[tuple[bytes | None, bytes | None]]:
-    """Only (key, value) of each record: the start-up replay path, kept tight (no headers, no objects)."""
-    header = parse_header(batch, 0)
-    data = bytes(batch[BATCH_OVERHEAD : header.size])
-    if header.compression:
-        data = _decompress(header.compression, data)
-    pos = 0
-    read = _read_varint
-    for _ in range(header.record_count):
-        b = data[pos]
-        if b < 0x80:
-            length = (b >> 1) ^ -(b & 1)
-            pos += 1
-        else:
-            length, pos = read(data, pos)
-        end = pos + length
-        pos += 1  # attributes
-        _, pos = read(data, pos)  # timestamp delta
-        _, pos = read(data, pos)  # offset delta
-        klen, pos = read(data, pos)
-        if klen < 0:
-            key = None
-        else:
-            key = data[pos : pos + klen]
-            pos += klen
-        vlen, pos = read(data, pos)
-        value = None if vlen < 0 else data[pos : pos + vlen]
-        yield key, value
-        pos = end
-
-
 _LEN_ATTR_COUNT = struct.Struct(">i")  # batchLength, then (at +9) attributes i16 and (at +57) recordCount i32
 _ATTRS = struct.Struct(">h")
 
@@ -386,13 +355,11 @@ def collect_latest(buf: bytes | memoryview, latest: dict[bytes, bytes | None]) -
     moved to the end on each appearance (the order of last appearance); returns the records seen.
 
     The start-up replay loop: one function over a whole chunk, no per-batch or per-record objects,
-    single-byte varints decoded inline. Compressed batches go through ``iter_key_values``."""
+    single-byte varints decoded inline. Compressed batches are decompressed and walked the same way."""
     data = bytes(buf)
     end_all = len(data)
     pos = 0
     seen = 0
-    read = _read_varint
-    pop = latest.pop
     unpack_len = _LEN_ATTR_COUNT.unpack_from
     while end_all - pos >= BATCH_OVERHEAD:
         (length,) = unpack_len(data, pos + 8)
@@ -402,14 +369,19 @@ def collect_latest(buf: bytes | memoryview, latest: dict[bytes, bytes | None]) -
         (attributes,) = _ATTRS.unpack_from(data, pos + 21)
         (count,) = unpack_len(data, pos + 57)
         if attributes & 0x07:
-            for key, value in iter_key_values(memoryview(data)[pos:batch_end]):
-                if key is not None:
-                    pop(key, None)
-                    latest[key] = value
-                seen += 1
-            pos = batch_end
-            continue
-        p = pos + BATCH_OVERHEAD
+            records = _decompress(attributes & 0x07, data[pos + BATCH_OVERHEAD : batch_end])
+            seen += _collect_records(records, 0, len(records), count, latest)
+        else:
+            seen += _collect_records(data, pos + BATCH_OVERHEAD, batch_end, count, latest)
+        pos = batch_end
+    return seen
+
+
+def _collect_records(data: bytes, p: int, stop: int, count: int, latest: dict[bytes, bytes | None]) -> int:
+    """``count`` records in ``data[p:stop]``: key and value of each, into ``latest``."""
+    read = _read_varint
+    pop = latest.pop
+    try:
         for _ in range(count):
             b = data[p]
             if b < 0x80:
@@ -419,9 +391,9 @@ def collect_latest(buf: bytes | memoryview, latest: dict[bytes, bytes | None]) -
                 rec_len, p = read(data, p)
                 rec_end = p + rec_len
                 p += 1
-            if rec_end > batch_end:
+            if rec_end > stop:
                 raise CorruptBatch("record runs past the end of its batch")
-            # timestamp delta and offset delta: skip (one byte each unless large)
+            # timestamp delta and offset delta: skipped (one byte each unless large)
             if data[p] < 0x80:
                 p += 1
             else:
@@ -436,21 +408,18 @@ def collect_latest(buf: bytes | memoryview, latest: dict[bytes, bytes | None]) -
                 p += 1
             else:
                 klen, p = read(data, p)
-            if klen < 0:
-                seen += 1
-                p = rec_end
-                continue
-            key = data[p : p + klen]
-            p += klen
-            b = data[p]
-            if b < 0x80:
-                vlen = (b >> 1) ^ -(b & 1)
-                p += 1
-            else:
-                vlen, p = read(data, p)
-            pop(key, None)
-            latest[key] = None if vlen < 0 else data[p : p + vlen]
-            seen += 1
+            if klen >= 0:
+                key = data[p : p + klen]
+                p += klen
+                b = data[p]
+                if b < 0x80:
+                    vlen = (b >> 1) ^ -(b & 1)
+                    p += 1
+                else:
+                    vlen, p = read(data, p)
+                pop(key, None)
+                latest[key] = None if vlen < 0 else data[p : p + vlen]
             p = rec_end
-        pos = batch_end
-    return seen
+    except IndexError as exc:
+        raise CorruptBatch("record runs past the end of its batch") from exc
+    return count

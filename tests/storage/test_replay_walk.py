@@ -9,18 +9,20 @@ from crc32c import crc32c
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from storage.batch import BATCH_OVERHEAD, build_batch, collect_latest, iter_key_values
+from storage.batch import BATCH_OVERHEAD, build_batch, collect_latest, iter_records
 from storage.errors import CorruptBatch
 from storage.log import Log, LogConfig
 
 
 def reference(batches):
+    """The same fold through the full record decoder."""
     latest = {}
     for b in batches:
-        for k, v in iter_key_values(b):
-            if k is not None:
-                latest.pop(k, None)
-                latest[k] = v
+        for r in iter_records(b):
+            if r.key is not None:
+                key = bytes(r.key)
+                latest.pop(key, None)
+                latest[key] = None if r.value is None else bytes(r.value)
     return latest
 
 
