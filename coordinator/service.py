@@ -93,7 +93,8 @@ class _InOrder:
         except Exception:
             log.exception("delivering answers of %s-%d failed", OFFSETS_TOPIC, self.shard.partition)
         finally:
-            self.done.set_result(None)
+            if not self.done.done():  # stop() may have given up waiting on it
+                self.done.set_result(None)
 
 
 class GroupCoordinator:
