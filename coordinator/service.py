@@ -139,6 +139,7 @@ class GroupCoordinator:
             # every append is followed by a flush: let the flush thread do the write too
             shard_log.write_behind = self.committer.synchronous
             self.shards[p] = Shard(p, core.ShardState(p), shard_log)
+        await self.committer.start_helper(self.log_dir)
         self._spawn(self._load_all())
         self._spawn(self._housekeeping())
 

@@ -9,12 +9,16 @@ return at once and a flush runs when the message count or the time threshold is 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import os
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from storage.errors import StorageError
-from storage.log import Log, flush_many
+from storage.log import Log, flush_many, syncfs_errno
+from storage.synchelper import SyncHelper
 
 logger = logging.getLogger("groupd.storage")
 
@@ -46,6 +50,7 @@ class GroupCommitter:
         self.last_batch_size = 0
         self.last_fsync_seconds = 0.0
         self.observers: list = []  # callables (seconds, waiters) for metrics
+        self.helper: SyncHelper | None = None
 
     @property
     def synchronous(self) -> bool:
@@ -95,7 +100,10 @@ class GroupCommitter:
                 try:
                     for lg in logs:
                         lg.write_pending()
-                    await loop.run_in_executor(None, flush_many, logs)
+                    if self.helper is not None and self.helper.alive:
+                        await self._sync_by_helper(logs)
+                    else:
+                        await loop.run_in_executor(None, flush_many, logs)
                 except Exception as exc:  # StorageError or anything the thread raised
                     if isinstance(exc, StorageError):
                         err = exc
@@ -115,6 +123,27 @@ class GroupCommitter:
                     fut.set_result(None)
         finally:
             pending.running = False
+
+    async def _sync_by_helper(self, logs: list[Log]) -> None:
+        taken = [(lg, t) for lg in logs if (t := lg.take_for_sync()) is not None]
+        if not taken:
+            return
+        try:
+            err = await self.helper.sync()
+        except OSError:  # the helper died: its answer is unknown, so sync again from here
+            directory = taken[0][0].directory.parent
+            err = await asyncio.get_running_loop().run_in_executor(None, syncfs_errno, directory)
+        if err:
+            exc = OSError(err, os.strerror(err))
+            for lg, t in taken:
+                with contextlib.suppress(StorageError):
+                    lg._flush_failed(t[2], exc)
+            raise StorageError(f"syncfs failed: {exc}")
+
+    async def start_helper(self, directory: Path) -> None:
+        """Shared rounds sync through a helper process (see storage/synchelper.py) where it runs."""
+        if self.shared and self.synchronous:
+            self.helper = await SyncHelper.start(directory)
 
     def _maybe_flush_later(self, log: Log) -> None:
         now = time.monotonic()
@@ -161,6 +190,8 @@ class GroupCommitter:
                 except StorageError as exc:
                     logger.error("final flush of %s failed: %s", getattr(lg, "directory", lg), exc)
         self._logs.clear()
+        if self.helper is not None:
+            self.helper.close()
 
 
 def _retrieved(fut: asyncio.Future) -> None:

@@ -388,6 +388,18 @@ class Log:
                 log.error("write to %s failed; log offline until reopened: %s", self.directory, exc)
                 raise StorageError(f"write to {self.directory.name} failed: {exc}") from exc
 
+    def take_for_sync(self) -> tuple[set[int], bool, int, list] | None:
+        """Everything appended so far, written out, as one flush's share; the caller then syncs the
+        whole filesystem (a syncfs) and reports a failure with ``_flush_failed``."""
+        with self._lock:
+            taken = self._take_dirty()
+            if taken is not None and taken[3]:
+                try:
+                    self._write_out(taken[3])
+                except OSError as exc:
+                    self._flush_failed(taken[2], exc)
+            return taken
+
     def _flush_failed(self, pending: int, exc: OSError) -> None:
         with self._state:
             self._failed = exc
@@ -733,6 +745,18 @@ def flush_many(logs: list[Log]) -> None:
     finally:
         for lg in logs:
             lg._lock.release()
+
+
+def syncfs_errno(directory: Path) -> int:
+    """syncfs(2) of the filesystem holding ``directory``: 0, or the errno."""
+    if _syncfs is None:
+        os.sync()
+        return 0
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        return 0 if _syncfs(fd) == 0 else (ctypes.get_errno() or 5)
+    finally:
+        os.close(fd)
 
 
 def _load_syncfs():
