@@ -207,9 +207,12 @@ def build_batch(
     timestamps: Sequence[int] | None = None,
 ) -> bytes:
     """An uncompressed v2 batch. ``offset_deltas``/``timestamps`` let compaction keep gaps truthful."""
-    body = bytearray()
     max_ts = timestamp_ms
-    for i, (key, value) in enumerate(records):
+    plain = headers is None and timestamps is None and offset_deltas is None and len(records) < 64
+    # the coordinator's few short records: laid out with one-byte varints when they all fit
+    small = _small_records(records) if plain else None
+    body = bytearray() if small is None else small
+    for i, (key, value) in enumerate(records if small is None else ()):
         rec = bytearray(b"\x00")  # attributes
         ts = timestamps[i] if timestamps is not None else timestamp_ms
         max_ts = max(max_ts, ts)
@@ -230,6 +233,33 @@ def build_batch(
     crc = crc32c(tail)
     head = struct.pack(">qiibI", base_offset, len(tail) + 9, 0, 2, crc)
     return head + tail
+
+
+_ONE_BYTE = [bytes([(n << 1) & 0xFF]) for n in range(64)]  # zigzag varints of 0..63
+
+
+def _small_records(records: Sequence[tuple[bytes | None, bytes | None]]) -> bytearray | None:
+    """Records whose varints but the record length are one byte (keys and values under 64 bytes, fewer
+    than 64 records), laid out without the general varint writer; None when one does not fit."""
+    body = bytearray()
+    one = _ONE_BYTE
+    for i, (key, value) in enumerate(records):
+        klen = -1 if key is None else len(key)
+        vlen = -1 if value is None else len(value)
+        if klen >= 64 or vlen >= 64:
+            return None
+        # attributes, timestamp delta 0, offset delta i, key, value, no headers
+        length = 6 + max(klen, 0) + max(vlen, 0)
+        if length < 64:
+            body += one[length]
+        else:
+            _write_varint(body, length)
+        body += b"\x00\x00"
+        body += one[i]
+        body += b"\x01" if key is None else one[klen] + key
+        body += b"\x01" if value is None else one[vlen] + value
+        body += b"\x00"
+    return body
 
 
 def _decompress(codec: int, data: bytes) -> bytes:

@@ -42,6 +42,7 @@ log = logging.getLogger("groupd.storage")
 START_CHECKPOINT = "log-start-offset"
 READ_CHUNK = 8 << 20
 _SCAN_HEADER = struct.Struct(">qiibIhiqq")  # a batch header up to maxTimestamp
+_RECORD_COUNT = struct.Struct(">i")  # at position 57
 
 
 def _wall_ms() -> int:
@@ -269,13 +270,17 @@ class Log:
                 f"or segment.bytes {self.config.segment_bytes}"
             )
         buf = batch if isinstance(batch, bytearray) else bytearray(batch)
-        header = parse_header(buf, 0)
+        if size < BATCH_OVERHEAD:
+            parse_header(buf, 0)  # raises, naming the problem
+        _base, length, _epoch, magic, _crc, _attrs, last_delta, _base_ts, max_ts = _SCAN_HEADER.unpack_from(buf, 0)
+        if magic != 2 or length < BATCH_OVERHEAD - LOG_OVERHEAD:
+            parse_header(buf, 0)  # raises, naming the problem
+        (record_count,) = _RECORD_COUNT.unpack_from(buf, 57)
         with self._state:
             self._check_usable()
             seg = self.active
-            now = self.now_ms()
             if seg.size > 0 and (
-                seg.size + len(buf) > self.config.segment_bytes or now - seg.created_ms >= self.config.segment_ms
+                seg.size + size > self.config.segment_bytes or self.now_ms() - seg.created_ms >= self.config.segment_ms
             ):
                 seg = self._roll()
             base = seg.next_offset
@@ -285,18 +290,20 @@ class Log:
             else:
                 try:
                     written = os.pwrite(seg.fd, buf, seg.size)
-                    if written != len(buf):
-                        raise OSError(f"short write: {written} of {len(buf)} bytes")
+                    if written != size:
+                        raise OSError(f"short write: {written} of {size} bytes")
                 except OSError as exc:
                     with contextlib.suppress(OSError):
                         os.ftruncate(seg.fd, seg.size)
                     raise StorageError(f"append to {self.directory.name} failed: {exc}") from exc
-            stored = BatchHeader(base, *_tail_fields(header))
-            seg.add(stored, seg.size)
-            seg.size += len(buf)
+            seg.offsets.append(base)
+            seg.positions.append(seg.size)
+            seg.max_ts.append(max_ts)
+            seg.next_offset = base + last_delta + 1
+            seg.size += size
             self._dirty.add(seg.fd)
-            self.unflushed_messages += header.record_count
-            return base, stored.last_offset
+            self.unflushed_messages += record_count
+            return base, base + last_delta
 
     def append_records(
         self, records: Sequence[tuple[bytes | None, bytes | None]], timestamp_ms: int | None = None
@@ -684,13 +691,6 @@ class Log:
         for path in self.directory.iterdir():
             path.unlink()
         self.directory.rmdir()
-
-
-def _tail_fields(h: BatchHeader) -> tuple:
-    return (
-        h.batch_length, h.partition_leader_epoch, h.magic, h.crc, h.attributes, h.last_offset_delta,
-        h.base_timestamp, h.max_timestamp, h.producer_id, h.producer_epoch, h.base_sequence, h.record_count,
-    )
 
 
 def iter_records_safe(batch: bytes | memoryview):

@@ -7,6 +7,8 @@ import struct
 
 import pytest
 from crc32c import crc32c
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from storage.batch import (
     BATCH_OVERHEAD,
@@ -138,3 +140,20 @@ def test_truncated_record_is_corrupt():
     struct.pack_into(">i", batch, 57, 2)
     with pytest.raises(CorruptBatch):
         list(iter_records(batch))
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.one_of(st.none(), st.binary(max_size=80)), st.one_of(st.none(), st.binary(max_size=80))), min_size=1, max_size=70))
+def test_small_record_layout_is_the_general_layout(records):
+    import storage.batch as batch_module
+
+    fast = build_batch(records, timestamp_ms=99)
+    # the general writer, as build_batch lays records out when the fast path declines
+    saved = batch_module._small_records
+    batch_module._small_records = lambda _r: None
+    try:
+        general = build_batch(records, timestamp_ms=99)
+    finally:
+        batch_module._small_records = saved
+    assert fast == general
+    assert [(r.key, r.value) for r in iter_records(fast)] == [(k, v) for k, v in records]
