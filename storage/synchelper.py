@@ -41,6 +41,7 @@ def _spawn(directory: Path) -> subprocess.Popen | None:
         proc = subprocess.Popen(
             [sys.executable, "-I", "-c", _HELPER, str(directory)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, close_fds=True,
+            start_new_session=True,  # a terminal's Ctrl-C is the broker's to handle; the helper ends on EOF
         )
         ready = proc.stdout.read(2)  # type: ignore[union-attr]
     except OSError as exc:
@@ -121,7 +122,9 @@ class SyncHelper:
                 fut.set_exception(OSError(f"the syncfs helper is gone: {exc}"))
 
     def close(self) -> None:
-        self._gone(EOFError("closed"))
+        if self.alive:
+            self.alive = False  # a deliberate stop: nothing to report
+            self._gone(EOFError("closed"))
         for stream in (self.proc.stdin, self.proc.stdout):
             with contextlib.suppress(OSError):
                 stream.close()  # type: ignore[union-attr]
