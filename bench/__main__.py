@@ -20,8 +20,8 @@ def use_uvloop() -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench")
-    parser.add_argument("scenario", choices=["rebalance", "commits", "heartbeats", "churn", "scale"])
-    parser.add_argument("--pid", type=int, help="the broker's pid, for RSS (scale)")
+    parser.add_argument("scenario", choices=["rebalance", "commits", "steady", "churn", "scale"])
+    parser.add_argument("--pid", type=int, help="the broker's pid, for RSS (scale) and CPU (steady)")
     parser.add_argument("--target", default="127.0.0.1:9092")
     parser.add_argument("--groups", type=int, default=500)
     parser.add_argument("--members", type=int, default=3)
@@ -39,8 +39,7 @@ def main() -> None:
     elif args.scenario == "scale":
         result = asyncio.run(scenarios.scale(host, int(port), args.groups, pid=args.pid, hb_seconds=args.seconds))
     else:
-        setup, hb = asyncio.run(scenarios.heartbeats(host, int(port), args.groups, max_seconds=args.seconds))
-        result = {"setup": setup.summary(), "heartbeats": hb.summary()}
+        result = asyncio.run(scenarios.steady(host, int(port), args.groups, max_seconds=args.seconds, pid=args.pid))
     print(json.dumps(result, indent=1))
 
 

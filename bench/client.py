@@ -26,15 +26,45 @@ class _Protocol(asyncio.Protocol):
         self.conn._lost(exc)
 
 
+_unsent: list[Conn] = []
+
+
+def _send_all() -> None:
+    conns = _unsent[:]
+    _unsent.clear()
+    for conn in conns:
+        conn._send()
+
+
 class Conn:
-    """One connection; responses are matched to requests by correlation id as they arrive."""
+    """One connection; responses are matched to requests by correlation id as they arrive.
+
+    Requests made in one loop turn are sent together after it, as the broker sends its answers: a
+    broker woken by the first finds the others already there."""
 
     def __init__(self) -> None:
         self.transport: asyncio.Transport | None = None
         self._cid = 0
         self._pending: dict[int, tuple[asyncio.Future, int, int]] = {}
         self._buf = bytearray()
+        self._out: list[bytes | bytearray] = []
         self._closed = asyncio.get_running_loop().create_future()
+
+    def _write(self, frame: bytes | bytearray) -> None:
+        if not self._out:
+            if not _unsent:
+                asyncio.get_running_loop().call_soon(_send_all)
+            _unsent.append(self)
+        self._out.append(frame)
+
+    def _send(self) -> None:
+        out, self._out = self._out, []
+        if self.transport is None or self.transport.is_closing():
+            return
+        if len(out) == 1:
+            self.transport.write(out[0])
+        else:
+            self.transport.writelines(out)
 
     @classmethod
     async def open(cls, host: str, port: int) -> Conn:
@@ -54,7 +84,7 @@ class Conn:
         payload = codec.encode(header) + codec.encode(entity)
         fut = asyncio.get_running_loop().create_future()
         self._pending[cid] = (fut, api_key, version)
-        self.transport.write(_SIZE.pack(len(payload)) + payload)
+        self._write(_SIZE.pack(len(payload)) + payload)
         return fut
 
     def send_frame(self, api_key: int, version: int, frame: bytearray) -> asyncio.Future:
@@ -64,7 +94,7 @@ class Conn:
         _SIZE.pack_into(frame, 8, cid)
         fut = asyncio.get_running_loop().create_future()
         self._pending[cid] = (fut, api_key, version)
-        self.transport.write(frame)
+        self._write(frame)
         return fut
 
     async def call(self, api_key: int, version: int, body: dict[str, Any], timeout: float | None = 30) -> Any:
@@ -101,6 +131,7 @@ class Conn:
 
     async def close(self) -> None:
         if self.transport is not None:
+            self._send()
             self.transport.close()
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(asyncio.shield(self._closed), 5)

@@ -24,6 +24,7 @@ from typing import Any
 from bench import scenarios
 from bench.__main__ import use_uvloop
 from bench.replay import replay_bench
+from bench.scenarios import cpu_seconds
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
@@ -81,12 +82,6 @@ def start_tansu() -> tuple[subprocess.Popen, int] | None:
     return proc, port
 
 
-def cpu_seconds(pid: int) -> float:
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
 def rss_mib(pid: int) -> float:
     with open(f"/proc/{pid}/status") as f:
         for line in f:
@@ -104,13 +99,10 @@ async def run_target(name: str, proc: subprocess.Popen, port: int, quick: bool, 
     out["rebalance"]["broker_cpu_s"] = round(cpu_seconds(proc.pid) - cpu0, 2)
     for n in (1, 8, 64, 256):
         out[f"commits_{n}"] = (await scenarios.commits(host, port, n, max_seconds=2 if quick else 4)).summary()
-    hb_groups = 100 if quick else 300
-    cpu0 = cpu_seconds(proc.pid)
-    setup, hb = await scenarios.heartbeats(host, port, hb_groups, max_seconds=4 if quick else 8, interval=0.5)
-    busy = cpu_seconds(proc.pid) - cpu0
-    out["heartbeats"] = hb.summary()
-    out["heartbeats"]["members"] = hb_groups * 3
-    out["heartbeats"]["broker_cpu_per_1000_members_pct"] = round(busy / max(hb.seconds + setup.seconds, 1e-9) * 100 / (hb_groups * 3 / 1000), 2)
+    # steady state: 900 members heartbeating every 0.5 s and committing every 1 s
+    steady = await scenarios.steady(host, port, 100 if quick else 300, max_seconds=4 if quick else 8, hb_interval=0.5, commit_interval=1.0, pid=proc.pid)
+    out["steady"] = steady
+    out["steady_heartbeats"], out["steady_commits"] = steady["heartbeats"], steady["commits"]
     for partitions in (1, 6):
         for acks in (1, -1):
             key = f"produce_fetch_{partitions}p_acks{acks}"
@@ -143,14 +135,19 @@ def markdown(results: dict[str, Any]) -> str:
     ]
     by = {r["target"]: r for r in results["targets"]}
     on, off, tansu = by.get("groupd-fsync"), by.get("groupd-nofsync"), by.get("tansu")
-    keys = ["rebalance", "churn", "commits_1", "commits_8", "commits_64", "commits_256", "heartbeats"]
+    keys = ["rebalance", "churn", "commits_1", "commits_8", "commits_64", "commits_256", "steady_heartbeats", "steady_commits"]
     for key in keys:
-        for metric in ("per_second", "p50_ms", "p99_ms"):
+        for metric in ("per_second", "p50_ms", "p99_ms", "p999_ms"):
             a = (on or {}).get(key, {}).get(metric)
             b = (off or {}).get(key, {}).get(metric)
             c = (tansu or {}).get(key, {}).get(metric)
             r = ratio(a, c) if metric == "per_second" else (ratio(c, a) + " (lower is better: Tansu/groupd)" if a and c else "n/a")
             rows.append(f"| {key} | {metric} | {a} | {b} | {c if c is not None else 'n/a'} | {r} |")
+    cells = []
+    for target in (on, off, tansu):
+        st = (target or {}).get("steady", {})
+        cells.append(f"{st['broker_cpu_pct_per_1000_members']}% of a core ({st['broker_cpu_pct']}% for {st['members']})" if "broker_cpu_pct_per_1000_members" in st else "n/a")
+    rows.append("| steady | broker CPU per 1,000 members | " + " | ".join(cells) + " | |")
     rows += ["", "| produce/fetch (1 KiB records, batches of 100) | groupd fsync on | groupd fsync off | Tansu (memory) |", "| --- | --- | --- | --- |"]
     for partitions in (1, 6):
         for acks in (1, -1):

@@ -177,49 +177,91 @@ async def commits(host: str, port: int, committers: int, max_seconds: float = 5,
     return await _timed(stats, (committer(i) for i in range(committers)))
 
 
-async def heartbeats(host: str, port: int, groups: int, max_seconds: float = 10, interval: float = 1.0) -> tuple[Stats, Stats]:
-    """Form G three-member groups, then every member heartbeats each ``interval`` seconds."""
-    prefix = f"hb-{os.getpid()}-{time.monotonic_ns()}"
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU a process has used so far (Linux /proc)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+async def steady(
+    host: str, port: int, groups: int, max_seconds: float = 10, hb_interval: float = 0.5,
+    commit_interval: float | None = 1.0, pid: int | None = None,
+) -> dict[str, Any]:
+    """Steady state: G three-member groups formed, then every member heartbeats each ``hb_interval``
+    and commits its position each ``commit_interval`` (None: no commits) with its generation and
+    member id, as a consumer with auto-commit does, each on its own connection.
+
+    With the broker's ``pid``, the broker's CPU is sampled over the steady phase only (group forming
+    excluded) and reported as % of one core per 1,000 members."""
+    prefix = f"steady-{os.getpid()}-{time.monotonic_ns()}"
+    topic = "bench-steady"
+    await ensure_topic(host, port, topic)
     formed: list[tuple[Conn, str, str, int]] = []
-    conns_per_group = 3
-    join_stats = Stats("heartbeat-setup")
+    setup = Stats("steady-setup")
     sem = asyncio.Semaphore(64)
 
     async def form(i: int) -> None:
         async with sem:
-            conns = [await Conn.open(host, port) for _ in range(conns_per_group)]
+            conns = [await Conn.open(host, port) for _ in range(3)]
             group = f"{prefix}-{i}"
-
-            ids = await asyncio.gather(*(_member_id(c, group) for c in conns))
-            gens = await asyncio.gather(*(_member(c, group, m, expected=len(conns)) for c, m in zip(conns, ids, strict=True)))
-            for c, m, gen in zip(conns, ids, gens, strict=True):
-                formed.append((c, group, m, gen))
-            join_stats.count += 1
+            for c, (member, generation) in zip(conns, await _form(conns, group), strict=True):
+                formed.append((c, group, member, generation))
+            setup.count += 1
 
     began = time.perf_counter()
     await asyncio.gather(*(form(i) for i in range(groups)))
-    join_stats.seconds = time.perf_counter() - began
-    hb = Stats("heartbeat")
+    setup.seconds = time.perf_counter() - began
+    hb, commits = Stats("steady-heartbeats"), Stats("steady-commits")
+    tcls, pcls = nested(8, COMMIT_V, "OffsetCommitRequestTopic"), nested(8, COMMIT_V, "OffsetCommitRequestPartition")
     stop_at = time.monotonic() + max_seconds
 
-    async def beat(c: Conn, group: str, member: str, generation: int, offset: float) -> None:
-        await asyncio.sleep(offset)
-        while time.monotonic() < stop_at:
-            started = time.perf_counter()
-            resp = await c.call(12, HB_V, {"group_id": group, "generation_id": generation, "member_id": member, "group_instance_id": None})
-            hb.latencies.append(time.perf_counter() - started)
-            hb.count += 1
-            if resp.error_code != 0:
-                hb.errors += 1
-            await asyncio.sleep(interval)
+    async def member(c: Conn, group: str, member_id: str, generation: int, phase: float) -> None:
+        beat = {"group_id": group, "generation_id": generation, "member_id": member_id, "group_instance_id": None}
+        commit = Template(8, COMMIT_V, {
+            "group_id": group, "generation_id_or_member_epoch": generation, "member_id": member_id,
+            "group_instance_id": None, "retention_time": -1,
+            "topics": (tcls(name=topic, partitions=(pcls(partition_index=0, committed_offset=Template.MARKER, committed_leader_epoch=-1, committed_metadata=""),)),),
+        })
+        await asyncio.sleep(phase * hb_interval)
+        now = time.monotonic()
+        next_beat, next_commit, position = now, now + phase * (commit_interval or 0), 0
+        while (now := time.monotonic()) < stop_at:
+            if now >= next_beat:
+                started = time.perf_counter()
+                resp = await c.call(12, HB_V, beat)
+                hb.latencies.append(time.perf_counter() - started)
+                hb.count += 1
+                hb.errors += resp.error_code != 0
+                next_beat += hb_interval
+            if commit_interval is not None and now >= next_commit:
+                position += 100
+                started = time.perf_counter()
+                resp = await commit.send(c, position)
+                commits.latencies.append(time.perf_counter() - started)
+                commits.count += 1
+                commits.errors += resp.topics[0].partitions[0].error_code != 0
+                next_commit += commit_interval
+            wake = min(next_beat, next_commit if commit_interval is not None else next_beat)
+            await asyncio.sleep(max(0.0, min(wake, stop_at) - time.monotonic()))
 
-    began = time.perf_counter()
     n = len(formed)
-    await asyncio.gather(*(beat(c, g, m, gen, interval * i / max(n, 1)) for i, (c, g, m, gen) in enumerate(formed)))
-    hb.seconds = time.perf_counter() - began
+    cpu0 = cpu_seconds(pid) if pid is not None else 0.0
+    began = time.perf_counter()
+    await asyncio.gather(*(member(c, g, m, gen, i / max(n, 1)) for i, (c, g, m, gen) in enumerate(formed)))
+    hb.seconds = commits.seconds = time.perf_counter() - began
+    out: dict[str, Any] = {
+        "scenario": "steady", "groups": setup.count, "members": n, "form_seconds": round(setup.seconds, 2),
+        "hb_interval_s": hb_interval, "commit_interval_s": commit_interval,
+        "heartbeats": hb.summary(), "commits": commits.summary(),
+    }
+    if pid is not None and n:
+        busy = cpu_seconds(pid) - cpu0
+        out["broker_cpu_pct"] = round(busy / hb.seconds * 100, 2)
+        out["broker_cpu_pct_per_1000_members"] = round(busy / hb.seconds * 100 / (n / 1000), 2)
     for c, *_ in formed:
         await c.close()
-    return join_stats, hb
+    return out
 
 
 def _produce_body(topic: str, partition: int, records: bytes, acks: int) -> dict[str, Any]:

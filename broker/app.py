@@ -46,6 +46,7 @@ class Broker:
         self.started_at: float | None = None
         self._server: asyncio.base_events.Server | None = None
         self._connections: set[Connection] = set()
+        self._unflushed: list[Connection] = []
         self.partitions = PartitionManager(config, self.topics)
         self.producers = ProducerIds(config["log.dirs"])
         self.services.append(self.partitions)
@@ -102,6 +103,17 @@ class Broker:
 
     def connection_closed(self, conn: Connection) -> None:
         self._connections.discard(conn)
+
+    def flush_soon(self, conn: Connection) -> None:
+        """``conn`` has answers queued: send them, with every other connection's, after this loop turn."""
+        if not self._unflushed:
+            asyncio.get_running_loop().call_soon(self._flush)
+        self._unflushed.append(conn)
+
+    def _flush(self) -> None:
+        conns, self._unflushed = self._unflushed, []
+        for conn in conns:
+            conn.flush()
 
     async def stop(self) -> None:
         """Stop accepting, let in-flight requests finish, stop services (which flush), close."""

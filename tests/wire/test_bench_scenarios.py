@@ -1,0 +1,43 @@
+"""The load generator's scenarios run against groupd and do what they claim, on a tiny scale.
+
+Speed is never asserted here (bench/ measures it); what is checked is that each scenario completes
+without errors, so `make bench` cannot rot unnoticed."""
+
+import os
+
+from bench import scenarios
+from tests.wire.test_groups import start_broker
+
+
+async def test_rebalance_forms_every_group(tmp_path):
+    b = await start_broker(tmp_path)
+    try:
+        stats = await scenarios.rebalance("127.0.0.1", b.port, groups=12, members=3, concurrency=4, max_seconds=20)
+        assert (stats.count, stats.errors) == (12, 0)
+        assert stats.summary()["p999_ms"] >= stats.summary()["p50_ms"] > 0
+    finally:
+        await b.stop()
+
+
+async def test_commits_and_churn_run_without_errors(tmp_path):
+    b = await start_broker(tmp_path)
+    try:
+        commits = await scenarios.commits("127.0.0.1", b.port, committers=4, max_seconds=0.5)
+        assert commits.count > 4 and commits.errors == 0
+        churn = await scenarios.churn("127.0.0.1", b.port, groups=3, max_seconds=0.5)
+        assert churn.count >= 3 and churn.errors == 0
+    finally:
+        await b.stop()
+
+
+async def test_steady_state_heartbeats_commits_and_reports_cpu(tmp_path):
+    b = await start_broker(tmp_path)
+    try:
+        out = await scenarios.steady("127.0.0.1", b.port, groups=4, max_seconds=1.0, hb_interval=0.2, commit_interval=0.3, pid=os.getpid())
+        assert out["members"] == 12
+        assert out["heartbeats"]["count"] >= 12 * 3 and out["heartbeats"]["errors"] == 0
+        # commits carry the member's generation: a wrong one would come back ILLEGAL_GENERATION
+        assert out["commits"]["count"] >= 12 * 2 and out["commits"]["errors"] == 0
+        assert out["broker_cpu_pct_per_1000_members"] > 0
+    finally:
+        await b.stop()
