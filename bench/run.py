@@ -23,11 +23,15 @@ from typing import Any
 
 from bench import scenarios
 from bench.__main__ import use_uvloop
+from bench.calibrate import calibrate, describe
 from bench.replay import replay_bench
 from bench.scenarios import cpu_seconds
+from protocol.api_table import replace_between
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
+README_BEGIN = "<!-- bench:begin (written by make bench from bench/results/latest.md) -->"
+README_END = "<!-- bench:end -->"
 TANSU_SCRIPT = ROOT.parent / "shared" / "tools" / "get-tansu.sh"
 
 
@@ -91,32 +95,41 @@ def rss_mib(pid: int) -> float:
 
 
 async def run_target(name: str, proc: subprocess.Popen, port: int, quick: bool, scale_groups: int = 0) -> dict[str, Any]:
+    """Every scenario against one broker; one a peer cannot do is reported as an error, the rest still run."""
     host = "127.0.0.1"
     out: dict[str, Any] = {"target": name}
+
+    async def attempt(key: str, scenario: Any, limit: float = 180) -> Any:
+        try:
+            out[key] = await asyncio.wait_for(scenario, limit)
+        except Exception as exc:
+            out[key] = {"error": repr(exc)}
+        return out[key]
+
     groups = 300 if quick else 1000
     cpu0 = cpu_seconds(proc.pid)
-    out["rebalance"] = (await scenarios.rebalance(host, port, groups, 3, max_seconds=60)).summary()
-    out["rebalance"]["broker_cpu_s"] = round(cpu_seconds(proc.pid) - cpu0, 2)
+    rebalance = await attempt("rebalance", scenarios.rebalance(host, port, groups, 3, max_seconds=60), 120)
+    if not isinstance(rebalance, dict):
+        out["rebalance"] = rebalance.summary()
+        out["rebalance"]["broker_cpu_s"] = round(cpu_seconds(proc.pid) - cpu0, 2)
     for n in (1, 8, 64, 256):
-        out[f"commits_{n}"] = (await scenarios.commits(host, port, n, max_seconds=2 if quick else 4)).summary()
+        if not isinstance(stats := await attempt(f"commits_{n}", scenarios.commits(host, port, n, max_seconds=2 if quick else 4)), dict):
+            out[f"commits_{n}"] = stats.summary()
     # steady state: 900 members heartbeating every 0.5 s and committing every 1 s
-    steady = await scenarios.steady(host, port, 100 if quick else 300, max_seconds=4 if quick else 8, hb_interval=0.5, commit_interval=1.0, pid=proc.pid)
-    out["steady"] = steady
-    out["steady_heartbeats"], out["steady_commits"] = steady["heartbeats"], steady["commits"]
+    steady = await attempt("steady", scenarios.steady(
+        host, port, 100 if quick else 300, max_seconds=4 if quick else 8, hb_interval=0.5, commit_interval=1.0, pid=proc.pid, setup_seconds=60,
+    ))
+    if "error" not in steady:
+        out["steady_heartbeats"], out["steady_commits"] = steady["heartbeats"], steady["commits"]
     for partitions in (1, 6):
         for acks in (1, -1):
-            key = f"produce_fetch_{partitions}p_acks{acks}"
-            try:
-                out[key] = await asyncio.wait_for(scenarios.produce_fetch(host, port, partitions, acks, seconds=2 if quick else 3), 120)
-            except Exception as exc:  # a peer that cannot do it is reported, not fatal
-                out[key] = {"error": repr(exc)}
-    try:
-        out["fetch_wakeup"] = (await asyncio.wait_for(scenarios.wakeup_latency(host, port, 100 if quick else 200), 120)).summary()
-    except Exception as exc:
-        out["fetch_wakeup"] = {"error": repr(exc)}
-    out["churn"] = (await scenarios.churn(host, port, 50, max_seconds=3 if quick else 8)).summary()
+            await attempt(f"produce_fetch_{partitions}p_acks{acks}", scenarios.produce_fetch(host, port, partitions, acks, seconds=2 if quick else 3), 120)
+    if not isinstance(wake := await attempt("fetch_wakeup", scenarios.wakeup_latency(host, port, 100 if quick else 200), 120), dict):
+        out["fetch_wakeup"] = wake.summary()
+    if not isinstance(churn := await attempt("churn", scenarios.churn(host, port, 50, max_seconds=3 if quick else 8), 60), dict):
+        out["churn"] = churn.summary()
     if scale_groups:
-        out["scale"] = await scenarios.scale(host, port, scale_groups, pid=proc.pid, hb_seconds=5, max_seconds=300)
+        await attempt("scale", scenarios.scale(host, port, scale_groups, pid=proc.pid, hb_seconds=5, max_seconds=300), 400)
     out["rss_mib"] = round(rss_mib(proc.pid), 1)
     return out
 
@@ -130,6 +143,7 @@ def markdown(results: dict[str, Any]) -> str:
         f"Run {results['date']} on {results['machine']}. Rebalance: 3-member groups, join+sync, delay 0. "
         "Commits: simple OffsetCommit, one in flight per committer. Ratios are groupd (fsync on) / Tansu (memory).",
         "",
+        *([describe(results["calibration"]), ""] if "calibration" in results else []),
         "| scenario | metric | groupd fsync on | groupd fsync off | Tansu (memory) | groupd/Tansu |",
         "| --- | --- | --- | --- | --- | --- |",
     ]
@@ -146,7 +160,7 @@ def markdown(results: dict[str, Any]) -> str:
     cells = []
     for target in (on, off, tansu):
         st = (target or {}).get("steady", {})
-        cells.append(f"{st['broker_cpu_pct_per_1000_members']}% of a core ({st['broker_cpu_pct']}% for {st['members']})" if "broker_cpu_pct_per_1000_members" in st else "n/a")
+        cells.append(f"{st['broker_cpu_pct_per_1000_members']}% of a core ({st['broker_cpu_pct']}% for {st['members']})" if "broker_cpu_pct_per_1000_members" in st else st.get("error", "n/a")[:60])
     rows.append("| steady | broker CPU per 1,000 members | " + " | ".join(cells) + " | |")
     rows += ["", "| produce/fetch (1 KiB records, batches of 100) | groupd fsync on | groupd fsync off | Tansu (memory) |", "| --- | --- | --- | --- |"]
     for partitions in (1, 6):
@@ -178,11 +192,12 @@ def markdown(results: dict[str, Any]) -> str:
     return "\n".join(rows) + "\n"
 
 
-async def main_async(quick: bool) -> dict[str, Any]:
+async def main_async(quick: bool, calibration: dict[str, Any]) -> dict[str, Any]:
     results: dict[str, Any] = {
         "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "machine": f"{os.cpu_count()} cores, {platform.processor() or platform.machine()}, Python {platform.python_version()}",
         "targets": [],
+        "calibration": calibration,
     }
     tmp = Path(tempfile.mkdtemp(prefix="groupd-bench-"))
     try:
@@ -215,11 +230,14 @@ async def main_async(quick: bool) -> dict[str, Any]:
 
 def main() -> None:
     quick = "--quick" in sys.argv
+    calibration = calibrate()  # before the event loop and any thread: it forks
     use_uvloop()
-    results = asyncio.run(asyncio.wait_for(main_async(quick), 900))
+    results = asyncio.run(asyncio.wait_for(main_async(quick, calibration), 1800))
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "latest.json").write_text(json.dumps(results, indent=1))
     (RESULTS / "latest.md").write_text(markdown(results))
+    if not quick:  # the README shows the latest full run
+        replace_between(str(ROOT / "README.md"), README_BEGIN, README_END, markdown(results).rstrip("\n"))
     print(markdown(results))
 
 
