@@ -59,6 +59,7 @@ class Connection(asyncio.Protocol):
         self._draining = False  # graceful stop: answer what was read, then close
         self._lost = False
         self._out: list[bytes] = []  # answers of this loop turn, sent together by flush()
+        self._out_bytes = 0  # past WRITE_HIGH_WATER, no further request is handled until flush()
 
     # ------------------------------------------------------------ asyncio.Protocol
 
@@ -120,7 +121,7 @@ class Connection(asyncio.Protocol):
 
     def _pump(self) -> None:
         frames = self._frames
-        while frames and self._coro is None and not self._writing_paused and not self._lost:
+        while frames and self._coro is None and not self._writing_paused and not self._lost and self._out_bytes < WRITE_HIGH_WATER:
             self._handle(frames.popleft())
         if self._reading_paused and len(frames) < self.max_queued and not self._draining and not self._lost:
             self._reading_paused = False
@@ -247,13 +248,15 @@ class Connection(asyncio.Protocol):
             if not self._out:
                 self.broker.flush_soon(self)
             self._out.append(data)
+            self._out_bytes += len(data)
             self.broker.metrics.bytes_out(len(data))
 
     def flush(self) -> None:
         out = self._out
         if not out:
             return
-        self._out = []
+        held_back = self._out_bytes >= WRITE_HIGH_WATER
+        self._out, self._out_bytes = [], 0
         transport = self.transport
         if transport is None or transport.is_closing():
             return
@@ -261,6 +264,8 @@ class Connection(asyncio.Protocol):
             transport.write(out[0])
         else:
             transport.writelines(out)
+        if held_back:
+            self._pump()  # requests read meanwhile (the transport pauses us itself if its buffer is full)
 
     def _close(self) -> None:
         self._frames.clear()

@@ -114,3 +114,30 @@ async def test_answers_queued_before_a_bad_frame_are_sent_before_the_close(tmp_p
         await c.close()
     finally:
         await b.stop()
+
+
+async def test_queued_answers_past_the_high_water_mark_hold_back_further_requests(tmp_path, monkeypatch):
+    """Backpressure still holds with answers queued: past the mark, no further request is handled in
+    that turn (a client pipelining large Fetches cannot make the broker queue them all), and the rest
+    are answered, in order, once the queue is sent."""
+    import broker.connection
+
+    b = await start_broker(tmp_path)
+    try:
+        conn, transport = Connection(b), RecordingTransport()
+        conn.connection_made(transport)
+        conn.data_received(frame(18, 3, 1, API_VERSIONS))
+        await asyncio.sleep(0)
+        await asyncio.sleep(0)
+        answer_size = len(transport.sends[0])
+        transport.sends.clear()
+        monkeypatch.setattr(broker.connection, "WRITE_HIGH_WATER", 3 * answer_size)
+        conn.data_received(b"".join(frame(18, 3, cid, API_VERSIONS) for cid in range(10, 20)))
+        assert len(conn._frames) == 7  # three answers reached the mark; seven requests wait
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert correlation_ids(b"".join(transport.sends)) == list(range(10, 20))
+        assert len(transport.sends) == 4  # 3 + 3 + 3 + 1, one send per turn
+        conn.connection_lost(None)
+    finally:
+        await b.stop()
