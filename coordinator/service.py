@@ -188,8 +188,10 @@ class GroupCoordinator:
         """Replay the partition through the same ``replay`` the runtime uses.
 
         Like Kafka's loader, only the last record of each key matters: keys are collected as raw bytes
-        first (a later record supersedes an earlier one, its position moving to the end), and only the
-        survivors are decoded and replayed, in the order of their last appearance.
+        first (a later record supersedes an earlier one), and only the survivors are decoded and
+        replayed. Their order does not matter (an offset creates its group if needed, group metadata
+        keeps the offsets of the group it replaces, a group tombstone leaves live offsets their
+        group): tests/unit/coordinator/test_replay.py checks it over random histories.
         """
         latest: dict[bytes, bytes | None] = {}
         count = 0

@@ -381,8 +381,9 @@ _ATTRS = struct.Struct(">h")
 
 
 def collect_latest(buf: bytes | memoryview, latest: dict[bytes, bytes | None]) -> int:
-    """Walk whole batches in ``buf`` and keep the last value of every keyed record in ``latest``,
-    moved to the end on each appearance (the order of last appearance); returns the records seen.
+    """Walk whole batches in ``buf`` and keep the last value of every keyed record in ``latest`` (keys
+    in the order of their first appearance: a load does not depend on the order of the survivors,
+    see coordinator/service.py); returns the records seen.
 
     The start-up replay loop: one function over a whole chunk, no per-batch or per-record objects,
     single-byte varints decoded inline. Compressed batches are decompressed and walked the same way."""
@@ -410,7 +411,6 @@ def collect_latest(buf: bytes | memoryview, latest: dict[bytes, bytes | None]) -
 def _collect_records(data: bytes, p: int, stop: int, count: int, latest: dict[bytes, bytes | None]) -> int:
     """``count`` records in ``data[p:stop]``: key and value of each, into ``latest``."""
     read = _read_varint
-    pop = latest.pop
     try:
         for _ in range(count):
             b = data[p]
@@ -424,13 +424,10 @@ def _collect_records(data: bytes, p: int, stop: int, count: int, latest: dict[by
             if rec_end > stop:
                 raise CorruptBatch("record runs past the end of its batch")
             # timestamp delta and offset delta: skipped (one byte each unless large)
-            if data[p] < 0x80:
-                p += 1
+            if data[p] < 0x80 and data[p + 1] < 0x80:
+                p += 2
             else:
                 _, p = read(data, p)
-            if data[p] < 0x80:
-                p += 1
-            else:
                 _, p = read(data, p)
             b = data[p]
             if b < 0x80:
@@ -447,7 +444,6 @@ def _collect_records(data: bytes, p: int, stop: int, count: int, latest: dict[by
                     p += 1
                 else:
                     vlen, p = read(data, p)
-                pop(key, None)
                 latest[key] = None if vlen < 0 else data[p : p + vlen]
             p = rec_end
     except IndexError as exc:

@@ -15,14 +15,12 @@ from storage.log import Log, LogConfig
 
 
 def reference(batches):
-    """The same fold through the full record decoder."""
+    """The same fold through the full record decoder: last value of each key, keys in first-seen order."""
     latest = {}
     for b in batches:
         for r in iter_records(b):
             if r.key is not None:
-                key = bytes(r.key)
-                latest.pop(key, None)
-                latest[key] = None if r.value is None else bytes(r.value)
+                latest[bytes(r.key)] = None if r.value is None else bytes(r.value)
     return latest
 
 
