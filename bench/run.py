@@ -25,7 +25,7 @@ from bench import scenarios
 from bench.__main__ import use_uvloop
 from bench.calibrate import calibrate, describe
 from bench.replay import replay_bench
-from bench.scenarios import cpu_seconds
+from bench.scenarios import cpu_seconds, rss_mib
 from protocol.api_table import replace_between
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -84,14 +84,6 @@ def start_tansu() -> tuple[subprocess.Popen, int] | None:
     )
     wait_port(port)
     return proc, port
-
-
-def rss_mib(pid: int) -> float:
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    return float("nan")
 
 
 async def run_target(name: str, proc: subprocess.Popen, port: int, quick: bool, scale_groups: int = 0) -> dict[str, Any]:

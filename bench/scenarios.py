@@ -184,6 +184,15 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def rss_mib(pid: int) -> float:
+    """Resident memory of a process in MiB (Linux /proc)."""
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return float("nan")
+
+
 async def steady(
     host: str, port: int, groups: int, max_seconds: float = 10, hb_interval: float = 0.5,
     commit_interval: float | None = 1.0, pid: int | None = None, setup_seconds: float = 60,
@@ -454,10 +463,7 @@ async def scale(host: str, port: int, groups: int, pid: int | None = None, concu
     formed_s = time.perf_counter() - began
     out: dict[str, Any] = {"scenario": f"scale-{groups}", "groups": formed, "members": len(members), "form_seconds": round(formed_s, 1)}
     if pid is not None:
-        with open(f"/proc/{pid}/status") as f:
-            for line in f:
-                if line.startswith("VmRSS:"):
-                    out["broker_rss_mib"] = round(int(line.split()[1]) / 1024, 1)
+        out["broker_rss_mib"] = round(rss_mib(pid), 1)
     hb = Stats("scale-heartbeats")
     sample = members[:: max(1, len(members) // 3000)]
     conns = [c for group in [await pool.get() for _ in range(concurrency)] for c in group]
