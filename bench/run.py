@@ -91,22 +91,20 @@ async def run_target(name: str, proc: subprocess.Popen, port: int, quick: bool, 
     host = "127.0.0.1"
     out: dict[str, Any] = {"target": name}
 
-    async def attempt(key: str, scenario: Any, limit: float = 180) -> Any:
+    async def attempt(key: str, scenario: Any, limit: float = 180) -> dict[str, Any]:
         try:
-            out[key] = await asyncio.wait_for(scenario, limit)
+            result = await asyncio.wait_for(scenario, limit)
+            out[key] = result.summary() if isinstance(result, scenarios.Stats) else result
         except Exception as exc:
             out[key] = {"error": repr(exc)}
         return out[key]
 
     groups = 300 if quick else 1000
     cpu0 = cpu_seconds(proc.pid)
-    rebalance = await attempt("rebalance", scenarios.rebalance(host, port, groups, 3, max_seconds=60), 120)
-    if not isinstance(rebalance, dict):
-        out["rebalance"] = rebalance.summary()
+    if "error" not in await attempt("rebalance", scenarios.rebalance(host, port, groups, 3, max_seconds=60), 120):
         out["rebalance"]["broker_cpu_s"] = round(cpu_seconds(proc.pid) - cpu0, 2)
     for n in (1, 8, 64, 256):
-        if not isinstance(stats := await attempt(f"commits_{n}", scenarios.commits(host, port, n, max_seconds=2 if quick else 4)), dict):
-            out[f"commits_{n}"] = stats.summary()
+        await attempt(f"commits_{n}", scenarios.commits(host, port, n, max_seconds=2 if quick else 4))
     # steady state: 900 members heartbeating every 0.5 s and committing every 1 s
     steady = await attempt("steady", scenarios.steady(
         host, port, 100 if quick else 300, max_seconds=4 if quick else 8, hb_interval=0.5, commit_interval=1.0, pid=proc.pid, setup_seconds=60,
@@ -116,10 +114,8 @@ async def run_target(name: str, proc: subprocess.Popen, port: int, quick: bool, 
     for partitions in (1, 6):
         for acks in (1, -1):
             await attempt(f"produce_fetch_{partitions}p_acks{acks}", scenarios.produce_fetch(host, port, partitions, acks, seconds=2 if quick else 3), 120)
-    if not isinstance(wake := await attempt("fetch_wakeup", scenarios.wakeup_latency(host, port, 100 if quick else 200), 120), dict):
-        out["fetch_wakeup"] = wake.summary()
-    if not isinstance(churn := await attempt("churn", scenarios.churn(host, port, 50, max_seconds=3 if quick else 8), 60), dict):
-        out["churn"] = churn.summary()
+    await attempt("fetch_wakeup", scenarios.wakeup_latency(host, port, 100 if quick else 200), 120)
+    await attempt("churn", scenarios.churn(host, port, 50, max_seconds=3 if quick else 8), 60)
     if scale_groups:
         await attempt("scale", scenarios.scale(host, port, scale_groups, pid=proc.pid, hb_seconds=5, max_seconds=300), 400)
     out["rss_mib"] = round(rss_mib(proc.pid), 1)

@@ -195,10 +195,10 @@ def rss_mib(pid: int) -> float:
 
 async def steady(
     host: str, port: int, groups: int, max_seconds: float = 10, hb_interval: float = 0.5,
-    commit_interval: float | None = 1.0, pid: int | None = None, setup_seconds: float = 60,
+    commit_interval: float = 1.0, pid: int | None = None, setup_seconds: float = 60,
 ) -> dict[str, Any]:
     """Steady state: G three-member groups formed, then every member heartbeats each ``hb_interval``
-    and commits its position each ``commit_interval`` (None: no commits) with its generation and
+    and commits its position each ``commit_interval`` with its generation and
     member id, as a consumer with auto-commit does, each on its own connection.
 
     With the broker's ``pid``, the broker's CPU is sampled over the steady phase only (group forming
@@ -246,7 +246,7 @@ async def steady(
         })
         await asyncio.sleep(phase * hb_interval)
         now = time.monotonic()
-        next_beat, next_commit, position = now, now + phase * (commit_interval or 0), 0
+        next_beat, next_commit, position = now, now + phase * commit_interval, 0
         while (now := time.monotonic()) < stop_at:
             if now >= next_beat:
                 started = time.perf_counter()
@@ -255,7 +255,7 @@ async def steady(
                 hb.count += 1
                 hb.errors += resp.error_code != 0
                 next_beat += hb_interval
-            if commit_interval is not None and now >= next_commit:
+            if now >= next_commit:
                 position += 100
                 started = time.perf_counter()
                 resp = await commit.send(c, position)
@@ -263,8 +263,7 @@ async def steady(
                 commits.count += 1
                 commits.errors += resp.topics[0].partitions[0].error_code != 0
                 next_commit += commit_interval
-            wake = min(next_beat, next_commit if commit_interval is not None else next_beat)
-            await asyncio.sleep(max(0.0, min(wake, stop_at) - time.monotonic()))
+            await asyncio.sleep(max(0.0, min(next_beat, next_commit, stop_at) - time.monotonic()))
 
     n = len(formed)
     cpu0 = cpu_seconds(pid) if pid is not None else 0.0
