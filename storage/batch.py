@@ -376,8 +376,14 @@ def _read_headers(data: bytes, pos: int) -> tuple[tuple[tuple[str, bytes | None]
     return tuple(out), pos
 
 
-_LEN_ATTR_COUNT = struct.Struct(">i")  # batchLength, then (at +9) attributes i16 and (at +57) recordCount i32
-_ATTRS = struct.Struct(">h")
+_LEN_ATTRS_COUNT = struct.Struct(">8xi9xh34xi")  # batchLength (at 8), attributes (21), recordCount (57)
+
+# A one-byte varint's value, by the byte: a non-negative length (an even byte below 0x80) for record,
+# key and value lengths; -1 (the byte 1) marks a null key or value. None sends the walk to the general
+# varint reader: a continuation byte, or a negative length other than -1 (which that reader rejects
+# where it matters).
+_LENGTH_BYTE = tuple((b >> 1) if b < 0x80 and not b & 1 else None for b in range(256))
+_NULLABLE_LENGTH_BYTE = tuple(-1 if b == 1 else n for b, n in enumerate(_LENGTH_BYTE))
 
 
 def collect_latest(buf: bytes | memoryview, latest: dict[bytes, bytes | None]) -> int:
@@ -386,66 +392,65 @@ def collect_latest(buf: bytes | memoryview, latest: dict[bytes, bytes | None]) -
     see coordinator/service.py); returns the records seen.
 
     The start-up replay loop: one function over a whole chunk, no per-batch or per-record objects,
-    single-byte varints decoded inline. Compressed batches are decompressed and walked the same way."""
+    one-byte varints decoded by table lookup. Compressed batches are decompressed and walked the same
+    way."""
     data = bytes(buf)
     end_all = len(data)
     pos = 0
     seen = 0
-    unpack_len = _LEN_ATTR_COUNT.unpack_from
+    unpack = _LEN_ATTRS_COUNT.unpack_from
     while end_all - pos >= BATCH_OVERHEAD:
-        (length,) = unpack_len(data, pos + 8)
+        length, attributes, count = unpack(data, pos)
         batch_end = pos + LOG_OVERHEAD + length
         if length < BATCH_OVERHEAD - LOG_OVERHEAD or batch_end > end_all:
             raise CorruptBatch(f"batch at position {pos} runs past its chunk")
-        (attributes,) = _ATTRS.unpack_from(data, pos + 21)
-        (count,) = unpack_len(data, pos + 57)
         if attributes & 0x07:
             records = _decompress(attributes & 0x07, data[pos + BATCH_OVERHEAD : batch_end])
-            seen += _collect_records(records, 0, len(records), count, latest)
+            _collect_records(records, 0, len(records), count, latest)
         else:
-            seen += _collect_records(data, pos + BATCH_OVERHEAD, batch_end, count, latest)
+            _collect_records(data, pos + BATCH_OVERHEAD, batch_end, count, latest)
+        seen += count
         pos = batch_end
     return seen
 
 
-def _collect_records(data: bytes, p: int, stop: int, count: int, latest: dict[bytes, bytes | None]) -> int:
+def _collect_records(data: bytes, p: int, stop: int, count: int, latest: dict[bytes, bytes | None]) -> None:
     """``count`` records in ``data[p:stop]``: key and value of each, into ``latest``."""
     read = _read_varint
+    length_byte, nullable = _LENGTH_BYTE, _NULLABLE_LENGTH_BYTE
     try:
         for _ in range(count):
-            b = data[p]
-            if b < 0x80:
-                rec_end = p + 1 + (b >> 1)
-                p += 2  # length byte, attributes
+            n = length_byte[data[p]]
+            if n is None:
+                n, p = read(data, p)
+                if n < 0:
+                    raise CorruptBatch("negative record length")
+                rec_end = p + n
+                p -= 1  # as if the length had taken one byte
             else:
-                rec_len, p = read(data, p)
-                rec_end = p + rec_len
-                p += 1
+                rec_end = p + 1 + n
             if rec_end > stop:
                 raise CorruptBatch("record runs past the end of its batch")
-            # timestamp delta and offset delta: skipped (one byte each unless large)
-            if data[p] < 0x80 and data[p + 1] < 0x80:
-                p += 2
+            # attributes, then the timestamp and offset deltas: skipped (one byte each unless large)
+            if data[p + 2] | data[p + 3] < 0x80:
+                p += 4
             else:
+                _, p = read(data, p + 2)
                 _, p = read(data, p)
-                _, p = read(data, p)
-            b = data[p]
-            if b < 0x80:
-                klen = (b >> 1) ^ -(b & 1)
-                p += 1
-            else:
+            klen = nullable[data[p]]
+            if klen is None:
                 klen, p = read(data, p)
+            else:
+                p += 1
             if klen >= 0:
                 key = data[p : p + klen]
                 p += klen
-                b = data[p]
-                if b < 0x80:
-                    vlen = (b >> 1) ^ -(b & 1)
-                    p += 1
-                else:
+                vlen = nullable[data[p]]
+                if vlen is None:
                     vlen, p = read(data, p)
+                else:
+                    p += 1
                 latest[key] = None if vlen < 0 else data[p : p + vlen]
             p = rec_end
     except IndexError as exc:
         raise CorruptBatch("record runs past the end of its batch") from exc
-    return count

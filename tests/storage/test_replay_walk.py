@@ -59,6 +59,10 @@ def test_a_damaged_chunk_is_corrupt_not_an_index_error():
     broken[BATCH_OVERHEAD] = 0x7E  # the record's length now runs past its batch
     with pytest.raises(CorruptBatch):
         collect_latest(bytes(broken), {})
+    for negative in (0x01, 0x03):  # zigzag -1 and -2: a record cannot have a negative length
+        broken[BATCH_OVERHEAD] = negative
+        with pytest.raises(CorruptBatch, match="negative record length"):
+            collect_latest(bytes(broken), {})
 
 
 def test_chunks_cover_every_batch_once(tmp_path, monkeypatch):
