@@ -114,6 +114,7 @@ KEYS: dict[str, Key] = {
         _int_key("log.roll.ms", 604_800_000, 1, INT64_MAX, "segment roll age"),
         _int_key("log.flush.interval.messages", 1, 1, INT64_MAX, "fsync after this many appended messages (1: every write is durable before it is acknowledged)"),
         _int_key("log.flush.interval.ms", 0, 0, INT64_MAX, "fsync at least this often (0: with every write)"),
+        _int_key("num.recovery.threads.per.data.dir", 2, 1, 64, "processes that walk the offsets store at start-up, the broker included (1: the broker alone)"),
         _int_key("log.retention.ms", 604_800_000, -1, INT64_MAX, "delete data older than this (-1: never)"),
         _int_key("log.retention.bytes", -1, -1, INT64_MAX, "delete old segments past this size per partition (-1: never)"),
         _int_key("log.retention.check.interval.ms", 300_000, 1, INT64_MAX, "how often retention runs"),

@@ -16,7 +16,7 @@ import heapq
 import itertools
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,13 +27,26 @@ from coordinator.api import GroupConfig, Result
 from coordinator.group import COMPLETING, PREPARING, STABLE
 from coordinator.logfields import group_event
 from coordinator.partitioning import OFFSETS_TOPIC, partition_for
-from coordinator.records import RecordFormatError, decode_key, decode_value, encode_key, encode_value
+from coordinator.records import (
+    RecordFormatError,
+    decode_key,
+    decode_offset_commit,
+    decode_value,
+    encode_key,
+    encode_value,
+)
 from storage.batch import collect_latest
 from storage.committer import GroupCommitter
 from storage.errors import StorageError
 from storage.log import Log, LogConfig
+from storage.walkhelper import WalkHelpers, split_by_bytes
 
 log = logging.getLogger("groupd.coordinator")
+
+# Start-up walk helpers are started when the offsets store holds at least this much (below it, a
+# helper's start, ~0.2 s, costs more than it saves), and share a partition's walk from this size.
+WALK_HELPERS_FROM_BYTES = 32 << 20
+SHARE_WALK_FROM_BYTES = 4 << 20
 
 
 def wall_ms() -> int:
@@ -124,6 +137,7 @@ class GroupCoordinator:
         self.load_gate: asyncio.Event | None = None  # tests hold loading here
         self.load_seconds: float | None = None
         self.loaded_records = 0
+        self._walk_helpers: asyncio.Future[WalkHelpers | None] | None = None
 
     # ------------------------------------------------------------ lifecycle
 
@@ -133,15 +147,21 @@ class GroupCoordinator:
             cleanup_policy="compact",
             delete_retention_ms=self.config["log.cleaner.delete.retention.ms"],
         )
+        helpers = self.config["num.recovery.threads.per.data.dir"] - 1
+        if helpers > 0 and self._stored_bytes() >= WALK_HELPERS_FROM_BYTES:
+            # they start while the segments are scanned below
+            self._walk_helpers = asyncio.get_running_loop().run_in_executor(None, WalkHelpers.spawn, helpers)
         for p in sorted(self.owned):
             d = self.log_dir / f"{OFFSETS_TOPIC}-{p}"
             shard_log = Log.open(d, log_config)
             # every append is followed by a flush: let the flush thread do the write too
             shard_log.write_behind = self.committer.synchronous
             self.shards[p] = Shard(p, core.ShardState(p), shard_log)
-        await self.committer.start_helper(self.log_dir)
+        # loading needs no helper (a round without one syncs from the flush thread): it runs while
+        # the helper process starts
         self._spawn(self._load_all())
         self._spawn(self._housekeeping())
+        await self.committer.start_helper(self.log_dir)
 
     async def stop(self) -> None:
         for task in list(self._tasks):
@@ -172,12 +192,22 @@ class GroupCoordinator:
 
     # ------------------------------------------------------------ loading
 
+    def _stored_bytes(self) -> int:
+        total = 0
+        for p in self.owned:
+            with contextlib.suppress(OSError):
+                total += sum(f.stat().st_size for f in (self.log_dir / f"{OFFSETS_TOPIC}-{p}").glob("*.log"))
+        return total
+
     async def _load_all(self) -> None:
         started = time.perf_counter()
-        if self.load_gate is not None:
-            await self.load_gate.wait()
-        for p in sorted(self.shards):
-            await self._load(self.shards[p])
+        try:
+            if self.load_gate is not None:
+                await self.load_gate.wait()
+            for p in sorted(self.shards):
+                await self._load(self.shards[p])
+        finally:
+            await self._close_walk_helpers()
         self.load_seconds = time.perf_counter() - started
         log.info(
             "loaded %d offsets partitions (%d records) in %.0f ms",
@@ -193,17 +223,13 @@ class GroupCoordinator:
         keeps the offsets of the group it replaces, a group tombstone leaves live offsets their
         group): tests/unit/coordinator/test_replay.py checks it over random histories.
         """
-        latest: dict[bytes, bytes | None] = {}
-        count = 0
-        for chunk in shard.log.chunks():
-            count += collect_latest(chunk, latest)
-            if count >= 200_000:
-                self.loaded_records += count
-                count = 0
-                await asyncio.sleep(0)  # let other partitions' clients be answered meanwhile
-        self.loaded_records += count
-        state, now, replay = shard.state, self.now(), core.replay
+        latest = await self._collect(shard)
+        state, now, replay, replay_offset = shard.state, self.now(), core.replay, core.replay_offset
         for raw_key, raw_value in latest.items():
+            offset = decode_offset_commit(raw_key, raw_value)
+            if offset is not None:
+                replay_offset(state, *offset, now)
+                continue
             try:
                 key = decode_key(raw_key)
                 if key is not None:
@@ -212,6 +238,60 @@ class GroupCoordinator:
                 log.warning("%s-%d: skipping unreadable record: %s", OFFSETS_TOPIC, shard.partition, exc)
         shard.loaded = True
         self._process(shard, core.on_loaded(state, self.now(), self.cfg))
+
+    async def _collect(self, shard: Shard) -> dict[bytes, bytes | None]:
+        """The last value of every key in the partition. A big partition's later chunks go to the
+        walk helpers (storage/walkhelper.py) while this process walks the first; their answers are
+        laid over its own in order, as one walk would have. A helper that fails is given up for the
+        rest of the load, and its part is walked here."""
+        latest: dict[bytes, bytes | None] = {}
+        helpers = await self._walk_helpers if self._walk_helpers is not None else None
+        ranges = shard.log.chunk_ranges() if helpers is not None else None
+        if helpers is None or ranges is None or sum(e - s for _, s, e in ranges) < SHARE_WALK_FROM_BYTES:
+            await self._walk_here(shard.log.chunks(), latest)
+            return latest
+        mine, *theirs = split_by_bytes(ranges, helpers.count + 1)
+        try:
+            helpers.send([[(str(seg.path), s, e) for seg, s, e in part] for part in theirs])  # type: ignore[attr-defined]
+        except OSError as exc:
+            await self._give_up_walk_helpers(shard, exc)
+            mine, theirs = ranges, []
+        await self._walk_here((memoryview(seg.pread(s, e)) for seg, s, e in mine), latest)  # type: ignore[attr-defined]
+        if not theirs:
+            return latest
+        try:
+            answers = await asyncio.to_thread(helpers.receive)
+        except OSError as exc:
+            await self._give_up_walk_helpers(shard, exc)
+            later = (memoryview(seg.pread(s, e)) for part in theirs for seg, s, e in part)  # type: ignore[attr-defined]
+            await self._walk_here(later, latest)
+            return latest
+        for seen, found in answers:
+            latest.update(found)
+            self.loaded_records += seen
+        return latest
+
+    async def _give_up_walk_helpers(self, shard: Shard, exc: OSError) -> None:
+        log.warning("%s-%d: %s; walking the rest of the store in the broker", OFFSETS_TOPIC, shard.partition, exc)
+        await self._close_walk_helpers()
+
+    async def _close_walk_helpers(self) -> None:
+        if self._walk_helpers is None:
+            return
+        helpers, self._walk_helpers = self._walk_helpers, None
+        with contextlib.suppress(Exception):
+            if (ready := await helpers) is not None:
+                await asyncio.to_thread(ready.close)
+
+    async def _walk_here(self, chunks: Iterable[memoryview], latest: dict[bytes, bytes | None]) -> None:
+        count = 0
+        for chunk in chunks:
+            count += collect_latest(chunk, latest)
+            if count >= 200_000:
+                self.loaded_records += count
+                count = 0
+                await asyncio.sleep(0)  # let other partitions' clients be answered meanwhile
+        self.loaded_records += count
 
     def is_loaded(self) -> bool:
         return all(s.loaded for s in self.shards.values())

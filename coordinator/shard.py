@@ -47,7 +47,14 @@ from coordinator.offsets import (
     remove_topic_offsets,
     undrop,
 )
-from coordinator.records import GroupMetadataKey, GroupMetadataValue, Key, OffsetCommitKey, Value
+from coordinator.records import (
+    GroupMetadataKey,
+    GroupMetadataValue,
+    Key,
+    OffsetCommitKey,
+    OffsetCommitValue,
+    Value,
+)
 
 __all__ = [
     "ShardState",
@@ -87,26 +94,32 @@ class ShardState:
 def replay(state: ShardState, key: Key, value: Value | None, now: int) -> None:
     cls = key.__class__
     if cls is OffsetCommitKey or (cls is not GroupMetadataKey and isinstance(key, OffsetCommitKey)):
-        g = state.groups.get(key.group)
-        if value is None:
-            if g is not None:
-                ps = g.offsets.get(key.topic)
-                if ps is not None:
-                    ps.pop(key.partition, None)
-                    if not ps:
-                        del g.offsets[key.topic]
-            return
-        if g is None:
-            g = state.groups[key.group] = Group(key.group, now)
-        ps = g.offsets.get(key.topic)
-        if ps is None:
-            ps = g.offsets[key.topic] = {}
-        ps[key.partition] = value  # type: ignore[assignment]
-        if g.pending_commits:
-            g.pending_commits -= 1
-        return
-    if isinstance(key, GroupMetadataKey):
+        replay_offset(state, key.group, key.topic, key.partition, value, now)  # type: ignore[union-attr, arg-type]
+    elif isinstance(key, GroupMetadataKey):
         _replay_group(state, key.group, value, now)  # type: ignore[arg-type]
+
+
+def replay_offset(state: ShardState, group_id: str, topic: str, partition: int, value: OffsetCommitValue | None, now: int) -> None:
+    """An offset commit record (``replay`` of an OffsetCommitKey; the load calls it without the key
+    object): a value sets the partition's committed offset, creating the group if needed; a tombstone
+    removes it."""
+    g = state.groups.get(group_id)
+    if value is None:
+        if g is not None:
+            ps = g.offsets.get(topic)
+            if ps is not None:
+                ps.pop(partition, None)
+                if not ps:
+                    del g.offsets[topic]
+        return
+    if g is None:
+        g = state.groups[group_id] = Group(group_id, now)
+    ps = g.offsets.get(topic)
+    if ps is None:
+        ps = g.offsets[topic] = {}
+    ps[partition] = value
+    if g.pending_commits:
+        g.pending_commits -= 1
 
 
 def _replay_group(state: ShardState, group_id: str, value: GroupMetadataValue | None, now: int) -> None:

@@ -487,14 +487,26 @@ class Log:
                 for _header, batch in self._segment_batches_from(seg):
                     yield batch
                 continue
-            positions = seg.positions
-            i, n = 0, len(positions)
-            while i < n:
-                start = positions[i]
-                j = bisect.bisect_right(positions, start + READ_CHUNK, i + 1)
-                end = positions[j] if j < n else seg.size
+            for start, end in self._chunk_bounds(seg):
                 yield memoryview(seg.pread(start, end))
-                i = j
+
+    def chunk_ranges(self) -> list[tuple[Segment, int, int]] | None:
+        """What ``chunks`` reads, as (segment, start, end) file ranges another process can read; None
+        when a segment reaches below the log start offset (its first batches are filtered one by one)."""
+        self._settle()
+        if self.segments and self.segments[0].base_offset < self.log_start_offset:
+            return None
+        return [(seg, start, end) for seg in self.segments for start, end in self._chunk_bounds(seg)]
+
+    @staticmethod
+    def _chunk_bounds(seg: Segment) -> Iterator[tuple[int, int]]:
+        positions = seg.positions
+        i, n = 0, len(positions)
+        while i < n:
+            start = positions[i]
+            j = bisect.bisect_right(positions, start + READ_CHUNK, i + 1)
+            yield start, positions[j] if j < n else seg.size
+            i = j
 
     def _segment_batches_from(self, seg: Segment) -> Iterator[tuple[BatchHeader, memoryview]]:
         for header, batch in self._segment_batches(seg):

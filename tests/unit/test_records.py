@@ -174,3 +174,47 @@ def test_group_member_rebalance_timeout_minus_one_reads_as_session_timeout():
     group = GroupMetadataValue("consumer", 1, "range", "m", 5, (member,))
     decoded = decode_value(GroupMetadataKey("g"), encode_value_version(group, 3))
     assert decoded.members[0].rebalance_timeout == 10000
+
+
+def offset_record_bytes(group, topic, partition, key_version, value):
+    return b"".join([struct.pack(">h", key_version), s16(group), s16(topic), struct.pack(">i", partition)]), value
+
+
+@given(
+    st.one_of(
+        st.tuples(st.binary(max_size=40), st.none() | st.binary(max_size=60)),  # anything at all
+        st.builds(  # well-formed offset commits, tombstones included, cut or grown by a byte or not
+            offset_record_bytes, texts, texts, st.integers(-(2**31), 2**31 - 1), st.sampled_from([0, 1, 2]),
+            st.none() | st.builds(
+                lambda v, version: encode_value_version(v, version),
+                st.builds(OffsetCommitValue, st.integers(0, 2**62), texts, st.integers(0, 2**62), st.integers(-1, 2**31 - 1)),
+                st.sampled_from([1, 3, 4]),
+            ),
+        ),
+    ),
+    st.sampled_from([None, -1, 1]),
+)
+def test_the_loads_offset_path_agrees_with_the_checked_decoders(record, damage):
+    from coordinator.records import decode_offset_commit
+
+    key, value = record
+    if damage == -1 and value:
+        value = value[:-1]
+    elif damage == 1 and value is not None:
+        value = value + b"\x00"
+    fast = decode_offset_commit(key, value)
+    if fast is None:
+        return  # the checked decoders take it from here (and may skip or report it)
+    group, topic, partition, parsed = fast
+    assert decode_key(key) == OffsetCommitKey(group, topic, partition)
+    assert decode_value(OffsetCommitKey(group, topic, partition), value) == parsed
+
+
+def test_the_loads_offset_path_takes_what_groupd_and_kafka_write():
+    from coordinator.records import decode_offset_commit
+
+    key = encode_key(OffsetCommitKey("g", "t", 3))
+    for value in (OffsetCommitValue(5, "m", 7, 2), OffsetCommitValue(5, "", 7, -1, 9)):
+        assert decode_offset_commit(key, encode_value(value)) == ("g", "t", 3, value)
+    assert decode_offset_commit(key, None) == ("g", "t", 3, None)
+    assert decode_offset_commit(encode_key(GroupMetadataKey("g")), None) is None  # group records: checked path

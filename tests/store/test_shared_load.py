@@ -1,0 +1,94 @@
+"""Loading the offsets store with walk helpers (num.recovery.threads.per.data.dir > 1) builds exactly the
+state the broker builds alone, including when a helper fails part-way."""
+
+import asyncio
+import random
+
+import pytest
+
+import coordinator.service as service
+import storage.log as storage_log
+from broker.config import default_config
+from coordinator.partitioning import OFFSETS_TOPIC
+from coordinator.records import (
+    GroupMetadataKey,
+    GroupMetadataValue,
+    OffsetCommitKey,
+    OffsetCommitValue,
+    encode_key,
+    encode_value,
+)
+from storage.log import Log, LogConfig
+from storage.walkhelper import WalkHelpers
+
+
+def write_store(root, partitions=2, records=4_000, seed=3):
+    """Offsets, offset tombstones, group metadata and group tombstones, in several segments."""
+    rng = random.Random(seed)
+    for p in range(partitions):
+        log = Log.open(root / f"{OFFSETS_TOPIC}-{p}", LogConfig(segment_bytes=30_000))
+        for i in range(0, records, 4):
+            batch = []
+            for _ in range(4):
+                group = f"g{rng.randrange(60)}"
+                roll = rng.random()
+                if roll < 0.05:
+                    batch.append((encode_key(GroupMetadataKey(group)), None))
+                elif roll < 0.15:
+                    value = GroupMetadataValue("consumer", rng.randrange(9), "range", "", i, ())
+                    batch.append((encode_key(GroupMetadataKey(group)), encode_value(value)))
+                else:
+                    key = encode_key(OffsetCommitKey(group, f"t{rng.randrange(3)}", rng.randrange(4)))
+                    value = None if roll > 0.95 else encode_value(OffsetCommitValue(i, "m", 1_700_000_000_000 + i))
+                    batch.append((key, value))
+            log.append_records(batch, 1_700_000_000_000)
+        log.flush()
+        log.close()
+
+
+async def loaded_state(root, walkers):
+    c = service.GroupCoordinator(default_config(**{
+        "log.dirs": str(root), "offsets.topic.num.partitions": "2", "num.recovery.threads.per.data.dir": str(walkers),
+    }), now=lambda: 1_700_000_000_000)
+    await c.start()
+    task = next(iter(c._tasks))
+    while not c.is_loaded():
+        await asyncio.sleep(0.01)
+    await c.stop()
+    assert task.done()
+    state = {
+        (p, gid): (g.state, g.generation, {t: dict(ps) for t, ps in g.offsets.items()})
+        for p, shard in c.shards.items() for gid, g in shard.state.groups.items()
+    }
+    return state, c.loaded_records
+
+
+@pytest.fixture
+def small_thresholds(monkeypatch):
+    monkeypatch.setattr(service, "WALK_HELPERS_FROM_BYTES", 1)
+    monkeypatch.setattr(service, "SHARE_WALK_FROM_BYTES", 1)
+    monkeypatch.setattr(storage_log, "READ_CHUNK", 4_000)
+
+
+async def test_helpers_build_the_state_the_broker_builds_alone(tmp_path, small_thresholds, monkeypatch):
+    write_store(tmp_path)
+    alone = await loaded_state(tmp_path, 1)
+    asked = []
+    send = WalkHelpers.send
+    monkeypatch.setattr(WalkHelpers, "send", lambda self, parts: (asked.append(len(parts)), send(self, parts)))
+    shared = await loaded_state(tmp_path, 3)
+    assert asked == [2, 2]  # both partitions were shared with two helpers
+    assert shared == alone and alone[1] == 8_000 and len(alone[0]) > 60
+
+
+async def test_a_failing_helper_leaves_its_part_to_the_broker(tmp_path, small_thresholds, monkeypatch, caplog):
+    write_store(tmp_path)
+    alone = await loaded_state(tmp_path, 1)
+
+    def broken(self):
+        self._asked = []
+        raise OSError("helper gone")
+
+    monkeypatch.setattr(WalkHelpers, "receive", broken)
+    assert await loaded_state(tmp_path, 2) == alone
+    assert "helper gone; walking the rest of the store in the broker" in caplog.text
