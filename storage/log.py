@@ -41,6 +41,12 @@ from storage.errors import OffsetOutOfRange, RecordTooLarge, StorageError
 log = logging.getLogger("groupd.storage")
 START_CHECKPOINT = "log-start-offset"
 READ_CHUNK = 8 << 20
+# A segment's batch index as a clean close left it (see Log._write_indexes): magic, version, whether
+# the arrays are little-endian, the segment file's inode, size and mtime (ns) it describes, its next
+# offset and batch count; then the three index arrays; then a CRC-32C of all of it.
+INDEX_SUFFIX = ".batches"
+_INDEX_HEAD = struct.Struct(">4sHBQQqqq")
+_INDEX_MAGIC = b"GDBI"
 _SCAN_HEADER = struct.Struct(">qiibIhiqq")  # a batch header up to maxTimestamp
 _RECORD_COUNT = struct.Struct(">i")  # at position 57
 
@@ -140,6 +146,11 @@ class Log:
         self = cls(directory, config or LogConfig(), now_ms)
         for tmp in directory.glob("*.cleaned"):
             tmp.unlink()  # an interrupted compaction: the original segment is still in place
+        for tmp in directory.glob(f"*{INDEX_SUFFIX}-tmp"):
+            tmp.unlink()  # an index whose writing was interrupted
+        for index in directory.glob(f"*{INDEX_SUFFIX}"):
+            if not index.with_suffix(".log").exists():
+                index.unlink()  # its segment was deleted after the close that wrote it
         paths = sorted(directory.glob("*.log"))
         for i, path in enumerate(paths):
             self._load_segment(path, last=i == len(paths) - 1)
@@ -158,8 +169,16 @@ class Log:
     def _load_segment(self, path: Path, last: bool) -> None:
         base = int(path.stem)
         fd = os.open(path, os.O_RDWR)
-        seg = Segment(base, path, fd, created_ms=int(os.stat(path).st_mtime * 1000), next_offset=base)
-        file_size = os.fstat(fd).st_size
+        st = os.fstat(fd)
+        seg = Segment(base, path, fd, created_ms=st.st_mtime_ns // 1_000_000, next_offset=base)
+        file_size = st.st_size
+        if self._read_index(seg, st):
+            # the file is exactly as a clean close left it: no scan, and (as Kafka after a clean
+            # shutdown) no recovery of the last segment
+            seg.size = file_size
+            self.segments.append(seg)
+            self._bases.append(base)
+            return
         end, reason = self._scan(seg, file_size, verify=last)
         if end < file_size:
             log.warning(
@@ -171,6 +190,58 @@ class Log:
         seg.size = end
         self.segments.append(seg)
         self._bases.append(base)
+
+    @staticmethod
+    def _read_index(seg: Segment, st: os.stat_result) -> bool:
+        """Fill ``seg``'s index from the file a clean close wrote, if it describes this very file (same
+        inode, size and mtime, intact): a start after a clean shutdown then reads no segment data."""
+        try:
+            with open(seg.path.with_suffix(INDEX_SUFFIX), "rb") as f:
+                data = f.read()
+        except OSError:
+            return False
+        head = _INDEX_HEAD.size
+        if len(data) < head + 4 or crc32c(memoryview(data)[:-4]) != int.from_bytes(data[-4:], "big"):
+            return False
+        magic, version, little, inode, size, mtime_ns, next_offset, count = _INDEX_HEAD.unpack_from(data)
+        if (magic, version, little) != (_INDEX_MAGIC, 1, sys.byteorder == "little") or (inode, size, mtime_ns) != (
+            st.st_ino, st.st_size, st.st_mtime_ns
+        ) or len(data) != head + 24 * count + 4:
+            return False
+        width = 8 * count
+        for i, arr in enumerate((seg.offsets, seg.positions, seg.max_ts)):
+            arr.frombytes(data[head + i * width : head + (i + 1) * width])
+        if count and (seg.positions[0] != 0 or seg.positions[-1] >= size or seg.offsets[0] < seg.base_offset):
+            del seg.offsets[:], seg.positions[:], seg.max_ts[:]
+            return False
+        seg.next_offset = next_offset
+        return True
+
+    def _write_indexes(self) -> None:
+        """At a clean close (everything appended is fsynced, nothing failed): each segment's batch
+        index, so the next open need not scan the segments (Kafka keeps index files and skips recovery
+        after a clean shutdown for the same reason). Not fsynced: a lost or torn index only means a
+        scan. Any later change of the segment file changes its size or mtime, which voids the index."""
+        if self._failed is not None or self._dirty or self._unwritten or self._writing:
+            return
+        for seg in self.segments:
+            try:
+                st = os.fstat(seg.fd)
+                if st.st_size != seg.size:
+                    continue
+                body = bytearray(_INDEX_HEAD.pack(
+                    _INDEX_MAGIC, 1, sys.byteorder == "little", st.st_ino, st.st_size, st.st_mtime_ns,
+                    seg.next_offset, len(seg.offsets),
+                ))
+                for arr in (seg.offsets, seg.positions, seg.max_ts):
+                    body += arr.tobytes()
+                body += crc32c(body).to_bytes(4, "big")
+                path = seg.path.with_suffix(INDEX_SUFFIX)
+                tmp = path.with_suffix(f"{INDEX_SUFFIX}-tmp")
+                tmp.write_bytes(body)
+                os.replace(tmp, path)
+            except OSError as exc:
+                log.warning("no batch index for %s: %s", seg.path, exc)
 
     @staticmethod
     def _scan(seg: Segment, file_size: int, verify: bool) -> tuple[int, str]:
@@ -584,6 +655,7 @@ class Log:
             self._dirty.discard(seg.fd)
             os.close(seg.fd)
             seg.path.unlink(missing_ok=True)
+            seg.path.with_suffix(INDEX_SUFFIX).unlink(missing_ok=True)
             dropped += 1
         return dropped
 
@@ -669,6 +741,7 @@ class Log:
                 f.flush()
                 os.fsync(f.fileno())
             with self._lock, self._state:  # no flush is fsyncing the fd being replaced
+                seg.path.with_suffix(INDEX_SUFFIX).unlink(missing_ok=True)
                 os.replace(tmp, seg.path)
                 self._dirty.discard(seg.fd)
                 os.close(seg.fd)
@@ -691,6 +764,8 @@ class Log:
     def close(self) -> None:
         self._settle()
         with self._lock, self._state:
+            if not self._closed:
+                self._write_indexes()
             self._closed = True
             for seg in self.segments:
                 with contextlib.suppress(OSError):
