@@ -1,43 +1,69 @@
 """Start-up replay speed: write N offset-commit records into one offsets partition, then load it the way
-the coordinator does at start-up (the same ``replay``), and report records/s."""
+the coordinator does at start-up (the same ``replay``), and report records/s.
+
+Three starts of the same store: after a clean shutdown (segment indexes written at close, the walk
+shared with one helper process: the defaults), after an unclean one (every segment scanned, the last
+CRC-checked), and with ``num.recovery.threads.per.data.dir=1`` (the broker walks alone). A fourth store
+where every record is a survivor (a compacted store: one record per key) measures decoding and replay
+rather than the walk."""
 
 from __future__ import annotations
 
 import asyncio
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from broker.config import default_config
 from coordinator.records import OffsetCommitKey, OffsetCommitValue, encode_key, encode_value
 from coordinator.service import GroupCoordinator
-from storage.log import Log, LogConfig
+from storage.log import INDEX_SUFFIX, Log, LogConfig
+
+
+def write_store(directory: Path, records: int, key_of: Callable[[int], OffsetCommitKey], per_batch: int) -> None:
+    log = Log.open(directory / "__consumer_offsets-0", LogConfig(segment_bytes=100 * 1024 * 1024))
+    batch = []
+    for i in range(records):
+        batch.append((encode_key(key_of(i)), encode_value(OffsetCommitValue(i, "", 1_700_000_000_000))))
+        if len(batch) == per_batch or i == records - 1:
+            log.append_records(batch, 1_700_000_000_000)
+            batch = []
+    log.flush()
+    log.close()  # a clean close: segment indexes written
+
+
+def load(directory: Path, walkers: int = 2) -> dict:
+    """One start-up of the coordinator over ``directory``: records/s from start to loaded."""
+    started = time.perf_counter()
+    coordinator = GroupCoordinator(default_config(**{
+        "log.dirs": str(directory), "offsets.topic.num.partitions": "1",
+        "num.recovery.threads.per.data.dir": str(walkers),
+    }))
+    asyncio.run(_load_only(coordinator))
+    seconds = time.perf_counter() - started
+    state = coordinator.shards[0].state
+    n = coordinator.loaded_records
+    offsets = sum(len(ps) for g in state.groups.values() for ps in g.offsets.values())
+    return {"count": n, "seconds": round(seconds, 3), "per_second": round(n / seconds, 1), "groups": len(state.groups), "offsets": offsets}
 
 
 def replay_bench(records: int = 1_000_000, groups: int = 10_000, per_batch: int = 10) -> dict:
+    out: dict = {"scenario": "replay"}
     with tempfile.TemporaryDirectory() as tmp:
-        log = Log.open(Path(tmp) / "__consumer_offsets-0", LogConfig(segment_bytes=100 * 1024 * 1024))
-        batch = []
-        written = 0
-        for i in range(records):
-            key = encode_key(OffsetCommitKey(f"group-{i % groups}", "topic", i % 12))
-            batch.append((key, encode_value(OffsetCommitValue(i, "", 1_700_000_000_000))))
-            if len(batch) == per_batch:
-                log.append_records(batch, 1_700_000_000_000)
-                written += len(batch)
-                batch = []
-        if batch:
-            log.append_records(batch, 1_700_000_000_000)
-        log.flush()
-        log.close()
-        started = time.perf_counter()
-        coordinator = GroupCoordinator(default_config(**{"log.dirs": tmp, "offsets.topic.num.partitions": "1"}))
-        asyncio.run(_load_only(coordinator))
-        seconds = time.perf_counter() - started
-        state = coordinator.shards[0].state
-        n = coordinator.loaded_records
-        offsets = sum(len(ps) for g in state.groups.values() for ps in g.offsets.values())
-        return {"scenario": "replay", "count": n, "seconds": round(seconds, 3), "per_second": round(n / seconds, 1), "groups": len(state.groups), "offsets": offsets}
+        root = Path(tmp)
+        write_store(root, records, lambda i: OffsetCommitKey(f"group-{i % groups}", "topic", i % 12), per_batch)
+        out.update(load(root))
+        out["alone"] = load(root, walkers=1)
+        for index in (root / "__consumer_offsets-0").glob(f"*{INDEX_SUFFIX}"):
+            index.unlink()  # as after a crash: nothing to trust but the segments
+        out["unclean"] = load(root)
+    with tempfile.TemporaryDirectory() as tmp:
+        # every record a survivor: 100 groups x 12 partitions x one topic per 1,200 records
+        root = Path(tmp)
+        write_store(root, max(1_200, records // 5), lambda i: OffsetCommitKey(f"group-{i % 100}", f"topic-{i // 1_200}", i // 100 % 12), per_batch)
+        out["all_survivors"] = load(root)
+    return out
 
 
 async def _load_only(coordinator: GroupCoordinator) -> None:

@@ -177,6 +177,13 @@ def markdown(results: dict[str, Any]) -> str:
     if "replay" in results:
         rp = results["replay"]
         rows.append(f"| start-up replay | records/s | {rp['per_second']} ({rp['count']} records) | | n/a | |")
+        for key, label in (
+            ("alone", "the broker walking alone (num.recovery.threads.per.data.dir=1)"),
+            ("unclean", "after an unclean shutdown (every segment scanned)"),
+            ("all_survivors", "every record a survivor (a compacted store)"),
+        ):
+            if key in rp:
+                rows.append(f"| start-up replay, {label} | records/s | {rp[key]['per_second']} ({rp[key]['count']} records) | | n/a | |")
     return "\n".join(rows) + "\n"
 
 

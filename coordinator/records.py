@@ -341,33 +341,52 @@ _QH = struct.Struct(">qh")  # v1: offset, metadata length
 _QQ = struct.Struct(">qq")  # v1: commit timestamp, expire timestamp
 
 
-def decode_offset_commit(key: bytes, value: bytes | None) -> tuple[str, str, int, OffsetCommitValue | None] | None:
+_V3_NO_METADATA = struct.Struct(">hqihq")  # version 3, offset, leader epoch, metadata length 0, commit ts
+
+
+def decode_offset_commit(
+    key: bytes, value: bytes | None, names: dict[bytes, tuple[str, str] | None]
+) -> tuple[str, str, int, OffsetCommitValue | None] | None:
     """The start-up load's path for the records that make up most of a store: an offset commit's
-    group, topic, partition and value (None: a tombstone), read with straight slices. None for any
-    other record, or one that looks off in any way: ``decode_key``/``decode_value`` then handle it or
-    say what is wrong with it."""
-    n = len(key)
-    if n < 4 or key[0] or key[1] > 1:  # key versions 0 and 1 are offset commits
+    group, topic, partition and value (None: a tombstone). None for any other record, or one that
+    looks off in any way: ``decode_key``/``decode_value`` then handle it or say what is wrong with it.
+
+    ``names`` is the caller's cache of key prefixes (version, group, topic) already read: a store holds
+    many keys per group and topic, and equal names come back as the same string objects."""
+    prefix = key[:-4]
+    names_of = names.get(prefix, False)
+    if names_of is False:
+        names_of = names[prefix] = _group_and_topic(prefix)
+    if names_of is None:
         return None
-    glen = key[2] << 8 | key[3]
-    tpos = 4 + glen
-    if glen >= 0x8000 or tpos + 2 > n:
-        return None
-    ppos = tpos + 2 + (key[tpos] << 8 | key[tpos + 1])
-    if key[tpos] >= 0x80 or ppos + 4 != n:
-        return None
-    try:
-        group = key[4:tpos].decode()
-        topic = key[tpos + 2 : ppos].decode()
-    except UnicodeDecodeError:
-        return None
-    partition = _I_AT(key, ppos)[0]
+    partition = _I_AT(key, len(prefix))[0]
     if value is None:
-        return group, topic, partition, None
+        return names_of[0], names_of[1], partition, None
+    if len(value) == 24 and value[1] == 3 and not value[0]:  # what commits without metadata write
+        _, offset, epoch, mlen, ts = _V3_NO_METADATA.unpack(value)
+        if not mlen:
+            return names_of[0], names_of[1], partition, OffsetCommitValue(offset, "", ts, epoch, -1)
     if len(value) < 2 or value[0] or value[1] not in (1, 3):
         return None
     parsed = _decode_offset_value_fast(value, value[1])
-    return None if parsed is None else (group, topic, partition, parsed)
+    return None if parsed is None else (names_of[0], names_of[1], partition, parsed)
+
+
+def _group_and_topic(prefix: bytes) -> tuple[str, str] | None:
+    """An offset key without its partition: key version 0 or 1, then group and topic strings."""
+    n = len(prefix)
+    if n < 4 or prefix[0] or prefix[1] > 1:
+        return None
+    glen = prefix[2] << 8 | prefix[3]
+    tpos = 4 + glen
+    if glen >= 0x8000 or tpos + 2 > n or prefix[tpos] >= 0x80:
+        return None
+    if tpos + 2 + (prefix[tpos] << 8 | prefix[tpos + 1]) != n:
+        return None
+    try:
+        return prefix[4:tpos].decode(), prefix[tpos + 2 :].decode()
+    except UnicodeDecodeError:
+        return None
 
 
 def _decode_offset_key_fast(data: bytes) -> OffsetCommitKey | None:

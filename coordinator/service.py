@@ -225,8 +225,9 @@ class GroupCoordinator:
         """
         latest = await self._collect(shard)
         state, now, replay, replay_offset = shard.state, self.now(), core.replay, core.replay_offset
+        names: dict[bytes, tuple[str, str] | None] = {}
         for raw_key, raw_value in latest.items():
-            offset = decode_offset_commit(raw_key, raw_value)
+            offset = decode_offset_commit(raw_key, raw_value, names)
             if offset is not None:
                 replay_offset(state, *offset, now)
                 continue

@@ -202,7 +202,7 @@ def test_the_loads_offset_path_agrees_with_the_checked_decoders(record, damage):
         value = value[:-1]
     elif damage == 1 and value is not None:
         value = value + b"\x00"
-    fast = decode_offset_commit(key, value)
+    fast = decode_offset_commit(key, value, {})
     if fast is None:
         return  # the checked decoders take it from here (and may skip or report it)
     group, topic, partition, parsed = fast
@@ -215,6 +215,9 @@ def test_the_loads_offset_path_takes_what_groupd_and_kafka_write():
 
     key = encode_key(OffsetCommitKey("g", "t", 3))
     for value in (OffsetCommitValue(5, "m", 7, 2), OffsetCommitValue(5, "", 7, -1, 9)):
-        assert decode_offset_commit(key, encode_value(value)) == ("g", "t", 3, value)
-    assert decode_offset_commit(key, None) == ("g", "t", 3, None)
-    assert decode_offset_commit(encode_key(GroupMetadataKey("g")), None) is None  # group records: checked path
+        assert decode_offset_commit(key, encode_value(value), {}) == ("g", "t", 3, value)
+    names: dict = {}
+    assert decode_offset_commit(key, None, names) == ("g", "t", 3, None)
+    again = decode_offset_commit(encode_key(OffsetCommitKey("g", "t", 4)), None, names)
+    assert again == ("g", "t", 4, None) and again[0] is names[key[:-4]][0]  # one string per name
+    assert decode_offset_commit(encode_key(GroupMetadataKey("g")), None, names) is None  # checked path

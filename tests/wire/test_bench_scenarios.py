@@ -41,3 +41,12 @@ async def test_steady_state_heartbeats_commits_and_reports_cpu(tmp_path):
         assert out["broker_cpu_pct_per_1000_members"] > 0
     finally:
         await b.stop()
+
+
+def test_replay_loads_every_record_in_each_of_its_starts():
+    from bench.replay import replay_bench
+
+    r = replay_bench(records=6_000, groups=50, per_batch=10)
+    for start in (r, r["alone"], r["unclean"]):
+        assert (start["count"], start["groups"], start["offsets"]) == (6_000, 50, 300)  # (i % 50, i % 12) pairs
+    assert (r["all_survivors"]["count"], r["all_survivors"]["offsets"]) == (1_200, 1_200)
