@@ -47,6 +47,7 @@ class Broker:
         self._server: asyncio.base_events.Server | None = None
         self._connections: set[Connection] = set()
         self._unflushed: list[Connection] = []
+        self._loop: asyncio.AbstractEventLoop | None = None  # set by start()
         self.partitions = PartitionManager(config, self.topics)
         self.producers = ProducerIds(config["log.dirs"])
         self.services.append(self.partitions)
@@ -88,7 +89,7 @@ class Broker:
         for service in self.services:
             await service.start()
         host, port = self.config.listener
-        loop = asyncio.get_running_loop()
+        loop = self._loop = asyncio.get_running_loop()  # kept: get_running_loop() is a getpid(2) on 3.11
         self._server = await loop.create_server(lambda: Connection(self), host, port, reuse_address=True)
         self.started_at = time.perf_counter()
         log.info(
@@ -107,7 +108,7 @@ class Broker:
     def flush_soon(self, conn: Connection) -> None:
         """``conn`` has answers queued: send them, with every other connection's, after this loop turn."""
         if not self._unflushed:
-            asyncio.get_running_loop().call_soon(self._flush)
+            self._loop.call_soon(self._flush)
         self._unflushed.append(conn)
 
     def _flush(self) -> None:

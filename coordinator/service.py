@@ -87,7 +87,7 @@ class _InOrder:
 
     def __init__(self, coordinator: GroupCoordinator, shard: Shard, prev: asyncio.Future | None, durable: asyncio.Future | None, result: Result) -> None:
         self.coordinator, self.shard, self.durable, self.result = coordinator, shard, durable, result
-        self.done: asyncio.Future = asyncio.get_running_loop().create_future()
+        self.done: asyncio.Future = coordinator.loop.create_future()
         if prev is None or prev.done():
             self._after_prev()
         else:
@@ -138,10 +138,14 @@ class GroupCoordinator:
         self.load_seconds: float | None = None
         self.loaded_records = 0
         self._walk_helpers: asyncio.Future[WalkHelpers | None] | None = None
+        # the loop start() ran on: asyncio.get_running_loop() costs a getpid(2) per call on 3.11, and
+        # a request took three
+        self.loop: asyncio.AbstractEventLoop = None  # type: ignore[assignment]
 
     # ------------------------------------------------------------ lifecycle
 
     async def start(self) -> None:
+        self.loop = asyncio.get_running_loop()
         log_config = LogConfig(
             segment_bytes=self.config["offsets.topic.segment.bytes"],
             cleanup_policy="compact",
@@ -150,7 +154,7 @@ class GroupCoordinator:
         helpers = self.config["num.recovery.threads.per.data.dir"] - 1
         if helpers > 0 and self._stored_bytes() >= WALK_HELPERS_FROM_BYTES:
             # they start while the segments are scanned below
-            self._walk_helpers = asyncio.get_running_loop().run_in_executor(None, WalkHelpers.spawn, helpers)
+            self._walk_helpers = self.loop.run_in_executor(None, WalkHelpers.spawn, helpers)
         for p in sorted(self.owned):
             d = self.log_dir / f"{OFFSETS_TOPIC}-{p}"
             shard_log = Log.open(d, log_config)
@@ -327,7 +331,7 @@ class GroupCoordinator:
         """Apply a token-carrying core handler and wait for the payload addressed to this request."""
         shard = self.shard_for(group_id)
         token = next(self._tokens)
-        fut = asyncio.get_running_loop().create_future()
+        fut = self.loop.create_future()
         self._waiting[token] = fut
         try:
             group = shard.state.groups.get(group_id)
