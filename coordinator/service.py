@@ -250,31 +250,41 @@ class GroupCoordinator:
         laid over its own in order, as one walk would have. A helper that fails is given up for the
         rest of the load, and its part is walked here."""
         latest: dict[bytes, bytes | None] = {}
-        helpers = await self._walk_helpers if self._walk_helpers is not None else None
+        helpers = await self._ready_walk_helpers()
         ranges = shard.log.chunk_ranges() if helpers is not None else None
         if helpers is None or ranges is None or sum(e - s for _, s, e in ranges) < SHARE_WALK_FROM_BYTES:
             await self._walk_here(shard.log.chunks(), latest)
             return latest
         mine, *theirs = split_by_bytes(ranges, helpers.count + 1)
         try:
-            helpers.send([[(str(seg.path), s, e) for seg, s, e in part] for part in theirs])  # type: ignore[attr-defined]
+            helpers.send([[(str(seg.path), s, e) for seg, s, e in part] for part in theirs])
         except OSError as exc:
             await self._give_up_walk_helpers(shard, exc)
             mine, theirs = ranges, []
-        await self._walk_here((memoryview(seg.pread(s, e)) for seg, s, e in mine), latest)  # type: ignore[attr-defined]
+        await self._walk_here((memoryview(seg.pread(s, e)) for seg, s, e in mine), latest)
         if not theirs:
             return latest
         try:
             answers = await asyncio.to_thread(helpers.receive)
         except OSError as exc:
             await self._give_up_walk_helpers(shard, exc)
-            later = (memoryview(seg.pread(s, e)) for part in theirs for seg, s, e in part)  # type: ignore[attr-defined]
+            later = (memoryview(seg.pread(s, e)) for part in theirs for seg, s, e in part)
             await self._walk_here(later, latest)
             return latest
         for seen, found in answers:
             latest.update(found)
             self.loaded_records += seen
         return latest
+
+    async def _ready_walk_helpers(self) -> WalkHelpers | None:
+        if self._walk_helpers is None:
+            return None
+        try:
+            return await self._walk_helpers
+        except Exception as exc:  # noqa: BLE001 - the broker walks alone then
+            log.warning("no start-up walk helpers (%s): the broker walks alone", exc)
+            self._walk_helpers = None
+            return None
 
     async def _give_up_walk_helpers(self, shard: Shard, exc: OSError) -> None:
         log.warning("%s-%d: %s; walking the rest of the store in the broker", OFFSETS_TOPIC, shard.partition, exc)

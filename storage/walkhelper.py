@@ -23,6 +23,7 @@ import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TypeVar
 
 from storage.batch import collect_latest
 from storage.errors import CorruptBatch
@@ -32,6 +33,7 @@ log = logging.getLogger("groupd.storage")
 Ranges = Sequence[tuple[str, int, int]]  # (file path, start, end) of whole batches
 Walked = tuple[int, dict[bytes, bytes | None]]  # records seen, last value of every key
 
+T = TypeVar("T")
 _LENGTH = struct.Struct(">Q")
 _ROOT = str(Path(__file__).resolve().parents[1])
 
@@ -168,10 +170,10 @@ class WalkHelpers:
                 proc.wait()
 
 
-def split_by_bytes(ranges: Sequence[tuple[object, int, int]], parts: int) -> list[list[tuple[object, int, int]]]:
+def split_by_bytes(ranges: Sequence[tuple[T, int, int]], parts: int) -> list[list[tuple[T, int, int]]]:
     """``ranges`` cut into ``parts`` consecutive runs of about equal bytes (some may be empty)."""
     total = sum(end - start for _, start, end in ranges)
-    out: list[list[tuple[object, int, int]]] = [[] for _ in range(parts)]
+    out: list[list[tuple[T, int, int]]] = [[] for _ in range(parts)]
     done = 0
     for r in ranges:
         i = min(parts - 1, done * parts // total) if total else 0

@@ -92,3 +92,15 @@ async def test_a_failing_helper_leaves_its_part_to_the_broker(tmp_path, small_th
     monkeypatch.setattr(WalkHelpers, "receive", broken)
     assert await loaded_state(tmp_path, 2) == alone
     assert "helper gone; walking the rest of the store in the broker" in caplog.text
+
+
+async def test_helpers_that_cannot_start_leave_the_walk_to_the_broker(tmp_path, small_thresholds, monkeypatch, caplog):
+    write_store(tmp_path, partitions=2, records=400)
+    alone = await loaded_state(tmp_path, 1)
+
+    def no_processes(count):
+        raise RuntimeError("no processes here")
+
+    monkeypatch.setattr(WalkHelpers, "spawn", staticmethod(no_processes))
+    assert await loaded_state(tmp_path, 2) == alone
+    assert "no start-up walk helpers (no processes here)" in caplog.text
