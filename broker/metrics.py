@@ -271,6 +271,9 @@ class Metrics:
             return False, "stopping"
         if not coordinator_loaded(broker.coordinator):
             return False, "offsets partitions loading"
+        failures = getattr(broker.coordinator, "load_failures", dict)()
+        if failures:
+            return False, "offsets partitions failed to load: " + ", ".join(f"{p} ({why})" for p, why in failures.items())
         return True, "ok"
 
 

@@ -67,6 +67,7 @@ class Shard:
     state: core.ShardState
     log: Log
     loaded: bool = False
+    failed: str | None = None  # why its load failed: its groups then answer NOT_COORDINATOR, as Kafka's FAILED
     tail: asyncio.Future | None = None
     # The core's timers: key -> deadline. Moving or cancelling one only updates this dict; a heap holds
     # (deadline, seq, key) entries, stale ones skipped when popped, and one event-loop timer is armed
@@ -209,7 +210,14 @@ class GroupCoordinator:
             if self.load_gate is not None:
                 await self.load_gate.wait()
             for p in sorted(self.shards):
-                await self._load(self.shards[p])
+                try:
+                    await self._load(self.shards[p])
+                except Exception as exc:  # noqa: BLE001 - one partition's damage must not stop the others
+                    self.shards[p].failed = f"{type(exc).__name__}: {exc}"
+                    log.error(
+                        "failed to load %s-%d (%s): its groups answer NOT_COORDINATOR until the store is repaired and the broker restarted",
+                        OFFSETS_TOPIC, p, self.shards[p].failed,
+                    )
         finally:
             await self._close_walk_helpers()
         self.load_seconds = time.perf_counter() - started
@@ -309,7 +317,11 @@ class GroupCoordinator:
         self.loaded_records += count
 
     def is_loaded(self) -> bool:
-        return all(s.loaded for s in self.shards.values())
+        """Loading is over: every partition loaded, or failed (see ``load_failures``)."""
+        return all(s.loaded or s.failed for s in self.shards.values())
+
+    def load_failures(self) -> dict[int, str]:
+        return {p: s.failed for p, s in sorted(self.shards.items()) if s.failed}
 
     # ------------------------------------------------------------ routing
 
@@ -326,7 +338,7 @@ class GroupCoordinator:
                 self._partition_of.clear()
             p = self._partition_of[group_id] = partition_for(group_id, self.partitions)
         shard = self.shards.get(p)
-        if shard is None or p not in self.owned:
+        if shard is None or p not in self.owned or shard.failed:
             raise CoordinatorError(E.NOT_COORDINATOR)
         if not shard.loaded:
             raise CoordinatorError(E.COORDINATOR_LOAD_IN_PROGRESS)

@@ -190,6 +190,8 @@ def list_groups(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     error = E.NONE
     groups = []
     for shard in coordinator.shards.values():
+        if shard.failed:
+            continue  # not this broker's to answer for (NOT_COORDINATOR), as Kafka skips such partitions
         if not shard.loaded:
             error = E.COORDINATOR_LOAD_IN_PROGRESS
             continue

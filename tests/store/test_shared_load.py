@@ -104,3 +104,34 @@ async def test_helpers_that_cannot_start_leave_the_walk_to_the_broker(tmp_path, 
     monkeypatch.setattr(WalkHelpers, "spawn", staticmethod(no_processes))
     assert await loaded_state(tmp_path, 2) == alone
     assert "no start-up walk helpers (no processes here)" in caplog.text
+
+
+async def test_a_damaged_partition_fails_alone(tmp_path, caplog):
+    from coordinator import errors as E
+    from coordinator.partitioning import partition_for
+    from coordinator.service import CoordinatorError
+    from storage.batch import BATCH_OVERHEAD
+
+    write_store(tmp_path, partitions=2)
+    segments = sorted((tmp_path / f"{OFFSETS_TOPIC}-0").glob("*.log"))
+    assert len(segments) > 1
+    first = segments[0]  # an older segment: no CRC check at open
+    with open(first, "r+b") as f:
+        f.seek(BATCH_OVERHEAD)
+        f.write(b"\x01")  # the first record's length is now negative
+    c = service.GroupCoordinator(default_config(**{"log.dirs": str(tmp_path), "offsets.topic.num.partitions": "2"}))
+    await c.start()
+    while not c.is_loaded():
+        await asyncio.sleep(0.01)
+    try:
+        assert list(c.load_failures()) == [0] and "negative record length" in c.load_failures()[0]
+        assert c.shards[1].loaded and c.shards[1].state.groups  # the other partition loaded
+        in_0 = next(g for g in (f"g{i}" for i in range(100)) if partition_for(g, 2) == 0)
+        in_1 = next(g for g in (f"g{i}" for i in range(100)) if partition_for(g, 2) == 1)
+        with pytest.raises(CoordinatorError) as raised:
+            c.shard_for(in_0)
+        assert raised.value.code == E.NOT_COORDINATOR
+        assert c.shard_for(in_1) is c.shards[1]
+        assert f"failed to load {OFFSETS_TOPIC}-0" in caplog.text
+    finally:
+        await c.stop()

@@ -120,6 +120,11 @@ async def test_healthz_follows_offsets_loading(tmp_path):
         assert value(text, "groupd_coordinator_loaded") == 0
         b.coordinator.loaded_flag = True
         assert (await http_get(port, "/healthz"))[0] == 200
+        b.coordinator.load_failures = lambda: {7: "CorruptBatch: negative record length"}
+        assert await http_get(port, "/healthz") == (
+            503, "offsets partitions failed to load: 7 (CorruptBatch: negative record length)\n"
+        )
+        del b.coordinator.load_failures
         b.stopping = True
         assert await http_get(port, "/healthz") == (503, "stopping\n")
         b.stopping = False
