@@ -334,7 +334,6 @@ def decode_value(key: Key, data: bytes | None) -> Value | None:
 
 # ---------------------------------------------------------------- fast paths (start-up replay)
 
-_H_AT = _H.unpack_from
 _I_AT = _I.unpack_from
 _QIH = struct.Struct(">qih")  # v3: offset, leader epoch, metadata length
 _QH = struct.Struct(">qh")  # v1: offset, metadata length
@@ -391,23 +390,8 @@ def _group_and_topic(prefix: bytes) -> tuple[str, str] | None:
 
 def _decode_offset_key_fast(data: bytes) -> OffsetCommitKey | None:
     """Offset keys as straight slices; None when anything looks off, so the checked path reports it."""
-    n = len(data)
-    if n < 4:
-        return None
-    glen = _H_AT(data, 2)[0]
-    tpos = 4 + glen
-    if glen < 0 or tpos + 2 > n:
-        return None
-    tlen = _H_AT(data, tpos)[0]
-    ppos = tpos + 2 + tlen
-    if tlen < 0 or ppos + 4 != n:
-        return None
-    try:
-        group = data[4:tpos].decode()
-        topic = data[tpos + 2 : ppos].decode()
-    except UnicodeDecodeError:
-        return None
-    return OffsetCommitKey(group, topic, _I_AT(data, ppos)[0])
+    names = _group_and_topic(data[:-4])
+    return None if names is None else OffsetCommitKey(names[0], names[1], _I_AT(data, len(data) - 4)[0])
 
 
 def _decode_offset_value_fast(data: bytes, version: int) -> OffsetCommitValue | None:
