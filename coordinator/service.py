@@ -16,7 +16,7 @@ import heapq
 import itertools
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,7 +38,7 @@ from coordinator.records import (
 from storage.batch import collect_latest
 from storage.committer import GroupCommitter
 from storage.errors import StorageError
-from storage.log import Log, LogConfig
+from storage.log import Log, LogConfig, Segment
 from storage.walkhelper import WalkHelpers, split_by_bytes
 
 log = logging.getLogger("groupd.coordinator")
@@ -47,6 +47,12 @@ log = logging.getLogger("groupd.coordinator")
 # helper's start, ~0.2 s, costs more than it saves), and share a partition's walk from this size.
 WALK_HELPERS_FROM_BYTES = 32 << 20
 SHARE_WALK_FROM_BYTES = 4 << 20
+
+
+def _reads(ranges: Iterable[tuple[Segment, int, int]]) -> Iterator[memoryview]:
+    """The bytes of ``Log.chunk_ranges`` ranges, read one at a time as the walk needs them."""
+    for seg, start, end in ranges:
+        yield memoryview(seg.pread(start, end))
 
 
 def wall_ms() -> int:
@@ -260,8 +266,11 @@ class GroupCoordinator:
         latest: dict[bytes, bytes | None] = {}
         helpers = await self._ready_walk_helpers()
         ranges = shard.log.chunk_ranges() if helpers is not None else None
-        if helpers is None or ranges is None or sum(e - s for _, s, e in ranges) < SHARE_WALK_FROM_BYTES:
+        if ranges is None:
             await self._walk_here(shard.log.chunks(), latest)
+            return latest
+        if helpers is None or sum(e - s for _, s, e in ranges) < SHARE_WALK_FROM_BYTES:
+            await self._walk_here(_reads(ranges), latest)
             return latest
         mine, *theirs = split_by_bytes(ranges, helpers.count + 1)
         try:
@@ -269,15 +278,14 @@ class GroupCoordinator:
         except OSError as exc:
             await self._give_up_walk_helpers(shard, exc)
             mine, theirs = ranges, []
-        await self._walk_here((memoryview(seg.pread(s, e)) for seg, s, e in mine), latest)
+        await self._walk_here(_reads(mine), latest)
         if not theirs:
             return latest
         try:
             answers = await asyncio.to_thread(helpers.receive)
         except OSError as exc:
             await self._give_up_walk_helpers(shard, exc)
-            later = (memoryview(seg.pread(s, e)) for part in theirs for seg, s, e in part)
-            await self._walk_here(later, latest)
+            await self._walk_here(_reads([r for part in theirs for r in part]), latest)
             return latest
         for seen, found in answers:
             latest.update(found)

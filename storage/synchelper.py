@@ -36,13 +36,31 @@ while True:
 """
 
 
+def helper_process(code: str, *args: str) -> subprocess.Popen:
+    """A broker helper: its own interpreter running ``code``, talking over stdin/stdout pipes. It
+    inherits no descriptor (no client socket), and a terminal's Ctrl-C is the broker's to handle: a
+    helper ends on EOF."""
+    return subprocess.Popen(
+        [sys.executable, "-I", "-c", code, *args],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, close_fds=True, start_new_session=True,
+    )
+
+
+def end_helper_process(proc: subprocess.Popen) -> None:
+    """Close its pipes (EOF ends it) and reap it, killing one that does not end within 5 s."""
+    for stream in (proc.stdin, proc.stdout):
+        with contextlib.suppress(OSError):
+            stream.close()  # type: ignore[union-attr]
+    try:
+        proc.wait(5)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+
+
 def _spawn(directory: Path) -> subprocess.Popen | None:
     try:
-        proc = subprocess.Popen(
-            [sys.executable, "-I", "-c", _HELPER, str(directory)],
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, close_fds=True,
-            start_new_session=True,  # a terminal's Ctrl-C is the broker's to handle; the helper ends on EOF
-        )
+        proc = helper_process(_HELPER, str(directory))
         ready = proc.stdout.read(2)  # type: ignore[union-attr]
     except OSError as exc:
         log.warning("no syncfs helper process (%s): flushing from a thread", exc)
@@ -125,11 +143,4 @@ class SyncHelper:
         if self.alive:
             self.alive = False  # a deliberate stop: nothing to report
             self._gone(EOFError("closed"))
-        for stream in (self.proc.stdin, self.proc.stdout):
-            with contextlib.suppress(OSError):
-                stream.close()  # type: ignore[union-attr]
-        try:
-            self.proc.wait(5)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        end_helper_process(self.proc)

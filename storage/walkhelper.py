@@ -14,19 +14,18 @@ broker itself being one.
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import os
 import pickle
 import struct
 import subprocess
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TypeVar
 
 from storage.batch import collect_latest
 from storage.errors import CorruptBatch
+from storage.synchelper import end_helper_process, helper_process
 
 log = logging.getLogger("groupd.storage")
 
@@ -111,11 +110,7 @@ class WalkHelpers:
         code = f"import sys; sys.path.insert(0, {_ROOT!r}); from storage.walkhelper import serve; serve()"
         for _ in range(count):
             try:
-                procs.append(subprocess.Popen(
-                    [sys.executable, "-I", "-c", code],
-                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, close_fds=True,
-                    start_new_session=True,  # Ctrl-C is the broker's; a helper ends on EOF
-                ))
+                procs.append(helper_process(code))
             except OSError as exc:
                 log.warning("no start-up walk helper (%s): the broker walks alone", exc)
                 break
@@ -138,7 +133,7 @@ class WalkHelpers:
         it; OSError when a helper failed otherwise (the caller then walks those ranges itself)."""
         asked, self._asked = self._asked, []
         answers = []
-        failure: str | None = None
+        failure: tuple | None = None  # the first (kind, message) that was not "ok"
         for i in asked:  # every owed answer is read, so a later send starts clean
             try:
                 raw = _read_message(self.procs[i].stdout.fileno())  # type: ignore[union-attr]
@@ -147,27 +142,17 @@ class WalkHelpers:
                 answer = ("error", str(exc))
             if answer[0] == "ok":
                 answers.append((answer[1], answer[2]))
-            elif answer[0] == "corrupt":
-                failure = failure or f"corrupt:{answer[1]}"
-            else:
-                failure = failure or answer[1]
+            elif failure is None:
+                failure = answer
         if failure is not None:
-            if failure.startswith("corrupt:"):
-                raise CorruptBatch(failure.removeprefix("corrupt:"))
-            raise OSError(f"a start-up walk helper failed: {failure}")
+            if failure[0] == "corrupt":
+                raise CorruptBatch(failure[1])
+            raise OSError(f"a start-up walk helper failed: {failure[1]}")
         return answers
 
     def close(self) -> None:
         for proc in self.procs:
-            for stream in (proc.stdin, proc.stdout):
-                with contextlib.suppress(OSError):
-                    stream.close()  # type: ignore[union-attr]
-        for proc in self.procs:
-            try:
-                proc.wait(5)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+            end_helper_process(proc)
 
 
 def split_by_bytes(ranges: Sequence[tuple[T, int, int]], parts: int) -> list[list[tuple[T, int, int]]]:
