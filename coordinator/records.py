@@ -136,24 +136,56 @@ class _Writer:
             self.uvarint(0)
 
 
+# Offset keys of a group and topic differ only in their last four bytes (the partition), and a client
+# commits the same partitions over and over: the rest is encoded once and kept.
+_KEY_PREFIXES: dict[tuple[str, str], bytes] = {}
+_KEY_PREFIXES_MAX = 65_536
+
+
+def _offset_key_prefix(group: str, topic: str) -> bytes:
+    w = _Writer(OFFSET_COMMIT_KEY_VERSION, False)
+    w.string(group)
+    w.string(topic)
+    prefix = bytes(w.buf)
+    if len(_KEY_PREFIXES) >= _KEY_PREFIXES_MAX:
+        _KEY_PREFIXES.clear()
+    _KEY_PREFIXES[group, topic] = prefix
+    return prefix
+
+
 def encode_key(key: Key) -> bytes:
     if isinstance(key, OffsetCommitKey):
-        w = _Writer(OFFSET_COMMIT_KEY_VERSION, False)
-        w.string(key.group)
-        w.string(key.topic)
-        w.int32(key.partition)
-        return bytes(w.buf)
+        prefix = _KEY_PREFIXES.get((key.group, key.topic))
+        if prefix is None:
+            prefix = _offset_key_prefix(key.group, key.topic)
+        return prefix + _I.pack(key.partition)
     w = _Writer(GROUP_METADATA_KEY_VERSION, False)
     w.string(key.group)
     return bytes(w.buf)
 
 
+_V3_HEAD = struct.Struct(">hqih")  # version 3: offset, leader epoch, metadata length
+_V1_HEAD = struct.Struct(">hqh")  # version 1: offset, metadata length
+
+
 def encode_value(value: Value | None) -> bytes | None:
-    """The version Kafka writes; None (a tombstone) stays None."""
+    """The version Kafka writes; None (a tombstone) stays None.
+
+    Offset values, one per committed partition, are laid out with one or two struct calls; the
+    general writer (``encode_value_version``) gives the same bytes (tests/unit/test_records.py)."""
     if value is None:
         return None
     if isinstance(value, OffsetCommitValue):
-        return encode_value_version(value, 1 if value.expire_timestamp != -1 else 3)
+        meta = value.metadata
+        if meta is None:
+            return encode_value_version(value, 1 if value.expire_timestamp != -1 else 3)
+        if value.expire_timestamp == -1:
+            if not meta:
+                return _V3_NO_METADATA.pack(3, value.offset, value.leader_epoch, 0, value.commit_timestamp)
+            data = meta.encode()
+            return _V3_HEAD.pack(3, value.offset, value.leader_epoch, len(data)) + data + _Q.pack(value.commit_timestamp)
+        data = meta.encode()
+        return _V1_HEAD.pack(1, value.offset, len(data)) + data + _QQ.pack(value.commit_timestamp, value.expire_timestamp)
     return encode_value_version(value, GROUP_METADATA_VALUE_VERSION)
 
 

@@ -147,12 +147,13 @@ def test_truncated_record_is_corrupt():
 def test_small_record_layout_is_the_general_layout(records):
     import storage.batch as batch_module
 
-    fast = build_batch(records, timestamp_ms=99)
+    header = {"timestamp_ms": 99, "base_offset": 7, "producer_id": 5, "producer_epoch": 1, "base_sequence": 3}
+    fast = build_batch(records, **header)
     # the general writer, as build_batch lays records out when the fast path declines
     saved = batch_module._small_records
     batch_module._small_records = lambda _r: None
     try:
-        general = build_batch(records, timestamp_ms=99)
+        general = build_batch(records, **header)
     finally:
         batch_module._small_records = saved
     assert fast == general

@@ -155,6 +155,30 @@ def test_fast_paths_match_the_generic_reader(group, topic, partition, offset, me
     assert decode_value(key, data) == value
 
 
+@given(texts, texts, st.integers(-(2**31), 2**31 - 1), st.integers(-(2**63), 2**63 - 1), texts,
+       st.integers(-(2**63), 2**63 - 1), st.integers(-(2**31), 2**31 - 1), st.integers(-1, 2**62))
+def test_the_commit_writers_lay_out_what_the_general_writer_does(group, topic, partition, offset, metadata, ts, epoch, expire):
+    """encode_key (a cached prefix) and encode_value (struct layouts) against _Writer, field by field."""
+    from coordinator import records
+
+    key = OffsetCommitKey(group, topic, partition)
+    expected_key = b"".join([b"\x00\x01", s16(group), s16(topic), struct.pack(">i", partition)])
+    assert encode_key(key) == expected_key
+    assert encode_key(OffsetCommitKey(group, topic, partition)) == expected_key  # from the cache
+    value = OffsetCommitValue(offset, metadata, ts, epoch, expire)
+    assert encode_value(value) == encode_value_version(value, 1 if expire != -1 else 3)
+    records._KEY_PREFIXES.clear()
+
+
+def test_the_key_prefix_cache_is_bounded(monkeypatch):
+    from coordinator import records
+
+    monkeypatch.setattr(records, "_KEY_PREFIXES_MAX", 4)
+    for i in range(10):
+        assert decode_key(encode_key(OffsetCommitKey(f"g{i}", "t", i))) == OffsetCommitKey(f"g{i}", "t", i)
+        assert len(records._KEY_PREFIXES) <= 4
+
+
 def test_fast_path_declines_odd_bytes_and_the_checked_reader_reports_them():
     from coordinator import records
 

@@ -50,3 +50,15 @@ def test_replay_loads_every_record_in_each_of_its_starts():
     for start in (r, r["alone"], r["unclean"]):
         assert (start["count"], start["groups"], start["offsets"]) == (6_000, 50, 300)  # (i % 50, i % 12) pairs
     assert (r["all_survivors"]["count"], r["all_survivors"]["offsets"]) == (1_200, 1_200)
+
+
+async def test_in_process_runs_count_every_answer(tmp_path):
+    """bench/inprocess.py: the load generator's scenarios against a broker joined by in-memory transports."""
+    from bench import client, inprocess
+
+    opened = client.Conn.open
+    commits = await inprocess.run("commits", True, tmp_path / "a", committers=4, seconds=0.3)
+    assert commits["count"] > 4 and commits["errors"] == 0 and commits["cpu_us_per_op"] > 0
+    groups = await inprocess.run("rebalance", False, tmp_path / "b", groups=6, seconds=2)
+    assert (groups["count"], groups["errors"]) == (6, 0)
+    assert client.Conn.open == opened  # the socket path is back for everyone else

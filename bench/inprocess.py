@@ -1,0 +1,144 @@
+"""The broker's own CPU cost per request, without sockets: ``python -m bench.inprocess commits``.
+
+The load generator's scenarios run in the broker's process, their connections joined to the broker's
+``Connection`` objects by in-memory transports that deliver each send on the next loop turn (as a
+socket read would). No kernel, no second process, no wake-ups across CPUs: what is left is Python, the
+broker's and the load generator's, and it is far steadier than a loopback run on a shared VM. This is
+the A/B tool for hot-path changes; ``make bench`` remains the measure of the whole.
+
+Reports operations/s and process CPU per operation (broker plus load generator: the load generator's
+share is the same on both sides of an A/B)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import resource
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from bench import client, scenarios
+from broker.app import Broker
+from broker.config import default_config
+from broker.connection import Connection
+
+
+class _Pipe:
+    """One direction of an in-memory connection: what is written reaches ``deliver`` next loop turn."""
+
+    def __init__(self, deliver: Any) -> None:
+        self.loop = asyncio.get_running_loop()
+        self.deliver = deliver
+        self.closed = False
+        self.peer: _Pipe | None = None
+
+    def write(self, data: bytes | bytearray) -> None:
+        if not self.closed:
+            self.loop.call_soon(self.deliver, bytes(data))
+
+    def writelines(self, parts: Any) -> None:
+        self.write(b"".join(parts))
+
+    def is_closing(self) -> bool:
+        return self.closed
+
+    def close(self) -> None:
+        if not self.closed:
+            self.closed = True
+            if self.peer is not None:
+                self.peer.close()
+            self.loop.call_soon(self.lost)
+
+    def abort(self) -> None:
+        self.close()
+
+    def lost(self) -> None:
+        pass
+
+    def set_write_buffer_limits(self, high: int = 0, low: int = 0) -> None:
+        pass
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return ("127.0.0.1", 1) if name == "peername" else default
+
+    def pause_reading(self) -> None:
+        pass
+
+    def resume_reading(self) -> None:
+        pass
+
+
+def _connect(broker: Broker) -> client.Conn:
+    conn = client.Conn()
+    server = Connection(broker)
+    to_broker, to_client = _Pipe(server.data_received), _Pipe(conn._feed)
+    to_broker.peer, to_client.peer = to_client, to_broker
+    to_broker.lost = lambda: conn._lost(None)  # type: ignore[method-assign]
+    to_client.lost = lambda: server.connection_lost(None)  # type: ignore[method-assign]
+    conn.transport = to_broker  # type: ignore[assignment]
+    server.connection_made(to_client)
+    return conn
+
+
+def _cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+async def run(scenario: str, fsync: bool, data: Path, **params: Any) -> dict[str, Any]:
+    overrides = {
+        "listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(data), "metrics.listener": "",
+        "group.initial.rebalance.delay.ms": "0", "log.level": "WARN",
+    }
+    if not fsync:
+        overrides["log.flush.interval.messages"] = str(2**62)
+    broker = Broker(default_config(**overrides))
+    await broker.start()
+    while not broker.coordinator.is_loaded():
+        await asyncio.sleep(0.01)
+    opened = client.Conn.open
+
+    async def open_here(cls: type, host: str, port: int) -> client.Conn:
+        return _connect(broker)
+
+    client.Conn.open = classmethod(open_here)  # type: ignore[method-assign, assignment]
+    try:
+        started = _cpu()
+        if scenario == "commits":
+            stats = await scenarios.commits("in-process", 0, params["committers"], max_seconds=params["seconds"])
+        else:
+            stats = await scenarios.rebalance("in-process", 0, params["groups"], max_seconds=params["seconds"] * 10)
+        cpu = _cpu() - started
+    finally:
+        client.Conn.open = opened  # type: ignore[method-assign]
+        await broker.stop()
+    out = stats.summary()
+    out["cpu_us_per_op"] = round(cpu / max(stats.count, 1) * 1e6, 1)
+    return {k: v for k, v in out.items() if not isinstance(v, (list, dict))}
+
+
+def main() -> None:
+    cli = argparse.ArgumentParser(prog="python -m bench.inprocess", description=__doc__)
+    cli.add_argument("scenario", choices=["commits", "rebalance"])
+    cli.add_argument("--committers", type=int, default=64)
+    cli.add_argument("--groups", type=int, default=2000)
+    cli.add_argument("--seconds", type=float, default=4)
+    cli.add_argument("--fsync", choices=["on", "off"], default="on")
+    args = cli.parse_args()
+    import uvloop
+
+    from server import tune_gc
+
+    tune_gc()
+    with tempfile.TemporaryDirectory() as tmp:
+        t0 = time.perf_counter()
+        result = uvloop.run(run(args.scenario, args.fsync == "on", Path(tmp), committers=args.committers, groups=args.groups, seconds=args.seconds))
+        result["wall_s"] = round(time.perf_counter() - t0, 2)
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
