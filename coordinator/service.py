@@ -16,7 +16,7 @@ import heapq
 import itertools
 import logging
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -357,8 +357,14 @@ class GroupCoordinator:
 
     # ------------------------------------------------------------ running the core
 
-    async def call(self, group_id: str, handler: Callable[..., Result], request: Any) -> Any:
-        """Apply a token-carrying core handler and wait for the payload addressed to this request."""
+    def call(self, group_id: str, handler: Callable[..., Result], request: Any) -> Awaitable[Any]:
+        """Apply a token-carrying core handler; await what this returns for the payload addressed to
+        this request.
+
+        That is the payload's future itself, unless a member event is to be logged once it comes (a
+        join, sync or leave, or anything at DEBUG): a commit or a heartbeat then costs no coroutine of
+        its own. Its future leaves ``_waiting`` when its payload is delivered (or it fails), which for
+        these is within the request's own flush round."""
         shard = self.shard_for(group_id)
         token = next(self._tokens)
         fut = self.loop.create_future()
@@ -369,11 +375,22 @@ class GroupCoordinator:
             result = handler(shard.state, request, token, self.now(), self.cfg)
             self._observe(shard, group_id, before)
             self._process(shard, result)
+        except BaseException:
+            self._waiting.pop(token, None)
+            raise
+        if getattr(handler, "__name__", "") in self._EVENTS or log.isEnabledFor(logging.DEBUG):
+            return self._logged(token, fut, handler, group_id, request)
+        return fut
+
+    async def _logged(self, token: int, fut: asyncio.Future, handler: Callable[..., Any], group_id: str, request: Any) -> Any:
+        """Joins and syncs may stay parked in the core for a whole rebalance: one whose connection
+        goes away meanwhile leaves ``_waiting`` at once (the others are answered within a round)."""
+        try:
             payload = await fut
-            self._log_member_event(handler, group_id, request, payload)
-            return payload
         finally:
             self._waiting.pop(token, None)
+        self._log_member_event(handler, group_id, request, payload)
+        return payload
 
     _EVENTS = {"join_group": "member joined", "sync_group": "member synced", "leave_group": "members left"}
 
@@ -441,8 +458,10 @@ class GroupCoordinator:
             self._process_unordered(shard, follow_up)
         # anything the core did not answer must not hang with a success it never got
         for token, _payload in result.responses:
-            fut = self._waiting.get(token)
-            if fut is not None and not fut.done() and not any(t == token for t, _ in follow_up.responses):
+            if any(t == token for t, _ in follow_up.responses):
+                continue
+            fut = self._waiting.pop(token, None)
+            if fut is not None and not fut.done():
                 fut.set_exception(CoordinatorError(E.KAFKA_STORAGE_ERROR))
 
     def _process_unordered(self, shard: Shard, result: Result) -> None:
@@ -458,7 +477,7 @@ class GroupCoordinator:
             for key, value in result.records:
                 core.replay(shard.state, key, value, now)
         for token, payload in result.responses:
-            fut = self._waiting.get(token)
+            fut = self._waiting.pop(token, None)
             if fut is not None and not fut.done():
                 fut.set_result(payload)
 

@@ -27,7 +27,11 @@ _commit_answers: dict[tuple, Any] = {}
 def _commit_response(ctx: RequestContext, errors: list[PartitionError]) -> Any:
     # A client commits the same partitions again and again and nearly always hears "no error": the
     # answer entity is built once per (version, partitions, errors) and reused (it is immutable).
-    key = (ctx.version, *((e.topic, e.partition, e.error) for e in errors))
+    if len(errors) == 1:  # the common case, without a generator
+        e = errors[0]
+        key: tuple = (ctx.version, (e.topic, e.partition, e.error))
+    else:
+        key = (ctx.version, *((e.topic, e.partition, e.error) for e in errors))
     answer = _commit_answers.get(key)
     if answer is None:
         rows = ((e.topic, {"partition_index": e.partition, "error_code": e.error}) for e in errors)
