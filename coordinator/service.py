@@ -11,6 +11,7 @@ are durable, which keeps answers in write order (Kafka 4.x's runtime does the sa
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import heapq
 import itertools
@@ -74,7 +75,9 @@ class Shard:
     log: Log
     loaded: bool = False
     failed: str | None = None  # why its load failed: its groups then answer NOT_COORDINATOR, as Kafka's FAILED
-    tail: asyncio.Future | None = None
+    # Results waiting to be delivered, in the order the core made them: each waits for its own flush
+    # round and for every Result before it (see _Waiting)
+    queue: collections.deque[_Waiting] = field(default_factory=collections.deque)
     # The core's timers: key -> deadline. Moving or cancelling one only updates this dict; a heap holds
     # (deadline, seq, key) entries, stale ones skipped when popped, and one event-loop timer is armed
     # for the earliest. A heartbeat re-arms its member's session timer: a dict write and a heappush
@@ -86,35 +89,21 @@ class Shard:
     phase_started: dict[str, float] = field(default_factory=dict)
 
 
-class _InOrder:
-    """Delivers one Result once the Result before it on the shard is delivered and its own flush round
-    is over: callbacks on two futures, no task per write. ``done`` is the next Result's ``prev``."""
+class _Waiting:
+    """A Result whose records are appended and not yet known durable. Called by the committer when
+    its round is over (with None or the round's error), from the code that learns it: delivery then
+    takes no loop turn of its own, where a future per Result and a callback per link took two."""
 
-    __slots__ = ("coordinator", "shard", "durable", "result", "done")
+    __slots__ = ("coordinator", "shard", "result", "flushed", "error")
 
-    def __init__(self, coordinator: GroupCoordinator, shard: Shard, prev: asyncio.Future | None, durable: asyncio.Future | None, result: Result) -> None:
-        self.coordinator, self.shard, self.durable, self.result = coordinator, shard, durable, result
-        self.done: asyncio.Future = coordinator.loop.create_future()
-        if prev is None or prev.done():
-            self._after_prev()
-        else:
-            prev.add_done_callback(self._after_prev)
+    def __init__(self, coordinator: GroupCoordinator, shard: Shard, result: Result) -> None:
+        self.coordinator, self.shard, self.result = coordinator, shard, result
+        self.flushed = False
+        self.error: BaseException | None = None
 
-    def _after_prev(self, _prev: Any = None) -> None:
-        durable = self.durable
-        if durable is None or durable.done():
-            self._finish()
-        else:
-            durable.add_done_callback(self._finish)
-
-    def _finish(self, _durable: Any = None) -> None:
-        try:
-            self.coordinator._settled(self.shard, self.durable, self.result)
-        except Exception:
-            log.exception("delivering answers of %s-%d failed", OFFSETS_TOPIC, self.shard.partition)
-        finally:
-            if not self.done.done():  # stop() may have given up waiting on it
-                self.done.set_result(None)
+    def __call__(self, error: BaseException | None) -> None:
+        self.flushed, self.error = True, error
+        self.coordinator._drain(self.shard)
 
 
 class GroupCoordinator:
@@ -186,9 +175,10 @@ class GroupCoordinator:
                 shard.wakeup = None
             shard.deadlines.clear()
             shard.heap.clear()
-            if shard.tail is not None and not shard.tail.done():
-                with contextlib.suppress(Exception):
-                    await asyncio.wait_for(shard.tail, 5)
+        for _ in range(500):  # Results whose rounds are still running are answered first
+            if not any(shard.queue for shard in self.shards.values()):
+                break
+            await asyncio.sleep(0.01)
         await self.committer.close()
         for shard in self.shards.values():
             with contextlib.suppress(StorageError):
@@ -422,7 +412,6 @@ class GroupCoordinator:
     def _process(self, shard: Shard, result: Result) -> None:
         if result.timers:
             self._apply_timers(shard, result.timers)
-        durable = None
         if result.records:
             try:
                 started = time.perf_counter()
@@ -435,18 +424,32 @@ class GroupCoordinator:
                 log.error("append to %s-%d failed: %s", OFFSETS_TOPIC, shard.partition, exc)
                 self._failed(shard, result)
                 return
-            durable = self.committer.durable_future(shard.log)
-        prev = shard.tail
-        if durable is None and (prev is None or prev.done()):
+            waiting = _Waiting(self, shard, result)
+            if self.committer.when_durable(shard.log, waiting):
+                shard.queue.append(waiting)
+                return
+        if not shard.queue:
             self._deliver(shard, result)
             return
-        shard.tail = _InOrder(self, shard, prev, durable, result).done
+        waiting = _Waiting(self, shard, result)
+        waiting.flushed = True
+        shard.queue.append(waiting)
 
-    def _settled(self, shard: Shard, durable: asyncio.Future | None, result: Result) -> None:
+    def _drain(self, shard: Shard) -> None:
+        """Deliver the shard's Results from the front while their rounds are over: in the order the
+        core made them. Delivery may queue more (a failed write's follow-up): they wait their turn."""
+        queue = shard.queue
+        while queue and queue[0].flushed:
+            w = queue.popleft()
+            try:
+                self._settled(shard, w.error, w.result)
+            except Exception:
+                log.exception("delivering answers of %s-%d failed", OFFSETS_TOPIC, shard.partition)
+
+    def _settled(self, shard: Shard, error: BaseException | None, result: Result) -> None:
         """Every earlier Result of the shard is answered and this one's flush round is over."""
-        if durable is not None and (durable.cancelled() or durable.exception() is not None):
-            exc = "cancelled" if durable.cancelled() else durable.exception()
-            log.error("fsync of %s-%d failed: %s", OFFSETS_TOPIC, shard.partition, exc)
+        if error is not None:
+            log.error("fsync of %s-%d failed: %s", OFFSETS_TOPIC, shard.partition, error)
             self._failed(shard, result)
             return
         self._deliver(shard, result)

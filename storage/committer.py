@@ -13,6 +13,7 @@ import contextlib
 import logging
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -28,9 +29,27 @@ class _Pending:
     # every caller waiting for the next round shares one future; it is shielded for coroutine callers,
     # so a cancelled caller never cancels it for the others
     next_round: asyncio.Future | None = None
+    # plain callbacks (see when_durable), called with None or the round's StorageError
+    callbacks: list[Callable[[StorageError | None], None]] = field(default_factory=list)
     waiters: int = 0
     running: bool = False
     logs: dict[int, Log] = field(default_factory=dict)  # logs written by this round's waiters
+
+    @property
+    def wanted(self) -> bool:
+        return self.next_round is not None or bool(self.callbacks)
+
+
+@dataclass
+class _Round:
+    """One flush round taken from a _Pending: who waits for it and what it covers."""
+
+    log: Log
+    fut: asyncio.Future | None
+    callbacks: list[Callable[[StorageError | None], None]]
+    waiters: int
+    logs: list[Log]
+    started: float
 
 
 class GroupCommitter:
@@ -65,80 +84,144 @@ class GroupCommitter:
     def durable_future(self, log: Log) -> asyncio.Future | None:
         """The future of the flush round that will cover ``log`` as it is now; None when the policy
         does not wait for a flush. Shared by every caller of the round: add callbacks, never cancel it."""
-        self._logs[id(log)] = log
-        if not self.synchronous:
-            self._maybe_flush_later(log)
-            return None
-        pending = self._pending.get(0 if self.shared else id(log))
+        pending = self._waiter(log)
         if pending is None:
-            pending = self._pending[0 if self.shared else id(log)] = _Pending()
+            return None
         fut = pending.next_round
         if fut is None:
             fut = pending.next_round = asyncio.get_running_loop().create_future()
             fut.add_done_callback(_retrieved)
+        self._enlist(log, pending)
+        return fut
+
+    def when_durable(self, log: Log, callback: Callable[[StorageError | None], None]) -> bool:
+        """Have ``callback(None)`` called once everything appended to ``log`` before this call is
+        durable, or ``callback(error)`` if its round failed; False (and no call) when the policy does
+        not wait for a flush.
+
+        Unlike a future's, the callback runs as soon as the round is known to be over, from the code
+        that learns it (the syncfs helper's reader): no loop turn between the answer and the caller,
+        and under load a turn is long, since it handles every connection's requests."""
+        pending = self._waiter(log)
+        if pending is None:
+            return False
+        pending.callbacks.append(callback)
+        self._enlist(log, pending)
+        return True
+
+    def _waiter(self, log: Log) -> _Pending | None:
+        self._logs[id(log)] = log
+        if not self.synchronous:
+            self._maybe_flush_later(log)
+            return None
+        key = 0 if self.shared else id(log)
+        pending = self._pending.get(key)
+        if pending is None:
+            pending = self._pending[key] = _Pending()
+        return pending
+
+    def _enlist(self, log: Log, pending: _Pending) -> None:
         pending.waiters += 1
         pending.logs[id(log)] = log
         self.waiters_total += 1
         if not pending.running:
             self._start_rounds(log, pending)
-        return fut
 
     def _start_rounds(self, log: Log, pending: _Pending) -> None:
         pending.running = True
+        if self._helper_alive():
+            # on the next loop turn, once this turn's writers are all in: they share the round
+            asyncio.get_running_loop().call_soon(self._launch, log, pending)
+            return
         task = asyncio.get_running_loop().create_task(self._flush_rounds(log, pending))
         self._background.add(task)
         task.add_done_callback(self._background.discard)
 
+    def _helper_alive(self) -> bool:
+        return self.helper is not None and self.helper.alive
+
+    @staticmethod
+    def _take(log: Log, pending: _Pending) -> _Round:
+        r = _Round(log, pending.next_round, pending.callbacks, pending.waiters, list(pending.logs.values()) or [log], time.perf_counter())
+        pending.next_round, pending.callbacks, pending.waiters, pending.logs = None, [], 0, {}
+        return r
+
+    # ------------------------------------------------------------ rounds through the syncfs helper
+
+    def _launch(self, log: Log, pending: _Pending) -> None:
+        """Write out the round's logs and ask the helper for a syncfs; ``_landed`` finishes it."""
+        if not pending.wanted:
+            pending.running = False
+            return
+        if not self._helper_alive():  # gone since: the flush thread takes over
+            pending.running = False
+            self._start_rounds(log, pending)
+            return
+        r = self._take(log, pending)
+        try:
+            for lg in r.logs:
+                lg.write_pending()
+            taken = [(lg, t) for lg in r.logs if (t := lg.take_for_sync()) is not None]
+        except Exception as exc:  # noqa: BLE001 - StorageError, or anything a write raised
+            self._finish(pending, r, _storage_error(exc))
+            return
+        if not taken:
+            self._finish(pending, r, None)
+            return
+        self.helper.sync_then(lambda outcome: self._landed(pending, r, taken, outcome))  # type: ignore[union-attr]
+
+    def _landed(self, pending: _Pending, r: _Round, taken: list, outcome: int | OSError) -> None:
+        if isinstance(outcome, OSError):  # the helper died: its answer is unknown, so sync from a thread
+            task = asyncio.get_running_loop().create_task(self._sync_from_thread(pending, r, taken))
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
+            return
+        self._finish(pending, r, _synced(taken, outcome))
+
+    async def _sync_from_thread(self, pending: _Pending, r: _Round, taken: list) -> None:
+        try:
+            err = await asyncio.get_running_loop().run_in_executor(None, syncfs_errno, taken[0][0].directory.parent)
+        except Exception as exc:  # noqa: BLE001
+            self._finish(pending, r, _storage_error(exc))
+            return
+        self._finish(pending, r, _synced(taken, err))
+
+    def _finish(self, pending: _Pending, r: _Round, error: StorageError | None) -> None:
+        """Tell the round's waiters; the next round starts on the next loop turn if anyone waits."""
+        if error is None:
+            self._count(r)
+        _tell(r, error)
+        if pending.wanted:
+            asyncio.get_running_loop().call_soon(self._launch, r.log, pending)
+        else:
+            pending.running = False
+
+    def _count(self, r: _Round) -> None:
+        elapsed = time.perf_counter() - r.started
+        self.fsyncs += 1
+        self.last_batch_size = r.waiters
+        self.last_fsync_seconds = elapsed
+        for observer in self.observers:
+            observer(elapsed, r.waiters)
+
+    # ------------------------------------------------------------ rounds through the flush thread
+
     async def _flush_rounds(self, log: Log, pending: _Pending) -> None:
         loop = asyncio.get_running_loop()
         try:
-            while pending.next_round is not None:
-                fut, pending.next_round = pending.next_round, None
-                waiters, pending.waiters = pending.waiters, 0
-                logs, pending.logs = list(pending.logs.values()) or [log], {}
-                started = time.perf_counter()
+            while pending.wanted:
+                r = self._take(log, pending)
                 try:
-                    for lg in logs:
+                    for lg in r.logs:
                         lg.write_pending()
-                    if self.helper is not None and self.helper.alive:
-                        await self._sync_by_helper(logs)
-                    else:
-                        await loop.run_in_executor(None, flush_many, logs)
-                except Exception as exc:  # StorageError or anything the thread raised
-                    if isinstance(exc, StorageError):
-                        err = exc
-                    else:
-                        err = StorageError(f"flush failed: {exc}")
-                        err.__cause__ = exc
-                    if not fut.done():
-                        fut.set_exception(err)
+                    await loop.run_in_executor(None, flush_many, r.logs)
+                except Exception as exc:  # noqa: BLE001 - StorageError or anything the thread raised
+                    _tell(r, _storage_error(exc))
                     continue
-                elapsed = time.perf_counter() - started
-                self.fsyncs += 1
-                self.last_batch_size = waiters
-                self.last_fsync_seconds = elapsed
-                for observer in self.observers:
-                    observer(elapsed, waiters)
-                if not fut.done():
-                    fut.set_result(None)
+                self._count(r)
+                _tell(r, None)
         finally:
             pending.running = False
-
-    async def _sync_by_helper(self, logs: list[Log]) -> None:
-        taken = [(lg, t) for lg in logs if (t := lg.take_for_sync()) is not None]
-        if not taken:
-            return
-        try:
-            err = await self.helper.sync()
-        except OSError:  # the helper died: its answer is unknown, so sync again from here
-            directory = taken[0][0].directory.parent
-            err = await asyncio.get_running_loop().run_in_executor(None, syncfs_errno, directory)
-        if err:
-            exc = OSError(err, os.strerror(err))
-            for lg, t in taken:
-                with contextlib.suppress(StorageError):
-                    lg._flush_failed(t[2], exc)
-            raise StorageError(f"syncfs failed: {exc}")
 
     async def start_helper(self, directory: Path) -> None:
         """Shared rounds sync through a helper process (see storage/synchelper.py) where it runs."""
@@ -179,6 +262,10 @@ class GroupCommitter:
         for timer in self._timers.values():
             timer.cancel()
         self._timers.clear()
+        for _ in range(500):  # rounds in the syncfs helper's hands are no task: wait for them too
+            if not any(p.running for p in self._pending.values()):
+                break
+            await asyncio.sleep(0.01)
         if self._background:
             await asyncio.gather(*self._background, return_exceptions=True)
         # with a flush interval above one message, appends may still be waiting for their fsync
@@ -192,6 +279,40 @@ class GroupCommitter:
         self._logs.clear()
         if self.helper is not None:
             self.helper.close()
+
+
+def _storage_error(exc: BaseException) -> StorageError:
+    if isinstance(exc, StorageError):
+        return exc
+    err = StorageError(f"flush failed: {exc}")
+    err.__cause__ = exc
+    return err
+
+
+def _synced(taken: list, err: int) -> StorageError | None:
+    """A syncfs answer for the logs a round took: an errno takes each of them offline."""
+    if not err:
+        return None
+    exc = OSError(err, os.strerror(err))
+    for lg, t in taken:
+        with contextlib.suppress(StorageError):
+            lg._flush_failed(t[2], exc)
+    failed = StorageError(f"syncfs failed: {exc}")
+    failed.__cause__ = exc
+    return failed
+
+
+def _tell(r: _Round, error: StorageError | None) -> None:
+    if r.fut is not None and not r.fut.done():
+        if error is None:
+            r.fut.set_result(None)
+        else:
+            r.fut.set_exception(error)
+    for callback in r.callbacks:
+        try:
+            callback(error)
+        except Exception:  # one waiter's failure must not keep the answer from the others
+            logger.exception("a flush round's waiter failed")
 
 
 def _retrieved(fut: asyncio.Future) -> None:

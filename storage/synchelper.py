@@ -19,6 +19,7 @@ import logging
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 log = logging.getLogger("groupd.storage")
@@ -73,6 +74,13 @@ def _spawn(directory: Path) -> subprocess.Popen | None:
     return proc
 
 
+def _answer(callback: Callable[[int | OSError], None], outcome: int | OSError) -> None:
+    try:
+        callback(outcome)
+    except Exception:  # one waiter's failure must not keep the answer from the others
+        log.exception("a syncfs waiter failed")
+
+
 class SyncHelper:
     """One helper process per directory; requests are answered in order, one two-byte errno each."""
 
@@ -81,7 +89,8 @@ class SyncHelper:
         self.loop = loop
         self._out = proc.stdout.fileno()  # type: ignore[union-attr]
         self._in = proc.stdin.fileno()  # type: ignore[union-attr]
-        self._waiting: collections.deque[asyncio.Future] = collections.deque()
+        # one callback per request, in order: called with the errno (0: synced) or an OSError (gone)
+        self._waiting: collections.deque[Callable[[int | OSError], None]] = collections.deque()
         self._buf = b""
         self.alive = True
         os.set_blocking(self._out, False)
@@ -98,17 +107,33 @@ class SyncHelper:
     def sync(self) -> asyncio.Future:
         """Resolves to 0 once everything written before the call is on disk, or to an errno."""
         fut = self.loop.create_future()
+
+        def answer(outcome: int | OSError) -> None:
+            if fut.done():
+                return
+            if isinstance(outcome, OSError):
+                fut.set_exception(outcome)
+            else:
+                fut.set_result(outcome)
+
+        self.sync_then(answer)
+        return fut
+
+    def sync_then(self, callback: Callable[[int | OSError], None]) -> None:
+        """``callback(0)`` once everything written before the call is on disk, ``callback(errno)`` if
+        syncfs failed, ``callback(OSError)`` if the helper is gone. It is called from the loop's
+        reader callback itself, without a further loop turn: under load every turn is long (it
+        handles every connection's requests), and a round's waiters should not wait for the next."""
         if not self.alive:
-            fut.set_exception(OSError("the syncfs helper is gone"))
-            return fut
+            callback(OSError("the syncfs helper is gone"))
+            return
         try:
             os.write(self._in, b"s")
         except OSError as exc:
             self._gone(exc)
-            fut.set_exception(OSError(f"the syncfs helper is gone: {exc}"))
-            return fut
-        self._waiting.append(fut)
-        return fut
+            callback(OSError(f"the syncfs helper is gone: {exc}"))
+            return
+        self._waiting.append(callback)
 
     def _readable(self) -> None:
         try:
@@ -124,9 +149,7 @@ class SyncHelper:
         self._buf += data
         while len(self._buf) >= 2 and self._waiting:
             err, self._buf = int.from_bytes(self._buf[:2], "big"), self._buf[2:]
-            fut = self._waiting.popleft()
-            if not fut.done():
-                fut.set_result(err)
+            _answer(self._waiting.popleft(), err)
 
     def _gone(self, exc: BaseException) -> None:
         if self.alive:
@@ -135,9 +158,7 @@ class SyncHelper:
         with contextlib.suppress(Exception):
             self.loop.remove_reader(self._out)
         while self._waiting:
-            fut = self._waiting.popleft()
-            if not fut.done():
-                fut.set_exception(OSError(f"the syncfs helper is gone: {exc}"))
+            _answer(self._waiting.popleft(), OSError(f"the syncfs helper is gone: {exc}"))
 
     def close(self) -> None:
         if self.alive:

@@ -1,0 +1,96 @@
+"""A shard answers in the order its core decided, whatever each answer waits for.
+
+Each Result whose records were appended waits for its flush round; one without records waits only for
+the Results before it. Rounds are released here by hand, out of order and with failures, through the
+committer's ``when_durable`` callbacks (the syncfs helper calls them the same way)."""
+
+import asyncio
+
+from broker.config import default_config
+from coordinator import errors as E
+from coordinator import shard as core
+from coordinator.api import CommitPartition, Heartbeat, OffsetCommit
+from coordinator.service import GroupCoordinator
+from storage.errors import StorageError
+
+
+def commit(group: str, offset: int) -> OffsetCommit:
+    return OffsetCommit(group, -1, "", None, -1, (CommitPartition("t", 0, offset, -1, ""),), 8)
+
+
+async def started(tmp_path) -> tuple[GroupCoordinator, list]:
+    c = GroupCoordinator(default_config(**{"log.dirs": str(tmp_path), "offsets.topic.num.partitions": "1"}))
+    await c.start()
+    while not c.is_loaded():
+        await asyncio.sleep(0.01)
+    held: list = []
+
+    def hold(log, callback) -> bool:
+        held.append(callback)
+        return True
+
+    c.committer.when_durable = hold  # type: ignore[method-assign]
+    return c, held
+
+
+async def test_answers_leave_in_the_cores_order_when_rounds_end_out_of_order(tmp_path):
+    c, held = await started(tmp_path)
+    try:
+        first = asyncio.ensure_future(c.call("g", core.offset_commit, commit("g", 1)))
+        beat = asyncio.ensure_future(c.call("g", core.heartbeat, Heartbeat("g", 1, "nobody", None, 4)))
+        second = asyncio.ensure_future(c.call("g", core.offset_commit, commit("g", 2)))
+        await asyncio.sleep(0.01)
+        assert len(held) == 2 and not (first.done() or beat.done() or second.done())
+        held[1](None)  # the second commit's round ends first: it still waits for the first
+        await asyncio.sleep(0.01)
+        assert not (first.done() or beat.done() or second.done())
+        held[0](None)
+        await asyncio.sleep(0.01)
+        assert [p.error for p in first.result().partitions] == [E.NONE]
+        assert beat.result().error == E.UNKNOWN_MEMBER_ID  # no record, yet answered after the commit before it
+        assert [p.error for p in second.result().partitions] == [E.NONE]
+        assert c.shards[0].state.groups["g"].offsets["t"][0].offset == 2
+        assert not c.shards[0].queue
+    finally:
+        await c.stop()
+
+
+async def test_a_failed_round_fails_its_own_answers_only(tmp_path):
+    c, held = await started(tmp_path)
+    try:
+        first = asyncio.ensure_future(c.call("g", core.offset_commit, commit("g", 1)))
+        second = asyncio.ensure_future(c.call("g", core.offset_commit, commit("g", 2)))
+        await asyncio.sleep(0.01)
+        held[0](StorageError("syncfs failed: [Errno 5] Input/output error"))
+        held[1](None)
+        await asyncio.sleep(0.01)
+        assert [p.error for p in first.result().partitions] != [E.NONE]  # never acknowledged
+        assert [p.error for p in second.result().partitions] == [E.NONE]
+        assert c.shards[0].state.groups["g"].offsets["t"][0].offset == 2
+    finally:
+        await c.stop()
+
+
+async def test_a_waiter_that_raises_does_not_stop_the_shard(tmp_path, monkeypatch):
+    c, held = await started(tmp_path)
+    try:
+        first = asyncio.ensure_future(c.call("g", core.offset_commit, commit("g", 1)))
+        second = asyncio.ensure_future(c.call("g", core.offset_commit, commit("g", 2)))
+        await asyncio.sleep(0.01)
+        real = c._settled
+        calls = []
+
+        def flaky(shard, error, result):
+            calls.append(result)
+            if len(calls) == 1:
+                raise RuntimeError("boom")
+            real(shard, error, result)
+
+        monkeypatch.setattr(c, "_settled", flaky)
+        held[0](None)
+        held[1](None)
+        await asyncio.sleep(0.01)
+        assert len(calls) == 2 and second.done() and not c.shards[0].queue
+        first.cancel()  # its answer was lost with the exception (logged); the connection would time out
+    finally:
+        await c.stop()
