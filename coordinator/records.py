@@ -49,7 +49,7 @@ class OffsetCommitValue:
     expire_timestamp: int = -1
 
 
-@dataclass(frozen=True, slots=True)
+@_record
 class MemberMetadata:
     member_id: str
     group_instance_id: str | None
@@ -61,7 +61,7 @@ class MemberMetadata:
     assignment: bytes
 
 
-@dataclass(frozen=True, slots=True)
+@_record
 class GroupMetadataValue:
     protocol_type: str
     generation: int

@@ -21,7 +21,7 @@ class UnsupportedVersion(Exception):
     """A version outside the table's range: Kafka closes the connection (ApiVersions excepted)."""
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True, unsafe_hash=True)  # a value, but not frozen: one per request, and a frozen init costs 4x
 class RequestHeader:
     api_key: int
     api_version: int
