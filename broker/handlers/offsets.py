@@ -15,11 +15,6 @@ if TYPE_CHECKING:
     from broker.app import Broker
 
 
-def _partition_known(broker: Broker, topic: str, partition: int) -> bool:
-    t = broker.topics.get(topic)
-    return t is not None and 0 <= partition < t.partitions
-
-
 _COMMIT_ANSWERS_MAX = 4096
 _commit_answers: dict[tuple, Any] = {}
 
@@ -46,29 +41,21 @@ def _commit_response(ctx: RequestContext, errors: list[PartitionError]) -> Any:
 async def offset_commit(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     unknown: list[PartitionError] = []
     partitions = []
+    topics = broker.topics
     for topic in req.topics:
+        name = topic.name
+        known = topics.get(name)
         for p in topic.partitions:
-            if not _partition_known(broker, topic.name, p.partition_index):
-                unknown.append(PartitionError(topic.name, p.partition_index, E.UNKNOWN_TOPIC_OR_PARTITION))
+            index = p.partition_index
+            if known is None or not 0 <= index < known.partitions:
+                unknown.append(PartitionError(name, index, E.UNKNOWN_TOPIC_OR_PARTITION))
                 continue
-            partitions.append(
-                CommitPartition(
-                    topic=topic.name,
-                    partition=p.partition_index,
-                    offset=p.committed_offset,
-                    leader_epoch=getattr(p, "committed_leader_epoch", -1),
-                    metadata=p.committed_metadata,
-                )
-            )
+            # topic, partition, offset, leader epoch (v6+), metadata: positional, one per partition
+            partitions.append(CommitPartition(name, index, p.committed_offset, getattr(p, "committed_leader_epoch", -1), p.committed_metadata))
     retention = getattr(req, "retention_time", None)
     request = OffsetCommit(
-        group_id=req.group_id,
-        generation_id=req.generation_id_or_member_epoch,
-        member_id=req.member_id,
-        group_instance_id=getattr(req, "group_instance_id", None),
-        retention_time_ms=codec.millis(retention) if retention is not None else -1,
-        partitions=tuple(partitions),
-        version=ctx.version,
+        req.group_id, req.generation_id_or_member_epoch, req.member_id, getattr(req, "group_instance_id", None),
+        codec.millis(retention) if retention is not None else -1, tuple(partitions), ctx.version,
     )
     try:
         if partitions:
