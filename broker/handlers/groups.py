@@ -27,10 +27,6 @@ if TYPE_CHECKING:
 HEARTBEAT = 12
 
 
-async def _run(broker: Broker, group_id: str, handler: Any, request: Any) -> Any:
-    return await broker.coordinator.call(group_id, handler, request)
-
-
 @handles(11)
 async def join_group(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     session = codec.millis(req.session_timeout)
@@ -49,7 +45,7 @@ async def join_group(broker: Broker, ctx: RequestContext, req: Any) -> Any:
         reason=getattr(req, "reason", None),
     )
     try:
-        payload = await _run(broker, req.group_id, core.join_group, request)
+        payload = await broker.coordinator.call(req.group_id, core.join_group, request)
     except CoordinatorError as exc:
         payload = JoinGroupResponse(exc.code, member_id=req.member_id)
     member_cls = ctx.nested("JoinGroupResponseMember")
@@ -86,7 +82,7 @@ async def sync_group(broker: Broker, ctx: RequestContext, req: Any) -> Any:
         version=ctx.version,
     )
     try:
-        payload = await _run(broker, req.group_id, core.sync_group, request)
+        payload = await broker.coordinator.call(req.group_id, core.sync_group, request)
     except CoordinatorError as exc:
         code = exc.code
         return ctx.respond(throttle_time=0, error_code=code, protocol_type=None, protocol_name=None, assignment=b"")
@@ -101,15 +97,9 @@ async def sync_group(broker: Broker, ctx: RequestContext, req: Any) -> Any:
 
 @handles(HEARTBEAT)
 async def heartbeat(broker: Broker, ctx: RequestContext, req: Any) -> Any:
-    request = Heartbeat(
-        group_id=req.group_id,
-        generation_id=req.generation_id,
-        member_id=req.member_id,
-        group_instance_id=getattr(req, "group_instance_id", None),
-        version=ctx.version,
-    )
+    request = Heartbeat(req.group_id, req.generation_id, req.member_id, getattr(req, "group_instance_id", None), ctx.version)
     try:
-        payload = await _run(broker, req.group_id, core.heartbeat, request)
+        payload = await broker.coordinator.call(req.group_id, core.heartbeat, request)
         code = payload.error
     except CoordinatorError as exc:
         # Kafka answers NONE to heartbeats while the partition loads (spec §2).
@@ -127,7 +117,7 @@ async def leave_group(broker: Broker, ctx: RequestContext, req: Any) -> Any:
         members = (LeavingMember(req.member_id, None),)
     request = LeaveGroup(group_id=req.group_id, members=members, version=ctx.version)
     try:
-        payload = await _run(broker, req.group_id, core.leave_group, request)
+        payload = await broker.coordinator.call(req.group_id, core.leave_group, request)
     except CoordinatorError as exc:
         return ctx.respond(throttle_time=0, error_code=exc.code, members=())
     member_cls = ctx.nested("MemberResponse") if ctx.version >= 3 else None
