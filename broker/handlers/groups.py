@@ -106,7 +106,15 @@ async def heartbeat(broker: Broker, ctx: RequestContext, req: Any) -> Any:
         code = E.NONE if exc.code == E.COORDINATOR_LOAD_IN_PROGRESS else exc.code
     if broker.metrics is not None:
         broker.metrics.heartbeat()
-    return ctx.respond(throttle_time=0, error_code=code)
+    # a member heartbeats every few seconds and nearly always hears NONE: one answer entity per
+    # (version, error), as immutable as the bytes the response cache keeps for it
+    answer = _heartbeat_answers.get((ctx.version, code))
+    if answer is None:
+        answer = _heartbeat_answers[ctx.version, code] = ctx.respond(throttle_time=0, error_code=code)
+    return answer
+
+
+_heartbeat_answers: dict[tuple[int, int], Any] = {}  # bounded: versions x error codes
 
 
 @handles(13)
