@@ -104,21 +104,6 @@ class SyncHelper:
         proc = await asyncio.to_thread(_spawn, directory)
         return None if proc is None else cls(proc, asyncio.get_running_loop())
 
-    def sync(self) -> asyncio.Future:
-        """Resolves to 0 once everything written before the call is on disk, or to an errno."""
-        fut = self.loop.create_future()
-
-        def answer(outcome: int | OSError) -> None:
-            if fut.done():
-                return
-            if isinstance(outcome, OSError):
-                fut.set_exception(outcome)
-            else:
-                fut.set_result(outcome)
-
-        self.sync_then(answer)
-        return fut
-
     def sync_then(self, callback: Callable[[int | OSError], None]) -> None:
         """``callback(0)`` once everything written before the call is on disk, ``callback(errno)`` if
         syncfs failed, ``callback(OSError)`` if the helper is gone. It is called from the loop's
