@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from bench import client, scenarios
+from bench.run import groupd_overrides
 from broker.app import Broker
 from broker.config import default_config
 from broker.connection import Connection
@@ -29,9 +30,9 @@ from broker.connection import Connection
 class _Pipe:
     """One direction of an in-memory connection: what is written reaches ``deliver`` next loop turn."""
 
-    def __init__(self, deliver: Any) -> None:
+    def __init__(self, deliver: Any, lost: Any) -> None:
         self.loop = asyncio.get_running_loop()
-        self.deliver = deliver
+        self.deliver, self.lost = deliver, lost  # lost(): connection_lost of the side that writes here
         self.closed = False
         self.peer: _Pipe | None = None
 
@@ -55,9 +56,6 @@ class _Pipe:
     def abort(self) -> None:
         self.close()
 
-    def lost(self) -> None:
-        pass
-
     def set_write_buffer_limits(self, high: int = 0, low: int = 0) -> None:
         pass
 
@@ -74,10 +72,9 @@ class _Pipe:
 def _connect(broker: Broker) -> client.Conn:
     conn = client.Conn()
     server = Connection(broker)
-    to_broker, to_client = _Pipe(server.data_received), _Pipe(conn._feed)
+    to_broker = _Pipe(server.data_received, lambda: conn._lost(None))
+    to_client = _Pipe(conn._feed, lambda: server.connection_lost(None))
     to_broker.peer, to_client.peer = to_client, to_broker
-    to_broker.lost = lambda: conn._lost(None)  # type: ignore[method-assign]
-    to_client.lost = lambda: server.connection_lost(None)  # type: ignore[method-assign]
     conn.transport = to_broker  # type: ignore[assignment]
     server.connection_made(to_client)
     return conn
@@ -89,13 +86,7 @@ def _cpu() -> float:
 
 
 async def run(scenario: str, fsync: bool, data: Path, **params: Any) -> dict[str, Any]:
-    overrides = {
-        "listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(data), "metrics.listener": "",
-        "group.initial.rebalance.delay.ms": "0", "log.level": "WARN",
-    }
-    if not fsync:
-        overrides["log.flush.interval.messages"] = str(2**62)
-    broker = Broker(default_config(**overrides))
+    broker = Broker(default_config(**groupd_overrides(fsync, data, 0)))
     await broker.start()
     while not broker.coordinator.is_loaded():
         await asyncio.sleep(0.01)

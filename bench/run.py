@@ -52,16 +52,21 @@ def wait_port(port: int, timeout: float = 20) -> None:
     raise TimeoutError(f"nothing listens on {port}")
 
 
-def start_groupd(fsync: bool, data: Path) -> tuple[subprocess.Popen, int]:
-    port = free_port()
-    args = [sys.executable, str(ROOT / "server.py")]
+def groupd_overrides(fsync: bool, data: Path, port: int) -> dict[str, str]:
+    """The broker settings of every bench run (in process too: bench/inprocess.py)."""
     overrides = {
         "listeners": f"PLAINTEXT://127.0.0.1:{port}", "log.dirs": str(data), "metrics.listener": "",
         "group.initial.rebalance.delay.ms": "0", "log.level": "WARN",
     }
     if not fsync:
         overrides["log.flush.interval.messages"] = str(2**62)
-    for k, v in overrides.items():
+    return overrides
+
+
+def start_groupd(fsync: bool, data: Path) -> tuple[subprocess.Popen, int]:
+    port = free_port()
+    args = [sys.executable, str(ROOT / "server.py")]
+    for k, v in groupd_overrides(fsync, data, port).items():
         args += ["--override", f"{k}={v}"]
     proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     wait_port(port)
