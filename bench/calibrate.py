@@ -102,9 +102,9 @@ def calibrate(directory: str | None = None) -> dict[str, Any]:
     return out
 
 
-def describe(c: dict[str, Any]) -> str:
+def describe(c: dict[str, Any], label: str = "Machine") -> str:
     return (
-        f"Machine: a 5M-iteration Python loop {c['python_loop_5m_s']} s; loopback round trip {c['loopback_rtt_us']} us "
+        f"{label}: a 5M-iteration Python loop {c['python_loop_5m_s']} s; loopback round trip {c['loopback_rtt_us']} us "
         f"({c['loopback_rtt_cross_cpu_us']} us across CPUs); syncfs {c['syncfs_ms']} ms."
     )
 

@@ -62,3 +62,16 @@ async def test_in_process_runs_count_every_answer(tmp_path):
     groups = await inprocess.run("rebalance", False, tmp_path / "b", groups=6, seconds=2)
     assert (groups["count"], groups["errors"]) == (6, 0)
     assert client.Conn.open == opened  # the socket path is back for everyone else
+
+
+def test_the_table_shows_the_machine_at_both_ends_of_the_run():
+    """A shared VM drifts within a run: the table gives its figures from the start and the end."""
+    from bench.run import markdown
+
+    start = {"python_loop_5m_s": 0.2, "loopback_rtt_us": 130.0, "loopback_rtt_cross_cpu_us": 127.0, "syncfs_ms": 0.2}
+    end = {**start, "loopback_rtt_us": 351.0, "syncfs_ms": 0.63}
+    table = markdown({"date": "2026-11-23", "machine": "2 cores", "calibration": start, "calibration_end": end, "targets": []})
+    assert "Machine: a 5M-iteration Python loop 0.2 s; loopback round trip 130.0 us" in table
+    assert "At the run's end: a 5M-iteration Python loop 0.2 s; loopback round trip 351.0 us" in table
+    assert "syncfs 0.63 ms" in table
+    assert "At the run's end" not in markdown({"date": "d", "machine": "m", "calibration": start, "targets": []})
