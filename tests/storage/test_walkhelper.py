@@ -1,6 +1,7 @@
 """Start-up walk helpers: what a helper process walks and answers equals the broker's own walk over the
 same ranges, and its failures come back as CorruptBatch (the data) or OSError (the helper)."""
 
+import contextlib
 import os
 import random
 
@@ -90,9 +91,14 @@ def test_helpers_inherit_no_descriptors(tmp_path):
     os.set_inheritable(w, True)
     helpers = WalkHelpers.spawn(1)
     try:
+        helpers.send([[]])  # an answer means the helper runs its own loop: spawned, exec'd, set up
+        assert helpers.receive() == [(0, {})]
         pid = helpers.procs[0].pid
-        held = {os.readlink(f"/proc/{pid}/fd/{fd}") for fd in os.listdir(f"/proc/{pid}/fd")}
-        assert not any(f"pipe:[{os.fstat(w).st_ino}]" == h for h in held)
+        held = set()
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            with contextlib.suppress(FileNotFoundError):  # one closed between the listing and the read
+                held.add(os.readlink(f"/proc/{pid}/fd/{fd}"))
+        assert held and f"pipe:[{os.fstat(w).st_ino}]" not in held
     finally:
         helpers.close()
         os.close(r)
