@@ -12,7 +12,7 @@ import io
 import sys
 import uuid
 from collections.abc import Callable
-from dataclasses import fields
+from dataclasses import MISSING, fields
 from typing import Any
 
 from kio.index import load_request_schema, load_response_schema
@@ -79,18 +79,52 @@ def _field_names(cls: type) -> frozenset[str]:
     return frozenset(f.name for f in fields(cls))
 
 
-@functools.cache
-def _plan(cls: type) -> tuple[frozenset[str], frozenset[str], frozenset[str]]:
-    """The fields of ``cls``, and which of them are durations and error codes (converted by ``make``)."""
-    fs = fields(cls)
-    return (
-        frozenset(f.name for f in fs),
-        frozenset(f.name for f in fs if f.metadata.get("kafka_type", "").startswith("timedelta")),
-        frozenset(f.name for f in fs if f.metadata.get("kafka_type") == "error_code"),
-    )
+def _duration(value: Any) -> Any:
+    return datetime.timedelta(milliseconds=value) if type(value) is int else value
+
+
+def _error_code(value: Any) -> Any:
+    if value is None or isinstance(value, ErrorCode):
+        return value
+    code = _ERROR_CODES.get(value)
+    return ErrorCode(value) if code is None else code
 
 
 _ERROR_CODES: dict[int, ErrorCode] = {int(e): e for e in ErrorCode}
+
+
+@functools.cache
+def _builder(cls: type) -> Callable[[dict[str, Any]], Any]:
+    """One constructor call for ``cls`` from a dict of newest-shape values, generated once per class.
+
+    Every response of every request goes through ``make``; a generic loop over the values with its
+    conversions cost as much again as kio's constructor itself."""
+    env: dict[str, Any] = {"_cls": cls, "_dur": _duration, "_err": _error_code}
+    args = []
+    for i, f in enumerate(fields(cls)):
+        kafka_type = f.metadata.get("kafka_type", "")
+        if f.default is not MISSING:
+            env[f"_d{i}"] = f.default
+            value = f"v.get({f.name!r}, _d{i})"
+        elif f.default_factory is not MISSING:
+            env[f"_f{i}"] = f.default_factory
+            value = f"(v[{f.name!r}] if {f.name!r} in v else _f{i}())"
+        else:
+            value = f"v[{f.name!r}]"
+        if kafka_type.startswith("timedelta"):
+            value = f"_dur({value})"
+        elif kafka_type == "error_code":
+            value = f"_err({value})"
+        args.append(f"{f.name}={value}")
+    source = (
+        "def build(v):\n"
+        "    try:\n"
+        f"        return _cls({', '.join(args)})\n"
+        "    except KeyError as missing:\n"
+        "        raise TypeError(f'{_cls.__name__} needs {missing}') from None\n"
+    )
+    exec(compile(source, f"<make {cls.__module__}.{cls.__qualname__}>", "exec"), env)  # noqa: S102 - built from kio's field list
+    return env["build"]
 
 
 def make(cls: type, **values: Any) -> Any:
@@ -99,18 +133,7 @@ def make(cls: type, **values: Any) -> Any:
     Handlers describe a response once, in the newest shape; each version keeps the fields it knows.
     Durations may be given as int milliseconds, error codes as ints.
     """
-    names, durations, errors = _plan(cls)
-    kept = {key: value for key, value in values.items() if key in names}
-    for key in durations:
-        value = kept.get(key)
-        if type(value) is int:
-            kept[key] = datetime.timedelta(milliseconds=value)
-    for key in errors:
-        value = kept.get(key)
-        if value is not None and not isinstance(value, ErrorCode):
-            code = _ERROR_CODES.get(value)
-            kept[key] = ErrorCode(value) if code is None else code
-    return cls(**kept)
+    return _builder(cls)(values)
 
 
 def millis(value: datetime.timedelta) -> int:
