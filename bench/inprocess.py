@@ -7,16 +7,22 @@ broker's and the load generator's, and it is far steadier than a loopback run on
 the A/B tool for hot-path changes; ``make bench`` remains the measure of the whole.
 
 Reports operations/s and process CPU per operation (broker plus load generator: the load generator's
-share is the same on both sides of an A/B)."""
+share is the same on both sides of an A/B).
+
+``--without store`` (commits only) skips the offsets log's append, so commits are acknowledged without
+their record ever being written; ``--without coordinator`` has the OffsetCommit handler answer at once.
+Neither is a broker anyone should run: they take a commit's cost apart, layer by layer."""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import resource
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +31,11 @@ from bench.run import groupd_overrides
 from broker.app import Broker
 from broker.config import default_config
 from broker.connection import Connection
+from broker.dispatch import HANDLERS, load_handlers
+from storage.log import Log
+
+WITHOUT = ("nothing", "store", "coordinator")
+OFFSET_COMMIT = 8
 
 
 class _Pipe:
@@ -80,12 +91,42 @@ def _connect(broker: Broker) -> client.Conn:
     return conn
 
 
+@contextlib.contextmanager
+def _without(layer: str) -> Iterator[None]:
+    """Take one layer out of the commit path for the run (see the module's docstring), then put it back."""
+    if layer == "nothing":
+        yield
+        return
+    load_handlers()
+    from broker.handlers.offsets import _commit_response
+    from coordinator.api import PartitionError
+
+    def answer_at_once(broker: Broker, ctx: Any, req: Any) -> Any:
+        return _commit_response(ctx, [PartitionError(t.name, p.partition_index, 0) for t in req.topics for p in t.partitions])
+
+    saved_append, saved_handler = Log.append_records, HANDLERS[OFFSET_COMMIT]
+    if layer == "store":
+        Log.append_records = lambda self, records, timestamp_ms=None: (0, 0)  # type: ignore[method-assign]
+    else:
+        HANDLERS[OFFSET_COMMIT] = answer_at_once
+    try:
+        yield
+    finally:
+        Log.append_records, HANDLERS[OFFSET_COMMIT] = saved_append, saved_handler  # type: ignore[method-assign]
+
+
 def _cpu() -> float:
     r = resource.getrusage(resource.RUSAGE_SELF)
     return r.ru_utime + r.ru_stime
 
 
-async def run(scenario: str, fsync: bool, data: Path, **params: Any) -> dict[str, Any]:
+async def run(scenario: str, fsync: bool, data: Path, without: str = "nothing", **params: Any) -> dict[str, Any]:
+    with _without(without):
+        out = await _run(scenario, fsync, data, **params)
+    return out if without == "nothing" else {**out, "without": without}
+
+
+async def _run(scenario: str, fsync: bool, data: Path, **params: Any) -> dict[str, Any]:
     broker = Broker(default_config(**groupd_overrides(fsync, data, 0)))
     await broker.start()
     while not broker.coordinator.is_loaded():
@@ -118,7 +159,10 @@ def main() -> None:
     cli.add_argument("--groups", type=int, default=2000)
     cli.add_argument("--seconds", type=float, default=4)
     cli.add_argument("--fsync", choices=["on", "off"], default="on")
+    cli.add_argument("--without", choices=WITHOUT, default="nothing", help="commits: a layer taken out, to measure it")
     args = cli.parse_args()
+    if args.without != "nothing" and args.scenario != "commits":
+        cli.error("--without applies to the commits scenario")
     import uvloop
 
     from server import tune_gc
@@ -126,7 +170,7 @@ def main() -> None:
     tune_gc()
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()
-        result = uvloop.run(run(args.scenario, args.fsync == "on", Path(tmp), committers=args.committers, groups=args.groups, seconds=args.seconds))
+        result = uvloop.run(run(args.scenario, args.fsync == "on", Path(tmp), args.without, committers=args.committers, groups=args.groups, seconds=args.seconds))
         result["wall_s"] = round(time.perf_counter() - t0, 2)
     print(json.dumps(result))
 

@@ -64,6 +64,21 @@ async def test_in_process_runs_count_every_answer(tmp_path):
     assert client.Conn.open == opened  # the socket path is back for everyone else
 
 
+async def test_in_process_layers_come_out_and_go_back(tmp_path):
+    """--without store / coordinator: a commit's cost taken apart; the broker is whole again after."""
+    from bench import inprocess
+    from broker.dispatch import HANDLERS
+    from storage.log import Log
+
+    handler, append = HANDLERS[inprocess.OFFSET_COMMIT], Log.append_records
+    for layer in ("store", "coordinator"):
+        out = await inprocess.run("commits", True, tmp_path / layer, without=layer, committers=4, seconds=0.3)
+        assert out["without"] == layer and out["count"] > 4 and out["errors"] == 0
+        assert (HANDLERS[inprocess.OFFSET_COMMIT], Log.append_records) == (handler, append)
+    whole = await inprocess.run("commits", True, tmp_path / "whole", committers=4, seconds=0.3)
+    assert "without" not in whole and whole["errors"] == 0
+
+
 def test_the_table_shows_the_machine_at_both_ends_of_the_run():
     """A shared VM drifts within a run: the table gives its figures from the start and the end."""
     from bench.run import markdown
