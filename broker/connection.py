@@ -18,7 +18,7 @@ import itertools
 import logging
 from typing import TYPE_CHECKING, Any
 
-from broker.dispatch import HANDLERS, RequestContext
+from broker.dispatch import HANDLERS, Later, RequestContext
 from protocol.errors import ErrorCode
 from protocol.framing import SIZE, FrameError, check_size
 from protocol.request import (
@@ -106,6 +106,8 @@ class Connection(asyncio.Protocol):
         self._frames.clear()
         if self._waiting_on is not None:
             self._waiting_on.cancel()  # like cancelling the request's task: the handler unwinds
+        if type(self._coro) is Later:
+            self._coro = None  # its answer, when it comes, is for nobody
         if not self.closed.done():
             self.closed.set_result(None)
         self.broker.connection_closed(self)
@@ -158,11 +160,35 @@ class Connection(asyncio.Protocol):
         except Exception:
             self._failed()
             return
-        if hasattr(result, "send"):  # a coroutine: run it up to its first wait, here and now
+        if type(result) is Later:
+            if result.settled:
+                self._answer_later(result)
+                return
+            self._coro = result  # the connection waits for it as for a coroutine
+            result.listener = self._later_settled
+        elif hasattr(result, "send"):  # a coroutine: run it up to its first wait, here and now
             self._coro = result
             self._step()
         else:
             self._answer(result)
+
+    def _later_settled(self, later: Later) -> None:
+        """Called by whoever settles it (a flush round's end): answer now; requests read meanwhile are
+        taken on the next loop turn, not inside the caller's delivery."""
+        if self._coro is not later:
+            return  # the connection went away meanwhile
+        self._coro = None
+        self._answer_later(later)
+        if self._frames:
+            asyncio.get_running_loop().call_soon(self._pump)
+
+    def _answer_later(self, later: Later) -> None:
+        try:
+            result = later.answer()
+        except Exception:
+            self._failed()
+            return
+        self._answer(result)
 
     def _resume(self, _done: Any = None) -> None:
         self._step()

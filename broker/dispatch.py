@@ -52,6 +52,34 @@ class RequestContext:
         return tuple(codec.make(topic_cls, name=t, **{parts_field: tuple(ps)}) for t, ps in grouped.items())
 
 
+class Later:
+    """An answer that a callback brings (the end of a flush round), not a coroutine: a commit then
+    costs no coroutine, no future and no loop turn of its own between its round and its answer.
+
+    The coordinator calls it with (payload, error) once; ``finish`` turns that into the response entity.
+    The connection listens for it, unless it came before the handler returned (then it answers at once).
+    """
+
+    __slots__ = ("finish", "payload", "error", "settled", "listener")
+
+    def __init__(self, finish: Callable[[Any, BaseException | None], Any]) -> None:
+        self.finish = finish
+        self.payload: Any = None
+        self.error: BaseException | None = None
+        self.settled = False
+        self.listener: Callable[[Later], None] | None = None
+
+    def __call__(self, payload: Any, error: BaseException | None) -> None:
+        if self.settled:
+            return
+        self.settled, self.payload, self.error = True, payload, error
+        if self.listener is not None:
+            self.listener(self)
+
+    def answer(self) -> Any:
+        return self.finish(self.payload, self.error)
+
+
 Handler = Callable[["Broker", RequestContext, Any], "Any | Awaitable[Any]"]
 HANDLERS: dict[int, Handler] = {}
 

@@ -106,6 +106,26 @@ class _Waiting:
         self.coordinator._drain(self.shard)
 
 
+class _Then:
+    """A callback standing where ``call`` keeps a future (see ``call_then``)."""
+
+    __slots__ = ("then", "called")
+
+    def __init__(self, then: Callable[[Any, BaseException | None], None]) -> None:
+        self.then, self.called = then, False
+
+    def done(self) -> bool:
+        return self.called
+
+    def set_result(self, payload: Any) -> None:
+        self.called = True
+        self.then(payload, None)
+
+    def set_exception(self, error: BaseException) -> None:
+        self.called = True
+        self.then(None, error)
+
+
 class GroupCoordinator:
     """Broker service: owns the offsets partitions, loads them, and runs the core for every group API."""
 
@@ -125,7 +145,7 @@ class GroupCoordinator:
         )
         if metrics is not None and hasattr(metrics, "store_fsync"):
             self.committer.observers.append(lambda seconds, _n: metrics.store_fsync(seconds))
-        self._waiting: dict[int, asyncio.Future] = {}
+        self._waiting: dict[int, asyncio.Future | _Then] = {}
         self._partition_of: dict[str, int] = {}  # group id -> offsets partition (a Java string hash each)
         self._tokens = itertools.count(1)
         self._timer_seq = itertools.count()
@@ -355,10 +375,25 @@ class GroupCoordinator:
         join, sync or leave, or anything at DEBUG): a commit or a heartbeat then costs no coroutine of
         its own. Its future leaves ``_waiting`` when its payload is delivered (or it fails), which for
         these is within the request's own flush round."""
+        fut = self.loop.create_future()
+        token = self._apply(group_id, handler, request, fut)
+        if getattr(handler, "__name__", "") in self._EVENTS or log.isEnabledFor(logging.DEBUG):
+            return self._logged(token, fut, handler, group_id, request)
+        return fut
+
+    def call_then(self, group_id: str, handler: Callable[..., Result], request: Any, then: Callable[[Any, BaseException | None], None]) -> None:
+        """Like ``call``, but the payload goes to ``then(payload, None)`` (or ``then(None, error)``) from
+        the code that delivers it, with no future and no loop turn: for commits, answered by the
+        thousand per second. ``then`` may come before this returns (an answer that needed no write)."""
+        if log.isEnabledFor(logging.DEBUG):
+            then = self._logging_then(then, handler, group_id, request)
+        self._apply(group_id, handler, request, _Then(then))
+
+    def _apply(self, group_id: str, handler: Callable[..., Result], request: Any, waiter: Any) -> int:
+        """Run the core handler under a new token whose payload goes to ``waiter`` (a future or a _Then)."""
         shard = self.shard_for(group_id)
         token = next(self._tokens)
-        fut = self.loop.create_future()
-        self._waiting[token] = fut
+        self._waiting[token] = waiter
         try:
             group = shard.state.groups.get(group_id)
             before = group.state if group is not None else None
@@ -368,9 +403,15 @@ class GroupCoordinator:
         except BaseException:
             self._waiting.pop(token, None)
             raise
-        if getattr(handler, "__name__", "") in self._EVENTS or log.isEnabledFor(logging.DEBUG):
-            return self._logged(token, fut, handler, group_id, request)
-        return fut
+        return token
+
+    def _logging_then(self, then: Callable[[Any, BaseException | None], None], handler: Callable[..., Any], group_id: str, request: Any) -> Callable[[Any, BaseException | None], None]:
+        def logged(payload: Any, error: BaseException | None) -> None:
+            if error is None:
+                self._log_member_event(handler, group_id, request, payload)
+            then(payload, error)
+
+        return logged
 
     async def _logged(self, token: int, fut: asyncio.Future, handler: Callable[..., Any], group_id: str, request: Any) -> Any:
         """Joins and syncs may stay parked in the core for a whole rebalance: one whose connection

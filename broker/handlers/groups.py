@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any
 
-from broker.dispatch import RequestContext, handles
+from broker.dispatch import Later, RequestContext, handles
 from coordinator import errors as E
 from coordinator import shard as core
 from coordinator.api import (
@@ -96,22 +96,34 @@ async def sync_group(broker: Broker, ctx: RequestContext, req: Any) -> Any:
 
 
 @handles(HEARTBEAT)
-async def heartbeat(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+def heartbeat(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     request = Heartbeat(req.group_id, req.generation_id, req.member_id, getattr(req, "group_instance_id", None), ctx.version)
+
+    def finish(payload: Any, error: BaseException | None) -> Any:
+        if error is None:
+            code = payload.error
+        elif isinstance(error, CoordinatorError):
+            # Kafka answers NONE to heartbeats while the partition loads (spec §2).
+            code = E.NONE if error.code == E.COORDINATOR_LOAD_IN_PROGRESS else error.code
+        else:
+            raise error
+        if broker.metrics is not None:
+            broker.metrics.heartbeat()
+        # a member heartbeats every few seconds and nearly always hears NONE: one answer entity per
+        # (version, error), as immutable as the bytes the response cache keeps for it
+        answer = _heartbeat_answers.get((ctx.version, code))
+        if answer is None:
+            answer = _heartbeat_answers[ctx.version, code] = ctx.respond(throttle_time=0, error_code=code)
+        return answer
+
+    # no write: the answer usually comes before call_then returns, unless earlier answers of the
+    # shard still wait for their flush round (they leave first)
+    later = Later(finish)
     try:
-        payload = await broker.coordinator.call(req.group_id, core.heartbeat, request)
-        code = payload.error
+        broker.coordinator.call_then(req.group_id, core.heartbeat, request, later)
     except CoordinatorError as exc:
-        # Kafka answers NONE to heartbeats while the partition loads (spec §2).
-        code = E.NONE if exc.code == E.COORDINATOR_LOAD_IN_PROGRESS else exc.code
-    if broker.metrics is not None:
-        broker.metrics.heartbeat()
-    # a member heartbeats every few seconds and nearly always hears NONE: one answer entity per
-    # (version, error), as immutable as the bytes the response cache keeps for it
-    answer = _heartbeat_answers.get((ctx.version, code))
-    if answer is None:
-        answer = _heartbeat_answers[ctx.version, code] = ctx.respond(throttle_time=0, error_code=code)
-    return answer
+        return finish(None, exc)
+    return later
 
 
 _heartbeat_answers: dict[tuple[int, int], Any] = {}  # bounded: versions x error codes

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from broker.dispatch import RequestContext, handles
+from broker.dispatch import Later, RequestContext, handles
 from coordinator import errors as E
 from coordinator import shard as core
 from coordinator.api import CommitPartition, OffsetCommit, OffsetDelete, OffsetFetch, PartitionError
@@ -38,7 +38,7 @@ def _commit_response(ctx: RequestContext, errors: list[PartitionError]) -> Any:
 
 
 @handles(8)
-async def offset_commit(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+def offset_commit(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     unknown: list[PartitionError] = []
     partitions = []
     topics = broker.topics
@@ -57,18 +57,26 @@ async def offset_commit(broker: Broker, ctx: RequestContext, req: Any) -> Any:
         req.group_id, req.generation_id_or_member_epoch, req.member_id, getattr(req, "group_instance_id", None),
         codec.millis(retention) if retention is not None else -1, tuple(partitions), ctx.version,
     )
-    try:
-        if partitions:
-            payload = await broker.coordinator.call(req.group_id, core.offset_commit, request)
+    def finish(payload: Any, error: BaseException | None) -> Any:
+        if error is None:
             errors = list(payload.partitions)
+        elif isinstance(error, CoordinatorError):
+            errors = [PartitionError(p.topic, p.partition, error.code) for p in partitions]
         else:
+            raise error
+        if broker.metrics is not None and partitions:
+            broker.metrics.commit(len(partitions))
+        return _commit_response(ctx, errors + unknown)
+
+    try:
+        if not partitions:
             broker.coordinator.shard_for(req.group_id)
-            errors = []
+            return _commit_response(ctx, unknown)
+        later = Later(finish)
+        broker.coordinator.call_then(req.group_id, core.offset_commit, request, later)
     except CoordinatorError as exc:
-        errors = [PartitionError(p.topic, p.partition, exc.code) for p in partitions]
-    if broker.metrics is not None and partitions:
-        broker.metrics.commit(len(partitions))
-    return _commit_response(ctx, errors + unknown)
+        return finish(None, exc)
+    return later
 
 
 def _fetch_group(broker: Broker, group_id: str, topics: Any, require_stable: bool, version: int, member_id: Any = None, member_epoch: int = -1):

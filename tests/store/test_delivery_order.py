@@ -94,3 +94,27 @@ async def test_a_waiter_that_raises_does_not_stop_the_shard(tmp_path, monkeypatc
         first.cancel()  # its answer was lost with the exception (logged); the connection would time out
     finally:
         await c.stop()
+
+
+async def test_callbacks_are_answered_in_the_cores_order_too(tmp_path):
+    """call_then (commits and heartbeats): no future, the payload goes to a callback from the delivery."""
+    c, held = await started(tmp_path)
+    heard: list = []
+    try:
+        c.call_then("g", core.offset_commit, commit("g", 1), lambda p, e: heard.append(("first", p, e)))
+        c.call_then("g", core.heartbeat, Heartbeat("g", 1, "nobody", None, 4), lambda p, e: heard.append(("beat", p, e)))
+        c.call_then("g", core.offset_commit, commit("g", 2), lambda p, e: heard.append(("second", p, e)))
+        assert heard == [] and len(held) == 2
+        held[1](None)
+        assert heard == []  # the second commit waits for the first
+        held[0](StorageError("syncfs failed: [Errno 5] Input/output error"))
+        assert [name for name, _, _ in heard] == ["first", "beat", "second"]
+        first, beat, second = heard
+        assert first[2] is None and [p.error for p in first[1].partitions] != [E.NONE]  # never acknowledged
+        assert beat[1].error == E.UNKNOWN_MEMBER_ID and beat[2] is None
+        assert [p.error for p in second[1].partitions] == [E.NONE]
+        # nothing queued: a heartbeat's answer comes before call_then returns
+        c.call_then("g", core.heartbeat, Heartbeat("g", 1, "nobody", None, 4), lambda p, e: heard.append(("now", p, e)))
+        assert heard[-1][0] == "now"
+    finally:
+        await c.stop()
