@@ -205,8 +205,10 @@ def build_batch(
     attributes: int = 0,
     offset_deltas: Sequence[int] | None = None,
     timestamps: Sequence[int] | None = None,
+    mutable: bool = False,
 ) -> bytes:
-    """An uncompressed v2 batch. ``offset_deltas``/``timestamps`` let compaction keep gaps truthful."""
+    """An uncompressed v2 batch. ``offset_deltas``/``timestamps`` let compaction keep gaps truthful.
+    ``mutable``: as a bytearray, whose base offset the log then writes in place."""
     max_ts = timestamp_ms
     plain = headers is None and timestamps is None and offset_deltas is None and len(records) < 64
     # the coordinator's few short records: laid out with one-byte varints when they all fit
@@ -231,11 +233,15 @@ def build_batch(
     last_delta = (offset_deltas[-1] if offset_deltas else count - 1) if count else 0
     tail = struct.pack(">hiqqqhii", attributes, last_delta, timestamp_ms, max_ts, producer_id, producer_epoch, base_sequence, count) + body
     crc = crc32c(tail)
-    head = struct.pack(">qiibI", base_offset, len(tail) + 9, 0, 2, crc)
-    return head + tail
+    head = _HEAD.pack(base_offset, len(tail) + 9, 0, 2, crc)
+    return bytearray(head) + tail if mutable else head + tail
+
+
+_HEAD = struct.Struct(">qiibI")
 
 
 _ONE_BYTE = [bytes([(n << 1) & 0xFF]) for n in range(64)]  # zigzag varints of 0..63
+_TWO_BYTES = [bytes((((n << 1) & 0x7F) | 0x80, n >> 6)) for n in range(256)]  # of 64..255 (a record's length)
 
 
 def _small_records(records: Sequence[tuple[bytes | None, bytes | None]]) -> bytearray | None:
@@ -252,6 +258,8 @@ def _small_records(records: Sequence[tuple[bytes | None, bytes | None]]) -> byte
         length = 6 + max(klen, 0) + max(vlen, 0)
         if length < 64:
             body += one[length]
+        elif length < 256:
+            body += _TWO_BYTES[length]
         else:
             _write_varint(body, length)
         body += b"\x00\x00"

@@ -157,4 +157,6 @@ def test_small_record_layout_is_the_general_layout(records):
     finally:
         batch_module._small_records = saved
     assert fast == general
+    mutable = build_batch(records, mutable=True, **header)
+    assert isinstance(mutable, bytearray) and mutable == fast  # what the log writes its base offset into
     assert [(r.key, r.value) for r in iter_records(fast)] == [(k, v) for k, v in records]
