@@ -106,8 +106,11 @@ class Connection(asyncio.Protocol):
         self._frames.clear()
         if self._waiting_on is not None:
             self._waiting_on.cancel()  # like cancelling the request's task: the handler unwinds
-        if type(self._coro) is Later:
+        later = self._coro
+        if type(later) is Later:
             self._coro = None  # its answer, when it comes, is for nobody
+            if later.abandon is not None:
+                later.abandon()
         if not self.closed.done():
             self.closed.set_result(None)
         self.broker.connection_closed(self)

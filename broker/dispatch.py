@@ -6,10 +6,12 @@ when Kafka sends no response (Produce with acks=0).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from coordinator.service import CoordinatorError
 from protocol import codec
 from protocol.request import RequestHeader
 
@@ -60,7 +62,7 @@ class Later:
     The connection listens for it, unless it came before the handler returned (then it answers at once).
     """
 
-    __slots__ = ("finish", "payload", "error", "settled", "listener")
+    __slots__ = ("finish", "payload", "error", "settled", "listener", "abandon")
 
     def __init__(self, finish: Callable[[Any, BaseException | None], Any]) -> None:
         self.finish = finish
@@ -68,6 +70,8 @@ class Later:
         self.error: BaseException | None = None
         self.settled = False
         self.listener: Callable[[Later], None] | None = None
+        # called if the connection goes away first (a join may be parked for a whole rebalance)
+        self.abandon: Callable[[], None] | None = None
 
     def __call__(self, payload: Any, error: BaseException | None) -> None:
         if self.settled:
@@ -78,6 +82,21 @@ class Later:
 
     def answer(self) -> Any:
         return self.finish(self.payload, self.error)
+
+
+def answered_later(broker: Broker, group_id: str, handler: Callable[..., Any], request: Any, finish: Callable[[Any, BaseException | None], Any]) -> Any:
+    """Run a core handler through the coordinator; the answer is ``finish(payload, None)`` once the
+    payload is delivered, or ``finish(None, error)`` when the coordinator refuses (not its partition,
+    still loading): a Later, or the answer itself when it is known at once."""
+    later = Later(finish)
+    try:
+        token = broker.coordinator.call_then(group_id, handler, request, later)
+    except CoordinatorError as exc:
+        return finish(None, exc)
+    if later.settled:
+        return later.answer()
+    later.abandon = functools.partial(broker.coordinator.abandon, token)
+    return later
 
 
 Handler = Callable[["Broker", RequestContext, Any], "Any | Awaitable[Any]"]

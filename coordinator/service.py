@@ -381,13 +381,17 @@ class GroupCoordinator:
             return self._logged(token, fut, handler, group_id, request)
         return fut
 
-    def call_then(self, group_id: str, handler: Callable[..., Result], request: Any, then: Callable[[Any, BaseException | None], None]) -> None:
+    def call_then(self, group_id: str, handler: Callable[..., Result], request: Any, then: Callable[[Any, BaseException | None], None]) -> int:
         """Like ``call``, but the payload goes to ``then(payload, None)`` (or ``then(None, error)``) from
-        the code that delivers it, with no future and no loop turn: for commits, answered by the
-        thousand per second. ``then`` may come before this returns (an answer that needed no write)."""
-        if log.isEnabledFor(logging.DEBUG):
+        the code that delivers it, with no future and no loop turn. ``then`` may come before this
+        returns (an answer that needed no write). Returns the token, for ``abandon``."""
+        if getattr(handler, "__name__", "") in self._EVENTS or log.isEnabledFor(logging.DEBUG):
             then = self._logging_then(then, handler, group_id, request)
-        self._apply(group_id, handler, request, _Then(then))
+        return self._apply(group_id, handler, request, _Then(then))
+
+    def abandon(self, token: int) -> None:
+        """Nobody waits for this token's payload any more (its connection closed)."""
+        self._waiting.pop(token, None)
 
     def _apply(self, group_id: str, handler: Callable[..., Result], request: Any, waiter: Any) -> int:
         """Run the core handler under a new token whose payload goes to ``waiter`` (a future or a _Then)."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any
 
-from broker.dispatch import Later, RequestContext, handles
+from broker.dispatch import RequestContext, answered_later, handles
 from coordinator import errors as E
 from coordinator import shard as core
 from coordinator.api import (
@@ -28,7 +28,7 @@ HEARTBEAT = 12
 
 
 @handles(11)
-async def join_group(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+def join_group(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     session = codec.millis(req.session_timeout)
     rebalance = codec.millis(req.rebalance_timeout) if ctx.version >= 1 else session  # KAFKA-8653
     request = JoinGroup(
@@ -44,33 +44,42 @@ async def join_group(broker: Broker, ctx: RequestContext, req: Any) -> Any:
         version=ctx.version,
         reason=getattr(req, "reason", None),
     )
-    try:
-        payload = await broker.coordinator.call(req.group_id, core.join_group, request)
-    except CoordinatorError as exc:
-        payload = JoinGroupResponse(exc.code, member_id=req.member_id)
-    member_cls = ctx.nested("JoinGroupResponseMember")
-    members = tuple(
-        codec.make(member_cls, member_id=m.member_id, group_instance_id=m.group_instance_id, metadata=m.metadata)
-        for m in payload.members
-    )
-    protocol_name = payload.protocol_name
-    if ctx.version < 7 and protocol_name is None:
-        protocol_name = ""  # non-nullable before v7
-    return ctx.respond(
-        throttle_time=0,
-        error_code=payload.error,
-        generation_id=payload.generation_id,
-        protocol_type=payload.protocol_type,
-        protocol_name=protocol_name,
-        leader=payload.leader,
-        skip_assignment=payload.skip_assignment,
-        member_id=payload.member_id,
-        members=members,
-    )
+
+    def finish(payload: Any, error: BaseException | None) -> Any:
+        if error is not None:
+            payload = JoinGroupResponse(_refusal(error), member_id=req.member_id)
+        member_cls = ctx.nested("JoinGroupResponseMember")
+        members = tuple(
+            codec.make(member_cls, member_id=m.member_id, group_instance_id=m.group_instance_id, metadata=m.metadata)
+            for m in payload.members
+        )
+        protocol_name = payload.protocol_name
+        if ctx.version < 7 and protocol_name is None:
+            protocol_name = ""  # non-nullable before v7
+        return ctx.respond(
+            throttle_time=0,
+            error_code=payload.error,
+            generation_id=payload.generation_id,
+            protocol_type=payload.protocol_type,
+            protocol_name=protocol_name,
+            leader=payload.leader,
+            skip_assignment=payload.skip_assignment,
+            member_id=payload.member_id,
+            members=members,
+        )
+
+    return answered_later(broker, req.group_id, core.join_group, request, finish)
+
+
+def _refusal(error: BaseException) -> int:
+    """The error code of a coordinator's refusal; anything else is a bug, left to close the connection."""
+    if isinstance(error, CoordinatorError):
+        return error.code
+    raise error
 
 
 @handles(14)
-async def sync_group(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+def sync_group(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     request = SyncGroup(
         group_id=req.group_id,
         generation_id=req.generation_id,
@@ -81,18 +90,19 @@ async def sync_group(broker: Broker, ctx: RequestContext, req: Any) -> Any:
         assignments=tuple(SyncAssignment(a.member_id, a.assignment) for a in req.assignments),
         version=ctx.version,
     )
-    try:
-        payload = await broker.coordinator.call(req.group_id, core.sync_group, request)
-    except CoordinatorError as exc:
-        code = exc.code
-        return ctx.respond(throttle_time=0, error_code=code, protocol_type=None, protocol_name=None, assignment=b"")
-    return ctx.respond(
-        throttle_time=0,
-        error_code=payload.error,
-        protocol_type=payload.protocol_type,
-        protocol_name=payload.protocol_name,
-        assignment=payload.assignment,
-    )
+
+    def finish(payload: Any, error: BaseException | None) -> Any:
+        if error is not None:
+            return ctx.respond(throttle_time=0, error_code=_refusal(error), protocol_type=None, protocol_name=None, assignment=b"")
+        return ctx.respond(
+            throttle_time=0,
+            error_code=payload.error,
+            protocol_type=payload.protocol_type,
+            protocol_name=payload.protocol_name,
+            assignment=payload.assignment,
+        )
+
+    return answered_later(broker, req.group_id, core.sync_group, request, finish)
 
 
 @handles(HEARTBEAT)
@@ -102,11 +112,10 @@ def heartbeat(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     def finish(payload: Any, error: BaseException | None) -> Any:
         if error is None:
             code = payload.error
-        elif isinstance(error, CoordinatorError):
-            # Kafka answers NONE to heartbeats while the partition loads (spec §2).
-            code = E.NONE if error.code == E.COORDINATOR_LOAD_IN_PROGRESS else error.code
         else:
-            raise error
+            # Kafka answers NONE to heartbeats while the partition loads (spec §2).
+            code = _refusal(error)
+            code = E.NONE if code == E.COORDINATOR_LOAD_IN_PROGRESS else code
         if broker.metrics is not None:
             broker.metrics.heartbeat()
         # a member heartbeats every few seconds and nearly always hears NONE: one answer entity per
@@ -116,38 +125,35 @@ def heartbeat(broker: Broker, ctx: RequestContext, req: Any) -> Any:
             answer = _heartbeat_answers[ctx.version, code] = ctx.respond(throttle_time=0, error_code=code)
         return answer
 
-    # no write: the answer usually comes before call_then returns, unless earlier answers of the
-    # shard still wait for their flush round (they leave first)
-    later = Later(finish)
-    try:
-        broker.coordinator.call_then(req.group_id, core.heartbeat, request, later)
-    except CoordinatorError as exc:
-        return finish(None, exc)
-    return later
+    # no write: usually answered before the coordinator returns, unless earlier answers of the shard
+    # still wait for their flush round (they leave first)
+    return answered_later(broker, req.group_id, core.heartbeat, request, finish)
 
 
 _heartbeat_answers: dict[tuple[int, int], Any] = {}  # bounded: versions x error codes
 
 
 @handles(13)
-async def leave_group(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+def leave_group(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     if ctx.version >= 3:
         members = tuple(LeavingMember(m.member_id, m.group_instance_id, getattr(m, "reason", None)) for m in req.members)
     else:
         members = (LeavingMember(req.member_id, None),)
     request = LeaveGroup(group_id=req.group_id, members=members, version=ctx.version)
-    try:
-        payload = await broker.coordinator.call(req.group_id, core.leave_group, request)
-    except CoordinatorError as exc:
-        return ctx.respond(throttle_time=0, error_code=exc.code, members=())
-    member_cls = ctx.nested("MemberResponse") if ctx.version >= 3 else None
-    members_out = ()
-    if member_cls is not None:
-        members_out = tuple(
-            codec.make(member_cls, member_id=m.member_id, group_instance_id=m.group_instance_id, error_code=m.error)
-            for m in payload.members
-        )
-    return ctx.respond(throttle_time=0, error_code=payload.error, members=members_out)
+
+    def finish(payload: Any, error: BaseException | None) -> Any:
+        if error is not None:
+            return ctx.respond(throttle_time=0, error_code=_refusal(error), members=())
+        member_cls = ctx.nested("MemberResponse") if ctx.version >= 3 else None
+        members_out = ()
+        if member_cls is not None:
+            members_out = tuple(
+                codec.make(member_cls, member_id=m.member_id, group_instance_id=m.group_instance_id, error_code=m.error)
+                for m in payload.members
+            )
+        return ctx.respond(throttle_time=0, error_code=payload.error, members=members_out)
+
+    return answered_later(broker, req.group_id, core.leave_group, request, finish)
 
 
 @handles(15)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from broker.dispatch import Later, RequestContext, handles
+from broker.dispatch import RequestContext, answered_later, handles
 from coordinator import errors as E
 from coordinator import shard as core
 from coordinator.api import CommitPartition, OffsetCommit, OffsetDelete, OffsetFetch, PartitionError
@@ -57,6 +57,7 @@ def offset_commit(broker: Broker, ctx: RequestContext, req: Any) -> Any:
         req.group_id, req.generation_id_or_member_epoch, req.member_id, getattr(req, "group_instance_id", None),
         codec.millis(retention) if retention is not None else -1, tuple(partitions), ctx.version,
     )
+
     def finish(payload: Any, error: BaseException | None) -> Any:
         if error is None:
             errors = list(payload.partitions)
@@ -68,15 +69,13 @@ def offset_commit(broker: Broker, ctx: RequestContext, req: Any) -> Any:
             broker.metrics.commit(len(partitions))
         return _commit_response(ctx, errors + unknown)
 
+    if partitions:
+        return answered_later(broker, req.group_id, core.offset_commit, request, finish)
     try:
-        if not partitions:
-            broker.coordinator.shard_for(req.group_id)
-            return _commit_response(ctx, unknown)
-        later = Later(finish)
-        broker.coordinator.call_then(req.group_id, core.offset_commit, request, later)
+        broker.coordinator.shard_for(req.group_id)
     except CoordinatorError as exc:
         return finish(None, exc)
-    return later
+    return _commit_response(ctx, unknown)  # only unknown partitions: nothing to write
 
 
 def _fetch_group(broker: Broker, group_id: str, topics: Any, require_stable: bool, version: int, member_id: Any = None, member_epoch: int = -1):

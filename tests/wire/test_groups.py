@@ -234,3 +234,23 @@ async def test_timer_firing_a_tick_early_still_completes_the_join(tmp_path):
     finally:
         loop.call_later = original
         await b.stop()
+
+
+async def test_joins_syncs_and_leaves_are_logged_as_member_events(tmp_path, caplog):
+    """Answered from a callback (no coroutine per request), they are still logged once each."""
+    import logging
+
+    b = await start_broker(tmp_path, **{"group.initial.rebalance.delay.ms": "0"})
+    try:
+        with caplog.at_level(logging.INFO, logger="groupd.coordinator"):
+            c = await WireClient.connect(b.port)
+            member = await join_with_id(c, group="logged")
+            join = await c.call(11, 5, join_body(5, member, group="logged"))
+            await c.call(14, 3, sync_body(3, member, join.generation_id, [(member, b"a")], group="logged"))
+            await c.call(13, 3, {"group_id": "logged", "members": (codec.make(codec.nested(codec.request_class(13, 3), "MemberIdentity"), member_id=member, group_instance_id=None),)})
+            await c.close()
+        events = [(r.getMessage(), getattr(r, "fields", {}).get("member")) for r in caplog.records if r.name == "groupd.coordinator"]
+        # the first join (MEMBER_ID_REQUIRED) is an event too: the member id is handed out there
+        assert [m for m, who in events if who == member] == ["member joined", "member joined", "member synced", "members left"]
+    finally:
+        await b.stop()
