@@ -87,14 +87,12 @@ class Later:
 def answered_later(broker: Broker, group_id: str, handler: Callable[..., Any], request: Any, finish: Callable[[Any, BaseException | None], Any]) -> Any:
     """Run a core handler through the coordinator; the answer is ``finish(payload, None)`` once the
     payload is delivered, or ``finish(None, error)`` when the coordinator refuses (not its partition,
-    still loading): a Later, or the answer itself when it is known at once."""
+    still loading): a Later (the connection answers one already settled at once), or the refusal."""
     later = Later(finish)
     try:
         token = broker.coordinator.call_then(group_id, handler, request, later)
     except CoordinatorError as exc:
         return finish(None, exc)
-    if later.settled:
-        return later.answer()
     later.abandon = functools.partial(broker.coordinator.abandon, token)
     return later
 
