@@ -385,7 +385,8 @@ class GroupCoordinator:
         """Like ``call``, but the payload goes to ``then(payload, None)`` (or ``then(None, error)``) from
         the code that delivers it, with no future and no loop turn. ``then`` may come before this
         returns (an answer that needed no write). Returns the token, for ``abandon``."""
-        if getattr(handler, "__name__", "") in self._EVENTS or log.isEnabledFor(logging.DEBUG):
+        if log.isEnabledFor(logging.INFO) and (getattr(handler, "__name__", "") in self._EVENTS or log.isEnabledFor(logging.DEBUG)):
+            # member events are INFO lines: below that level (a bench's WARN) nothing wraps the answer
             then = self._logging_then(then, handler, group_id, request)
         return self._apply(group_id, handler, request, _Then(then))
 
@@ -642,6 +643,8 @@ class GroupCoordinator:
             shard.phase_started.pop(group_id + "\0sync", None)
             if after == "Dead" and metrics is not None:
                 metrics.group_removed(group_id)
+        if not log.isEnabledFor(logging.INFO):
+            return
         log.info(
             "group %s: %s -> %s", group_id, before or "new", after,
             extra={"fields": {"group": group_id, "generation": group.generation if group else -1, "state": after}},
