@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any
 
 from broker.dispatch import HANDLERS, Later, RequestContext
 from protocol.errors import ErrorCode
-from protocol.framing import SIZE, FrameError, check_size
+from protocol.framing import HEADER_PREFIX, SIZE, FrameError, check_size
 from protocol.request import (
     UnknownApi,
     UnsupportedVersion,
@@ -37,6 +37,7 @@ log = logging.getLogger("groupd.connection")
 _ids = itertools.count(1)
 API_VERSIONS = 18
 WRITE_HIGH_WATER = 1 << 20
+_MIN_FRAME = HEADER_PREFIX.size  # a shorter frame, or a torn one, takes the checked path below
 
 
 class Connection(asyncio.Protocol):
@@ -76,6 +77,13 @@ class Connection(asyncio.Protocol):
             return
         self.broker.metrics.bytes_in(len(data))
         buf = self._buf
+        if not buf and len(data) >= 4:
+            (size,) = SIZE.unpack_from(data, 0)
+            if size + 4 == len(data) and _MIN_FRAME <= size <= self.max_bytes:
+                # exactly one whole frame, the usual read of a client waiting for each answer: one copy
+                self._frames.append(data[4:])
+                self._queued()
+                return
         buf += data
         pos, end = 0, len(buf)
         while end - pos >= 4:
@@ -92,6 +100,9 @@ class Connection(asyncio.Protocol):
             pos += 4 + size
         if pos:
             del buf[:pos]
+        self._queued()
+
+    def _queued(self) -> None:
         if len(self._frames) >= self.max_queued and not self._reading_paused:
             self._reading_paused = True
             self.transport.pause_reading()

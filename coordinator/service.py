@@ -86,6 +86,7 @@ class Shard:
     heap: list[tuple[int, int, tuple]] = field(default_factory=list)
     wakeup: asyncio.TimerHandle | None = None
     wakeup_at: int | None = None
+    due_soon: bool = False  # a call_soon is queued for deadlines already due (the armed timer stays)
     phase_started: dict[str, float] = field(default_factory=dict)
 
 
@@ -551,17 +552,30 @@ class GroupCoordinator:
             self._arm_wakeup(shard, earliest)
 
     def _arm_wakeup(self, shard: Shard, deadline: int) -> None:
+        delay = (deadline - self.now()) / 1000
+        if delay <= 0:
+            # due already (a 0 ms initial join phase): fire next loop turn, keeping any later timer armed
+            if not shard.due_soon:
+                shard.due_soon = True
+                asyncio.get_running_loop().call_soon(self._wake_soon, shard)
+            return
         if shard.wakeup is not None:
             shard.wakeup.cancel()
-        delay = max(0.0, (deadline - self.now()) / 1000)
         shard.wakeup_at = deadline
         shard.wakeup = asyncio.get_running_loop().call_later(delay, self._wake, shard)
 
     def _wake(self, shard: Shard) -> None:
-        """Fire every due timer of the shard, in deadline order, then re-arm for the next one."""
+        """The loop timer: fire every due timer of the shard, in deadline order, then re-arm."""
         # asyncio may run a timer up to one clock tick early; what it was armed for is due regardless
         now = max(self.now(), shard.wakeup_at or 0)
         shard.wakeup = shard.wakeup_at = None
+        self._fire_due(shard, now)
+
+    def _wake_soon(self, shard: Shard) -> None:
+        shard.due_soon = False
+        self._fire_due(shard, self.now())
+
+    def _fire_due(self, shard: Shard, now: int) -> None:
         heap, deadlines = shard.heap, shard.deadlines
         while heap and heap[0][0] <= now:
             deadline, _seq, key = heapq.heappop(heap)

@@ -80,7 +80,18 @@ def _field_names(cls: type) -> frozenset[str]:
 
 
 def _duration(value: Any) -> Any:
-    return datetime.timedelta(milliseconds=value) if type(value) is int else value
+    """int milliseconds to kio's timedelta; the few values a broker answers with are made once."""
+    if type(value) is not int:
+        return value
+    made = _DURATIONS.get(value)
+    if made is None:
+        if len(_DURATIONS) >= 4096:
+            _DURATIONS.clear()
+        made = _DURATIONS[value] = datetime.timedelta(milliseconds=value)
+    return made
+
+
+_DURATIONS: dict[int, datetime.timedelta] = {}  # timedeltas are immutable: one per value is shared
 
 
 def _error_code(value: Any) -> Any:

@@ -64,6 +64,15 @@ async def test_in_process_runs_count_every_answer(tmp_path):
     assert client.Conn.open == opened  # the socket path is back for everyone else
 
 
+async def test_in_process_commits_stop_at_a_count(tmp_path):
+    """--commits N: a fixed amount of work (what an instruction count under valgrind compares); each
+    committer checks the count before its next send, so at most one per committer goes past it."""
+    from bench import inprocess
+
+    out = await inprocess.run("commits", False, tmp_path, committers=4, commits=40, seconds=30)
+    assert 40 <= out["count"] < 44 and out["errors"] == 0
+
+
 async def test_in_process_layers_come_out_and_go_back(tmp_path):
     """--without store / coordinator: a commit's cost taken apart; the broker is whole again after."""
     from bench import inprocess

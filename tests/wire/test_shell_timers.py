@@ -47,3 +47,20 @@ async def test_stale_entries_are_rebuilt_away(tmp_path):
         c._apply_timers(shard, [TimerOp(("hb", "g", "m"), now + 60_000 + i)])
     assert len(shard.heap) <= 2 * len(shard.deadlines) + 1025
     await c.stop()
+
+
+async def test_a_due_deadline_fires_next_turn_and_leaves_the_armed_timer(tmp_path):
+    """A 0 ms timer (initial join phase with delay 0) fires on the next loop turn, after what that turn
+    already queued, without cancelling the later deadline's event-loop timer."""
+    c, shard, fired = await started(tmp_path)
+    now = wall_ms()
+    c._apply_timers(shard, [TimerOp(("hb", "g", "m"), now + 5_000)])
+    armed = shard.wakeup
+    c._apply_timers(shard, [TimerOp(("join", "g"), now - 1), TimerOp(("join", "h"), now)])
+    assert fired == [] and shard.wakeup is armed and shard.wakeup_at == now + 5_000
+    c._apply_timers(shard, [TimerOp(("join", "k"), now)])  # one queued wake-up serves every due one
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)
+    assert sorted(fired) == [(("join", "g"), now - 1), (("join", "h"), now), (("join", "k"), now)]
+    assert shard.wakeup is armed and not shard.due_soon and list(shard.deadlines) == [("hb", "g", "m")]
+    await c.stop()

@@ -344,3 +344,17 @@ def test_nothing_is_written_entering_preparing_or_completing_rebalance():
     assert c.group().state == "CompletingRebalance"
     assert c.log == []
     assert all(r.records == () for r in c.results)
+
+
+def test_member_ids_end_in_a_random_version_4_uuid():
+    """Kafka's member id is ``client.id + "-" + UUID.randomUUID()``: what follows the client id parses
+    as an RFC 4122 version-4 UUID, written as ``uuid`` writes it, and no two are alike."""
+    import uuid
+
+    from coordinator.classic import random_uuid
+
+    drawn = {random_uuid() for _ in range(2_000)}
+    assert len(drawn) == 2_000
+    for text in list(drawn)[:200]:
+        u = uuid.UUID(text)
+        assert (str(u), u.version, u.variant) == (text, 4, uuid.RFC_4122)
