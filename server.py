@@ -5,49 +5,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
-import json
 import logging
 import signal
 import sys
 
 from broker.app import Broker
 from broker.config import Config, ConfigError, load_config
-from broker.logfields import TextFieldsFormatter
-
-
-class _JsonFormatter(logging.Formatter):
-    def format(self, record: logging.LogRecord) -> str:
-        doc = {"ts": self.formatTime(record), "level": record.levelname, "logger": record.name, "msg": record.getMessage()}
-        doc.update(getattr(record, "fields", {}) or {})
-        if record.exc_info:
-            doc["exc"] = self.formatException(record.exc_info)
-        return json.dumps(doc)
-
-
-class _LogfmtFormatter(logging.Formatter):
-    def format(self, record: logging.LogRecord) -> str:
-        parts = [f"ts={self.formatTime(record)!s}".replace(" ", "T"), f"level={record.levelname}", f"logger={record.name}"]
-        parts.append(f"msg={json.dumps(record.getMessage())}")
-        for key, value in (getattr(record, "fields", {}) or {}).items():
-            parts.append(f"{key}={json.dumps(value) if isinstance(value, str) else value}")
-        text = " ".join(parts)
-        if record.exc_info:
-            text += "\n" + self.formatException(record.exc_info)
-        return text
-
-
-def setup_logging(config: Config) -> None:
-    handler = logging.StreamHandler(sys.stderr)
-    fmt = config["log.format"]
-    if fmt == "json":
-        handler.setFormatter(_JsonFormatter())
-    elif fmt == "logfmt":
-        handler.setFormatter(_LogfmtFormatter())
-    else:
-        handler.setFormatter(TextFieldsFormatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-    root = logging.getLogger()
-    root.handlers[:] = [handler]
-    root.setLevel(config["log.level"])
+from broker.logoutput import setup_logging
 
 
 async def serve(config: Config) -> None:

@@ -11,9 +11,9 @@ from dataclasses import dataclass, field
 from prometheus_client.parser import text_string_to_metric_families
 
 from broker.app import Broker
-from broker.logfields import TextFieldsFormatter, group_event, group_fields
+from broker.logoutput import JsonFormatter, LogfmtFormatter, TextFieldsFormatter
 from broker.metrics import api_name
-from server import _JsonFormatter, _LogfmtFormatter
+from coordinator.logfields import group_event, group_fields
 from tests.conftest import broker_config
 from tests.harness import WireClient
 
@@ -230,8 +230,8 @@ def test_group_fields_reach_every_log_format():
     extra = group_fields("g1", "m-1", 4, protocol="range", reason=None)
     assert extra == {"fields": {"group": "g1", "member": "m-1", "generation": 4, "protocol": "range"}}
     record = _record(extra["fields"])
-    assert json.loads(_JsonFormatter().format(record))["generation"] == 4
-    assert 'group="g1" member="m-1" generation=4' in _LogfmtFormatter().format(record)
+    assert json.loads(JsonFormatter().format(record))["generation"] == 4
+    assert 'group="g1" member="m-1" generation=4' in LogfmtFormatter().format(record)
     assert TextFieldsFormatter("%(message)s").format(record) == "member joined group=g1 member=m-1 generation=4 protocol=range"
 
 
