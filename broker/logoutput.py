@@ -44,13 +44,25 @@ class _Formatter(logging.Formatter):
 
 
 class TextFieldsFormatter(_Formatter):
-    """The plain text format with ``key=value`` fields appended (``log.format=text``)."""
+    """``log.format=text``: ``TEXT_FORMAT``'s line with ``key=value`` fields appended, then any traceback.
+
+    Written out rather than through ``%``-style formatting, which costs more than the rest of the line."""
+
+    def __init__(self) -> None:
+        super().__init__(TEXT_FORMAT)
 
     def format(self, record: logging.LogRecord) -> str:
-        text = super().format(record)
+        record.message = record.getMessage()
+        text = f"{self.formatTime(record)} {record.levelname} {record.name}: {record.message}"
         fields = getattr(record, "fields", None)
         if fields:
             text += " " + " ".join(f"{k}={v}" for k, v in fields.items())
+        if record.exc_info and not record.exc_text:
+            record.exc_text = self.formatException(record.exc_info)
+        if record.exc_text:
+            text += "\n" + record.exc_text
+        if record.stack_info:
+            text += "\n" + self.formatStack(record.stack_info)
         return text
 
 
@@ -140,7 +152,7 @@ def setup_logging(config: Config, stream: IO[str] | None = None) -> logging.Hand
     handler = TurnBufferedHandler(stream if stream is not None else sys.stderr)
     formats: dict[str, Any] = {"json": JsonFormatter, "logfmt": LogfmtFormatter}
     fmt = config["log.format"]
-    handler.setFormatter(formats[fmt]() if fmt in formats else TextFieldsFormatter(TEXT_FORMAT))
+    handler.setFormatter(formats.get(fmt, TextFieldsFormatter)())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(config["log.level"])

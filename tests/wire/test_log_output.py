@@ -74,13 +74,21 @@ def test_outside_a_loop_lines_go_at_once():
     assert stream.getvalue() == "INFO now\n"
 
 
-def test_the_second_is_formatted_once_and_reads_as_loggings_own():
-    mine, theirs = TextFieldsFormatter(TEXT_FORMAT), logging.Formatter(TEXT_FORMAT)
+def test_the_text_line_reads_as_loggings_own_with_the_second_formatted_once():
+    mine, theirs = TextFieldsFormatter(), logging.Formatter(TEXT_FORMAT)
     base = int(time.time())
     for created in (base + 0.001, base + 0.5, base + 0.999, base + 1.25, base + 3600.75):
         record = logging.LogRecord("groupd", logging.INFO, __file__, 1, "m", (), None)
         record.created, record.msecs = created, int((created - int(created)) * 1000)
         assert mine.format(record) == theirs.format(record)
+    try:
+        raise ValueError("boom")
+    except ValueError:
+        record = logging.LogRecord("groupd", logging.ERROR, __file__, 1, "failed %s", ("x",), sys.exc_info())
+    record.fields = {"group": "g"}
+    head, _, trace = mine.format(record).partition("\n")
+    assert head.endswith(" ERROR groupd: failed x group=g")  # fields stay on the line, the traceback follows
+    assert trace.startswith("Traceback") and trace.endswith("ValueError: boom")
 
 
 def test_a_clean_exit_writes_what_waits():
