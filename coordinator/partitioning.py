@@ -6,15 +6,21 @@ Kafka computes ``Utils.abs(groupId.hashCode()) % partitions`` where ``hashCode``
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 OFFSETS_TOPIC = "__consumer_offsets"
 
 
 def java_string_hash(s: str) -> int:
     """Java's String.hashCode: h = 31*h + c over UTF-16 code units, wrapped to signed 32 bits."""
-    data = s.encode("utf-16-be", "surrogatepass")
+    if s.isascii():
+        units: Iterable[int] = s.encode()  # one byte is one UTF-16 code unit
+    else:
+        data = s.encode("utf-16-be", "surrogatepass")
+        units = (int.from_bytes(data[i : i + 2], "big") for i in range(0, len(data), 2))
     h = 0
-    for i in range(0, len(data), 2):
-        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
+    for c in units:
+        h = (31 * h + c) & 0xFFFFFFFF
     return h - 0x1_0000_0000 if h & 0x8000_0000 else h
 
 
