@@ -143,17 +143,16 @@ class TurnBufferedHandler(logging.StreamHandler):
             self.release()
 
 
-def setup_logging(config: Config, stream: IO[str] | None = None) -> logging.Handler:
+def setup_logging(config: Config) -> None:
     """The root logger's one handler, at ``log.level``, formatted by ``log.format``."""
     logging._srcfile = None  # type: ignore[attr-defined]  (no caller lookup per line: no format prints it)
     logging.logThreads = False
     logging.logProcesses = False
     logging.logMultiprocessing = False
-    handler = TurnBufferedHandler(stream if stream is not None else sys.stderr)
+    handler = TurnBufferedHandler(sys.stderr)
     formats: dict[str, Any] = {"json": JsonFormatter, "logfmt": LogfmtFormatter}
     fmt = config["log.format"]
     handler.setFormatter(formats.get(fmt, TextFieldsFormatter)())
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(config["log.level"])
-    return handler
