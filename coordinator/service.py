@@ -80,8 +80,9 @@ class Shard:
     queue: collections.deque[_Waiting] = field(default_factory=collections.deque)
     # The core's timers: key -> deadline. Moving or cancelling one only updates this dict; a heap holds
     # (deadline, seq, key) entries, stale ones skipped when popped, and one event-loop timer is armed
-    # for the earliest. A heartbeat re-arms its member's session timer: a dict write and a heappush
-    # instead of cancelling and creating an event-loop timer.
+    # for the earliest (a deadline already due is fired by a call_soon instead, leaving that timer
+    # armed). A heartbeat re-arms its member's session timer: a dict write and a heappush instead of
+    # cancelling and creating an event-loop timer.
     deadlines: dict[tuple, int] = field(default_factory=dict)
     heap: list[tuple[int, int, tuple]] = field(default_factory=list)
     wakeup: asyncio.TimerHandle | None = None

@@ -80,18 +80,13 @@ def _field_names(cls: type) -> frozenset[str]:
 
 
 def _duration(value: Any) -> Any:
-    """int milliseconds to kio's timedelta; the few values a broker answers with are made once."""
-    if type(value) is not int:
-        return value
-    made = _DURATIONS.get(value)
-    if made is None:
-        if len(_DURATIONS) >= 4096:
-            _DURATIONS.clear()
-        made = _DURATIONS[value] = datetime.timedelta(milliseconds=value)
-    return made
+    return _timedelta(value) if type(value) is int else value
 
 
-_DURATIONS: dict[int, datetime.timedelta] = {}  # timedeltas are immutable: one per value is shared
+@functools.lru_cache(maxsize=4096)
+def _timedelta(ms: int) -> datetime.timedelta:
+    """One shared timedelta per value (they are immutable): answers carry the same few durations."""
+    return datetime.timedelta(milliseconds=ms)
 
 
 def _error_code(value: Any) -> Any:
