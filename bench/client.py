@@ -76,12 +76,10 @@ class Conn:
     def request(self, api_key: int, version: int, body: dict[str, Any]) -> asyncio.Future:
         self._cid += 1
         cid = self._cid
-        cls = codec.request_class(api_key, version)
-        entity = codec.make(cls, **body)
-        header = codec.request_header_class(api_key, version)(
-            request_api_key=api_key, request_api_version=version, correlation_id=cid, client_id="bench"
+        header = {"request_api_key": api_key, "request_api_version": version, "correlation_id": cid, "client_id": "bench"}
+        payload = codec.encode_values(codec.request_header_class(api_key, version), header) + codec.encode_values(
+            codec.request_class(api_key, version), body
         )
-        payload = codec.encode(header) + codec.encode(entity)
         fut = asyncio.get_running_loop().create_future()
         self._pending[cid] = (fut, api_key, version)
         self._write(_SIZE.pack(len(payload)) + payload)

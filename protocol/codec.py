@@ -23,7 +23,7 @@ from kio.schema.response_header.v0.header import ResponseHeader as ResponseHeade
 from kio.schema.response_header.v1.header import ResponseHeader as ResponseHeaderV1
 from kio.serial import entity_reader
 
-from protocol.fastwrite import compile_writer
+from protocol.fastwrite import NotCompiled, compile_values_writer, compile_writer
 
 API_VERSIONS_KEY = 18
 ZERO_UUID = uuid.UUID(int=0)
@@ -52,6 +52,14 @@ def decode(cls: type, buf: bytes | memoryview, offset: int = 0) -> tuple[Any, in
 def encode(entity: Any) -> bytes:
     """kio's bytes for ``entity``, written by a writer compiled from kio's schema (protocol/fastwrite)."""
     return compile_writer(type(entity))(entity)
+
+
+def encode_values(cls: type, values: dict[str, Any]) -> bytes:
+    """The bytes of ``make(cls, **values)``, written straight from the values (protocol/fastwrite)."""
+    try:
+        return compile_values_writer(cls)(values)
+    except NotCompiled:
+        return encode(_builder(cls)(values))
 
 
 def encode_into(out: io.BytesIO, entity: Any) -> None:

@@ -195,16 +195,58 @@ def _bytes_field(b: _Builder, v: str, flexible: bool, optional: bool) -> None:
 @functools.cache
 def compile_into(cls: type) -> Callable[[Any, list], None]:
     """Like ``compile_writer``, appending the parts to ``out`` (nested entities share one list)."""
+    return _compile(cls, from_values=False)
+
+
+class NotCompiled(Exception):
+    """A values writer met a tagged field away from its default: build the entity and let kio write it."""
+
+
+@functools.cache
+def compile_values_writer(cls: type) -> Callable[[dict[str, Any]], bytes]:
+    """The bytes of the entity ``cls(**values)`` would be, without building it: for the largest answers
+    of a rebalance, building the frozen entity cost as much as writing it.
+
+    ``values`` are in the newest shape, as ``codec.make`` takes them: keys the version lacks are
+    ignored, absent ones take kio's defaults, durations may be int milliseconds and error codes ints.
+    Nested entities are given as entities. Raises NotCompiled where a tagged field needs kio."""
+    into = _compile(cls, from_values=True)
+    join = b"".join
+
+    def write(values: dict[str, Any]) -> bytes:
+        out: list[bytes] = []
+        into(values, out)
+        return join(out)
+
+    return write
+
+
+def _ms(v: Any) -> int:
+    return v if type(v) is int else round(v.total_seconds() * 1000)
+
+
+def _compile(cls: type, from_values: bool) -> Callable[[Any, list], None]:
     flexible = bool(cls.__flexible__)
     is_request_header = cls.__name__ == "RequestHeader"
     b = _Builder(cls)
+    b.env["_ms"] = _ms
     tagged: list[tuple[str, Any]] = []
-    for field in fields(cls):
-        v = f"e.{field.name}"
+    reads: list[str] = []  # values mode: each field read once from the dict into a local
+    for i, field in enumerate(fields(cls)):
         if get_field_tag(field) is not None:
             default = field.default if field.default is not MISSING else get_tagged_field_default(field)
             tagged.append((field.name, default))
             continue
+        if from_values:
+            v = f"x{i}"
+            if field.default is not MISSING:
+                reads.append(f"{v} = e.get({field.name!r}, {b.name(field.default)})")
+            elif field.default_factory is not MISSING:
+                reads.append(f"{v} = e[{field.name!r}] if {field.name!r} in e else {b.name(field.default_factory)}()")
+            else:
+                reads.append(f"{v} = e[{field.name!r}]")
+        else:
+            v = f"e.{field.name}"
         kind = classify_field(field)
         optional = is_optional(field)
         if isinstance(kind, PrimitiveField):
@@ -218,6 +260,8 @@ def compile_into(cls: type) -> Callable[[Any, list], None]:
             table = _FIXED_NULLABLE if optional else _FIXED
             if kafka_type in table:
                 code, expr = table[kafka_type]
+                if from_values and kafka_type.startswith("timedelta"):
+                    expr = "_ms({v})"
                 b.fixed(code, expr.format(v=v))
                 continue
             if kafka_type in ("bytes", "records"):  # possibly megabytes: appended as they are, not copied
@@ -249,14 +293,19 @@ def compile_into(cls: type) -> Callable[[Any, list], None]:
         if tagged:
             # tagged fields at their defaults are not written: then the count is 0; otherwise kio writes
             # this entity (rare: tagged fields carry optional extras)
-            kio_writer = b.name(_kio_bytes(cls))
-            checks = " or ".join(f"e.{name} != {b.name(default)}" for name, default in tagged)
-            head.append(f"if {checks}: out.append({kio_writer}(e)); return")
+            if from_values:
+                checks = " or ".join(f"e.get({name!r}, {b.name(default)}) != {b.name(default)}" for name, default in tagged)
+                head.append(f"if {checks}: raise {b.name(NotCompiled)}")
+            else:
+                kio_writer = b.name(_kio_bytes(cls))
+                checks = " or ".join(f"e.{name} != {b.name(default)}" for name, default in tagged)
+                head.append(f"if {checks}: out.append({kio_writer}(e)); return")
         b.lines.append("a(b'\\x00')")
-    body = "\n    ".join(head + ["a = out.append"] + b.lines)
+    body = "\n    ".join(head + reads + ["a = out.append"] + b.lines)
     source = f"def write(e, out):\n    {body}\n"
     namespace = dict(b.env)
-    exec(compile(source, f"<fastwrite {cls.__module__}.{cls.__qualname__}>", "exec"), namespace)  # noqa: S102
+    kind = "values" if from_values else "fastwrite"
+    exec(compile(source, f"<{kind} {cls.__module__}.{cls.__qualname__}>", "exec"), namespace)  # noqa: S102
     return namespace["write"]
 
 

@@ -63,7 +63,20 @@ _HEADER_V0 = struct.Struct(">ii")  # size, correlation id
 _HEADER_V1 = struct.Struct(">iiB")  # size, correlation id, empty tagged fields
 
 
+class Encoded:
+    """A response body already written from its values (``codec.encode_values``), with the error code
+    the metrics count; it stands where the response entity would."""
+
+    __slots__ = ("body", "error_code")
+
+    def __init__(self, body: bytes, error_code: int) -> None:
+        self.body = body
+        self.error_code = error_code
+
+
 def encode_body(api_key: int, response: Any) -> bytes:
+    if type(response) is Encoded:
+        return response.body
     if api_key not in CACHED_BODIES:
         return codec.encode(response)
     body = _bodies.get(response)

@@ -56,7 +56,7 @@ def join_group(broker: Broker, ctx: RequestContext, req: Any) -> Any:
         protocol_name = payload.protocol_name
         if ctx.version < 7 and protocol_name is None:
             protocol_name = ""  # non-nullable before v7
-        return ctx.respond(
+        return ctx.encoded(
             throttle_time=0,
             error_code=payload.error,
             generation_id=payload.generation_id,
@@ -93,8 +93,8 @@ def sync_group(broker: Broker, ctx: RequestContext, req: Any) -> Any:
 
     def finish(payload: Any, error: BaseException | None) -> Any:
         if error is not None:
-            return ctx.respond(throttle_time=0, error_code=_refusal(error), protocol_type=None, protocol_name=None, assignment=b"")
-        return ctx.respond(
+            return ctx.encoded(throttle_time=0, error_code=_refusal(error), protocol_type=None, protocol_name=None, assignment=b"")
+        return ctx.encoded(
             throttle_time=0,
             error_code=payload.error,
             protocol_type=payload.protocol_type,
