@@ -39,10 +39,17 @@ _SPECS = (
     ApiSpec(20, "DeleteTopics", 1, 6),
     ApiSpec(21, "DeleteRecords", 0, 2),
     ApiSpec(22, "InitProducerId", 0, 4),
+    ApiSpec(29, "DescribeAcls", 1, 3),
+    ApiSpec(30, "CreateAcls", 1, 3),
+    ApiSpec(31, "DeleteAcls", 1, 3),
     ApiSpec(32, "DescribeConfigs", 1, 4),
+    ApiSpec(33, "AlterConfigs", 0, 2),
+    # not v5 (Kafka 4.3's): kafka-python infers the broker's release from it and would take groupd for 4.3
+    ApiSpec(35, "DescribeLogDirs", 1, 4),
     ApiSpec(37, "CreatePartitions", 0, 3),
     ApiSpec(42, "DeleteGroups", 0, 2),
     ApiSpec(44, "IncrementalAlterConfigs", 0, 1),
+    ApiSpec(46, "ListPartitionReassignments", 0, 0),
     ApiSpec(47, "OffsetDelete", 0, 0),
 )
 

@@ -1,7 +1,8 @@
-"""CreatePartitions, DeleteRecords, DescribeConfigs and IncrementalAlterConfigs."""
+"""CreatePartitions, DeleteRecords, DescribeConfigs, AlterConfigs and IncrementalAlterConfigs."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from broker.config import KEYS
@@ -120,43 +121,66 @@ def describe_configs(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     return ctx.respond(throttle_time=0, results=tuple(results))
 
 
-@handles(44)
-def incremental_alter_configs(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+# (resource, its current overrides) -> its whole new set of overrides, or InvalidConfig
+ConfigsUpdate = Callable[[Any, dict[str, str]], dict[str, str | None]]
+
+
+def _alter_configs(broker: Broker, ctx: RequestContext, req: Any, update: ConfigsUpdate) -> Any:
+    """AlterConfigs and IncrementalAlterConfigs: the same checks, validation and storage per resource."""
     resp_cls = ctx.nested("AlterConfigsResourceResponse")
     out = []
     for res in req.resources:
-        error, message = ErrorCode.none, None
-        if res.resource_type == BROKER:
-            error, message = ErrorCode.invalid_request, "groupd's broker configs are static (server.properties / --override)"
-        elif res.resource_type != TOPIC:
-            error, message = ErrorCode.invalid_request, f"Unsupported resource type {res.resource_type}"
-        else:
-            topic = broker.topics.get(res.resource_name)
-            if topic is None:
-                error, message = ErrorCode.unknown_topic_or_partition, f"Topic {res.resource_name} does not exist."
-            else:
-                configs = dict(topic.configs)
-                try:
-                    for c in res.configs:
-                        if c.name not in TOPIC_CONFIGS:
-                            raise InvalidConfig(f"Unknown topic config name: {c.name}")
-                        if c.config_operation == SET:
-                            configs[c.name] = c.value
-                        elif c.config_operation == DELETE:
-                            configs.pop(c.name, None)
-                        elif c.config_operation in (APPEND, SUBTRACT) and _config_type(c.name) == TYPE_LIST:
-                            current = [v for v in effective_topic_config(broker.config, configs, c.name)[0].split(",") if v]
-                            items = [v for v in (c.value or "").split(",") if v]
-                            current = current + [v for v in items if v not in current] if c.config_operation == APPEND else [v for v in current if v not in items]
-                            configs[c.name] = ",".join(current)
-                        else:
-                            raise InvalidConfig(f"Operation {c.config_operation} is not valid for {c.name}")
-                    configs = validate_topic_configs(configs)
-                except InvalidConfig as exc:
-                    error, message = ErrorCode.invalid_config, str(exc)
-                else:
-                    if not req.validate_only:
-                        broker.topics.set_configs(topic.name, configs)
-                        broker.partitions.reconfigure(topic)
+        error, message = _alter_resource(broker, res, req.validate_only, update)
         out.append(codec.make(resp_cls, error_code=error, error_message=message, resource_type=res.resource_type, resource_name=res.resource_name))
     return ctx.respond(throttle_time=0, responses=tuple(out))
+
+
+def _alter_resource(broker: Broker, res: Any, validate_only: bool, update: ConfigsUpdate) -> tuple[ErrorCode, str | None]:
+    if res.resource_type == BROKER:
+        return ErrorCode.invalid_request, "groupd's broker configs are static (server.properties / --override)"
+    if res.resource_type != TOPIC:
+        return ErrorCode.invalid_request, f"Unsupported resource type {res.resource_type}"
+    topic = broker.topics.get(res.resource_name)
+    if topic is None:
+        return ErrorCode.unknown_topic_or_partition, f"Topic {res.resource_name} does not exist."
+    try:
+        configs = validate_topic_configs(update(res, dict(topic.configs)))
+    except InvalidConfig as exc:
+        return ErrorCode.invalid_config, str(exc)
+    if not validate_only:
+        broker.topics.set_configs(topic.name, configs)
+        broker.partitions.reconfigure(topic)
+    return ErrorCode.none, None
+
+
+def _replace(res: Any, current: dict[str, str]) -> dict[str, str | None]:
+    return {c.name: c.value for c in res.configs}
+
+
+@handles(33)
+def alter_configs(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+    """The legacy AlterConfigs: the given set replaces the topic's overrides, as Kafka overwrites every
+    existing one; keys left out go back to their defaults."""
+    return _alter_configs(broker, ctx, req, _replace)
+
+
+@handles(44)
+def incremental_alter_configs(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+    def apply_ops(res: Any, configs: dict[str, str]) -> dict[str, str | None]:
+        for c in res.configs:
+            if c.name not in TOPIC_CONFIGS:
+                raise InvalidConfig(f"Unknown topic config name: {c.name}")
+            if c.config_operation == SET:
+                configs[c.name] = c.value
+            elif c.config_operation == DELETE:
+                configs.pop(c.name, None)
+            elif c.config_operation in (APPEND, SUBTRACT) and _config_type(c.name) == TYPE_LIST:
+                current = [v for v in effective_topic_config(broker.config, configs, c.name)[0].split(",") if v]
+                items = [v for v in (c.value or "").split(",") if v]
+                current = current + [v for v in items if v not in current] if c.config_operation == APPEND else [v for v in current if v not in items]
+                configs[c.name] = ",".join(current)
+            else:
+                raise InvalidConfig(f"Operation {c.config_operation} is not valid for {c.name}")
+        return configs
+
+    return _alter_configs(broker, ctx, req, apply_ops)

@@ -2,8 +2,26 @@
 
 import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
-from kafka.admin import ConfigResource, ConfigResourceType, NewPartitions, NewTopic
-from kafka.errors import InvalidConfigurationError, InvalidPartitionsError, NonEmptyGroupError
+from kafka.admin import (
+    ACL,
+    ACLFilter,
+    ACLOperation,
+    ACLPermissionType,
+    ACLResourcePatternType,
+    ConfigResource,
+    ConfigResourceType,
+    NewPartitions,
+    NewTopic,
+    ResourcePattern,
+    ResourcePatternFilter,
+    ResourceType,
+)
+from kafka.errors import (
+    InvalidConfigurationError,
+    InvalidPartitionsError,
+    NonEmptyGroupError,
+    SecurityDisabledError,
+)
 from kafka.structs import OffsetAndMetadata
 
 from tests.clients.kp import ChildConsumer, wait_until
@@ -65,4 +83,54 @@ def test_group_admin(broker_process):
     deleted = admin.delete_groups(["admin-g"])
     assert "NonEmptyGroup" not in str(deleted), deleted
     assert "admin-g" not in str(admin.list_groups())
+    admin.close()
+
+
+def test_acls_log_dirs_reassignments_and_legacy_alter_configs(broker_process):
+    admin = KafkaAdminClient(bootstrap_servers=broker_process.bootstrap)
+    any_topic = ResourcePatternFilter(ResourceType.TOPIC, None, ACLResourcePatternType.ANY)
+    acl_filter = ACLFilter(principal=None, host=None, operation=ACLOperation.ANY, permission_type=ACLPermissionType.ANY, resource_pattern=any_topic)
+    # no authorizer: kafka-python raises the SECURITY_DISABLED error with Kafka's message
+    with pytest.raises(SecurityDisabledError, match="No Authorizer is configured on the broker"):
+        admin.describe_acls(acl_filter)
+    acl = ACL("User:alice", "*", ACLOperation.READ, ACLPermissionType.ALLOW, ResourcePattern(ResourceType.TOPIC, "adm-acl"))
+    assert admin.create_acls([acl]) == {"succeeded": [], "failed": [SecurityDisabledError]}
+    assert admin.delete_acls([acl_filter]) == [(acl_filter, [], SecurityDisabledError)]
+
+    admin.create_topics([NewTopic("logs", 2, 1, topic_configs={"retention.ms": "3600000", "cleanup.policy": "compact,delete"})])
+    producer = KafkaProducer(bootstrap_servers=broker_process.bootstrap)
+    for i in range(20):
+        producer.send("logs", key=b"k", value=str(i).encode() * 50, partition=1)
+    producer.flush()
+    producer.close()
+    (answer,) = admin.describe_log_dirs({"logs": [0, 1]})
+    assert answer["broker"] == 1
+    (log_dir,) = answer["log_dirs"]
+    assert log_dir["error_code"] == 0 and log_dir["log_dir"] == str(broker_process.log_dir.absolute())
+    (topic,) = log_dir["topics"]
+    assert topic["name"] == "logs"
+    sizes = {p["partition_index"]: p["partition_size"] for p in topic["partitions"]}
+    on_disk = sum(f.stat().st_size for f in (broker_process.log_dir / "logs-1").glob("*.log"))
+    assert sizes == {0: 0, 1: on_disk} and on_disk > 1000
+    assert 0 < log_dir["usable_bytes"] <= log_dir["total_bytes"]
+
+    assert admin.list_partition_reassignments() == {}
+    assert admin.list_partition_reassignments({"logs": [0, 1]}) == {}
+
+    def topic_configs():
+        return admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, "logs")])["topic"]["logs"]
+
+    assert set(topic_configs()) == {"retention.ms", "cleanup.policy"}
+    # legacy AlterConfigs (api 33); kafka-python sends the other modified keys along, as the API replaces the set
+    result = admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, "logs", configs={"retention.ms": "7200000"})], incremental=False)
+    assert result == {"topic": {"logs": "OK"}}
+    modified = topic_configs()
+    assert set(modified) == {"retention.ms", "cleanup.policy"}
+    assert "'7200000'" in str(modified["retention.ms"]) and "'compact,delete'" in str(modified["cleanup.policy"])
+    dry = admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, "logs", configs={"retention.ms": "60000"})], incremental=False, validate_only=True)
+    assert dry == {"topic": {"logs": "OK"}}
+    assert "'7200000'" in str(topic_configs()["retention.ms"])
+    refused = admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, "logs", configs={"segment.bytes": "1"})], incremental=False)
+    assert "InvalidConfigurationError" in refused["topic"]["logs"] and "segment.bytes" in refused["topic"]["logs"], refused
+    assert "'7200000'" in str(topic_configs()["retention.ms"])
     admin.close()

@@ -1,0 +1,90 @@
+"""DescribeAcls, CreateAcls, DeleteAcls, DescribeLogDirs and ListPartitionReassignments.
+
+Answered as a single-node Kafka without an authorizer answers them: ACL requests get SECURITY_DISABLED
+(Kafka's AclApis, with its two sentences: DescribeAcls builds its own, CreateAcls and DeleteAcls carry
+the SecurityDisabledException's on every creation or filter); the one log directory is ``log.dirs``;
+no partition is ever being reassigned.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import TYPE_CHECKING, Any
+
+from broker.dispatch import RequestContext, handles
+from coordinator.partitioning import OFFSETS_TOPIC
+from protocol import codec
+from protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from broker.app import Broker
+    from storage.log import Log
+
+NO_AUTHORIZER_DESCRIBE = "No Authorizer is configured on the broker"
+NO_AUTHORIZER = "No Authorizer is configured."
+
+
+@handles(29)
+def describe_acls(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+    return ctx.respond(throttle_time=0, error_code=ErrorCode.security_disabled, error_message=NO_AUTHORIZER_DESCRIBE, resources=())
+
+
+@handles(30)
+def create_acls(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+    result_cls = ctx.nested("AclCreationResult")
+    results = tuple(
+        codec.make(result_cls, error_code=ErrorCode.security_disabled, error_message=NO_AUTHORIZER) for _ in req.creations
+    )
+    return ctx.respond(throttle_time=0, results=results)
+
+
+@handles(31)
+def delete_acls(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+    result_cls = ctx.nested("DeleteAclsFilterResult")
+    results = tuple(
+        codec.make(result_cls, error_code=ErrorCode.security_disabled, error_message=NO_AUTHORIZER, matching_acls=())
+        for _ in req.filters
+    )
+    return ctx.respond(throttle_time=0, filter_results=results)
+
+
+def _stored_logs(broker: Broker) -> dict[tuple[str, int], Log]:
+    """Every partition kept under log.dirs: the topics' and the offsets partitions this node loaded."""
+    logs: dict[tuple[str, int], Log] = dict(broker.partitions.logs)
+    if broker.coordinator is not None:
+        for p, shard in broker.coordinator.shards.items():
+            logs[(OFFSETS_TOPIC, p)] = shard.log
+    return logs
+
+
+@handles(35)
+def describe_log_dirs(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+    log_dir = os.path.abspath(broker.config["log.dirs"])
+    logs = _stored_logs(broker)
+    if req.topics is None:
+        wanted = sorted(logs)
+    else:
+        wanted = sorted({(t.topic, p) for t in req.topics for p in t.partitions if (t.topic, p) in logs})
+    # Kafka lists a topic only with the partitions it has here; the lag of a leader's log is 0
+    rows = (
+        (topic, {"partition_index": p, "partition_size": logs[(topic, p)].size_bytes, "offset_lag": 0, "is_future_key": False})
+        for topic, p in wanted
+    )
+    topics = ctx.by_topic("DescribeLogDirsTopic", "DescribeLogDirsPartition", rows)
+    try:
+        st = os.statvfs(log_dir)
+        total, usable = st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize
+    except OSError:
+        total = usable = -1  # the schema's "unknown"
+    result = codec.make(
+        ctx.nested("DescribeLogDirsResult"), error_code=ErrorCode.none, log_dir=log_dir, topics=topics,
+        total_bytes=total, usable_bytes=usable, is_cordoned=False,
+    )
+    return ctx.respond(throttle_time=0, error_code=ErrorCode.none, results=(result,))
+
+
+@handles(46)
+def list_partition_reassignments(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+    # Kafka's controller lists only partitions being reassigned and leaves unknown topics and
+    # partitions out without an error; on one node nothing is ever reassigned.
+    return ctx.respond(throttle_time=0, error_code=ErrorCode.none, error_message=None, topics=())
