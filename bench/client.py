@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import struct
 from typing import Any
 
@@ -27,6 +28,11 @@ class _Protocol(asyncio.Protocol):
 
 
 _unsent: list[Conn] = []
+
+
+@functools.cache
+def _response_readers(api_key: int, version: int) -> tuple[Any, Any]:
+    return codec.reader(codec.response_header_class(api_key, version)), codec.reader(codec.response_class(api_key, version))
 
 
 def _send_all() -> None:
@@ -112,8 +118,9 @@ class Conn:
             pos += 4 + size
             (cid,) = _SIZE.unpack_from(frame, 0)
             fut, api_key, version = self._pending.pop(cid)
-            _, used = codec.decode(codec.response_header_class(api_key, version), frame, 0)
-            body, _ = codec.decode(codec.response_class(api_key, version), frame, used)
+            read_header, read_body = _response_readers(api_key, version)
+            _, used = read_header(frame, 0)
+            body, _ = read_body(frame, used)
             if not fut.done():
                 fut.set_result(body)
         if pos:

@@ -40,13 +40,14 @@ def response_class(api_key: int, version: int) -> type:
 
 
 @functools.cache
-def _reader(cls: type) -> Callable[[Any, int], tuple[Any, int]]:
+def reader(cls: type) -> Callable[[Any, int], tuple[Any, int]]:
+    """kio's reader of ``cls``: (buffer, offset) -> (entity, bytes consumed)."""
     return entity_reader(cls)
 
 
 def decode(cls: type, buf: bytes | memoryview, offset: int = 0) -> tuple[Any, int]:
     """Decode one entity of ``cls`` at ``offset``; returns (entity, bytes consumed)."""
-    return _reader(cls)(buf, offset)
+    return reader(cls)(buf, offset)
 
 
 def encode(entity: Any) -> bytes:

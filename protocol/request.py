@@ -41,16 +41,30 @@ def parse_request(body: bytes) -> tuple[RequestHeader, Any]:
     not decode.
     """
     api_key, api_version, _ = peek_header(body)
+    readers = _readers.get((api_key, api_version))
+    if readers is None:
+        readers = _readers_of(api_key, api_version)
+    read_header, read_body = readers
+    kio_header, used = read_header(body, 0)
+    request, _ = read_body(body, used)
+    return RequestHeader(api_key, api_version, kio_header.correlation_id, kio_header.client_id), request
+
+
+# (api key, version) -> the header's and the body's kio readers, resolved once per pair in the table
+_readers: dict[tuple[int, int], tuple[Any, Any]] = {}
+
+
+def _readers_of(api_key: int, api_version: int) -> tuple[Any, Any]:
     spec = API_TABLE.get(api_key)
     if spec is None:
         raise UnknownApi(f"unknown api key {api_key}")
     if not spec.supports(api_version):
         raise UnsupportedVersion(f"{spec.name} v{api_version} is outside {spec.min_version}-{spec.max_version}")
-    header_cls = codec.request_header_class(api_key, api_version)
-    kio_header, used = codec.decode(header_cls, body, 0)
-    request, _ = codec.decode(codec.request_class(api_key, api_version), body, used)
-    header = RequestHeader(api_key, api_version, kio_header.correlation_id, kio_header.client_id)
-    return header, request
+    readers = _readers[api_key, api_version] = (
+        codec.reader(codec.request_header_class(api_key, api_version)),
+        codec.reader(codec.request_class(api_key, api_version)),
+    )
+    return readers
 
 
 # Small responses that repeat byte for byte (a heartbeat's, a commit's, a coordinator lookup's): their
