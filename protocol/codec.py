@@ -22,6 +22,7 @@ from kio.schema.request_header.v2.header import RequestHeader as RequestHeaderV2
 from kio.schema.response_header.v0.header import ResponseHeader as ResponseHeaderV0
 from kio.schema.response_header.v1.header import ResponseHeader as ResponseHeaderV1
 from kio.serial import entity_reader
+from kio.serial._introspect import EntityField, EntityTupleField, classify_field
 
 from protocol.fastwrite import NotCompiled, compile_values_writer, compile_writer
 
@@ -60,7 +61,31 @@ def encode_values(cls: type, values: dict[str, Any]) -> bytes:
     try:
         return compile_values_writer(cls)(values)
     except NotCompiled:
-        return encode(_builder(cls)(values))
+        return encode(_from_values(cls, values))
+
+
+def _from_values(cls: type, values: dict[str, Any]) -> Any:
+    """``make(cls, **values)`` where nested entities may be given as dicts of their values too."""
+    nested = _nested_fields(cls)
+    if nested:
+        values = dict(values)
+        for name, (inner, is_array) in nested.items():
+            v = values.get(name)
+            if is_array and v is not None:
+                values[name] = tuple(_from_values(inner, x) if type(x) is dict else x for x in v)
+            elif type(v) is dict:
+                values[name] = _from_values(inner, v)
+    return _builder(cls)(values)
+
+
+@functools.cache
+def _nested_fields(cls: type) -> dict[str, tuple[type, bool]]:
+    out = {}
+    for f in fields(cls):
+        kind = classify_field(f)
+        if isinstance(kind, EntityField | EntityTupleField):
+            out[f.name] = (kind.type_, isinstance(kind, EntityTupleField))
+    return out
 
 
 def encode_into(out: io.BytesIO, entity: Any) -> None:

@@ -209,8 +209,9 @@ def compile_values_writer(cls: type) -> Callable[[dict[str, Any]], bytes]:
 
     ``values`` are in the newest shape, as ``codec.make`` takes them: keys the version lacks are
     ignored, absent ones take kio's defaults, durations may be int milliseconds and error codes ints.
-    Nested entities are given as entities. Raises NotCompiled where a tagged field needs kio."""
-    into = _compile(cls, from_values=True)
+    Nested entities are given as entities or as dicts of their values. Raises NotCompiled where a
+    tagged field needs kio."""
+    into = _compile_values_into(cls)
     join = b"".join
 
     def write(values: dict[str, Any]) -> bytes:
@@ -219,6 +220,20 @@ def compile_values_writer(cls: type) -> Callable[[dict[str, Any]], bytes]:
         return join(out)
 
     return write
+
+
+@functools.cache
+def _compile_values_into(cls: type) -> Callable[[Any, list], None]:
+    return _compile(cls, from_values=True)
+
+
+def _nested_call(b: _Builder, cls: type, v: str, from_values: bool) -> str:
+    """The statement writing nested entity ``v``: in values mode it may be given as a dict too."""
+    writer = b.name(compile_into(cls))
+    if not from_values:
+        return f"{writer}({v}, out)"
+    values_writer = b.name(_compile_values_into(cls))
+    return f"({values_writer} if type({v}) is dict else {writer})({v}, out)"
 
 
 def _ms(v: Any) -> int:
@@ -274,17 +289,16 @@ def _compile(cls: type, from_values: bool) -> Callable[[Any, list], None]:
             b.emit(f"if {v}:")
             b.lines.append(f"    out.extend(map({element}, {v}))")
         elif isinstance(kind, EntityField):
-            writer = b.name(compile_into(kind.type_))
+            call = _nested_call(b, kind.type_, v, from_values)
             if optional:  # KIP-893 nullable struct: a marker byte first
                 b.emit(f"if {v} is None: a(b'\\xff')")
-                b.lines.append(f"else: a(b'\\x01'); {writer}({v}, out)")
+                b.lines.append(f"else: a(b'\\x01'); {call}")
             else:
-                b.emit(f"{writer}({v}, out)")
+                b.emit(call)
         elif isinstance(kind, EntityTupleField):
-            writer = b.name(compile_into(kind.type_))
             _array_prefix(b, v, flexible)
             b.emit(f"for x in {v} or ():")
-            b.lines.append(f"    {writer}(x, out)")
+            b.lines.append(f"    {_nested_call(b, kind.type_, 'x', from_values)}")
         else:  # pragma: no cover - kio's classification is exhaustive
             raise NotImplementedError(f"{cls.__name__}.{field.name}")
     b.flush()

@@ -48,11 +48,7 @@ def join_group(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     def finish(payload: Any, error: BaseException | None) -> Any:
         if error is not None:
             payload = JoinGroupResponse(_refusal(error), member_id=req.member_id)
-        member_cls = ctx.nested("JoinGroupResponseMember")
-        members = tuple(
-            codec.make(member_cls, member_id=m.member_id, group_instance_id=m.group_instance_id, metadata=m.metadata)
-            for m in payload.members
-        )
+        members = [{"member_id": m.member_id, "group_instance_id": m.group_instance_id, "metadata": m.metadata} for m in payload.members]
         protocol_name = payload.protocol_name
         if ctx.version < 7 and protocol_name is None:
             protocol_name = ""  # non-nullable before v7
