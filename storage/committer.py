@@ -159,8 +159,7 @@ class GroupCommitter:
             return
         r = self._take(log, pending)
         try:
-            for lg in r.logs:
-                lg.write_pending()
+            # each log's share is written out as it is taken (one pwritev for adjacent batches)
             taken = [(lg, t) for lg in r.logs if (t := lg.take_for_sync()) is not None]
         except Exception as exc:  # noqa: BLE001 - StorageError, or anything a write raised
             self._finish(pending, r, _storage_error(exc))
