@@ -67,10 +67,11 @@ def _readers_of(api_key: int, api_version: int) -> tuple[Any, Any]:
     return readers
 
 
-# Small responses that repeat byte for byte (a heartbeat's, a commit's, a coordinator lookup's): their
-# encoded body is remembered by value. kio entities are frozen dataclasses, so equal answers hash alike;
-# hashing one costs well under a microsecond where encoding costs about ten.
-CACHED_BODIES = frozenset({8, 10, 12, 13, 18})  # OffsetCommit, FindCoordinator, Heartbeat, LeaveGroup, ApiVersions
+# Small responses that repeat byte for byte (a coordinator lookup's, a leave's): their encoded body is
+# remembered by value. kio entities are frozen dataclasses, so equal answers hash alike; hashing one
+# costs well under a microsecond where encoding costs several. (Heartbeat and OffsetCommit handlers keep
+# their answers' bytes themselves, as Encoded.)
+CACHED_BODIES = frozenset({10, 13, 18})  # FindCoordinator, LeaveGroup, ApiVersions
 _BODY_CACHE_MAX = 4096
 _bodies: dict[Any, bytes] = {}
 _HEADER_V0 = struct.Struct(">ii")  # size, correlation id

@@ -114,11 +114,11 @@ def heartbeat(broker: Broker, ctx: RequestContext, req: Any) -> Any:
             code = E.NONE if code == E.COORDINATOR_LOAD_IN_PROGRESS else code
         if broker.metrics is not None:
             broker.metrics.heartbeat()
-        # a member heartbeats every few seconds and nearly always hears NONE: one answer entity per
-        # (version, error), as immutable as the bytes the response cache keeps for it
+        # a member heartbeats every few seconds and nearly always hears NONE: one answer, written
+        # once, per (version, error)
         answer = _heartbeat_answers.get((ctx.version, code))
         if answer is None:
-            answer = _heartbeat_answers[ctx.version, code] = ctx.respond(throttle_time=0, error_code=code)
+            answer = _heartbeat_answers[ctx.version, code] = ctx.encoded(throttle_time=0, error_code=code)
         return answer
 
     # no write: usually answered before the coordinator returns, unless earlier answers of the shard

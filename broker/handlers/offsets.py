@@ -10,6 +10,7 @@ from coordinator import shard as core
 from coordinator.api import CommitPartition, OffsetCommit, OffsetDelete, OffsetFetch, PartitionError
 from coordinator.service import CoordinatorError
 from protocol import codec
+from protocol.request import Encoded
 
 if TYPE_CHECKING:
     from broker.app import Broker
@@ -21,7 +22,7 @@ _commit_answers: dict[tuple, Any] = {}
 
 def _commit_response(ctx: RequestContext, errors: list[PartitionError]) -> Any:
     # A client commits the same partitions again and again and nearly always hears "no error": the
-    # answer entity is built once per (version, partitions, errors) and reused (it is immutable).
+    # answer is built and written once per (version, partitions, errors) and its bytes reused.
     if len(errors) == 1:  # the common case, without a generator
         e = errors[0]
         key: tuple = (ctx.version, (e.topic, e.partition, e.error))
@@ -30,7 +31,8 @@ def _commit_response(ctx: RequestContext, errors: list[PartitionError]) -> Any:
     answer = _commit_answers.get(key)
     if answer is None:
         rows = ((e.topic, {"partition_index": e.partition, "error_code": e.error}) for e in errors)
-        answer = ctx.respond(throttle_time=0, topics=ctx.by_topic("OffsetCommitResponseTopic", "OffsetCommitResponsePartition", rows))
+        entity = ctx.respond(throttle_time=0, topics=ctx.by_topic("OffsetCommitResponseTopic", "OffsetCommitResponsePartition", rows))
+        answer = Encoded(codec.encode(entity), next((e.error for e in errors if e.error), 0))
         if len(_commit_answers) >= _COMMIT_ANSWERS_MAX:
             _commit_answers.clear()
         _commit_answers[key] = answer

@@ -102,9 +102,24 @@ async def test_error_codes_top_level_and_nested(tmp_path):
         part = codec.make(oc.OffsetCommitResponsePartition, partition_index=0, error_code=25)
         topic = codec.make(oc.OffsetCommitResponseTopic, name="t", partitions=(part,))
         m.request_finished(8, m.request_started(8), codec.make(oc.OffsetCommitResponse, throttle_time=0, topics=(topic,)))
+        # the same answers as the handlers give them: written once, with their error code beside
+        from broker.dispatch import RequestContext
+        from broker.handlers.offsets import _commit_response
+        from coordinator.api import PartitionError
+        from protocol.request import RequestHeader
+
+        ctx = RequestContext(RequestHeader(8, 8, 1, "c"), "h", "c1")
+        encoded = _commit_response(ctx, [PartitionError("t", 0, 0), PartitionError("t", 1, 25)])
+        assert encoded.body == codec.encode(codec.make(oc.OffsetCommitResponse, throttle_time=0, topics=(
+            codec.make(oc.OffsetCommitResponseTopic, name="t", partitions=(
+                codec.make(oc.OffsetCommitResponsePartition, partition_index=0, error_code=0),
+                codec.make(oc.OffsetCommitResponsePartition, partition_index=1, error_code=25))),)))
+        m.request_finished(8, m.request_started(8), encoded)
+        hb_ctx = RequestContext(RequestHeader(12, 4, 1, "c"), "h", "c1")
+        m.request_finished(12, m.request_started(12), hb_ctx.encoded(throttle_time=0, error_code=27))
         _, text = await http_get(b.metrics_server.port, "/metrics")
-        assert value(text, "groupd_request_errors_total", api=api_name(12), error="REBALANCE_IN_PROGRESS") == 1
-        assert value(text, "groupd_request_errors_total", api=api_name(8), error="UNKNOWN_MEMBER_ID") == 1
+        assert value(text, "groupd_request_errors_total", api=api_name(12), error="REBALANCE_IN_PROGRESS") == 2
+        assert value(text, "groupd_request_errors_total", api=api_name(8), error="UNKNOWN_MEMBER_ID") == 2
     finally:
         await b.stop()
 
