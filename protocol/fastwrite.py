@@ -71,11 +71,23 @@ def _uvarint(n: int) -> bytes:
     return bytes(out)
 
 
+# Strings repeat from answer to answer (group and member ids, protocol names, the client id): each one's
+# written form is kept, so writing it again is one dict lookup instead of an encode, a length check and
+# a join. Bounded: cleared when full.
+_STRINGS_MAX = 16384
+_legacy_strings: dict[str, bytes] = {}
+_compact_strings: dict[str, bytes] = {}
+
+
 def _legacy_str(v: str) -> bytes:
     b = v.encode()
     if len(b) > 32767:
         raise ValueError(f"string of {len(b)} bytes is too long for the int16 length format")
-    return _I16(len(b)) + b
+    written = _I16(len(b)) + b
+    if len(_legacy_strings) >= _STRINGS_MAX:
+        _legacy_strings.clear()
+    _legacy_strings[v] = written
+    return written
 
 
 def _legacy_nstr(v: str | None) -> bytes:
@@ -97,8 +109,28 @@ def _legacy_nbytes(v: bytes | None) -> bytes:
 def _compact(v: str | bytes) -> bytes:
     if v is None:
         raise TypeError("Unexpectedly received None value")
-    b = v.encode() if isinstance(v, str) else bytes(v)
-    return _uvarint(len(b) + 1) + b
+    if not isinstance(v, str):
+        return _uvarint(len(v) + 1) + bytes(v)
+    b = v.encode()
+    written = _uvarint(len(b) + 1) + b
+    if len(_compact_strings) >= _STRINGS_MAX:
+        _compact_strings.clear()
+    _compact_strings[v] = written
+    return written
+
+
+def _string_expr(b: _Builder, v: str, flexible: bool, optional: bool) -> str:
+    """A string field's bytes: its kept written form, else the writer that makes and keeps it."""
+    if flexible:
+        kept, make, null = b.name(_compact_strings), b.name(_compact), "b'\\x00'"
+    else:
+        kept, make, null = b.name(_legacy_strings), b.name(_legacy_str), "b'\\xff\\xff'"
+    expr = f"({kept}.get({v}) or {make}({v}))"  # a written string is never empty (its length comes first)
+    if optional:
+        return f"({null} if {v} is None else {expr})"
+    if flexible:  # kio's message for a missing value, not a lookup's TypeError
+        return f"({make}({v}) if {v} is None else {expr})"
+    return expr
 
 
 def _compact_n(v: str | bytes | None) -> bytes:
@@ -267,7 +299,10 @@ def _compile(cls: type, from_values: bool) -> Callable[[Any, list], None]:
         if isinstance(kind, PrimitiveField):
             kafka_type = get_schema_field_type(field)
             if is_request_header and field.name == "client_id":  # Kafka's special case: always legacy
-                b.emit(f"a({b.name(_legacy_nstr)}({v}))")
+                b.emit(f"a({_string_expr(b, v, False, True)})")
+                continue
+            if kafka_type == "string":
+                b.emit(f"a({_string_expr(b, v, flexible, optional)})")
                 continue
             if kafka_type == "uuid":
                 b.fixed(_UUID[0], _UUID[1].format(v=v))
