@@ -148,7 +148,7 @@ class Connection(asyncio.Protocol):
     def _handle(self, body: bytes) -> None:
         api_key, api_version, correlation_id = peek_header(body)
         try:
-            header, request = parse_request(body)
+            header, request = parse_request(body, api_key, api_version)
         except UnsupportedVersion as exc:
             if api_key == API_VERSIONS:
                 self._write(encode_response(API_VERSIONS, 0, correlation_id, _unsupported_api_versions()))

@@ -177,7 +177,7 @@ class Group:
     def _count(self, protocols: tuple[Protocol, ...], delta: int) -> None:
         s = self.support
         seen: set[str] = set()
-        for p in protocols:
+        for p in protocols:  # noqa: SIM110 - a plain loop: no generator per join
             name = p.name
             if name in seen:
                 continue
@@ -221,7 +221,10 @@ class Group:
             return False
         n = len(self.members)
         s = self.support
-        return any(s.get(p.name, 0) == n for p in protocols)
+        for p in protocols:  # noqa: SIM110 - a plain loop: no generator per join
+            if s.get(p.name, 0) == n:
+                return True
+        return False
 
     def select_protocol(self) -> str | None:
         """Vote: each member votes for its first protocol that every member supports; most votes wins

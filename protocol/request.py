@@ -34,13 +34,15 @@ def peek_header(body: bytes) -> tuple[int, int, int]:
     return HEADER_PREFIX.unpack_from(body, 0)
 
 
-def parse_request(body: bytes) -> tuple[RequestHeader, Any]:
-    """Split a frame body into its header and its kio request entity.
+def parse_request(body: bytes, api_key: int | None = None, api_version: int = 0) -> tuple[RequestHeader, Any]:
+    """Split a frame body into its header and its kio request entity (``api_key`` and ``api_version``:
+    what ``peek_header`` already read, if the caller did).
 
     Raises UnknownApi/UnsupportedVersion before touching the body, and kio's errors when the body does
     not decode.
     """
-    api_key, api_version, _ = peek_header(body)
+    if api_key is None:
+        api_key, api_version, _ = peek_header(body)
     readers = _readers.get((api_key, api_version))
     if readers is None:
         readers = _readers_of(api_key, api_version)

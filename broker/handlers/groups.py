@@ -38,7 +38,7 @@ def join_group(broker: Broker, ctx: RequestContext, req: Any) -> Any:
         session_timeout_ms=session,
         rebalance_timeout_ms=rebalance,
         protocol_type=req.protocol_type,
-        protocols=tuple(Protocol(p.name, p.metadata) for p in req.protocols),
+        protocols=tuple([Protocol(p.name, p.metadata) for p in req.protocols]),
         client_id=ctx.client_id,
         client_host="/" + ctx.client_host,
         version=ctx.version,
@@ -83,7 +83,7 @@ def sync_group(broker: Broker, ctx: RequestContext, req: Any) -> Any:
         group_instance_id=getattr(req, "group_instance_id", None),
         protocol_type=getattr(req, "protocol_type", None),
         protocol_name=getattr(req, "protocol_name", None),
-        assignments=tuple(SyncAssignment(a.member_id, a.assignment) for a in req.assignments),
+        assignments=tuple([SyncAssignment(a.member_id, a.assignment) for a in req.assignments]),
         version=ctx.version,
     )
 
