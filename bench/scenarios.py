@@ -52,11 +52,13 @@ async def _timed(stats: Stats, coros: Any) -> Stats:
     return stats
 
 
+_PROTOCOLS = ({"name": "range", "metadata": SUBSCRIPTION},)  # the values writer takes nested dicts
+
+
 def _join_body(group: str, member_id: str, session_ms: int = 30_000) -> dict[str, Any]:
-    proto = nested(11, JOIN_V, "JoinGroupRequestProtocol")
     return {
         "group_id": group, "session_timeout": session_ms, "rebalance_timeout": 30_000, "member_id": member_id,
-        "group_instance_id": None, "protocol_type": "consumer", "protocols": (proto(name="range", metadata=SUBSCRIPTION),),
+        "group_instance_id": None, "protocol_type": "consumer", "protocols": _PROTOCOLS,
     }
 
 
@@ -82,11 +84,10 @@ async def _member(conn: Conn, group: str, member_id: str, session_ms: int = 30_0
             continue
         if join.error_code != 0:
             return False
-        assignments = ()
+        assignments: Any = ()
         if join.leader == join.member_id:
-            a = nested(14, SYNC_V, "SyncGroupRequestAssignment")
             given = ASSIGNMENT if len(join.members) >= expected else b""
-            assignments = tuple(a(member_id=m.member_id, assignment=given) for m in join.members)
+            assignments = [{"member_id": m.member_id, "assignment": given} for m in join.members]
         sync = await conn.call(14, SYNC_V, {
             "group_id": group, "generation_id": join.generation_id, "member_id": join.member_id,
             "group_instance_id": None, "assignments": assignments,
