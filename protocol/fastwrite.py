@@ -71,10 +71,12 @@ def _uvarint(n: int) -> bytes:
     return bytes(out)
 
 
-# Strings repeat from answer to answer (group and member ids, protocol names, the client id): each one's
-# written form is kept, so writing it again is one dict lookup instead of an encode, a length check and
-# a join. Bounded: cleared when full.
+# Strings repeat from answer to answer (group and member ids, protocol names, the client id): each short
+# one's written form is kept, so writing it again is one dict lookup instead of an encode, a length
+# check and a join. Bounded in count (cleared when full) and in size (long strings, such as a config
+# value, are written each time): at most _STRINGS_MAX x _STRING_KEPT_CHARS characters per dict.
 _STRINGS_MAX = 16384
+_STRING_KEPT_CHARS = 255
 _legacy_strings: dict[str, bytes] = {}
 _compact_strings: dict[str, bytes] = {}
 
@@ -84,9 +86,10 @@ def _legacy_str(v: str) -> bytes:
     if len(b) > 32767:
         raise ValueError(f"string of {len(b)} bytes is too long for the int16 length format")
     written = _I16(len(b)) + b
-    if len(_legacy_strings) >= _STRINGS_MAX:
-        _legacy_strings.clear()
-    _legacy_strings[v] = written
+    if len(v) <= _STRING_KEPT_CHARS:
+        if len(_legacy_strings) >= _STRINGS_MAX:
+            _legacy_strings.clear()
+        _legacy_strings[v] = written
     return written
 
 
@@ -113,9 +116,10 @@ def _compact(v: str | bytes) -> bytes:
         return _uvarint(len(v) + 1) + bytes(v)
     b = v.encode()
     written = _uvarint(len(b) + 1) + b
-    if len(_compact_strings) >= _STRINGS_MAX:
-        _compact_strings.clear()
-    _compact_strings[v] = written
+    if len(v) <= _STRING_KEPT_CHARS:
+        if len(_compact_strings) >= _STRINGS_MAX:
+            _compact_strings.clear()
+        _compact_strings[v] = written
     return written
 
 

@@ -212,3 +212,22 @@ def test_nullable_uuid_and_zero():
     topic = codec.nested(cls, "MetadataResponseTopic")
     t = codec.make(topic, error_code=0, name=None, topic_id=uuid.UUID(int=0), is_internal=False, partitions=(), topic_authorized_operations=-1)
     assert compile_writer(topic)(t) == kio_bytes(t)
+
+
+def test_kept_strings_are_bounded_and_written_as_kio_writes_them():
+    from protocol import fastwrite
+
+    rc = codec.response_class(11, 5)  # legacy strings
+    fc = codec.response_class(11, 9)  # compact strings
+    long_id = "m" * 1000
+    for cls in (rc, fc):
+        values = {"throttle_time": 0, "error_code": 0, "generation_id": 1, "protocol_type": "consumer", "protocol_name": "range",
+                  "leader": long_id, "skip_assignment": False, "member_id": "short-id", "members": ()}
+        first = codec.encode_values(cls, values)
+        assert codec.encode_values(cls, values) == first == kio_bytes(codec.make(cls, **values))
+    for kept in (fastwrite._legacy_strings, fastwrite._compact_strings):
+        assert "short-id" in kept and long_id not in kept  # long strings are written each time, not kept
+        assert len(kept) <= fastwrite._STRINGS_MAX
+    for i in range(fastwrite._STRINGS_MAX + 10):
+        fastwrite._legacy_str(f"s{i}")
+    assert len(fastwrite._legacy_strings) <= fastwrite._STRINGS_MAX
