@@ -85,11 +85,14 @@ def _legacy_str(v: str) -> bytes:
     b = v.encode()
     if len(b) > 32767:
         raise ValueError(f"string of {len(b)} bytes is too long for the int16 length format")
-    written = _I16(len(b)) + b
+    return _keep(_legacy_strings, v, _I16(len(b)) + b)
+
+
+def _keep(kept: dict[str, bytes], v: str, written: bytes) -> bytes:
     if len(v) <= _STRING_KEPT_CHARS:
-        if len(_legacy_strings) >= _STRINGS_MAX:
-            _legacy_strings.clear()
-        _legacy_strings[v] = written
+        if len(kept) >= _STRINGS_MAX:
+            kept.clear()
+        kept[v] = written
     return written
 
 
@@ -115,12 +118,7 @@ def _compact(v: str | bytes) -> bytes:
     if not isinstance(v, str):
         return _uvarint(len(v) + 1) + bytes(v)
     b = v.encode()
-    written = _uvarint(len(b) + 1) + b
-    if len(v) <= _STRING_KEPT_CHARS:
-        if len(_compact_strings) >= _STRINGS_MAX:
-            _compact_strings.clear()
-        _compact_strings[v] = written
-    return written
+    return _keep(_compact_strings, v, _uvarint(len(b) + 1) + b)
 
 
 def _string_expr(b: _Builder, v: str, flexible: bool, optional: bool) -> str:
@@ -204,7 +202,11 @@ def _array_prefix(b: _Builder, v: str, flexible: bool) -> None:
 @functools.cache
 def compile_writer(cls: type) -> Callable[[Any], bytes]:
     """The writer of ``cls``: entity -> bytes, byte for byte what ``kio.serial.entity_writer`` writes."""
-    into = compile_into(cls)
+    return _joined(compile_into(cls))
+
+
+def _joined(into: Callable[[Any, list], None]) -> Callable[[Any], bytes]:
+    """A writer that collects the parts ``into`` appends, and joins them once."""
     join = b"".join
 
     def write(entity: Any) -> bytes:
@@ -247,15 +249,7 @@ def compile_values_writer(cls: type) -> Callable[[dict[str, Any]], bytes]:
     ignored, absent ones take kio's defaults, durations may be int milliseconds and error codes ints.
     Nested entities are given as entities or as dicts of their values. Raises NotCompiled where a
     tagged field needs kio."""
-    into = _compile_values_into(cls)
-    join = b"".join
-
-    def write(values: dict[str, Any]) -> bytes:
-        out: list[bytes] = []
-        into(values, out)
-        return join(out)
-
-    return write
+    return _joined(_compile_values_into(cls))
 
 
 @functools.cache
