@@ -43,7 +43,9 @@ class RequestContext:
 
     def encoded(self, **values: Any) -> Encoded:
         """Like ``respond``, but the body is written at once, no entity built: for the answers of
-        every rebalance (JoinGroup, SyncGroup), where building the entity cost as much as writing it."""
+        every rebalance (JoinGroup, SyncGroup), where building the entity cost as much as writing it,
+        and for answers kept as bytes (Heartbeat). The error code is the top-level one; an answer
+        whose errors sit in nested entries builds its ``Encoded`` itself (OffsetCommit)."""
         return Encoded(codec.encode_values(self.response_class, values), int(values.get("error_code", 0)))
 
     def nested(self, name: str) -> type:
