@@ -16,6 +16,7 @@ import contextlib
 import heapq
 import itertools
 import logging
+import os
 import time
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -39,7 +40,8 @@ from coordinator.records import (
 from storage.batch import collect_latest
 from storage.committer import GroupCommitter
 from storage.errors import StorageError
-from storage.log import Log, LogConfig, Segment
+from storage.journal import Journal
+from storage.log import Log, LogConfig, Segment, syncfs_errno
 from storage.walkhelper import WalkHelpers, split_by_bytes
 
 log = logging.getLogger("groupd.coordinator")
@@ -179,11 +181,34 @@ class GroupCoordinator:
             # every append is followed by a flush: let the flush thread do the write too
             shard_log.write_behind = self.committer.synchronous
             self.shards[p] = Shard(p, core.ShardState(p), shard_log)
+        self._open_journal()
         # loading needs no helper (a round without one syncs from the flush thread): it runs while
         # the helper process starts
         self._spawn(self._load_all())
         self._spawn(self._housekeeping())
         await self.committer.start_helper(self.log_dir)
+
+    def _open_journal(self) -> None:
+        """Restore what the journal holds and the partitions lack, make it durable in them, and start
+        the journal over; rounds use it only under the fsync-per-message policy."""
+        journal = Journal(self.log_dir)
+        logs = {p: shard.log for p, shard in self.shards.items()}
+        if any(path.stat().st_size for path in journal.paths):
+            restored = journal.recover(logs)
+            for lg in logs.values():
+                lg.write_pending()
+            err = syncfs_errno(self.log_dir)
+            if err:
+                journal.close()
+                raise StorageError(f"syncfs of {self.log_dir} failed after reading the offsets journal: {os.strerror(err)}")
+            log.info("offsets journal read: %d batches restored", restored)
+        journal.reset()
+        if not self.committer.synchronous:
+            journal.close()
+            return
+        for p, lg in logs.items():
+            lg.journal_partition = p
+        self.committer.journal = journal
 
     async def stop(self) -> None:
         for task in list(self._tasks):
@@ -202,10 +227,18 @@ class GroupCoordinator:
                 break
             await asyncio.sleep(0.01)
         await self.committer.close()
+        flushed = True
         for shard in self.shards.values():
-            with contextlib.suppress(StorageError):
+            try:
                 shard.log.flush()
+            except StorageError:
+                flushed = False
             shard.log.close()
+        journal, self.committer.journal = self.committer.journal, None
+        if journal is not None:
+            if flushed:
+                journal.reset()  # every partition is durable on its own: nothing to restore next time
+            journal.close()
 
     def _spawn(self, coro: Any) -> asyncio.Task:
         task = asyncio.get_running_loop().create_task(coro)

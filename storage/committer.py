@@ -18,10 +18,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from storage.errors import StorageError
+from storage.journal import Journal
 from storage.log import Log, flush_many, syncfs_errno
 from storage.synchelper import SyncHelper
 
 logger = logging.getLogger("groupd.storage")
+# a journaled log's own file is written once this many batches wait (one pwritev each run)
+_WRITE_OUT_FROM = 256
 
 
 @dataclass
@@ -70,6 +73,9 @@ class GroupCommitter:
         self.last_fsync_seconds = 0.0
         self.observers: list = []  # callables (seconds, waiters) for metrics
         self.helper: SyncHelper | None = None
+        # the offsets store's journal (storage/journal.py): helper rounds fdatasync it instead of a
+        # syncfs, and a checkpoint round now and then makes the logs' own files durable
+        self.journal: Journal | None = None
 
     @property
     def synchronous(self) -> bool:
@@ -158,6 +164,9 @@ class GroupCommitter:
             self._start_rounds(log, pending)
             return
         r = self._take(log, pending)
+        if self.journal is not None:
+            self._launch_journaled(pending, r, self.journal)
+            return
         try:
             # each log's share is written out as it is taken (one pwritev for adjacent batches)
             taken = [(lg, t) for lg in r.logs if (t := lg.take_for_sync()) is not None]
@@ -169,21 +178,88 @@ class GroupCommitter:
             return
         self.helper.sync_then(lambda outcome: self._landed(pending, r, taken, outcome))  # type: ignore[union-attr]
 
+    def _launch_journaled(self, pending: _Pending, r: _Round, journal: Journal) -> None:
+        """Append the round's batches to the journal and have the helper fdatasync it; or, when a
+        checkpoint is due, write every journaled log out and syncfs instead (see storage/journal.py)."""
+        entries: list[tuple[int, bytes | bytearray]] = []
+        counts: list[tuple[Log, int]] = []
+        checkpoint = journal.due
+        try:
+            for lg in r.logs:
+                bufs, count, made_files = lg.take_for_journal()
+                counts.append((lg, count))
+                checkpoint = checkpoint or made_files
+                part = lg.journal_partition
+                entries += [(part, b) for b in bufs]  # type: ignore[misc]
+                if lg.unwritten_batches >= _WRITE_OUT_FROM:
+                    lg.write_pending()  # the log's own file is written in runs, not per round
+            if checkpoint:
+                taken = self._checkpoint(journal)
+            journal.append(entries)
+        except Exception as exc:  # noqa: BLE001 - StorageError, or anything a write raised
+            error = _storage_error(exc)
+            journal.sync_failed(error)  # what was taken is in no journal: nothing after it may be acknowledged
+            self._finish(pending, r, error)
+            return
+        if checkpoint:
+            self.helper.sync_then(lambda outcome: self._landed(pending, r, taken, outcome))  # type: ignore[union-attr]
+            return
+        if not entries:
+            self._finish(pending, r, None)
+            return
+        self.helper.sync_then(  # type: ignore[union-attr]
+            lambda outcome: self._journal_landed(pending, r, counts, outcome), journal.current,
+        )
+
+    def _checkpoint(self, journal: Journal) -> list:
+        """Every journaled log written out, and the journal switched to its other file: the round's
+        syncfs then covers all of it."""
+        taken = [
+            (lg, t) for lg in self._logs.values()
+            if lg.journal_partition is not None and (t := lg.take_for_sync()) is not None
+        ]
+        journal.switch()
+        return taken
+
+    def _journal_landed(self, pending: _Pending, r: _Round, counts: list, outcome: int | OSError) -> None:
+        if isinstance(outcome, OSError):  # the helper died: its answer is unknown, so sync from a thread
+            task = asyncio.get_running_loop().create_task(self._sync_from_thread(pending, r, []))
+            self._background.add(task)
+            task.add_done_callback(self._background.discard)
+            return
+        error = None
+        if outcome:
+            exc = OSError(outcome, os.strerror(outcome))
+            self.journal.sync_failed(exc)  # type: ignore[union-attr]
+            for lg, count in counts:
+                with contextlib.suppress(StorageError):
+                    lg._flush_failed(count, exc)
+            error = StorageError(f"fdatasync of the offsets journal failed: {exc}")
+            error.__cause__ = exc
+        self._finish(pending, r, error)
+
     def _landed(self, pending: _Pending, r: _Round, taken: list, outcome: int | OSError) -> None:
         if isinstance(outcome, OSError):  # the helper died: its answer is unknown, so sync from a thread
             task = asyncio.get_running_loop().create_task(self._sync_from_thread(pending, r, taken))
             self._background.add(task)
             task.add_done_callback(self._background.discard)
             return
-        self._finish(pending, r, _synced(taken, outcome))
+        self._finish(pending, r, self._synced(taken, outcome))
+
+    def _synced(self, taken: list, err: int) -> StorageError | None:
+        error = _synced(taken, err)
+        if error is not None and self.journal is not None:
+            self.journal.sync_failed(error)  # a failed checkpoint: nothing journaled since is safe either
+        return error
 
     async def _sync_from_thread(self, pending: _Pending, r: _Round, taken: list) -> None:
+        directory = self.journal.directory if self.journal is not None else taken[0][0].directory.parent
         try:
-            err = await asyncio.get_running_loop().run_in_executor(None, syncfs_errno, taken[0][0].directory.parent)
+            err = await asyncio.get_running_loop().run_in_executor(None, syncfs_errno, directory)
         except Exception as exc:  # noqa: BLE001
             self._finish(pending, r, _storage_error(exc))
             return
-        self._finish(pending, r, _synced(taken, err))
+        self._finish(pending, r, self._synced(taken, err))
 
     def _finish(self, pending: _Pending, r: _Round, error: StorageError | None) -> None:
         """Tell the round's waiters; the next round starts on the next loop turn if anyone waits."""
@@ -212,6 +288,8 @@ class GroupCommitter:
                 r = self._take(log, pending)
                 try:
                     for lg in r.logs:
+                        if self.journal is not None and lg.journal_partition is not None:
+                            lg.take_for_journal()  # synced in the log itself: no journal entry needed
                         lg.write_pending()
                     await loop.run_in_executor(None, flush_many, r.logs)
                 except Exception as exc:  # noqa: BLE001 - StorageError or anything the thread raised
@@ -225,7 +303,8 @@ class GroupCommitter:
     async def start_helper(self, directory: Path) -> None:
         """Shared rounds sync through a helper process (see storage/synchelper.py) where it runs."""
         if self.shared and self.synchronous:
-            self.helper = await SyncHelper.start(directory)
+            files = self.journal.paths if self.journal is not None else ()
+            self.helper = await SyncHelper.start(directory, files)
 
     def _maybe_flush_later(self, log: Log) -> None:
         now = time.monotonic()

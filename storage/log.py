@@ -136,6 +136,11 @@ class Log:
         self.write_behind = False
         self._unwritten: list[tuple[int, int, bytes | bytearray]] = []  # (fd, position, batch)
         self._writing = False  # a flush has taken unwritten batches and not written them yet
+        # journaled (write_behind logs of the offsets store, see storage/journal.py): each batch also
+        # goes to the shared journal, whose fdatasync makes it durable; the log's own file is written
+        # later and made durable by a checkpoint's syncfs
+        self.journal_partition: int | None = None
+        self._unjournaled: list[bytes | bytearray] = []
 
     # ------------------------------------------------------------ open / recover
 
@@ -357,11 +362,15 @@ class Log:
             if seg.size > 0 and (
                 seg.size + size > self.config.segment_bytes or self.now_ms() - seg.created_ms >= self.config.segment_ms
             ):
+                if self.journal_partition is not None:
+                    self._seal(seg)
                 seg = self._roll()
             base = seg.next_offset
             set_base_offset(buf, 0, base)
             if self.write_behind:
                 self._unwritten.append((seg.fd, seg.size, buf))
+                if self.journal_partition is not None:
+                    self._unjournaled.append(buf)
             else:
                 try:
                     written = os.pwrite(seg.fd, buf, seg.size)
@@ -435,22 +444,23 @@ class Log:
             return fds, dir_dirty, pending, writes
 
     def _write_out(self, writes: list[tuple[int, int, bytes | bytearray]]) -> None:
-        """Write taken batches, runs of adjacent ones in one pwritev; the caller holds ``_lock``."""
+        """Write taken batches; the caller holds ``_lock``."""
         try:
-            i, n = 0, len(writes)
-            while i < n:
-                fd, start, first = writes[i]
-                bufs, end, j = [first], start + len(first), i + 1
-                while j < n and writes[j][0] == fd and writes[j][1] == end and len(bufs) < 512:
-                    bufs.append(writes[j][2])
-                    end += len(writes[j][2])
-                    j += 1
-                written = os.pwritev(fd, bufs, start) if len(bufs) > 1 else os.pwrite(fd, first, start)
-                if written != end - start:
-                    raise OSError(f"short write: {written} of {end - start} bytes")
-                i = j
+            _write_runs(writes)
         finally:
             self._writing = False
+
+    def _seal(self, seg: Segment) -> None:
+        """A journaled log's segment made durable before the next one is made (the caller holds
+        ``_state``): after a power loss only the last segment is recovered by truncation, and the
+        journal can restore batches at the log's end only, so no earlier segment may lack any."""
+        writes, self._unwritten = self._unwritten, []
+        try:
+            _write_runs(writes)
+            os.fsync(seg.fd)
+        except OSError as exc:
+            self._failed = exc
+            raise StorageError(f"sealing a segment of {self.directory.name} failed: {exc}") from exc
 
     def _settle(self) -> None:
         """Before reading files or swapping segments: every appended batch is in its file (not fsynced)."""
@@ -486,6 +496,20 @@ class Log:
                 except OSError as exc:
                     self._flush_failed(taken[2], exc)
             return taken
+
+    def take_for_journal(self) -> tuple[list[bytes | bytearray], int, bool]:
+        """The batches appended since the last call, for the journal (they stay unwritten here until
+        ``write_pending`` or a checkpoint's ``take_for_sync``); the count of their messages; and
+        whether a file or directory was made since the last checkpoint, which only a syncfs covers."""
+        with self._state:
+            self._check_usable()
+            bufs, self._unjournaled = self._unjournaled, []
+            pending, self.unflushed_messages = self.unflushed_messages, 0
+            return bufs, pending, self._dir_dirty
+
+    @property
+    def unwritten_batches(self) -> int:
+        return len(self._unwritten)
 
     def _flush_failed(self, pending: int, exc: OSError) -> None:
         with self._state:
@@ -797,6 +821,22 @@ def iter_records_safe(batch: bytes | memoryview):
         yield from iter_records(batch)
     except UnsupportedCompression:
         return
+
+
+def _write_runs(writes: list[tuple[int, int, bytes | bytearray]]) -> None:
+    """(fd, position, batch) writes, each run of adjacent ones in one pwritev."""
+    i, n = 0, len(writes)
+    while i < n:
+        fd, start, first = writes[i]
+        bufs, end, j = [first], start + len(first), i + 1
+        while j < n and writes[j][0] == fd and writes[j][1] == end and len(bufs) < 512:
+            bufs.append(writes[j][2])
+            end += len(writes[j][2])
+            j += 1
+        written = os.pwritev(fd, bufs, start) if len(bufs) > 1 else os.pwrite(fd, first, start)
+        if written != end - start:
+            raise OSError(f"short write: {written} of {end - start} bytes")
+        i = j
 
 
 def flush_many(logs: list[Log]) -> None:

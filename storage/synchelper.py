@@ -8,6 +8,9 @@ same filesystem and writes back the result, and the loop reads it when it next p
 every dirty file of the filesystem whoever wrote it, so data the broker wrote before asking is durable
 when the answer comes; an error is reported to the helper's descriptor (Linux >= 5.8 reports
 writeback errors to every syncfs caller since its descriptor was opened) and fails the round.
+
+The helper can also fdatasync one of the files it was given at start (the offsets journal's two,
+storage/journal.py): a round then waits for one file, not for every dirty file of the filesystem.
 """
 
 from __future__ import annotations
@@ -28,11 +31,20 @@ _HELPER = r"""
 import ctypes, os, sys
 libc = ctypes.CDLL(None, use_errno=True)
 fd = os.open(sys.argv[1], os.O_RDONLY)
+files = [os.open(path, os.O_RDWR) for path in sys.argv[2:]]
 os.write(1, b"\0\0")  # ready
 while True:
-    if not os.read(0, 1):
+    ask = os.read(0, 1)
+    if not ask:
         break
-    err = 0 if libc.syncfs(fd) == 0 else ctypes.get_errno() or 5
+    if ask == b"s":
+        err = 0 if libc.syncfs(fd) == 0 else ctypes.get_errno() or 5
+    else:
+        try:
+            os.fdatasync(files[ask[0] - 48])
+            err = 0
+        except OSError as exc:
+            err = exc.errno or 5
     os.write(1, err.to_bytes(2, "big"))
 """
 
@@ -59,9 +71,9 @@ def end_helper_process(proc: subprocess.Popen) -> None:
         proc.wait()
 
 
-def _spawn(directory: Path) -> subprocess.Popen | None:
+def _spawn(directory: Path, files: tuple[Path, ...]) -> subprocess.Popen | None:
     try:
-        proc = helper_process(_HELPER, str(directory))
+        proc = helper_process(_HELPER, str(directory), *map(str, files))
         ready = proc.stdout.read(2)  # type: ignore[union-attr]
     except OSError as exc:
         log.warning("no syncfs helper process (%s): flushing from a thread", exc)
@@ -97,23 +109,25 @@ class SyncHelper:
         loop.add_reader(self._out, self._readable)
 
     @classmethod
-    async def start(cls, directory: Path) -> SyncHelper | None:
-        """A running helper, or None where syncfs or a helper process is not available."""
+    async def start(cls, directory: Path, files: tuple[Path, ...] = ()) -> SyncHelper | None:
+        """A running helper, or None where syncfs or a helper process is not available. ``files``
+        (at most ten) can be fdatasynced by number: see ``sync_then``."""
         if sys.platform != "linux":
             return None
-        proc = await asyncio.to_thread(_spawn, directory)
+        proc = await asyncio.to_thread(_spawn, directory, tuple(files)[:10])
         return None if proc is None else cls(proc, asyncio.get_running_loop())
 
-    def sync_then(self, callback: Callable[[int | OSError], None]) -> None:
-        """``callback(0)`` once everything written before the call is on disk, ``callback(errno)`` if
-        syncfs failed, ``callback(OSError)`` if the helper is gone. It is called from the loop's
-        reader callback itself, without a further loop turn: under load every turn is long (it
-        handles every connection's requests), and a round's waiters should not wait for the next."""
+    def sync_then(self, callback: Callable[[int | OSError], None], file: int | None = None) -> None:
+        """``callback(0)`` once everything written before the call is on disk (with ``file``, the
+        number of one of the helper's files: everything written to that file), ``callback(errno)``
+        if the sync failed, ``callback(OSError)`` if the helper is gone. It is called from the
+        loop's reader callback itself, without a further loop turn: under load every turn is long
+        (it handles every connection's requests), and a round's waiters should not wait for the next."""
         if not self.alive:
             callback(OSError("the syncfs helper is gone"))
             return
         try:
-            os.write(self._in, b"s")
+            os.write(self._in, b"s" if file is None else b"%d" % file)
         except OSError as exc:
             self._gone(exc)
             callback(OSError(f"the syncfs helper is gone: {exc}"))

@@ -113,3 +113,65 @@ async def test_sigkill_loses_no_acknowledged_commit(tmp_path):
     finally:
         broker.kill()
     assert time.monotonic() - started < 200
+
+
+def _last_segments(log_dir):
+    from coordinator.partitioning import OFFSETS_TOPIC
+
+    out = {}
+    for d in log_dir.glob(f"{OFFSETS_TOPIC}-*"):
+        segments = sorted(d.glob("*.log"))
+        if segments:
+            out[d] = segments[-1]
+    return out
+
+
+@pytest.mark.timeout(120)
+async def test_a_power_loss_after_the_journal_loses_no_acknowledged_commit(tmp_path):
+    """Commits acknowledged after one fdatasync of the offsets journal, then a crash that also undoes
+    every write to the offsets partitions' own files since they were last synced: restarting
+    restores them from the journal."""
+    data = tmp_path / "data"
+    broker = BrokerProcess(data)
+    broker.start()
+    from kafka import KafkaAdminClient
+    from kafka.admin import NewTopic
+
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+    admin.create_topics([NewTopic("crash", 1, 1)])
+    admin.close()
+    acked: dict[str, int] = {}
+    groups = [f"g{i}" for i in range(COMMITTERS)]
+    try:
+        stop = asyncio.Event()
+        tasks = [asyncio.create_task(_committer(broker.port, g, acked, stop)) for g in groups]
+        await asyncio.sleep(0.2)
+        stop.set()
+        await asyncio.gather(*tasks)
+        assert broker.stop() == 0  # a clean stop: every partition durable on its own
+        durable = {d: (seg, seg.stat().st_size) for d, seg in _last_segments(data).items()}
+        first = dict(acked)
+        broker.start()
+        stop = asyncio.Event()
+        tasks = [asyncio.create_task(_committer(broker.port, g, acked, stop)) for g in groups]
+        await asyncio.sleep(0.5)
+        broker.kill()
+        stop.set()
+        await asyncio.gather(*tasks)
+        assert acked != first, "nothing was committed after the restart"
+        journal = sorted(data.glob("__consumer_offsets.journal.*"))
+        assert len(journal) == 2 and sum(p.stat().st_size for p in journal) > 0
+        for d, seg in _last_segments(data).items():  # the power loss
+            if d not in durable or durable[d][0] != seg:
+                seg.unlink()
+                continue
+            with open(seg, "r+b") as f:
+                f.truncate(durable[d][1])
+        broker.start()
+        deadline = time.monotonic() + 20
+        for g, offset in acked.items():
+            got = await _wait_loaded(broker.port, g, deadline)
+            assert got >= offset, f"{g}: acknowledged {offset} but found {got} after a power loss"
+        assert "restored" in broker.log_text()
+    finally:
+        broker.kill()

@@ -1,0 +1,184 @@
+"""The offsets store's write-ahead journal: one file made durable per flush round, not fifty.
+
+A flush round used to syncfs the whole filesystem, since a round's commits land in up to 50 offsets
+partitions (one file each): with about 30 dirty files a syncfs took 0.5 ms, with one 0.2 ms, and an
+fdatasync of one file 0.1-0.2 ms (measured on this machine's ext4). With the journal, a round appends
+each batch it covers to one file, tagged with its partition, and the syncfs helper fdatasyncs that
+file; the partitions' own files are written later, in batches, and made durable by a *checkpoint*,
+a round that runs syncfs instead (every ``checkpoint_bytes`` of journal, and whenever a partition
+made a file or a directory). After a checkpoint every journaled batch is in its partition's durable
+file, so the journal starts over.
+
+Two files take turns, so starting over never destroys what the running round may still need: a
+checkpoint round switches to the other file (emptied first) and writes its own entries there, and
+the file it leaves holds only batches that this very syncfs makes durable in their partitions. At
+start-up both files are read and every batch a partition lacks is appended to it again: a batch
+whose base offset is below the partition's end is already there, which makes replaying idempotent
+(a crash between a checkpoint and emptying the other file replays nothing twice). Then one syncfs
+and both files are emptied.
+
+An entry: length (i32, of the batch), partition (i32), CRC-32C (u32) of those two and the batch,
+then the batch (Kafka's record batch v2, its base offset set). Reading a file stops at its first
+invalid entry: a torn write is the tail of a round that was never acknowledged.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import struct
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+from crc32c import crc32c
+
+from storage.batch import BATCH_OVERHEAD, parse_header
+from storage.errors import StorageError
+from storage.log import Log
+
+log = logging.getLogger("groupd.storage")
+
+JOURNAL_NAME = "__consumer_offsets.journal"
+_ENTRY = struct.Struct(">iiI")  # batch length, partition, CRC-32C
+_LENGTH_PARTITION = struct.Struct(">ii")
+CHECKPOINT_BYTES = 32 << 20
+
+
+def journal_paths(directory: Path) -> tuple[Path, Path]:
+    return directory / f"{JOURNAL_NAME}.0", directory / f"{JOURNAL_NAME}.1"
+
+
+def entry(partition: int, batch: bytes | bytearray) -> bytes:
+    head = _LENGTH_PARTITION.pack(len(batch), partition)
+    return _ENTRY.pack(len(batch), partition, crc32c(batch, crc32c(head))) + batch
+
+
+def read_entries(data: bytes | memoryview) -> Iterator[tuple[int, memoryview]]:
+    """(partition, batch) of every valid entry from the start, up to the first invalid one."""
+    view = memoryview(data)
+    pos, end = 0, len(view)
+    while end - pos >= _ENTRY.size:
+        length, partition, crc = _ENTRY.unpack_from(view, pos)
+        start = pos + _ENTRY.size
+        if length < BATCH_OVERHEAD or end - start < length or partition < 0:
+            return
+        batch = view[start : start + length]
+        if crc32c(batch, crc32c(_LENGTH_PARTITION.pack(length, partition))) != crc:
+            return
+        yield partition, batch
+        pos = start + length
+
+
+class Journal:
+    """The two journal files of one log directory, and which one rounds append to."""
+
+    def __init__(self, directory: Path, checkpoint_bytes: int = CHECKPOINT_BYTES) -> None:
+        self.directory = Path(directory)
+        self.paths = journal_paths(self.directory)
+        self.checkpoint_bytes = checkpoint_bytes
+        self.fds = [os.open(p, os.O_RDWR | os.O_CREAT, 0o644) for p in self.paths]
+        self.current = 0
+        self.position = 0
+        self.failed: BaseException | None = None
+        self.appended_bytes = 0
+        self.checkpoints = 0
+
+    # ------------------------------------------------------------ start-up
+
+    def recover(self, logs: dict[int, Log]) -> int:
+        """Append to each partition the journaled batches it lacks; returns how many. The caller then
+        makes the partitions durable and calls ``reset``."""
+        found: dict[int, list[tuple[int, memoryview]]] = {}
+        for path in self.paths:
+            data = path.read_bytes()
+            for partition, batch in read_entries(data):
+                found.setdefault(partition, []).append((parse_header(batch).base_offset, batch))
+        restored = 0
+        for partition, batches in sorted(found.items()):
+            target = logs.get(partition)
+            if target is None:
+                log.warning("%s: %d batches for partition %d, which is not here: left out", JOURNAL_NAME, len(batches), partition)
+                continue
+            restored += _restore(target, partition, batches)
+        return restored
+
+    def reset(self) -> None:
+        """Empty both files, durably, with their directory entries: everything journaled is durable
+        in its partition (start-up and a clean stop only)."""
+        for fd in self.fds:
+            os.ftruncate(fd, 0)
+            os.fsync(fd)
+        dfd = os.open(self.directory, os.O_RDONLY)
+        try:
+            os.fsync(dfd)
+        finally:
+            os.close(dfd)
+        self.current, self.position = 0, 0
+
+    # ------------------------------------------------------------ rounds
+
+    @property
+    def due(self) -> bool:
+        """The next round should be a checkpoint."""
+        return self.position >= self.checkpoint_bytes
+
+    def append(self, entries: Iterable[tuple[int, bytes | bytearray]]) -> int:
+        """Write the entries at the current file's end (not yet durable); returns the bytes written."""
+        if self.failed is not None:
+            raise StorageError(f"the offsets journal is offline after a failed write or sync: {self.failed}")
+        data = b"".join([entry(p, b) for p, b in entries])
+        if not data:
+            return 0
+        try:
+            written = os.pwrite(self.fds[self.current], data, self.position)
+            if written != len(data):
+                raise OSError(f"short write: {written} of {len(data)} bytes")
+        except OSError as exc:
+            self.failed = exc
+            raise StorageError(f"write to the offsets journal failed: {exc}") from exc
+        self.position += len(data)
+        self.appended_bytes += len(data)
+        return len(data)
+
+    def switch(self) -> None:
+        """Start over in the other file: done by a checkpoint round before it appends, so that its
+        syncfs covers the emptied file too."""
+        other = 1 - self.current
+        try:
+            os.ftruncate(self.fds[other], 0)
+        except OSError as exc:
+            self.failed = exc
+            raise StorageError(f"emptying the offsets journal failed: {exc}") from exc
+        self.current, self.position = other, 0
+        self.checkpoints += 1
+
+    def sync_failed(self, exc: BaseException) -> None:
+        """Kafka takes a log dir offline after a failed fsync: so does the journal."""
+        self.failed = exc
+
+    def close(self) -> None:
+        for fd in self.fds:
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self.fds = []
+
+
+def _restore(target: Log, partition: int, batches: list[tuple[int, memoryview]]) -> int:
+    restored = 0
+    for base, batch in sorted(batches, key=lambda b: b[0]):
+        end = target.log_end_offset
+        if base < end:
+            continue  # already in the partition (or older than its start)
+        if base > end:
+            log.error(
+                "%s: partition %d ends at offset %d but its next journaled batch starts at %d: "
+                "the rest of its journal is left out", JOURNAL_NAME, partition, end, base,
+            )
+            break
+        target.append(bytearray(batch))
+        restored += 1
+    if restored:
+        log.warning("%s: restored %d batches of partition %d from the journal", JOURNAL_NAME, restored, partition)
+    return restored
+
