@@ -202,7 +202,7 @@ class GroupCoordinator:
                 journal.close()
                 raise StorageError(f"syncfs of {self.log_dir} failed after reading the offsets journal: {os.strerror(err)}")
             log.info("offsets journal read: %d batches restored", restored)
-        journal.reset()
+        journal.reset(prefill=self.committer.synchronous)
         if not self.committer.synchronous:
             journal.close()
             return
@@ -237,7 +237,7 @@ class GroupCoordinator:
         journal, self.committer.journal = self.committer.journal, None
         if journal is not None:
             if flushed:
-                journal.reset()  # every partition is durable on its own: nothing to restore next time
+                journal.reset(prefill=False)  # every partition is durable on its own: nothing to restore next time
             journal.close()
 
     def _spawn(self, coro: Any) -> asyncio.Task:

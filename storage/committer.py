@@ -74,8 +74,9 @@ class GroupCommitter:
         self.observers: list = []  # callables (seconds, waiters) for metrics
         self.helper: SyncHelper | None = None
         # the offsets store's journal (storage/journal.py): helper rounds fdatasync it instead of a
-        # syncfs, and a checkpoint round now and then makes the logs' own files durable
+        # syncfs, and a checkpoint now and then makes the logs' own files durable
         self.journal: Journal | None = None
+        self.checkpointing: asyncio.Task | None = None  # the journal's checkpoint syncfs, while it runs
 
     @property
     def synchronous(self) -> bool:
@@ -179,30 +180,25 @@ class GroupCommitter:
         self.helper.sync_then(lambda outcome: self._landed(pending, r, taken, outcome))  # type: ignore[union-attr]
 
     def _launch_journaled(self, pending: _Pending, r: _Round, journal: Journal) -> None:
-        """Append the round's batches to the journal and have the helper fdatasync it; or, when a
-        checkpoint is due, write every journaled log out and syncfs instead (see storage/journal.py)."""
+        """Append the round's batches to the journal and have the helper fdatasync it; start a
+        checkpoint first when one is due (see storage/journal.py)."""
         entries: list[tuple[int, bytes | bytearray]] = []
         counts: list[tuple[Log, int]] = []
-        checkpoint = journal.due
         try:
             for lg in r.logs:
-                bufs, count, made_files = lg.take_for_journal()
+                bufs, count = lg.take_for_journal()
                 counts.append((lg, count))
-                checkpoint = checkpoint or made_files
                 part = lg.journal_partition
                 entries += [(part, b) for b in bufs]  # type: ignore[misc]
                 if lg.unwritten_batches >= _WRITE_OUT_FROM:
                     lg.write_pending()  # the log's own file is written in runs, not per round
-            if checkpoint:
-                taken = self._checkpoint(journal)
+            if journal.due and self.checkpointing is None:
+                self._start_checkpoint(journal)
             journal.append(entries)
         except Exception as exc:  # noqa: BLE001 - StorageError, or anything a write raised
             error = _storage_error(exc)
             journal.sync_failed(error)  # what was taken is in no journal: nothing after it may be acknowledged
             self._finish(pending, r, error)
-            return
-        if checkpoint:
-            self.helper.sync_then(lambda outcome: self._landed(pending, r, taken, outcome))  # type: ignore[union-attr]
             return
         if not entries:
             self._finish(pending, r, None)
@@ -211,15 +207,31 @@ class GroupCommitter:
             lambda outcome: self._journal_landed(pending, r, counts, outcome), journal.current,
         )
 
-    def _checkpoint(self, journal: Journal) -> list:
-        """Every journaled log written out, and the journal switched to its other file: the round's
-        syncfs then covers all of it."""
+    def _start_checkpoint(self, journal: Journal) -> None:
+        """Write every journaled log out, switch the journal to its other file, and syncfs from a
+        thread while rounds go on in the new file. Until the syncfs is over the old file still holds
+        the only durable copy of its batches, so no checkpoint starts before it ends (the new file
+        grows past the checkpoint size meanwhile)."""
         taken = [
             (lg, t) for lg in self._logs.values()
             if lg.journal_partition is not None and (t := lg.take_for_sync()) is not None
         ]
         journal.switch()
-        return taken
+        task = asyncio.get_running_loop().create_task(self._checkpoint(journal, taken))
+        self.checkpointing = task
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _checkpoint(self, journal: Journal, taken: list) -> None:
+        try:
+            err = await asyncio.get_running_loop().run_in_executor(None, syncfs_errno, journal.directory)
+        except Exception as exc:  # noqa: BLE001
+            err = getattr(exc, "errno", None) or 5
+        if err:
+            error = _synced(taken, err) or StorageError(f"syncfs failed: {os.strerror(err)}")
+            journal.sync_failed(error)  # rounds fail from now on, as after a failed fsync
+            logger.error("offsets journal checkpoint failed: %s", error)
+        self.checkpointing = None
 
     def _journal_landed(self, pending: _Pending, r: _Round, counts: list, outcome: int | OSError) -> None:
         if isinstance(outcome, OSError):  # the helper died: its answer is unknown, so sync from a thread

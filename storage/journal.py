@@ -4,18 +4,20 @@ A flush round used to syncfs the whole filesystem, since a round's commits land 
 partitions (one file each): with about 30 dirty files a syncfs took 0.5 ms, with one 0.2 ms, and an
 fdatasync of one file 0.1-0.2 ms (measured on this machine's ext4). With the journal, a round appends
 each batch it covers to one file, tagged with its partition, and the syncfs helper fdatasyncs that
-file; the partitions' own files are written later, in batches, and made durable by a *checkpoint*,
-a round that runs syncfs instead (every ``checkpoint_bytes`` of journal, and whenever a partition
-made a file or a directory). After a checkpoint every journaled batch is in its partition's durable
-file, so the journal starts over.
+file; the partitions' own files are written later, in runs, and made durable by a *checkpoint*: every
+``checkpoint_bytes`` of journal, all of them are written out and one syncfs runs in a thread while
+rounds go on. After it every batch journaled before it is in its partition's durable file. A segment
+roll fsyncs the segment it leaves (storage/log.py ``_seal``): after a power loss the journal can only
+add batches at a partition's end.
 
-Two files take turns, so starting over never destroys what the running round may still need: a
-checkpoint round switches to the other file (emptied first) and writes its own entries there, and
-the file it leaves holds only batches that this very syncfs makes durable in their partitions. At
-start-up both files are read and every batch a partition lacks is appended to it again: a batch
-whose base offset is below the partition's end is already there, which makes replaying idempotent
-(a crash between a checkpoint and emptying the other file replays nothing twice). Then one syncfs
-and both files are emptied.
+Two files take turns. A checkpoint switches rounds to the other file, written over from its start,
+and the file it leaves holds only batches that its syncfs makes durable in their partitions; no
+checkpoint starts before the last one ended, so a file is never written over while it holds the
+only durable copy of a batch. At start-up both files are read and every batch a partition lacks is
+appended to it again: a batch whose base offset is below the partition's end is already there,
+which makes replaying idempotent (an entry left from an earlier turn of a file, after the entries
+of its latest turn, is such a batch). Then one syncfs, and both files are emptied and filled with
+zeros to the checkpoint size, so that rounds overwrite blocks that exist (see ``reset``).
 
 An entry: length (i32, of the batch), partition (i32), CRC-32C (u32) of those two and the batch,
 then the batch (Kafka's record batch v2, its base offset set). Reading a file stops at its first
@@ -42,7 +44,7 @@ log = logging.getLogger("groupd.storage")
 JOURNAL_NAME = "__consumer_offsets.journal"
 _ENTRY = struct.Struct(">iiI")  # batch length, partition, CRC-32C
 _LENGTH_PARTITION = struct.Struct(">ii")
-CHECKPOINT_BYTES = 32 << 20
+CHECKPOINT_BYTES = 8 << 20
 
 
 def journal_paths(directory: Path) -> tuple[Path, Path]:
@@ -103,11 +105,18 @@ class Journal:
             restored += _restore(target, partition, batches)
         return restored
 
-    def reset(self) -> None:
+    def reset(self, *, prefill: bool = True) -> None:
         """Empty both files, durably, with their directory entries: everything journaled is durable
-        in its partition (start-up and a clean stop only)."""
+        in its partition (start-up and a clean stop only). With ``prefill`` each file is then zeros
+        up to the checkpoint size: a round overwrites blocks that exist, so its fdatasync writes
+        data only, with no commit of the filesystem's own journal (which would also wait for the
+        data of every other file written meanwhile)."""
+        zeros = bytes(1 << 20)
         for fd in self.fds:
             os.ftruncate(fd, 0)
+            if prefill:
+                for pos in range(0, self.checkpoint_bytes + len(zeros), len(zeros)):
+                    os.pwrite(fd, zeros, pos)
             os.fsync(fd)
         dfd = os.open(self.directory, os.O_RDONLY)
         try:
@@ -142,15 +151,10 @@ class Journal:
         return len(data)
 
     def switch(self) -> None:
-        """Start over in the other file: done by a checkpoint round before it appends, so that its
-        syncfs covers the emptied file too."""
-        other = 1 - self.current
-        try:
-            os.ftruncate(self.fds[other], 0)
-        except OSError as exc:
-            self.failed = exc
-            raise StorageError(f"emptying the offsets journal failed: {exc}") from exc
-        self.current, self.position = other, 0
+        """Start over in the other file, at a checkpoint's start. The other file is written over from
+        its start, not emptied: whatever of it is left further on holds batches of an earlier
+        checkpoint, durable in their partitions, which a start-up reading skips."""
+        self.current, self.position = 1 - self.current, 0
         self.checkpoints += 1
 
     def sync_failed(self, exc: BaseException) -> None:

@@ -458,6 +458,11 @@ class Log:
         try:
             _write_runs(writes)
             os.fsync(seg.fd)
+            dfd = os.open(self.directory, os.O_RDONLY)  # and its name, made at the roll before
+            try:
+                os.fsync(dfd)
+            finally:
+                os.close(dfd)
         except OSError as exc:
             self._failed = exc
             raise StorageError(f"sealing a segment of {self.directory.name} failed: {exc}") from exc
@@ -497,15 +502,14 @@ class Log:
                     self._flush_failed(taken[2], exc)
             return taken
 
-    def take_for_journal(self) -> tuple[list[bytes | bytearray], int, bool]:
+    def take_for_journal(self) -> tuple[list[bytes | bytearray], int]:
         """The batches appended since the last call, for the journal (they stay unwritten here until
-        ``write_pending`` or a checkpoint's ``take_for_sync``); the count of their messages; and
-        whether a file or directory was made since the last checkpoint, which only a syncfs covers."""
+        ``write_pending`` or a checkpoint's ``take_for_sync``), and the count of their messages."""
         with self._state:
             self._check_usable()
             bufs, self._unjournaled = self._unjournaled, []
             pending, self.unflushed_messages = self.unflushed_messages, 0
-            return bufs, pending, self._dir_dirty
+            return bufs, pending
 
     @property
     def unwritten_batches(self) -> int:

@@ -69,6 +69,40 @@ def test_recover_appends_what_a_partition_lacks_and_skips_what_it_has(tmp_path):
     reopened[0].close()
 
 
+def test_entries_left_from_an_earlier_turn_of_a_file_are_skipped(tmp_path):
+    logs = open_logs(tmp_path, 1)
+    lg = logs[0]
+    bufs = []
+    for i in range(6):
+        lg.append_records([(b"k", b"%d" % i)], 1)
+        bufs.append(bytes(lg._unwritten[-1][2]))
+    lg.write_pending()
+    journal = Journal(tmp_path)
+    journal.append([(0, b) for b in bufs[:4]])  # an earlier turn, durable in the partition since
+    journal.switch()
+    journal.switch()  # back to the first file, written over from its start
+    journal.append([(0, b) for b in bufs[4:]])
+    assert [bytes(b) for _, b in read_entries(journal.paths[0].read_bytes())] == bufs[4:] + bufs[2:4]
+    os.ftruncate(lg.segments[-1].fd, sum(map(len, bufs[:4])))  # the last turn's two are lost
+    lg.close()
+    reopened = open_logs(tmp_path, 1)
+    assert journal.recover(reopened) == 2
+    assert [b for _, b in contents(reopened[0])] == bufs
+    journal.close()
+    reopened[0].close()
+
+
+def test_reset_fills_both_files_with_zeros_that_read_as_no_entry(tmp_path):
+    journal = Journal(tmp_path, checkpoint_bytes=3 << 20)
+    journal.append([(0, batch(b"k", b"v"))])
+    journal.reset()
+    assert [p.stat().st_size for p in journal.paths] == [4 << 20, 4 << 20]
+    assert journal.recover({}) == 0 and (journal.current, journal.position) == (0, 0)
+    journal.reset(prefill=False)
+    assert [p.stat().st_size for p in journal.paths] == [0, 0]
+    journal.close()
+
+
 def test_recover_stops_a_partition_at_a_gap(tmp_path, caplog):
     logs = open_logs(tmp_path, 2)
     for lg in logs.values():
@@ -146,16 +180,12 @@ async def test_a_power_loss_costs_nothing_acknowledged(tmp_path, segment_bytes, 
     committer.journal = journal
     await committer.start_helper(tmp_path)
     assert committer.helper is not None
-    await rounds(committer, logs, 1)  # new files: the first round is a checkpoint
-    assert journal.checkpoints == 1
-    durable = synced_sizes(logs)
-    expected = await rounds(committer, logs, 40, start=1)
-    assert journal.checkpoints == 1 or segment_bytes < 100 << 20  # only rolls checkpoint again
-    assert committer.fsyncs == 41
+    expected = await rounds(committer, logs, 41)
+    assert journal.checkpoints == 0 and committer.fsyncs == 41
     if segment_bytes < 100 << 20:
         assert all(len(lg.segments) > 3 for lg in logs.values())  # rolled, each roll sealing a segment
         assert all(seg.path.stat().st_size == seg.size for lg in logs.values() for seg in lg.segments[:-1])
-    lose_and_recover(tmp_path, logs, committer, durable, expected, segment_bytes)
+    lose_and_recover(tmp_path, logs, committer, {}, expected, segment_bytes)  # nothing synced but sealed segments
 
 
 @linux_only
@@ -165,14 +195,17 @@ async def test_checkpoints_switch_files_and_write_the_logs_out(tmp_path):
     committer = GroupCommitter(shared=True)
     committer.journal = journal
     await committer.start_helper(tmp_path)
-    await rounds(committer, logs, 1)
+    await rounds(committer, logs, 6)  # about 170 bytes of journal a round
     assert journal.checkpoints == 1 and journal.current == 1
-    await rounds(committer, logs, 6, start=1)
-    assert journal.checkpoints >= 2
-    durable = synced_sizes(logs)  # the last round was a checkpoint or a journal round after one
-    assert all(lg.segments[-1].path.stat().st_size <= lg.size_bytes for lg in logs.values())
-    expected = await rounds(committer, logs, 1, start=7)
-    assert journal.position > 0
+    for i in range(6, 40, 4):
+        await rounds(committer, logs, 4, start=i)
+        if committer.checkpointing is not None:
+            await committer.checkpointing
+    assert journal.checkpoints >= 3  # the first file is written over, its earlier turn's entries after
+    durable = synced_sizes(logs)  # as the last checkpoint wrote them out and synced them
+    expected = await rounds(committer, logs, 1, start=40)
+    assert journal.position > 0 and committer.checkpointing is None
+    assert all(durable[lg.segments[-1].path] < lg.size_bytes for lg in logs.values())  # the last one in the journal only
     # the checkpoint made the files durable as they were then; everything since is in the journal
     lose_and_recover(tmp_path, logs, committer, durable, expected)
 
@@ -201,10 +234,29 @@ def test_batches_of_every_round_stay_whole_in_the_log(tmp_path):
     lg = logs[0]
     for i in range(10):
         lg.append_records([(b"k", b"%d" % i)], 1)
-    bufs, count, made_files = lg.take_for_journal()
-    assert count == 10 and made_files and len(bufs) == 10
+    bufs, count = lg.take_for_journal()
+    assert count == 10 and len(bufs) == 10
     assert lg.take_for_journal()[0] == []
     lg.write_pending()
     data = lg.segments[-1].path.read_bytes()
     assert [bytes(data[pos : pos + h.size]) for pos, h in iter_batches(data, 0)] == [bytes(b) for b in bufs]
     lg.close()
+
+
+@linux_only
+async def test_a_failed_checkpoint_fails_every_later_round(tmp_path, monkeypatch):
+    monkeypatch.setattr(committer_mod, "syncfs_errno", lambda _directory: 5)  # EIO
+    logs = open_logs(tmp_path, 2)
+    journal = Journal(tmp_path, checkpoint_bytes=300)
+    committer = GroupCommitter(shared=True)
+    committer.journal = journal
+    await committer.start_helper(tmp_path)
+    await rounds(committer, logs, 3)
+    assert journal.checkpoints == 1
+    if committer.checkpointing is not None:
+        await committer.checkpointing
+    assert journal.failed is not None and all(lg.failed for lg in logs.values())
+    with pytest.raises(StorageError):
+        await rounds(committer, logs, 1, start=3)
+    committer.helper.close()
+    journal.close()
