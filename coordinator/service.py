@@ -186,6 +186,8 @@ class GroupCoordinator:
         # the helper process starts
         self._spawn(self._load_all())
         self._spawn(self._housekeeping())
+        if self.committer.journal is not None:
+            self._spawn(self._write_out_journaled())
         await self.committer.start_helper(self.log_dir)
 
     def _open_journal(self) -> None:
@@ -639,6 +641,19 @@ class GroupCoordinator:
         self._process(shard, result)
 
     # ------------------------------------------------------------ housekeeping
+
+    async def _write_out_journaled(self) -> None:
+        """Journaled partitions write their files in runs (storage/journal.py); once a second what
+        waits is written too, so a quiet broker's files are current for readers such as pipeline/
+        (durable in them at the next checkpoint, in the journal already)."""
+        while True:
+            await asyncio.sleep(1)
+            for shard in self.shards.values():
+                if shard.log.unwritten_batches:
+                    try:
+                        shard.log.write_pending()
+                    except StorageError as exc:
+                        log.error("writing %s-%d out failed: %s", OFFSETS_TOPIC, shard.partition, exc)
 
     async def _housekeeping(self) -> None:
         interval = self.config["offsets.retention.check.interval.ms"] / 1000

@@ -175,3 +175,33 @@ async def test_a_power_loss_after_the_journal_loses_no_acknowledged_commit(tmp_p
         assert "restored" in broker.log_text()
     finally:
         broker.kill()
+
+
+@pytest.mark.timeout(60)
+async def test_a_running_brokers_partition_files_catch_up_within_a_second(tmp_path):
+    """Journaled batches reach the partitions' own files while the broker runs, for readers such as
+    the pipeline, without waiting for a checkpoint or a stop."""
+    from pipeline.store import offsets_partitions, read_offsets_partition
+
+    data = tmp_path / "data"
+    broker = BrokerProcess(data)
+    broker.start()
+    try:
+        from kafka import KafkaAdminClient
+        from kafka.admin import NewTopic
+
+        admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
+        admin.create_topics([NewTopic("crash", 1, 1)])
+        admin.close()
+        client = await WireClient.connect(broker.port)
+        resp = await client.call(8, 8, _commit_body("quiet", "crash", 0, 41), timeout=5)
+        await client.close()
+        assert resp.topics[0].partitions[0].error_code == 0
+        deadline = time.monotonic() + 5
+        found = []
+        while time.monotonic() < deadline and not found:
+            await asyncio.sleep(0.2)
+            found = [row for d in offsets_partitions(data) for row in read_offsets_partition(d, "commits") if row[0] == "quiet"]
+        assert [row[3] for row in found] == [41]
+    finally:
+        broker.kill()
