@@ -64,12 +64,6 @@ def _join_body(group: str, member_id: str, session_ms: int = 30_000) -> dict[str
 
 
 
-async def _member_id(conn: Conn, group: str, session_ms: int = 30_000) -> str:
-    """JoinGroup v4+ with an empty id: the coordinator answers MEMBER_ID_REQUIRED and holds the id pending."""
-    join = await conn.call(11, JOIN_V, _join_body(group, "", session_ms), timeout=None)
-    return join.member_id
-
-
 async def _member(conn: Conn, group: str, member_id: str, session_ms: int = 30_000, expected: int = 3) -> int:
     """Join with the id, then sync (the leader sends the assignment); rejoin while the group rebalances.
 
@@ -120,11 +114,9 @@ async def rebalance(host: str, port: int, groups: int, members: int = 3, concurr
                 return
             group = f"{prefix}-{i}"
             started = time.perf_counter()
-            ids = await asyncio.wait_for(asyncio.gather(*(_member_id(c, group) for c in conns)), 30)
-            ok = await asyncio.wait_for(asyncio.gather(*(_member(c, group, m, expected=members) for c, m in zip(conns, ids, strict=True))), 30)
+            await asyncio.wait_for(_form(conns, group), 30)
             stats.latencies.append(time.perf_counter() - started)
             stats.count += 1
-            stats.errors += sum(1 for x in ok if not x)
         except (TimeoutError, ConnectionError):
             stats.errors += 1
         finally:
@@ -399,7 +391,12 @@ async def wakeup_latency(host: str, port: int, samples: int = 200) -> Stats:
 
 
 async def _form(conns: list[Conn], group: str, session_ms: int = 30_000) -> list[tuple[str, int]]:
-    ids = await asyncio.gather(*(_member_id(c, group, session_ms) for c in conns))
+    """Every member's id (JoinGroup v4+ with an empty id: the coordinator answers MEMBER_ID_REQUIRED
+    and holds the id pending), then each member joins and syncs on its own (``_member``). The ids
+    are awaited as futures, not a task per member: a task cost the load generator about as much as
+    a request, on the two cores it shares with the broker."""
+    firsts = await asyncio.gather(*(c.request(11, JOIN_V, _join_body(group, "", session_ms)) for c in conns))
+    ids = [j.member_id for j in firsts]
     gens = await asyncio.gather(*(_member(c, group, m, session_ms, expected=len(conns)) for c, m in zip(conns, ids, strict=True)))
     if not all(gens):
         raise ConnectionError(f"group {group} did not form")
