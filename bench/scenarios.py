@@ -64,20 +64,21 @@ def _join_body(group: str, member_id: str, session_ms: int = 30_000) -> dict[str
 
 
 
-async def _member(conn: Conn, group: str, member_id: str, session_ms: int = 30_000, expected: int = 3) -> int:
+async def _member(conn: Conn, group: str, member_id: str, session_ms: int = 30_000, expected: int = 3) -> int | None:
     """Join with the id, then sync (the leader sends the assignment); rejoin while the group rebalances.
 
     Every member got its id first, so the coordinator counts them all as pending; yet with
     group.initial.rebalance.delay.ms=0 the initial join phase may close (as in Kafka, on its timer) before
     every member's second JoinGroup is in. A real client learns that from its next heartbeat; here the
     leader, which sees fewer than ``expected`` members, hands out empty assignments instead, and every
-    member of such a generation rejoins at once. Returns the generation synced in (0: it failed)."""
+    member of such a generation rejoins at once. Returns the generation synced in, or None if it
+    failed (a generation may be 0: Tansu's first is)."""
     for _ in range(10):
         join = await conn.call(11, JOIN_V, _join_body(group, member_id, session_ms), timeout=None)
         if join.error_code == REBALANCE_IN_PROGRESS:
             continue
         if join.error_code != 0:
-            return False
+            return None
         assignments: Any = ()
         if join.leader == join.member_id:
             given = ASSIGNMENT if len(join.members) >= expected else b""
@@ -88,8 +89,8 @@ async def _member(conn: Conn, group: str, member_id: str, session_ms: int = 30_0
         }, timeout=None)
         if sync.error_code == REBALANCE_IN_PROGRESS or (sync.error_code == 0 and not sync.assignment):
             continue
-        return join.generation_id if sync.error_code == 0 else 0
-    return 0
+        return join.generation_id if sync.error_code == 0 else None
+    return None
 
 
 async def rebalance(host: str, port: int, groups: int, members: int = 3, concurrency: int = 32, max_seconds: float = 60, prefix: str | None = None) -> Stats:
@@ -398,7 +399,7 @@ async def _form(conns: list[Conn], group: str, session_ms: int = 30_000) -> list
     firsts = await asyncio.gather(*(c.request(11, JOIN_V, _join_body(group, "", session_ms)) for c in conns))
     ids = [j.member_id for j in firsts]
     gens = await asyncio.gather(*(_member(c, group, m, session_ms, expected=len(conns)) for c, m in zip(conns, ids, strict=True)))
-    if not all(gens):
+    if any(g is None for g in gens):
         raise ConnectionError(f"group {group} did not form")
     return list(zip(ids, gens, strict=True))
 
