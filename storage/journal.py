@@ -83,7 +83,6 @@ class Journal:
         self.current = 0
         self.position = 0
         self.failed: BaseException | None = None
-        self.appended_bytes = 0
         self.checkpoints = 0
 
     # ------------------------------------------------------------ start-up
@@ -147,7 +146,6 @@ class Journal:
             self.failed = exc
             raise StorageError(f"write to the offsets journal failed: {exc}") from exc
         self.position += len(data)
-        self.appended_bytes += len(data)
         return len(data)
 
     def switch(self) -> None:
