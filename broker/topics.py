@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from protocol.errors import ErrorCode
+from storage.log import fsync_directory
 
 REGISTRY_FILE = "topics.json"
 MAX_NAME_LENGTH = 249
@@ -96,11 +97,7 @@ class TopicRegistry:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, self._path)
-        fd = os.open(self._dir, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        fsync_directory(self._dir)
 
     # queries
     def get(self, name: str) -> Topic | None:

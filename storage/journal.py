@@ -37,13 +37,14 @@ from crc32c import crc32c
 
 from storage.batch import BATCH_OVERHEAD, parse_header
 from storage.errors import StorageError
-from storage.log import Log
+from storage.log import Log, fsync_directory
 
 log = logging.getLogger("groupd.storage")
 
 JOURNAL_NAME = "__consumer_offsets.journal"
 _ENTRY = struct.Struct(">iiI")  # batch length, partition, CRC-32C
 _LENGTH_PARTITION = struct.Struct(">ii")
+_CRC = struct.Struct(">I")
 CHECKPOINT_BYTES = 8 << 20
 
 
@@ -53,7 +54,7 @@ def journal_paths(directory: Path) -> tuple[Path, Path]:
 
 def entry(partition: int, batch: bytes | bytearray) -> bytes:
     head = _LENGTH_PARTITION.pack(len(batch), partition)
-    return _ENTRY.pack(len(batch), partition, crc32c(batch, crc32c(head))) + batch
+    return head + _CRC.pack(crc32c(batch, crc32c(head))) + batch
 
 
 def read_entries(data: bytes | memoryview) -> Iterator[tuple[int, memoryview]]:
@@ -66,7 +67,7 @@ def read_entries(data: bytes | memoryview) -> Iterator[tuple[int, memoryview]]:
         if length < BATCH_OVERHEAD or end - start < length or partition < 0:
             return
         batch = view[start : start + length]
-        if crc32c(batch, crc32c(_LENGTH_PARTITION.pack(length, partition))) != crc:
+        if crc32c(batch, crc32c(view[pos : pos + _LENGTH_PARTITION.size])) != crc:
             return
         yield partition, batch
         pos = start + length
@@ -117,11 +118,7 @@ class Journal:
                 for pos in range(0, self.checkpoint_bytes + len(zeros), len(zeros)):
                     os.pwrite(fd, zeros, pos)
             os.fsync(fd)
-        dfd = os.open(self.directory, os.O_RDONLY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
+        fsync_directory(self.directory)
         self.current, self.position = 0, 0
 
     # ------------------------------------------------------------ rounds

@@ -422,11 +422,7 @@ class Log:
                 for fd in fds:
                     os.fsync(fd)
                 if dir_dirty:
-                    dfd = os.open(self.directory, os.O_RDONLY)
-                    try:
-                        os.fsync(dfd)
-                    finally:
-                        os.close(dfd)
+                    fsync_directory(self.directory)
             except OSError as exc:
                 self._flush_failed(pending, exc)
 
@@ -458,11 +454,7 @@ class Log:
         try:
             _write_runs(writes)
             os.fsync(seg.fd)
-            dfd = os.open(self.directory, os.O_RDONLY)  # and its name, made at the roll before
-            try:
-                os.fsync(dfd)
-            finally:
-                os.close(dfd)
+            fsync_directory(self.directory)  # and its name, made at the roll before
         except OSError as exc:
             self._failed = exc
             raise StorageError(f"sealing a segment of {self.directory.name} failed: {exc}") from exc
@@ -786,11 +778,7 @@ class Log:
                 new.size = len(out)
                 new.next_offset = self.segments[idx + 1].base_offset
                 self.segments[idx] = new
-        dfd = os.open(self.directory, os.O_RDONLY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
+        fsync_directory(self.directory)
         return stats
 
     def _segment_batches(self, seg: Segment) -> Iterator[tuple[BatchHeader, memoryview]]:
@@ -825,6 +813,15 @@ def iter_records_safe(batch: bytes | memoryview):
         yield from iter_records(batch)
     except UnsupportedCompression:
         return
+
+
+def fsync_directory(path: Path | str) -> None:
+    """Make the names in a directory durable (a file made, renamed or removed there)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def _write_runs(writes: list[tuple[int, int, bytes | bytearray]]) -> None:
