@@ -21,10 +21,10 @@ class ApiSpec:
 
 
 _SPECS = (
-    ApiSpec(0, "Produce", 3, 11),
-    ApiSpec(1, "Fetch", 4, 16),
-    ApiSpec(2, "ListOffsets", 1, 9),
-    ApiSpec(3, "Metadata", 0, 12),
+    ApiSpec(0, "Produce", 3, 13),
+    ApiSpec(1, "Fetch", 4, 18),
+    ApiSpec(2, "ListOffsets", 1, 11),
+    ApiSpec(3, "Metadata", 0, 13),
     ApiSpec(8, "OffsetCommit", 2, 9),
     ApiSpec(9, "OffsetFetch", 1, 9),
     ApiSpec(10, "FindCoordinator", 0, 6),

@@ -106,6 +106,7 @@ def metadata(broker: Broker, ctx: RequestContext, req: Any) -> Any:
         controller_id=broker.node_id,
         topics=tuple(entries),
         cluster_authorized_operations=-2147483648,
+        error_code=ErrorCode.none,  # v13's top-level error (KIP-1102): one node never asks a client to rebootstrap
     )
 
 

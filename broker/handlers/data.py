@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
+from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from broker.dispatch import RequestContext, handles
@@ -16,7 +17,9 @@ from storage.errors import CorruptBatch, OffsetOutOfRange, StorageError, Unsuppo
 if TYPE_CHECKING:
     from broker.app import Broker
 
-EARLIEST, LATEST, MAX_TIMESTAMP = -2, -1, -3
+EARLIEST, LATEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED, EARLIEST_PENDING_UPLOAD = -2, -1, -3, -4, -5, -6
+# the first ListOffsets version that may ask for each sentinel timestamp (Kafka's ReplicaManager)
+_SENTINEL_SINCE = {LATEST: 1, EARLIEST: 1, MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, LATEST_TIERED: 9, EARLIEST_PENDING_UPLOAD: 11}
 
 
 def _produce_partition(broker: Broker, topic: str, index: int, records: bytes | None) -> tuple[ErrorCode, int, int, Any]:
@@ -61,12 +64,18 @@ def _produce_partition(broker: Broker, topic: str, index: int, records: bytes | 
 
 @handles(0)
 async def produce(broker: Broker, ctx: RequestContext, req: Any) -> Any:
-    results: list[tuple[str, int, ErrorCode, int, int]] = []
+    by_id = ctx.version >= 13  # KIP-516: topics named by id, and answered by id
+    results: list[tuple[Any, int, ErrorCode, int, int, Any]] = []  # (topic name or id, partition, error, base, start, log)
     touched = {}
     for topic in req.topic_data:
+        name = topic.name if not by_id else getattr(broker.topics.by_id(topic.topic_id), "name", None)
+        key = topic.topic_id if by_id else topic.name
         for pd in topic.partition_data:
-            error, base, start, lg = _produce_partition(broker, topic.name, pd.index, pd.records)
-            results.append((topic.name, pd.index, error, base, start))
+            if name is None:
+                results.append((key, pd.index, ErrorCode.unknown_topic_id, -1, -1, None))
+                continue
+            error, base, start, lg = _produce_partition(broker, name, pd.index, pd.records)
+            results.append((key, pd.index, error, base, start, lg))
             if lg is not None:
                 touched[id(lg)] = lg
     if req.acks == 0:
@@ -77,15 +86,18 @@ async def produce(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     if touched:
         outcomes = await asyncio.gather(*(broker.partitions.committer.durable(lg) for lg in touched.values()), return_exceptions=True)
         failed = {key for key, out in zip(touched, outcomes, strict=True) if isinstance(out, Exception)}
-    def answer(name: str, index: int, error: ErrorCode, base: int, start: int) -> dict[str, Any]:
-        lg = broker.partitions.get(name, index)
-        if error == ErrorCode.none and lg is not None and id(lg) in failed:
+    part_cls = ctx.nested("PartitionProduceResponse")
+    grouped: dict[Any, list[Any]] = {}
+    for key, index, error, base, start, lg in results:
+        if lg is not None and id(lg) in failed:
             error, base = ErrorCode.kafka_storage_error, -1
-        return {"index": index, "error_code": error, "base_offset": base, "log_append_time": None, "log_start_offset": start,
-                "record_errors": (), "error_message": None}
-
-    rows = ((r[0], answer(*r)) for r in results)
-    topics = ctx.by_topic("TopicProduceResponse", "PartitionProduceResponse", rows, parts_field="partition_responses")
+        grouped.setdefault(key, []).append(codec.make(
+            part_cls, index=index, error_code=error, base_offset=base, log_append_time=None, log_start_offset=start,
+            record_errors=(), error_message=None,
+        ))
+    topic_cls = ctx.nested("TopicProduceResponse")
+    named = "topic_id" if by_id else "name"
+    topics = tuple(codec.make(topic_cls, **{named: key}, partition_responses=tuple(ps)) for key, ps in grouped.items())
     return ctx.respond(responses=topics, throttle_time=0, node_endpoints=())
 
 
@@ -161,22 +173,41 @@ def _fetch_once(broker: Broker, ctx: RequestContext, req: Any, wanted: list) -> 
 
 @handles(2)
 def list_offsets(broker: Broker, ctx: RequestContext, req: Any) -> Any:
-    def answer(topic: str, p: Any) -> dict[str, Any]:
-        lg = broker.partitions.get(topic, p.partition_index)
-        ts, offset = -1, -1
-        if lg is None:
-            return {"partition_index": p.partition_index, "error_code": ErrorCode.unknown_topic_or_partition, "timestamp": -1, "offset": -1, "leader_epoch": -1}
-        if p.timestamp == EARLIEST:
-            offset = lg.log_start_offset
-        elif p.timestamp == LATEST:
-            offset = lg.high_watermark
-        else:
-            found = lg.max_timestamp() if p.timestamp == MAX_TIMESTAMP else lg.offset_for_timestamp(p.timestamp)
-            if found is not None:
-                ts, offset = found if p.timestamp == MAX_TIMESTAMP else (found[1], found[0])
-        return {"partition_index": p.partition_index, "error_code": ErrorCode.none, "timestamp": ts, "offset": offset, "leader_epoch": 0}
+    version = ctx.version
 
-    rows = ((t.name, answer(t.name, p)) for t in req.topics for p in t.partitions)
+    def answer(topic: str, p: Any) -> dict[str, Any]:
+        row = {"partition_index": p.partition_index, "error_code": ErrorCode.none, "timestamp": -1, "offset": -1, "leader_epoch": -1}
+        stamp = p.timestamp
+        if stamp < 0 and version < _SENTINEL_SINCE.get(stamp, 1 << 15):
+            return row | {"error_code": ErrorCode.unsupported_version}  # checked before the partition, as Kafka does
+        lg = broker.partitions.get(topic, p.partition_index)
+        if lg is None:
+            return row | {"error_code": ErrorCode.unknown_topic_or_partition}
+        if stamp in (EARLIEST, EARLIEST_LOCAL):  # no remote storage: the local log starts where the log does
+            return row | {"offset": lg.log_start_offset, "leader_epoch": 0}
+        if stamp == LATEST:
+            return row | {"offset": lg.high_watermark, "leader_epoch": 0}
+        if stamp in (LATEST_TIERED, EARLIEST_PENDING_UPLOAD):
+            return row  # nothing is tiered: no offset, as Kafka answers for a topic without remote storage
+        if stamp == MAX_TIMESTAMP:
+            found = lg.max_timestamp()
+        else:
+            found = lg.offset_for_timestamp(stamp)
+            found = None if found is None else (found[1], found[0])
+        if found is None:
+            return row
+        return row | {"timestamp": found[0], "offset": found[1], "leader_epoch": 0}
+
+    named = Counter((t.name, p.partition_index) for t in req.topics for p in t.partitions)
+    rows = []
+    for t in req.topics:
+        for p in t.partitions:
+            times = named[t.name, p.partition_index]
+            if times == 1:
+                rows.append((t.name, answer(t.name, p)))
+            elif times > 1:  # a partition named more than once: one answer, INVALID_REQUEST
+                named[t.name, p.partition_index] = 0
+                rows.append((t.name, {"partition_index": p.partition_index, "error_code": ErrorCode.invalid_request, "timestamp": -1, "offset": -1, "leader_epoch": -1}))
     return ctx.respond(throttle_time=0, topics=ctx.by_topic("ListOffsetsTopicResponse", "ListOffsetsPartitionResponse", rows))
 
 

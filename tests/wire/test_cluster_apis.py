@@ -48,7 +48,7 @@ async def test_too_new_api_versions_gets_error_35_with_v0_body(broker):
     writer.close()
 
 
-@pytest.mark.parametrize("version", range(0, 13))
+@pytest.mark.parametrize("version", range(0, 14))
 async def test_metadata_every_version(wire, broker, version):
     broker.create_topic("orders", 3, {})
     topics = None if version >= 1 else ()
@@ -59,6 +59,8 @@ async def test_metadata_every_version(wire, broker, version):
     assert topic.name == "orders" and topic.error_code == ErrorCode.none
     assert [p.partition_index for p in topic.partitions] == [0, 1, 2]
     assert all(p.leader_id == broker.node_id for p in topic.partitions)
+    if version >= 13:
+        assert resp.error_code == ErrorCode.none  # the top-level error v13 added (KIP-1102)
 
 
 async def test_metadata_unknown_and_invalid_topics(tmp_path):

@@ -2,6 +2,7 @@
 
 import asyncio
 import time
+import uuid
 
 import pytest
 
@@ -11,11 +12,12 @@ from storage.batch import build_batch
 from tests.harness import WireClient
 
 
-def produce_body(topic, partition, records, acks=-1, version=9):
+def produce_body(topic, partition, records, acks=-1, version=9, topic_id=None):
     cls = codec.request_class(0, version)
     t = codec.nested(cls, "TopicProduceData")
     p = codec.nested(cls, "PartitionProduceData")
-    return codec.make(cls, transactional_id=None, acks=acks, timeout=5000, topic_data=(t(name=topic, partition_data=(p(index=partition, records=records),)),))
+    named = {"topic_id": topic_id} if version >= 13 else {"name": topic}
+    return codec.make(cls, transactional_id=None, acks=acks, timeout=5000, topic_data=(t(**named, partition_data=(p(index=partition, records=records),)),))
 
 
 def fetch_body(topic, partition, offset, max_wait=0, min_bytes=1, max_bytes=1 << 20, partition_max=1 << 20, version=11):
@@ -29,11 +31,13 @@ def fetch_body(topic, partition, offset, max_wait=0, min_bytes=1, max_bytes=1 <<
     )
 
 
-def list_offsets_body(topic, partition, timestamp, version=7):
+def list_offsets_body(topic, partition, timestamp, version=7, partitions=None):
     cls = codec.request_class(2, version)
     t = codec.nested(cls, "ListOffsetsTopic")
     p = codec.nested(cls, "ListOffsetsPartition")
-    return codec.make(cls, replica_id=-1, isolation_level=0, topics=(t(name=topic, partitions=(p(partition_index=partition, current_leader_epoch=-1, timestamp=timestamp),)),))
+    parts = tuple(p(partition_index=i, current_leader_epoch=-1, timestamp=timestamp) for i in (partitions or [partition]))
+    extra = {"timeout": 1000} if version >= 10 else {}
+    return codec.make(cls, replica_id=-1, isolation_level=0, topics=(t(name=topic, partitions=parts),), **extra)
 
 
 def part(resp):
@@ -53,6 +57,41 @@ async def test_produce_then_fetch_returns_the_same_bytes(broker, wire):
     stored = bytearray(batch)
     stored[0:8] = (2).to_bytes(8, "big")  # only the base offset differs: it is outside the CRC
     assert bytes(p.records) == bytes(stored)
+
+
+@pytest.mark.parametrize("produce_v, fetch_v", [(11, 16), (12, 17), (13, 18)])
+async def test_produce_and_fetch_newest_versions(broker, wire, produce_v, fetch_v):
+    """Produce v12 is v11 again (KIP-890's transactions V2 are not offered); v13 names topics by id
+    (KIP-516), and its answer carries the id. Fetch v17 and v18 add replica-only tagged fields."""
+    topic = broker.create_topic("nv", 2, {})
+    batch = build_batch([(b"k", b"v")], timestamp_ms=1000)
+    resp = await wire.call(0, produce_v, produce_body("nv", 1, batch, version=produce_v, topic_id=topic.topic_id))
+    (entry,) = resp.responses
+    assert (entry.topic_id if produce_v >= 13 else entry.name) == (topic.topic_id if produce_v >= 13 else "nv")
+    assert [(p.index, p.error_code, p.base_offset) for p in entry.partition_responses] == [(1, 0, 0)]
+    cls = codec.request_class(1, fetch_v)
+    t, p = codec.nested(cls, "FetchTopic"), codec.nested(cls, "FetchPartition")
+    fetched = await wire.call(1, fetch_v, codec.make(
+        cls, replica_id=-1, max_wait=0, min_bytes=1, max_bytes=1 << 20, isolation_level=0, session_id=0, session_epoch=-1,
+        topics=(t(topic_id=topic.topic_id, partitions=(p(partition=1, current_leader_epoch=-1, fetch_offset=0, log_start_offset=-1, partition_max_bytes=1 << 20),)),),
+        forgotten_topics_data=(), rack_id="",
+    ))
+    (fp,) = fetched.responses[0].partitions
+    assert fp.error_code == 0 and fp.high_watermark == 1 and bytes(fp.records)[8:] == bytes(batch)[8:]
+
+
+async def test_produce_v13_unknown_topic_id_and_partition(broker, wire):
+    """Kafka answers an id it does not know UNKNOWN_TOPIC_ID, and a known topic's missing partition
+    UNKNOWN_TOPIC_OR_PARTITION."""
+    topic = broker.create_topic("ids", 1, {})
+    batch = build_batch([(None, b"v")], timestamp_ms=1)
+    stranger = uuid.uuid4()
+    resp = await wire.call(0, 13, produce_body("", 0, batch, version=13, topic_id=stranger))
+    (entry,) = resp.responses
+    assert entry.topic_id == stranger and [p.error_code for p in entry.partition_responses] == [100]
+    resp = await wire.call(0, 13, produce_body("", 5, batch, version=13, topic_id=topic.topic_id))
+    assert [p.error_code for p in resp.responses[0].partition_responses] == [3]
+    assert broker.partitions.get("ids", 0).log_end_offset == 0
 
 
 async def test_long_poll_wakes_on_produce(broker):
@@ -125,6 +164,43 @@ async def test_list_offsets(broker, wire, timestamp, expected):
     resp = await wire.call(2, 7, list_offsets_body("lo", 0, timestamp))
     p = resp.topics[0].partitions[0]
     assert (p.offset, p.timestamp) == expected
+
+
+# Kafka's UnifiedLog.fetchOffsetByTimestamp for a topic without remote storage: -4 (earliest local) is
+# the log start offset, -5 (latest tiered, KIP-1005) and -6 (earliest pending upload, KIP-1023) find no
+# offset (-1, leader epoch -1). ReplicaManager answers UNSUPPORTED_VERSION for a negative timestamp that
+# is no sentinel or that needs a later version (-3 from v7, -4 from v8, -5 from v9, -6 from v11), before
+# looking at the partition; a partition named twice is answered once, INVALID_REQUEST.
+@pytest.mark.parametrize("version, timestamp, expected", [
+    (8, -4, (0, 0, -1, 0)), (11, -4, (0, 0, -1, 0)),
+    (9, -5, (0, -1, -1, -1)), (11, -5, (0, -1, -1, -1)),
+    (11, -6, (0, -1, -1, -1)),
+    (10, -1, (0, 3, -1, 0)), (11, -2, (0, 0, -1, 0)), (11, -3, (0, 2, 300, 0)), (11, 150, (0, 1, 200, 0)),
+    (11, 999, (0, -1, -1, -1)),
+    (6, -3, (35, -1, -1, -1)), (7, -4, (35, -1, -1, -1)), (8, -5, (35, -1, -1, -1)), (10, -6, (35, -1, -1, -1)),
+    (11, -7, (35, -1, -1, -1)), (11, -100, (35, -1, -1, -1)),
+])
+async def test_list_offsets_sentinels_by_version(broker, wire, version, timestamp, expected):
+    broker.create_topic("ls", 1, {})
+    for ts in (100, 200, 300):
+        await wire.call(0, 9, produce_body("ls", 0, build_batch([(None, b"v")], timestamp_ms=ts)))
+    resp = await wire.call(2, version, list_offsets_body("ls", 0, timestamp, version))
+    p = resp.topics[0].partitions[0]
+    assert (p.error_code, p.offset, p.timestamp, p.leader_epoch) == expected
+
+
+async def test_list_offsets_unsupported_sentinel_comes_before_an_unknown_partition(wire):
+    resp = await wire.call(2, 8, list_offsets_body("nowhere", 0, -5, 8))
+    assert resp.topics[0].partitions[0].error_code == 35
+    resp = await wire.call(2, 9, list_offsets_body("nowhere", 0, -5, 9))
+    assert resp.topics[0].partitions[0].error_code == 3
+
+
+async def test_list_offsets_a_partition_named_twice_is_an_invalid_request(broker, wire):
+    broker.create_topic("twice", 2, {})
+    resp = await wire.call(2, 11, list_offsets_body("twice", 0, -1, 11, partitions=[0, 1, 0]))
+    got = [(p.partition_index, p.error_code) for t in resp.topics for p in t.partitions]
+    assert sorted(got) == [(0, 42), (1, 0)]  # one answer per partition, as Kafka's map of them gives
 
 
 async def test_data_survives_restart(tmp_path):
