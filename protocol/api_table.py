@@ -51,6 +51,7 @@ _SPECS = (
     ApiSpec(44, "IncrementalAlterConfigs", 0, 1),
     ApiSpec(46, "ListPartitionReassignments", 0, 0),
     ApiSpec(47, "OffsetDelete", 0, 0),
+    ApiSpec(60, "DescribeCluster", 0, 2),
 )
 
 API_TABLE: dict[int, ApiSpec] = {spec.key: spec for spec in _SPECS}

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING, Any
 
 from broker.dispatch import RequestContext, handles
+from broker.operations import NOT_REQUESTED, authorized_operations
 from broker.topics import INTERNAL_TOPICS, TopicError, validate_name
 from coordinator.partitioning import partition_for
 from protocol import codec
@@ -51,7 +53,7 @@ def _partitions(ctx: RequestContext, broker: Broker, count: int) -> tuple:
     )
 
 
-def _topic_entry(ctx: RequestContext, broker: Broker, name: str | None, topic_id, error: ErrorCode, partitions: int) -> Any:
+def _topic_entry(ctx: RequestContext, broker: Broker, name: str | None, topic_id, error: ErrorCode, partitions: int, ops: int = NOT_REQUESTED) -> Any:
     return codec.make(
         ctx.nested("MetadataResponseTopic"),
         error_code=error,
@@ -59,19 +61,21 @@ def _topic_entry(ctx: RequestContext, broker: Broker, name: str | None, topic_id
         topic_id=topic_id,
         is_internal=name in INTERNAL_TOPICS,
         partitions=_partitions(ctx, broker, partitions) if error == ErrorCode.none else (),
-        topic_authorized_operations=-2147483648,
+        topic_authorized_operations=ops,
     )
 
 
 @handles(3)
 def metadata(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     registry = broker.topics
+    # no authorizer: every operation topics support, when asked (v8+)
+    entry = functools.partial(_topic_entry, ops=authorized_operations("topic", ctx.version >= 8 and req.include_topic_authorized_operations))
     zero_id = codec.ZERO_UUID
     entries = []
     if req.topics is None or (ctx.version == 0 and not req.topics):
         # null (v1+) or empty (v0) means every topic
         for topic in registry.all():
-            entries.append(_topic_entry(ctx, broker, topic.name, topic.topic_id, ErrorCode.none, topic.partitions))
+            entries.append(entry(ctx, broker, topic.name, topic.topic_id, ErrorCode.none, topic.partitions))
     else:
         auto = broker.config["auto.create.topics.enable"] and getattr(req, "allow_auto_topic_creation", True)
         for wanted in req.topics:
@@ -80,23 +84,24 @@ def metadata(broker: Broker, ctx: RequestContext, req: Any) -> Any:
             if name is None and wanted_id not in (None, zero_id):
                 topic = registry.by_id(wanted_id)
                 if topic is None:
-                    entries.append(_topic_entry(ctx, broker, None, wanted_id, ErrorCode.unknown_topic_id, 0))
+                    entries.append(entry(ctx, broker, None, wanted_id, ErrorCode.unknown_topic_id, 0))
                 else:
-                    entries.append(_topic_entry(ctx, broker, topic.name, topic.topic_id, ErrorCode.none, topic.partitions))
+                    entries.append(entry(ctx, broker, topic.name, topic.topic_id, ErrorCode.none, topic.partitions))
                 continue
             topic = registry.get(name)
             if topic is None:
                 try:
                     validate_name(name)
                 except TopicError:
-                    entries.append(_topic_entry(ctx, broker, name, zero_id, ErrorCode.invalid_topic_exception, 0))
+                    entries.append(entry(ctx, broker, name, zero_id, ErrorCode.invalid_topic_exception, 0))
                     continue
                 if auto and name not in INTERNAL_TOPICS:
                     topic = broker.create_topic(name, broker.config["num.partitions"], {})
                 else:
-                    entries.append(_topic_entry(ctx, broker, name, zero_id, ErrorCode.unknown_topic_or_partition, 0))
+                    entries.append(entry(ctx, broker, name, zero_id, ErrorCode.unknown_topic_or_partition, 0))
                     continue
-            entries.append(_topic_entry(ctx, broker, topic.name, topic.topic_id, ErrorCode.none, topic.partitions))
+            entries.append(entry(ctx, broker, topic.name, topic.topic_id, ErrorCode.none, topic.partitions))
+    asked_cluster = 8 <= ctx.version <= 10 and req.include_cluster_authorized_operations  # DescribeCluster's from v11
     host, port = broker.advertised
     broker_entry = codec.make(ctx.nested("MetadataResponseBroker"), node_id=broker.node_id, host=host, port=port, rack=None)
     return ctx.respond(
@@ -105,8 +110,38 @@ def metadata(broker: Broker, ctx: RequestContext, req: Any) -> Any:
         cluster_id=broker.config["cluster.id"],
         controller_id=broker.node_id,
         topics=tuple(entries),
-        cluster_authorized_operations=-2147483648,
+        cluster_authorized_operations=authorized_operations("cluster", asked_cluster),
         error_code=ErrorCode.none,  # v13's top-level error (KIP-1102): one node never asks a client to rebootstrap
+    )
+
+
+BROKERS, CONTROLLERS = 1, 2  # DescribeCluster's endpoint types (KIP-919)
+
+
+@handles(60)
+def describe_cluster(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+    """The one broker, as Kafka's DescribeCluster describes its brokers: asked for controllers, a broker
+    answers MISMATCHED_ENDPOINT_TYPE, and an unknown type UNSUPPORTED_ENDPOINT_TYPE (INVALID_REQUEST at
+    v0, which cannot name one)."""
+    wanted = getattr(req, "endpoint_type", BROKERS)
+    error, message = ErrorCode.none, None
+    if wanted not in (BROKERS, CONTROLLERS):
+        error = ErrorCode.invalid_request if ctx.version == 0 else ErrorCode.unsupported_endpoint_type
+        message = f"Unsupported endpoint type {wanted}"
+    elif wanted != BROKERS:
+        error = ErrorCode.invalid_request if ctx.version == 0 else ErrorCode.mismatched_endpoint_type
+        message = "The request was sent to an endpoint of type BROKER, but we wanted an endpoint of type CONTROLLER"
+    if error != ErrorCode.none:
+        return ctx.respond(
+            throttle_time=0, error_code=error, error_message=message, endpoint_type=wanted, cluster_id="",
+            controller_id=-1, brokers=(), cluster_authorized_operations=NOT_REQUESTED,
+        )
+    host, port = broker.advertised
+    entry = codec.make(ctx.nested("DescribeClusterBroker"), broker_id=broker.node_id, host=host, port=port, rack=None, is_fenced=False)
+    return ctx.respond(
+        throttle_time=0, error_code=ErrorCode.none, error_message=None, endpoint_type=BROKERS,
+        cluster_id=broker.config["cluster.id"], controller_id=broker.node_id, brokers=(entry,),
+        cluster_authorized_operations=authorized_operations("cluster", req.include_cluster_authorized_operations),
     )
 
 

@@ -6,6 +6,7 @@ import asyncio
 from typing import TYPE_CHECKING, Any
 
 from broker.dispatch import RequestContext, answered_later, handles
+from broker.operations import NOT_REQUESTED, authorized_operations
 from coordinator import errors as E
 from coordinator import shard as core
 from coordinator.api import (
@@ -156,12 +157,14 @@ def leave_group(broker: Broker, ctx: RequestContext, req: Any) -> Any:
 def describe_groups(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     group_cls = ctx.nested("DescribedGroup")
     member_cls = ctx.nested("DescribedGroupMember")
+    # no authorizer: a group that answers allows every operation groups support, when asked (v3+)
+    ops = authorized_operations("group", ctx.version >= 3 and req.include_authorized_operations)
     out = []
     for group_id in req.groups:
         try:
             d = broker.coordinator.call_sync(group_id, core.describe_group, group_id)
         except CoordinatorError as exc:
-            out.append(codec.make(group_cls, error_code=exc.code, group_id=group_id, group_state="", protocol_type="", protocol_data="", members=(), authorized_operations=-2147483648))
+            out.append(codec.make(group_cls, error_code=exc.code, group_id=group_id, group_state="", protocol_type="", protocol_data="", members=(), authorized_operations=NOT_REQUESTED))
             continue
         members = tuple(
             codec.make(
@@ -187,7 +190,7 @@ def describe_groups(broker: Broker, ctx: RequestContext, req: Any) -> Any:
                 protocol_type=d.protocol_type,
                 protocol_data=d.protocol,
                 members=members,
-                authorized_operations=-2147483648,
+                authorized_operations=ops if error == E.NONE else NOT_REQUESTED,
             )
         )
     return ctx.respond(throttle_time=0, groups=tuple(out))

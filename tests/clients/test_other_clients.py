@@ -151,8 +151,14 @@ def test_aiokafka_two_members_split_partitions(broker_process):
 
 @pytest.mark.scenario("confluent-kafka", 6, 9)
 def test_confluent_commit_resume_and_admin(broker_process):
-    from confluent_kafka import Consumer, ConsumerGroupTopicPartitions, Producer, TopicPartition
-    from confluent_kafka.admin import AdminClient
+    from confluent_kafka import (
+        Consumer,
+        ConsumerGroupTopicPartitions,
+        Producer,
+        TopicCollection,
+        TopicPartition,
+    )
+    from confluent_kafka.admin import AclOperation, AdminClient
 
     bs = broker_process.bootstrap
     create_topic(bs, "cadm", 2)
@@ -177,6 +183,11 @@ def test_confluent_commit_resume_and_admin(broker_process):
     c, got = consume(10)
     assert sorted(got) == sorted(f"c{i}".encode() for i in range(10))
     admin = AdminClient({"bootstrap.servers": bs})
+    cluster = admin.describe_cluster(include_authorized_operations=True).result(10)  # librdkafka: DescribeCluster
+    assert [n.id for n in cluster.nodes] == [cluster.controller.id] and cluster.cluster_id
+    assert AclOperation.IDEMPOTENT_WRITE in cluster.authorized_operations  # no authorizer: everything allowed
+    topics = admin.describe_topics(TopicCollection(["cadm"]), include_authorized_operations=True)["cadm"].result(10)
+    assert len(topics.partitions) == 2 and AclOperation.WRITE in topics.authorized_operations
     listed = admin.list_consumer_groups().result(10)
     assert "cadm-g" in {g.group_id for g in listed.valid}
     described = admin.describe_consumer_groups(["cadm-g"])["cadm-g"].result(10)

@@ -170,3 +170,45 @@ async def test_topic_registry_survives_restart(tmp_path):
     t = b2.topics.get("durable")
     assert t.partitions == 5 and t.topic_id == created.topic_id and t.configs == {"retention.ms": "1000"}
     await b2.stop()
+
+
+# ---------------------------------------------------------------- authorized operations, DescribeCluster
+
+TOPIC_OPS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))  # READ WRITE CREATE DELETE ALTER DESCRIBE DESCRIBE/ALTER_CONFIGS
+CLUSTER_OPS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))  # CREATE ALTER DESCRIBE CLUSTER_ACTION D/A_CONFIGS IDEMPOTENT_WRITE
+GROUP_OPS = sum(1 << op for op in (3, 6, 8, 10, 11))  # READ DELETE DESCRIBE DESCRIBE/ALTER_CONFIGS
+UNSET = -(1 << 31)
+
+
+@pytest.mark.parametrize("version", [8, 10, 11, 13])
+@pytest.mark.parametrize("asked", [True, False])
+async def test_metadata_authorized_operations_without_an_authorizer(wire, broker, version, asked):
+    """Kafka without an authorizer allows every operation a resource supports, and says so when asked;
+    cluster operations moved to DescribeCluster in v11."""
+    broker.create_topic("ops", 1, {})
+    resp = await wire.call(3, version, {"topics": None, "allow_auto_topic_creation": False, "include_topic_authorized_operations": asked, "include_cluster_authorized_operations": asked})
+    assert resp.topics[0].topic_authorized_operations == (TOPIC_OPS if asked else UNSET)
+    if version <= 10:
+        assert resp.cluster_authorized_operations == (CLUSTER_OPS if asked else UNSET)
+
+
+@pytest.mark.parametrize("version", [0, 1, 2])
+@pytest.mark.parametrize("asked", [True, False])
+async def test_describe_cluster(wire, broker, version, asked):
+    resp = await wire.call(60, version, {"include_cluster_authorized_operations": asked, "endpoint_type": 1, "include_fenced_brokers": True})
+    assert resp.error_code == 0 and resp.error_message is None
+    assert resp.cluster_id == broker.config["cluster.id"]
+    assert resp.controller_id == broker.node_id
+    assert [(b.broker_id, b.host, b.port, b.rack) for b in resp.brokers] == [(broker.node_id, "127.0.0.1", broker.port, None)]
+    assert resp.cluster_authorized_operations == (CLUSTER_OPS if asked else UNSET)
+    if version >= 2:
+        assert [b.is_fenced for b in resp.brokers] == [False]
+
+
+@pytest.mark.parametrize("version, endpoint_type, code", [(1, 2, 114), (2, 2, 114), (1, 3, 115), (1, 0, 115)])
+async def test_describe_cluster_other_endpoint_types(wire, version, endpoint_type, code):
+    """A broker asked for controllers: MISMATCHED_ENDPOINT_TYPE; an unknown type: UNSUPPORTED_ENDPOINT_TYPE
+    (Kafka's AuthHelper.computeDescribeClusterResponse)."""
+    resp = await wire.call(60, version, {"include_cluster_authorized_operations": False, "endpoint_type": endpoint_type, "include_fenced_brokers": False})
+    assert resp.error_code == code and resp.error_message
+    assert resp.brokers == ()

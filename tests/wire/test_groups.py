@@ -212,6 +212,10 @@ async def test_describe_and_non_empty_delete(tmp_path):
         g = d.groups[0]
         assert g.group_state == "Stable" and g.protocol_data == "range"
         assert g.members[0].member_assignment == b"ASSIGN" and g.members[0].client_host == "/127.0.0.1"
+        assert g.authorized_operations == -(1 << 31)  # not asked for: the schema's default
+        asked = await c.call(15, 5, {"groups": ("g", "nobody"), "include_authorized_operations": True})
+        # no authorizer: every operation a group supports (READ, DELETE, DESCRIBE, DESCRIBE/ALTER_CONFIGS)
+        assert [(x.group_id, x.authorized_operations) for x in asked.groups] == [("g", 3400), ("nobody", 3400)]
         deleted = await c.call(42, 2, {"groups_names": ("g",)})
         assert deleted.results[0].error_code == ErrorCode.non_empty_group
         await c.close()
