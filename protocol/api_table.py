@@ -34,7 +34,7 @@ _SPECS = (
     ApiSpec(14, "SyncGroup", 0, 5),
     ApiSpec(15, "DescribeGroups", 0, 5),
     ApiSpec(16, "ListGroups", 0, 5),
-    ApiSpec(18, "ApiVersions", 0, 3),
+    ApiSpec(18, "ApiVersions", 0, 4),
     ApiSpec(19, "CreateTopics", 2, 7),
     ApiSpec(20, "DeleteTopics", 1, 6),
     ApiSpec(21, "DeleteRecords", 0, 2),

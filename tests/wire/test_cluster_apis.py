@@ -21,7 +21,7 @@ def _md_request(version, names, auto):
     )
 
 
-@pytest.mark.parametrize("version", [0, 1, 2, 3])
+@pytest.mark.parametrize("version", [0, 1, 2, 3, 4])
 async def test_api_versions_lists_the_table(wire, version):
     body = {"client_software_name": "test", "client_software_version": "1"}
     resp = await wire.call(18, version, body)
