@@ -32,7 +32,7 @@ _SPECS = (
     ApiSpec(12, "Heartbeat", 0, 4),
     ApiSpec(13, "LeaveGroup", 0, 5),
     ApiSpec(14, "SyncGroup", 0, 5),
-    ApiSpec(15, "DescribeGroups", 0, 5),
+    ApiSpec(15, "DescribeGroups", 0, 6),
     ApiSpec(16, "ListGroups", 0, 5),
     ApiSpec(18, "ApiVersions", 0, 4),
     ApiSpec(19, "CreateTopics", 2, 7),

@@ -178,9 +178,9 @@ def describe_groups(broker: Broker, ctx: RequestContext, req: Any) -> Any:
             )
             for m in d.members
         )
-        error = d.error
-        if ctx.version >= 6 and d.state == "Dead":
-            error = E.GROUP_ID_NOT_FOUND
+        error, message = d.error, None
+        if ctx.version >= 6 and d.state == "Dead":  # Kafka 4's coordinator: v6 says so (KIP-1043)
+            error, message = E.GROUP_ID_NOT_FOUND, f"Group {group_id} not found."
         out.append(
             codec.make(
                 group_cls,
@@ -191,6 +191,7 @@ def describe_groups(broker: Broker, ctx: RequestContext, req: Any) -> Any:
                 protocol_data=d.protocol,
                 members=members,
                 authorized_operations=ops if error == E.NONE else NOT_REQUESTED,
+                error_message=message,
             )
         )
     return ctx.respond(throttle_time=0, groups=tuple(out))

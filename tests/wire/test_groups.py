@@ -216,6 +216,13 @@ async def test_describe_and_non_empty_delete(tmp_path):
         asked = await c.call(15, 5, {"groups": ("g", "nobody"), "include_authorized_operations": True})
         # no authorizer: every operation a group supports (READ, DELETE, DESCRIBE, DESCRIBE/ALTER_CONFIGS)
         assert [(x.group_id, x.authorized_operations) for x in asked.groups] == [("g", 3400), ("nobody", 3400)]
+        for version in (5, 6):  # before v6 an unknown group is Dead with no error; v6 says GROUP_ID_NOT_FOUND
+            v = await c.call(15, version, {"groups": ("g", "nobody"), "include_authorized_operations": False})
+            g6, nobody = v.groups
+            assert (g6.error_code, g6.group_state) == (0, "Stable")
+            assert (nobody.error_code, nobody.group_state, nobody.members) == ((69, "Dead", ()) if version == 6 else (0, "Dead", ()))
+            if version == 6:
+                assert (g6.error_message, nobody.error_message) == (None, "Group nobody not found.")
         deleted = await c.call(42, 2, {"groups_names": ("g",)})
         assert deleted.results[0].error_code == ErrorCode.non_empty_group
         await c.close()
