@@ -44,11 +44,14 @@ _SPECS = (
     ApiSpec(31, "DeleteAcls", 1, 3),
     ApiSpec(32, "DescribeConfigs", 1, 4),
     ApiSpec(33, "AlterConfigs", 0, 2),
+    ApiSpec(34, "AlterReplicaLogDirs", 1, 2),
     # not v5 (Kafka 4.3's): kafka-python infers the broker's release from it and would take groupd for 4.3
     ApiSpec(35, "DescribeLogDirs", 1, 4),
     ApiSpec(37, "CreatePartitions", 0, 3),
     ApiSpec(42, "DeleteGroups", 0, 2),
+    ApiSpec(43, "ElectLeaders", 0, 2),
     ApiSpec(44, "IncrementalAlterConfigs", 0, 1),
+    ApiSpec(45, "AlterPartitionReassignments", 0, 1),
     ApiSpec(46, "ListPartitionReassignments", 0, 0),
     ApiSpec(47, "OffsetDelete", 0, 0),
 )
