@@ -48,7 +48,7 @@ def delete_acls(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     return ctx.respond(throttle_time=0, filter_results=results)
 
 
-def _stored_logs(broker: Broker) -> dict[tuple[str, int], Log]:
+def stored_logs(broker: Broker) -> dict[tuple[str, int], Log]:
     """Every partition kept under log.dirs: the topics' and the offsets partitions this node loaded."""
     logs: dict[tuple[str, int], Log] = dict(broker.partitions.logs)
     if broker.coordinator is not None:
@@ -60,7 +60,7 @@ def _stored_logs(broker: Broker) -> dict[tuple[str, int], Log]:
 @handles(35)
 def describe_log_dirs(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     log_dir = os.path.abspath(broker.config["log.dirs"])
-    logs = _stored_logs(broker)
+    logs = stored_logs(broker)
     if req.topics is None:
         wanted = sorted(logs)
     else:

@@ -1,4 +1,4 @@
-"""kafka-python's admin client against groupd: partitions, records, configs, groups and offsets."""
+"""kafka-python's admin client against groupd: partitions, records, configs, groups, offsets and replicas."""
 
 import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
@@ -17,12 +17,18 @@ from kafka.admin import (
     ResourceType,
 )
 from kafka.errors import (
+    ElectionNotNeededError,
     InvalidConfigurationError,
     InvalidPartitionsError,
+    InvalidReplicationAssignmentError,
+    LogDirNotFoundError,
+    NoError,
     NonEmptyGroupError,
+    NoReassignmentInProgressError,
     SecurityDisabledError,
+    UnknownTopicOrPartitionError,
 )
-from kafka.structs import OffsetAndMetadata
+from kafka.structs import OffsetAndMetadata, TopicPartitionReplica
 
 from tests.clients.kp import ChildConsumer, wait_until
 
@@ -133,4 +139,35 @@ def test_acls_log_dirs_reassignments_and_legacy_alter_configs(broker_process):
     refused = admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, "logs", configs={"segment.bytes": "1"})], incremental=False)
     assert "InvalidConfigurationError" in refused["topic"]["logs"] and "segment.bytes" in refused["topic"]["logs"], refused
     assert "'7200000'" in str(topic_configs()["retention.ms"])
+    admin.close()
+
+
+def test_elections_reassignments_and_log_dir_moves(broker_process):
+    """One node: no election is needed, the only reassignment is to this node, the only move is to log.dirs."""
+    admin = KafkaAdminClient(bootstrap_servers=broker_process.bootstrap)
+    admin.create_topics([NewTopic("reps", 3, 1)])
+    node = 1  # BrokerProcess's node.id
+    for election_type in (0, 1):  # preferred, unclean
+        response = admin.elect_leaders(election_type, {"reps": [0, 1, 2]})
+        (result,) = response.replica_election_results
+        assert result.topic == "reps"
+        assert sorted((p.partition_id, p.error_code) for p in result.partition_result) == [(p, ElectionNotNeededError.errno) for p in range(3)]
+    with pytest.raises(UnknownTopicOrPartitionError):
+        admin.elect_leaders(0, {"reps": [7]})
+
+    tp0, tp1, tp2 = (TopicPartition("reps", p) for p in range(3))
+    assert admin.alter_partition_reassignments({tp0: [node], tp1: [node]}) == {tp0: None, tp1: None}
+    assert admin.alter_partition_reassignments({tp0: [node, 2], tp1: None, tp2: [node]}) == {
+        tp0: InvalidReplicationAssignmentError,
+        tp1: NoReassignmentInProgressError,
+        tp2: None,
+    }
+    assert admin.list_partition_reassignments() == {}
+
+    (answer,) = admin.describe_log_dirs()
+    log_dir = answer["log_dirs"][0]["log_dir"]
+    here, there = TopicPartitionReplica("reps", 0, node), TopicPartitionReplica("reps", 1, node)
+    missing = TopicPartitionReplica("reps", 9, node)
+    assert admin.alter_replica_log_dirs({here: log_dir, missing: log_dir}) == {here: NoError, missing: UnknownTopicOrPartitionError}
+    assert admin.alter_replica_log_dirs({there: log_dir + "-elsewhere"}) == {there: LogDirNotFoundError}
     admin.close()
