@@ -18,6 +18,27 @@ KEY_TYPE_GROUP = 0
 KEY_TYPE_TRANSACTION = 1
 KEY_TYPE_SHARE = 2
 
+# Authorized operations (KIP-430). The schemas' default, for answers that were not asked for them:
+OPERATIONS_NOT_ASKED = -2147483648
+# Without an authorizer Kafka's AuthHelper.authorizedOperations allows every operation that
+# AclEntry.supportedOperations names for the resource type; bit n stands for the AclOperation of code n.
+# A topic's: READ 3, WRITE 4, CREATE 5, DELETE 6, ALTER 7, DESCRIBE 8, DESCRIBE_CONFIGS 10, ALTER_CONFIGS 11.
+TOPIC_OPERATIONS = sum(1 << code for code in (3, 4, 5, 6, 7, 8, 10, 11))
+
+
+def partition_state(broker: Broker, index: int) -> dict[str, Any]:
+    """A partition as this single node describes it: it leads every replica set, alone and in sync."""
+    node = broker.node_id
+    return {
+        "error_code": ErrorCode.none,
+        "partition_index": index,
+        "leader_id": node,
+        "leader_epoch": 0,
+        "replica_nodes": (node,),
+        "isr_nodes": (node,),
+        "offline_replicas": (),
+    }
+
 
 def api_versions_body(cls: type, error: ErrorCode = ErrorCode.none) -> Any:
     entry = codec.nested(cls, "ApiVersion")
@@ -35,20 +56,7 @@ def api_versions(broker: Broker, ctx: RequestContext, req: Any) -> Any:
 
 def _partitions(ctx: RequestContext, broker: Broker, count: int) -> tuple:
     part = ctx.nested("MetadataResponsePartition")
-    node = broker.node_id
-    return tuple(
-        codec.make(
-            part,
-            error_code=ErrorCode.none,
-            partition_index=i,
-            leader_id=node,
-            leader_epoch=0,
-            replica_nodes=(node,),
-            isr_nodes=(node,),
-            offline_replicas=(),
-        )
-        for i in range(count)
-    )
+    return tuple(codec.make(part, **partition_state(broker, i)) for i in range(count))
 
 
 def _topic_entry(ctx: RequestContext, broker: Broker, name: str | None, topic_id, error: ErrorCode, partitions: int) -> Any:
@@ -59,7 +67,7 @@ def _topic_entry(ctx: RequestContext, broker: Broker, name: str | None, topic_id
         topic_id=topic_id,
         is_internal=name in INTERNAL_TOPICS,
         partitions=_partitions(ctx, broker, partitions) if error == ErrorCode.none else (),
-        topic_authorized_operations=-2147483648,
+        topic_authorized_operations=OPERATIONS_NOT_ASKED,
     )
 
 
@@ -105,7 +113,7 @@ def metadata(broker: Broker, ctx: RequestContext, req: Any) -> Any:
         cluster_id=broker.config["cluster.id"],
         controller_id=broker.node_id,
         topics=tuple(entries),
-        cluster_authorized_operations=-2147483648,
+        cluster_authorized_operations=OPERATIONS_NOT_ASKED,
     )
 
 
