@@ -91,6 +91,7 @@ KEYS: dict[str, Key] = {
         Key("cluster.id", str, "groupd-cluster", doc="cluster id reported in Metadata"),
         _int_key("socket.request.max.bytes", 104_857_600, 1, INT32_MAX, "largest request frame accepted"),
         _int_key("queued.max.requests", 500, 1, INT32_MAX, "requests read ahead per connection"),
+        _int_key("max.request.partition.size.limit", 2000, 1, INT32_MAX, "most partitions one DescribeTopicPartitions answer holds"),
         Key("auto.create.topics.enable", _bool, "true", doc="Metadata for an unknown topic creates it"),
         _int_key("num.partitions", 1, 1, INT32_MAX, "partitions of an auto-created topic"),
         _int_key("default.replication.factor", 1, 1, 1, "only 1: a single node"),

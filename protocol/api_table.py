@@ -54,7 +54,10 @@ _SPECS = (
     ApiSpec(45, "AlterPartitionReassignments", 0, 1),
     ApiSpec(46, "ListPartitionReassignments", 0, 0),
     ApiSpec(47, "OffsetDelete", 0, 0),
+    ApiSpec(55, "DescribeQuorum", 0, 2),
     ApiSpec(60, "DescribeCluster", 0, 2),
+    ApiSpec(74, "ListConfigResources", 0, 1),  # v0 was ListClientMetricsResources
+    ApiSpec(75, "DescribeTopicPartitions", 0, 0),
 )
 
 API_TABLE: dict[int, ApiSpec] = {spec.key: spec for spec in _SPECS}

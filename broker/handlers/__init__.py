@@ -1,3 +1,3 @@
 """Handler modules; importing this package registers every API handler with broker.dispatch."""
 
-from broker.handlers import acl_and_logdirs, admin, cluster, data, groups, offsets, replicas, topics  # noqa: F401
+from broker.handlers import acl_and_logdirs, admin, cluster, data, describe, groups, offsets, replicas, topics  # noqa: F401

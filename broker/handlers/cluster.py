@@ -20,6 +20,19 @@ KEY_TYPE_GROUP = 0
 KEY_TYPE_TRANSACTION = 1
 KEY_TYPE_SHARE = 2
 
+def partition_state(broker: Broker, index: int) -> dict[str, Any]:
+    """A partition as this single node describes it: it leads every replica set, alone and in sync."""
+    node = broker.node_id
+    return {
+        "error_code": ErrorCode.none,
+        "partition_index": index,
+        "leader_id": node,
+        "leader_epoch": 0,
+        "replica_nodes": (node,),
+        "isr_nodes": (node,),
+        "offline_replicas": (),
+    }
+
 
 def api_versions_body(cls: type, error: ErrorCode = ErrorCode.none) -> Any:
     entry = codec.nested(cls, "ApiVersion")
@@ -37,20 +50,7 @@ def api_versions(broker: Broker, ctx: RequestContext, req: Any) -> Any:
 
 def _partitions(ctx: RequestContext, broker: Broker, count: int) -> tuple:
     part = ctx.nested("MetadataResponsePartition")
-    node = broker.node_id
-    return tuple(
-        codec.make(
-            part,
-            error_code=ErrorCode.none,
-            partition_index=i,
-            leader_id=node,
-            leader_epoch=0,
-            replica_nodes=(node,),
-            isr_nodes=(node,),
-            offline_replicas=(),
-        )
-        for i in range(count)
-    )
+    return tuple(codec.make(part, **partition_state(broker, i)) for i in range(count))
 
 
 def _topic_entry(ctx: RequestContext, broker: Broker, name: str | None, topic_id, error: ErrorCode, partitions: int, ops: int = NOT_REQUESTED) -> Any:

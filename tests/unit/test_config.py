@@ -13,6 +13,7 @@ def test_defaults_are_kafkas():
     assert cfg["offsets.topic.num.partitions"] == 50
     assert cfg["socket.request.max.bytes"] == 104_857_600
     assert cfg["offset.metadata.max.bytes"] == 4096
+    assert cfg["max.request.partition.size.limit"] == 2000
     assert cfg.listener == ("127.0.0.1", 9092)
 
 
@@ -30,6 +31,7 @@ def test_file_then_overrides(tmp_path):
     [
         ("num.partitions=zero", "num.partitions"),
         ("num.partitions=0", "must be >= 1"),
+        ("max.request.partition.size.limit=0", "must be >= 1"),
         ("listeners=127.0.0.1:9092", "PLAINTEXT"),
         ("auto.create.topics.enable=yes", "true or false"),
         ("group.min.session.timeout.ms=9000000", "must not exceed"),
