@@ -7,7 +7,14 @@ from typing import TYPE_CHECKING, Any
 
 from broker.config import KEYS
 from broker.dispatch import RequestContext, handles
-from broker.topic_configs import TOPIC_CONFIGS, InvalidConfig, effective_topic_config, validate_topic_configs
+from broker.topic_configs import (
+    DYNAMIC_BROKER_DEFAULTS,
+    LIST,
+    TOPIC_CONFIGS,
+    InvalidConfig,
+    effective_topic_config,
+    validate_topic_configs,
+)
 from protocol import codec
 from protocol.errors import ErrorCode
 from storage.errors import OffsetOutOfRange
@@ -16,9 +23,9 @@ if TYPE_CHECKING:
     from broker.app import Broker
 
 TOPIC, BROKER = 2, 4
-SOURCE_TOPIC, SOURCE_STATIC_BROKER, SOURCE_DEFAULT = 1, 4, 5
+SOURCE_TOPIC, SOURCE_DYNAMIC_DEFAULT, SOURCE_STATIC_BROKER, SOURCE_DEFAULT = 1, 3, 4, 5
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
-TYPE_STRING, TYPE_LONG, TYPE_LIST, TYPE_BOOLEAN = 2, 5, 7, 1
+TYPE_STRING = 2
 
 
 @handles(37)
@@ -62,14 +69,6 @@ def delete_records(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     return ctx.respond(throttle_time=0, topics=ctx.by_topic("DeleteRecordsTopicResult", "DeleteRecordsPartitionResult", rows))
 
 
-def _config_type(key: str) -> int:
-    if key == "cleanup.policy":
-        return TYPE_LIST
-    if key in ("compression.type", "message.timestamp.type"):
-        return TYPE_STRING
-    return TYPE_LONG
-
-
 @handles(32)
 def describe_configs(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     result_cls = ctx.nested("DescribeConfigsResult")
@@ -89,15 +88,18 @@ def describe_configs(broker: Broker, ctx: RequestContext, req: Any) -> Any:
                     if wanted is not None and key not in wanted:
                         continue
                     value, override = effective_topic_config(broker.config, topic.configs, key)
-                    source = SOURCE_TOPIC if override else SOURCE_DEFAULT
+                    dynamic = DYNAMIC_BROKER_DEFAULTS.get(key)
+                    source = SOURCE_TOPIC if override else SOURCE_DYNAMIC_DEFAULT if dynamic is not None else SOURCE_DEFAULT
                     synonyms = ()
                     if include_synonyms:
-                        synonyms = ((synonym_cls(name=key, value=value, source=SOURCE_TOPIC),) if override else ()) + (
-                            (synonym_cls(name=key, value=TOPIC_CONFIGS[key][0], source=SOURCE_DEFAULT),)
+                        synonyms = (
+                            ((synonym_cls(name=key, value=value, source=SOURCE_TOPIC),) if override else ())
+                            + ((synonym_cls(name=key, value=dynamic, source=SOURCE_DYNAMIC_DEFAULT),) if dynamic is not None else ())
+                            + (synonym_cls(name=key, value=TOPIC_CONFIGS[key].default, source=SOURCE_DEFAULT),)
                         )
                     entries.append(codec.make(
-                        entry_cls, name=key, value=value, read_only=False, config_source=source, is_default=not override,
-                        is_sensitive=False, synonyms=synonyms, config_type=_config_type(key), documentation=None,
+                        entry_cls, name=key, value=value, read_only=False, config_source=source, is_default=source == SOURCE_DEFAULT,
+                        is_sensitive=False, synonyms=synonyms, config_type=TOPIC_CONFIGS[key].type, documentation=None,
                     ))
         elif res.resource_type == BROKER:
             if res.resource_name not in ("", str(broker.node_id)):
@@ -174,7 +176,7 @@ def incremental_alter_configs(broker: Broker, ctx: RequestContext, req: Any) -> 
                 configs[c.name] = c.value
             elif c.config_operation == DELETE:
                 configs.pop(c.name, None)
-            elif c.config_operation in (APPEND, SUBTRACT) and _config_type(c.name) == TYPE_LIST:
+            elif c.config_operation in (APPEND, SUBTRACT) and TOPIC_CONFIGS[c.name].type == LIST:
                 current = [v for v in effective_topic_config(broker.config, configs, c.name)[0].split(",") if v]
                 items = [v for v in (c.value or "").split(",") if v]
                 current = current + [v for v in items if v not in current] if c.config_operation == APPEND else [v for v in current if v not in items]

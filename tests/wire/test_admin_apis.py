@@ -300,3 +300,88 @@ async def test_incremental_alter_configs_still_merges(broker, wire):
     resp = await wire.call(44, 1, _incremental_request([(TOPIC, "inc", [("segment.bytes", 0, "2097152")])], validate_only=True))
     assert resp.responses[0].error_code == ErrorCode.none
     assert broker.topics.get("inc").configs["segment.bytes"] == "1048576"
+
+
+# ---------------------------------------------------------------- the topic config catalogue (Kafka 4.2's LogConfig)
+
+KAFKA_TOPIC_CONFIGS = {  # name: (default, DescribeConfigs type)
+    "cleanup.policy": ("delete", 7), "compression.gzip.level": ("-1", 3), "compression.lz4.level": ("9", 3),
+    "compression.type": ("producer", 2), "compression.zstd.level": ("3", 3), "delete.retention.ms": ("86400000", 5),
+    "file.delete.delay.ms": ("60000", 5), "flush.messages": ("9223372036854775807", 5), "flush.ms": ("9223372036854775807", 5),
+    "follower.replication.throttled.replicas": ("", 7), "index.interval.bytes": ("4096", 3),
+    "leader.replication.throttled.replicas": ("", 7), "local.retention.bytes": ("-2", 5), "local.retention.ms": ("-2", 5),
+    "max.compaction.lag.ms": ("9223372036854775807", 5), "max.message.bytes": ("1048588", 3),
+    "message.timestamp.after.max.ms": ("3600000", 5), "message.timestamp.before.max.ms": ("9223372036854775807", 5),
+    "message.timestamp.type": ("CreateTime", 2), "min.cleanable.dirty.ratio": ("0.5", 6), "min.compaction.lag.ms": ("0", 5),
+    "min.insync.replicas": ("1", 3), "preallocate": ("false", 1), "remote.log.copy.disable": ("false", 1),
+    "remote.log.delete.on.disable": ("false", 1), "remote.storage.enable": ("false", 1), "retention.bytes": ("-1", 5),
+    "retention.ms": ("604800000", 5), "segment.bytes": ("1073741824", 3), "segment.index.bytes": ("10485760", 3),
+    "segment.jitter.ms": ("0", 5), "segment.ms": ("604800000", 5), "unclean.leader.election.enable": ("false", 1),
+}
+
+
+async def _described(wire, name, synonyms=False):
+    described = await wire.call(32, 4, {
+        "resources": (codec.nested(codec.request_class(32, 4), "DescribeConfigsResource")(
+            resource_type=TOPIC, resource_name=name, configuration_keys=None),),
+        "include_synonyms": synonyms, "include_documentation": False,
+    })
+    return {c.name: c for c in described.results[0].configs}
+
+
+async def test_describe_configs_lists_every_topic_config_kafka_has(tmp_path):
+    from broker.app import Broker
+    from tests.conftest import broker_config
+
+    # a broker whose log.* settings are Kafka's own defaults, so each value is the catalogue's default
+    b = Broker(broker_config(tmp_path, **{"log.retention.ms": 604800000, "log.roll.ms": 604800000}))
+    await b.start()
+    try:
+        b.create_topic("every", 1, {})
+        c = await WireClient.connect(b.port)
+        got = await _described(c, "every", synonyms=True)
+        await c.close()
+    finally:
+        await b.stop()
+    assert {k: (e.value, e.config_type) for k, e in got.items() if k not in ("segment.bytes", "retention.bytes", "max.message.bytes", "delete.retention.ms")} == {
+        k: v for k, v in KAFKA_TOPIC_CONFIGS.items() if k not in ("segment.bytes", "retention.bytes", "max.message.bytes", "delete.retention.ms")
+    }
+    assert set(got) == set(KAFKA_TOPIC_CONFIGS)
+    # Kafka 4.1+ (KIP-966) keeps a cluster-wide min.insync.replicas: a dynamic broker default, not a default
+    mir = got["min.insync.replicas"]
+    assert mir.config_source == 3  # not 5, DEFAULT_CONFIG: clients count it among the non-defaults
+    assert [(s.value, s.source) for s in mir.synonyms] == [("1", 3), ("1", 5)]
+    assert got["preallocate"].config_source == 5
+
+
+@pytest.mark.parametrize("key, value, ok", [
+    ("file.delete.delay.ms", "1000", True), ("segment.index.bytes", "4096", True), ("preallocate", "TRUE", True),
+    ("min.cleanable.dirty.ratio", "0.9", True), ("min.cleanable.dirty.ratio", "1.5", False),
+    ("unclean.leader.election.enable", "maybe", False), ("compression.gzip.level", "9", True),
+    ("compression.gzip.level", "-1", True), ("compression.gzip.level", "0", False), ("compression.zstd.level", "-5", True),
+    ("compression.lz4.level", "18", False), ("compression.type", "brotli", False), ("message.timestamp.type", "LogAppendTime", True),
+    ("leader.replication.throttled.replicas", "0:1,1:1", True), ("leader.replication.throttled.replicas", "*", True),
+    ("follower.replication.throttled.replicas", "zero", False),
+    ("segment.bytes", "1048575", False),  # Kafka 4.0 (KIP-1030): at least 1 MiB
+    ("remote.storage.enable", "true", False), ("remote.storage.enable", "false", True),  # no tiered storage here
+    ("max.compaction.lag.ms", "0", False), ("index.interval.bytes", "2147483648", False),  # an INT
+])
+async def test_topic_config_values_are_checked_as_kafka_checks_them(broker, wire, key, value, ok):
+    broker.create_topic("chk", 1, {})
+    resp = await wire.call(44, 1, _incremental_request([(TOPIC, "chk", [(key, 0, value)])]))
+    assert resp.responses[0].error_code == (ErrorCode.none if ok else ErrorCode.invalid_config), resp.responses[0].error_message
+    assert (broker.topics.get("chk").configs.get(key) == value) == ok
+
+
+async def test_an_empty_cleanup_policy_keeps_every_record(broker, wire):
+    """Kafka 4 takes cleanup.policy down to nothing (an incremental SUBTRACT of delete): no deletion and
+    no compaction. The confluent-kafka-python suite does exactly this against Kafka 4.1+."""
+    broker.create_topic("keep", 1, {"compression.type": "gzip"})
+    resp = await wire.call(44, 1, _incremental_request([(TOPIC, "keep", [("cleanup.policy", 3, "delete"), ("retention.ms", 0, "5000")])]))
+    assert resp.responses[0].error_code == ErrorCode.none, resp.responses[0].error_message
+    cfg = broker.partitions.get("keep", 0).config
+    assert cfg.cleanup_policy == "" and not cfg.delete and not cfg.compact
+    got = await _described(wire, "keep")
+    assert sorted(f"{k}={e.value}" for k, e in got.items() if e.config_source != 5) == [
+        "cleanup.policy=", "compression.type=gzip", "min.insync.replicas=1", "retention.ms=5000",
+    ]
