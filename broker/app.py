@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
+import uuid
 from typing import Protocol
 
 from broker.config import Config
@@ -16,7 +18,9 @@ from broker.metrics_http import MetricsServer
 from broker.partitions import PartitionManager
 from broker.producers import ProducerIds
 from broker.topics import Topic, TopicRegistry
+from coordinator.partitioning import OFFSETS_TOPIC
 from coordinator.service import GroupCoordinator
+from storage.log import Log
 
 log = logging.getLogger("groupd.broker")
 
@@ -52,6 +56,8 @@ class Broker:
         self.producers = ProducerIds(config["log.dirs"])
         self.services.append(self.partitions)
         self.coordinator = GroupCoordinator(config, self.metrics)
+        self.coordinator.on_append = lambda partition: self.partitions.appended((OFFSETS_TOPIC, partition))  # long polls
+        self._offsets_topic = False
         self.services.append(self.coordinator)
         self.topics.on_delete.append(lambda topic: self.coordinator.remove_topic(topic.name))
 
@@ -64,6 +70,30 @@ class Broker:
 
     def partition_metrics(self) -> list[tuple[str, int, int, int, int]]:
         return self.partitions.metrics_rows()
+
+    # ------------------------------------------------------------ __consumer_offsets as a topic
+
+    @functools.cached_property
+    def offsets_topic_id(self) -> uuid.UUID:
+        """The offsets topic's id: derived from the cluster id, so the same across restarts."""
+        return uuid.uuid5(uuid.NAMESPACE_URL, f"groupd:{self.config['cluster.id']}:{OFFSETS_TOPIC}")
+
+    def offsets_topic_exists(self, create: bool = False) -> bool:
+        """Kafka creates its offsets topic at the first group coordinator lookup (``create``); here it
+        also exists once the store holds a record. Until then Metadata does not list it."""
+        if not self._offsets_topic and (create or any(s.log.log_end_offset for s in self.coordinator.shards.values())):
+            self._offsets_topic = True
+        return self._offsets_topic
+
+    def readable_log(self, topic: str, partition: int) -> Log | None:
+        """The log Fetch and ListOffsets read: a data partition's, or an offsets partition this node
+        owns (loaded). Produce, DeleteRecords and retention only ever see the data partitions."""
+        if topic == OFFSETS_TOPIC:
+            shard = self.coordinator.shards.get(partition)
+            if shard is None or not shard.loaded or not self.coordinator.owns(partition) or not self.offsets_topic_exists():
+                return None
+            return shard.log
+        return self.partitions.get(topic, partition)
 
     def owns_offsets_partition(self, partition: int) -> bool:
         if self.coordinator is None:

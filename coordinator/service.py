@@ -142,6 +142,7 @@ class GroupCoordinator:
         self.metrics = metrics
         self.now = now
         self.shards: dict[int, Shard] = {}
+        self.on_append: Callable[[int], None] | None = None  # told each offsets partition appended to
         self.committer = GroupCommitter(
             flush_interval_messages=config["log.flush.interval.messages"],
             flush_interval_ms=config["log.flush.interval.ms"],
@@ -503,6 +504,8 @@ class GroupCoordinator:
                 )
                 if self.metrics is not None:
                     self.metrics.store_append(time.perf_counter() - started, len(result.records))
+                if self.on_append is not None:
+                    self.on_append(shard.partition)
             except StorageError as exc:
                 log.error("append to %s-%d failed: %s", OFFSETS_TOPIC, shard.partition, exc)
                 self._failed(shard, result)

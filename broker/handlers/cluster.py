@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 from broker.dispatch import RequestContext, handles
 from broker.operations import NOT_REQUESTED, authorized_operations
 from broker.topics import INTERNAL_TOPICS, TopicError, validate_name
-from coordinator.partitioning import partition_for
+from coordinator.partitioning import OFFSETS_TOPIC, partition_for
 from protocol import codec
 from protocol.api_table import API_TABLE
 from protocol.errors import ErrorCode
@@ -72,15 +72,21 @@ def metadata(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     entry = functools.partial(_topic_entry, ops=authorized_operations("topic", ctx.version >= 8 and req.include_topic_authorized_operations))
     zero_id = codec.ZERO_UUID
     entries = []
+    offsets = (OFFSETS_TOPIC, broker.offsets_topic_id, ErrorCode.none, broker.config["offsets.topic.num.partitions"])
     if req.topics is None or (ctx.version == 0 and not req.topics):
         # null (v1+) or empty (v0) means every topic
         for topic in registry.all():
             entries.append(entry(ctx, broker, topic.name, topic.topic_id, ErrorCode.none, topic.partitions))
+        if broker.offsets_topic_exists():
+            entries.append(entry(ctx, broker, *offsets))
     else:
         auto = broker.config["auto.create.topics.enable"] and getattr(req, "allow_auto_topic_creation", True)
         for wanted in req.topics:
             name = getattr(wanted, "name", None)
             wanted_id = getattr(wanted, "topic_id", None)
+            if (name == OFFSETS_TOPIC or (name is None and wanted_id == broker.offsets_topic_id)) and broker.offsets_topic_exists(create=auto):
+                entries.append(entry(ctx, broker, *offsets))  # asked for by name, Kafka creates it
+                continue
             if name is None and wanted_id not in (None, zero_id):
                 topic = registry.by_id(wanted_id)
                 if topic is None:
@@ -171,6 +177,7 @@ def _coordinator_for(broker: Broker, version: int, key_type: int, key: str) -> t
         partition = partition_for(key, broker.config["offsets.topic.num.partitions"])
         if not broker.owns_offsets_partition(partition):
             return ErrorCode.not_coordinator, -1, "", -1
+        broker.offsets_topic_exists(create=True)  # Kafka creates __consumer_offsets at the first lookup
         host, port = broker.advertised
         return ErrorCode.none, broker.node_id, host, port
     if key_type == KEY_TYPE_TRANSACTION or (key_type == KEY_TYPE_SHARE and version >= 6):

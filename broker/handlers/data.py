@@ -9,6 +9,8 @@ from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from broker.dispatch import RequestContext, handles
+from broker.topics import INTERNAL_TOPICS
+from coordinator.partitioning import OFFSETS_TOPIC
 from protocol import codec
 from protocol.errors import ErrorCode
 from storage.batch import split_batches, validate_batch
@@ -24,6 +26,8 @@ _SENTINEL_SINCE = {LATEST: 1, EARLIEST: 1, MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, 
 
 def _produce_partition(broker: Broker, topic: str, index: int, records: bytes | None) -> tuple[ErrorCode, int, int, Any]:
     """(error, base offset, log start offset, log to make durable)."""
+    if topic in INTERNAL_TOPICS:  # Kafka: "Cannot append to internal topic"
+        return ErrorCode.invalid_topic_exception, -1, -1, None
     lg = broker.partitions.get(topic, index)
     if lg is None:
         return ErrorCode.unknown_topic_or_partition, -1, -1, None
@@ -115,7 +119,7 @@ async def fetch(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     for t in req.topics:
         if version >= 13:
             topic = broker.topics.by_id(t.topic_id)
-            name = topic.name if topic is not None else None
+            name = topic.name if topic is not None else OFFSETS_TOPIC if t.topic_id == broker.offsets_topic_id else None
             wanted.append((name, t.topic_id, t.partitions))
         else:
             wanted.append((t.topic, None, t.partitions))
@@ -139,7 +143,7 @@ def _fetch_once(broker: Broker, ctx: RequestContext, req: Any, wanted: list) -> 
     for name, topic_id, partitions in wanted:
         parts = []
         for p in partitions:
-            lg = broker.partitions.get(name, p.partition) if name is not None else None
+            lg = broker.readable_log(name, p.partition) if name is not None else None
             error, hw, start, data = ErrorCode.none, -1, -1, b""
             if lg is None:
                 error = ErrorCode.unknown_topic_id if (name is None and ctx.version >= 13) else ErrorCode.unknown_topic_or_partition
@@ -180,7 +184,7 @@ def list_offsets(broker: Broker, ctx: RequestContext, req: Any) -> Any:
         stamp = p.timestamp
         if stamp < 0 and version < _SENTINEL_SINCE.get(stamp, 1 << 15):
             return row | {"error_code": ErrorCode.unsupported_version}  # checked before the partition, as Kafka does
-        lg = broker.partitions.get(topic, p.partition_index)
+        lg = broker.readable_log(topic, p.partition_index)
         if lg is None:
             return row | {"error_code": ErrorCode.unknown_topic_or_partition}
         if stamp in (EARLIEST, EARLIEST_LOCAL):  # no remote storage: the local log starts where the log does
