@@ -52,6 +52,7 @@ class Broker:
         self._connections: set[Connection] = set()
         self._unflushed: list[Connection] = []
         self._loop: asyncio.AbstractEventLoop | None = None  # set by start()
+        self.topics.reserved = OFFSETS_TOPIC  # the coordinator's own partitions: never a data topic's
         self.partitions = PartitionManager(config, self.topics)
         self.producers = ProducerIds(config["log.dirs"])
         self.services.append(self.partitions)
@@ -84,6 +85,13 @@ class Broker:
         if not self._offsets_topic and (create or any(s.log.log_end_offset for s in self.coordinator.shards.values())):
             self._offsets_topic = True
         return self._offsets_topic
+
+    def offsets_topic_configs(self) -> dict[str, str] | None:
+        """The offsets topic's own configs, as Kafka creates it (compacted, the offsets segment size),
+        once it exists."""
+        if not self.offsets_topic_exists():
+            return None
+        return {"cleanup.policy": "compact", "compression.type": "producer", "segment.bytes": str(self.config["offsets.topic.segment.bytes"])}
 
     def readable_log(self, topic: str, partition: int) -> Log | None:
         """The log Fetch and ListOffsets read: a data partition's, or an offsets partition this node

@@ -15,6 +15,7 @@ from broker.topic_configs import (
     effective_topic_config,
     validate_topic_configs,
 )
+from coordinator.partitioning import OFFSETS_TOPIC
 from protocol import codec
 from protocol.errors import ErrorCode
 from storage.errors import OffsetOutOfRange
@@ -81,13 +82,14 @@ def describe_configs(broker: Broker, ctx: RequestContext, req: Any) -> Any:
         error, message, entries = ErrorCode.none, None, []
         if res.resource_type == TOPIC:
             topic = broker.topics.get(res.resource_name)
-            if topic is None:
+            overrides = topic.configs if topic is not None else broker.offsets_topic_configs() if res.resource_name == OFFSETS_TOPIC else None
+            if overrides is None:
                 error, message = ErrorCode.unknown_topic_or_partition, f"Topic {res.resource_name} does not exist."
             else:
                 for key in sorted(TOPIC_CONFIGS):
                     if wanted is not None and key not in wanted:
                         continue
-                    value, override = effective_topic_config(broker.config, topic.configs, key)
+                    value, override = effective_topic_config(broker.config, overrides, key)
                     dynamic = DYNAMIC_BROKER_DEFAULTS.get(key)
                     source = SOURCE_TOPIC if override else SOURCE_DYNAMIC_DEFAULT if dynamic is not None else SOURCE_DEFAULT
                     synonyms = ()

@@ -99,3 +99,32 @@ def _fetch_by_id(topic_id, partition):
         topics=(t(topic_id=topic_id, partitions=(p(partition=partition, current_leader_epoch=-1, fetch_offset=0, log_start_offset=-1, partition_max_bytes=1 << 20),)),),
         forgotten_topics_data=(), rack_id="",
     )
+
+
+async def test_no_data_topic_may_take_its_name_and_its_configs_are_kafkas(tmp_path):
+    """Its partitions' directories are the offsets store's: CreateTopics answers that it exists (and
+    that a name differing only by '.' for '_' collides), whatever a group has done yet. Described,
+    it has the configs Kafka creates it with."""
+    b = await start_broker(tmp_path, **{"offsets.topic.num.partitions": "2"})
+    try:
+        c = await WireClient.connect(b.port)
+        cls = codec.request_class(19, 5)
+        topic_cls = codec.nested(cls, "CreatableTopic")
+        made = await c.call(19, 5, codec.make(cls, timeout=5000, validate_only=False, topics=tuple(
+            topic_cls(name=n, num_partitions=1, replication_factor=1, assignments=(), configs=()) for n in (OFFSETS, "__consumer.offsets")
+        )))
+        assert [(t.name, t.error_code) for t in made.topics] == [(OFFSETS, ErrorCode.topic_already_exists), ("__consumer.offsets", ErrorCode.invalid_topic_exception)]
+        assert b.topics.get(OFFSETS) is None
+        await c.call(10, 4, {"key_type": 0, "coordinator_keys": ("cg",)})
+        req = codec.request_class(32, 4)
+        described = await c.call(32, 4, {
+            "resources": (codec.nested(req, "DescribeConfigsResource")(resource_type=2, resource_name=OFFSETS, configuration_keys=None),),
+            "include_synonyms": False, "include_documentation": False,
+        })
+        result = described.results[0]
+        own = {e.name: e.value for e in result.configs if e.config_source == 1}
+        assert result.error_code == 0
+        assert own == {"cleanup.policy": "compact", "compression.type": "producer", "segment.bytes": str(b.config["offsets.topic.segment.bytes"])}
+        await c.close()
+    finally:
+        await b.stop()
