@@ -86,12 +86,22 @@ class Broker:
             self._offsets_topic = True
         return self._offsets_topic
 
-    def offsets_topic_configs(self) -> dict[str, str] | None:
-        """The offsets topic's own configs, as Kafka creates it (compacted, the offsets segment size),
-        once it exists."""
+    def offsets_topic(self) -> Topic | None:
+        """The offsets topic as clients see it once it exists: its partitions, and the configs Kafka
+        creates it with (compacted, the offsets segment size)."""
         if not self.offsets_topic_exists():
             return None
-        return {"cleanup.policy": "compact", "compression.type": "producer", "segment.bytes": str(self.config["offsets.topic.segment.bytes"])}
+        configs = {"cleanup.policy": "compact", "compression.type": "producer", "segment.bytes": str(self.config["offsets.topic.segment.bytes"])}
+        return Topic(OFFSETS_TOPIC, self.offsets_topic_id, self.config["offsets.topic.num.partitions"], configs)
+
+    def listed_topic(self, name: str) -> Topic | None:
+        """A topic clients can describe: a data topic, or the offsets topic once it exists."""
+        return self.topics.get(name) or (self.offsets_topic() if name == OFFSETS_TOPIC else None)
+
+    def listed_topics(self) -> list[Topic]:
+        """Every topic Metadata lists: the data topics, then the offsets topic once it exists."""
+        offsets = self.offsets_topic()
+        return self.topics.all() + ([offsets] if offsets is not None else [])
 
     def readable_log(self, topic: str, partition: int) -> Log | None:
         """The log Fetch and ListOffsets read: a data partition's, or an offsets partition this node

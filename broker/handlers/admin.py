@@ -15,7 +15,6 @@ from broker.topic_configs import (
     effective_topic_config,
     validate_topic_configs,
 )
-from coordinator.partitioning import OFFSETS_TOPIC
 from protocol import codec
 from protocol.errors import ErrorCode
 from storage.errors import OffsetOutOfRange
@@ -81,8 +80,8 @@ def describe_configs(broker: Broker, ctx: RequestContext, req: Any) -> Any:
         wanted = set(res.configuration_keys) if res.configuration_keys else None
         error, message, entries = ErrorCode.none, None, []
         if res.resource_type == TOPIC:
-            topic = broker.topics.get(res.resource_name)
-            overrides = topic.configs if topic is not None else broker.offsets_topic_configs() if res.resource_name == OFFSETS_TOPIC else None
+            topic = broker.listed_topic(res.resource_name)
+            overrides = topic.configs if topic is not None else None
             if overrides is None:
                 error, message = ErrorCode.unknown_topic_or_partition, f"Topic {res.resource_name} does not exist."
             else:

@@ -75,10 +75,8 @@ def metadata(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     offsets = (OFFSETS_TOPIC, broker.offsets_topic_id, ErrorCode.none, broker.config["offsets.topic.num.partitions"])
     if req.topics is None or (ctx.version == 0 and not req.topics):
         # null (v1+) or empty (v0) means every topic
-        for topic in registry.all():
+        for topic in broker.listed_topics():
             entries.append(entry(ctx, broker, topic.name, topic.topic_id, ErrorCode.none, topic.partitions))
-        if broker.offsets_topic_exists():
-            entries.append(entry(ctx, broker, *offsets))
     else:
         auto = broker.config["auto.create.topics.enable"] and getattr(req, "allow_auto_topic_creation", True)
         for wanted in req.topics:

@@ -32,12 +32,11 @@ def describe_topic_partitions(broker: Broker, ctx: RequestContext, req: Any) -> 
     a named list must contain the cursor's topic; a page that ends with a topic's last partition points
     the cursor at the next topic's partition 0, whether it exists or not.
     """
-    registry = broker.topics
     cursor = req.cursor
     first_name = "" if cursor is None else cursor.topic_name
     every = not req.topics
     if every:
-        names = {t.name for t in registry.all() if t.name >= first_name}
+        names = {t.name for t in broker.listed_topics() if t.name >= first_name}
     else:
         names = {t.name for t in req.topics if t.name >= first_name}
         if cursor is not None and cursor.topic_name not in names:
@@ -53,7 +52,7 @@ def describe_topic_partitions(broker: Broker, ctx: RequestContext, req: Any) -> 
         if remaining == 0:
             next_cursor = codec.make(ctx.nested("Cursor"), topic_name=name, partition_index=0)
             break
-        topic = registry.get(name)
+        topic = broker.listed_topic(name)
         if topic is None:
             if not every:
                 out.append(codec.make(
@@ -125,7 +124,7 @@ def list_config_resources(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     found = [(kind, node) for kind in (BROKER_LOGGER, BROKER) if kind in wanted]
     if TOPIC in wanted:
         # Kafka walks its metadata image's map (no defined order); groupd sorts
-        found += [(TOPIC, name) for name in sorted(t.name for t in broker.topics.all())]
+        found += [(TOPIC, name) for name in sorted(t.name for t in broker.listed_topics())]
     resources = tuple(codec.make(entry, resource_name=name, resource_type=kind) for kind, name in found)
     return ctx.respond(throttle_time=0, error_code=ErrorCode.none, config_resources=resources)
 

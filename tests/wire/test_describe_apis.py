@@ -228,6 +228,9 @@ def resources(resp):
     return [(r.resource_type, r.resource_name) for r in resp.config_resources]
 
 
+OFFSETS = "__consumer_offsets"
+
+
 async def _with_a_group(broker, wire):
     """A group with committed offsets: a real group, but one without dynamic configs."""
     await wait_loaded(broker)
@@ -252,19 +255,19 @@ async def test_v1_empty_types_lists_every_supported_type_in_kafkas_order(wire, b
     resp = await wire.call(74, 1, lcr_body(1))
     node = str(broker.node_id)
     # groups with dynamic configs, client-metrics subscriptions (none here), the broker as broker
-    # logger, then as broker, then every topic
+    # logger, then as broker, then every topic: the group's commit made __consumer_offsets one
     assert resp.error_code == ErrorCode.none
-    assert resources(resp) == [(BROKER_LOGGER, node), (BROKER, node), (TOPIC, "b-topic"), (TOPIC, "t")]
+    assert resources(resp) == [(BROKER_LOGGER, node), (BROKER, node), (TOPIC, OFFSETS), (TOPIC, "b-topic"), (TOPIC, "t")]
 
 
 @pytest.mark.parametrize(
     "types, expected",
     [
-        ((TOPIC,), [(TOPIC, "t")]),
+        ((TOPIC,), [(TOPIC, "__consumer_offsets"), (TOPIC, "t")]),  # the group's commit made the offsets topic
         ((BROKER,), [(BROKER, "N")]),
         ((BROKER_LOGGER,), [(BROKER_LOGGER, "N")]),
-        ((TOPIC, BROKER), [(BROKER, "N"), (TOPIC, "t")]),  # Kafka's order, not the request's
-        ((TOPIC, TOPIC), [(TOPIC, "t")]),
+        ((TOPIC, BROKER), [(BROKER, "N"), (TOPIC, "__consumer_offsets"), (TOPIC, "t")]),  # Kafka's order, not the request's
+        ((TOPIC, TOPIC), [(TOPIC, "__consumer_offsets"), (TOPIC, "t")]),
         ((CLIENT_METRICS,), []),
         ((GROUP,), []),  # Kafka lists groups that have configs (GroupConfigManager), not every group
     ],

@@ -121,6 +121,11 @@ async def test_no_data_topic_may_take_its_name_and_its_configs_are_kafkas(tmp_pa
             "resources": (codec.nested(req, "DescribeConfigsResource")(resource_type=2, resource_name=OFFSETS, configuration_keys=None),),
             "include_synonyms": False, "include_documentation": False,
         })
+        # the other listings of topics have it too, as Kafka's do
+        dtp = await c.call(75, 0, {"topics": (), "response_partition_limit": 2000, "cursor": None})
+        assert [(t.name, t.is_internal, len(t.partitions)) for t in dtp.topics] == [(OFFSETS, True, 2)]
+        lcr = await c.call(74, 1, {"resource_types": (2,)})
+        assert [r.resource_name for r in lcr.config_resources] == [OFFSETS]
         result = described.results[0]
         own = {e.name: e.value for e in result.configs if e.config_source == 1}
         assert result.error_code == 0
