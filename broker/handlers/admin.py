@@ -81,14 +81,13 @@ def describe_configs(broker: Broker, ctx: RequestContext, req: Any) -> Any:
         error, message, entries = ErrorCode.none, None, []
         if res.resource_type == TOPIC:
             topic = broker.listed_topic(res.resource_name)
-            overrides = topic.configs if topic is not None else None
-            if overrides is None:
+            if topic is None:
                 error, message = ErrorCode.unknown_topic_or_partition, f"Topic {res.resource_name} does not exist."
             else:
                 for key in sorted(TOPIC_CONFIGS):
                     if wanted is not None and key not in wanted:
                         continue
-                    value, override = effective_topic_config(broker.config, overrides, key)
+                    value, override = effective_topic_config(broker.config, topic.configs, key)
                     dynamic = DYNAMIC_BROKER_DEFAULTS.get(key)
                     source = SOURCE_TOPIC if override else SOURCE_DYNAMIC_DEFAULT if dynamic is not None else SOURCE_DEFAULT
                     synonyms = ()

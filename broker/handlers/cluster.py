@@ -20,6 +20,7 @@ KEY_TYPE_GROUP = 0
 KEY_TYPE_TRANSACTION = 1
 KEY_TYPE_SHARE = 2
 
+
 def partition_state(broker: Broker, index: int) -> dict[str, Any]:
     """A partition as this single node describes it: it leads every replica set, alone and in sync."""
     node = broker.node_id
@@ -72,7 +73,6 @@ def metadata(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     entry = functools.partial(_topic_entry, ops=authorized_operations("topic", ctx.version >= 8 and req.include_topic_authorized_operations))
     zero_id = codec.ZERO_UUID
     entries = []
-    offsets = (OFFSETS_TOPIC, broker.offsets_topic_id, ErrorCode.none, broker.config["offsets.topic.num.partitions"])
     if req.topics is None or (ctx.version == 0 and not req.topics):
         # null (v1+) or empty (v0) means every topic
         for topic in broker.listed_topics():
@@ -83,7 +83,8 @@ def metadata(broker: Broker, ctx: RequestContext, req: Any) -> Any:
             name = getattr(wanted, "name", None)
             wanted_id = getattr(wanted, "topic_id", None)
             if (name == OFFSETS_TOPIC or (name is None and wanted_id == broker.offsets_topic_id)) and broker.offsets_topic_exists(create=auto):
-                entries.append(entry(ctx, broker, *offsets))  # asked for by name, Kafka creates it
+                offsets = broker.offsets_topic()  # asked for by name, Kafka creates it
+                entries.append(entry(ctx, broker, offsets.name, offsets.topic_id, ErrorCode.none, offsets.partitions))
                 continue
             if name is None and wanted_id not in (None, zero_id):
                 topic = registry.by_id(wanted_id)
