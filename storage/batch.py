@@ -239,6 +239,34 @@ def build_batch(
 
 _HEAD = struct.Struct(">qiibI")
 
+TRANSACTIONAL = 0x10  # batch attribute bits
+CONTROL = 0x20
+ABORT_MARKER, COMMIT_MARKER = 0, 1  # a control record's key: version int16 0, type int16
+_CONTROL_KEY = struct.Struct(">hh")
+_CONTROL_VALUE = struct.Struct(">hi")  # version int16 0, coordinator epoch int32
+
+
+def build_control_batch(producer_id: int, producer_epoch: int, commit: bool, *, timestamp_ms: int, coordinator_epoch: int = 0) -> bytearray:
+    """A transaction marker as Kafka writes it: a transactional control batch of one record, whose key
+    says COMMIT or ABORT and whose value carries the coordinator's epoch. Consumers never see it as a
+    message; READ_COMMITTED readers use it to end the producer's transaction."""
+    key = _CONTROL_KEY.pack(0, COMMIT_MARKER if commit else ABORT_MARKER)
+    value = _CONTROL_VALUE.pack(0, coordinator_epoch)
+    return build_batch(
+        [(key, value)], timestamp_ms=timestamp_ms, producer_id=producer_id, producer_epoch=producer_epoch,
+        attributes=TRANSACTIONAL | CONTROL, mutable=True,
+    )  # type: ignore[return-value]
+
+
+def control_marker(batch: bytes | memoryview, header: BatchHeader | None = None) -> int | None:
+    """COMMIT_MARKER or ABORT_MARKER for a control batch's first record; None for another control type."""
+    for rec in iter_records(batch, header):
+        if rec.key is not None and len(rec.key) >= 4:
+            version, kind = _CONTROL_KEY.unpack_from(rec.key, 0)
+            return kind if kind in (ABORT_MARKER, COMMIT_MARKER) else None
+        return None
+    return None
+
 
 _ONE_BYTE = [bytes([(n << 1) & 0xFF]) for n in range(64)]  # zigzag varints of 0..63
 _TWO_BYTES = [bytes((((n << 1) & 0x7F) | 0x80, n >> 6)) for n in range(256)]  # of 64..255 (a record's length)

@@ -160,3 +160,25 @@ def test_small_record_layout_is_the_general_layout(records):
     mutable = build_batch(records, mutable=True, **header)
     assert isinstance(mutable, bytearray) and mutable == fast  # what the log writes its base offset into
     assert [(r.key, r.value) for r in iter_records(fast)] == [(k, v) for k, v in records]
+
+
+def test_control_batch_is_kafkas_transaction_marker():
+    """Kafka's EndTransactionMarker: a transactional control batch holding one record whose key is
+    (version 0, type 0 abort / 1 commit) and whose value is (version 0, coordinator epoch)."""
+    from storage.batch import (
+        ABORT_MARKER,
+        COMMIT_MARKER,
+        build_control_batch,
+        control_marker,
+        iter_records,
+        validate_batch,
+    )
+
+    for commit, kind in ((True, COMMIT_MARKER), (False, ABORT_MARKER)):
+        raw = bytes(build_control_batch(42, 3, commit, timestamp_ms=1_700_000_000_000, coordinator_epoch=7))
+        h = validate_batch(raw)
+        assert (h.is_control, h.is_transactional, h.producer_id, h.producer_epoch, h.base_sequence, h.record_count) == (True, True, 42, 3, -1, 1)
+        (rec,) = list(iter_records(raw))
+        assert rec.key == struct.pack(">hh", 0, kind)
+        assert rec.value == struct.pack(">hi", 0, 7)
+        assert control_marker(raw) == kind
