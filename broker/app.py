@@ -18,6 +18,7 @@ from broker.metrics_http import MetricsServer
 from broker.partitions import PartitionManager
 from broker.producers import ProducerIds
 from broker.topics import Topic, TopicRegistry
+from broker.txn_coordinator import TXN_STATE_TOPIC, TransactionCoordinator
 from coordinator.partitioning import OFFSETS_TOPIC
 from coordinator.service import GroupCoordinator
 from storage.log import Log
@@ -52,7 +53,7 @@ class Broker:
         self._connections: set[Connection] = set()
         self._unflushed: list[Connection] = []
         self._loop: asyncio.AbstractEventLoop | None = None  # set by start()
-        self.topics.reserved = OFFSETS_TOPIC  # the coordinator's own partitions: never a data topic's
+        self.topics.reserved = (OFFSETS_TOPIC, TXN_STATE_TOPIC)  # the coordinators' own logs: never a data topic's
         self.partitions = PartitionManager(config, self.topics)
         self.producers = ProducerIds(config["log.dirs"])
         self.services.append(self.partitions)
@@ -60,6 +61,8 @@ class Broker:
         self.coordinator.on_append = lambda partition: self.partitions.appended((OFFSETS_TOPIC, partition))  # long polls
         self._offsets_topic = False
         self.services.append(self.coordinator)
+        self.transactions = TransactionCoordinator(self)
+        self.services.append(self.transactions)
         self.topics.on_delete.append(lambda topic: self.coordinator.remove_topic(topic.name))
 
     # topic changes go through here so every part of the broker hears about them

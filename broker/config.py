@@ -110,6 +110,11 @@ KEYS: dict[str, Key] = {
         _int_key("offsets.commit.timeout.ms", 5000, 1, INT32_MAX, "how long a commit may wait for its write"),
         _int_key("offsets.retain.uncompacted.hours", 0, 0, INT32_MAX, "keep offsets segments uncompacted this long, so the pipeline sees full history (0: compact at once)"),
         _int_key("offsets.topic.segment.bytes", 104_857_600, 1024, INT32_MAX, "segment size of offsets partitions"),
+        # transactions
+        _int_key("transaction.max.timeout.ms", 900_000, 1, INT32_MAX, "longest transaction.timeout.ms a producer may ask"),
+        _int_key("transaction.abort.timed.out.transaction.cleanup.interval.ms", 10_000, 1, INT32_MAX, "how often transactions past their timeout are aborted"),
+        _int_key("transactional.id.expiration.ms", 604_800_000, 1, INT32_MAX, "forget a transactional id idle this long, its transaction complete"),
+        _int_key("transaction.remove.expired.transaction.cleanup.interval.ms", 3_600_000, 1, INT32_MAX, "how often expired transactional ids are forgotten"),
         # storage
         _int_key("log.segment.bytes", 1_073_741_824, 1024, INT32_MAX, "segment roll size"),
         _int_key("log.roll.ms", 604_800_000, 1, INT64_MAX, "segment roll age"),

@@ -16,6 +16,8 @@ from typing import Any
 
 from broker.topic_configs import effective_topic_config
 from broker.topics import Topic, TopicRegistry
+from broker.txn_index import PartitionTxns, is_transactional, mark_transactional
+from storage.batch import build_control_batch
 from storage.committer import GroupCommitter
 from storage.errors import StorageError
 from storage.log import Log, LogConfig
@@ -56,6 +58,7 @@ class PartitionManager:
             shared=True,
         )
         self._watchers: dict[TopicPartition, set[asyncio.Future]] = {}
+        self.txns: dict[TopicPartition, PartitionTxns] = {}  # partitions that have held transactional batches
         self._tasks: set[asyncio.Task] = set()
         topics.on_create.append(self._created)
         topics.on_delete.append(self._deleted)
@@ -85,7 +88,9 @@ class PartitionManager:
     def _open_topic(self, topic: Topic, first: int) -> None:
         cfg = log_config_for(self.config, topic.configs)
         for p in range(first, topic.partitions):
-            self.logs[(topic.name, p)] = Log.open(self.dir / f"{topic.name}-{p}", cfg)
+            lg = self.logs[(topic.name, p)] = Log.open(self.dir / f"{topic.name}-{p}", cfg)
+            if is_transactional(lg.directory):
+                self.txns[(topic.name, p)] = PartitionTxns.rebuild(lg.batches())
 
     def _created(self, topic: Topic) -> None:
         self._open_topic(topic, 0)
@@ -96,6 +101,7 @@ class PartitionManager:
     def _deleted(self, topic: Topic) -> None:
         for key in [k for k in self.logs if k[0] == topic.name]:
             lg = self.logs.pop(key)
+            self.txns.pop(key, None)
             lg.close()
             shutil.rmtree(lg.directory, ignore_errors=True)
             self._wake(key)
@@ -116,6 +122,9 @@ class PartitionManager:
                 try:
                     if lg.config.delete:
                         lg.apply_retention(now)
+                        txns = self.txns.get(key)
+                        if txns is not None:
+                            txns.forget_before(lg.log_start_offset)
                     if lg.config.compact:
                         lg.compact(now)
                 except Exception:
@@ -125,6 +134,29 @@ class PartitionManager:
 
     def get(self, topic: str, partition: int) -> Log | None:
         return self.logs.get((topic, partition))
+
+    def txn_state(self, key: TopicPartition) -> PartitionTxns | None:
+        return self.txns.get(key)
+
+    def txn_state_for_write(self, key: TopicPartition, lg: Log) -> PartitionTxns:
+        """The partition's transaction state, flagged on disk before its first transactional batch."""
+        state = self.txns.get(key)
+        if state is None:
+            mark_transactional(lg.directory)
+            state = self.txns[key] = PartitionTxns()
+        return state
+
+    def write_marker(self, key: TopicPartition, producer_id: int, producer_epoch: int, commit: bool) -> Log | None:
+        """Append a COMMIT or ABORT marker for the producer's transaction (not yet durable); None when
+        the partition is gone (its topic deleted meanwhile), as Kafka's marker writer skips it."""
+        lg = self.logs.get(key)
+        if lg is None:
+            return None
+        state = self.txn_state_for_write(key, lg)
+        offset, _ = lg.append(build_control_batch(producer_id, producer_epoch, commit, timestamp_ms=int(time.time() * 1000)))
+        state.marker(producer_id, commit, offset)
+        self._wake(key)
+        return lg
 
     def appended(self, key: TopicPartition) -> None:
         self._wake(key)

@@ -72,7 +72,7 @@ class TopicRegistry:
         self.on_create: list[Listener] = []
         self.on_delete: list[Listener] = []
         self.on_grow: list[Callable[[Topic, int], None]] = []
-        self.reserved: str | None = None  # a name no data topic may take (the offsets topic's)
+        self.reserved: tuple[str, ...] = ()  # names no data topic may take (the internal topics', whose directories they would share)
 
     def load(self) -> None:
         self._dir.mkdir(parents=True, exist_ok=True)
@@ -117,12 +117,12 @@ class TopicRegistry:
     def check_new(self, name: str, partitions: int) -> None:
         """Raise the TopicError Kafka would answer for creating this topic."""
         validate_name(name)
-        if name in self._by_name or name == self.reserved:
+        if name in self._by_name or name in self.reserved:
             raise TopicError(ErrorCode.topic_already_exists, f"Topic '{name}' already exists.")
         if partitions < 1:
             raise TopicError(ErrorCode.invalid_partitions, "Number of partitions must be larger than 0.")
         key = _collision_key(name)
-        for other in (*self._by_name, *((self.reserved,) if self.reserved else ())):
+        for other in (*self._by_name, *self.reserved):
             if _collision_key(other) == key:
                 raise TopicError(
                     ErrorCode.invalid_topic_exception,

@@ -38,7 +38,10 @@ _SPECS = (
     ApiSpec(19, "CreateTopics", 2, 7),
     ApiSpec(20, "DeleteTopics", 1, 6),
     ApiSpec(21, "DeleteRecords", 0, 2),
-    ApiSpec(22, "InitProducerId", 0, 4),
+    ApiSpec(22, "InitProducerId", 0, 5),
+    ApiSpec(24, "AddPartitionsToTxn", 0, 5),
+    ApiSpec(25, "AddOffsetsToTxn", 0, 4),
+    ApiSpec(26, "EndTxn", 0, 4),
     ApiSpec(29, "DescribeAcls", 1, 3),
     ApiSpec(30, "CreateAcls", 1, 3),
     ApiSpec(31, "DeleteAcls", 1, 3),
@@ -56,6 +59,8 @@ _SPECS = (
     ApiSpec(47, "OffsetDelete", 0, 0),
     ApiSpec(55, "DescribeQuorum", 0, 2),
     ApiSpec(60, "DescribeCluster", 0, 2),
+    ApiSpec(65, "DescribeTransactions", 0, 0),
+    ApiSpec(66, "ListTransactions", 0, 2),
     ApiSpec(74, "ListConfigResources", 0, 1),  # v0 was ListClientMetricsResources
     ApiSpec(75, "DescribeTopicPartitions", 0, 0),
 )

@@ -520,8 +520,9 @@ class Log:
 
     # ------------------------------------------------------------ reads
 
-    def read(self, offset: int, max_bytes: int) -> bytes:
-        """Whole stored batches from the one holding ``offset``; at least one batch when any exists."""
+    def read(self, offset: int, max_bytes: int, upto: int | None = None) -> bytes:
+        """Whole stored batches from the one holding ``offset``; at least one batch when any exists.
+        ``upto``: only batches that start below it (a READ_COMMITTED fetch stops at the stable offset)."""
         self._settle()
         if offset < self.log_start_offset or offset > self.log_end_offset:
             raise OffsetOutOfRange(
@@ -542,12 +543,18 @@ class Log:
             if bi == len(seg.positions):
                 continue
             start = seg.positions[bi]
+            if upto is not None:
+                stop = bisect.bisect_left(seg.offsets, upto)
+                if stop <= bi:
+                    return b""
             limit = start + max(max_bytes, 0)
             # the end of the last whole batch that fits, but always at least the first batch
             ei = bisect.bisect_right(seg.positions, limit) - 1
             end = seg.positions[ei + 1] if ei + 1 < len(seg.positions) else seg.size
             if end > limit:
                 end = seg.positions[ei] if ei > bi else (seg.positions[bi + 1] if bi + 1 < len(seg.positions) else seg.size)
+            if upto is not None and stop < len(seg.positions):
+                end = min(end, seg.positions[stop])
             return seg.pread(start, end)
         return b""
 

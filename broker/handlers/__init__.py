@@ -1,3 +1,14 @@
 """Handler modules; importing this package registers every API handler with broker.dispatch."""
 
-from broker.handlers import acl_and_logdirs, admin, cluster, data, describe, groups, offsets, replicas, topics  # noqa: F401
+from broker.handlers import (  # noqa: F401
+    acl_and_logdirs,
+    admin,
+    cluster,
+    data,
+    describe,
+    groups,
+    offsets,
+    replicas,
+    topics,
+    transactions,
+)

@@ -179,6 +179,9 @@ def _coordinator_for(broker: Broker, version: int, key_type: int, key: str) -> t
         broker.offsets_topic_exists(create=True)  # Kafka creates __consumer_offsets at the first lookup
         host, port = broker.advertised
         return ErrorCode.none, broker.node_id, host, port
-    if key_type == KEY_TYPE_TRANSACTION or (key_type == KEY_TYPE_SHARE and version >= 6):
+    if key_type == KEY_TYPE_TRANSACTION:  # this node coordinates every transactional id
+        host, port = broker.advertised
+        return ErrorCode.none, broker.node_id, host, port
+    if key_type == KEY_TYPE_SHARE and version >= 6:
         return ErrorCode.coordinator_not_available, -1, "", -1
     return ErrorCode.invalid_request, -1, "", -1

@@ -19,6 +19,7 @@ from storage.errors import CorruptBatch, OffsetOutOfRange, StorageError, Unsuppo
 if TYPE_CHECKING:
     from broker.app import Broker
 
+READ_UNCOMMITTED, READ_COMMITTED = 0, 1  # isolation levels of Fetch and ListOffsets
 EARLIEST, LATEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED, EARLIEST_PENDING_UPLOAD = -2, -1, -3, -4, -5, -6
 # the first ListOffsets version that may ask for each sentinel timestamp (Kafka's ReplicaManager)
 _SENTINEL_SINCE = {LATEST: 1, EARLIEST: 1, MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, LATEST_TIERED: 9, EARLIEST_PENDING_UPLOAD: 11}
@@ -39,17 +40,25 @@ def _produce_partition(broker: Broker, topic: str, index: int, records: bytes | 
             header = validate_batch(batch)
             if len(batch) > lg.config.max_message_bytes:
                 return ErrorCode.message_too_large, -1, lg.log_start_offset, None
-            if header.is_transactional or header.is_control:
-                return ErrorCode.unsupported_for_message_format, -1, lg.log_start_offset, None
+            if header.is_control or (header.is_transactional and header.producer_id < 0):
+                return ErrorCode.invalid_record, -1, lg.log_start_offset, None  # markers come from the coordinator only
     except UnsupportedMagic:
         return ErrorCode.unsupported_for_message_format, -1, lg.log_start_offset, None
     except CorruptBatch:
         return ErrorCode.corrupt_message, -1, lg.log_start_offset, None
     base = -1
     producers = broker.producers
+    txns = broker.partitions.txn_state((topic, index))
     try:
         for batch in batches:
             h = validate_batch(batch)
+            if h.is_transactional:
+                error = broker.transactions.verify_produce(h.producer_id, h.producer_epoch, (topic, index))
+                if error != ErrorCode.none:
+                    return error, -1, lg.log_start_offset, None
+                txns = broker.partitions.txn_state_for_write((topic, index), lg)
+            elif txns is not None and h.producer_id >= 0 and txns.has_open(h.producer_id):
+                return ErrorCode.invalid_txn_state, -1, lg.log_start_offset, None  # Kafka: a transactional write was expected
             error, duplicate = producers.check(h.producer_id, h.producer_epoch, topic, index, h.base_sequence, h.record_count)
             if error != ErrorCode.none:
                 return error, -1, lg.log_start_offset, None
@@ -58,6 +67,8 @@ def _produce_partition(broker: Broker, topic: str, index: int, records: bytes | 
             else:
                 first, _ = lg.append(bytearray(batch))
                 producers.record(h.producer_id, h.producer_epoch, topic, index, h.base_sequence, h.record_count, first)
+                if h.is_transactional and txns is not None:
+                    txns.data(h.producer_id, first)
             if base < 0:
                 base = first
     except StorageError:
@@ -137,6 +148,8 @@ def _fetch_once(broker: Broker, ctx: RequestContext, req: Any, wanted: list) -> 
     part_cls = ctx.nested("PartitionData")
     topic_cls = ctx.nested("FetchableTopicResponse")
     budget = req.max_bytes if ctx.version >= 3 else 1 << 31
+    read_committed = ctx.version >= 4 and req.isolation_level == READ_COMMITTED
+    aborted_cls = ctx.nested("AbortedTransaction") if read_committed else None
     total = 0
     any_error = False
     topics = []
@@ -144,17 +157,25 @@ def _fetch_once(broker: Broker, ctx: RequestContext, req: Any, wanted: list) -> 
         parts = []
         for p in partitions:
             lg = broker.readable_log(name, p.partition) if name is not None else None
-            error, hw, start, data = ErrorCode.none, -1, -1, b""
+            error, hw, lso, start, data = ErrorCode.none, -1, -1, -1, b""
+            aborted: tuple | None = None
             if lg is None:
                 error = ErrorCode.unknown_topic_id if (name is None and ctx.version >= 13) else ErrorCode.unknown_topic_or_partition
             else:
                 hw, start = lg.high_watermark, lg.log_start_offset
+                txns = broker.partitions.txn_state((name, p.partition))
+                lso = hw if txns is None else txns.last_stable_offset(hw)
                 try:
                     limit = min(p.partition_max_bytes, budget - total)
                     if limit > 0 or total == 0:
-                        data = lg.read(p.fetch_offset, max(limit, 1))
+                        # READ_COMMITTED: nothing at or past the first offset of an open transaction
+                        data = lg.read(p.fetch_offset, max(limit, 1), lso if read_committed else None)
                 except OffsetOutOfRange:
                     error = ErrorCode.offset_out_of_range
+                if read_committed and error == ErrorCode.none:
+                    # the aborted transactions the data may hold, for the client to drop their records
+                    found = txns.aborted_between(p.fetch_offset, lso) if txns is not None and data else ()
+                    aborted = tuple(aborted_cls(producer_id=pid, first_offset=first) for pid, first in found)
             if error != ErrorCode.none:
                 any_error = True
             total += len(data)
@@ -164,9 +185,9 @@ def _fetch_once(broker: Broker, ctx: RequestContext, req: Any, wanted: list) -> 
                     partition_index=p.partition,
                     error_code=error,
                     high_watermark=hw,
-                    last_stable_offset=hw,
+                    last_stable_offset=lso,
                     log_start_offset=start,
-                    aborted_transactions=None if error != ErrorCode.none else (),
+                    aborted_transactions=aborted,
                     preferred_read_replica=-1,
                     records=data if error == ErrorCode.none else None,
                 )
@@ -178,6 +199,7 @@ def _fetch_once(broker: Broker, ctx: RequestContext, req: Any, wanted: list) -> 
 @handles(2)
 def list_offsets(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     version = ctx.version
+    committed = version >= 2 and req.isolation_level == READ_COMMITTED
 
     def answer(topic: str, p: Any) -> dict[str, Any]:
         row = {"partition_index": p.partition_index, "error_code": ErrorCode.none, "timestamp": -1, "offset": -1, "leader_epoch": -1}
@@ -189,8 +211,10 @@ def list_offsets(broker: Broker, ctx: RequestContext, req: Any) -> Any:
             return row | {"error_code": ErrorCode.unknown_topic_or_partition}
         if stamp in (EARLIEST, EARLIEST_LOCAL):  # no remote storage: the local log starts where the log does
             return row | {"offset": lg.log_start_offset, "leader_epoch": 0}
-        if stamp == LATEST:
-            return row | {"offset": lg.high_watermark, "leader_epoch": 0}
+        if stamp == LATEST:  # READ_COMMITTED: the last stable offset
+            latest = lg.high_watermark
+            txns = broker.partitions.txn_state((topic, p.partition_index)) if committed else None
+            return row | {"offset": latest if txns is None else txns.last_stable_offset(latest), "leader_epoch": 0}
         if stamp in (LATEST_TIERED, EARLIEST_PENDING_UPLOAD):
             return row  # nothing is tiered: no offset, as Kafka answers for a topic without remote storage
         if stamp == MAX_TIMESTAMP:
@@ -213,15 +237,3 @@ def list_offsets(broker: Broker, ctx: RequestContext, req: Any) -> Any:
                 named[t.name, p.partition_index] = 0
                 rows.append((t.name, {"partition_index": p.partition_index, "error_code": ErrorCode.invalid_request, "timestamp": -1, "offset": -1, "leader_epoch": -1}))
     return ctx.respond(throttle_time=0, topics=ctx.by_topic("ListOffsetsTopicResponse", "ListOffsetsPartitionResponse", rows))
-
-
-@handles(22)
-def init_producer_id(broker: Broker, ctx: RequestContext, req: Any) -> Any:
-    if req.transactional_id is not None:
-        # Transactions are not supported: no transaction coordinator answers for this id.
-        return ctx.respond(throttle_time=0, error_code=ErrorCode.coordinator_not_available, producer_id=-1, producer_epoch=-1)
-    pid = getattr(req, "producer_id", -1)
-    epoch = getattr(req, "producer_epoch", -1)
-    if pid >= 0 and 0 <= epoch < 32766:
-        return ctx.respond(throttle_time=0, error_code=ErrorCode.none, producer_id=pid, producer_epoch=epoch + 1)
-    return ctx.respond(throttle_time=0, error_code=ErrorCode.none, producer_id=broker.producers.allocate(), producer_epoch=0)

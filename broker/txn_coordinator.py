@@ -1,0 +1,280 @@
+"""The transaction coordinator's shell: the ``__transaction_state`` log, markers, and timers around the
+pure core in ``coordinator/transactions.py``.
+
+Each transition is persisted (Kafka's TransactionLog key and value formats) before it is acted on or
+answered, so a restart finds every transactional id where it was. A transaction that had reached
+PrepareCommit or PrepareAbort is finished at start-up (its markers written again: harmless, as in
+Kafka); an open one is aborted when its timeout passes. Markers go to every data partition of the
+transaction and, through the group coordinator, to the offsets partition of every group whose offsets
+it carries. One transition per transactional id at a time: a request that finds one under way gets
+CONCURRENT_TRANSACTIONS and retries, as Kafka's clients do.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from coordinator import transactions as T
+from coordinator.partitioning import OFFSETS_TOPIC
+from protocol.errors import ErrorCode
+from storage.batch import iter_records
+from storage.errors import StorageError
+from storage.log import Log, LogConfig
+
+if TYPE_CHECKING:
+    from broker.app import Broker
+
+log = logging.getLogger("groupd.transactions")
+
+TXN_STATE_TOPIC = "__transaction_state"
+TXN_STATE_DIR = f"{TXN_STATE_TOPIC}-0"
+
+
+def _now() -> int:
+    return int(time.time() * 1000)
+
+
+class TransactionCoordinator:
+    """Broker service: every transactional id's state, its log, and its transactions' markers."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.config = broker.config
+        self.dir = Path(self.config["log.dirs"]) / TXN_STATE_DIR
+        self.log: Log | None = None
+        self.txns: dict[str, T.Txn] = {}
+        self.by_producer: dict[int, str] = {}
+        self._busy: set[str] = set()
+        self._tasks: set[asyncio.Task] = set()
+
+    # ------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        self.log = Log.open(self.dir, LogConfig(cleanup_policy="compact", segment_bytes=104_857_600))
+        latest: dict[bytes, bytes | None] = {}
+        for header, raw in self.log.batches():
+            for rec in iter_records(raw, header):
+                if rec.key is not None:
+                    latest[rec.key] = rec.value
+        for key, value in latest.items():
+            try:
+                tid = T.decode_key(key)
+                if value is not None:
+                    self._put(T.decode_value(tid, value))
+            except (ValueError, UnicodeDecodeError, IndexError) as exc:
+                log.warning("transaction log record skipped: %s", exc)
+        if self.txns:
+            log.info("loaded %d transactional ids", len(self.txns))
+        for txn in self.txns.values():
+            if txn.completing:  # the markers may not all have been written before the stop
+                self._busy.add(txn.transactional_id)
+                self._spawn(self._finish_guarded(txn))
+        self._spawn(self._timers())
+
+    async def stop(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        for task in list(self._tasks):
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        if self.log is not None:
+            with contextlib.suppress(StorageError):
+                self.log.flush()
+            self.log.close()
+            self.log = None
+
+    def _spawn(self, coro: object) -> None:
+        task = asyncio.get_running_loop().create_task(coro)  # type: ignore[arg-type]
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    # ------------------------------------------------------------ requests
+
+    async def init_producer_id(self, tid: str, timeout_ms: int, expected: tuple[int, int] | None) -> tuple[ErrorCode, int, int]:
+        if tid in self._busy:
+            return ErrorCode.concurrent_transactions, -1, -1
+        out = T.init_producer_id(
+            self.txns.get(tid), tid, timeout_ms, expected, _now(), self.broker.producers.allocate, self.config["transaction.max.timeout.ms"]
+        )
+        if isinstance(out, ErrorCode):
+            return out, -1, -1
+        self._busy.add(tid)
+        try:
+            if out.fence:  # an open transaction: aborted first, and the client asked to retry
+                log.info("transactional id %s: fencing producer %d, aborting its open transaction", tid, out.txn.producer_id)
+                await self._end(out.txn)
+                return ErrorCode.concurrent_transactions, -1, -1
+            await self._persist(out.txn)
+            log.info("transactional id %s: producer id %d epoch %d", tid, out.txn.producer_id, out.txn.producer_epoch)
+            return ErrorCode.none, out.txn.producer_id, out.txn.producer_epoch
+        except StorageError:
+            log.exception("transaction log write for %s failed", tid)
+            return ErrorCode.coordinator_not_available, -1, -1
+        finally:
+            self._busy.discard(tid)
+
+    async def add_partitions(self, tid: str, producer_id: int, producer_epoch: int, partitions: Iterable[T.TopicPartition], groups: Iterable[str] = ()) -> ErrorCode:
+        if not tid:
+            return ErrorCode.invalid_request
+        if tid in self._busy:
+            return ErrorCode.concurrent_transactions
+        out = T.add_partitions(self.txns.get(tid), producer_id, producer_epoch, partitions, _now(), groups)
+        if isinstance(out, ErrorCode):
+            return out
+        self._busy.add(tid)
+        try:
+            await self._persist(out.txn)
+            return ErrorCode.none
+        except StorageError:
+            log.exception("transaction log write for %s failed", tid)
+            return ErrorCode.coordinator_not_available
+        finally:
+            self._busy.discard(tid)
+
+    async def end_txn(self, tid: str, producer_id: int, producer_epoch: int, commit: bool) -> ErrorCode:
+        if not tid:
+            return ErrorCode.invalid_request
+        if tid in self._busy:
+            return ErrorCode.concurrent_transactions
+        out = T.end_txn(self.txns.get(tid), producer_id, producer_epoch, commit, _now())
+        if isinstance(out, ErrorCode):
+            return out
+        self._busy.add(tid)
+        try:
+            await self._end(out.txn)
+            return ErrorCode.none
+        except StorageError:
+            log.exception("ending the transaction of %s failed; it will be finished later", tid)
+            return ErrorCode.none if self.txns[tid].completing else ErrorCode.coordinator_not_available
+        finally:
+            self._busy.discard(tid)
+
+    def verify_produce(self, producer_id: int, producer_epoch: int, tp: T.TopicPartition) -> ErrorCode:
+        """May this transactional batch be written (Kafka's produce-time verification)?"""
+        tid = self.by_producer.get(producer_id)
+        error = T.verify_partition(self.txns.get(tid) if tid is not None else None, producer_id, producer_epoch, tp)
+        if error == ErrorCode.concurrent_transactions:
+            return ErrorCode.not_enough_replicas  # Kafka's translation, so older clients retry the produce
+        return error
+
+    # ------------------------------------------------------------ transitions
+
+    def _put(self, txn: T.Txn) -> None:
+        old = self.txns.get(txn.transactional_id)
+        if old is not None and old.producer_id != txn.producer_id:
+            self.by_producer.pop(old.producer_id, None)
+        self.txns[txn.transactional_id] = txn
+        self.by_producer[txn.producer_id] = txn.transactional_id
+
+    def _forget(self, txn: T.Txn) -> None:
+        self.txns.pop(txn.transactional_id, None)
+        if self.by_producer.get(txn.producer_id) == txn.transactional_id:
+            del self.by_producer[txn.producer_id]
+
+    async def _persist(self, txn: T.Txn | None, tid: str | None = None) -> None:
+        """Append the id's new state (None: a tombstone) and wait until it is durable; then it holds."""
+        assert self.log is not None
+        key = T.encode_key(txn.transactional_id if txn is not None else tid or "")
+        self.log.append_records([(key, None if txn is None else T.encode_value(txn))])
+        await self.broker.partitions.committer.durable(self.log)
+        if txn is not None:
+            self._put(txn)
+
+    async def _end(self, prepared: T.Txn) -> None:
+        """PrepareCommit/PrepareAbort persisted, then the markers, then CompleteCommit/CompleteAbort."""
+        await self._persist(prepared)
+        await self._finish(prepared)
+
+    async def _finish(self, prepared: T.Txn) -> None:
+        commit = prepared.state == T.PREPARE_COMMIT
+        pid, epoch = prepared.producer_id, prepared.producer_epoch
+        partitions = self.broker.partitions
+        logs = []
+        for tp in sorted(prepared.partitions):
+            if tp[0] == OFFSETS_TOPIC:
+                continue
+            lg = partitions.write_marker(tp, pid, epoch, commit)
+            if lg is not None:
+                logs.append(lg)
+        coordinator = self.broker.coordinator
+        pending = getattr(coordinator, "groups_with_pending_transaction", None)  # TEMP until txoff lands
+        groups = set(prepared.groups) | (set(pending(pid)) if pending else set())
+        await asyncio.gather(
+            *(partitions.committer.durable(lg) for lg in {id(lg): lg for lg in logs}.values()),
+            *(coordinator.complete_transaction(g, pid, epoch, commit) for g in sorted(groups)),
+        )
+        await self._persist(T.complete(prepared, _now()))
+        log.info("transactional id %s: %s (producer %d epoch %d, %d partitions, %d groups)",
+                 prepared.transactional_id, "committed" if commit else "aborted", pid, epoch, len(logs), len(groups))
+
+    async def _finish_guarded(self, prepared: T.Txn) -> None:
+        try:
+            await self._finish(prepared)
+        except StorageError:
+            log.exception("finishing the transaction of %s failed; retried later", prepared.transactional_id)
+        finally:
+            self._busy.discard(prepared.transactional_id)
+
+    # ------------------------------------------------------------ timers
+
+    async def _timers(self) -> None:
+        """Abort transactions past their timeout, retry unfinished ends, forget expired ids."""
+        abort_every = self.config["transaction.abort.timed.out.transaction.cleanup.interval.ms"] / 1000
+        expire_every = self.config["transaction.remove.expired.transaction.cleanup.interval.ms"] / 1000
+        next_expiry = time.monotonic() + expire_every
+        while True:
+            await asyncio.sleep(abort_every)
+            now = _now()
+            for txn in T.timed_out(self.txns.values(), now):
+                tid = txn.transactional_id
+                if tid in self._busy:
+                    continue
+                log.info("transactional id %s: transaction open for more than %d ms, aborting it", tid, txn.timeout_ms)
+                self._busy.add(tid)
+                self._spawn(self._abort_guarded(T.fence_epoch(txn)))
+            for txn in list(self.txns.values()):
+                if txn.completing and txn.transactional_id not in self._busy:
+                    self._busy.add(txn.transactional_id)
+                    self._spawn(self._finish_guarded(txn))
+            if time.monotonic() >= next_expiry:
+                next_expiry = time.monotonic() + expire_every
+                await self._expire(now)
+
+    async def _abort_guarded(self, fenced: T.Txn) -> None:
+        try:
+            await self._persist(fenced)
+        except StorageError:
+            log.exception("aborting the transaction of %s failed; retried later", fenced.transactional_id)
+            self._busy.discard(fenced.transactional_id)
+            return
+        await self._finish_guarded(fenced)
+
+    async def _expire(self, now: int) -> None:
+        for txn in T.expired(self.txns.values(), now, self.config["transactional.id.expiration.ms"]):
+            tid = txn.transactional_id
+            if tid in self._busy:
+                continue
+            try:
+                await self._persist(None, tid)
+            except StorageError:
+                log.exception("expiring transactional id %s failed", tid)
+                continue
+            self._forget(txn)
+            log.info("transactional id %s expired", tid)
+        assert self.log is not None
+        with contextlib.suppress(StorageError):
+            self.log.compact(now)
+
+    # ------------------------------------------------------------ describe
+
+    def describe(self, tid: str) -> T.Txn | None:
+        return self.txns.get(tid)
+
+    def all(self) -> list[T.Txn]:
+        return list(self.txns.values())

@@ -1,0 +1,203 @@
+"""Transactions through a real socket: the coordinator's answers, markers in the partitions, the last
+stable offset and aborted transactions a READ_COMMITTED fetch sees, timeouts and restarts."""
+
+import asyncio
+
+from broker.app import Broker
+from broker.dispatch import RequestContext
+from broker.handlers.transactions import describe_transactions
+from broker.txn_index import PartitionTxns
+from protocol import codec
+from protocol.errors import ErrorCode
+from protocol.request import RequestHeader
+from storage.batch import ABORT_MARKER, COMMIT_MARKER, build_batch, control_marker, iter_batches
+from tests.conftest import broker_config
+from tests.harness import WireClient
+from tests.wire.test_data_plane import fetch_body, list_offsets_body, produce_body
+
+
+def init_body(tid, timeout_ms=60_000, version=4, pid=-1, epoch=-1):
+    return codec.make(codec.request_class(22, version), transactional_id=tid, transaction_timeout=timeout_ms, producer_id=pid, producer_epoch=epoch)
+
+
+def add_body(tid, pid, epoch, topics, version=3):
+    cls = codec.request_class(24, version)
+    t = codec.nested(cls, "AddPartitionsToTxnTopic")
+    topics = tuple(t(name=name, partitions=tuple(ps)) for name, ps in topics.items())
+    return codec.make(cls, v3_and_below_transactional_id=tid, v3_and_below_producer_id=pid, v3_and_below_producer_epoch=epoch, v3_and_below_topics=topics)
+
+
+def end_body(tid, pid, epoch, commit, version=3):
+    return codec.make(codec.request_class(26, version), transactional_id=tid, producer_id=pid, producer_epoch=epoch, committed=commit)
+
+
+def txn_batch(pid, epoch, seq, values, ts=1000):
+    return build_batch([(None, v) for v in values], timestamp_ms=ts, producer_id=pid, producer_epoch=epoch, base_sequence=seq, attributes=0x10)
+
+
+def committed_fetch(topic, partition, offset, version=11, max_wait=0):
+    body = fetch_body(topic, partition, offset, version=version, max_wait=max_wait)
+    return codec.make(type(body), **{**{f: getattr(body, f) for f in body.__dataclass_fields__}, "isolation_level": 1})
+
+
+def partition_errors(resp):
+    return {(t.name, p.partition_index): p.partition_error_code for t in resp.results_by_topic_v3_and_below for p in t.results_by_partition}
+
+
+async def begin(wire, tid, topics, timeout_ms=60_000):
+    init = await wire.call(22, 4, init_body(tid, timeout_ms))
+    assert init.error_code == 0, init
+    added = await wire.call(24, 3, add_body(tid, init.producer_id, init.producer_epoch, topics))
+    assert set(partition_errors(added).values()) == {ErrorCode.none}
+    return init.producer_id, init.producer_epoch
+
+
+async def produce(wire, topic, partition, batch):
+    resp = await wire.call(0, 9, produce_body(topic, partition, batch))
+    p = resp.responses[0].partition_responses[0]
+    return p.error_code, p.base_offset
+
+
+async def test_find_coordinator_names_this_node_for_transactional_ids(broker, wire):
+    body = codec.make(codec.request_class(10, 4), key_type=1, coordinator_keys=("my-txn",))
+    resp = await wire.call(10, 4, body)
+    (c,) = resp.coordinators
+    assert (c.error_code, c.node_id, c.port) == (0, broker.node_id, broker.port)
+
+
+async def test_abort_then_commit_read_committed_and_uncommitted(broker, wire):
+    broker.create_topic("tx", 1, {})
+    pid, epoch = await begin(wire, "t1", {"tx": [0]})
+    assert await produce(wire, "tx", 0, txn_batch(pid, epoch, 0, [b"a1", b"a2"])) == (0, 0)
+    # open transaction: a READ_COMMITTED reader stops before it, an uncommitted one sees it
+    p = (await wire.call(1, 11, committed_fetch("tx", 0, 0))).responses[0].partitions[0]
+    assert (p.high_watermark, p.last_stable_offset, bytes(p.records)) == (2, 0, b"")
+    p = (await wire.call(1, 11, fetch_body("tx", 0, 0))).responses[0].partitions[0]
+    assert p.last_stable_offset == 0 and bytes(p.records) != b"" and p.aborted_transactions is None
+    lo = await wire.call(2, 7, codec.make(codec.request_class(2, 7), **{**{f: getattr(list_offsets_body("tx", 0, -1), f) for f in ("replica_id", "topics")}, "isolation_level": 1}))
+    assert lo.topics[0].partitions[0].offset == 0  # READ_COMMITTED latest: the last stable offset
+    assert (await wire.call(26, 3, end_body("t1", pid, epoch, False))).error_code == 0
+    # the abort marker sits at offset 2; the aborted transaction is named for the reader to drop
+    p = (await wire.call(1, 11, committed_fetch("tx", 0, 0))).responses[0].partitions[0]
+    assert (p.high_watermark, p.last_stable_offset) == (3, 3)
+    assert [(a.producer_id, a.first_offset) for a in p.aborted_transactions] == [(pid, 0)]
+    kinds = [(h.base_offset, h.is_control) for _, h in iter_batches(bytes(p.records))]
+    assert kinds == [(0, False), (2, True)]
+    assert control_marker(bytes(p.records)[[pos for pos, _ in iter_batches(bytes(p.records))][1]:]) == ABORT_MARKER
+    # a second transaction, committed
+    added = await wire.call(24, 3, add_body("t1", pid, epoch, {"tx": [0]}))
+    assert set(partition_errors(added).values()) == {0}
+    assert await produce(wire, "tx", 0, txn_batch(pid, epoch, 2, [b"c1"])) == (0, 3)
+    assert (await wire.call(26, 3, end_body("t1", pid, epoch, True))).error_code == 0
+    p = (await wire.call(1, 11, committed_fetch("tx", 0, 3))).responses[0].partitions[0]
+    assert (p.last_stable_offset, p.high_watermark, list(p.aborted_transactions)) == (5, 5, [])
+    batches = list(iter_batches(bytes(p.records)))
+    assert [h.base_offset for _, h in batches] == [3, 4] and control_marker(bytes(p.records)[batches[1][0]:]) == COMMIT_MARKER
+    # retrying the finished commit is fine, the opposite end is not
+    assert (await wire.call(26, 3, end_body("t1", pid, epoch, True))).error_code == 0
+    assert (await wire.call(26, 3, end_body("t1", pid, epoch, False))).error_code == ErrorCode.invalid_txn_state
+
+
+async def test_produce_is_verified_against_the_transaction(broker, wire):
+    broker.create_topic("v", 2, {})
+    pid, epoch = await begin(wire, "t2", {"v": [0]})
+    # partition 1 was never added
+    assert (await produce(wire, "v", 1, txn_batch(pid, epoch, 0, [b"x"])))[0] == ErrorCode.invalid_txn_state
+    # an unknown producer id
+    assert (await produce(wire, "v", 0, txn_batch(pid + 100, 0, 0, [b"x"])))[0] == ErrorCode.invalid_producer_id_mapping
+    assert await produce(wire, "v", 0, txn_batch(pid, epoch, 0, [b"x"])) == (0, 0)
+    # the same producer writing outside its open transaction
+    plain = build_batch([(None, b"y")], timestamp_ms=1, producer_id=pid, producer_epoch=epoch, base_sequence=1)
+    assert (await produce(wire, "v", 0, plain))[0] == ErrorCode.invalid_txn_state
+    # a control batch from a client
+    marker = build_batch([(b"\x00\x00\x00\x01", b"\x00\x00\x00\x00\x00\x00")], timestamp_ms=1, producer_id=pid, producer_epoch=epoch, attributes=0x30)
+    assert (await produce(wire, "v", 0, marker))[0] == ErrorCode.invalid_record
+
+
+async def test_add_partitions_of_an_unknown_topic(broker, wire):
+    broker.create_topic("k", 1, {})
+    init = await wire.call(22, 4, init_body("t3"))
+    resp = await wire.call(24, 3, add_body("t3", init.producer_id, init.producer_epoch, {"k": [0], "nope": [0]}))
+    assert partition_errors(resp) == {("k", 0): ErrorCode.operation_not_attempted, ("nope", 0): ErrorCode.unknown_topic_or_partition}
+
+
+async def test_a_second_init_fences_the_first_producer_and_aborts_its_transaction(broker, wire):
+    broker.create_topic("f", 1, {})
+    pid, epoch = await begin(wire, "t4", {"f": [0]})
+    assert await produce(wire, "f", 0, txn_batch(pid, epoch, 0, [b"zombie"])) == (0, 0)
+    first = await wire.call(22, 4, init_body("t4"))
+    assert first.error_code == ErrorCode.concurrent_transactions  # Kafka aborts, then the client retries
+    again = await wire.call(22, 4, init_body("t4"))
+    assert again.error_code == 0 and again.producer_id == pid and again.producer_epoch == epoch + 2
+    assert (await wire.call(26, 3, end_body("t4", pid, epoch, True))).error_code == ErrorCode.producer_fenced
+    p = (await wire.call(1, 11, committed_fetch("f", 0, 0))).responses[0].partitions[0]
+    assert p.last_stable_offset == 2 and [(a.producer_id, a.first_offset) for a in p.aborted_transactions] == [(pid, 0)]
+
+
+async def test_describe_and_list_transactions(broker, wire):
+    broker.create_topic("d", 2, {})
+    pid, _ = await begin(wire, "t5", {"d": [1, 0]})
+    resp = await wire.call(65, 0, codec.make(codec.request_class(65, 0), transactional_ids=("t5",)))
+    (t5,) = resp.transaction_states
+    assert (t5.error_code, t5.transaction_state, t5.producer_id, [(t.topic, list(t.partitions)) for t in t5.topics]) == (0, "Ongoing", pid, [("d", [0, 1])])
+    # an unknown id: TRANSACTIONAL_ID_NOT_FOUND, with Kafka's start time -1 (which kio cannot read back)
+    ctx = RequestContext(RequestHeader(65, 0, 1, "test"), "127.0.0.1", "c")
+    (missing,) = describe_transactions(broker, ctx, codec.make(codec.request_class(65, 0), transactional_ids=("missing",))).transaction_states
+    assert (missing.error_code, missing.producer_id) == (ErrorCode.transactional_id_not_found, -1)
+    listed = await wire.call(66, 1, codec.make(codec.request_class(66, 1), state_filters=("Ongoing", "Bogus"), producer_id_filters=(), duration_filter=-1))
+    assert [(s.transactional_id, s.transaction_state) for s in listed.transaction_states] == [("t5", "Ongoing")]
+    assert list(listed.unknown_state_filters) == ["Bogus"]
+
+
+async def test_an_open_transaction_is_aborted_when_its_timeout_passes(tmp_path):
+    b = Broker(broker_config(tmp_path, **{"transaction.abort.timed.out.transaction.cleanup.interval.ms": "50"}))
+    await b.start()
+    wire = await WireClient.connect(b.port)
+    try:
+        b.create_topic("late", 1, {})
+        pid, epoch = await begin(wire, "t6", {"late": [0]}, timeout_ms=200)
+        assert await produce(wire, "late", 0, txn_batch(pid, epoch, 0, [b"never"])) == (0, 0)
+        for _ in range(100):
+            p = (await wire.call(1, 11, committed_fetch("late", 0, 0))).responses[0].partitions[0]
+            if p.last_stable_offset == 2:
+                break
+            await asyncio.sleep(0.05)
+        assert p.last_stable_offset == 2 and [a.producer_id for a in p.aborted_transactions] == [pid]
+        # the producer that let it time out is fenced
+        assert (await wire.call(26, 3, end_body("t6", pid, epoch, True))).error_code == ErrorCode.producer_fenced
+    finally:
+        await wire.close()
+        await b.stop()
+
+
+async def test_transactions_and_partition_state_survive_a_restart(tmp_path):
+    config = broker_config(tmp_path)
+    b = Broker(config)
+    await b.start()
+    wire = await WireClient.connect(b.port)
+    b.create_topic("r", 1, {})
+    pid, epoch = await begin(wire, "t7", {"r": [0]})
+    assert await produce(wire, "r", 0, txn_batch(pid, epoch, 0, [b"a"])) == (0, 0)
+    assert (await wire.call(26, 3, end_body("t7", pid, epoch, False))).error_code == 0
+    pid2, epoch2 = await begin(wire, "t8", {"r": [0]})
+    assert await produce(wire, "r", 0, txn_batch(pid2, epoch2, 0, [b"open"])) == (0, 2)
+    await wire.close()
+    await b.stop()
+
+    b = Broker(config)
+    await b.start()
+    wire = await WireClient.connect(b.port)
+    try:
+        txns = b.partitions.txn_state(("r", 0))
+        assert isinstance(txns, PartitionTxns) and txns.ongoing == {pid2: 2} and txns.aborted == [(pid, 0, 1)]
+        p = (await wire.call(1, 11, committed_fetch("r", 0, 0))).responses[0].partitions[0]
+        assert p.last_stable_offset == 2 and [(a.producer_id, a.first_offset) for a in p.aborted_transactions] == [(pid, 0)]
+        # t7 kept its id and epoch; t8's open transaction can still be committed by its producer
+        again = await wire.call(22, 4, init_body("t7"))
+        assert (again.producer_id, again.producer_epoch) == (pid, epoch + 1)
+        assert (await wire.call(26, 3, end_body("t8", pid2, epoch2, True))).error_code == 0
+        p = (await wire.call(1, 11, committed_fetch("r", 0, 2))).responses[0].partitions[0]
+        assert p.last_stable_offset == 4 and list(p.aborted_transactions) == []
+    finally:
+        await wire.close()
+        await b.stop()
