@@ -101,6 +101,13 @@ class Broker:
         """A topic clients can describe: a data topic, or the offsets topic once it exists."""
         return self.topics.get(name) or (self.offsets_topic() if name == OFFSETS_TOPIC else None)
 
+    def listed_topic_by_id(self, topic_id: uuid.UUID) -> Topic | None:
+        """The same, by topic id (Produce v13+, Fetch v13+)."""
+        topic = self.topics.by_id(topic_id)
+        if topic is None and topic_id == self.offsets_topic_id:
+            return self.offsets_topic()
+        return topic
+
     def listed_topics(self) -> list[Topic]:
         """Every topic Metadata lists: the data topics, then the offsets topic once it exists."""
         offsets = self.offsets_topic()

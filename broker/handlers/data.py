@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Any
 
 from broker.dispatch import RequestContext, handles
 from broker.topics import INTERNAL_TOPICS
-from coordinator.partitioning import OFFSETS_TOPIC
 from protocol import codec
 from protocol.errors import ErrorCode
 from storage.batch import split_batches, validate_batch
@@ -83,7 +82,7 @@ async def produce(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     results: list[tuple[Any, int, ErrorCode, int, int, Any]] = []  # (topic name or id, partition, error, base, start, log)
     touched = {}
     for topic in req.topic_data:
-        name = topic.name if not by_id else getattr(broker.topics.by_id(topic.topic_id), "name", None)
+        name = topic.name if not by_id else getattr(broker.listed_topic_by_id(topic.topic_id), "name", None)
         key = topic.topic_id if by_id else topic.name
         for pd in topic.partition_data:
             if name is None:
@@ -129,9 +128,8 @@ async def fetch(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     wanted: list[tuple[str | None, Any, Any]] = []  # (topic name, topic id, partition request)
     for t in req.topics:
         if version >= 13:
-            topic = broker.topics.by_id(t.topic_id)
-            name = topic.name if topic is not None else OFFSETS_TOPIC if t.topic_id == broker.offsets_topic_id else None
-            wanted.append((name, t.topic_id, t.partitions))
+            topic = broker.listed_topic_by_id(t.topic_id)
+            wanted.append((topic.name if topic is not None else None, t.topic_id, t.partitions))
         else:
             wanted.append((t.topic, None, t.partitions))
     deadline = time.monotonic() + codec.millis(req.max_wait) / 1000

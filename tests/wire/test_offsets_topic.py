@@ -54,6 +54,9 @@ async def test_listed_once_a_group_used_it_then_read_but_not_written(tmp_path):
         # clients may not write to it
         refused = await c.call(0, 9, produce_body(OFFSETS, partition, build_batch([(b"k", b"v")], timestamp_ms=1)))
         assert refused.responses[0].partition_responses[0].error_code == ErrorCode.invalid_topic_exception
+        # named by its id (Produce v13), the same refusal, not UNKNOWN_TOPIC_ID
+        by_id_produce = await c.call(0, 13, produce_body(None, partition, build_batch([(b"k", b"v")], timestamp_ms=1), version=13, topic_id=entry.topic_id))
+        assert by_id_produce.responses[0].partition_responses[0].error_code == ErrorCode.invalid_topic_exception
         assert (await c.call(2, 7, list_offsets_body(OFFSETS, partition, -1))).topics[0].partitions[0].offset == end
         topic_id = entry.topic_id
         await c.close()
