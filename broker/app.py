@@ -54,8 +54,8 @@ class Broker:
         self._unflushed: list[Connection] = []
         self._loop: asyncio.AbstractEventLoop | None = None  # set by start()
         self.topics.reserved = (OFFSETS_TOPIC, TXN_STATE_TOPIC)  # the coordinators' own logs: never a data topic's
-        self.partitions = PartitionManager(config, self.topics)
         self.producers = ProducerIds(config["log.dirs"])
+        self.partitions = PartitionManager(config, self.topics, self.producers)
         self.services.append(self.partitions)
         self.coordinator = GroupCoordinator(config, self.metrics)
         self.coordinator.on_append = lambda partition: self.partitions.appended((OFFSETS_TOPIC, partition))  # long polls

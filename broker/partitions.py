@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from broker.producers import ProducerIds
 from broker.topic_configs import effective_topic_config
 from broker.topics import Topic, TopicRegistry
 from broker.txn_index import PartitionTxns, is_transactional, mark_transactional
@@ -47,8 +48,9 @@ def log_config_for(broker_config: Any, topic_configs: dict[str, str]) -> LogConf
 class PartitionManager:
     """Broker service owning every data partition's Log."""
 
-    def __init__(self, config: Any, topics: TopicRegistry) -> None:
+    def __init__(self, config: Any, topics: TopicRegistry, producers: ProducerIds | None = None) -> None:
         self.config = config
+        self.producers = producers
         self.topics = topics
         self.dir = Path(config["log.dirs"])
         self.logs: dict[TopicPartition, Log] = {}
@@ -79,9 +81,11 @@ class PartitionManager:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
         await self.committer.close()
-        for lg in self.logs.values():
+        for (name, p), lg in self.logs.items():
             with contextlib.suppress(StorageError):
                 lg.flush()
+                if self.producers is not None and not lg.failed:
+                    self.producers.save(name, p, lg.directory, lg.log_end_offset)
             lg.close()
         self.logs.clear()
 
@@ -91,6 +95,9 @@ class PartitionManager:
             lg = self.logs[(topic.name, p)] = Log.open(self.dir / f"{topic.name}-{p}", cfg)
             if is_transactional(lg.directory):
                 self.txns[(topic.name, p)] = PartitionTxns.rebuild(lg.batches())
+            producers = self.producers
+            if producers is not None and lg.log_end_offset and not producers.restore(topic.name, p, lg.directory, lg.log_end_offset):
+                producers.rebuild(topic.name, p, lg.headers(last_segments=1))
 
     def _created(self, topic: Topic) -> None:
         self._open_topic(topic, 0)
@@ -103,6 +110,8 @@ class PartitionManager:
             lg = self.logs.pop(key)
             self.txns.pop(key, None)
             lg.close()
+            if self.producers is not None:
+                self.producers.forget(topic.name)
             shutil.rmtree(lg.directory, ignore_errors=True)
             self._wake(key)
 

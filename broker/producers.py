@@ -1,21 +1,28 @@
-"""Idempotent producers: producer ids and per-partition sequence checks (KIP-98, without transactions).
+"""Idempotent producers: producer ids and per-partition sequence checks (KIP-98).
 
 Producer ids come from a counter persisted under log.dirs (a restarted broker never reissues one).
-Sequence state lives in memory: the last five batches per (producer, partition), which is what Kafka
-keeps to answer a retried batch with its original offset instead of writing it twice.
+Sequence state is the last five batches per (producer, partition), which is what Kafka keeps to answer a
+retried batch with its original offset instead of writing it twice. It lives in memory and outlives a
+restart as Kafka's does: a clean stop writes each partition's state beside its log (a snapshot valid
+for the log end it names), and a start without a valid snapshot rebuilds it from the batch headers of
+the partition's newest segment.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 from protocol.errors import ErrorCode
+from storage.batch import BatchHeader
 
 RETAINED_BATCHES = 5
 BLOCK = 1000
+SNAPSHOT = "producer-state"  # in a partition's directory
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,3 +81,43 @@ class ProducerIds:
         if batches and batches[-1].epoch != epoch:
             batches.clear()
         batches.append(SequencedBatch(epoch, first_seq, first_seq + count - 1, base_offset))
+
+    # ------------------------------------------------------------ across restarts
+
+    def rebuild(self, topic: str, partition: int, headers: Iterable[BatchHeader]) -> None:
+        """Sequence state from stored batches (control batches carry no sequence)."""
+        for h in headers:
+            if h.producer_id >= 0 and h.base_sequence >= 0 and not h.is_control:
+                self.record(h.producer_id, h.producer_epoch, topic, partition, h.base_sequence, h.record_count, h.base_offset)
+
+    def save(self, topic: str, partition: int, directory: Path, log_end_offset: int) -> None:
+        """Write the partition's sequence state, valid for ``log_end_offset`` (a clean stop); written
+        even when empty, so the next start knows there is nothing to rebuild."""
+        producers = [
+            [pid, [[b.epoch, b.first_seq, b.last_seq, b.base_offset] for b in batches]]
+            for (pid, t, p), batches in self._state.items()
+            if t == topic and p == partition and batches
+        ]
+        path = directory / SNAPSHOT
+        tmp = path.with_suffix(".tmp")
+        with open(tmp, "w") as f:
+            json.dump({"end": log_end_offset, "producers": producers}, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+
+    def restore(self, topic: str, partition: int, directory: Path, log_end_offset: int) -> bool:
+        """Load the snapshot if it describes this very log end; False when there is none that does."""
+        try:
+            snap = json.loads((directory / SNAPSHOT).read_text())
+            if snap["end"] != log_end_offset:
+                return False
+            for pid, batches in snap["producers"]:
+                self._state[(pid, topic, partition)] = deque((SequencedBatch(*b) for b in batches), maxlen=RETAINED_BATCHES)
+        except (OSError, ValueError, KeyError, TypeError):
+            return False
+        return True
+
+    def forget(self, topic: str) -> None:
+        for key in [k for k in self._state if k[1] == topic]:
+            del self._state[key]

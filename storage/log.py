@@ -558,6 +558,16 @@ class Log:
             return seg.pread(start, end)
         return b""
 
+    def headers(self, last_segments: int | None = None) -> Iterator[BatchHeader]:
+        """Every stored batch's header, in order, read from the segments' batch index (one small read
+        per batch, no record data); ``last_segments``: only the newest few."""
+        self._settle()
+        for seg in self.segments[-last_segments:] if last_segments else self.segments:
+            for pos in seg.positions:
+                header = parse_header(seg.pread(pos, pos + BATCH_OVERHEAD), 0)
+                if header.last_offset >= self.log_start_offset:
+                    yield header
+
     def batches(self, start_offset: int | None = None) -> Iterator[tuple[BatchHeader, memoryview]]:
         """Every stored batch in order, read in big chunks (replay at start-up)."""
         self._settle()
