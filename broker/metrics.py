@@ -22,12 +22,16 @@ coordinator shell (``coordinator/``)
         durable in ``duration_s``. ``offsets_expired(n)``. ``group_removed(group)``: frees its series.
 storage (``storage/``)
     ``store_append(seconds, batch_records)``, ``store_fsync(seconds)``.
+transaction coordinator (``broker/txn_coordinator.py``)
+    ``transaction_ended(result)``: markers written; ``result`` in ``TXN_RESULTS`` (commit, abort by the
+        producer, abort of a timed-out transaction, abort fencing an older producer).
 
 Scrape-time sources (duck-typed; absent ones are skipped):
     ``broker.coordinator.metrics_snapshot()`` -> iterable of objects (or tuples) with ``group_id``,
         ``state`` (Kafka state name), ``members`` (int), ``offsets`` (mapping (topic, partition) ->
         committed offset).
     ``broker.coordinator.is_loaded()`` (or ``loaded()``/``loaded``): every owned offsets partition loaded.
+    ``broker.transactions.all()`` -> transactions with a ``state_name``: open ones counted by state.
     ``broker.partition_metrics()`` -> iterable of (topic, partition, log_start_offset, high_watermark,
         size_bytes) for data partitions.
 
@@ -48,6 +52,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 OVERFLOW = "__overflow__"
 GROUP_STATES = ("Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead")
 REBALANCE_CAUSES = ("join", "leave", "session_expiry", "metadata_change")
+TXN_RESULTS = ("commit", "abort", "timeout", "fenced")
 
 LATENCY_BUCKETS = (
     0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
@@ -159,6 +164,7 @@ class Metrics:
         self._store_append = Histogram(LATENCY_BUCKETS)
         self._store_batch = Histogram(BATCH_BUCKETS)
         self._store_fsync = Histogram(LATENCY_BUCKETS)
+        self._txns_ended: dict[str, int] = dict.fromkeys(TXN_RESULTS, 0)
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(_Collector(self))
 
@@ -262,6 +268,9 @@ class Metrics:
 
     # ------------------------------------------------------------ health
 
+    def transaction_ended(self, result: str) -> None:
+        self._txns_ended[result] += 1
+
     def healthy(self) -> tuple[bool, str]:
         """Ready when the broker listens, is not stopping, and every offsets partition is loaded."""
         broker = self.broker
@@ -303,7 +312,22 @@ class _Collector:
         yield from self._requests()
         yield from self._groups_events()
         yield from self._store()
+        yield from self._transactions()
         yield from self._scrape_time()
+
+    def _transactions(self) -> Iterator[Metric]:
+        m = self.m
+        ended = CounterMetricFamily("groupd_transactions_ended", "Transactions whose markers were written, by result", labels=["result"])
+        for result, n in m._txns_ended.items():
+            ended.add_metric([result], n)
+        yield ended
+        states: dict[str, int] = {}
+        for txn in getattr(getattr(m.broker, "transactions", None), "all", list)():
+            states[txn.state_name] = states.get(txn.state_name, 0) + 1
+        gauge = GaugeMetricFamily("groupd_transactional_ids", "Transactional ids known to the coordinator, by state", labels=["state"])
+        for state, n in sorted(states.items()):
+            gauge.add_metric([state], n)
+        yield gauge
 
     def _requests(self) -> Iterator[Metric]:
         m = self.m

@@ -108,7 +108,7 @@ class TransactionCoordinator:
         try:
             if out.fence:  # an open transaction: aborted first, and the client asked to retry
                 log.info("transactional id %s: fencing producer %d, aborting its open transaction", tid, out.txn.producer_id)
-                await self._end(out.txn)
+                await self._end(out.txn, "fenced")
                 return ErrorCode.concurrent_transactions, -1, -1
             await self._persist(out.txn)
             log.info("transactional id %s: producer id %d epoch %d", tid, out.txn.producer_id, out.txn.producer_epoch)
@@ -147,7 +147,7 @@ class TransactionCoordinator:
             return out
         self._busy.add(tid)
         try:
-            await self._end(out.txn)
+            await self._end(out.txn, "commit" if commit else "abort")
             return ErrorCode.none
         except StorageError:
             log.exception("ending the transaction of %s failed; it will be finished later", tid)
@@ -186,12 +186,12 @@ class TransactionCoordinator:
         if txn is not None:
             self._put(txn)
 
-    async def _end(self, prepared: T.Txn) -> None:
+    async def _end(self, prepared: T.Txn, why: str) -> None:
         """PrepareCommit/PrepareAbort persisted, then the markers, then CompleteCommit/CompleteAbort."""
         await self._persist(prepared)
-        await self._finish(prepared)
+        await self._finish(prepared, why)
 
-    async def _finish(self, prepared: T.Txn) -> None:
+    async def _finish(self, prepared: T.Txn, why: str) -> None:
         commit = prepared.state == T.PREPARE_COMMIT
         pid, epoch = prepared.producer_id, prepared.producer_epoch
         partitions = self.broker.partitions
@@ -210,12 +210,14 @@ class TransactionCoordinator:
             *(coordinator.complete_transaction(g, pid, epoch, commit) for g in sorted(groups)),
         )
         await self._persist(T.complete(prepared, _now()))
+        self.broker.metrics.transaction_ended(why)
         log.info("transactional id %s: %s (producer %d epoch %d, %d partitions, %d groups)",
                  prepared.transactional_id, "committed" if commit else "aborted", pid, epoch, len(logs), len(groups))
 
-    async def _finish_guarded(self, prepared: T.Txn) -> None:
+    async def _finish_guarded(self, prepared: T.Txn, why: str | None = None) -> None:
+        """Finish a transaction found PrepareCommit/PrepareAbort (at start-up, or after a failed write)."""
         try:
-            await self._finish(prepared)
+            await self._finish(prepared, why or ("commit" if prepared.state == T.PREPARE_COMMIT else "abort"))
         except StorageError:
             log.exception("finishing the transaction of %s failed; retried later", prepared.transactional_id)
         finally:
@@ -253,7 +255,7 @@ class TransactionCoordinator:
             log.exception("aborting the transaction of %s failed; retried later", fenced.transactional_id)
             self._busy.discard(fenced.transactional_id)
             return
-        await self._finish_guarded(fenced)
+        await self._finish_guarded(fenced, "timeout")
 
     async def _expire(self, now: int) -> None:
         for txn in T.expired(self.txns.values(), now, self.config["transactional.id.expiration.ms"]):

@@ -201,3 +201,33 @@ async def test_transactions_and_partition_state_survive_a_restart(tmp_path):
     finally:
         await wire.close()
         await b.stop()
+
+
+async def test_metrics_count_ended_transactions_and_ids_by_state(tmp_path):
+    from tests.wire.test_metrics import http_get, metrics_broker, value
+
+    b = await metrics_broker(tmp_path, **{"transaction.abort.timed.out.transaction.cleanup.interval.ms": "50"})
+    wire = await WireClient.connect(b.port)
+    try:
+        b.create_topic("m", 1, {})
+        pid, epoch = await begin(wire, "committer", {"m": [0]})
+        assert (await wire.call(26, 3, end_body("committer", pid, epoch, True))).error_code == 0
+        pid, epoch = await begin(wire, "aborter", {"m": [0]})
+        assert (await wire.call(26, 3, end_body("aborter", pid, epoch, False))).error_code == 0
+        await begin(wire, "fenced", {"m": [0]})
+        assert (await wire.call(22, 4, init_body("fenced"))).error_code == ErrorCode.concurrent_transactions
+        await begin(wire, "sleeper", {"m": [0]}, timeout_ms=100)
+        await begin(wire, "open", {"m": [0]})
+        for _ in range(100):
+            _, text = await http_get(b.metrics_server.port, "/metrics")
+            if value(text, "groupd_transactions_ended_total", result="timeout") == 1:
+                break
+            await asyncio.sleep(0.05)
+        for result in ("commit", "abort", "fenced", "timeout"):
+            assert value(text, "groupd_transactions_ended_total", result=result) == 1, result
+        assert value(text, "groupd_transactional_ids", state="Ongoing") == 1
+        assert value(text, "groupd_transactional_ids", state="CompleteAbort") == 3
+        assert value(text, "groupd_transactional_ids", state="CompleteCommit") == 1
+    finally:
+        await wire.close()
+        await b.stop()
