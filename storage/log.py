@@ -26,11 +26,14 @@ from pathlib import Path
 from crc32c import crc32c
 
 from storage.batch import (
+    ABORT_MARKER,
     BATCH_OVERHEAD,
     CRC_START,
     LOG_OVERHEAD,
+    TRANSACTIONAL,
     BatchHeader,
     build_batch,
+    control_marker,
     iter_batches,
     iter_records,
     parse_header,
@@ -743,10 +746,18 @@ class Log:
             while old_enough < len(closed) and now_ms - closed[old_enough].max_timestamp >= min_age_ms:
                 old_enough += 1
             closed = closed[:old_enough]  # segments are in time order: stop at the first young one
+        aborted, unstable_from = _transaction_outcomes(self.batches())
+        # as Kafka's cleaner: nothing at or past the first offset of a transaction still open
+        while closed and closed[-1].next_offset > unstable_from:
+            closed = closed[:-1]
         if not closed:
             return stats
         latest: dict[bytes, int] = {}
-        for _header, batch in self.batches():
+        for header, batch in self.batches():
+            if header.base_offset >= unstable_from:
+                break  # what may yet be aborted shadows nothing
+            if header.is_control or (header.is_transactional and header.base_offset in aborted):
+                continue  # markers and aborted records never shadow a committed value
             for rec in iter_records_safe(batch):
                 if rec.key is not None:
                     latest[bytes(rec.key)] = rec.offset
@@ -756,6 +767,14 @@ class Log:
             kept_any = False
             new = Segment(seg.base_offset, seg.path, -1, created_ms=seg.created_ms, next_offset=seg.base_offset)
             for header, batch in self._segment_batches(seg):
+                if header.is_control or (header.is_transactional and header.base_offset in aborted):
+                    stats.records_before += header.record_count
+                    if header.is_control:  # kept: READ_COMMITTED readers end transactions on them
+                        stats.records_after += header.record_count
+                        new.add(header, len(out))
+                        out += batch
+                        kept_any = True
+                    continue
                 recs = list(iter_records_safe(batch))
                 stats.records_before += len(recs)
                 keep = [
@@ -776,6 +795,11 @@ class Log:
                     headers=[r.headers for r in keep],
                     offset_deltas=[r.offset - first for r in keep],
                     timestamps=[r.timestamp for r in keep],
+                    # the producer's identity and the transactional bit stay, as Kafka's cleaner keeps them
+                    producer_id=header.producer_id,
+                    producer_epoch=header.producer_epoch,
+                    base_sequence=header.base_sequence,
+                    attributes=header.attributes & TRANSACTIONAL,
                 ))
                 h = parse_header(rebuilt, 0)
                 new.add(h, len(out))
@@ -820,6 +844,24 @@ class Log:
         for path in self.directory.iterdir():
             path.unlink()
         self.directory.rmdir()
+
+
+def _transaction_outcomes(batches: Iterator[tuple[BatchHeader, memoryview]]) -> tuple[set[int], int]:
+    """(base offsets of the data batches of aborted transactions, first offset of a transaction with no
+    marker yet, or a huge number when none is open), from one walk over a log's batches."""
+    open_batches: dict[int, list[int]] = {}  # producer id -> base offsets of its open transaction's batches
+    aborted: set[int] = set()
+    for header, batch in batches:
+        if not header.is_transactional or header.producer_id < 0:
+            continue
+        if header.is_control:
+            ended = open_batches.pop(header.producer_id, [])
+            if control_marker(batch, header) == ABORT_MARKER:
+                aborted.update(ended)
+        else:
+            open_batches.setdefault(header.producer_id, []).append(header.base_offset)
+    unstable_from = min((offsets[0] for offsets in open_batches.values()), default=1 << 62)
+    return aborted, unstable_from
 
 
 def iter_records_safe(batch: bytes | memoryview):

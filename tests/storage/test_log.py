@@ -349,3 +349,35 @@ def test_compaction_leaves_young_segments_alone(tmp_path):
     assert stats.segments == 0 and sum(h.record_count for h, _ in log.batches()) == before
     stats = log.compact(clock.t + 30_000 + 3_600_000, min_age_ms=3_600_000)
     assert stats.segments == closed and sum(h.record_count for h, _ in log.batches()) < before
+
+
+def test_compaction_with_transactions_as_kafkas_cleaner(tmp_path):
+    """Aborted transactions' records go (and never shadow a committed value), committed ones keep their
+    producer id, epoch and transactional bit, markers stay, and nothing at or past the first offset of a
+    transaction still open is cleaned."""
+    from storage.batch import build_batch, build_control_batch
+
+    clock = Clock(1_000_000)
+    log = Log.open(tmp_path / "tx", LogConfig(segment_bytes=120), now_ms=clock)
+
+    def txn(pid, key, value):
+        log.append(build_batch([(key, value)], timestamp_ms=clock.t, producer_id=pid, producer_epoch=3, base_sequence=0, attributes=0x10))
+
+    log.append_records([(b"k", b"plain")], clock.t)  # 0
+    txn(1, b"k", b"aborted")  # 1
+    log.append(build_control_batch(1, 3, False, timestamp_ms=clock.t))  # 2
+    txn(2, b"k", b"committed")  # 3
+    log.append(build_control_batch(2, 3, True, timestamp_ms=clock.t))  # 4
+    log.append_records([(b"other", b"x")], clock.t)  # 5
+    txn(3, b"k", b"open")  # 6: open, so this and later segments stay as they are
+    log.append_records([(b"late", b"y")], clock.t)  # 7
+    log.append_records([(b"late", b"z")], clock.t)  # 8
+    assert len(log.segments) >= 4
+    clock.t += 1000
+    log.compact(clock.t)
+    kept = [(h.base_offset, h.is_control, h.is_transactional, h.producer_id, h.producer_epoch, [r.value for r in iter_records(b)]) for h, b in log.batches()]
+    offsets = [k[0] for k in kept]
+    assert 0 not in offsets and 1 not in offsets  # shadowed by the committed value; aborted
+    assert (3, False, True, 2, 3, [b"committed"]) in kept
+    assert [k[0] for k in kept if k[1]] == [2, 4]  # both markers kept
+    assert {6, 7, 8} <= set(offsets)  # past the open transaction: untouched, "late" twice
