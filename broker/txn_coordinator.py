@@ -161,6 +161,8 @@ class TransactionCoordinator:
         error = T.verify_partition(self.txns.get(tid) if tid is not None else None, producer_id, producer_epoch, tp)
         if error == ErrorCode.concurrent_transactions:
             return ErrorCode.not_enough_replicas  # Kafka's translation, so older clients retry the produce
+        if error == ErrorCode.producer_fenced:
+            return ErrorCode.invalid_producer_epoch  # what a produce from a fenced epoch hears
         return error
 
     # ------------------------------------------------------------ transitions

@@ -17,6 +17,12 @@ if TYPE_CHECKING:
     from broker.app import Broker
 
 
+def _fenced(error: ErrorCode, version: int, since: int) -> ErrorCode:
+    """PRODUCER_FENCED exists from these versions on (KIP-588); older ones hear INVALID_PRODUCER_EPOCH,
+    as Kafka's responses map it (aiokafka, which speaks v0, knows only the latter)."""
+    return ErrorCode.invalid_producer_epoch if error == ErrorCode.producer_fenced and version < since else error
+
+
 @handles(22)
 async def init_producer_id(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     tid = req.transactional_id
@@ -31,7 +37,7 @@ async def init_producer_id(broker: Broker, ctx: RequestContext, req: Any) -> Any
     expected = (pid, epoch) if pid >= 0 or epoch >= 0 else None
     timeout = round(req.transaction_timeout.total_seconds() * 1000)
     error, pid, epoch = await broker.transactions.init_producer_id(tid, timeout, expected)
-    return ctx.respond(throttle_time=0, error_code=error, producer_id=pid, producer_epoch=epoch)
+    return ctx.respond(throttle_time=0, error_code=_fenced(error, ctx.version, 4), producer_id=pid, producer_epoch=epoch)
 
 
 def _partition_errors(broker: Broker, topics: Any) -> tuple[list[T.TopicPartition], dict[T.TopicPartition, ErrorCode]]:
@@ -65,7 +71,7 @@ async def add_partitions_to_txn(broker: Broker, ctx: RequestContext, req: Any) -
             error = await broker.transactions.add_partitions(
                 req.v3_and_below_transactional_id, req.v3_and_below_producer_id, req.v3_and_below_producer_epoch, wanted
             )
-            errors = dict.fromkeys(wanted, error)
+            errors = dict.fromkeys(wanted, _fenced(error, ctx.version, 2))
         return ctx.respond(throttle_time=0, results_by_topic_v3_and_below=_results(ctx, errors))
     # v4+: the brokers' batched form (KIP-890), several transactions, each may only verify
     results = []
@@ -90,13 +96,13 @@ async def add_offsets_to_txn(broker: Broker, ctx: RequestContext, req: Any) -> A
     error = await broker.transactions.add_partitions(
         req.transactional_id, req.producer_id, req.producer_epoch, [(OFFSETS_TOPIC, partition)], groups=[req.group_id]
     )
-    return ctx.respond(throttle_time=0, error_code=error)
+    return ctx.respond(throttle_time=0, error_code=_fenced(error, ctx.version, 2))
 
 
 @handles(26)
 async def end_txn(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     error = await broker.transactions.end_txn(req.transactional_id, req.producer_id, req.producer_epoch, req.committed)
-    return ctx.respond(throttle_time=0, error_code=error)
+    return ctx.respond(throttle_time=0, error_code=_fenced(error, ctx.version, 2))
 
 
 def _datetime(ms: int) -> datetime.datetime:

@@ -231,3 +231,19 @@ async def test_metrics_count_ended_transactions_and_ids_by_state(tmp_path):
     finally:
         await wire.close()
         await b.stop()
+
+
+async def test_old_versions_hear_invalid_producer_epoch_instead_of_producer_fenced(broker, wire):
+    """PRODUCER_FENCED exists from InitProducerId v4 and AddPartitionsToTxn, AddOffsetsToTxn and EndTxn
+    v2 (Kafka's message specs); aiokafka speaks v0 of them all."""
+    broker.create_topic("o", 1, {})
+    pid, epoch = await begin(wire, "t9", {"o": [0]})
+    await wire.call(22, 4, init_body("t9"))  # fences epoch `epoch`
+    assert (await wire.call(26, 1, end_body("t9", pid, epoch, True, version=1))).error_code == ErrorCode.invalid_producer_epoch
+    assert (await wire.call(26, 2, end_body("t9", pid, epoch, True, version=2))).error_code == ErrorCode.producer_fenced
+    old_add = await wire.call(24, 0, add_body("t9", pid, epoch, {"o": [0]}, version=0))
+    assert set(partition_errors(old_add).values()) == {ErrorCode.invalid_producer_epoch}
+    offsets_v0 = codec.make(codec.request_class(25, 0), transactional_id="t9", producer_id=pid, producer_epoch=epoch, group_id="g")
+    assert (await wire.call(25, 0, offsets_v0)).error_code == ErrorCode.invalid_producer_epoch
+    # a produce from the fenced epoch
+    assert (await produce(wire, "o", 0, txn_batch(pid, epoch, 0, [b"z"])))[0] == ErrorCode.invalid_producer_epoch
