@@ -28,6 +28,7 @@ from coordinator.api import (
 from coordinator.classic import validate_member
 from coordinator.group import COMPLETING, CONSUMER, DEAD, EMPTY, PREPARING, STABLE, Group
 from coordinator.records import GroupMetadataKey, OffsetCommitKey, OffsetCommitValue
+from coordinator.txn_offsets import has_pending, pending_partitions
 
 if TYPE_CHECKING:
     from coordinator.shard import ShardState
@@ -123,14 +124,18 @@ def commit_failed(state: ShardState, ref: tuple[Any, ...], error: int) -> Result
 
 
 def offset_fetch(state: ShardState, req: OffsetFetch, now: int) -> OffsetFetchResponse:
-    """Offsets are served in every state; what was never committed reads as offset -1, metadata ""."""
+    """Offsets are served in every state; what was never committed reads as offset -1, metadata "".
+    ``require_stable`` (v7+): a partition an open transaction holds an offset of answers
+    UNSTABLE_OFFSET_COMMIT instead (Kafka 4.x counts only open transactional offsets)."""
     g = state.groups.get(req.group_id)
     offsets = g.offsets if g is not None else {}
+    stable = req.require_stable and req.group_id in state.open_txns
     if req.topics is None:
         return OffsetFetchResponse(
             E.NONE,
             tuple(
-                FetchedOffset(t, p, v.offset, v.leader_epoch, v.metadata, E.NONE)
+                _unstable(t, p) if stable and has_pending(state, req.group_id, t, p)
+                else FetchedOffset(t, p, v.offset, v.leader_epoch, v.metadata, E.NONE)
                 for t, ps in offsets.items()
                 for p, v in ps.items()
             ),
@@ -140,11 +145,17 @@ def offset_fetch(state: ShardState, req: OffsetFetch, now: int) -> OffsetFetchRe
         ps = offsets.get(topic)
         for p in partitions:
             v = ps.get(p) if ps is not None else None
-            if v is None:
+            if stable and has_pending(state, req.group_id, topic, p):
+                out.append(_unstable(topic, p))
+            elif v is None:
                 out.append(FetchedOffset(topic, p, -1, -1, "", E.NONE))
             else:
                 out.append(FetchedOffset(topic, p, v.offset, v.leader_epoch, v.metadata, E.NONE))
     return OffsetFetchResponse(E.NONE, tuple(out))
+
+
+def _unstable(topic: str, partition: int) -> FetchedOffset:
+    return FetchedOffset(topic, partition, -1, -1, "", E.UNSTABLE_OFFSET_COMMIT)
 
 
 def offset_delete(state: ShardState, req: OffsetDelete, token: Token, now: int) -> Result:
@@ -162,7 +173,8 @@ def offset_delete(state: ShardState, req: OffsetDelete, token: Token, now: int) 
             parts.append(PartitionError(topic, partition, E.GROUP_SUBSCRIBED_TO_TOPIC))
             continue
         ps = g.offsets.get(topic)
-        if ps is not None and partition in ps:
+        # an offset an open transaction holds is deleted too (Kafka 4.x's deleteOffsets)
+        if (ps is not None and partition in ps) or has_pending(state, g.group_id, topic, partition):
             records.append((OffsetCommitKey(g.group_id, topic, partition), None))
         parts.append(PartitionError(topic, partition, E.NONE))
     response = ((token, OffsetDeleteResponse(E.NONE, tuple(parts))),)
@@ -171,9 +183,15 @@ def offset_delete(state: ShardState, req: OffsetDelete, token: Token, now: int) 
     return Result(tuple(records), response, (), ("offdel", token), True)
 
 
-def _tombstones(g: Group) -> list[tuple[Any, None]]:
+def _tombstones(state: ShardState, g: Group) -> list[tuple[Any, None]]:
+    """Every committed offset's tombstone, and one for each partition only open transactions hold
+    (Kafka 4.x's deleteAllOffsets)."""
     gid = g.group_id
-    return [(OffsetCommitKey(gid, t, p), None) for t, ps in g.offsets.items() for p in ps]
+    out: list[tuple[Any, None]] = [(OffsetCommitKey(gid, t, p), None) for t, ps in g.offsets.items() for p in ps]
+    for t, p in sorted(pending_partitions(state, gid)):
+        if p not in g.offsets.get(t, ()):
+            out.append((OffsetCommitKey(gid, t, p), None))
+    return out
 
 
 def delete_group(state: ShardState, group_id: str, token: Token, now: int) -> Result:
@@ -183,7 +201,7 @@ def delete_group(state: ShardState, group_id: str, token: Token, now: int) -> Re
         return Result(responses=((token, DeleteGroupResponse(E.GROUP_ID_NOT_FOUND)),), replay=False)
     if g.state != EMPTY:
         return Result(responses=((token, DeleteGroupResponse(E.NON_EMPTY_GROUP)),), replay=False)
-    records = _tombstones(g)
+    records = _tombstones(state, g)
     records.append((GroupMetadataKey(group_id), None))
     _drop_group(state, g)
     return Result(
@@ -231,6 +249,7 @@ def expire_offsets(state: ShardState, now: int, cfg: GroupConfig) -> Result:
     records: list[tuple[Any, None]] = []
     timers: list[TimerOp] = []
     dropped: list[Group] = []
+    open_txns = state.open_txns
     for g in list(state.groups.values()):
         if g.pending_commits:
             continue  # never expire under a commit still being written
@@ -246,6 +265,9 @@ def expire_offsets(state: ShardState, now: int, cfg: GroupConfig) -> Result:
                         all_expired = False
                         continue
                     for p, v in ps.items():
+                        if open_txns and has_pending(state, gid, topic, p):
+                            all_expired = False  # not while a transaction holds an offset of it
+                            continue
                         if v.expire_timestamp != -1:
                             expired = now >= v.expire_timestamp
                         else:
@@ -255,6 +277,8 @@ def expire_offsets(state: ShardState, now: int, cfg: GroupConfig) -> Result:
                             records.append((OffsetCommitKey(gid, topic, p), None))
                         else:
                             all_expired = False
+            if open_txns and gid in open_txns:
+                all_expired = False  # Kafka 4.x keeps a group with committed offsets during a transaction
         if all_expired and g.state == EMPTY:
             records.append((GroupMetadataKey(gid), None))
             timers.extend(_cancel_pending(g))
@@ -290,13 +314,19 @@ def _expiry_base(g: Group) -> int | None | bool:
 
 def remove_topic_offsets(state: ShardState, topics: frozenset[str] | set[str]) -> Result:
     """A deleted topic takes every group's offsets for it along (tombstones, replayed once durable)."""
-    records = [
-        (OffsetCommitKey(g.group_id, t, p), None)
+    keys = {
+        OffsetCommitKey(g.group_id, t, p): None
         for g in state.groups.values()
         for t, ps in g.offsets.items()
         if t in topics
         for p in ps
-    ]
+    }
+    for by_group in state.pending_txn.values():  # and the offsets open transactions hold
+        for gid, offsets in by_group.items():
+            for t, p in offsets:
+                if t in topics:
+                    keys.setdefault(OffsetCommitKey(gid, t, p), None)
+    records = list(keys.items())
     if not records:
         return Result(replay=False)
     return Result(tuple(records), (), (), ("topics",), True)

@@ -1,0 +1,214 @@
+"""Transactional offsets: TxnOffsetCommit (api 28) and the transaction markers that end them, following
+Kafka 4.x's OffsetMetadataManager (commitTransactionalOffset, replay, replayEndTransactionMarker).
+
+A TxnOffsetCommit writes the usual OffsetCommit records as one transactional batch of the producer.
+Once durable they are held *pending* per producer (not visible to OffsetFetch) until that producer's
+marker: COMMIT applies them, ABORT drops them. A pending offset loses to a non-transactional commit
+(or another transaction's committed offset) of the same partition written after it: Kafka compares
+the records' log offsets; here a record's place in the shard's write order (``seq``) stands for it,
+and a later non-transactional write marks the pending offsets of its partition ``superseded``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from coordinator import errors as E
+from coordinator.api import (
+    EndTxnMarker,
+    GroupConfig,
+    OffsetCommitResponse,
+    PartitionError,
+    Result,
+    Token,
+    TxnOffsetCommit,
+)
+from coordinator.classic import validate_member
+from coordinator.group import DEAD, EMPTY, Group
+from coordinator.records import OffsetCommitKey, OffsetCommitValue
+
+if TYPE_CHECKING:
+    from coordinator.shard import ShardState
+
+
+class PendingOffset:
+    """An offset of an open transaction; ``seq`` orders it among the shard's writes."""
+
+    __slots__ = ("value", "seq", "superseded")
+
+    def __init__(self, value: OffsetCommitValue, seq: int, superseded: bool = False) -> None:
+        self.value, self.seq, self.superseded = value, seq, superseded
+
+    def __repr__(self) -> str:
+        return f"PendingOffset({self.value!r}, seq={self.seq}, superseded={self.superseded})"
+
+
+# ---------------------------------------------------------------- TxnOffsetCommit
+
+
+def _txn_commit_error(state: ShardState, req: TxnOffsetCommit, now: int) -> tuple[int, Group | None]:
+    """Kafka 4.x's validateTransactionalOffsetCommit + ClassicGroup.validateOffsetCommit(isTransactional)."""
+    if not req.group_id:
+        return E.INVALID_GROUP_ID, None
+    g = state.groups.get(req.group_id)
+    gen = req.generation_id
+    if g is None:
+        if gen < 0:
+            g = Group(req.group_id, now)  # a simple group, as for OffsetCommit
+            state.groups[req.group_id] = g
+            return E.NONE, g
+        return E.ILLEGAL_GENERATION, None  # whatever the version (no GROUP_ID_NOT_FOUND here)
+    if g.state == DEAD:
+        return E.COORDINATOR_NOT_AVAILABLE, None
+    if gen < 0 and g.state == EMPTY:
+        return E.NONE, g
+    if gen >= 0 or req.member_id or req.group_instance_id is not None:
+        err = validate_member(g, req.member_id, req.group_instance_id)
+        if err:
+            return err, None
+        if gen != g.generation:
+            return E.ILLEGAL_GENERATION, None
+    # no member (v0-2 clients) in a non-Empty group, and CompletingRebalance: both accepted
+    return E.NONE, g
+
+
+def txn_offset_commit(state: ShardState, req: TxnOffsetCommit, token: Token, now: int, cfg: GroupConfig) -> Result:
+    err, g = _txn_commit_error(state, req, now)
+    if err or g is None:
+        parts = tuple(PartitionError(p.topic, p.partition, err) for p in req.partitions)
+        return Result(responses=((token, OffsetCommitResponse(parts)),), replay=False)
+    from coordinator.offsets import utf16_length
+
+    limit = cfg.offset_metadata_max_bytes
+    gid = req.group_id
+    records = []
+    parts_out = []
+    for p in req.partitions:
+        meta = p.metadata if p.metadata is not None else ""
+        if len(meta) > limit // 2 and utf16_length(meta) > limit:
+            parts_out.append(PartitionError(p.topic, p.partition, E.OFFSET_METADATA_TOO_LARGE))
+            continue
+        # no retention: a transactional commit never carries an expire timestamp
+        records.append((OffsetCommitKey(gid, p.topic, p.partition), OffsetCommitValue(p.offset, meta, now, p.leader_epoch, -1)))
+        parts_out.append(PartitionError(p.topic, p.partition, E.NONE))
+    parts = tuple(parts_out)
+    response = ((token, OffsetCommitResponse(parts)),)
+    if not records:
+        return Result(responses=response, replay=False)
+    g.pending_commits += len(records)
+    return Result(
+        tuple(records), response, (), ("commit", gid, token, parts, len(records)), True,
+        producer=(req.producer_id, req.producer_epoch),
+    )
+
+
+def end_transaction(state: ShardState, req: EndTxnMarker, token: Token, now: int, cfg: GroupConfig) -> Result:
+    """Write the producer's marker; its offsets are applied or dropped when the marker is replayed."""
+    return Result(
+        responses=((token, None),), write_ref=("marker", token),
+        marker=(req.producer_id, req.producer_epoch, req.commit),
+    )
+
+
+# ---------------------------------------------------------------- replay
+
+
+def replay_txn_offset(state: ShardState, producer_id: int, group_id: str, topic: str, partition: int, value: OffsetCommitValue | None, now: int, *, superseded: bool = False) -> None:
+    """An offset record of a transactional batch. A tombstone acts at once, as any tombstone does."""
+    from coordinator.shard import replay_offset
+
+    if value is None:
+        replay_offset(state, group_id, topic, partition, None, now)
+        return
+    g = state.groups.get(group_id)
+    if g is None:
+        g = state.groups[group_id] = Group(group_id, now)
+    elif g.pending_commits:
+        g.pending_commits -= 1
+    state.txn_seq += 1
+    by_group = state.pending_txn.get(producer_id)
+    if by_group is None:
+        by_group = state.pending_txn[producer_id] = {}
+    offsets = by_group.get(group_id)
+    if offsets is None:
+        offsets = by_group[group_id] = {}
+    offsets[(topic, partition)] = PendingOffset(value, state.txn_seq, superseded)
+    open_ = state.open_txns.get(group_id)
+    if open_ is None:
+        open_ = state.open_txns[group_id] = set()
+    open_.add(producer_id)
+
+
+def on_plain_offset(state: ShardState, group_id: str, topic: str, partition: int, tombstone: bool) -> None:
+    """A non-transactional write of a partition with open transactions: a tombstone removes their pending
+    offsets of it (Kafka does so), a value outranks them (it is the later write)."""
+    tp = (topic, partition)
+    for pid in state.open_txns.get(group_id, ()):
+        offsets = state.pending_txn.get(pid, {}).get(group_id)
+        if offsets is None or tp not in offsets:
+            continue
+        if tombstone:
+            del offsets[tp]
+        else:
+            offsets[tp].superseded = True
+
+
+def replay_marker(state: ShardState, producer_id: int, commit: bool, now: int) -> None:
+    """Kafka's replayEndTransactionMarker: the producer's pending offsets in this partition, every group's,
+    are applied (unless outranked) or dropped. A marker with nothing pending changes nothing."""
+    by_group = state.pending_txn.pop(producer_id, None)
+    if by_group is None:
+        return
+    for gid in by_group:
+        open_ = state.open_txns.get(gid)
+        if open_ is not None:
+            open_.discard(producer_id)
+            if not open_:
+                del state.open_txns[gid]
+    if not commit:
+        return
+    for gid, offsets in by_group.items():
+        for (topic, partition), pending in offsets.items():
+            if pending.superseded:
+                continue
+            g = state.groups.get(gid)
+            if g is None:
+                g = state.groups[gid] = Group(gid, now)
+            ps = g.offsets.get(topic)
+            if ps is None:
+                ps = g.offsets[topic] = {}
+            ps[partition] = pending.value
+            # other open transactions' earlier offsets of this partition now lose to this one
+            tp = (topic, partition)
+            for pid in state.open_txns.get(gid, ()):
+                other = state.pending_txn.get(pid, {}).get(gid, {}).get(tp)
+                if other is not None and other.seq < pending.seq:
+                    other.superseded = True
+
+
+# ---------------------------------------------------------------- queries
+
+
+def has_pending(state: ShardState, group_id: str, topic: str, partition: int) -> bool:
+    """Kafka's hasPendingTransactionalOffsets: an open transaction holds an offset of this partition."""
+    tp = (topic, partition)
+    for pid in state.open_txns.get(group_id, ()):
+        offsets = state.pending_txn.get(pid, {}).get(group_id)
+        if offsets is not None and tp in offsets:
+            return True
+    return False
+
+
+def pending_partitions(state: ShardState, group_id: str) -> set[tuple[str, int]]:
+    out: set[tuple[str, int]] = set()
+    for pid in state.open_txns.get(group_id, ()):
+        out.update(state.pending_txn.get(pid, {}).get(group_id, {}))
+    return out
+
+
+def pending_offsets(state: ShardState, group_id: str) -> dict[int, dict[tuple[str, int], Any]]:
+    """Producer id -> (topic, partition) -> PendingOffset of the group's open transactions (for tests, tools)."""
+    return {
+        pid: dict(state.pending_txn.get(pid, {}).get(group_id, {}))
+        for pid in sorted(state.open_txns.get(group_id, ()))
+    }
