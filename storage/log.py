@@ -390,11 +390,13 @@ class Log:
             return base, base + last_delta
 
     def append_records(
-        self, records: Sequence[tuple[bytes | None, bytes | None]], timestamp_ms: int | None = None
+        self, records: Sequence[tuple[bytes | None, bytes | None]], timestamp_ms: int | None = None,
+        *, producer_id: int = -1, producer_epoch: int = -1, attributes: int = 0,
     ) -> tuple[int, int]:
-        """A batch of these records, built here: it needs none of ``append``'s checks of a stranger's."""
+        """A batch of these records, built here: it needs none of ``append``'s checks of a stranger's.
+        A producer id and the TRANSACTIONAL attribute make it a transaction's batch."""
         ts = self.now_ms() if timestamp_ms is None else timestamp_ms
-        buf = build_batch(records, timestamp_ms=ts, mutable=True)
+        buf = build_batch(records, timestamp_ms=ts, mutable=True, producer_id=producer_id, producer_epoch=producer_epoch, attributes=attributes)
         size = len(buf)
         if size > self.config.max_message_bytes or size > self.config.segment_bytes:
             return self.append(buf)  # raises RecordTooLarge, naming the limits
