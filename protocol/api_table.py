@@ -39,6 +39,8 @@ _SPECS = (
     ApiSpec(20, "DeleteTopics", 1, 6),
     ApiSpec(21, "DeleteRecords", 0, 2),
     ApiSpec(22, "InitProducerId", 0, 4),
+    # not v5: it belongs to transactions v2 (KIP-890), which groupd does not advertise
+    ApiSpec(28, "TxnOffsetCommit", 0, 4),
     ApiSpec(29, "DescribeAcls", 1, 3),
     ApiSpec(30, "CreateAcls", 1, 3),
     ApiSpec(31, "DeleteAcls", 1, 3),

@@ -17,7 +17,14 @@ from coordinator import shard
 from coordinator.api import Result
 from coordinator.records import OffsetCommitKey, encode_key, encode_value
 from coordinator.service import replay_walked
-from storage.batch import TRANSACTIONAL, TransactionalBatch, TxnWalk, build_batch, build_control_batch, collect_latest
+from storage.batch import (
+    TRANSACTIONAL,
+    TransactionalBatch,
+    TxnWalk,
+    build_batch,
+    build_control_batch,
+    collect_latest,
+)
 
 from .harness import Core
 
@@ -66,9 +73,7 @@ def pending(state: shard.ShardState) -> dict:
 
 def random_history(rng: random.Random, n: int, tombstones: bool) -> Core:
     c = Core()
-    value = 0
-    for _ in range(n):
-        value += 1
+    for value in range(1, n + 1):
         g, t, p = rng.choice(KEYS)
         op = rng.random()
         if op < 0.3:
