@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from coordinator import errors as E
 from coordinator.api import (
+    CommitPartition,
     DeleteGroupResponse,
     FetchedOffset,
     GroupConfig,
@@ -28,7 +29,6 @@ from coordinator.api import (
 from coordinator.classic import validate_member
 from coordinator.group import COMPLETING, CONSUMER, DEAD, EMPTY, PREPARING, STABLE, Group
 from coordinator.records import GroupMetadataKey, OffsetCommitKey, OffsetCommitValue
-from coordinator.txn_offsets import has_pending, pending_partitions
 
 if TYPE_CHECKING:
     from coordinator.shard import ShardState
@@ -53,21 +53,45 @@ def _commit_error(state: ShardState, req: OffsetCommit, now: int) -> tuple[int, 
             return E.NONE, g
         # Kafka answers GROUP_ID_NOT_FOUND from OffsetCommit v9; older clients keep ILLEGAL_GENERATION.
         return (E.GROUP_ID_NOT_FOUND if req.version >= 9 else E.ILLEGAL_GENERATION), None
+    err = validate_offset_commit(g, req.member_id, req.group_instance_id, gen, transactional=False)
+    return (err, None) if err else (E.NONE, g)
+
+
+def validate_offset_commit(g: Group, member_id: str, instance_id: str | None, generation: int, *, transactional: bool) -> int:
+    """Kafka's ClassicGroup.validateOffsetCommit: a TxnOffsetCommit (``transactional``) skips the rule
+    that a commit without member and generation needs an Empty group, and the CompletingRebalance one."""
     if g.state == DEAD:
-        return E.COORDINATOR_NOT_AVAILABLE, None
-    if gen < 0 and g.state == EMPTY:
-        return E.NONE, g
-    if gen >= 0 or req.member_id or req.group_instance_id is not None:
-        err = validate_member(g, req.member_id, req.group_instance_id)
+        return E.COORDINATOR_NOT_AVAILABLE
+    if generation < 0 and g.state == EMPTY:
+        return E.NONE
+    if generation >= 0 or member_id or instance_id is not None:
+        err = validate_member(g, member_id, instance_id)
         if err:
-            return err, None
-        if gen != g.generation:
-            return E.ILLEGAL_GENERATION, None
-    else:
-        return E.UNKNOWN_MEMBER_ID, None
-    if g.state == COMPLETING:
-        return E.REBALANCE_IN_PROGRESS, None
-    return E.NONE, g
+            return err
+        if generation != g.generation:
+            return E.ILLEGAL_GENERATION
+    elif not transactional:
+        return E.UNKNOWN_MEMBER_ID
+    if not transactional and g.state == COMPLETING:
+        return E.REBALANCE_IN_PROGRESS
+    return E.NONE
+
+
+def commit_records(gid: str, partitions: tuple[CommitPartition, ...], now: int, expire: int, cfg: GroupConfig) -> tuple[list[tuple[OffsetCommitKey, OffsetCommitValue]], tuple[PartitionError, ...]]:
+    """One OffsetCommit record per partition whose metadata fits ``offset.metadata.max.bytes`` (Java
+    String.length(), null stored as ""), and each partition's answer."""
+    limit = cfg.offset_metadata_max_bytes
+    records = []
+    parts_out = []
+    for p in partitions:
+        meta = p.metadata if p.metadata is not None else ""
+        if len(meta) > limit // 2 and utf16_length(meta) > limit:
+            parts_out.append(PartitionError(p.topic, p.partition, E.OFFSET_METADATA_TOO_LARGE))
+            continue
+        ts = now if p.commit_timestamp == -1 else p.commit_timestamp
+        records.append((OffsetCommitKey(gid, p.topic, p.partition), OffsetCommitValue(p.offset, meta, ts, p.leader_epoch, expire)))
+        parts_out.append(PartitionError(p.topic, p.partition, E.NONE))
+    return records, tuple(parts_out)
 
 
 def offset_commit(state: ShardState, req: OffsetCommit, token: Token, now: int, cfg: GroupConfig) -> Result:
@@ -82,35 +106,13 @@ def offset_commit(state: ShardState, req: OffsetCommit, token: Token, now: int, 
         if m is not None:
             m.hb_deadline = now + m.session_timeout
             timers = (TimerOp(("hb", g.group_id, m.member_id), m.hb_deadline),)
-    limit = cfg.offset_metadata_max_bytes
     expire = now + req.retention_time_ms if req.retention_time_ms != -1 else -1
-    gid = req.group_id
-    records = []
-    parts_out = []
-    for p in req.partitions:
-        meta = p.metadata if p.metadata is not None else ""
-        if len(meta) > limit // 2 and utf16_length(meta) > limit:
-            parts_out.append(PartitionError(p.topic, p.partition, E.OFFSET_METADATA_TOO_LARGE))
-            continue
-        records.append(
-            (
-                OffsetCommitKey(gid, p.topic, p.partition),
-                OffsetCommitValue(
-                    p.offset,
-                    meta,
-                    now if p.commit_timestamp == -1 else p.commit_timestamp,
-                    p.leader_epoch,
-                    expire,
-                ),
-            )
-        )
-        parts_out.append(PartitionError(p.topic, p.partition, E.NONE))
-    parts = tuple(parts_out)
+    records, parts = commit_records(req.group_id, req.partitions, now, expire, cfg)
     response = ((token, OffsetCommitResponse(parts)),)
     if not records:
         return Result(responses=response, timers=timers, replay=False)
     g.pending_commits += len(records)
-    return Result(tuple(records), response, timers, ("commit", gid, token, parts, len(records)), True)
+    return Result(tuple(records), response, timers, ("commit", req.group_id, token, parts, len(records)), True)
 
 
 def commit_failed(state: ShardState, ref: tuple[Any, ...], error: int) -> Result:
@@ -121,6 +123,23 @@ def commit_failed(state: ShardState, ref: tuple[Any, ...], error: int) -> Result
     err = E.offset_write_error(error)
     mapped = tuple(PartitionError(p.topic, p.partition, err) for p in parts)
     return Result(responses=((token, OffsetCommitResponse(mapped)),), replay=False)
+
+
+def has_pending(state: ShardState, group_id: str, topic: str, partition: int) -> bool:
+    """Kafka's hasPendingTransactionalOffsets: an open transaction holds an offset of this partition."""
+    tp = (topic, partition)
+    for pid in state.open_txns.get(group_id, ()):
+        offsets = state.pending_txn.get(pid, {}).get(group_id)
+        if offsets is not None and tp in offsets:
+            return True
+    return False
+
+
+def pending_partitions(state: ShardState, group_id: str) -> set[tuple[str, int]]:
+    out: set[tuple[str, int]] = set()
+    for pid in state.open_txns.get(group_id, ()):
+        out.update(state.pending_txn.get(pid, {}).get(group_id, {}))
+    return out
 
 
 def offset_fetch(state: ShardState, req: OffsetFetch, now: int) -> OffsetFetchResponse:

@@ -41,6 +41,7 @@ from coordinator.offsets import (
     delete_group,
     expire_failed,
     expire_offsets,
+    has_pending,
     offset_commit,
     offset_delete,
     offset_fetch,
@@ -58,7 +59,6 @@ from coordinator.records import (
 from coordinator.txn_offsets import (
     PendingOffset,
     end_transaction,
-    has_pending,
     on_plain_offset,
     replay_marker,
     replay_txn_offset,

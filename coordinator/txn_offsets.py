@@ -23,9 +23,9 @@ from coordinator.api import (
     Token,
     TxnOffsetCommit,
 )
-from coordinator.classic import validate_member
-from coordinator.group import DEAD, EMPTY, Group
-from coordinator.records import OffsetCommitKey, OffsetCommitValue
+from coordinator.group import Group
+from coordinator.offsets import commit_records, validate_offset_commit
+from coordinator.records import OffsetCommitValue
 
 if TYPE_CHECKING:
     from coordinator.shard import ShardState
@@ -51,53 +51,30 @@ def _txn_commit_error(state: ShardState, req: TxnOffsetCommit, now: int) -> tupl
     if not req.group_id:
         return E.INVALID_GROUP_ID, None
     g = state.groups.get(req.group_id)
-    gen = req.generation_id
     if g is None:
-        if gen < 0:
+        if req.generation_id < 0:
             g = Group(req.group_id, now)  # a simple group, as for OffsetCommit
             state.groups[req.group_id] = g
             return E.NONE, g
         return E.ILLEGAL_GENERATION, None  # whatever the version (no GROUP_ID_NOT_FOUND here)
-    if g.state == DEAD:
-        return E.COORDINATOR_NOT_AVAILABLE, None
-    if gen < 0 and g.state == EMPTY:
-        return E.NONE, g
-    if gen >= 0 or req.member_id or req.group_instance_id is not None:
-        err = validate_member(g, req.member_id, req.group_instance_id)
-        if err:
-            return err, None
-        if gen != g.generation:
-            return E.ILLEGAL_GENERATION, None
-    # no member (v0-2 clients) in a non-Empty group, and CompletingRebalance: both accepted
-    return E.NONE, g
+    err = validate_offset_commit(g, req.member_id, req.group_instance_id, req.generation_id, transactional=True)
+    return (err, None) if err else (E.NONE, g)
 
 
 def txn_offset_commit(state: ShardState, req: TxnOffsetCommit, token: Token, now: int, cfg: GroupConfig) -> Result:
+    """The records of an OffsetCommit, without an expire timestamp, as the producer's batch; no member's
+    session is touched (Kafka's commitTransactionalOffset does not reschedule heartbeats)."""
     err, g = _txn_commit_error(state, req, now)
     if err or g is None:
         parts = tuple(PartitionError(p.topic, p.partition, err) for p in req.partitions)
         return Result(responses=((token, OffsetCommitResponse(parts)),), replay=False)
-    from coordinator.offsets import utf16_length
-
-    limit = cfg.offset_metadata_max_bytes
-    gid = req.group_id
-    records = []
-    parts_out = []
-    for p in req.partitions:
-        meta = p.metadata if p.metadata is not None else ""
-        if len(meta) > limit // 2 and utf16_length(meta) > limit:
-            parts_out.append(PartitionError(p.topic, p.partition, E.OFFSET_METADATA_TOO_LARGE))
-            continue
-        # no retention: a transactional commit never carries an expire timestamp
-        records.append((OffsetCommitKey(gid, p.topic, p.partition), OffsetCommitValue(p.offset, meta, now, p.leader_epoch, -1)))
-        parts_out.append(PartitionError(p.topic, p.partition, E.NONE))
-    parts = tuple(parts_out)
+    records, parts = commit_records(req.group_id, req.partitions, now, -1, cfg)
     response = ((token, OffsetCommitResponse(parts)),)
     if not records:
         return Result(responses=response, replay=False)
     g.pending_commits += len(records)
     return Result(
-        tuple(records), response, (), ("commit", gid, token, parts, len(records)), True,
+        tuple(records), response, (), ("commit", req.group_id, token, parts, len(records)), True,
         producer=(req.producer_id, req.producer_epoch),
     )
 
@@ -187,23 +164,6 @@ def replay_marker(state: ShardState, producer_id: int, commit: bool, now: int) -
 
 
 # ---------------------------------------------------------------- queries
-
-
-def has_pending(state: ShardState, group_id: str, topic: str, partition: int) -> bool:
-    """Kafka's hasPendingTransactionalOffsets: an open transaction holds an offset of this partition."""
-    tp = (topic, partition)
-    for pid in state.open_txns.get(group_id, ()):
-        offsets = state.pending_txn.get(pid, {}).get(group_id)
-        if offsets is not None and tp in offsets:
-            return True
-    return False
-
-
-def pending_partitions(state: ShardState, group_id: str) -> set[tuple[str, int]]:
-    out: set[tuple[str, int]] = set()
-    for pid in state.open_txns.get(group_id, ()):
-        out.update(state.pending_txn.get(pid, {}).get(group_id, {}))
-    return out
 
 
 def pending_offsets(state: ShardState, group_id: str) -> dict[int, dict[tuple[str, int], Any]]:

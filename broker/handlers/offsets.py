@@ -67,6 +67,15 @@ def _known_partitions(broker: Broker, req: Any) -> tuple[list[CommitPartition], 
     return partitions, unknown
 
 
+def _partition_errors(partitions: list[CommitPartition], payload: Any, error: BaseException | None) -> list[PartitionError]:
+    """A commit's answers: the core's, or the coordinator's refusal on every partition."""
+    if error is None:
+        return list(payload.partitions)
+    if isinstance(error, CoordinatorError):
+        return [PartitionError(p.topic, p.partition, error.code) for p in partitions]
+    raise error
+
+
 @handles(8)
 def offset_commit(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     partitions, unknown = _known_partitions(broker, req)
@@ -77,12 +86,7 @@ def offset_commit(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     )
 
     def finish(payload: Any, error: BaseException | None) -> Any:
-        if error is None:
-            errors = list(payload.partitions)
-        elif isinstance(error, CoordinatorError):
-            errors = [PartitionError(p.topic, p.partition, error.code) for p in partitions]
-        else:
-            raise error
+        errors = _partition_errors(partitions, payload, error)
         if broker.metrics is not None and partitions:
             broker.metrics.commit(len(partitions))
         return _commit_response(ctx, errors + unknown)
@@ -119,13 +123,7 @@ def txn_offset_commit(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     )
 
     def finish(payload: Any, error: BaseException | None) -> Any:
-        if error is None:
-            errors = list(payload.partitions)
-        elif isinstance(error, CoordinatorError):
-            errors = [PartitionError(p.topic, p.partition, error.code) for p in partitions]
-        else:
-            raise error
-        return _txn_commit_response(ctx, errors + unknown)
+        return _txn_commit_response(ctx, _partition_errors(partitions, payload, error) + unknown)
 
     return answered_later(broker, req.group_id, core.txn_offset_commit, request, finish)
 
