@@ -66,6 +66,7 @@ def replay_walked(state: core.ShardState, latest: dict[bytes, bytes | None], txn
     """Replay what a load's walk kept: the last value of every key, then the offsets of transactions
     without a marker yet (pending until complete_transaction). Returns how many are pending."""
     pending = txn.finish(latest)
+    state.producer_epochs.update(txn.epochs)
     replay, replay_offset = core.replay, core.replay_offset
     names: dict[bytes, tuple[str, str] | None] = {}
     for raw_key, raw_value in latest.items():
@@ -457,14 +458,22 @@ class GroupCoordinator:
         in the partition (every group's, as Kafka's marker does) are applied or dropped. It runs in
         the shard's order like any request of its groups, and with nothing pending it only writes the
         marker. The awaitable fails with CoordinatorError (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS,
-        KAFKA_STORAGE_ERROR) when the marker is not durable: the caller retries."""
+        KAFKA_STORAGE_ERROR) when the marker is not durable: the caller retries; with
+        INVALID_PRODUCER_EPOCH when the producer already wrote here with a newer epoch (nothing written)."""
         request = EndTxnMarker(producer_id, producer_epoch, commit)
         try:
-            return self.call(group_id, core.end_transaction, request)
+            answer = self.call(group_id, core.end_transaction, request)
         except CoordinatorError as exc:
             failed = self.loop.create_future()
             failed.set_exception(exc)
             return failed
+        return self._marker_written(answer)
+
+    @staticmethod
+    async def _marker_written(answer: Awaitable[Any]) -> None:
+        error = await answer
+        if error:
+            raise CoordinatorError(error)  # INVALID_PRODUCER_EPOCH: an older epoch than the producer's
 
     def has_pending_transactional_offsets(self, group_id: str) -> bool:
         """An open transaction holds offsets of the group (False where its partition is not loaded)."""

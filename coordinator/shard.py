@@ -96,7 +96,7 @@ __all__ = [
 class ShardState:
     """Groups (with their committed offsets) of one offsets partition."""
 
-    __slots__ = ("partition", "groups", "dropping", "pending_txn", "open_txns", "txn_seq")
+    __slots__ = ("partition", "groups", "dropping", "pending_txn", "open_txns", "txn_seq", "producer_epochs")
 
     def __init__(self, partition: int) -> None:
         self.partition = partition
@@ -110,19 +110,28 @@ class ShardState:
         self.pending_txn: dict[int, dict[str, dict[tuple[str, int], PendingOffset]]] = {}
         self.open_txns: dict[str, set[int]] = {}
         self.txn_seq = 0  # write order of transactional offsets
+        self.producer_epochs: dict[int, int] = {}  # the last epoch of each producer written here
 
 
 def replay_result(state: ShardState, result: Result, now: int) -> None:
     """A durable Result's records: plain ones, a producer's transactional batch, or a marker."""
     if result.marker is not None:
-        pid, _epoch, commit = result.marker
+        pid, epoch, commit = result.marker
+        _note_epoch(state, pid, epoch)
         replay_marker(state, pid, commit, now)
     producer = result.producer
+    if producer is not None:
+        _note_epoch(state, *producer)
     for key, value in result.records:
         if producer is not None and isinstance(key, OffsetCommitKey):
             replay_txn_offset(state, producer[0], key.group, key.topic, key.partition, value, now)  # type: ignore[arg-type]
         else:
             replay(state, key, value, now)
+
+
+def _note_epoch(state: ShardState, producer_id: int, epoch: int) -> None:
+    if epoch > state.producer_epochs.get(producer_id, -1):
+        state.producer_epochs[producer_id] = epoch
 
 
 def replay(state: ShardState, key: Key, value: Value | None, now: int) -> None:

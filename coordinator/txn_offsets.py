@@ -64,14 +64,18 @@ def _txn_commit_error(state: ShardState, req: TxnOffsetCommit, now: int) -> tupl
 def txn_offset_commit(state: ShardState, req: TxnOffsetCommit, token: Token, now: int, cfg: GroupConfig) -> Result:
     """The records of an OffsetCommit, without an expire timestamp, as the producer's batch; no member's
     session is touched (Kafka's commitTransactionalOffset does not reschedule heartbeats)."""
+    existed = req.group_id in state.groups
     err, g = _txn_commit_error(state, req, now)
     if err or g is None:
-        parts = tuple(PartitionError(p.topic, p.partition, err) for p in req.partitions)
-        return Result(responses=((token, OffsetCommitResponse(parts)),), replay=False)
+        return _failed(req, token, err)
     records, parts = commit_records(req.group_id, req.partitions, now, -1, cfg)
     response = ((token, OffsetCommitResponse(parts)),)
     if not records:
         return Result(responses=response, replay=False)
+    if _fenced(state, req.producer_id, req.producer_epoch):
+        if not existed:
+            del state.groups[req.group_id]  # the append failed: no simple group either
+        return _failed(req, token, E.INVALID_PRODUCER_EPOCH)
     g.pending_commits += len(records)
     return Result(
         tuple(records), response, (), ("commit", req.group_id, token, parts, len(records)), True,
@@ -79,8 +83,27 @@ def txn_offset_commit(state: ShardState, req: TxnOffsetCommit, token: Token, now
     )
 
 
+def _failed(req: TxnOffsetCommit, token: Token, error: int) -> Result:
+    parts = tuple(PartitionError(p.topic, p.partition, error) for p in req.partitions)
+    return Result(responses=((token, OffsetCommitResponse(parts)),), replay=False)
+
+
+def _fenced(state: ShardState, producer_id: int, producer_epoch: int) -> bool:
+    """Kafka's log refuses a producer's batch or marker whose epoch is below the last it appended for that
+    producer (ProducerAppendInfo.checkProducerEpoch: INVALID_PRODUCER_EPOCH); otherwise the epoch is
+    now the producer's."""
+    known = state.producer_epochs.get(producer_id)
+    if known is not None and producer_epoch < known:
+        return True
+    state.producer_epochs[producer_id] = producer_epoch
+    return False
+
+
 def end_transaction(state: ShardState, req: EndTxnMarker, token: Token, now: int, cfg: GroupConfig) -> Result:
-    """Write the producer's marker; its offsets are applied or dropped when the marker is replayed."""
+    """Write the producer's marker; its offsets are applied or dropped when the marker is replayed. The
+    payload is None, or INVALID_PRODUCER_EPOCH for a marker older than the producer's epoch (not written)."""
+    if _fenced(state, req.producer_id, req.producer_epoch):
+        return Result(responses=((token, E.INVALID_PRODUCER_EPOCH),), replay=False)
     return Result(
         responses=((token, None),), write_ref=("marker", token),
         marker=(req.producer_id, req.producer_epoch, req.commit),

@@ -489,11 +489,14 @@ class TxnWalk:
         self.held: list[tuple[bytes, _Held]] = []
         self.seq = 0
         self.batches = 0
+        self.epochs: dict[int, int] = {}  # the last epoch of each producer with transactional batches
 
     def batch(self, batch: memoryview, latest: dict[bytes, Any]) -> None:
         self.batches += 1
         header = parse_header(batch, 0)
         producer_id = header.producer_id
+        if header.producer_epoch > self.epochs.get(producer_id, -1):
+            self.epochs[producer_id] = header.producer_epoch
         if header.is_control:
             kind = control_marker(batch, header)
             if kind is not None:

@@ -11,6 +11,7 @@ import shutil
 import pytest
 
 from broker.app import Broker
+from coordinator.service import CoordinatorError
 from tests.conftest import broker_config
 from tests.harness import BrokerProcess, WireClient
 from tests.wire.test_groups import start_broker, wait_loaded
@@ -37,8 +38,8 @@ async def test_pending_offsets_survive_sigkill_then_commit_and_abort_apply(tmp_p
     proc.start()
     try:
         c = await WireClient.connect(proc.port)
-        assert errors(await c.call(28, 3, txn_body(3, "ga", "t", [(0, 10), (1, 11)], producer_id=1))) == [("t", 0, 0), ("t", 1, 0)]
-        assert errors(await c.call(28, 3, txn_body(3, "gb", "t", [(0, 20)], producer_id=2))) == [("t", 0, 0)]
+        assert errors(await c.call(28, 3, txn_body(3, "ga", "t", [(0, 10), (1, 11)], producer_id=1, epoch=0))) == [("t", 0, 0), ("t", 1, 0)]
+        assert errors(await c.call(28, 3, txn_body(3, "gb", "t", [(0, 20)], producer_id=2, epoch=0))) == [("t", 0, 0)]
         await c.close()
         proc.kill()  # acknowledged, no marker yet
         proc.start()
@@ -75,7 +76,7 @@ async def test_a_marker_durable_before_a_crash_is_honoured_after_it(tmp_path):
     b.create_topic("t", 2, {})
     try:
         c = await WireClient.connect(b.port)
-        await c.call(28, 3, txn_body(3, "g", "t", [(0, 5)], producer_id=9))
+        await c.call(28, 3, txn_body(3, "g", "t", [(0, 5)], producer_id=9, epoch=0))
         await b.coordinator.complete_transaction("g", 9, 0, True)
         await c.call(28, 3, txn_body(3, "g", "t", [(1, 6)], producer_id=9, epoch=1))  # the next transaction: open
         await c.close()
@@ -87,6 +88,9 @@ async def test_a_marker_durable_before_a_crash_is_honoured_after_it(tmp_path):
     try:
         await wait_loaded(b)
         assert await fetch(b.port, "g") == [(5, 0), (-1, UNSTABLE)]
+        with pytest.raises(CoordinatorError) as info:  # the producer's epoch came back with the load
+            await b.coordinator.complete_transaction("g", 9, 0, False)
+        assert info.value.code == 47
         await b.coordinator.complete_transaction("g", 9, 1, False)
         assert await fetch(b.port, "g") == [(5, 0), (-1, 0)]
     finally:

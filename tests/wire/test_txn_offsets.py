@@ -177,3 +177,23 @@ async def test_complete_transaction_fails_where_the_group_is_not_ours(tmp_path):
         assert info.value.code == ErrorCode.not_coordinator
     finally:
         await b.stop()
+
+
+async def test_an_older_epoch_is_fenced_on_the_wire_and_in_complete_transaction(tmp_path):
+    from coordinator.service import CoordinatorError
+
+    b = await start_broker(tmp_path)
+    b.create_topic("t", 1, {})
+    try:
+        c = await WireClient.connect(b.port)
+        assert errors(await c.call(28, 3, txn_body(3, "cg", "t", [(0, 1)], producer_id=8, epoch=3))) == [("t", 0, 0)]
+        assert errors(await c.call(28, 3, txn_body(3, "cg", "t", [(0, 1)], producer_id=8, epoch=2))) == [("t", 0, ErrorCode.invalid_producer_epoch)]
+        with pytest.raises(CoordinatorError) as info:
+            await b.coordinator.complete_transaction("cg", 8, 2, True)
+        assert info.value.code == ErrorCode.invalid_producer_epoch
+        assert b.coordinator.has_pending_transactional_offsets("cg")
+        await b.coordinator.complete_transaction("cg", 8, 3, True)
+        assert fetched(await c.call(9, 7, stable_fetch_body("cg", "t", [0]))) == [(1, 0)]
+        await c.close()
+    finally:
+        await b.stop()

@@ -273,3 +273,19 @@ def test_group_metadata_tombstone_leaves_pending_offsets_alone():
     shard.replay(c.state, GroupMetadataKey("g"), None, c.now)
     c.end_txn()
     assert offsets(c)[0] == (42, 0)
+
+
+def test_an_older_producer_epoch_is_fenced():
+    # Kafka's log refuses a batch or marker below the producer's last epoch there (ProducerAppendInfo
+    # .checkProducerEpoch -> INVALID_PRODUCER_EPOCH, 47); the group checks come first
+    c = Core()
+    assert errors(c.txn_commit(("t", 0, 1), producer=5, epoch=3)) == [0]
+    n = len(c.log)
+    assert errors(c.txn_commit(("t", 0, 2), ("t", 1, 3, "x" * 5000), producer=5, epoch=2, group="new")) == [47, 47]
+    assert "new" not in c.state.groups and len(c.log) == n
+    assert errors(c.txn_commit(("t", 0, 2), producer=5, epoch=2, group="x", generation=1, member_id="m")) == [22]
+    assert c.end_txn(producer=5, epoch=2) == 47 and len(c.log) == n
+    assert c.end_txn(producer=5, epoch=4) is None  # a bumped epoch (the coordinator's abort on timeout)
+    assert errors(c.txn_commit(("t", 0, 2), producer=5, epoch=3)) == [47]
+    assert errors(c.txn_commit(("t", 0, 2), producer=5, epoch=4)) == [0]
+    assert errors(c.txn_commit(("t", 0, 2), producer=6, epoch=0)) == [0]  # epochs are per producer

@@ -81,9 +81,9 @@ def random_history(rng: random.Random, n: int, tombstones: bool) -> Core:
         elif op < 0.4 and tombstones:
             c.apply(Result(records=((OffsetCommitKey(g, t, p), None),)))
         elif op < 0.75:
-            c.txn_commit((t, p, value), group=g, producer=rng.choice(PRODUCERS))
+            c.txn_commit((t, p, value), group=g, producer=rng.choice(PRODUCERS), epoch=rng.choice((0, 0, 0, 1)) + value // 30)
         else:
-            c.end_txn(producer=rng.choice(PRODUCERS), commit=rng.random() < 0.6)
+            c.end_txn(producer=rng.choice(PRODUCERS), commit=rng.random() < 0.6, epoch=value // 30)
     return c
 
 
@@ -110,6 +110,7 @@ def test_load_equals_runtime(seed: int) -> None:
             # where the runtime keeps it superseded: neither is ever applied
             assert pending(loaded) == pending(c.state)
         assert set(loaded.open_txns) <= set(c.state.open_txns)
+        assert loaded.producer_epochs == c.state.producer_epochs
 
 
 def test_a_walk_without_txn_refuses_transactional_batches() -> None:
