@@ -273,4 +273,7 @@ def unload(state: ShardState) -> Result:
                 responses.append((m.sync_token, SyncGroupResponse(E.NOT_COORDINATOR)))
         g.state = "Dead"
     state.groups.clear()
+    state.pending_txn.clear()  # a later load brings them back from the log
+    state.open_txns.clear()
+    state.producer_epochs.clear()
     return Result(responses=tuple(responses), replay=False)

@@ -289,3 +289,10 @@ def test_an_older_producer_epoch_is_fenced():
     assert errors(c.txn_commit(("t", 0, 2), producer=5, epoch=3)) == [47]
     assert errors(c.txn_commit(("t", 0, 2), producer=5, epoch=4)) == [0]
     assert errors(c.txn_commit(("t", 0, 2), producer=6, epoch=0)) == [0]  # epochs are per producer
+
+
+def test_unload_drops_pending_offsets_with_the_groups():
+    c = Core()
+    c.txn_commit(("t", 0, 1))
+    c.apply(shard.unload(c.state))
+    assert not c.state.pending_txn and not c.state.open_txns and not c.state.producer_epochs
