@@ -449,7 +449,7 @@ def collect_latest(buf: bytes | memoryview, latest: dict[bytes, bytes | None], t
             if attributes & TRANSACTIONAL:
                 if txn is None:
                     raise TransactionalBatch(f"transactional batch at position {pos}")
-                txn.batch(memoryview(data)[pos:batch_end], latest)
+                txn.batch(data, pos, batch_end, latest)
         else:
             records = _decompress(attributes & 0x07, data[pos + BATCH_OVERHEAD : batch_end])
             _collect_records(records, 0, len(records), count, latest)
@@ -464,6 +464,10 @@ class TransactionalBatch(Exception):
 
 _ABSENT = object()  # no value for the key before a transaction's write
 _OFFSET_KEY_TYPES = (b"\x00\x00", b"\x00\x01")  # __consumer_offsets offset-commit keys (types 0 and 1)
+
+
+_COMMIT_TYPE = _CONTROL_KEY.pack(0, COMMIT_MARKER)[2:]
+_MARKER_TYPES = (_COMMIT_TYPE, _CONTROL_KEY.pack(0, ABORT_MARKER)[2:])  # a control key's type, after its version
 
 
 class _Held:
@@ -486,28 +490,41 @@ class TxnWalk:
 
     def __init__(self) -> None:
         self.open: dict[int, dict[bytes, tuple[_Held, int, bytes]]] = {}  # producer -> key -> write
-        self.held: list[tuple[bytes, _Held]] = []
+        self.held: dict[int, tuple[bytes, _Held]] = {}  # holders still in ``latest``, by id
         self.seq = 0
         self.batches = 0
         self.epochs: dict[int, int] = {}  # the last epoch of each producer with transactional batches
 
-    def batch(self, batch: memoryview, latest: dict[bytes, Any]) -> None:
+    def batch(self, data: bytes, pos: int, end: int, latest: dict[bytes, Any]) -> None:
+        """The transactional batch at ``data[pos:end]``."""
         self.batches += 1
-        header = parse_header(batch, 0)
+        header = parse_header(data, pos)
         producer_id = header.producer_id
         if header.producer_epoch > self.epochs.get(producer_id, -1):
             self.epochs[producer_id] = header.producer_epoch
-        if header.is_control:
-            kind = control_marker(batch, header)
+        if header.is_control and header.attributes & 0x07:  # compressed: not as Kafka writes markers
+            kind = control_marker(memoryview(data)[pos:end], header)
             if kind is not None:
                 self.marker(producer_id, kind == COMMIT_MARKER, latest)
             return
-        for rec in iter_records(batch, header):
-            key = rec.key
-            if key is None:
-                continue
-            key = bytes(key)
-            value = None if rec.value is None else bytes(rec.value)
+        if header.is_control:
+            first: dict[bytes, bytes | None] = {}
+            _collect_records(data, pos + BATCH_OVERHEAD, end, min(header.record_count, 1), first)
+            for key in first:
+                if len(key) >= 4 and key[2:4] in _MARKER_TYPES:
+                    self.marker(producer_id, key[2:4] == _COMMIT_TYPE, latest)
+            return
+        records: Any = None
+        if not header.attributes & 0x07:
+            # the fast walk's reader, when no key repeats in the batch (then the last record of each
+            # key is the whole story)
+            found: dict[bytes, bytes | None] = {}
+            _collect_records(data, pos + BATCH_OVERHEAD, end, header.record_count, found)
+            if len(found) == header.record_count:
+                records = found.items()
+        if records is None:
+            records = [(bytes(r.key), None if r.value is None else bytes(r.value)) for r in iter_records(memoryview(data)[pos:end], header) if r.key is not None]
+        for key, value in records:
             if value is None or key[:2] not in _OFFSET_KEY_TYPES:
                 latest[key] = value  # a tombstone or another record acts at once, as a plain one
                 continue
@@ -518,7 +535,7 @@ class TxnWalk:
         if type(held) is not _Held:
             held = _Held(held)
             latest[key] = held
-            self.held.append((key, held))
+            self.held[id(held)] = (key, held)
         self.seq += 1
         writes = self.open.setdefault(producer_id, {})
         old = writes.get(key)
@@ -539,6 +556,7 @@ class TxnWalk:
                 held.base, held.base_seq = value, seq
             if not held.writes:
                 _settle(latest, key, held)
+                del self.held[id(held)]
 
     def finish(self, latest: dict[bytes, Any]) -> list[tuple[int, bytes, bytes, bool]]:
         """Open writes as (producer id, key, value, superseded) in write order; ``latest`` then holds
@@ -551,7 +569,7 @@ class TxnWalk:
                     pending.append((seq, producer_id, key, value, seq < held.base_seq))
                 elif now is not None and now is not _ABSENT:
                     pending.append((seq, producer_id, key, value, True))
-        for key, held in self.held:
+        for key, held in self.held.values():
             if latest.get(key) is held:
                 _settle(latest, key, held)
         self.open.clear()

@@ -15,7 +15,7 @@ import pytest
 
 from coordinator import shard
 from coordinator.api import Result
-from coordinator.records import OffsetCommitKey, encode_key, encode_value
+from coordinator.records import OffsetCommitKey, OffsetCommitValue, encode_key, encode_value
 from coordinator.service import replay_walked
 from storage.batch import (
     TRANSACTIONAL,
@@ -125,3 +125,38 @@ def test_markers_never_reach_latest_and_other_control_batches_are_skipped() -> N
     marker = bytes(build_control_batch(9, 0, True, timestamp_ms=0))
     assert collect_latest(control + marker, latest, TxnWalk()) == 2
     assert latest == {}
+
+
+def _gzipped(plain: bytes) -> bytes:
+    """The batch with its records gzip-compressed (attributes keep their other bits)."""
+    import gzip
+    import struct
+
+    from crc32c import crc32c
+
+    from storage.batch import BATCH_OVERHEAD
+
+    buf = bytearray(plain[:BATCH_OVERHEAD] + gzip.compress(plain[BATCH_OVERHEAD:]))
+    struct.pack_into(">i", buf, 8, len(buf) - 12)
+    struct.pack_into(">h", buf, 21, struct.unpack_from(">h", buf, 21)[0] | 1)
+    struct.pack_into(">I", buf, 17, crc32c(bytes(buf[21:])))
+    return bytes(buf)
+
+
+@pytest.mark.parametrize("compress", [False, True])
+def test_repeated_keys_and_tombstones_inside_one_transactional_batch(compress: bool) -> None:
+    # a transactional tombstone acts at once (Kafka's replay: a null value is a tombstone whatever the
+    # producer); the last write of a key in the batch is the pending one
+    k = encode_key(OffsetCommitKey("g", "t", 0))
+    j = encode_key(OffsetCommitKey("g", "t", 1))
+    v = [encode_value(OffsetCommitValue(i, "", 0)) for i in range(4)]
+    wrap = _gzipped if compress else bytes
+    log = (
+        build_batch([(k, v[0]), (j, v[0])], timestamp_ms=0)
+        + wrap(build_batch([(k, None), (k, v[1]), (j, v[2]), (j, v[3])], timestamp_ms=0, producer_id=5, producer_epoch=0, attributes=TRANSACTIONAL))
+    )
+    state = load([log], 1)
+    assert committed(state) == {("g", "t", 1): 0}  # the tombstone removed partition 0's offset
+    assert pending(state) == {(5, "g", ("t", 0)): (1, False), (5, "g", ("t", 1)): (3, False)}
+    marker = wrap(bytes(build_control_batch(5, 0, True, timestamp_ms=0)))
+    assert committed(load([log, marker], 1)) == {("g", "t", 0): 1, ("g", "t", 1): 3}
