@@ -312,7 +312,10 @@ class GroupCoordinator:
         first (a later record supersedes an earlier one), and only the survivors are decoded and
         replayed. Their order does not matter (an offset creates its group if needed, group metadata
         keeps the offsets of the group it replaces, a group tombstone leaves live offsets their
-        group): tests/unit/coordinator/test_replay.py checks it over random histories.
+        group): tests/unit/coordinator/test_replay.py checks it over random histories. Transactional
+        batches and markers are followed in log order by a TxnWalk (storage/batch.py), which leaves
+        in ``latest`` what readers see; the offsets of transactions still open are replayed last, as
+        pending (tests/unit/coordinator/test_txn_replay.py checks load against runtime).
         """
         txn = TxnWalk()
         latest = await self._collect(shard, txn)
