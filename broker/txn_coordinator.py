@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from coordinator import transactions as T
 from coordinator.partitioning import OFFSETS_TOPIC
+from coordinator.service import CoordinatorError
 from protocol.errors import ErrorCode
 from storage.batch import iter_records
 from storage.errors import StorageError
@@ -205,16 +206,22 @@ class TransactionCoordinator:
             if lg is not None:
                 logs.append(lg)
         coordinator = self.broker.coordinator
-        pending = getattr(coordinator, "groups_with_pending_transaction", None)  # TEMP until txoff lands
-        groups = set(prepared.groups) | (set(pending(pid)) if pending else set())
-        await asyncio.gather(
-            *(partitions.committer.durable(lg) for lg in {id(lg): lg for lg in logs}.values()),
-            *(coordinator.complete_transaction(g, pid, epoch, commit) for g in sorted(groups)),
-        )
+        # one marker per offsets partition ends the producer's pending offsets of all its groups there;
+        # after a restart the groups come from the offsets store's pending transactional offsets
+        by_partition: dict[int, str] = {}
+        for group in (*sorted(prepared.groups), *coordinator.groups_with_pending_transaction(pid)):
+            by_partition.setdefault(coordinator.partition_for(group), group)
+        try:
+            await asyncio.gather(
+                *(partitions.committer.durable(lg) for lg in {id(lg): lg for lg in logs}.values()),
+                *(coordinator.complete_transaction(g, pid, epoch, commit) for g in by_partition.values()),
+            )
+        except CoordinatorError as exc:
+            raise StorageError(f"transaction marker for groups not written: error {exc.code}") from exc
         await self._persist(T.complete(prepared, _now()))
         self.broker.metrics.transaction_ended(why)
         log.info("transactional id %s: %s (producer %d epoch %d, %d partitions, %d groups)",
-                 prepared.transactional_id, "committed" if commit else "aborted", pid, epoch, len(logs), len(groups))
+                 prepared.transactional_id, "committed" if commit else "aborted", pid, epoch, len(logs), len(by_partition))
 
     async def _finish_guarded(self, prepared: T.Txn, why: str | None = None) -> None:
         """Finish a transaction found PrepareCommit/PrepareAbort (at start-up, or after a failed write)."""

@@ -121,6 +121,32 @@ class OffsetFetch:
 
 
 @_value
+class TxnOffsetCommit:
+    """TxnOffsetCommit (api 28): OffsetCommit's partitions, written as the producer's transactional batch.
+    v0-2 carry no member: generation -1, member "" and no instance id."""
+
+    transactional_id: str
+    group_id: str
+    producer_id: int
+    producer_epoch: int
+    generation_id: int
+    member_id: str
+    group_instance_id: str | None
+    partitions: tuple[CommitPartition, ...]
+    version: int
+
+
+@_value
+class EndTxnMarker:
+    """A transaction marker for this offsets partition: the producer's pending offsets are applied
+    (commit) or dropped (abort) once it is durable."""
+
+    producer_id: int
+    producer_epoch: int
+    commit: bool
+
+
+@_value
 class OffsetDelete:
     group_id: str
     partitions: tuple[tuple[str, int], ...]
@@ -262,6 +288,10 @@ class Result:
     # error, now)`` instead of sending ``responses``: Kafka maps the failure into each answer itself.
     write_ref: Any = None
     replay: bool = True  # offsets records are replayed after the write; classic group metadata is not
+    # (producer id, producer epoch): ``records`` are one transactional batch of that producer (TxnOffsetCommit)
+    producer: tuple[int, int] | None = None
+    # (producer id, producer epoch, commit): a transaction marker is written instead of records
+    marker: tuple[int, int, bool] | None = None
 
 
 EMPTY = Result()

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from coordinator import errors as E
 from coordinator.api import (
+    CommitPartition,
     DeleteGroupResponse,
     FetchedOffset,
     GroupConfig,
@@ -52,21 +53,45 @@ def _commit_error(state: ShardState, req: OffsetCommit, now: int) -> tuple[int, 
             return E.NONE, g
         # Kafka answers GROUP_ID_NOT_FOUND from OffsetCommit v9; older clients keep ILLEGAL_GENERATION.
         return (E.GROUP_ID_NOT_FOUND if req.version >= 9 else E.ILLEGAL_GENERATION), None
+    err = validate_offset_commit(g, req.member_id, req.group_instance_id, gen, transactional=False)
+    return (err, None) if err else (E.NONE, g)
+
+
+def validate_offset_commit(g: Group, member_id: str, instance_id: str | None, generation: int, *, transactional: bool) -> int:
+    """Kafka's ClassicGroup.validateOffsetCommit: a TxnOffsetCommit (``transactional``) skips the rule
+    that a commit without member and generation needs an Empty group, and the CompletingRebalance one."""
     if g.state == DEAD:
-        return E.COORDINATOR_NOT_AVAILABLE, None
-    if gen < 0 and g.state == EMPTY:
-        return E.NONE, g
-    if gen >= 0 or req.member_id or req.group_instance_id is not None:
-        err = validate_member(g, req.member_id, req.group_instance_id)
+        return E.COORDINATOR_NOT_AVAILABLE
+    if generation < 0 and g.state == EMPTY:
+        return E.NONE
+    if generation >= 0 or member_id or instance_id is not None:
+        err = validate_member(g, member_id, instance_id)
         if err:
-            return err, None
-        if gen != g.generation:
-            return E.ILLEGAL_GENERATION, None
-    else:
-        return E.UNKNOWN_MEMBER_ID, None
-    if g.state == COMPLETING:
-        return E.REBALANCE_IN_PROGRESS, None
-    return E.NONE, g
+            return err
+        if generation != g.generation:
+            return E.ILLEGAL_GENERATION
+    elif not transactional:
+        return E.UNKNOWN_MEMBER_ID
+    if not transactional and g.state == COMPLETING:
+        return E.REBALANCE_IN_PROGRESS
+    return E.NONE
+
+
+def commit_records(gid: str, partitions: tuple[CommitPartition, ...], now: int, expire: int, cfg: GroupConfig) -> tuple[list[tuple[OffsetCommitKey, OffsetCommitValue]], tuple[PartitionError, ...]]:
+    """One OffsetCommit record per partition whose metadata fits ``offset.metadata.max.bytes`` (Java
+    String.length(), null stored as ""), and each partition's answer."""
+    limit = cfg.offset_metadata_max_bytes
+    records = []
+    parts_out = []
+    for p in partitions:
+        meta = p.metadata if p.metadata is not None else ""
+        if len(meta) > limit // 2 and utf16_length(meta) > limit:
+            parts_out.append(PartitionError(p.topic, p.partition, E.OFFSET_METADATA_TOO_LARGE))
+            continue
+        ts = now if p.commit_timestamp == -1 else p.commit_timestamp
+        records.append((OffsetCommitKey(gid, p.topic, p.partition), OffsetCommitValue(p.offset, meta, ts, p.leader_epoch, expire)))
+        parts_out.append(PartitionError(p.topic, p.partition, E.NONE))
+    return records, tuple(parts_out)
 
 
 def offset_commit(state: ShardState, req: OffsetCommit, token: Token, now: int, cfg: GroupConfig) -> Result:
@@ -81,35 +106,13 @@ def offset_commit(state: ShardState, req: OffsetCommit, token: Token, now: int, 
         if m is not None:
             m.hb_deadline = now + m.session_timeout
             timers = (TimerOp(("hb", g.group_id, m.member_id), m.hb_deadline),)
-    limit = cfg.offset_metadata_max_bytes
     expire = now + req.retention_time_ms if req.retention_time_ms != -1 else -1
-    gid = req.group_id
-    records = []
-    parts_out = []
-    for p in req.partitions:
-        meta = p.metadata if p.metadata is not None else ""
-        if len(meta) > limit // 2 and utf16_length(meta) > limit:
-            parts_out.append(PartitionError(p.topic, p.partition, E.OFFSET_METADATA_TOO_LARGE))
-            continue
-        records.append(
-            (
-                OffsetCommitKey(gid, p.topic, p.partition),
-                OffsetCommitValue(
-                    p.offset,
-                    meta,
-                    now if p.commit_timestamp == -1 else p.commit_timestamp,
-                    p.leader_epoch,
-                    expire,
-                ),
-            )
-        )
-        parts_out.append(PartitionError(p.topic, p.partition, E.NONE))
-    parts = tuple(parts_out)
+    records, parts = commit_records(req.group_id, req.partitions, now, expire, cfg)
     response = ((token, OffsetCommitResponse(parts)),)
     if not records:
         return Result(responses=response, timers=timers, replay=False)
     g.pending_commits += len(records)
-    return Result(tuple(records), response, timers, ("commit", gid, token, parts, len(records)), True)
+    return Result(tuple(records), response, timers, ("commit", req.group_id, token, parts, len(records)), True)
 
 
 def commit_failed(state: ShardState, ref: tuple[Any, ...], error: int) -> Result:
@@ -122,15 +125,36 @@ def commit_failed(state: ShardState, ref: tuple[Any, ...], error: int) -> Result
     return Result(responses=((token, OffsetCommitResponse(mapped)),), replay=False)
 
 
+def has_pending(state: ShardState, group_id: str, topic: str, partition: int) -> bool:
+    """Kafka's hasPendingTransactionalOffsets: an open transaction holds an offset of this partition."""
+    tp = (topic, partition)
+    for pid in state.open_txns.get(group_id, ()):
+        offsets = state.pending_txn.get(pid, {}).get(group_id)
+        if offsets is not None and tp in offsets:
+            return True
+    return False
+
+
+def pending_partitions(state: ShardState, group_id: str) -> set[tuple[str, int]]:
+    out: set[tuple[str, int]] = set()
+    for pid in state.open_txns.get(group_id, ()):
+        out.update(state.pending_txn.get(pid, {}).get(group_id, {}))
+    return out
+
+
 def offset_fetch(state: ShardState, req: OffsetFetch, now: int) -> OffsetFetchResponse:
-    """Offsets are served in every state; what was never committed reads as offset -1, metadata ""."""
+    """Offsets are served in every state; what was never committed reads as offset -1, metadata "".
+    ``require_stable`` (v7+): a partition an open transaction holds an offset of answers
+    UNSTABLE_OFFSET_COMMIT instead (Kafka 4.x counts only open transactional offsets)."""
     g = state.groups.get(req.group_id)
     offsets = g.offsets if g is not None else {}
+    stable = req.require_stable and req.group_id in state.open_txns
     if req.topics is None:
         return OffsetFetchResponse(
             E.NONE,
             tuple(
-                FetchedOffset(t, p, v.offset, v.leader_epoch, v.metadata, E.NONE)
+                _unstable(t, p) if stable and has_pending(state, req.group_id, t, p)
+                else FetchedOffset(t, p, v.offset, v.leader_epoch, v.metadata, E.NONE)
                 for t, ps in offsets.items()
                 for p, v in ps.items()
             ),
@@ -140,11 +164,17 @@ def offset_fetch(state: ShardState, req: OffsetFetch, now: int) -> OffsetFetchRe
         ps = offsets.get(topic)
         for p in partitions:
             v = ps.get(p) if ps is not None else None
-            if v is None:
+            if stable and has_pending(state, req.group_id, topic, p):
+                out.append(_unstable(topic, p))
+            elif v is None:
                 out.append(FetchedOffset(topic, p, -1, -1, "", E.NONE))
             else:
                 out.append(FetchedOffset(topic, p, v.offset, v.leader_epoch, v.metadata, E.NONE))
     return OffsetFetchResponse(E.NONE, tuple(out))
+
+
+def _unstable(topic: str, partition: int) -> FetchedOffset:
+    return FetchedOffset(topic, partition, -1, -1, "", E.UNSTABLE_OFFSET_COMMIT)
 
 
 def offset_delete(state: ShardState, req: OffsetDelete, token: Token, now: int) -> Result:
@@ -162,7 +192,8 @@ def offset_delete(state: ShardState, req: OffsetDelete, token: Token, now: int) 
             parts.append(PartitionError(topic, partition, E.GROUP_SUBSCRIBED_TO_TOPIC))
             continue
         ps = g.offsets.get(topic)
-        if ps is not None and partition in ps:
+        # an offset an open transaction holds is deleted too (Kafka 4.x's deleteOffsets)
+        if (ps is not None and partition in ps) or has_pending(state, g.group_id, topic, partition):
             records.append((OffsetCommitKey(g.group_id, topic, partition), None))
         parts.append(PartitionError(topic, partition, E.NONE))
     response = ((token, OffsetDeleteResponse(E.NONE, tuple(parts))),)
@@ -171,9 +202,15 @@ def offset_delete(state: ShardState, req: OffsetDelete, token: Token, now: int) 
     return Result(tuple(records), response, (), ("offdel", token), True)
 
 
-def _tombstones(g: Group) -> list[tuple[Any, None]]:
+def _tombstones(state: ShardState, g: Group) -> list[tuple[Any, None]]:
+    """Every committed offset's tombstone, and one for each partition only open transactions hold
+    (Kafka 4.x's deleteAllOffsets)."""
     gid = g.group_id
-    return [(OffsetCommitKey(gid, t, p), None) for t, ps in g.offsets.items() for p in ps]
+    out: list[tuple[Any, None]] = [(OffsetCommitKey(gid, t, p), None) for t, ps in g.offsets.items() for p in ps]
+    for t, p in sorted(pending_partitions(state, gid)):
+        if p not in g.offsets.get(t, ()):
+            out.append((OffsetCommitKey(gid, t, p), None))
+    return out
 
 
 def delete_group(state: ShardState, group_id: str, token: Token, now: int) -> Result:
@@ -183,7 +220,7 @@ def delete_group(state: ShardState, group_id: str, token: Token, now: int) -> Re
         return Result(responses=((token, DeleteGroupResponse(E.GROUP_ID_NOT_FOUND)),), replay=False)
     if g.state != EMPTY:
         return Result(responses=((token, DeleteGroupResponse(E.NON_EMPTY_GROUP)),), replay=False)
-    records = _tombstones(g)
+    records = _tombstones(state, g)
     records.append((GroupMetadataKey(group_id), None))
     _drop_group(state, g)
     return Result(
@@ -231,6 +268,7 @@ def expire_offsets(state: ShardState, now: int, cfg: GroupConfig) -> Result:
     records: list[tuple[Any, None]] = []
     timers: list[TimerOp] = []
     dropped: list[Group] = []
+    open_txns = state.open_txns
     for g in list(state.groups.values()):
         if g.pending_commits:
             continue  # never expire under a commit still being written
@@ -246,6 +284,9 @@ def expire_offsets(state: ShardState, now: int, cfg: GroupConfig) -> Result:
                         all_expired = False
                         continue
                     for p, v in ps.items():
+                        if open_txns and has_pending(state, gid, topic, p):
+                            all_expired = False  # not while a transaction holds an offset of it
+                            continue
                         if v.expire_timestamp != -1:
                             expired = now >= v.expire_timestamp
                         else:
@@ -255,6 +296,8 @@ def expire_offsets(state: ShardState, now: int, cfg: GroupConfig) -> Result:
                             records.append((OffsetCommitKey(gid, topic, p), None))
                         else:
                             all_expired = False
+            if open_txns and gid in open_txns:
+                all_expired = False  # Kafka 4.x keeps a group with committed offsets during a transaction
         if all_expired and g.state == EMPTY:
             records.append((GroupMetadataKey(gid), None))
             timers.extend(_cancel_pending(g))
@@ -290,13 +333,19 @@ def _expiry_base(g: Group) -> int | None | bool:
 
 def remove_topic_offsets(state: ShardState, topics: frozenset[str] | set[str]) -> Result:
     """A deleted topic takes every group's offsets for it along (tombstones, replayed once durable)."""
-    records = [
-        (OffsetCommitKey(g.group_id, t, p), None)
+    keys = {
+        OffsetCommitKey(g.group_id, t, p): None
         for g in state.groups.values()
         for t, ps in g.offsets.items()
         if t in topics
         for p in ps
-    ]
+    }
+    for by_group in state.pending_txn.values():  # and the offsets open transactions hold
+        for gid, offsets in by_group.items():
+            for t, p in offsets:
+                if t in topics:
+                    keys.setdefault(OffsetCommitKey(gid, t, p), None)
+    records = list(keys.items())
     if not records:
         return Result(replay=False)
     return Result(tuple(records), (), (), ("topics",), True)

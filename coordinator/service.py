@@ -25,7 +25,7 @@ from typing import Any
 
 from coordinator import errors as E
 from coordinator import shard as core
-from coordinator.api import GroupConfig, Result
+from coordinator.api import EndTxnMarker, GroupConfig, Result
 from coordinator.group import COMPLETING, PREPARING, STABLE
 from coordinator.logfields import group_event
 from coordinator.partitioning import OFFSETS_TOPIC, partition_for
@@ -37,7 +37,7 @@ from coordinator.records import (
     encode_key,
     encode_value,
 )
-from storage.batch import collect_latest
+from storage.batch import TRANSACTIONAL, TxnWalk, build_control_batch, collect_latest
 from storage.committer import GroupCommitter
 from storage.errors import StorageError
 from storage.journal import Journal
@@ -60,6 +60,31 @@ def _reads(ranges: Iterable[tuple[Segment, int, int]]) -> Iterator[memoryview]:
 
 def wall_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+def replay_walked(state: core.ShardState, latest: dict[bytes, bytes | None], txn: TxnWalk, now: int, partition: int = -1) -> int:
+    """Replay what a load's walk kept: the last value of every key, then the offsets of transactions
+    without a marker yet (pending until complete_transaction). Returns how many are pending."""
+    pending = txn.finish(latest)
+    state.producer_epochs.update(txn.epochs)
+    replay, replay_offset = core.replay, core.replay_offset
+    names: dict[bytes, tuple[str, str] | None] = {}
+    for raw_key, raw_value in latest.items():
+        offset = decode_offset_commit(raw_key, raw_value, names)
+        if offset is not None:
+            replay_offset(state, *offset, now)
+            continue
+        try:
+            key = decode_key(raw_key)
+            if key is not None:
+                replay(state, key, decode_value(key, raw_value), now)
+        except RecordFormatError as exc:
+            log.warning("%s-%d: skipping unreadable record: %s", OFFSETS_TOPIC, partition, exc)
+    for producer_id, raw_key, raw_value, superseded in pending:
+        offset = decode_offset_commit(raw_key, raw_value, names)
+        if offset is not None:
+            core.replay_txn_offset(state, producer_id, *offset, now, superseded=superseded)
+    return len(pending)
 
 
 class CoordinatorError(Exception):
@@ -287,38 +312,36 @@ class GroupCoordinator:
         first (a later record supersedes an earlier one), and only the survivors are decoded and
         replayed. Their order does not matter (an offset creates its group if needed, group metadata
         keeps the offsets of the group it replaces, a group tombstone leaves live offsets their
-        group): tests/unit/coordinator/test_replay.py checks it over random histories.
+        group): tests/unit/coordinator/test_replay.py checks it over random histories. Transactional
+        batches and markers are followed in log order by a TxnWalk (storage/batch.py), which leaves
+        in ``latest`` what readers see; the offsets of transactions still open are replayed last, as
+        pending (tests/unit/coordinator/test_txn_replay.py checks load against runtime).
         """
-        latest = await self._collect(shard)
-        state, now, replay, replay_offset = shard.state, self.now(), core.replay, core.replay_offset
-        names: dict[bytes, tuple[str, str] | None] = {}
-        for raw_key, raw_value in latest.items():
-            offset = decode_offset_commit(raw_key, raw_value, names)
-            if offset is not None:
-                replay_offset(state, *offset, now)
-                continue
-            try:
-                key = decode_key(raw_key)
-                if key is not None:
-                    replay(state, key, decode_value(key, raw_value), now)
-            except RecordFormatError as exc:
-                log.warning("%s-%d: skipping unreadable record: %s", OFFSETS_TOPIC, shard.partition, exc)
+        txn = TxnWalk()
+        latest = await self._collect(shard, txn)
+        pending = replay_walked(shard.state, latest, txn, self.now(), shard.partition)
+        if txn.batches:
+            log.info(
+                "%s-%d: %d transactional batches replayed, %d offsets of open transactions pending",
+                OFFSETS_TOPIC, shard.partition, txn.batches, pending,
+            )
         shard.loaded = True
-        self._process(shard, core.on_loaded(state, self.now(), self.cfg))
+        self._process(shard, core.on_loaded(shard.state, self.now(), self.cfg))
 
-    async def _collect(self, shard: Shard) -> dict[bytes, bytes | None]:
+    async def _collect(self, shard: Shard, txn: TxnWalk) -> dict[bytes, bytes | None]:
         """The last value of every key in the partition. A big partition's later chunks go to the
         walk helpers (storage/walkhelper.py) while this process walks the first; their answers are
         laid over its own in order, as one walk would have. A helper that fails is given up for the
-        rest of the load, and its part is walked here."""
+        rest of the load, and its part is walked here; so is a part holding transactional batches
+        (``txn`` follows transactions across the whole walk)."""
         latest: dict[bytes, bytes | None] = {}
         helpers = await self._ready_walk_helpers()
         ranges = shard.log.chunk_ranges() if helpers is not None else None
         if ranges is None:
-            await self._walk_here(shard.log.chunks(), latest)
+            await self._walk_here(shard.log.chunks(), latest, txn)
             return latest
         if helpers is None or sum(e - s for _, s, e in ranges) < SHARE_WALK_FROM_BYTES:
-            await self._walk_here(_reads(ranges), latest)
+            await self._walk_here(_reads(ranges), latest, txn)
             return latest
         mine, *theirs = split_by_bytes(ranges, helpers.count + 1)
         try:
@@ -326,16 +349,20 @@ class GroupCoordinator:
         except OSError as exc:
             await self._give_up_walk_helpers(shard, exc)
             mine, theirs = ranges, []
-        await self._walk_here(_reads(mine), latest)
+        await self._walk_here(_reads(mine), latest, txn)
         if not theirs:
             return latest
         try:
             answers = await asyncio.to_thread(helpers.receive)
         except OSError as exc:
             await self._give_up_walk_helpers(shard, exc)
-            await self._walk_here(_reads([r for part in theirs for r in part]), latest)
+            await self._walk_here(_reads([r for part in theirs for r in part]), latest, txn)
             return latest
-        for seen, found in answers:
+        for part, answer in zip(theirs, answers, strict=True):
+            if answer is None:  # transactional batches: walked here, in order
+                await self._walk_here(_reads(part), latest, txn)
+                continue
+            seen, found = answer
             latest.update(found)
             self.loaded_records += seen
         return latest
@@ -362,10 +389,10 @@ class GroupCoordinator:
             if (ready := await helpers) is not None:
                 await asyncio.to_thread(ready.close)
 
-    async def _walk_here(self, chunks: Iterable[memoryview], latest: dict[bytes, bytes | None]) -> None:
+    async def _walk_here(self, chunks: Iterable[memoryview], latest: dict[bytes, bytes | None], txn: TxnWalk) -> None:
         count = 0
         for chunk in chunks:
-            count += collect_latest(chunk, latest)
+            count += collect_latest(chunk, latest, txn)
             if count >= 200_000:
                 self.loaded_records += count
                 count = 0
@@ -427,6 +454,48 @@ class GroupCoordinator:
             # member events are INFO lines: below that level (a bench's WARN) nothing wraps the answer
             then = self._logging_then(then, handler, group_id, request)
         return self._apply(group_id, handler, request, _Then(then))
+
+    def complete_transaction(self, group_id: str, producer_id: int, producer_epoch: int, commit: bool) -> Awaitable[None]:
+        """End a producer's transaction in the group's offsets partition (called from EndTxn): a COMMIT
+        or ABORT marker is appended there, and once it is durable that producer's pending offsets
+        in the partition (every group's, as Kafka's marker does) are applied or dropped. It runs in
+        the shard's order like any request of its groups, and with nothing pending it only writes the
+        marker. The awaitable fails with CoordinatorError (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS,
+        KAFKA_STORAGE_ERROR) when the marker is not durable: the caller retries; with
+        INVALID_PRODUCER_EPOCH when the producer already wrote here with a newer epoch (nothing written)."""
+        request = EndTxnMarker(producer_id, producer_epoch, commit)
+        try:
+            answer = self.call(group_id, core.end_transaction, request)
+        except CoordinatorError as exc:
+            failed = self.loop.create_future()
+            failed.set_exception(exc)
+            return failed
+        return self._marker_written(answer)
+
+    @staticmethod
+    async def _marker_written(answer: Awaitable[Any]) -> None:
+        error = await answer
+        if error:
+            raise CoordinatorError(error)  # INVALID_PRODUCER_EPOCH: an older epoch than the producer's
+
+    def groups_with_pending_transaction(self, producer_id: int) -> list[str]:
+        """Groups holding the producer's pending offsets, one per offsets partition (a marker there ends
+        them all): how the transaction coordinator finds where to write after a restart."""
+        found: dict[int, str] = {}
+        for shard in self.loaded_shards():
+            for group_id, producers in shard.state.open_txns.items():
+                if producer_id in producers:
+                    found.setdefault(shard.state.partition, group_id)
+                    break
+        return list(found.values())
+
+    def has_pending_transactional_offsets(self, group_id: str) -> bool:
+        """An open transaction holds offsets of the group (False where its partition is not loaded)."""
+        try:
+            shard = self.shard_for(group_id)
+        except CoordinatorError:
+            return False
+        return bool(shard.state.open_txns.get(group_id))
 
     def abandon(self, token: int) -> None:
         """Nobody waits for this token's payload any more (its connection closed)."""
@@ -496,14 +565,23 @@ class GroupCoordinator:
     def _process(self, shard: Shard, result: Result) -> None:
         if result.timers:
             self._apply_timers(shard, result.timers)
-        if result.records:
+        if result.records or result.marker is not None:
             try:
                 started = time.perf_counter()
-                shard.log.append_records(
-                    [(encode_key(k), encode_value(v)) for k, v in result.records], self.now()
-                )
+                if result.marker is not None:
+                    producer_id, producer_epoch, commit = result.marker
+                    shard.log.append(build_control_batch(producer_id, producer_epoch, commit, timestamp_ms=self.now()))
+                elif result.producer is not None:
+                    shard.log.append_records(
+                        [(encode_key(k), encode_value(v)) for k, v in result.records], self.now(),
+                        producer_id=result.producer[0], producer_epoch=result.producer[1], attributes=TRANSACTIONAL,
+                    )
+                else:
+                    shard.log.append_records(
+                        [(encode_key(k), encode_value(v)) for k, v in result.records], self.now()
+                    )
                 if self.metrics is not None:
-                    self.metrics.store_append(time.perf_counter() - started, len(result.records))
+                    self.metrics.store_append(time.perf_counter() - started, len(result.records) or 1)
                 if self.on_append is not None:
                     self.on_append(shard.partition)
             except StorageError as exc:
@@ -561,10 +639,13 @@ class GroupCoordinator:
         self._deliver(shard, Result(responses=result.responses, replay=False))
 
     def _deliver(self, shard: Shard, result: Result) -> None:
-        if result.replay and result.records:
-            now = self.now()
-            for key, value in result.records:
-                core.replay(shard.state, key, value, now)
+        if result.replay and (result.records or result.marker is not None):
+            if result.producer is None and result.marker is None:
+                now = self.now()
+                for key, value in result.records:
+                    core.replay(shard.state, key, value, now)
+            else:
+                core.replay_result(shard.state, result, self.now())
         for token, payload in result.responses:
             fut = self._waiting.pop(token, None)
             if fut is not None and not fut.done():

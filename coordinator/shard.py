@@ -41,6 +41,7 @@ from coordinator.offsets import (
     delete_group,
     expire_failed,
     expire_offsets,
+    has_pending,
     offset_commit,
     offset_delete,
     offset_fetch,
@@ -55,10 +56,20 @@ from coordinator.records import (
     OffsetCommitValue,
     Value,
 )
+from coordinator.txn_offsets import (
+    PendingOffset,
+    end_transaction,
+    on_plain_offset,
+    replay_marker,
+    replay_txn_offset,
+    txn_offset_commit,
+)
 
 __all__ = [
     "ShardState",
     "delete_group",
+    "end_transaction",
+    "has_pending",
     "describe_group",
     "expire_offsets",
     "heartbeat",
@@ -73,7 +84,11 @@ __all__ = [
     "on_write_failed",
     "remove_topic_offsets",
     "replay",
+    "replay_marker",
+    "replay_result",
+    "replay_txn_offset",
     "sync_group",
+    "txn_offset_commit",
     "unload",
 ]
 
@@ -81,7 +96,7 @@ __all__ = [
 class ShardState:
     """Groups (with their committed offsets) of one offsets partition."""
 
-    __slots__ = ("partition", "groups", "dropping")
+    __slots__ = ("partition", "groups", "dropping", "pending_txn", "open_txns", "txn_seq", "producer_epochs")
 
     def __init__(self, partition: int) -> None:
         self.partition = partition
@@ -89,6 +104,34 @@ class ShardState:
         # Groups deleted in memory whose GroupMetadata tombstone is being written: its runtime replay is
         # then a no-op (at load this is empty and the tombstone removes the group).
         self.dropping: dict[str, int] = {}
+        # Transactional offsets not yet ended by a marker (coordinator/txn_offsets.py): producer id ->
+        # group -> (topic, partition) -> PendingOffset, and group -> producer ids with such offsets
+        # (Kafka's pendingTransactionalOffsets and openTransactionsByGroup).
+        self.pending_txn: dict[int, dict[str, dict[tuple[str, int], PendingOffset]]] = {}
+        self.open_txns: dict[str, set[int]] = {}
+        self.txn_seq = 0  # write order of transactional offsets
+        self.producer_epochs: dict[int, int] = {}  # the last epoch of each producer written here
+
+
+def replay_result(state: ShardState, result: Result, now: int) -> None:
+    """A durable Result's records: plain ones, a producer's transactional batch, or a marker."""
+    if result.marker is not None:
+        pid, epoch, commit = result.marker
+        _note_epoch(state, pid, epoch)
+        replay_marker(state, pid, commit, now)
+    producer = result.producer
+    if producer is not None:
+        _note_epoch(state, *producer)
+    for key, value in result.records:
+        if producer is not None and isinstance(key, OffsetCommitKey):
+            replay_txn_offset(state, producer[0], key.group, key.topic, key.partition, value, now)  # type: ignore[arg-type]
+        else:
+            replay(state, key, value, now)
+
+
+def _note_epoch(state: ShardState, producer_id: int, epoch: int) -> None:
+    if epoch > state.producer_epochs.get(producer_id, -1):
+        state.producer_epochs[producer_id] = epoch
 
 
 def replay(state: ShardState, key: Key, value: Value | None, now: int) -> None:
@@ -104,6 +147,8 @@ def replay_offset(state: ShardState, group_id: str, topic: str, partition: int, 
     object): a value sets the partition's committed offset, creating the group if needed; a tombstone
     removes it."""
     g = state.groups.get(group_id)
+    if state.open_txns and group_id in state.open_txns:
+        on_plain_offset(state, group_id, topic, partition, value is None)
     if value is None:
         if g is not None:
             ps = g.offsets.get(topic)
@@ -199,6 +244,8 @@ def on_write_failed(state: ShardState, write_ref: Any, error: int, now: int, cfg
         return commit_failed(state, write_ref, error)
     if kind == "delete":
         return delete_failed(state, write_ref, error)
+    if kind == "marker":
+        return EMPTY  # the shell fails the caller's awaitable: it retries the marker
     if kind == "offdel":
         return Result(
             responses=((write_ref[1], OffsetDeleteResponse(E.offset_write_error(error))),), replay=False
@@ -226,4 +273,7 @@ def unload(state: ShardState) -> Result:
                 responses.append((m.sync_token, SyncGroupResponse(E.NOT_COORDINATOR)))
         g.state = "Dead"
     state.groups.clear()
+    state.pending_txn.clear()  # a later load brings them back from the log
+    state.open_txns.clear()
+    state.producer_epochs.clear()
     return Result(responses=tuple(responses), replay=False)

@@ -42,6 +42,7 @@ _SPECS = (
     ApiSpec(24, "AddPartitionsToTxn", 0, 5),
     ApiSpec(25, "AddOffsetsToTxn", 0, 4),
     ApiSpec(26, "EndTxn", 0, 4),
+    ApiSpec(28, "TxnOffsetCommit", 0, 4),  # not v5: transactions v2 (KIP-890), not advertised
     ApiSpec(29, "DescribeAcls", 1, 3),
     ApiSpec(30, "CreateAcls", 1, 3),
     ApiSpec(31, "DeleteAcls", 1, 3),

@@ -13,6 +13,7 @@ import struct
 import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from crc32c import crc32c
 
@@ -422,14 +423,16 @@ _LENGTH_BYTE = tuple((b >> 1) if b < 0x80 and not b & 1 else None for b in range
 _NULLABLE_LENGTH_BYTE = tuple(-1 if b == 1 else n for b, n in enumerate(_LENGTH_BYTE))
 
 
-def collect_latest(buf: bytes | memoryview, latest: dict[bytes, bytes | None]) -> int:
+def collect_latest(buf: bytes | memoryview, latest: dict[bytes, bytes | None], txn: TxnWalk | None = None) -> int:
     """Walk whole batches in ``buf`` and keep the last value of every keyed record in ``latest`` (keys
     in the order of their first appearance: a load does not depend on the order of the survivors,
     see coordinator/service.py); returns the records seen.
 
     The start-up replay loop: one function over a whole chunk, no per-batch or per-record objects,
     one-byte varints decoded by table lookup. Compressed batches are decompressed and walked the same
-    way."""
+    way. Transactional batches and markers go to ``txn`` (see TxnWalk); without one they raise
+    TransactionalBatch, so a walk that cannot honour them is redone by one that can. Other control
+    batches hold no data and are skipped."""
     data = bytes(buf)
     end_all = len(data)
     pos = 0
@@ -440,14 +443,146 @@ def collect_latest(buf: bytes | memoryview, latest: dict[bytes, bytes | None]) -
         batch_end = pos + LOG_OVERHEAD + length
         if length < BATCH_OVERHEAD - LOG_OVERHEAD or batch_end > end_all:
             raise CorruptBatch(f"batch at position {pos} runs past its chunk")
-        if attributes & 0x07:
+        if not attributes & 0x37:  # plain and uncompressed: nearly every batch
+            _collect_records(data, pos + BATCH_OVERHEAD, batch_end, count, latest)
+        elif attributes & (TRANSACTIONAL | CONTROL):
+            if attributes & TRANSACTIONAL:
+                if txn is None:
+                    raise TransactionalBatch(f"transactional batch at position {pos}")
+                txn.batch(data, pos, batch_end, latest)
+        else:
             records = _decompress(attributes & 0x07, data[pos + BATCH_OVERHEAD : batch_end])
             _collect_records(records, 0, len(records), count, latest)
-        else:
-            _collect_records(data, pos + BATCH_OVERHEAD, batch_end, count, latest)
         seen += count
         pos = batch_end
     return seen
+
+
+class TransactionalBatch(Exception):
+    """A walk without a TxnWalk met a transactional batch (a walk helper's answer: walk it here)."""
+
+
+_ABSENT = object()  # no value for the key before a transaction's write
+_OFFSET_KEY_TYPES = (b"\x00\x00", b"\x00\x01")  # __consumer_offsets offset-commit keys (types 0 and 1)
+
+
+_COMMIT_TYPE = _CONTROL_KEY.pack(0, COMMIT_MARKER)[2:]
+_MARKER_TYPES = (_COMMIT_TYPE, _CONTROL_KEY.pack(0, ABORT_MARKER)[2:])  # a control key's type, after its version
+
+
+class _Held:
+    """``latest``'s entry for a key that open transactions wrote: ``base`` is what readers see (the value
+    before them, or a committed transaction's), ``writes`` counts the open writes held here. A later
+    plain write replaces it in ``latest``, which is how the walk learns the transactions lost to it."""
+
+    __slots__ = ("base", "base_seq", "writes")
+
+    def __init__(self, base: object) -> None:
+        self.base, self.base_seq, self.writes = base, 0, 0
+
+
+class TxnWalk:
+    """What ``collect_latest`` does with transactional batches of ``__consumer_offsets``, as Kafka's
+    coordinator replays them: an offset record of a producer's transaction stays pending until that
+    producer's marker; COMMIT applies it unless a plain write of its key (or another transaction's
+    committed write) came after it, ABORT drops it. ``finish`` leaves in ``latest`` what readers see
+    and returns what is still pending."""
+
+    def __init__(self) -> None:
+        self.open: dict[int, dict[bytes, tuple[_Held, int, bytes]]] = {}  # producer -> key -> write
+        self.held: dict[int, tuple[bytes, _Held]] = {}  # holders still in ``latest``, by id
+        self.seq = 0
+        self.batches = 0
+        self.epochs: dict[int, int] = {}  # the last epoch of each producer with transactional batches
+
+    def batch(self, data: bytes, pos: int, end: int, latest: dict[bytes, Any]) -> None:
+        """The transactional batch at ``data[pos:end]``."""
+        self.batches += 1
+        header = parse_header(data, pos)
+        producer_id = header.producer_id
+        if header.producer_epoch > self.epochs.get(producer_id, -1):
+            self.epochs[producer_id] = header.producer_epoch
+        if header.is_control and header.attributes & 0x07:  # compressed: not as Kafka writes markers
+            kind = control_marker(memoryview(data)[pos:end], header)
+            if kind is not None:
+                self.marker(producer_id, kind == COMMIT_MARKER, latest)
+            return
+        if header.is_control:
+            first: dict[bytes, bytes | None] = {}
+            _collect_records(data, pos + BATCH_OVERHEAD, end, min(header.record_count, 1), first)
+            for key in first:
+                if len(key) >= 4 and key[2:4] in _MARKER_TYPES:
+                    self.marker(producer_id, key[2:4] == _COMMIT_TYPE, latest)
+            return
+        records: Any = None
+        if not header.attributes & 0x07:
+            # the fast walk's reader, when no key repeats in the batch (then the last record of each
+            # key is the whole story)
+            found: dict[bytes, bytes | None] = {}
+            _collect_records(data, pos + BATCH_OVERHEAD, end, header.record_count, found)
+            if len(found) == header.record_count:
+                records = found.items()
+        if records is None:
+            records = [(bytes(r.key), None if r.value is None else bytes(r.value)) for r in iter_records(memoryview(data)[pos:end], header) if r.key is not None]
+        for key, value in records:
+            if value is None or key[:2] not in _OFFSET_KEY_TYPES:
+                latest[key] = value  # a tombstone or another record acts at once, as a plain one
+                continue
+            self.write(producer_id, key, value, latest)
+
+    def write(self, producer_id: int, key: bytes, value: bytes, latest: dict[bytes, Any]) -> None:
+        held = latest.get(key, _ABSENT)
+        if type(held) is not _Held:
+            held = _Held(held)
+            latest[key] = held
+            self.held[id(held)] = (key, held)
+        self.seq += 1
+        writes = self.open.setdefault(producer_id, {})
+        old = writes.get(key)
+        if old is not None and old[0] is held:
+            held.writes -= 1  # replaced by this write
+        held.writes += 1
+        writes[key] = (held, self.seq, value)
+
+    def marker(self, producer_id: int, commit: bool, latest: dict[bytes, Any]) -> None:
+        writes = self.open.pop(producer_id, None)
+        if writes is None:
+            return
+        for key, (held, seq, value) in writes.items():
+            if latest.get(key) is not held:
+                continue  # a plain write came after it: it lost (or a tombstone removed it)
+            held.writes -= 1
+            if commit and seq > held.base_seq:
+                held.base, held.base_seq = value, seq
+            if not held.writes:
+                _settle(latest, key, held)
+                del self.held[id(held)]
+
+    def finish(self, latest: dict[bytes, Any]) -> list[tuple[int, bytes, bytes, bool]]:
+        """Open writes as (producer id, key, value, superseded) in write order; ``latest`` then holds
+        only values. A write a tombstone came after is gone, as Kafka's replay removes it."""
+        pending = []
+        for producer_id, writes in self.open.items():
+            for key, (held, seq, value) in writes.items():
+                now = latest.get(key, _ABSENT)
+                if now is held:
+                    pending.append((seq, producer_id, key, value, seq < held.base_seq))
+                elif now is not None and now is not _ABSENT:
+                    pending.append((seq, producer_id, key, value, True))
+        for key, held in self.held.values():
+            if latest.get(key) is held:
+                _settle(latest, key, held)
+        self.open.clear()
+        self.held.clear()
+        pending.sort()
+        return [(pid, key, value, superseded) for _seq, pid, key, value, superseded in pending]
+
+
+def _settle(latest: dict[bytes, Any], key: bytes, held: _Held) -> None:
+    if held.base is _ABSENT:
+        del latest[key]
+    else:
+        latest[key] = held.base
 
 
 def _collect_records(data: bytes, p: int, stop: int, count: int, latest: dict[bytes, bytes | None]) -> None:

@@ -26,8 +26,9 @@ from pathlib import Path
 from crc32c import crc32c
 
 from storage.batch import (
-    ABORT_MARKER,
     BATCH_OVERHEAD,
+    COMMIT_MARKER,
+    CONTROL,
     CRC_START,
     LOG_OVERHEAD,
     TRANSACTIONAL,
@@ -393,11 +394,13 @@ class Log:
             return base, base + last_delta
 
     def append_records(
-        self, records: Sequence[tuple[bytes | None, bytes | None]], timestamp_ms: int | None = None
+        self, records: Sequence[tuple[bytes | None, bytes | None]], timestamp_ms: int | None = None,
+        *, producer_id: int = -1, producer_epoch: int = -1, attributes: int = 0,
     ) -> tuple[int, int]:
-        """A batch of these records, built here: it needs none of ``append``'s checks of a stranger's."""
+        """A batch of these records, built here: it needs none of ``append``'s checks of a stranger's.
+        A producer id and the TRANSACTIONAL attribute make it a transaction's batch."""
         ts = self.now_ms() if timestamp_ms is None else timestamp_ms
-        buf = build_batch(records, timestamp_ms=ts, mutable=True)
+        buf = build_batch(records, timestamp_ms=ts, mutable=True, producer_id=producer_id, producer_epoch=producer_epoch, attributes=attributes)
         size = len(buf)
         if size > self.config.max_message_bytes or size > self.config.segment_bytes:
             return self.append(buf)  # raises RecordTooLarge, naming the limits
@@ -737,7 +740,13 @@ class Log:
         """Keep the newest record per key in closed segments; drop old tombstones; offsets stay.
 
         ``min_age_ms`` leaves alone closed segments whose newest record is younger than that, so their
-        full history stays readable (the offsets store's ``offsets.retain.uncompacted.hours``)."""
+        full history stays readable (the offsets store's ``offsets.retain.uncompacted.hours``).
+
+        Transactions as Kafka's cleaner treats them: nothing from the first batch of a transaction
+        without its marker yet (the first unstable offset) on is cleaned; records of aborted
+        transactions go, those of open ones never outrank an older record of their key; a marker stays
+        while records of its transaction remain, and goes after ``delete.retention.ms`` like a
+        tombstone once none do."""
         self._settle()
         stats = CompactionStats()
         closed = self.segments[:-1]
@@ -746,37 +755,44 @@ class Log:
             while old_enough < len(closed) and now_ms - closed[old_enough].max_timestamp >= min_age_ms:
                 old_enough += 1
             closed = closed[:old_enough]  # segments are in time order: stop at the first young one
-        aborted, unstable_from = _transaction_outcomes(self.batches())
-        # as Kafka's cleaner: nothing at or past the first offset of a transaction still open
-        while closed and closed[-1].next_offset > unstable_from:
-            closed = closed[:-1]
+        committed, first_unstable = _transactions(self.batches())
+        if first_unstable is not None:
+            stable = 0
+            while stable < len(closed) and self.segments[stable + 1].base_offset <= first_unstable:
+                stable += 1
+            closed = closed[:stable]
         if not closed:
             return stats
         latest: dict[bytes, int] = {}
         for header, batch in self.batches():
-            if header.base_offset >= unstable_from:
-                break  # what may yet be aborted shadows nothing
-            if header.is_control or (header.is_transactional and header.base_offset in aborted):
-                continue  # markers and aborted records never shadow a committed value
+            if header.attributes & _TXN_OR_CONTROL and (header.is_control or not committed.get(header.base_offset, False)):
+                continue  # markers hold no data; aborted and open transactions outrank nothing
             for rec in iter_records_safe(batch):
                 if rec.key is not None:
                     latest[bytes(rec.key)] = rec.offset
+        retained: set[int] = set()  # producers whose current transaction keeps records
         for idx, seg in enumerate(closed):
             stats.segments += 1
             out = bytearray()
             kept_any = False
             new = Segment(seg.base_offset, seg.path, -1, created_ms=seg.created_ms, next_offset=seg.base_offset)
             for header, batch in self._segment_batches(seg):
-                if header.is_control or (header.is_transactional and header.base_offset in aborted):
+                if header.is_control:
                     stats.records_before += header.record_count
-                    if header.is_control:  # kept: READ_COMMITTED readers end transactions on them
-                        stats.records_after += header.record_count
-                        new.add(header, len(out))
-                        out += batch
-                        kept_any = True
+                    if header.is_transactional:
+                        needed = header.producer_id in retained
+                        retained.discard(header.producer_id)
+                        if not needed and now_ms - header.max_timestamp > self.config.delete_retention_ms:
+                            continue
+                    stats.records_after += header.record_count
+                    kept_any = True
+                    new.add(header, len(out))
+                    out += batch
                     continue
                 recs = list(iter_records_safe(batch))
                 stats.records_before += len(recs)
+                if header.is_transactional and not committed.get(header.base_offset, False):
+                    continue  # aborted (an open one is never in a cleaned segment)
                 keep = [
                     r for r in recs
                     if r.key is not None
@@ -787,6 +803,8 @@ class Log:
                 if not keep:
                     continue
                 kept_any = True
+                if header.is_transactional:
+                    retained.add(header.producer_id)
                 first = keep[0].offset
                 rebuilt = bytearray(build_batch(
                     [(r.key, r.value) for r in keep],
@@ -795,7 +813,6 @@ class Log:
                     headers=[r.headers for r in keep],
                     offset_deltas=[r.offset - first for r in keep],
                     timestamps=[r.timestamp for r in keep],
-                    # the producer's identity and the transactional bit stay, as Kafka's cleaner keeps them
                     producer_id=header.producer_id,
                     producer_epoch=header.producer_epoch,
                     base_sequence=header.base_sequence,
@@ -846,22 +863,27 @@ class Log:
         self.directory.rmdir()
 
 
-def _transaction_outcomes(batches: Iterator[tuple[BatchHeader, memoryview]]) -> tuple[set[int], int]:
-    """(base offsets of the data batches of aborted transactions, first offset of a transaction with no
-    marker yet, or a huge number when none is open), from one walk over a log's batches."""
-    open_batches: dict[int, list[int]] = {}  # producer id -> base offsets of its open transaction's batches
-    aborted: set[int] = set()
+_TXN_OR_CONTROL = TRANSACTIONAL | CONTROL
+
+
+def _transactions(batches: Iterator[tuple[BatchHeader, memoryview]]) -> tuple[dict[int, bool], int | None]:
+    """Which transactional data batches (by base offset) were committed (True) or aborted (False) by
+    their producer's next marker, and the first unstable offset: where the first transaction without
+    a marker yet begins (None when every one has ended)."""
+    fate: dict[int, bool] = {}
+    open_: dict[int, list[int]] = {}  # producer -> its data batches since its last marker
     for header, batch in batches:
-        if not header.is_transactional or header.producer_id < 0:
+        if not header.attributes & TRANSACTIONAL:
             continue
         if header.is_control:
-            ended = open_batches.pop(header.producer_id, [])
-            if control_marker(batch, header) == ABORT_MARKER:
-                aborted.update(ended)
+            kind = control_marker(batch, header)
+            if kind is not None:
+                for base in open_.pop(header.producer_id, ()):
+                    fate[base] = kind == COMMIT_MARKER
         else:
-            open_batches.setdefault(header.producer_id, []).append(header.base_offset)
-    unstable_from = min((offsets[0] for offsets in open_batches.values()), default=1 << 62)
-    return aborted, unstable_from
+            open_.setdefault(header.producer_id, []).append(header.base_offset)
+    first_unstable = min((bases[0] for bases in open_.values()), default=None)
+    return fate, first_unstable
 
 
 def iter_records_safe(batch: bytes | memoryview):

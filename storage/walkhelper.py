@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TypeVar
 
-from storage.batch import collect_latest
+from storage.batch import TransactionalBatch, collect_latest
 from storage.errors import CorruptBatch
 from storage.synchelper import end_helper_process, helper_process
 
@@ -89,6 +89,8 @@ def serve(rfd: int = 0, wfd: int = 1) -> None:
     while (request := _read_message(rfd)) is not None:
         try:
             answer: tuple = ("ok", *walk_ranges(pickle.loads(request)))
+        except TransactionalBatch as exc:
+            answer = ("txn", str(exc))  # the broker walks these ranges itself, in order
         except CorruptBatch as exc:
             answer = ("corrupt", str(exc))
         except Exception as exc:  # noqa: BLE001 - reported to the broker, which walks the ranges itself
@@ -128,9 +130,11 @@ class WalkHelpers:
             _write_message(self.procs[i].stdin.fileno(), pickle.dumps(list(ranges)))  # type: ignore[union-attr]
             self._asked.append(i)
 
-    def receive(self) -> list[Walked]:
-        """The answers to the last ``send``, in its order (blocking). CorruptBatch as a helper found
-        it; OSError when a helper failed otherwise (the caller then walks those ranges itself)."""
+    def receive(self) -> list[Walked | None]:
+        """The answers to the last ``send``, in its order (blocking); None for ranges holding
+        transactional batches, which the caller walks itself (their markers may end transactions of
+        earlier ranges). CorruptBatch as a helper found it; OSError when a helper failed otherwise
+        (the caller then walks those ranges itself)."""
         asked, self._asked = self._asked, []
         answers = []
         failure: tuple | None = None  # the first (kind, message) that was not "ok"
@@ -142,6 +146,8 @@ class WalkHelpers:
                 answer = ("error", str(exc))
             if answer[0] == "ok":
                 answers.append((answer[1], answer[2]))
+            elif answer[0] == "txn":
+                answers.append(None)
             elif failure is None:
                 failure = answer
         if failure is not None:

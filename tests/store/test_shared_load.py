@@ -135,3 +135,66 @@ async def test_a_damaged_partition_fails_alone(tmp_path, caplog):
         assert f"failed to load {OFFSETS_TOPIC}-0" in caplog.text
     finally:
         await c.stop()
+
+
+def write_txn_store(root, records=3_000, seed=5):
+    """Plain commits, transactional batches of four producers and their markers, spread over segments
+    (so helpers get ranges with and without transactions); some transactions stay open."""
+    from storage.batch import TRANSACTIONAL, build_batch, build_control_batch
+
+    rng = random.Random(seed)
+    for p in range(2):
+        log = Log.open(root / f"{OFFSETS_TOPIC}-{p}", LogConfig(segment_bytes=30_000))
+        for i in range(0, records, 4):
+            batch = [
+                (encode_key(OffsetCommitKey(f"g{rng.randrange(20)}", "t", rng.randrange(4))), encode_value(OffsetCommitValue(i + j, "", 1_700_000_000_000)))
+                for j in range(4)
+            ]
+            roll = rng.random()
+            pid = rng.randrange(4)
+            in_txns = records // 4 < i < records * 6 // 10  # the broker's part and the first helper's
+            if in_txns and roll < 0.1:
+                log.append(build_batch(batch, timestamp_ms=1_700_000_000_000, producer_id=pid, producer_epoch=0, attributes=TRANSACTIONAL))
+            elif in_txns and roll < 0.15:
+                log.append(build_control_batch(pid, 0, rng.random() < 0.7, timestamp_ms=1_700_000_000_000))
+            else:
+                log.append_records(batch, 1_700_000_000_000)
+        log.flush()
+        log.close()
+
+
+async def test_helpers_hand_transactional_ranges_back_and_the_state_is_the_same(tmp_path, small_thresholds, monkeypatch):
+    write_txn_store(tmp_path)
+
+    async def state_with_pending(walkers):
+        c = service.GroupCoordinator(default_config(**{
+            "log.dirs": str(tmp_path), "offsets.topic.num.partitions": "2", "num.recovery.threads.per.data.dir": str(walkers),
+        }), now=lambda: 1_700_000_000_000)
+        await c.start()
+        while not c.is_loaded():
+            await asyncio.sleep(0.01)
+        await c.stop()
+        offsets = {(p, gid): {t: dict(ps) for t, ps in g.offsets.items()} for p, shard in c.shards.items() for gid, g in shard.state.groups.items()}
+        pending = {
+            (p, pid, gid, tp): (po.value, po.superseded)
+            for p, shard in c.shards.items()
+            for pid, by_group in shard.state.pending_txn.items()
+            for gid, offs in by_group.items()
+            for tp, po in offs.items()
+        }
+        return offsets, pending, c.loaded_records
+
+    alone = await state_with_pending(1)
+    receive = WalkHelpers.receive
+    handed_back = []
+
+    def watched(self):
+        answers = receive(self)
+        handed_back.extend(a is None for a in answers)
+        return answers
+
+    monkeypatch.setattr(WalkHelpers, "receive", watched)
+    shared = await state_with_pending(3)
+    assert True in handed_back and False in handed_back  # some ranges held transactions, some did not
+    assert shared == alone
+    assert alone[1] and alone[2] > 5_000

@@ -9,6 +9,7 @@ from typing import Any
 from coordinator import shard
 from coordinator.api import (
     CommitPartition,
+    EndTxnMarker,
     GroupConfig,
     Heartbeat,
     JoinGroup,
@@ -21,6 +22,7 @@ from coordinator.api import (
     Result,
     SyncAssignment,
     SyncGroup,
+    TxnOffsetCommit,
 )
 from coordinator.group import Group
 
@@ -70,13 +72,14 @@ class Core:
                 self.timers.pop(op.key, None)
             else:
                 self.timers[op.key] = op.deadline_ms
-        if r.records and self.fail_next_write is not None:
+        if (r.records or r.marker is not None) and self.fail_next_write is not None:
             err, self.fail_next_write = self.fail_next_write, None
             return self.apply(shard.on_write_failed(self.state, r.write_ref, err, self.now, self.cfg))
         self.log.extend(r.records)
+        if r.marker is not None:
+            self.log.append(("marker", r.marker))
         if r.replay:
-            for k, v in r.records:
-                shard.replay(self.state, k, v, self.now)
+            shard.replay_result(self.state, r, self.now)
         for tok, payload in r.responses:
             assert tok not in self.answers, f"token {tok} answered twice"
             self.answers[tok] = payload
@@ -205,10 +208,33 @@ class Core:
         self.apply(shard.offset_commit(self.state, req, tok, self.now, self.cfg))
         return self.answers[tok]
 
-    def fetch(
-        self, group: str = "g", topics: dict[str, tuple[int, ...]] | None = None, version: int = 8
+    def txn_commit(
+        self,
+        *parts: tuple[str, int, int] | tuple[str, int, int, str | None],
+        producer: int = 1000,
+        epoch: int = 0,
+        group: str = "g",
+        generation: int = -1,
+        member_id: str = "",
+        instance: str | None = None,
+        version: int = 3,
     ) -> Any:
-        req = OffsetFetch(group, None if topics is None else tuple(topics.items()), False, version)
+        tok = self.token()
+        cps = tuple(CommitPartition(p[0], p[1], p[2], -1, p[3] if len(p) > 3 else "") for p in parts)  # type: ignore[misc]
+        req = TxnOffsetCommit("tx", group, producer, epoch, generation, member_id, instance, cps, version)
+        self.apply(shard.txn_offset_commit(self.state, req, tok, self.now, self.cfg))
+        return self.answers[tok]
+
+    def end_txn(self, producer: int = 1000, commit: bool = True, epoch: int = 0) -> Any:
+        tok = self.token()
+        self.apply(shard.end_transaction(self.state, EndTxnMarker(producer, epoch, commit), tok, self.now, self.cfg))
+        return self.answers.get(tok, "unanswered")
+
+    def fetch(
+        self, group: str = "g", topics: dict[str, tuple[int, ...]] | None = None, version: int = 8,
+        require_stable: bool = False,
+    ) -> Any:
+        req = OffsetFetch(group, None if topics is None else tuple(topics.items()), require_stable, version)
         return shard.offset_fetch(self.state, req, self.now)
 
     def stable_group(self, n: int = 2, group: str = "g", **kw: Any) -> list[str]:
