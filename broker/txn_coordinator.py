@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 from coordinator import transactions as T
 from coordinator.partitioning import OFFSETS_TOPIC
 from coordinator.service import CoordinatorError
+from coordinator.tasks import Tasks
 from protocol.errors import ErrorCode
 from storage.batch import iter_records
 from storage.errors import StorageError
@@ -52,7 +53,7 @@ class TransactionCoordinator:
         self.txns: dict[str, T.Txn] = {}
         self.by_producer: dict[int, str] = {}
         self._busy: set[str] = set()
-        self._tasks: set[asyncio.Task] = set()
+        self._tasks = Tasks()
 
     # ------------------------------------------------------------ lifecycle
 
@@ -75,25 +76,16 @@ class TransactionCoordinator:
         for txn in self.txns.values():
             if txn.completing:  # the markers may not all have been written before the stop
                 self._busy.add(txn.transactional_id)
-                self._spawn(self._finish_guarded(txn))
-        self._spawn(self._timers())
+                self._tasks.spawn(self._finish_guarded(txn))
+        self._tasks.spawn(self._timers())
 
     async def stop(self) -> None:
-        for task in list(self._tasks):
-            task.cancel()
-        for task in list(self._tasks):
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        await self._tasks.cancel_all()
         if self.log is not None:
             with contextlib.suppress(StorageError):
                 self.log.flush()
             self.log.close()
             self.log = None
-
-    def _spawn(self, coro: object) -> None:
-        task = asyncio.get_running_loop().create_task(coro)  # type: ignore[arg-type]
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
 
     # ------------------------------------------------------------ requests
 
@@ -248,11 +240,11 @@ class TransactionCoordinator:
                     continue
                 log.info("transactional id %s: transaction open for more than %d ms, aborting it", tid, txn.timeout_ms)
                 self._busy.add(tid)
-                self._spawn(self._abort_guarded(T.fence_epoch(txn)))
+                self._tasks.spawn(self._abort_guarded(T.fence_epoch(txn)))
             for txn in list(self.txns.values()):
                 if txn.completing and txn.transactional_id not in self._busy:
                     self._busy.add(txn.transactional_id)
-                    self._spawn(self._finish_guarded(txn))
+                    self._tasks.spawn(self._finish_guarded(txn))
             if time.monotonic() >= next_expiry:
                 next_expiry = time.monotonic() + expire_every
                 await self._expire(now)

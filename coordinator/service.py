@@ -37,6 +37,7 @@ from coordinator.records import (
     encode_key,
     encode_value,
 )
+from coordinator.tasks import Tasks
 from storage.batch import TRANSACTIONAL, TxnWalk, build_control_batch, collect_latest
 from storage.committer import GroupCommitter
 from storage.errors import StorageError
@@ -179,7 +180,7 @@ class GroupCoordinator:
         self._partition_of: dict[str, int] = {}  # group id -> offsets partition (a Java string hash each)
         self._tokens = itertools.count(1)
         self._timer_seq = itertools.count()
-        self._tasks: set[asyncio.Task] = set()
+        self._tasks = Tasks()
         self.load_gate: asyncio.Event | None = None  # tests hold loading here
         self.load_seconds: float | None = None
         self.loaded_records = 0
@@ -210,10 +211,10 @@ class GroupCoordinator:
         self._open_journal()
         # loading needs no helper (a round without one syncs from the flush thread): it runs while
         # the helper process starts
-        self._spawn(self._load_all())
-        self._spawn(self._housekeeping())
+        self._tasks.spawn(self._load_all())
+        self._tasks.spawn(self._housekeeping())
         if self.committer.journal is not None:
-            self._spawn(self._write_out_journaled())
+            self._tasks.spawn(self._write_out_journaled())
         await self.committer.start_helper(self.log_dir)
 
     def _open_journal(self) -> None:
@@ -239,11 +240,7 @@ class GroupCoordinator:
         self.committer.journal = journal
 
     async def stop(self) -> None:
-        for task in list(self._tasks):
-            task.cancel()
-        for task in list(self._tasks):
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        await self._tasks.cancel_all()
         for shard in self.shards.values():
             if shard.wakeup is not None:
                 shard.wakeup.cancel()
@@ -267,12 +264,6 @@ class GroupCoordinator:
             if flushed:
                 journal.reset(prefill=False)  # every partition is durable on its own: nothing to restore next time
             journal.close()
-
-    def _spawn(self, coro: Any) -> asyncio.Task:
-        task = asyncio.get_running_loop().create_task(coro)
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-        return task
 
     # ------------------------------------------------------------ loading
 
