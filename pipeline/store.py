@@ -16,7 +16,15 @@ from typing import Any
 
 from coordinator.partitioning import OFFSETS_TOPIC
 from coordinator.records import GroupMetadataKey, OffsetCommitKey, RecordFormatError, decode_key, decode_value
-from storage.batch import BATCH_OVERHEAD, crc_ok, iter_batches, iter_records, parse_header
+from storage.batch import (
+    BATCH_OVERHEAD,
+    COMMIT_MARKER,
+    control_marker,
+    crc_ok,
+    iter_batches,
+    iter_records,
+    parse_header,
+)
 from storage.errors import StorageError
 
 _PARTITION_DIR = re.compile(r"^(?P<topic>.+)-(?P<partition>\d+)$")
@@ -68,39 +76,56 @@ def batches(directory: Path, stats: dict[str, int] | None = None) -> Iterator[tu
 
 
 def read_offsets_partition(directory: Path, kind: str) -> Iterator[tuple]:
-    """Rows of one ``__consumer_offsets-N`` directory: ``kind`` is "commits" or "groups"."""
-    store_partition = int(directory.name.rsplit("-", 1)[1])
+    """Rows of one ``__consumer_offsets-N`` directory: ``kind`` is "commits" or "groups".
+
+    Transactional offset commits count once their producer's COMMIT marker follows (their rows come out
+    there); an aborted transaction's, or one still open, are no commits at all."""
+    pending: dict[int, list[tuple]] = {}  # producer id -> rows of its open transaction
     for header, batch in batches(directory):
-        for rec in iter_records(batch, header):
-            if rec.key is None:
+        if header.is_control:
+            rows = pending.pop(header.producer_id, ())
+            if control_marker(batch, header) == COMMIT_MARKER:
+                yield from rows
+            continue
+        rows = _offsets_rows(directory, header, batch, kind)
+        if header.is_transactional:
+            pending.setdefault(header.producer_id, []).extend(rows)
+        else:
+            yield from rows
+
+
+def _offsets_rows(directory: Path, header: Any, batch: memoryview, kind: str) -> Iterator[tuple]:
+    store_partition = int(directory.name.rsplit("-", 1)[1])
+    for rec in iter_records(batch, header):
+        if rec.key is None:
+            continue
+        try:
+            key = decode_key(bytes(rec.key))
+            if key is None:
                 continue
-            try:
-                key = decode_key(bytes(rec.key))
-                if key is None:
-                    continue
-                value = decode_value(key, None if rec.value is None else bytes(rec.value))
-            except RecordFormatError:
-                continue
-            if kind == "commits" and isinstance(key, OffsetCommitKey):
-                if value is None:
-                    yield (key.group, key.topic, key.partition, None, None, None, None, None, store_partition, rec.offset, rec.timestamp, True)
-                else:
-                    yield (
-                        key.group, key.topic, key.partition, value.offset, value.leader_epoch, value.metadata,
-                        value.commit_timestamp, value.expire_timestamp, store_partition, rec.offset, rec.timestamp, False,
-                    )
-            elif kind == "groups" and isinstance(key, GroupMetadataKey):
-                if value is None:
-                    yield (key.group, None, None, None, None, None, None, None, store_partition, rec.offset, rec.timestamp, True)
-                else:
-                    members = [
-                        (m.member_id, m.group_instance_id, m.client_id, m.client_host, m.session_timeout, m.rebalance_timeout, len(m.assignment))
-                        for m in value.members
-                    ]
-                    yield (
-                        key.group, value.generation, value.protocol_type, value.protocol, value.leader,
-                        value.current_state_timestamp, len(members), members, store_partition, rec.offset, rec.timestamp, False,
-                    )
+            value = decode_value(key, None if rec.value is None else bytes(rec.value))
+        except RecordFormatError:
+            continue
+        if kind == "commits" and isinstance(key, OffsetCommitKey):
+            if value is None:
+                yield (key.group, key.topic, key.partition, None, None, None, None, None, store_partition, rec.offset, rec.timestamp, True)
+            else:
+                yield (
+                    key.group, key.topic, key.partition, value.offset, value.leader_epoch, value.metadata,
+                    value.commit_timestamp, value.expire_timestamp, store_partition, rec.offset, rec.timestamp, False,
+                )
+        elif kind == "groups" and isinstance(key, GroupMetadataKey):
+            if value is None:
+                yield (key.group, None, None, None, None, None, None, None, store_partition, rec.offset, rec.timestamp, True)
+            else:
+                members = [
+                    (m.member_id, m.group_instance_id, m.client_id, m.client_host, m.session_timeout, m.rebalance_timeout, len(m.assignment))
+                    for m in value.members
+                ]
+                yield (
+                    key.group, value.generation, value.protocol_type, value.protocol, value.leader,
+                    value.current_state_timestamp, len(members), members, store_partition, rec.offset, rec.timestamp, False,
+                )
 
 
 def log_end_offset(directory: Path) -> tuple[int, int]:

@@ -83,3 +83,27 @@ def test_burrow_rules_in_burrows_order():
     assert jobs.burrow_status([4, 4, 4, 4], t, [3, 5, 6, 7], now_ms=35) == "STALL"
     assert jobs.burrow_status([1, 2, 3, 4], t, [3, 5, 5, 7], now_ms=35) == "WARN"  # never decreasing
     assert jobs.burrow_status([1, 2, 3, 4], t, [3, 5, 4, 7], now_ms=35) == "OK"
+
+
+def test_reader_counts_transactional_commits_only_once_committed(tmp_path):
+    """Offsets committed in a transaction are commits once the producer's COMMIT marker follows; an
+    aborted transaction's, or one still open, never are (the coordinator drops or holds them)."""
+    from coordinator.records import OffsetCommitKey, OffsetCommitValue, encode_key, encode_value
+    from storage.batch import build_batch, build_control_batch
+    from storage.log import Log
+
+    d = tmp_path / "__consumer_offsets-0"
+    log = Log.open(d)
+
+    def commit(offset, pid=-1):
+        rec = [(encode_key(OffsetCommitKey("g", "t", 0)), encode_value(OffsetCommitValue(offset, "", 1000)))]
+        log.append(build_batch(rec, timestamp_ms=1000, producer_id=pid, producer_epoch=0 if pid >= 0 else -1, attributes=0x10 if pid >= 0 else 0))
+
+    commit(1)
+    commit(2, pid=7)
+    commit(3, pid=8)
+    log.append(build_control_batch(8, 0, False, timestamp_ms=1000))  # 8 aborts
+    log.append(build_control_batch(7, 0, True, timestamp_ms=1000))  # 7 commits
+    commit(4, pid=9)  # still open
+    log.close()
+    assert [r[3] for r in reader.read_offsets_partition(d, "commits")] == [1, 2]
