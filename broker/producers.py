@@ -31,6 +31,7 @@ class SequencedBatch:
     first_seq: int
     last_seq: int
     base_offset: int
+    max_timestamp: int = -1  # DescribeProducers' last timestamp
 
 
 class ProducerIds:
@@ -74,13 +75,13 @@ class ProducerIds:
             return ErrorCode.out_of_order_sequence_number, None
         return ErrorCode.none, None
 
-    def record(self, pid: int, epoch: int, topic: str, partition: int, first_seq: int, count: int, base_offset: int) -> None:
+    def record(self, pid: int, epoch: int, topic: str, partition: int, first_seq: int, count: int, base_offset: int, max_timestamp: int = -1) -> None:
         if pid < 0:
             return
         batches = self._state.setdefault((pid, topic, partition), deque(maxlen=RETAINED_BATCHES))
         if batches and batches[-1].epoch != epoch:
             batches.clear()
-        batches.append(SequencedBatch(epoch, first_seq, first_seq + count - 1, base_offset))
+        batches.append(SequencedBatch(epoch, first_seq, first_seq + count - 1, base_offset, max_timestamp))
 
     # ------------------------------------------------------------ across restarts
 
@@ -88,13 +89,13 @@ class ProducerIds:
         """Sequence state from stored batches (control batches carry no sequence)."""
         for h in headers:
             if h.producer_id >= 0 and h.base_sequence >= 0 and not h.is_control:
-                self.record(h.producer_id, h.producer_epoch, topic, partition, h.base_sequence, h.record_count, h.base_offset)
+                self.record(h.producer_id, h.producer_epoch, topic, partition, h.base_sequence, h.record_count, h.base_offset, h.max_timestamp)
 
     def save(self, topic: str, partition: int, directory: Path, log_end_offset: int) -> None:
         """Write the partition's sequence state, valid for ``log_end_offset`` (a clean stop); written
         even when empty, so the next start knows there is nothing to rebuild."""
         producers = [
-            [pid, [[b.epoch, b.first_seq, b.last_seq, b.base_offset] for b in batches]]
+            [pid, [[b.epoch, b.first_seq, b.last_seq, b.base_offset, b.max_timestamp] for b in batches]]
             for (pid, t, p), batches in self._state.items()
             if t == topic and p == partition and batches
         ]
@@ -117,6 +118,10 @@ class ProducerIds:
         except (OSError, ValueError, KeyError, TypeError):
             return False
         return True
+
+    def active(self, topic: str, partition: int) -> list[tuple[int, SequencedBatch]]:
+        """(producer id, its last batch) of every producer with state in the partition."""
+        return [(pid, batches[-1]) for (pid, t, p), batches in self._state.items() if t == topic and p == partition and batches]
 
     def forget(self, topic: str) -> None:
         for key in [k for k in self._state if k[1] == topic]:

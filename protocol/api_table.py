@@ -60,6 +60,7 @@ _SPECS = (
     ApiSpec(47, "OffsetDelete", 0, 0),
     ApiSpec(55, "DescribeQuorum", 0, 2),
     ApiSpec(60, "DescribeCluster", 0, 2),
+    ApiSpec(61, "DescribeProducers", 0, 0),
     ApiSpec(65, "DescribeTransactions", 0, 0),
     ApiSpec(66, "ListTransactions", 0, 2),
     ApiSpec(74, "ListConfigResources", 0, 1),  # v0 was ListClientMetricsResources

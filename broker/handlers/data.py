@@ -65,7 +65,7 @@ def _produce_partition(broker: Broker, topic: str, index: int, records: bytes | 
                 first = duplicate
             else:
                 first, _ = lg.append(bytearray(batch))
-                producers.record(h.producer_id, h.producer_epoch, topic, index, h.base_sequence, h.record_count, first)
+                producers.record(h.producer_id, h.producer_epoch, topic, index, h.base_sequence, h.record_count, first, h.max_timestamp)
                 if h.is_transactional and txns is not None:
                     txns.data(h.producer_id, first)
             if base < 0:

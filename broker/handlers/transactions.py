@@ -164,3 +164,30 @@ def list_transactions(broker: Broker, ctx: RequestContext, req: Any) -> Any:
         rows.append(state_cls(transactional_id=txn.transactional_id, producer_id=txn.producer_id, transaction_state=txn.state_name))
     return ctx.respond(throttle_time=0, error_code=ErrorCode.none, unknown_state_filters=unknown, transaction_states=tuple(rows))
 
+
+
+@handles(61)
+def describe_producers(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+    """The producers with state in each partition (kafka-transactions.sh describe-producers): their epoch,
+    last sequence and timestamp, and where their open transaction starts (-1: none)."""
+    topic_cls = ctx.nested("TopicResponse")
+    part_cls = ctx.nested("PartitionResponse")
+    state_cls = ctx.nested("ProducerState")
+    topics = []
+    for t in req.topics:
+        parts = []
+        for index in t.partition_indexes:
+            if broker.partitions.get(t.name, index) is None:
+                parts.append(part_cls(partition_index=index, error_code=ErrorCode.unknown_topic_or_partition, error_message=None, active_producers=()))
+                continue
+            txns = broker.partitions.txn_state((t.name, index))
+            producers = tuple(
+                state_cls(
+                    producer_id=pid, producer_epoch=last.epoch, last_sequence=last.last_seq, last_timestamp=last.max_timestamp,
+                    coordinator_epoch=-1, current_txn_start_offset=txns.ongoing.get(pid, -1) if txns is not None else -1,
+                )
+                for pid, last in sorted(broker.producers.active(t.name, index))
+            )
+            parts.append(part_cls(partition_index=index, error_code=ErrorCode.none, error_message=None, active_producers=producers))
+        topics.append(topic_cls(name=t.name, partitions=tuple(parts)))
+    return ctx.respond(throttle_time=0, topics=tuple(topics))

@@ -247,3 +247,16 @@ async def test_old_versions_hear_invalid_producer_epoch_instead_of_producer_fenc
     assert (await wire.call(25, 0, offsets_v0)).error_code == ErrorCode.invalid_producer_epoch
     # a produce from the fenced epoch
     assert (await produce(wire, "o", 0, txn_batch(pid, epoch, 0, [b"z"])))[0] == ErrorCode.invalid_producer_epoch
+
+
+async def test_describe_producers_shows_epochs_sequences_and_open_transactions(broker, wire):
+    broker.create_topic("dp", 1, {})
+    pid, epoch = await begin(wire, "t10", {"dp": [0]})
+    await produce(wire, "dp", 0, build_batch([(None, b"x")], timestamp_ms=5, producer_id=900, producer_epoch=2, base_sequence=0))
+    assert await produce(wire, "dp", 0, txn_batch(pid, epoch, 0, [b"a", b"b"], ts=7)) == (0, 1)
+    req = codec.make(codec.request_class(61, 0), topics=(codec.nested(codec.request_class(61, 0), "TopicRequest")(name="dp", partition_indexes=(0, 9)),))
+    resp = await wire.call(61, 0, req)
+    p0, p9 = resp.topics[0].partitions
+    assert p9.error_code == ErrorCode.unknown_topic_or_partition
+    rows = {s.producer_id: (s.producer_epoch, s.last_sequence, s.last_timestamp, s.current_txn_start_offset) for s in p0.active_producers}
+    assert rows == {900: (2, 0, 5, -1), pid: (epoch, 1, 7, 1)}
