@@ -101,3 +101,10 @@ def test_killed_member_expires(broker_process):
     finally:
         for m in members:
             m.kill()
+
+
+@pytest.mark.scenario('kafkajs', 11)
+def test_transactions(broker_process):
+    r = run("transactions", broker_process.bootstrap)
+    # the aborted message is never read; the two committed ones and the transaction's group offset are
+    assert r["seen"] == ["committed-1", "committed-2"] and r["groupOffset"] == 5

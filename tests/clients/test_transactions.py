@@ -141,6 +141,7 @@ def values(records) -> list[bytes]:
     return sorted(r[2] for r in records)
 
 
+@pytest.mark.scenario('kafka-python', 11)
 def test_kafka_python_commit_and_abort_read_committed_and_uncommitted(broker, closing):
     """Aborted records are never returned to read_committed, committed ones are; read_uncommitted sees
     both; the COMMIT/ABORT markers take one offset in each partition of the transaction and are never
@@ -164,6 +165,7 @@ def test_kafka_python_commit_and_abort_read_committed_and_uncommitted(broker, cl
         (0, 0, b"aborted0"), (0, 2, b"committed0"), (1, 0, b"aborted1"), (1, 2, b"committed1")]
 
 
+@pytest.mark.scenario('kafka-python', 11)
 def test_kafka_python_consume_transform_produce_commits_group_offsets_with_the_transaction(broker, closing):
     """send_offsets_to_transaction: the group's offsets become the transaction's when it commits, and an
     aborted transaction's offsets are discarded along with its records."""
@@ -302,6 +304,7 @@ def test_kafka_python_transaction_past_its_timeout_is_aborted_by_the_broker(brok
         bounded(stalled.commit_transaction, what="the timed-out producer's commit_transaction")
 
 
+@pytest.mark.scenario('aiokafka', 11)
 def test_aiokafka_transactions_commit_abort_offsets_and_read_committed(broker, closing):
     """aiokafka sends v0 of every transactional request: abort, then commit through
     ``producer.transaction()`` with offsets for a group; a read_committed AIOKafkaConsumer reads only
@@ -362,6 +365,7 @@ def test_aiokafka_transactions_commit_abort_offsets_and_read_committed(broker, c
                {0: 3, 1: 4}, what="the group's offsets after the commit")
 
 
+@pytest.mark.scenario('confluent-kafka', 11)
 def test_confluent_transactions_commit_abort_send_offsets_read_committed(broker, closing):
     """librdkafka: init/begin/produce/abort, then a consume-transform-produce transaction whose
     send_offsets_to_transaction carries the consumer's group metadata; a read_committed Consumer sees

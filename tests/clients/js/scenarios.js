@@ -134,6 +134,33 @@ const scenarios = {
       reset: reset[0].partitions.map((p) => Number(p.offset)).sort(),
       deleted: !afterDelete.includes('js-a')
     }
+  },
+  async transactions () {
+    // abort one transaction, commit one with the group's offsets in it; read back READ_COMMITTED
+    const admin = kafka.admin()
+    await admin.connect()
+    await createTopic(admin, 'js-tx', 1)
+    const producer = kafka.producer({ transactionalId: 'js-tx-producer', maxInFlightRequests: 1, idempotent: true })
+    await producer.connect()
+    const aborted = await producer.transaction()
+    await aborted.send({ topic: 'js-tx', messages: [{ value: 'aborted' }] })
+    await aborted.abort()
+    const committed = await producer.transaction()
+    await committed.send({ topic: 'js-tx', messages: [{ value: 'committed-1' }, { value: 'committed-2' }] })
+    await committed.sendOffsets({ consumerGroupId: 'js-tx-group', topics: [{ topic: 'js-tx', partitions: [{ partition: 0, offset: '5' }] }] })
+    await committed.commit()
+    const seen = []
+    const consumer = kafka.consumer({ groupId: 'js-tx-reader', readUncommitted: false })
+    await consumer.connect()
+    await consumer.subscribe({ topic: 'js-tx', fromBeginning: true })
+    await consumer.run({ eachMessage: async ({ message }) => { seen.push(message.value.toString()) } })
+    await until(() => seen.length >= 2, 30000, 'the committed messages')
+    await sleep(300)
+    await consumer.disconnect()
+    const offsets = await admin.fetchOffsets({ groupId: 'js-tx-group', topics: ['js-tx'] })
+    await producer.disconnect()
+    await admin.disconnect()
+    return { seen, groupOffset: Number(offsets[0].partitions[0].offset) }
   }
 }
 
