@@ -82,10 +82,14 @@ class PartitionManager:
                 await task
         await self.committer.close()
         for (name, p), lg in self.logs.items():
-            with contextlib.suppress(StorageError):
+            with contextlib.suppress(StorageError, OSError):  # without a snapshot, the next start rebuilds
                 lg.flush()
-                if self.producers is not None and not lg.failed:
-                    self.producers.save(name, p, lg.directory, lg.log_end_offset)
+                if not lg.failed:
+                    if self.producers is not None:
+                        self.producers.save(name, p, lg.directory, lg.log_end_offset)
+                    txns = self.txns.get((name, p))
+                    if txns is not None:
+                        txns.save(lg.directory, lg.log_end_offset)
             lg.close()
         self.logs.clear()
 
@@ -94,7 +98,8 @@ class PartitionManager:
         for p in range(first, topic.partitions):
             lg = self.logs[(topic.name, p)] = Log.open(self.dir / f"{topic.name}-{p}", cfg)
             if is_transactional(lg.directory):
-                self.txns[(topic.name, p)] = PartitionTxns.rebuild(lg.batches())
+                restored = PartitionTxns.restore(lg.directory, lg.log_end_offset)
+                self.txns[(topic.name, p)] = restored if restored is not None else PartitionTxns.rebuild(lg.batches())
             producers = self.producers
             if producers is not None and lg.log_end_offset and not producers.restore(topic.name, p, lg.directory, lg.log_end_offset):
                 producers.rebuild(topic.name, p, lg.headers(last_segments=1))

@@ -3,13 +3,15 @@ offset), and which transactions were aborted (Kafka's producer state and .txnind
 
 From it come the last stable offset (LSO: no READ_COMMITTED reader goes past the first offset of an
 open transaction) and the aborted transactions a READ_COMMITTED fetch must name so the client drops
-their records. It is rebuilt from the log's batch headers when a partition that has ever held a
-transactional batch is opened, so it needs no file of its own beyond the flag that says so.
+their records. A partition that has ever held a transactional batch is flagged on disk; opening it restores the
+state a clean stop saved beside the log (valid for the log end it names), or else rebuilds it by
+reading the log.
 """
 
 from __future__ import annotations
 
 import bisect
+import json
 import os
 from collections.abc import Iterable
 from pathlib import Path
@@ -18,6 +20,7 @@ from storage.batch import ABORT_MARKER, BatchHeader, control_marker
 from storage.log import fsync_directory
 
 FLAG = "transactional"  # a partition that has held transactional batches: rebuilt at open
+SNAPSHOT = "transactions"  # its state at a clean stop
 
 
 class PartitionTxns:
@@ -59,6 +62,32 @@ class PartitionTxns:
         if i:
             del self.aborted[:i]
             del self._aborted_last[:i]
+
+    def save(self, directory: Path, log_end_offset: int) -> None:
+        """Write the state, valid for ``log_end_offset`` (a clean stop), so the next open reads no log."""
+        path = directory / SNAPSHOT
+        tmp = path.with_suffix(".tmp")
+        with open(tmp, "w") as f:
+            json.dump({"end": log_end_offset, "ongoing": list(self.ongoing.items()), "aborted": self.aborted}, f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+
+    @classmethod
+    def restore(cls, directory: Path, log_end_offset: int) -> PartitionTxns | None:
+        """The saved state if it describes this very log end; None when there is none that does."""
+        try:
+            snap = json.loads((directory / SNAPSHOT).read_text())
+            if snap["end"] != log_end_offset:
+                return None
+            state = cls()
+            state.ongoing = {int(pid): int(first) for pid, first in snap["ongoing"]}
+            for pid, first, last in snap["aborted"]:
+                state.aborted.append((int(pid), int(first), int(last)))
+                state._aborted_last.append(int(last))
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+        return state
 
     @classmethod
     def rebuild(cls, batches: Iterable[tuple[BatchHeader, memoryview]]) -> PartitionTxns:
