@@ -247,7 +247,10 @@ class TransactionCoordinator:
                     self._tasks.spawn(self._finish_guarded(txn))
             if time.monotonic() >= next_expiry:
                 next_expiry = time.monotonic() + expire_every
-                await self._expire(now)
+                try:
+                    await self._expire(now)
+                except Exception:  # the timers must outlive one bad pass
+                    log.exception("expiring transactional ids failed")
 
     async def _abort_guarded(self, fenced: T.Txn) -> None:
         try:
