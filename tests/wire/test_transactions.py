@@ -267,3 +267,26 @@ async def test_describe_producers_shows_epochs_sequences_and_open_transactions(b
     assert p9.error_code == ErrorCode.unknown_topic_or_partition
     rows = {s.producer_id: (s.producer_epoch, s.last_sequence, s.last_timestamp, s.current_txn_start_offset) for s in p0.active_producers}
     assert rows == {900: (2, 0, 5, -1), pid: (epoch, 1, 7, 1)}
+
+
+async def test_an_idle_transactional_id_expires_and_comes_back_with_a_new_producer_id(tmp_path):
+    b = Broker(broker_config(tmp_path, **{
+        "transactional.id.expiration.ms": "100",
+        "transaction.remove.expired.transaction.cleanup.interval.ms": "50",
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms": "20",
+    }))
+    await b.start()
+    wire = await WireClient.connect(b.port)
+    try:
+        first = await wire.call(22, 4, init_body("idle"))
+        for _ in range(100):
+            if b.transactions.describe("idle") is None:
+                break
+            await asyncio.sleep(0.05)
+        assert b.transactions.describe("idle") is None  # forgotten, with a tombstone in its log
+        again = await wire.call(22, 4, init_body("idle"))
+        assert again.error_code == 0 and (again.producer_id, again.producer_epoch) != (first.producer_id, first.producer_epoch + 1)
+        assert again.producer_epoch == 0
+    finally:
+        await wire.close()
+        await b.stop()
