@@ -86,10 +86,10 @@ class PartitionManager:
                 lg.flush()
                 if not lg.failed:
                     if self.producers is not None:
-                        self.producers.save(name, p, lg.directory, lg.log_end_offset)
+                        self.producers.save(name, p, lg)
                     txns = self.txns.get((name, p))
                     if txns is not None:
-                        txns.save(lg.directory, lg.log_end_offset)
+                        txns.save(lg)
             lg.close()
         self.logs.clear()
 
@@ -98,10 +98,10 @@ class PartitionManager:
         for p in range(first, topic.partitions):
             lg = self.logs[(topic.name, p)] = Log.open(self.dir / f"{topic.name}-{p}", cfg)
             if is_transactional(lg.directory):
-                restored = PartitionTxns.restore(lg.directory, lg.log_end_offset)
+                restored = PartitionTxns.restore(lg)
                 self.txns[(topic.name, p)] = restored if restored is not None else PartitionTxns.rebuild(lg.batches())
             producers = self.producers
-            if producers is not None and lg.log_end_offset and not producers.restore(topic.name, p, lg.directory, lg.log_end_offset):
+            if producers is not None and lg.log_end_offset and not producers.restore(topic.name, p, lg):
                 producers.rebuild(topic.name, p, lg.headers(last_segments=1))
 
     def _created(self, topic: Topic) -> None:

@@ -10,7 +10,6 @@ the partition's newest segment.
 
 from __future__ import annotations
 
-import json
 import os
 from collections import deque
 from collections.abc import Iterable
@@ -19,6 +18,7 @@ from pathlib import Path
 
 from protocol.errors import ErrorCode
 from storage.batch import BatchHeader
+from storage.log import Log
 
 RETAINED_BATCHES = 5
 BLOCK = 1000
@@ -91,31 +91,24 @@ class ProducerIds:
             if h.producer_id >= 0 and h.base_sequence >= 0 and not h.is_control:
                 self.record(h.producer_id, h.producer_epoch, topic, partition, h.base_sequence, h.record_count, h.base_offset, h.max_timestamp)
 
-    def save(self, topic: str, partition: int, directory: Path, log_end_offset: int) -> None:
-        """Write the partition's sequence state, valid for ``log_end_offset`` (a clean stop); written
-        even when empty, so the next start knows there is nothing to rebuild."""
-        producers = [
+    def save(self, topic: str, partition: int, log: Log) -> None:
+        """Snapshot the partition's sequence state beside its log (a clean stop); written even when
+        empty, so the next start knows there is nothing to rebuild."""
+        log.save_snapshot(SNAPSHOT, [
             [pid, [[b.epoch, b.first_seq, b.last_seq, b.base_offset, b.max_timestamp] for b in batches]]
             for (pid, t, p), batches in self._state.items()
             if t == topic and p == partition and batches
-        ]
-        path = directory / SNAPSHOT
-        tmp = path.with_suffix(".tmp")
-        with open(tmp, "w") as f:
-            json.dump({"end": log_end_offset, "producers": producers}, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+        ])
 
-    def restore(self, topic: str, partition: int, directory: Path, log_end_offset: int) -> bool:
-        """Load the snapshot if it describes this very log end; False when there is none that does."""
+    def restore(self, topic: str, partition: int, log: Log) -> bool:
+        """Load the snapshot if it describes the log as it is; False when there is none that does."""
+        producers = log.load_snapshot(SNAPSHOT)
+        if producers is None:
+            return False
         try:
-            snap = json.loads((directory / SNAPSHOT).read_text())
-            if snap["end"] != log_end_offset:
-                return False
-            for pid, batches in snap["producers"]:
+            for pid, batches in producers:
                 self._state[(pid, topic, partition)] = deque((SequencedBatch(*b) for b in batches), maxlen=RETAINED_BATCHES)
-        except (OSError, ValueError, KeyError, TypeError):
+        except (ValueError, TypeError):
             return False
         return True
 

@@ -11,13 +11,12 @@ reading the log.
 from __future__ import annotations
 
 import bisect
-import json
 import os
 from collections.abc import Iterable
 from pathlib import Path
 
 from storage.batch import ABORT_MARKER, BatchHeader, control_marker
-from storage.log import fsync_directory
+from storage.log import Log, fsync_directory
 
 FLAG = "transactional"  # a partition that has held transactional batches: rebuilt at open
 SNAPSHOT = "transactions"  # its state at a clean stop
@@ -63,29 +62,23 @@ class PartitionTxns:
             del self.aborted[:i]
             del self._aborted_last[:i]
 
-    def save(self, directory: Path, log_end_offset: int) -> None:
-        """Write the state, valid for ``log_end_offset`` (a clean stop), so the next open reads no log."""
-        path = directory / SNAPSHOT
-        tmp = path.with_suffix(".tmp")
-        with open(tmp, "w") as f:
-            json.dump({"end": log_end_offset, "ongoing": list(self.ongoing.items()), "aborted": self.aborted}, f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
+    def save(self, log: Log) -> None:
+        """Snapshot the state beside the partition's log (a clean stop), so the next open reads no log."""
+        log.save_snapshot(SNAPSHOT, {"ongoing": list(self.ongoing.items()), "aborted": self.aborted})
 
     @classmethod
-    def restore(cls, directory: Path, log_end_offset: int) -> PartitionTxns | None:
-        """The saved state if it describes this very log end; None when there is none that does."""
+    def restore(cls, log: Log) -> PartitionTxns | None:
+        """The saved state if it describes the log as it is; None when there is none that does."""
+        snap = log.load_snapshot(SNAPSHOT)
+        if snap is None:
+            return None
+        state = cls()
         try:
-            snap = json.loads((directory / SNAPSHOT).read_text())
-            if snap["end"] != log_end_offset:
-                return None
-            state = cls()
             state.ongoing = {int(pid): int(first) for pid, first in snap["ongoing"]}
             for pid, first, last in snap["aborted"]:
                 state.aborted.append((int(pid), int(first), int(last)))
                 state._aborted_last.append(int(last))
-        except (OSError, ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError):
             return None
         return state
 

@@ -80,6 +80,7 @@ def read_offsets_partition(directory: Path, kind: str) -> Iterator[tuple]:
 
     Transactional offset commits count once their producer's COMMIT marker follows (their rows come out
     there); an aborted transaction's, or one still open, are no commits at all."""
+    store_partition = int(directory.name.rsplit("-", 1)[1])
     pending: dict[int, list[tuple]] = {}  # producer id -> rows of its open transaction
     for header, batch in batches(directory):
         if header.is_control:
@@ -87,15 +88,14 @@ def read_offsets_partition(directory: Path, kind: str) -> Iterator[tuple]:
             if control_marker(batch, header) == COMMIT_MARKER:
                 yield from rows
             continue
-        rows = _offsets_rows(directory, header, batch, kind)
+        rows = _offsets_rows(store_partition, header, batch, kind)
         if header.is_transactional:
             pending.setdefault(header.producer_id, []).extend(rows)
         else:
             yield from rows
 
 
-def _offsets_rows(directory: Path, header: Any, batch: memoryview, kind: str) -> Iterator[tuple]:
-    store_partition = int(directory.name.rsplit("-", 1)[1])
+def _offsets_rows(store_partition: int, header: Any, batch: memoryview, kind: str) -> Iterator[tuple]:
     for rec in iter_records(batch, header):
         if rec.key is None:
             continue
