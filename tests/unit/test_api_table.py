@@ -25,7 +25,7 @@ def test_no_handler_outside_the_table():
 
 def test_readme_table_is_generated_from_the_table():
     readme = (ROOT / "README.md").read_text()
-    assert support_table_markdown() in readme, "README's API table is stale: python -m protocol.api_table"
+    assert support_table_markdown() in readme, "README's API table is stale: python scripts/readme_tables.py"
 
 
 def test_versions_are_sane():

@@ -60,4 +60,4 @@ def test_readme_config_table_is_current():
     from broker.config import config_table_markdown
 
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    assert config_table_markdown() in readme, "README's config table is stale: python -m broker.config"
+    assert config_table_markdown() in readme, "README's config table is stale: python scripts/readme_tables.py"
