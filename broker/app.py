@@ -10,6 +10,7 @@ import time
 import uuid
 from typing import Protocol
 
+from broker import quotas
 from broker.config import Config
 from broker.connection import Connection
 from broker.dispatch import load_handlers
@@ -55,6 +56,7 @@ class Broker:
         self._loop: asyncio.AbstractEventLoop | None = None  # set by start()
         self.topics.reserved = (OFFSETS_TOPIC, TXN_STATE_TOPIC)  # the coordinators' own logs: never a data topic's
         self.producers = ProducerIds(config["log.dirs"])
+        self.quotas = quotas.load(config["log.dirs"], config["quota.window.num"], config["quota.window.size.seconds"] * 1000)
         self.partitions = PartitionManager(config, self.topics, self.producers)
         self.services.append(self.partitions)
         self.coordinator = GroupCoordinator(config, self.metrics)

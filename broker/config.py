@@ -115,6 +115,9 @@ KEYS: dict[str, Key] = {
         _int_key("transaction.abort.timed.out.transaction.cleanup.interval.ms", 10_000, 1, INT32_MAX, "how often transactions past their timeout are aborted"),
         _int_key("transactional.id.expiration.ms", 604_800_000, 1, INT32_MAX, "forget a transactional id idle this long, its transaction complete"),
         _int_key("transaction.remove.expired.transaction.cleanup.interval.ms", 3_600_000, 1, INT32_MAX, "how often expired transactional ids are forgotten"),
+        # client quotas (their values: AlterClientQuotas)
+        _int_key("quota.window.num", 11, 1, INT32_MAX, "samples a client's byte rate is measured over"),
+        _int_key("quota.window.size.seconds", 1, 1, INT32_MAX, "length of one sample"),
         # storage
         _int_key("log.segment.bytes", 1_073_741_824, 1024, INT32_MAX, "segment roll size"),
         _int_key("log.roll.ms", 604_800_000, 1, INT64_MAX, "segment roll age"),

@@ -37,6 +37,7 @@ log = logging.getLogger("groupd.connection")
 _ids = itertools.count(1)
 API_VERSIONS = 18
 WRITE_HIGH_WATER = 1 << 20
+_MUTED = object()  # stands for an outstanding request while a throttled connection is muted
 _MIN_FRAME = HEADER_PREFIX.size  # a shorter frame, or a torn one, takes the checked path below
 
 
@@ -61,6 +62,8 @@ class Connection(asyncio.Protocol):
         self._lost = False
         self._out: list[bytes] = []  # answers of this loop turn, sent together by flush()
         self._out_bytes = 0  # past WRITE_HIGH_WATER, no further request is handled until flush()
+        self.user = "ANONYMOUS"  # the principal's name (Kafka's on a PLAINTEXT listener), as quotas see it
+        self._mute_ms = 0  # a quota's throttle time, applied once the current answer is out
 
     # ------------------------------------------------------------ asyncio.Protocol
 
@@ -170,7 +173,7 @@ class Connection(asyncio.Protocol):
         started = self.broker.metrics.request_started(api_key)
         self._current = (api_key, api_version, correlation_id, started)
         try:
-            result = HANDLERS[api_key](self.broker, RequestContext(header, self.host, self.id), request)
+            result = HANDLERS[api_key](self.broker, RequestContext(header, self.host, self.id, self, len(body)), request)
         except Exception:
             self._failed()
             return
@@ -255,6 +258,25 @@ class Connection(asyncio.Protocol):
             else:  # a large body (a Fetch) goes out as it is, without a copy
                 self._write(head)
                 self._write(body)
+        if self._mute_ms:
+            self._mute()
+
+    # ------------------------------------------------------------ quotas
+
+    def mute_after_answer(self, ms: int) -> None:
+        """Kafka answers a throttled request at once and then mutes its channel for the throttle time
+        (KIP-219): no further request of this connection is handled until then."""
+        self._mute_ms = max(self._mute_ms, ms)
+
+    def _mute(self) -> None:
+        ms, self._mute_ms = self._mute_ms, 0
+        self._coro = _MUTED  # _pump takes no frame while a request is outstanding
+        asyncio.get_running_loop().call_later(ms / 1000, self._unmute)
+
+    def _unmute(self) -> None:
+        if self._coro is _MUTED:
+            self._coro = None
+            self._pump()
 
     def _failed(self) -> None:
         api_key, api_version, _, started = self._current

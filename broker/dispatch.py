@@ -24,6 +24,8 @@ class RequestContext:
     header: RequestHeader
     client_host: str
     connection_id: str
+    conn: Any = None  # the Connection: its principal, and muting it for a quota
+    size: int = 0  # the request's bytes (after the length prefix), as Kafka measures a produce quota
 
     @property
     def version(self) -> int:

@@ -25,6 +25,7 @@ storage (``storage/``)
 transaction coordinator (``broker/txn_coordinator.py``)
     ``transaction_ended(result)``: markers written; ``result`` in ``TXN_RESULTS`` (commit, abort by the
         producer, abort of a timed-out transaction, abort fencing an older producer).
+    ``throttled(quota, ms)``: a response over a client quota (``producer_byte_rate``, ``consumer_byte_rate``).
 
 Scrape-time sources (duck-typed; absent ones are skipped):
     ``broker.coordinator.metrics_snapshot()`` -> iterable of objects (or tuples) with ``group_id``,
@@ -165,6 +166,7 @@ class Metrics:
         self._store_batch = Histogram(BATCH_BUCKETS)
         self._store_fsync = Histogram(LATENCY_BUCKETS)
         self._txns_ended: dict[str, int] = dict.fromkeys(TXN_RESULTS, 0)
+        self._throttled: dict[str, list[float]] = {}  # quota key -> [responses throttled, seconds muted]
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(_Collector(self))
 
@@ -271,6 +273,11 @@ class Metrics:
     def transaction_ended(self, result: str) -> None:
         self._txns_ended[result] += 1
 
+    def throttled(self, quota: str, ms: int) -> None:
+        row = self._throttled.setdefault(quota, [0, 0.0])
+        row[0] += 1
+        row[1] += ms / 1000
+
     def healthy(self) -> tuple[bool, str]:
         """Ready when the broker listens, is not stopping, and every offsets partition is loaded."""
         broker = self.broker
@@ -321,6 +328,13 @@ class _Collector:
         for result, n in m._txns_ended.items():
             ended.add_metric([result], n)
         yield ended
+        throttled = CounterMetricFamily("groupd_quota_throttled", "Responses throttled by a client quota, by quota", labels=["quota"])
+        muted = CounterMetricFamily("groupd_quota_throttle_seconds", "Time throttled connections were muted, by quota", labels=["quota"])
+        for quota, (n, seconds) in sorted(m._throttled.items()):
+            throttled.add_metric([quota], n)
+            muted.add_metric([quota], seconds)
+        yield throttled
+        yield muted
         states: dict[str, int] = {}
         for txn in getattr(getattr(m.broker, "transactions", None), "all", list)():
             states[txn.state_name] = states.get(txn.state_name, 0) + 1

@@ -10,7 +10,6 @@ the partition's newest segment.
 
 from __future__ import annotations
 
-import os
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -18,6 +17,7 @@ from pathlib import Path
 
 from protocol.errors import ErrorCode
 from storage.batch import BatchHeader
+from storage.files import write_atomically
 from storage.log import Log
 
 RETAINED_BATCHES = 5
@@ -45,12 +45,7 @@ class ProducerIds:
         """A fresh producer id; blocks of ids are reserved durably before any is handed out."""
         if self._next >= self._limit:
             start = max(self._next, int(self._path.read_text()) if self._path.exists() else 0)
-            self._path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = self._path.with_suffix(".tmp")
-            tmp.write_text(str(start + BLOCK))
-            with open(tmp) as f:
-                os.fsync(f.fileno())
-            os.replace(tmp, self._path)
+            write_atomically(self._path, str(start + BLOCK).encode())
             self._next, self._limit = start, start + BLOCK
         pid = self._next
         self._next += 1

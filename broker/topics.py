@@ -1,13 +1,12 @@
 """The topic registry: names, ids, partition counts and per-topic configs, durable under log.dirs.
 
-It is a small JSON document rewritten atomically (write, fsync, rename, fsync the directory) on every
+It is a small JSON document rewritten atomically (``storage.files.write_atomically``) on every
 change: topics change rarely and a restart must find exactly what was acknowledged.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
 import uuid
 from collections.abc import Callable
@@ -15,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from protocol.errors import ErrorCode
-from storage.log import fsync_directory
+from storage.files import write_atomically
 
 REGISTRY_FILE = "topics.json"
 MAX_NAME_LENGTH = 249
@@ -92,13 +91,7 @@ class TopicRegistry:
                 for t in self._by_name.values()
             ],
         }
-        tmp = self._path.with_suffix(".tmp")
-        with open(tmp, "w") as f:
-            json.dump(doc, f, indent=1, sort_keys=True)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self._path)
-        fsync_directory(self._dir)
+        write_atomically(self._path, json.dumps(doc, indent=1, sort_keys=True).encode())
 
     # queries
     def get(self, name: str) -> Topic | None:

@@ -58,6 +58,8 @@ _SPECS = (
     ApiSpec(45, "AlterPartitionReassignments", 0, 1),
     ApiSpec(46, "ListPartitionReassignments", 0, 0),
     ApiSpec(47, "OffsetDelete", 0, 0),
+    ApiSpec(48, "DescribeClientQuotas", 0, 1),
+    ApiSpec(49, "AlterClientQuotas", 0, 1),
     ApiSpec(55, "DescribeQuorum", 0, 2),
     ApiSpec(60, "DescribeCluster", 0, 2),
     ApiSpec(61, "DescribeProducers", 0, 0),

@@ -29,6 +29,7 @@ SCENARIOS = {
     9: "admin: list/describe groups, group offsets, reset, delete (NON_EMPTY_GROUP)",
     10: "mixed clients in one group",
     11: "transactions: abort and commit, read back READ_COMMITTED, group offsets sent in the transaction",
+    12: "quotas: a producer and a consumer over their byte rates are throttled and lose nothing",
 }
 CLIENTS = ["kafka-python", "aiokafka", "confluent-kafka", "kafkajs", "groupd-groups"]
 NOT_APPLICABLE = {
@@ -37,7 +38,7 @@ NOT_APPLICABLE = {
     ("kafkajs", 8): "kafkajs implements only the eager rebalance protocol",
     ("kafkajs", 10): "scenario 10 is the kafka-python + confluent-kafka + aiokafka trio (range assignor)",
     **{("groupd-groups", n): "an admin tool, not a consumer" for n in (3, 4, 5, 6, 7, 8, 10)},
-    ("groupd-groups", 11): "an admin tool, not a producer",
+    **{("groupd-groups", n): "an admin tool, not a producer" for n in (11, 12)},
     **{("groupd-groups", n): "manages groups, not topics" for n in (1, 2)},
 }
 

@@ -149,19 +149,20 @@ def request_bytes(api_key: int, version: int, body: Any, correlation_id: int = 1
 class WireClient:
     """A raw asyncio Kafka connection for wire tests: send kio requests, decode kio responses."""
 
-    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, client_id: str = "test") -> None:
         self.reader, self.writer = reader, writer
+        self.client_id = client_id
         self._cid = 0
         self._pending: list[tuple[int, int, int]] = []
 
     @classmethod
-    async def connect(cls, port: int, host: str = "127.0.0.1") -> WireClient:
+    async def connect(cls, port: int, host: str = "127.0.0.1", client_id: str = "test") -> WireClient:
         reader, writer = await asyncio.open_connection(host, port)
-        return cls(reader, writer)
+        return cls(reader, writer, client_id)
 
     def send(self, api_key: int, version: int, body: Any) -> int:
         self._cid += 1
-        self.writer.write(request_bytes(api_key, version, body, self._cid))
+        self.writer.write(request_bytes(api_key, version, body, self._cid, self.client_id))
         self._pending.append((self._cid, api_key, version))
         return self._cid
 

@@ -8,6 +8,7 @@ from broker.handlers import (  # noqa: F401
     describe,
     groups,
     offsets,
+    quotas,
     replicas,
     topics,
     transactions,

@@ -92,6 +92,7 @@ async def produce(broker: Broker, ctx: RequestContext, req: Any) -> Any:
             results.append((key, pd.index, error, base, start, lg))
             if lg is not None:
                 touched[id(lg)] = lg
+    throttle = _throttle(broker, ctx, broker.quotas.produce, ctx.size) if broker.quotas.produce.enabled else 0
     if req.acks == 0:
         for lg in touched.values():
             asyncio.get_running_loop().create_task(_quiet_durable(broker, lg))
@@ -112,7 +113,16 @@ async def produce(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     topic_cls = ctx.nested("TopicProduceResponse")
     named = "topic_id" if by_id else "name"
     topics = tuple(codec.make(topic_cls, **{named: key}, partition_responses=tuple(ps)) for key, ps in grouped.items())
-    return ctx.respond(responses=topics, throttle_time=0, node_endpoints=())
+    return ctx.respond(responses=topics, throttle_time=throttle, node_endpoints=())
+
+
+def _throttle(broker: Broker, ctx: RequestContext, quota: Any, value: int) -> int:
+    """Record a client's bytes against its quota; over it, mute the connection for the throttle time."""
+    ms = quota.record(ctx.conn.user, ctx.client_id, value, int(time.time() * 1000))
+    if ms > 0:
+        ctx.conn.mute_after_answer(ms)
+        broker.metrics.throttled(quota.key, ms)
+    return ms
 
 
 async def _quiet_durable(broker: Broker, lg: Any) -> None:
@@ -134,18 +144,26 @@ async def fetch(broker: Broker, ctx: RequestContext, req: Any) -> Any:
             wanted.append((t.topic, None, t.partitions))
     deadline = time.monotonic() + codec.millis(req.max_wait) / 1000
     keys = [(name, p.partition) for name, _tid, ps in wanted if name is not None for p in ps]
+    quota = broker.quotas.fetch
+    budget, min_bytes = req.max_bytes, req.min_bytes
+    if quota.enabled:  # Kafka: never ask for more than the quota lets through in one window
+        budget = int(min(budget, quota.max_in_window(ctx.conn.user, ctx.client_id)))
+        min_bytes = min(min_bytes, budget)
     while True:
-        total, any_error, topics = _fetch_once(broker, ctx, req, wanted)
+        total, any_error, topics = _fetch_once(broker, ctx, req, wanted, budget)
         remaining = deadline - time.monotonic()
-        if total >= req.min_bytes or any_error or remaining <= 0 or broker.stopping:
-            return ctx.respond(throttle_time=0, error_code=ErrorCode.none, session_id=0, responses=topics, node_endpoints=())
+        if total >= min_bytes or any_error or remaining <= 0 or broker.stopping:
+            throttle = _throttle(broker, ctx, quota, total) if quota.enabled else 0
+            if throttle:  # Kafka answers a throttled fetch empty, and takes its bytes back
+                quota.unrecord(ctx.conn.user, ctx.client_id, total, int(time.time() * 1000))
+                topics = ()
+            return ctx.respond(throttle_time=throttle, error_code=ErrorCode.none, session_id=0, responses=topics, node_endpoints=())
         await broker.partitions.wait_for_data(keys, remaining)
 
 
-def _fetch_once(broker: Broker, ctx: RequestContext, req: Any, wanted: list) -> tuple[int, bool, tuple]:
+def _fetch_once(broker: Broker, ctx: RequestContext, req: Any, wanted: list, budget: int) -> tuple[int, bool, tuple]:
     part_cls = ctx.nested("PartitionData")
     topic_cls = ctx.nested("FetchableTopicResponse")
-    budget = req.max_bytes if ctx.version >= 3 else 1 << 31
     read_committed = ctx.version >= 4 and req.isolation_level == READ_COMMITTED
     aborted_cls = ctx.nested("AbortedTransaction") if read_committed else None
     total = 0

@@ -108,3 +108,14 @@ def test_transactions(broker_process):
     r = run("transactions", broker_process.bootstrap)
     # the aborted message is never read; the two committed ones and the transaction's group offset are
     assert r["seen"] == ["committed-1", "committed-2"] and r["groupOffset"] == 5
+
+
+@pytest.mark.scenario("kafkajs", 12)
+def test_quotas(tmp_path):
+    from tests.clients.test_quotas import RATE, quota_broker_process, set_quotas
+
+    with quota_broker_process(tmp_path) as proc:
+        set_quotas(proc.port, "kafkajs-scenarios")
+        r = run("quotas", proc.bootstrap)
+    assert r["seen"] == list(range(40))
+    assert r["producedMs"] > 120_000 / RATE * 1000 * 0.6  # 120 kB at 40 kB/s, the first window free

@@ -161,6 +161,30 @@ const scenarios = {
     await producer.disconnect()
     await admin.disconnect()
     return { seen, groupOffset: Number(offsets[0].partitions[0].offset) }
+  },
+  async quotas () {
+    // produce 40 records of 3,000 bytes one by one, then read them all, under byte-rate quotas the
+    // test set for this client id: the time it took is the broker's throttling
+    const admin = kafka.admin()
+    await admin.connect()
+    await createTopic(admin, 'js-quota', 1)
+    await admin.disconnect()
+    const producer = kafka.producer()
+    await producer.connect()
+    const started = Date.now()
+    for (let i = 0; i < 40; i++) {
+      await producer.send({ topic: 'js-quota', messages: [{ value: Buffer.alloc(3000, i) }] })
+    }
+    const producedMs = Date.now() - started
+    await producer.disconnect()
+    const seen = []
+    const consumer = kafka.consumer({ groupId: 'js-quota-reader' })
+    await consumer.connect()
+    await consumer.subscribe({ topic: 'js-quota', fromBeginning: true })
+    await consumer.run({ eachMessage: async ({ message }) => { seen.push(message.value[0]) } })
+    await until(() => seen.length >= 40, 30000, 'every record')
+    await consumer.disconnect()
+    return { producedMs, seen }
   }
 }
 
