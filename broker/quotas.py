@@ -217,10 +217,7 @@ class ClientQuota:
         self._limits: dict[tuple[str | None, str | None], float] = {}
         self._rates: dict[tuple[str, str], Rate] = {}
         self._last_sweep_ms = 0
-
-    @property
-    def enabled(self) -> bool:
-        return bool(self._limits)
+        self.enabled = False  # a plain attribute: Produce and Fetch test it on every request
 
     def set_limits(self, quotas: dict[Entity, dict[str, float]]) -> None:
         limits = {}
@@ -230,6 +227,7 @@ class ClientQuota:
                 user = kinds.get(USER, "")
                 client = kinds.get(CLIENT_ID, "")
                 limits[(user, client)] = values[self.key]
+        self.enabled = bool(limits)
         self._limits = limits  # rates stay: Kafka updates the bound of the sensors it has, not their history
 
     def _tags(self, user: str, client_id: str) -> tuple[str, str]:
