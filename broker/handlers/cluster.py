@@ -77,6 +77,11 @@ def metadata(broker: Broker, ctx: RequestContext, req: Any) -> Any:
         # null (v1+) or empty (v0) means every topic
         for topic in broker.listed_topics():
             entries.append(entry(ctx, broker, topic.name, topic.topic_id, ErrorCode.none, topic.partitions))
+    elif 10 <= ctx.version < 12 and any(t.name is None or t.topic_id != zero_id for t in req.topics):
+        # Kafka: v10-v11 carry a topic id field but take names only; the whole request fails, every topic
+        # answered INVALID_REQUEST (a null name as ""), with no brokers, cluster id or controller
+        invalid = tuple(entry(ctx, broker, t.name or "", t.topic_id, ErrorCode.invalid_request, 0) for t in req.topics)
+        return ctx.respond(throttle_time=0, brokers=(), cluster_id=None, controller_id=-1, topics=invalid, error_code=ErrorCode.none)
     else:
         auto = broker.config["auto.create.topics.enable"] and getattr(req, "allow_auto_topic_creation", True)
         for wanted in req.topics:

@@ -88,6 +88,9 @@ async def produce(broker: Broker, ctx: RequestContext, req: Any) -> Any:
             if name is None:
                 results.append((key, pd.index, ErrorCode.unknown_topic_id, -1, -1, None))
                 continue
+            if req.acks not in (-1, 0, 1):  # Kafka appends nothing and answers every partition so
+                results.append((key, pd.index, ErrorCode.invalid_required_acks, -1, -1, None))
+                continue
             error, base, start, lg = _produce_partition(broker, name, pd.index, pd.records)
             results.append((key, pd.index, error, base, start, lg))
             if lg is not None:
