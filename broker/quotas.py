@@ -30,7 +30,7 @@ CONNECTION_CREATION_RATE = "connection_creation_rate"
 _USER_CLIENT_KEYS = {PRODUCER_BYTE_RATE: "long", CONSUMER_BYTE_RATE: "long", REQUEST_PERCENTAGE: "double", CONTROLLER_MUTATION_RATE: "double"}
 _IP_KEYS = {CONNECTION_CREATION_RATE: "int"}
 # the keys groupd enforces; the others Kafka knows are refused rather than stored to no effect
-ENFORCED = (PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE)
+ENFORCED = (PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE, CONTROLLER_MUTATION_RATE)
 _LIMITS = {"long": 2**63 - 1, "int": 2**31 - 1}
 INACTIVE_SENSOR_MS = 3_600_000  # Kafka drops a client's quota sensors after an hour without requests
 
@@ -293,6 +293,83 @@ class ClientQuota:
         return math.inf if bound is None else bound * (self.samples - 1) * self.window_ms / 1000.0
 
 
+# ---------------------------------------------------------------- topic and partition mutations (KIP-599)
+
+
+@dataclass(slots=True)
+class TokenBucket:
+    """Kafka's TokenBucket: full (a burst of samples x window x rate) when new, refilled at the rate."""
+
+    tokens: float = 0.0
+    last_ms: int = 0
+    last_record_ms: int = 0
+
+    def refill(self, rate: float, burst: float, now_ms: int) -> None:
+        self.tokens = min(burst, self.tokens + rate * (now_ms - self.last_ms) / 1000.0)
+        self.last_ms = now_ms
+
+
+class Mutations:
+    """One request's partition mutations against its client's bucket (Kafka's ControllerMutationQuota).
+
+    Strict (CreateTopics v6+, DeleteTopics v5+, CreatePartitions v3+): a topic is refused, answered
+    THROTTLING_QUOTA_EXCEEDED, while the bucket is below zero, and every later topic of the request too;
+    one topic may take the bucket below zero. Permissive (older versions): every topic goes through, and
+    the request is only throttled."""
+
+    def __init__(self, bucket: TokenBucket | None, rate: float, burst: float, strict: bool) -> None:
+        self._bucket, self._rate, self._burst, self._strict = bucket, rate, burst, strict
+        self._throttle_ms = 0
+        self._at_ms = 0
+
+    def _violated(self, now_ms: int) -> None:
+        self._throttle_ms = math.floor(-self._bucket.tokens / self._rate * 1000 + 0.5)
+        self._at_ms = now_ms
+
+    def record(self, partitions: int, now_ms: int) -> bool:
+        """Take ``partitions`` permits; False when a strict quota refuses them."""
+        bucket = self._bucket
+        if bucket is None:
+            return True
+        bucket.last_record_ms = now_ms
+        if self._strict:
+            if self._throttle_ms > 0:
+                return False
+            bucket.refill(self._rate, self._burst, now_ms)
+            if bucket.tokens < 0:
+                self._violated(now_ms)
+                return False
+            bucket.tokens = min(self._burst, bucket.tokens - partitions)
+            return True
+        bucket.refill(self._rate, self._burst, now_ms)
+        bucket.tokens = min(self._burst, bucket.tokens - partitions)
+        if bucket.tokens < 0:
+            self._violated(now_ms)
+        return True
+
+    def throttle_ms(self, now_ms: int) -> int:
+        """The throttle time left, the time since it was measured taken off."""
+        return max(0, self._throttle_ms - (now_ms - self._at_ms))
+
+
+class MutationQuota(ClientQuota):
+    """``controller_mutation_rate``: partitions created or deleted per second, as a token bucket."""
+
+    def __init__(self, samples: int = 11, window_ms: int = 1000) -> None:
+        super().__init__(CONTROLLER_MUTATION_RATE, samples, window_ms)
+        self._buckets: dict[tuple[str, str], TokenBucket] = {}
+
+    def for_request(self, user: str, client_id: str, strict: bool) -> Mutations:
+        bound = self.limit(user, client_id) if self.enabled else None
+        if bound is None:
+            return Mutations(None, 0.0, 0.0, strict)
+        tags = self._tags(user, client_id)
+        bucket = self._buckets.get(tags)
+        if bucket is None:
+            bucket = self._buckets[tags] = TokenBucket()
+        return Mutations(bucket, bound, self.samples * self.window_ms / 1000.0 * bound, strict)
+
+
 class Quotas:
     """Every entity's quota values, and the enforced quota types built from them."""
 
@@ -300,11 +377,12 @@ class Quotas:
         self.values: dict[Entity, dict[str, float]] = {}
         self.produce = ClientQuota(PRODUCER_BYTE_RATE, samples, window_ms)
         self.fetch = ClientQuota(CONSUMER_BYTE_RATE, samples, window_ms)
+        self.mutations = MutationQuota(samples, window_ms)
 
     def load(self, values: dict[Entity, dict[str, float]]) -> None:
         self.values = {e: dict(v) for e, v in values.items() if v}
-        self.produce.set_limits(self.values)
-        self.fetch.set_limits(self.values)
+        for quota in (self.produce, self.fetch, self.mutations):
+            quota.set_limits(self.values)
 
     def alter(self, entity: Entity, ops: list[tuple[str, float | None]], validate_only: bool) -> bool:
         """Apply one entity's operations (value None removes the key); raises QuotaError, changes

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from broker.config import KEYS
 from broker.dispatch import RequestContext, handles
+from broker.handlers.topics import THROTTLED, mutations, now_ms, throttle_time
 from broker.topic_configs import (
     DYNAMIC_BROKER_DEFAULTS,
     LIST,
@@ -32,6 +33,7 @@ TYPE_STRING = 2
 def create_partitions(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     result_cls = ctx.nested("CreatePartitionsTopicResult")
     results = []
+    quota = mutations(broker, ctx, strict_since=3)
     for t in req.topics:
         error, message = ErrorCode.none, None
         topic = broker.topics.get(t.name)
@@ -44,10 +46,12 @@ def create_partitions(broker: Broker, ctx: RequestContext, req: Any) -> Any:
                 message = f"Topic already has {topic.partitions} partitions."
         elif t.assignments is not None and any(tuple(a.broker_ids) != (broker.node_id,) for a in t.assignments):
             error, message = ErrorCode.invalid_replica_assignment, "Assignments may name only this broker."
+        elif not quota.record(t.count - topic.partitions, now_ms()):
+            error, message = ErrorCode.throttling_quota_exceeded, THROTTLED
         elif not req.validate_only:
             broker.topics.grow(t.name, t.count)
         results.append(codec.make(result_cls, name=t.name, error_code=error, error_message=message))
-    return ctx.respond(throttle_time=0, results=tuple(results))
+    return ctx.respond(throttle_time=throttle_time(broker, ctx, quota), results=tuple(results))
 
 
 @handles(21)

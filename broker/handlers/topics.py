@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, Any
 
 from broker.dispatch import RequestContext, handles
+from broker.quotas import Mutations
 from broker.topic_configs import InvalidConfig, validate_topic_configs
 from broker.topics import TopicError
 from protocol import codec
@@ -14,9 +16,31 @@ if TYPE_CHECKING:
     from broker.app import Broker
 
 
+THROTTLED = "The throttling quota has been exceeded."
+
+
+def mutations(broker: Broker, ctx: RequestContext, strict_since: int) -> Mutations:
+    """This request's controller mutation quota: strict from ``strict_since`` on, permissive before."""
+    return broker.quotas.mutations.for_request(ctx.conn.user if ctx.conn else "ANONYMOUS", ctx.client_id, ctx.version >= strict_since)
+
+
+def throttle_time(broker: Broker, ctx: RequestContext, quota: Mutations) -> int:
+    """The throttle time to answer with; the connection is muted that long, as for the byte rates."""
+    ms = quota.throttle_ms(now_ms())
+    if ms > 0 and ctx.conn is not None:
+        ctx.conn.mute_after_answer(ms)
+        broker.metrics.throttled("controller_mutation_rate", ms)
+    return ms
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
 @handles(19)
 def create_topics(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     result_cls = ctx.nested("CreatableTopicResult")
+    quota = mutations(broker, ctx, strict_since=6)
     seen: dict[str, int] = {}
     for topic in req.topics:
         seen[topic.name] = seen.get(topic.name, 0) + 1
@@ -48,6 +72,8 @@ def create_topics(broker: Broker, ctx: RequestContext, req: Any) -> Any:
             except InvalidConfig as exc:
                 raise TopicError(ErrorCode.invalid_config, str(exc)) from None
             broker.topics.check_new(topic.name, partitions)
+            if not quota.record(partitions, now_ms()):  # Kafka charges validate-only requests too
+                raise TopicError(ErrorCode.throttling_quota_exceeded, THROTTLED)
             if not req.validate_only:
                 topic_id = broker.create_topic(topic.name, partitions, configs).topic_id
         except TopicError as exc:
@@ -65,7 +91,7 @@ def create_topics(broker: Broker, ctx: RequestContext, req: Any) -> Any:
                 configs=None if error != ErrorCode.none else (),
             )
         )
-    return ctx.respond(throttle_time=0, topics=tuple(results))
+    return ctx.respond(throttle_time=throttle_time(broker, ctx, quota), topics=tuple(results))
 
 
 @handles(20)
@@ -76,6 +102,7 @@ def delete_topics(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     else:
         wanted = [(name, None) for name in req.topic_names]
     results = []
+    quota = mutations(broker, ctx, strict_since=5)
     for name, topic_id in wanted:
         error, message = ErrorCode.none, None
         if name is None and topic_id is not None:
@@ -86,6 +113,9 @@ def delete_topics(broker: Broker, ctx: RequestContext, req: Any) -> Any:
                 name = topic.name
         if error == ErrorCode.none:
             try:
+                existing = broker.topics.get(name)
+                if existing is not None and not quota.record(existing.partitions, now_ms()):
+                    raise TopicError(ErrorCode.throttling_quota_exceeded, THROTTLED)
                 topic = broker.delete_topic(name)
                 topic_id = topic.topic_id
             except TopicError as exc:
@@ -93,4 +123,4 @@ def delete_topics(broker: Broker, ctx: RequestContext, req: Any) -> Any:
         results.append(
             codec.make(result_cls, name=name, topic_id=topic_id or codec.ZERO_UUID, error_code=error, error_message=message)
         )
-    return ctx.respond(throttle_time=0, responses=tuple(results))
+    return ctx.respond(throttle_time=throttle_time(broker, ctx, quota), responses=tuple(results))

@@ -196,3 +196,39 @@ def test_describe_filters_like_kafka() -> None:
     with pytest.raises(QuotaError) as info:
         describe(quotas.values, [Component("group", 2, None)], False)
     assert info.value.unsupported
+
+
+def _mutations(strict: bool):
+    from broker.quotas import MutationQuota
+
+    q = MutationQuota(samples=10, window_ms=1000)
+    q.set_limits({entity_of([(CLIENT_ID, "admin")]): {"controller_mutation_rate": 10.0}})
+    return q.for_request("ANONYMOUS", "admin", strict)
+
+
+def test_strict_mutation_quota_as_kafka_test():
+    """A bucket of 10 x 1 s x 10/s = 100 permits: 90 accepted, 90 more accepted (-80), the third refused
+    with 80 / 10 s = 8,000 ms to wait, 3,000 of them left five seconds later."""
+    t0 = 1_700_000_000_000  # Kafka's bucket is full when new: it refills from time 0
+    quota = _mutations(strict=True)
+    assert quota.record(90, t0) and quota.throttle_ms(t0) == 0
+    assert quota.record(90, t0) and quota.throttle_ms(t0) == 0
+    assert not quota.record(90, t0)
+    assert quota.throttle_ms(t0) == 8000
+    assert not quota.record(1, t0)  # and every later topic of the request
+    assert quota.throttle_ms(t0 + 5000) == 3000
+
+
+def test_permissive_mutation_quota_throttles_but_accepts():
+    t0 = 1_700_000_000_000
+    quota = _mutations(strict=False)
+    assert quota.record(90, t0) and quota.throttle_ms(t0) == 0
+    assert quota.record(90, t0) and quota.throttle_ms(t0) == 8000
+    assert quota.throttle_ms(t0 + 5000) == 3000
+
+
+def test_no_mutation_quota_is_unbounded():
+    from broker.quotas import MutationQuota
+
+    quota = MutationQuota().for_request("ANONYMOUS", "anyone", strict=True)
+    assert all(quota.record(10**6, 0) for _ in range(5)) and quota.throttle_ms(0) == 0

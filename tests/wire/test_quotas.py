@@ -161,3 +161,46 @@ async def test_fetch_over_its_quota_is_answered_empty_and_capped_to_the_window(q
         assert b.metrics._throttled["consumer_byte_rate"][0] == 1
     finally:
         await wire.close()
+
+
+def create_topics_body(version, topics):
+    cls = codec.request_class(19, version)
+    topic = codec.nested(cls, "CreatableTopic")
+    return codec.make(cls, timeout=5000, validate_only=False, topics=tuple(
+        topic(name=name, num_partitions=n, replication_factor=-1, assignments=(), configs=()) for name, n in topics
+    ))
+
+
+@pytest.mark.parametrize(("version", "strict"), [(7, True), (5, False)])
+async def test_topic_creation_over_the_mutation_rate(quota_broker, version, strict):
+    """1 partition/s with two one-second samples: a burst of 2. A 3-partition topic takes the bucket to
+    -1; strict (v6+) refuses the next topic for 1 s, permissive (older) creates it and throttles."""
+    b = quota_broker
+    wire = await WireClient.connect(b.port)
+    try:
+        await wire.call(49, 1, alter_body(1, [([("client-id", "test")], [("controller_mutation_rate", 1)])]))
+        resp = await wire.call(19, version, create_topics_body(version, [("m1", 3), ("m2", 1)]))
+        errors = [(t.name, t.error_code) for t in resp.topics]
+        if strict:
+            assert errors == [("m1", ErrorCode.none), ("m2", ErrorCode.throttling_quota_exceeded)]
+            assert resp.topics[1].error_message == "The throttling quota has been exceeded."
+            assert b.topics.get("m2") is None
+        else:
+            assert errors == [("m1", ErrorCode.none), ("m2", ErrorCode.none)]
+        throttle = codec.millis(resp.throttle_time)
+        assert 900 <= throttle <= 2000
+        # this connection is muted meanwhile; from another, with the same client id and so the same bucket,
+        # a delete is charged too, and strict DeleteTopics (v5+) refuses it while the bucket is empty
+        other = await WireClient.connect(b.port)
+        dcls = codec.request_class(20, 6)
+        dtopic = codec.nested(dcls, "DeleteTopicState")
+        resp = await other.call(20, 6, codec.make(dcls, timeout=5000, topics=(dtopic(name="m1", topic_id=codec.ZERO_UUID),)))
+        await other.close()
+        assert resp.responses[0].error_code == ErrorCode.throttling_quota_exceeded
+        assert b.topics.get("m1") is not None
+        # once the throttle time has passed, the bucket has refilled enough
+        await asyncio.sleep(throttle / 1000 + 0.1)
+        resp = await wire.call(20, 6, codec.make(dcls, timeout=5000, topics=(dtopic(name="m2" if not strict else "m1", topic_id=codec.ZERO_UUID),)))
+        assert resp.responses[0].error_code == ErrorCode.none
+    finally:
+        await wire.close()
