@@ -62,3 +62,16 @@ def test_batches_the_broker_builds_already_carry_epoch_zero():
     assert parse_header(build_batch([(b"k", b"v")], timestamp_ms=1)).partition_leader_epoch == LEADER_EPOCH
     marker = build_control_batch(7, 0, True, timestamp_ms=1)
     assert parse_header(marker).partition_leader_epoch == LEADER_EPOCH
+
+
+def test_offset_for_leader_epoch_errors_are_counted_per_api():
+    """groupd_request_errors{api="OffsetForLeaderEpoch"} sees the first partition error of an answer."""
+    from broker.metrics import response_error
+    from protocol import codec
+
+    cls = codec.response_class(23, 4)
+    part, topic = codec.nested(cls, "EpochEndOffset"), codec.nested(cls, "OffsetForLeaderTopicResult")
+    ok = codec.make(part, partition=0, error_code=0, leader_epoch=0, end_offset=3)
+    fenced = codec.make(part, partition=1, error_code=ErrorCode.fenced_leader_epoch, leader_epoch=-1, end_offset=-1)
+    resp = codec.make(cls, throttle_time=0, topics=(codec.make(topic, topic="t", partitions=(ok, fenced)),))
+    assert response_error(23, resp) == ErrorCode.fenced_leader_epoch
