@@ -63,7 +63,7 @@ REBALANCE_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0
 BATCH_BUCKETS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 5000, 10000)
 
 # responses without a top-level error_code whose errors live in <list>[].<list>[].error_code
-_NESTED_ERRORS = {0: ("responses", "partition_responses"), 8: ("topics", "partitions"), 28: ("topics", "partitions")}
+_NESTED_ERRORS = {0: ("responses", "partition_responses"), 8: ("topics", "partitions"), 23: ("topics", "partitions"), 28: ("topics", "partitions")}
 
 
 class Histogram:

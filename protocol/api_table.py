@@ -39,6 +39,7 @@ _SPECS = (
     ApiSpec(20, "DeleteTopics", 1, 6),
     ApiSpec(21, "DeleteRecords", 0, 2),
     ApiSpec(22, "InitProducerId", 0, 5),
+    ApiSpec(23, "OffsetForLeaderEpoch", 2, 4),  # Kafka 4 dropped 0-1 (KIP-896)
     ApiSpec(24, "AddPartitionsToTxn", 0, 5),
     ApiSpec(25, "AddOffsetsToTxn", 0, 4),
     ApiSpec(26, "EndTxn", 0, 4),

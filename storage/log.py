@@ -55,6 +55,7 @@ _INDEX_HEAD = struct.Struct(">4sHBQQqqq")
 _INDEX_MAGIC = b"GDBI"
 _SCAN_HEADER = struct.Struct(">qiibIhiqq")  # a batch header up to maxTimestamp
 _RECORD_COUNT = struct.Struct(">i")  # at position 57
+_LEADER_EPOCH = struct.Struct(">i")  # partitionLeaderEpoch, at position 12
 
 
 def _wall_ms() -> int:
@@ -343,8 +344,9 @@ class Log:
 
     # ------------------------------------------------------------ writes
 
-    def append(self, batch: bytes | bytearray) -> tuple[int, int]:
-        """Store one v2 batch at the log end (its base offset is rewritten); not yet durable."""
+    def append(self, batch: bytes | bytearray, leader_epoch: int | None = None) -> tuple[int, int]:
+        """Store one v2 batch at the log end (its base offset is rewritten, and its partitionLeaderEpoch
+        when ``leader_epoch`` is given: a leader stamps a producer's batch with its own); not yet durable."""
         size = len(batch)
         if size > self.config.max_message_bytes or size > self.config.segment_bytes:
             raise RecordTooLarge(
@@ -358,6 +360,8 @@ class Log:
         if magic != 2 or length < BATCH_OVERHEAD - LOG_OVERHEAD:
             parse_header(buf, 0)  # raises, naming the problem
         (record_count,) = _RECORD_COUNT.unpack_from(buf, 57)
+        if leader_epoch is not None:
+            _LEADER_EPOCH.pack_into(buf, 12, leader_epoch)  # outside the CRC, like the base offset
         return self._place(buf, size, last_delta, max_ts, record_count)
 
     def _place(self, buf: bytearray, size: int, last_delta: int, max_ts: int, record_count: int) -> tuple[int, int]:

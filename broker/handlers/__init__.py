@@ -7,6 +7,7 @@ from broker.handlers import (  # noqa: F401
     data,
     describe,
     groups,
+    leader_epochs,
     offsets,
     quotas,
     replicas,

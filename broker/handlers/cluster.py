@@ -6,6 +6,7 @@ import functools
 from typing import TYPE_CHECKING, Any
 
 from broker.dispatch import RequestContext, handles
+from broker.leader_epochs import LEADER_EPOCH
 from broker.operations import NOT_REQUESTED, authorized_operations
 from broker.topics import INTERNAL_TOPICS, TopicError, validate_name
 from coordinator.partitioning import OFFSETS_TOPIC, partition_for
@@ -28,7 +29,7 @@ def partition_state(broker: Broker, index: int) -> dict[str, Any]:
         "error_code": ErrorCode.none,
         "partition_index": index,
         "leader_id": node,
-        "leader_epoch": 0,
+        "leader_epoch": LEADER_EPOCH,
         "replica_nodes": (node,),
         "isr_nodes": (node,),
         "offline_replicas": (),

@@ -9,6 +9,7 @@ from collections import Counter
 from typing import TYPE_CHECKING, Any
 
 from broker.dispatch import RequestContext, handles
+from broker.leader_epochs import LEADER_EPOCH, UNDEFINED_EPOCH, current_epoch_error, fetch_divergence
 from broker.topics import INTERNAL_TOPICS
 from protocol import codec
 from protocol.errors import ErrorCode
@@ -64,7 +65,7 @@ def _produce_partition(broker: Broker, topic: str, index: int, records: bytes | 
             if duplicate is not None:
                 first = duplicate
             else:
-                first, _ = lg.append(bytearray(batch))
+                first, _ = lg.append(bytearray(batch), LEADER_EPOCH)
                 producers.record(h.producer_id, h.producer_epoch, topic, index, h.base_sequence, h.record_count, first, h.max_timestamp)
                 if h.is_transactional and txns is not None:
                     txns.data(h.producer_id, first)
@@ -153,9 +154,9 @@ async def fetch(broker: Broker, ctx: RequestContext, req: Any) -> Any:
         budget = int(min(budget, quota.max_in_window(ctx.conn.user, ctx.client_id)))
         min_bytes = min(min_bytes, budget)
     while True:
-        total, any_error, topics = _fetch_once(broker, ctx, req, wanted, budget)
+        total, answer_now, topics = _fetch_once(broker, ctx, req, wanted, budget)
         remaining = deadline - time.monotonic()
-        if total >= min_bytes or any_error or remaining <= 0 or broker.stopping:
+        if total >= min_bytes or answer_now or remaining <= 0 or broker.stopping:
             throttle = _throttle(broker, ctx, quota, total) if quota.enabled else 0
             if throttle:  # Kafka answers a throttled fetch empty, and takes its bytes back
                 quota.unrecord(ctx.conn.user, ctx.client_id, total, int(time.time() * 1000))
@@ -165,12 +166,15 @@ async def fetch(broker: Broker, ctx: RequestContext, req: Any) -> Any:
 
 
 def _fetch_once(broker: Broker, ctx: RequestContext, req: Any, wanted: list, budget: int) -> tuple[int, bool, tuple]:
+    """One pass over the wanted partitions: (bytes read, whether to answer now, topics)."""
     part_cls = ctx.nested("PartitionData")
     topic_cls = ctx.nested("FetchableTopicResponse")
     read_committed = ctx.version >= 4 and req.isolation_level == READ_COMMITTED
     aborted_cls = ctx.nested("AbortedTransaction") if read_committed else None
+    # KIP-320: v9+ partitions carry the fetcher's current leader epoch, v12+ the epoch of its last batch
+    current_epochs, last_epochs = ctx.version >= 9, ctx.version >= 12
     total = 0
-    any_error = False
+    answer_now = False
     topics = []
     for name, topic_id, partitions in wanted:
         parts = []
@@ -178,15 +182,23 @@ def _fetch_once(broker: Broker, ctx: RequestContext, req: Any, wanted: list, bud
             lg = broker.readable_log(name, p.partition) if name is not None else None
             error, hw, lso, start, data = ErrorCode.none, -1, -1, -1, b""
             aborted: tuple | None = None
+            diverging: tuple[int, int] | None = None
             if lg is None:
                 error = ErrorCode.unknown_topic_id if (name is None and ctx.version >= 13) else ErrorCode.unknown_topic_or_partition
+            elif current_epochs and p.current_leader_epoch > LEADER_EPOCH:
+                # Kafka reads a negative epoch as none given and none is older than 0: only a newer one fails
+                error = ErrorCode.unknown_leader_epoch
             else:
                 hw, start = lg.high_watermark, lg.log_start_offset
                 txns = broker.partitions.txn_state((name, p.partition))
                 lso = hw if txns is None else txns.last_stable_offset(hw)
+                # the usual case (epoch 0, an offset in the log) needs no look-up: it cannot diverge
+                epoch = p.last_fetched_epoch if last_epochs else UNDEFINED_EPOCH
+                if epoch > UNDEFINED_EPOCH and not (epoch == LEADER_EPOCH and start <= p.fetch_offset <= hw):
+                    error, diverging = fetch_divergence(p.last_fetched_epoch, p.fetch_offset, start, lg.log_end_offset)
                 try:
                     limit = min(p.partition_max_bytes, budget - total)
-                    if limit > 0 or total == 0:
+                    if error == ErrorCode.none and diverging is None and (limit > 0 or total == 0):
                         # READ_COMMITTED: nothing at or past the first offset of an open transaction
                         data = lg.read(p.fetch_offset, max(limit, 1), lso if read_committed else None)
                 except OffsetOutOfRange:
@@ -195,9 +207,10 @@ def _fetch_once(broker: Broker, ctx: RequestContext, req: Any, wanted: list, bud
                     # the aborted transactions the data may hold, for the client to drop their records
                     found = txns.aborted_between(p.fetch_offset, lso) if txns is not None and data else ()
                     aborted = tuple(aborted_cls(producer_id=pid, first_offset=first) for pid, first in found)
-            if error != ErrorCode.none:
-                any_error = True
+            if error != ErrorCode.none or diverging is not None:
+                answer_now = True  # as Kafka: errors and divergence are answered without waiting for data
             total += len(data)
+            extra = {} if diverging is None else {"diverging_epoch": ctx.nested("EpochEndOffset")(epoch=diverging[0], end_offset=diverging[1])}
             parts.append(
                 codec.make(
                     part_cls,
@@ -209,10 +222,11 @@ def _fetch_once(broker: Broker, ctx: RequestContext, req: Any, wanted: list, bud
                     aborted_transactions=aborted,
                     preferred_read_replica=-1,
                     records=data if error == ErrorCode.none else None,
+                    **extra,
                 )
             )
         topics.append(codec.make(topic_cls, topic=name or "", topic_id=topic_id or codec.ZERO_UUID, partitions=tuple(parts)))
-    return total, any_error, tuple(topics)
+    return total, answer_now, tuple(topics)
 
 
 @handles(2)
@@ -228,12 +242,16 @@ def list_offsets(broker: Broker, ctx: RequestContext, req: Any) -> Any:
         lg = broker.readable_log(topic, p.partition_index)
         if lg is None:
             return row | {"error_code": ErrorCode.unknown_topic_or_partition}
+        if version >= 4 and p.current_leader_epoch != UNDEFINED_EPOCH:  # KIP-320; only -1 skips the check
+            error = current_epoch_error(p.current_leader_epoch)
+            if error != ErrorCode.none:
+                return row | {"error_code": error}
         if stamp in (EARLIEST, EARLIEST_LOCAL):  # no remote storage: the local log starts where the log does
-            return row | {"offset": lg.log_start_offset, "leader_epoch": 0}
+            return row | {"offset": lg.log_start_offset, "leader_epoch": LEADER_EPOCH}
         if stamp == LATEST:  # READ_COMMITTED: the last stable offset
             latest = lg.high_watermark
             txns = broker.partitions.txn_state((topic, p.partition_index)) if committed else None
-            return row | {"offset": latest if txns is None else txns.last_stable_offset(latest), "leader_epoch": 0}
+            return row | {"offset": latest if txns is None else txns.last_stable_offset(latest), "leader_epoch": LEADER_EPOCH}
         if stamp in (LATEST_TIERED, EARLIEST_PENDING_UPLOAD):
             return row  # nothing is tiered: no offset, as Kafka answers for a topic without remote storage
         if stamp == MAX_TIMESTAMP:
@@ -243,7 +261,7 @@ def list_offsets(broker: Broker, ctx: RequestContext, req: Any) -> Any:
             found = None if found is None else (found[1], found[0])
         if found is None:
             return row
-        return row | {"timestamp": found[0], "offset": found[1], "leader_epoch": 0}
+        return row | {"timestamp": found[0], "offset": found[1], "leader_epoch": LEADER_EPOCH}
 
     named = Counter((t.name, p.partition_index) for t in req.topics for p in t.partitions)
     rows = []

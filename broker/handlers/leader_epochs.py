@@ -1,0 +1,39 @@
+"""OffsetForLeaderEpoch (API 23): where a leader epoch ends, asked by consumers validating their
+positions (KIP-320) and by followers looking for where to truncate (KIP-101)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from broker.dispatch import RequestContext, handles
+from broker.leader_epochs import UNDEFINED_EPOCH, UNDEFINED_OFFSET, current_epoch_error, end_offset_for
+from protocol import codec
+from protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from broker.app import Broker
+
+
+@handles(23)
+def offset_for_leader_epoch(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+    """Kafka's ReplicaManager.lastOffsetForLeaderEpoch: per partition, unknown first, then the current
+    leader epoch (-1: no check), then the end offset of the asked epoch from the leader's log. The
+    replica id (v3+: consumer -1, debug -2, a follower's id) only picks the ACL Kafka checks; groupd has
+    no authorizer, so it answers everyone alike. One result per request topic, repeats kept, as Kafka's
+    collections do."""
+    part_cls, topic_cls = ctx.nested("EpochEndOffset"), ctx.nested("OffsetForLeaderTopicResult")
+    topics = []
+    for t in req.topics:
+        parts = []
+        for p in t.partitions:
+            epoch, end = UNDEFINED_EPOCH, UNDEFINED_OFFSET
+            lg = broker.readable_log(t.topic, p.partition)
+            if lg is None:
+                error = ErrorCode.unknown_topic_or_partition
+            else:
+                error = ErrorCode.none if p.current_leader_epoch == UNDEFINED_EPOCH else current_epoch_error(p.current_leader_epoch)
+                if error == ErrorCode.none:
+                    epoch, end = end_offset_for(p.leader_epoch, lg.log_start_offset, lg.log_end_offset)
+            parts.append(codec.make(part_cls, partition=p.partition, error_code=error, leader_epoch=epoch, end_offset=end))
+        topics.append(codec.make(topic_cls, topic=t.topic, partitions=tuple(parts)))
+    return ctx.respond(throttle_time=0, topics=tuple(topics))
