@@ -201,9 +201,9 @@ async def test_coordinator_errors_are_keyed_by_id(b, c):
 
 async def test_the_offsets_topic_id_is_refused_as_its_name_is(b, c):
     await c.call(10, 3, {"key": "g", "key_type": 0})  # creates __consumer_offsets
-    resp = await c.call(8, 10, commit_body(10, "g", [(b.offsets_topic_id, [(0, 1)])]))
+    resp = await c.call(8, 10, commit_body(10, "g", [(b.internal_topics['__consumer_offsets'].topic_id, [(0, 1)])]))
     v9 = await c.call(8, 9, commit_body(9, "g", [("__consumer_offsets", [(0, 1)])]))
-    assert commit_errors(resp) == [(b.offsets_topic_id, 0, ErrorCode.unknown_topic_or_partition)]
+    assert commit_errors(resp) == [(b.internal_topics['__consumer_offsets'].topic_id, 0, ErrorCode.unknown_topic_or_partition)]
     assert commit_errors(v9, 9) == [("__consumer_offsets", 0, ErrorCode.unknown_topic_or_partition)]
 
 
