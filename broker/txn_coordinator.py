@@ -223,9 +223,11 @@ class TransactionCoordinator:
         """Append the id's new state (None: a tombstone) to its partition and wait until it is durable;
         then it holds."""
         tid = txn.transactional_id if txn is not None else tid or ""
-        lg = self.log_of(self.partition_for(tid))
+        partition = self.partition_for(tid)
+        lg = self.log_of(partition)
         lg.append_records([(T.encode_key(tid), None if txn is None else T.encode_value(txn))])
         await self.broker.partitions.committer.durable(lg)
+        self.broker.partitions.appended((TXN_STATE_TOPIC, partition))  # fetchers long-polling it
         if txn is not None:
             self._put(txn)
 

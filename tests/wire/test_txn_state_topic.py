@@ -214,3 +214,18 @@ async def test_reading_a_partition_past_the_count_is_unknown(tmp_path):
         assert resp.responses[0].partitions[0].error_code == ErrorCode.unknown_topic_or_partition
         ok = await c.call(1, 11, fetch_body(TXN, PARTS - 1, 0))  # a partition never written reads empty
         assert (ok.responses[0].partitions[0].error_code, ok.responses[0].partitions[0].high_watermark) == (0, 0)
+
+
+async def test_a_long_poll_on_a_partition_wakes_on_a_transition(tmp_path):
+    async with running(tmp_path) as (b, c):
+        await c.call(10, 4, {"key_type": 1, "coordinator_keys": ("t-a",)})
+        fetcher = await WireClient.connect(b.port)
+        try:
+            started = time.monotonic()
+            fetcher.send(1, 11, fetch_body(TXN, IDS["t-a"], 0, max_wait=5000))
+            await asyncio.sleep(0.2)
+            assert (await c.call(22, 4, init_body("t-a"))).error_code == 0
+            resp = await asyncio.wait_for(fetcher.recv(), 5)
+            assert resp.responses[0].partitions[0].records and time.monotonic() - started < 4
+        finally:
+            await fetcher.close()
