@@ -163,7 +163,7 @@ class TransactionCoordinator:
         if not tid:
             return ErrorCode.invalid_request
         if tid in self._busy:
-            return ErrorCode.concurrent_transactions
+            return T.while_pending(self.txns.get(tid), producer_id, producer_epoch)
         out = T.add_partitions(self.txns.get(tid), producer_id, producer_epoch, partitions, _now(), groups)
         if isinstance(out, ErrorCode):
             return out
@@ -181,7 +181,7 @@ class TransactionCoordinator:
         if not tid:
             return ErrorCode.invalid_request
         if tid in self._busy:
-            return ErrorCode.concurrent_transactions
+            return T.while_pending(self.txns.get(tid), producer_id, producer_epoch)
         out = T.end_txn(self.txns.get(tid), producer_id, producer_epoch, commit, _now())
         if isinstance(out, ErrorCode):
             return out

@@ -123,6 +123,14 @@ def _check_producer(txn: Txn | None, producer_id: int, producer_epoch: int) -> E
     return ErrorCode.none
 
 
+def while_pending(txn: Txn | None, producer_id: int, producer_epoch: int) -> ErrorCode:
+    """AddPartitionsToTxn or EndTxn finding a transition of its id under way: Kafka checks the producer
+    id and epoch before the pending transition, so a fenced producer (its transaction aborted for a
+    timeout, say) hears PRODUCER_FENCED, not CONCURRENT_TRANSACTIONS, which it would retry."""
+    error = _check_producer(txn, producer_id, producer_epoch)
+    return error if error in (ErrorCode.invalid_producer_id_mapping, ErrorCode.producer_fenced) else ErrorCode.concurrent_transactions
+
+
 def add_partitions(txn: Txn | None, producer_id: int, producer_epoch: int, partitions: Iterable[TopicPartition], now: int, groups: Iterable[str] = ()) -> ErrorCode | Next:
     """AddPartitionsToTxn (and AddOffsetsToTxn, whose partition is the group's offsets partition):
     the transaction is Ongoing from the first one on. ``ErrorCode.none`` when nothing changes."""
