@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
 import time
 import uuid
@@ -14,6 +13,7 @@ from broker import quotas
 from broker.config import Config
 from broker.connection import Connection
 from broker.dispatch import load_handlers
+from broker.internal_topics import InternalTopic
 from broker.metrics import Metrics
 from broker.metrics_http import MetricsServer
 from broker.partitions import PartitionManager
@@ -22,6 +22,7 @@ from broker.topics import Topic, TopicRegistry
 from broker.txn_coordinator import TXN_STATE_TOPIC, TransactionCoordinator
 from coordinator.partitioning import OFFSETS_TOPIC
 from coordinator.service import GroupCoordinator
+from storage.errors import StorageError
 from storage.log import Log
 
 log = logging.getLogger("groupd.broker")
@@ -61,10 +62,22 @@ class Broker:
         self.services.append(self.partitions)
         self.coordinator = GroupCoordinator(config, self.metrics)
         self.coordinator.on_append = lambda partition: self.partitions.appended((OFFSETS_TOPIC, partition))  # long polls
-        self._offsets_topic = False
         self.services.append(self.coordinator)
         self.transactions = TransactionCoordinator(self)
         self.services.append(self.transactions)
+        cluster = config["cluster.id"]
+        self.internal_topics = {
+            t.name: t
+            for t in (
+                # the configs Kafka creates them with (GroupCoordinator's and TransactionStateManager's)
+                InternalTopic.of(cluster, OFFSETS_TOPIC, config["offsets.topic.num.partitions"], {
+                    "cleanup.policy": "compact", "compression.type": "producer", "segment.bytes": str(config["offsets.topic.segment.bytes"]),
+                }, lambda: any(s.log.log_end_offset for s in self.coordinator.shards.values())),
+                InternalTopic.of(cluster, TXN_STATE_TOPIC, config["transaction.state.log.num.partitions"], {
+                    "cleanup.policy": "compact", "compression.type": "uncompressed", "segment.bytes": str(config["transaction.state.log.segment.bytes"]),
+                }, self.transactions.has_records),
+            )
+        }
         self.topics.on_delete.append(lambda topic: self.coordinator.remove_topic(topic.name))
 
     # topic changes go through here so every part of the broker hears about them
@@ -77,52 +90,48 @@ class Broker:
     def partition_metrics(self) -> list[tuple[str, int, int, int, int]]:
         return self.partitions.metrics_rows()
 
-    # ------------------------------------------------------------ __consumer_offsets as a topic
+    # ------------------------------------------------------------ the coordinators' logs as topics
 
-    @functools.cached_property
-    def offsets_topic_id(self) -> uuid.UUID:
-        """The offsets topic's id: derived from the cluster id, so the same across restarts."""
-        return uuid.uuid5(uuid.NAMESPACE_URL, f"groupd:{self.config['cluster.id']}:{OFFSETS_TOPIC}")
-
-    def offsets_topic_exists(self, create: bool = False) -> bool:
-        """Kafka creates its offsets topic at the first group coordinator lookup (``create``); here it
-        also exists once the store holds a record. Until then Metadata does not list it."""
-        if not self._offsets_topic and (create or any(s.log.log_end_offset for s in self.coordinator.shards.values())):
-            self._offsets_topic = True
-        return self._offsets_topic
-
-    def offsets_topic(self) -> Topic | None:
-        """The offsets topic as clients see it once it exists: its partitions, and the configs Kafka
-        creates it with (compacted, the offsets segment size)."""
-        if not self.offsets_topic_exists():
-            return None
-        configs = {"cleanup.policy": "compact", "compression.type": "producer", "segment.bytes": str(self.config["offsets.topic.segment.bytes"])}
-        return Topic(OFFSETS_TOPIC, self.offsets_topic_id, self.config["offsets.topic.num.partitions"], configs)
+    def internal_topic(self, name: str | None, topic_id: uuid.UUID | None = None) -> InternalTopic | None:
+        """``__consumer_offsets`` or ``__transaction_state``, by name (or, without one, by id), created
+        or not."""
+        if name is None:
+            return next((t for t in self.internal_topics.values() if t.topic_id == topic_id), None)
+        return self.internal_topics.get(name)
 
     def listed_topic(self, name: str) -> Topic | None:
-        """A topic clients can describe: a data topic, or the offsets topic once it exists."""
-        return self.topics.get(name) or (self.offsets_topic() if name == OFFSETS_TOPIC else None)
+        """A topic clients can describe: a data topic, or an internal one once it exists."""
+        internal = self.internal_topics.get(name)
+        return self.topics.get(name) or (internal.topic() if internal is not None else None)
 
     def listed_topic_by_id(self, topic_id: uuid.UUID) -> Topic | None:
-        """The same, by topic id (Produce v13+, Fetch v13+)."""
+        """The same, by topic id (Produce v13+, Fetch v13+, OffsetCommit and OffsetFetch v10)."""
         topic = self.topics.by_id(topic_id)
-        if topic is None and topic_id == self.offsets_topic_id:
-            return self.offsets_topic()
+        if topic is None and (internal := self.internal_topic(None, topic_id)) is not None:
+            return internal.topic()
         return topic
 
     def listed_topics(self) -> list[Topic]:
-        """Every topic Metadata lists: the data topics, then the offsets topic once it exists."""
-        offsets = self.offsets_topic()
-        return self.topics.all() + ([offsets] if offsets is not None else [])
+        """Every topic Metadata lists: the data topics, then the internal ones that exist."""
+        return self.topics.all() + [t for i in self.internal_topics.values() if (t := i.topic()) is not None]
 
     def readable_log(self, topic: str, partition: int) -> Log | None:
-        """The log Fetch and ListOffsets read: a data partition's, or an offsets partition this node
-        owns (loaded). Produce, DeleteRecords and retention only ever see the data partitions."""
+        """The log Fetch and ListOffsets read: a data partition's, an offsets partition this node owns
+        (loaded), or a ``__transaction_state`` partition. Produce, DeleteRecords and retention only
+        ever see the data partitions."""
         if topic == OFFSETS_TOPIC:
             shard = self.coordinator.shards.get(partition)
-            if shard is None or not shard.loaded or not self.coordinator.owns(partition) or not self.offsets_topic_exists():
+            if shard is None or not shard.loaded or not self.coordinator.owns(partition) or not self.internal_topics[topic].exists():
                 return None
             return shard.log
+        if topic == TXN_STATE_TOPIC:
+            if not 0 <= partition < self.transactions.num_partitions or not self.internal_topics[topic].exists():
+                return None
+            try:
+                return self.transactions.log_of(partition)
+            except StorageError:
+                log.exception("%s-%d cannot be opened", topic, partition)
+                return None
         return self.partitions.get(topic, partition)
 
     def owns_offsets_partition(self, partition: int) -> bool:

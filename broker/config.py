@@ -115,6 +115,8 @@ KEYS: dict[str, Key] = {
         _int_key("transaction.abort.timed.out.transaction.cleanup.interval.ms", 10_000, 1, INT32_MAX, "how often transactions past their timeout are aborted"),
         _int_key("transactional.id.expiration.ms", 604_800_000, 1, INT32_MAX, "forget a transactional id idle this long, its transaction complete"),
         _int_key("transaction.remove.expired.transaction.cleanup.interval.ms", 3_600_000, 1, INT32_MAX, "how often expired transactional ids are forgotten"),
+        _int_key("transaction.state.log.num.partitions", 50, 1, INT32_MAX, "partitions of __transaction_state (should not change after deployment; ids found elsewhere are moved at start-up)"),
+        _int_key("transaction.state.log.segment.bytes", 104_857_600, 1024, INT32_MAX, "segment size of __transaction_state partitions"),
         # client quotas (their values: AlterClientQuotas)
         _int_key("quota.window.num", 11, 1, INT32_MAX, "samples a client's byte rate is measured over"),
         _int_key("quota.window.size.seconds", 1, 1, INT32_MAX, "length of one sample"),

@@ -53,14 +53,15 @@ class RequestContext:
     def nested(self, name: str) -> type:
         return codec.nested(self.response_class, name)
 
-    def by_topic(self, topic_entity: str, partition_entity: str, rows: Any, parts_field: str = "partitions") -> tuple:
-        """Nest per-partition answers ``(topic, {partition fields})`` under their topics, in first-seen order."""
+    def by_topic(self, topic_entity: str, partition_entity: str, rows: Any, parts_field: str = "partitions", key_field: str = "name") -> tuple:
+        """Nest per-partition answers ``(topic, {partition fields})`` under their topics, in first-seen
+        order; ``topic`` fills ``key_field`` (``topic_id`` where a version names topics by id)."""
         part_cls = self.nested(partition_entity)
-        grouped: dict[str, list[Any]] = {}
+        grouped: dict[Any, list[Any]] = {}
         for topic, fields in rows:
             grouped.setdefault(topic, []).append(codec.make(part_cls, **fields))
         topic_cls = self.nested(topic_entity)
-        return tuple(codec.make(topic_cls, name=t, **{parts_field: tuple(ps)}) for t, ps in grouped.items())
+        return tuple(codec.make(topic_cls, **{key_field: t, parts_field: tuple(ps)}) for t, ps in grouped.items())
 
 
 class Later:

@@ -1,5 +1,5 @@
-"""The transaction coordinator's shell: the ``__transaction_state`` log, markers, and timers around the
-pure core in ``coordinator/transactions.py``.
+"""The transaction coordinator's shell: the ``__transaction_state`` partitions, markers, and timers around
+the pure core in ``coordinator/transactions.py``.
 
 Each transition is persisted (Kafka's TransactionLog key and value formats) before it is acted on or
 answered, so a restart finds every transactional id where it was. A transaction that had reached
@@ -8,6 +8,11 @@ Kafka); an open one is aborted when its timeout passes. Markers go to every data
 transaction and, through the group coordinator, to the offsets partition of every group whose offsets
 it carries. One transition per transactional id at a time: a request that finds one under way gets
 CONCURRENT_TRANSACTIONS and retries, as Kafka's clients do.
+
+As in Kafka, ``transaction.state.log.num.partitions`` partitions hold the ids, each in
+``abs(javaHashCode(id)) % partitions``. A partition's log is opened at its first write (an empty broker
+opens none); start-up replays every partition found on disk and moves an id found outside its own
+partition (the single ``__transaction_state-0`` of earlier groupd versions, or a changed count) home.
 """
 
 from __future__ import annotations
@@ -15,17 +20,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
+import re
 import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from coordinator import transactions as T
-from coordinator.partitioning import OFFSETS_TOPIC
+from coordinator.partitioning import OFFSETS_TOPIC, partition_for
 from coordinator.service import CoordinatorError
 from coordinator.tasks import Tasks
 from protocol.errors import ErrorCode
-from storage.batch import iter_records
+from storage.batch import collect_latest
 from storage.errors import StorageError
 from storage.log import Log, LogConfig
 
@@ -35,7 +42,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("groupd.transactions")
 
 TXN_STATE_TOPIC = "__transaction_state"
-TXN_STATE_DIR = f"{TXN_STATE_TOPIC}-0"
+_PARTITION_DIR = re.compile(rf"{TXN_STATE_TOPIC}-(\d+)")
 
 
 def _now() -> int:
@@ -48,8 +55,10 @@ class TransactionCoordinator:
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
         self.config = broker.config
-        self.dir = Path(self.config["log.dirs"]) / TXN_STATE_DIR
-        self.log: Log | None = None
+        self.root = Path(self.config["log.dirs"])
+        self.num_partitions: int = self.config["transaction.state.log.num.partitions"]
+        self._log_config = LogConfig(cleanup_policy="compact", segment_bytes=self.config["transaction.state.log.segment.bytes"])
+        self.logs: dict[int, Log] = {}  # the partitions opened so far
         self.txns: dict[str, T.Txn] = {}
         self.by_producer: dict[int, str] = {}
         self._busy: set[str] = set()
@@ -58,21 +67,21 @@ class TransactionCoordinator:
     # ------------------------------------------------------------ lifecycle
 
     async def start(self) -> None:
-        self.log = Log.open(self.dir, LogConfig(cleanup_policy="compact", segment_bytes=104_857_600))
-        latest: dict[bytes, bytes | None] = {}
-        for header, raw in self.log.batches():
-            for rec in iter_records(raw, header):
-                if rec.key is not None:
-                    latest[rec.key] = rec.value
-        for key, value in latest.items():
-            try:
-                tid = T.decode_key(key)
-                if value is not None:
-                    self._put(T.decode_value(tid, value))
-            except (ValueError, UnicodeDecodeError, IndexError) as exc:
-                log.warning("transaction log record skipped: %s", exc)
+        for p in self._stored_partitions():
+            self.log_of(p)
+        found: dict[int, dict[bytes, bytes | None]] = {}
+        for p, lg in self.logs.items():
+            latest = found[p] = {}
+            for chunk in lg.chunks():
+                collect_latest(chunk, latest)
+        layout = T.settle_layout(found, self.num_partitions)
+        for why in layout.skipped:
+            log.warning("%s record skipped: partition %s", TXN_STATE_TOPIC, why)
+        self._settle(layout)
+        for txn in layout.txns.values():
+            self._put(txn)
         if self.txns:
-            log.info("loaded %d transactional ids", len(self.txns))
+            log.info("loaded %d transactional ids from %d %s partitions", len(self.txns), len(self.logs), TXN_STATE_TOPIC)
         for txn in self.txns.values():
             if txn.completing:  # the markers may not all have been written before the stop
                 self._busy.add(txn.transactional_id)
@@ -81,11 +90,49 @@ class TransactionCoordinator:
 
     async def stop(self) -> None:
         await self._tasks.cancel_all()
-        if self.log is not None:
+        for lg in self.logs.values():
             with contextlib.suppress(StorageError):
-                self.log.flush()
-            self.log.close()
-            self.log = None
+                lg.flush()
+            lg.close()
+        self.logs.clear()
+
+    # ------------------------------------------------------------ partitions
+
+    def partition_for(self, tid: str) -> int:
+        return partition_for(tid, self.num_partitions)
+
+    def log_of(self, partition: int) -> Log:
+        """A partition's log, opened (made, the first time) at its first use."""
+        lg = self.logs.get(partition)
+        if lg is None:
+            try:
+                lg = Log.open(self.root / f"{TXN_STATE_TOPIC}-{partition}", self._log_config)
+            except OSError as exc:
+                raise StorageError(f"{TXN_STATE_TOPIC}-{partition}: {exc}") from exc
+            self.logs[partition] = lg
+        return lg
+
+    def has_records(self) -> bool:
+        return any(lg.log_end_offset for lg in self.logs.values())
+
+    def _stored_partitions(self) -> list[int]:
+        """Every partition on disk, those past the configured count too (their ids are moved home)."""
+        if not self.root.is_dir():
+            return []
+        with os.scandir(self.root) as entries:
+            return sorted(int(m[1]) for e in entries if (m := _PARTITION_DIR.fullmatch(e.name)) and e.is_dir())
+
+    def _settle(self, layout: T.Layout) -> None:
+        """Write every id found outside its own partition there, durably, then tombstone it where it was."""
+        for step in (layout.moves, {p: [(key, None) for key in keys] for p, keys in layout.clears.items()}):
+            logs = [self.log_of(p) for p in step]
+            for lg, records in zip(logs, step.values(), strict=True):
+                lg.append_records(records)
+            for lg in logs:
+                lg.flush()
+        if layout.moves:
+            moved = sum(len(records) for records in layout.moves.values())
+            log.info("moved %d transactional ids into their own %s partitions (of %d)", moved, TXN_STATE_TOPIC, self.num_partitions)
 
     # ------------------------------------------------------------ requests
 
@@ -116,7 +163,7 @@ class TransactionCoordinator:
         if not tid:
             return ErrorCode.invalid_request
         if tid in self._busy:
-            return ErrorCode.concurrent_transactions
+            return T.while_pending(self.txns.get(tid), producer_id, producer_epoch)
         out = T.add_partitions(self.txns.get(tid), producer_id, producer_epoch, partitions, _now(), groups)
         if isinstance(out, ErrorCode):
             return out
@@ -134,7 +181,7 @@ class TransactionCoordinator:
         if not tid:
             return ErrorCode.invalid_request
         if tid in self._busy:
-            return ErrorCode.concurrent_transactions
+            return T.while_pending(self.txns.get(tid), producer_id, producer_epoch)
         out = T.end_txn(self.txns.get(tid), producer_id, producer_epoch, commit, _now())
         if isinstance(out, ErrorCode):
             return out
@@ -173,11 +220,14 @@ class TransactionCoordinator:
             del self.by_producer[txn.producer_id]
 
     async def _persist(self, txn: T.Txn | None, tid: str | None = None) -> None:
-        """Append the id's new state (None: a tombstone) and wait until it is durable; then it holds."""
-        assert self.log is not None
-        key = T.encode_key(txn.transactional_id if txn is not None else tid or "")
-        self.log.append_records([(key, None if txn is None else T.encode_value(txn))])
-        await self.broker.partitions.committer.durable(self.log)
+        """Append the id's new state (None: a tombstone) to its partition and wait until it is durable;
+        then it holds."""
+        tid = txn.transactional_id if txn is not None else tid or ""
+        partition = self.partition_for(tid)
+        lg = self.log_of(partition)
+        lg.append_records([(T.encode_key(tid), None if txn is None else T.encode_value(txn))])
+        await self.broker.partitions.committer.durable(lg)
+        self.broker.partitions.appended((TXN_STATE_TOPIC, partition))  # fetchers long-polling it
         if txn is not None:
             self._put(txn)
 
@@ -273,9 +323,9 @@ class TransactionCoordinator:
                 continue
             self._forget(txn)
             log.info("transactional id %s expired", tid)
-        assert self.log is not None
-        with contextlib.suppress(StorageError):
-            self.log.compact(now)
+        for lg in self.logs.values():
+            with contextlib.suppress(StorageError):
+                lg.compact(now)
 
     # ------------------------------------------------------------ describe
 

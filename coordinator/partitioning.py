@@ -1,6 +1,7 @@
-"""Which ``__consumer_offsets`` partition owns a group: Kafka's exact formula.
+"""Which ``__consumer_offsets`` partition owns a group, and which ``__transaction_state`` partition a
+transactional id: Kafka's exact formula, the same for both.
 
-Kafka computes ``Utils.abs(groupId.hashCode()) % partitions`` where ``hashCode`` is Java's
+Kafka computes ``Utils.abs(key.hashCode()) % partitions`` where ``hashCode`` is Java's
 ``String.hashCode`` over UTF-16 code units and ``Utils.abs`` maps Integer.MIN_VALUE to 0.
 """
 

@@ -10,9 +10,10 @@ returns a Kafka error code, or the state to persist next.
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
 
+from coordinator.partitioning import partition_for
 from protocol.errors import ErrorCode
 
 EMPTY, ONGOING, PREPARE_COMMIT, PREPARE_ABORT, COMPLETE_COMMIT, COMPLETE_ABORT, DEAD, PREPARE_EPOCH_FENCE = range(8)
@@ -120,6 +121,14 @@ def _check_producer(txn: Txn | None, producer_id: int, producer_epoch: int) -> E
     if txn.completing:
         return ErrorCode.concurrent_transactions
     return ErrorCode.none
+
+
+def while_pending(txn: Txn | None, producer_id: int, producer_epoch: int) -> ErrorCode:
+    """AddPartitionsToTxn or EndTxn finding a transition of its id under way: Kafka checks the producer
+    id and epoch before the pending transition, so a fenced producer (its transaction aborted for a
+    timeout, say) hears PRODUCER_FENCED, not CONCURRENT_TRANSACTIONS, which it would retry."""
+    error = _check_producer(txn, producer_id, producer_epoch)
+    return error if error in (ErrorCode.invalid_producer_id_mapping, ErrorCode.producer_fenced) else ErrorCode.concurrent_transactions
 
 
 def add_partitions(txn: Txn | None, producer_id: int, producer_epoch: int, partitions: Iterable[TopicPartition], now: int, groups: Iterable[str] = ()) -> ErrorCode | Next:
@@ -248,3 +257,51 @@ def decode_value(transactional_id: str, value: bytes) -> Txn:
         pos += 4 * k
     last_update, start = _TIMES.unpack_from(value, pos)
     return Txn(transactional_id, pid, epoch, timeout, status, frozenset(partitions), start, last_update)
+
+
+# ------------------------------------------------------------ the partitions of __transaction_state
+
+
+@dataclass(slots=True)
+class Layout:
+    """What start-up finds in the ``__transaction_state`` partitions, and what to write to put every
+    transactional id in its own partition (``partition_for(id, partitions)``, Kafka's placement)."""
+
+    txns: dict[str, Txn] = field(default_factory=dict)  # every id's current state
+    moves: dict[int, list[tuple[bytes, bytes]]] = field(default_factory=dict)  # home partition -> records to write there
+    clears: dict[int, list[bytes]] = field(default_factory=dict)  # partition -> keys to tombstone, once the moves are durable
+    skipped: list[str] = field(default_factory=list)  # unreadable records, why
+
+
+def settle_layout(found: Mapping[int, Mapping[bytes, bytes | None]], partitions: int) -> Layout:
+    """``found``: each stored partition's latest value per key (None: a tombstone).
+
+    A record in the id's own partition is its state: only the shell writes there, and only after the
+    id was settled. Otherwise (the one partition of earlier groupd versions, or a changed
+    ``transaction.state.log.num.partitions``) the latest update found elsewhere is, and it moves home.
+    Every copy elsewhere is cleared, after the move, so that none revives once the home record is
+    compacted away; a stop in between is settled the same way at the next start."""
+    out = Layout()
+    home_state: dict[str, Txn | None] = {}
+    elsewhere: dict[str, list[tuple[int, bytes, Txn]]] = {}
+    for p, latest in sorted(found.items()):
+        for key, value in latest.items():
+            try:
+                tid = decode_key(key)
+                txn = None if value is None else decode_value(tid, value)
+            except (ValueError, UnicodeDecodeError, IndexError, struct.error) as exc:
+                out.skipped.append(f"{p}: {exc}")
+                continue
+            if partition_for(tid, partitions) == p:
+                home_state[tid] = txn
+            elif txn is not None:
+                elsewhere.setdefault(tid, []).append((p, key, txn))
+    for tid, copies in elsewhere.items():
+        for p, key, _ in copies:
+            out.clears.setdefault(p, []).append(key)
+        if tid not in home_state:
+            p, key, txn = max(copies, key=lambda c: (c[2].last_update_ms, c[2].producer_epoch))
+            out.moves.setdefault(partition_for(tid, partitions), []).append((key, found[p][key]))
+            out.txns[tid] = txn
+    out.txns.update((tid, txn) for tid, txn in home_state.items() if txn is not None)
+    return out

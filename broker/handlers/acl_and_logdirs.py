@@ -12,6 +12,7 @@ import os
 from typing import TYPE_CHECKING, Any
 
 from broker.dispatch import RequestContext, handles
+from broker.txn_coordinator import TXN_STATE_TOPIC
 from coordinator.partitioning import OFFSETS_TOPIC
 from protocol import codec
 from protocol.errors import ErrorCode
@@ -49,11 +50,14 @@ def delete_acls(broker: Broker, ctx: RequestContext, req: Any) -> Any:
 
 
 def stored_logs(broker: Broker) -> dict[tuple[str, int], Log]:
-    """Every partition kept under log.dirs: the topics' and the offsets partitions this node loaded."""
+    """Every partition kept under log.dirs: the topics', the offsets partitions this node loaded and the
+    ``__transaction_state`` partitions written so far."""
     logs: dict[tuple[str, int], Log] = dict(broker.partitions.logs)
     if broker.coordinator is not None:
         for p, shard in broker.coordinator.shards.items():
             logs[(OFFSETS_TOPIC, p)] = shard.log
+    for p, lg in broker.transactions.logs.items():
+        logs[(TXN_STATE_TOPIC, p)] = lg
     return logs
 
 

@@ -9,6 +9,7 @@ from broker.dispatch import RequestContext, handles
 from broker.leader_epochs import LEADER_EPOCH
 from broker.operations import NOT_REQUESTED, authorized_operations
 from broker.topics import INTERNAL_TOPICS, TopicError, validate_name
+from broker.txn_coordinator import TXN_STATE_TOPIC
 from coordinator.partitioning import OFFSETS_TOPIC, partition_for
 from protocol import codec
 from protocol.api_table import API_TABLE
@@ -88,9 +89,9 @@ def metadata(broker: Broker, ctx: RequestContext, req: Any) -> Any:
         for wanted in req.topics:
             name = getattr(wanted, "name", None)
             wanted_id = getattr(wanted, "topic_id", None)
-            if (name == OFFSETS_TOPIC or (name is None and wanted_id == broker.offsets_topic_id)) and broker.offsets_topic_exists(create=auto):
-                offsets = broker.offsets_topic()  # asked for by name, Kafka creates it
-                entries.append(entry(ctx, broker, offsets.name, offsets.topic_id, ErrorCode.none, offsets.partitions))
+            internal = broker.internal_topic(name, wanted_id)
+            if internal is not None and internal.exists(create=auto):  # asked for by name, Kafka creates it
+                entries.append(entry(ctx, broker, internal.name, internal.topic_id, ErrorCode.none, internal.partitions))
                 continue
             if name is None and wanted_id not in (None, zero_id):
                 topic = registry.by_id(wanted_id)
@@ -182,10 +183,11 @@ def _coordinator_for(broker: Broker, version: int, key_type: int, key: str) -> t
         partition = partition_for(key, broker.config["offsets.topic.num.partitions"])
         if not broker.owns_offsets_partition(partition):
             return ErrorCode.not_coordinator, -1, "", -1
-        broker.offsets_topic_exists(create=True)  # Kafka creates __consumer_offsets at the first lookup
+        broker.internal_topics[OFFSETS_TOPIC].exists(create=True)  # Kafka creates __consumer_offsets at the first lookup
         host, port = broker.advertised
         return ErrorCode.none, broker.node_id, host, port
     if key_type == KEY_TYPE_TRANSACTION:  # this node coordinates every transactional id
+        broker.internal_topics[TXN_STATE_TOPIC].exists(create=True)  # and __transaction_state, at the first
         host, port = broker.advertised
         return ErrorCode.none, broker.node_id, host, port
     if key_type == KEY_TYPE_SHARE and version >= 6:

@@ -1,8 +1,15 @@
-"""OffsetCommit, TxnOffsetCommit, OffsetFetch and OffsetDelete: kio entities <-> the core's offsets requests."""
+"""OffsetCommit, TxnOffsetCommit, OffsetFetch and OffsetDelete: kio entities <-> the core's offsets requests.
+
+From v10 (KIP-848) OffsetCommit and OffsetFetch name topics by id. Offsets stay stored by name, so the
+ids are resolved here, through the topics the broker lists, and the core never sees one: v9 and v10
+read each other's commits. An id the broker does not know is answered UNKNOWN_TOPIC_ID on each of its
+partitions here, as Kafka's KafkaApis does before asking its coordinator.
+"""
 
 from __future__ import annotations
 
 import contextlib
+import uuid
 from typing import TYPE_CHECKING, Any
 
 from broker.dispatch import RequestContext, answered_later, handles
@@ -10,6 +17,7 @@ from coordinator import errors as E
 from coordinator import shard as core
 from coordinator.api import (
     CommitPartition,
+    FetchedOffset,
     OffsetCommit,
     OffsetDelete,
     OffsetFetch,
@@ -19,11 +27,15 @@ from coordinator.api import (
 )
 from coordinator.service import CoordinatorError
 from protocol import codec
+from protocol.errors import ErrorCode
 from protocol.request import Encoded
 
 if TYPE_CHECKING:
     from broker.app import Broker
 
+
+TOPIC_IDS_FROM = 10  # the first OffsetCommit and OffsetFetch version that names topics by id
+UNKNOWN_TOPIC_ID = int(ErrorCode.unknown_topic_id)  # an API-layer answer: the core never sees ids
 
 _COMMIT_ANSWERS_MAX = 4096
 _commit_answers: dict[tuple, Any] = {}
@@ -40,7 +52,8 @@ def _commit_response(ctx: RequestContext, errors: list[PartitionError]) -> Any:
     answer = _commit_answers.get(key)
     if answer is None:
         rows = ((e.topic, {"partition_index": e.partition, "error_code": e.error}) for e in errors)
-        entity = ctx.respond(throttle_time=0, topics=ctx.by_topic("OffsetCommitResponseTopic", "OffsetCommitResponsePartition", rows))
+        topics = ctx.by_topic("OffsetCommitResponseTopic", "OffsetCommitResponsePartition", rows, key_field=_topic_key(ctx))
+        entity = ctx.respond(throttle_time=0, topics=topics)
         answer = Encoded(codec.encode(entity), next((e.error for e in errors if e.error), 0))
         if len(_commit_answers) >= _COMMIT_ANSWERS_MAX:
             _commit_answers.clear()
@@ -48,23 +61,47 @@ def _commit_response(ctx: RequestContext, errors: list[PartitionError]) -> Any:
     return answer
 
 
-def _known_partitions(broker: Broker, req: Any) -> tuple[list[CommitPartition], list[PartitionError]]:
-    """The request's partitions of existing topics, and UNKNOWN_TOPIC_OR_PARTITION for the others
-    (answered by the API layer, never sent to the coordinator)."""
+def _topic_key(ctx: RequestContext) -> str:
+    return "topic_id" if ctx.version >= TOPIC_IDS_FROM else "name"
+
+
+def _name_of(broker: Broker, topic_id: uuid.UUID) -> str | None:
+    topic = broker.listed_topic_by_id(topic_id)
+    return topic.name if topic is not None else None
+
+
+def _known_partitions(broker: Broker, req: Any, by_id: bool = False) -> tuple[list[CommitPartition], list[PartitionError], dict[str, uuid.UUID]]:
+    """The request's partitions of existing topics, and UNKNOWN_TOPIC_OR_PARTITION (UNKNOWN_TOPIC_ID
+    for an id not known) for the others, answered by the API layer, never sent to the coordinator.
+    ``by_id`` (v10): each topic's name is its id's, and the id of each name is returned to answer by."""
     unknown: list[PartitionError] = []
     partitions = []
+    ids: dict[str, uuid.UUID] = {}
     topics = broker.topics
     for topic in req.topics:
-        name = topic.name
+        if by_id:
+            key = topic.topic_id
+            name = _name_of(broker, key)
+            if name is None:
+                unknown += [PartitionError(key, p.partition_index, UNKNOWN_TOPIC_ID) for p in topic.partitions]
+                continue
+            ids[name] = key
+        else:
+            name = key = topic.name
         known = topics.get(name)
         for p in topic.partitions:
             index = p.partition_index
             if known is None or not 0 <= index < known.partitions:
-                unknown.append(PartitionError(name, index, E.UNKNOWN_TOPIC_OR_PARTITION))
+                unknown.append(PartitionError(key, index, E.UNKNOWN_TOPIC_OR_PARTITION))
                 continue
             # topic, partition, offset, leader epoch (v6+), metadata: positional, one per partition
             partitions.append(CommitPartition(name, index, p.committed_offset, getattr(p, "committed_leader_epoch", -1), p.committed_metadata))
-    return partitions, unknown
+    return partitions, unknown, ids
+
+
+def _by_id(errors: list[PartitionError], ids: dict[str, uuid.UUID]) -> list[PartitionError]:
+    """The core's answers (by name) under the ids the request named the topics by."""
+    return [PartitionError(ids[e.topic], e.partition, e.error) for e in errors]
 
 
 def _partition_errors(partitions: list[CommitPartition], payload: Any, error: BaseException | None) -> list[PartitionError]:
@@ -78,7 +115,8 @@ def _partition_errors(partitions: list[CommitPartition], payload: Any, error: Ba
 
 @handles(8)
 def offset_commit(broker: Broker, ctx: RequestContext, req: Any) -> Any:
-    partitions, unknown = _known_partitions(broker, req)
+    by_id = ctx.version >= TOPIC_IDS_FROM
+    partitions, unknown, ids = _known_partitions(broker, req, by_id)
     retention = getattr(req, "retention_time", None)
     request = OffsetCommit(
         req.group_id, req.generation_id_or_member_epoch, req.member_id, getattr(req, "group_instance_id", None),
@@ -89,7 +127,7 @@ def offset_commit(broker: Broker, ctx: RequestContext, req: Any) -> Any:
         errors = _partition_errors(partitions, payload, error)
         if broker.metrics is not None and partitions:
             broker.metrics.commit(len(partitions))
-        return _commit_response(ctx, errors + unknown)
+        return _commit_response(ctx, (_by_id(errors, ids) if by_id else errors) + unknown)
 
     if partitions:
         return answered_later(broker, req.group_id, core.offset_commit, request, finish)
@@ -113,7 +151,7 @@ def txn_offset_commit(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     """Offsets of a transaction: written as the producer's transactional batch, applied at its COMMIT
     marker (GroupCoordinator.complete_transaction). Kafka 4.x's KafkaApis: unknown topics and
     partitions answer UNKNOWN_TOPIC_OR_PARTITION there, and with none left the coordinator is not asked."""
-    partitions, unknown = _known_partitions(broker, req)
+    partitions, unknown, _ = _known_partitions(broker, req)
     if not partitions:
         return _txn_commit_response(ctx, unknown)
     request = TxnOffsetCommit(
@@ -134,14 +172,51 @@ def _after_earlier_writes(state: Any, request: Any, token: int, now: int, cfg: A
 
 
 def _fetch_group(broker: Broker, group_id: str, topics: Any, require_stable: bool, version: int, member_id: Any = None, member_epoch: int = -1):
+    if version >= TOPIC_IDS_FROM:
+        return _fetch_group_by_id(broker, group_id, topics, require_stable, version, member_id, member_epoch)
     wanted = None if topics is None else tuple((t.name, tuple(t.partition_indexes)) for t in topics)
-    request = OffsetFetch(group_id=group_id, topics=wanted, require_stable=require_stable, version=version, member_id=member_id, member_epoch=member_epoch)
+    return _ask_core(broker, OffsetFetch(group_id=group_id, topics=wanted, require_stable=require_stable, version=version, member_id=member_id, member_epoch=member_epoch))
+
+
+def _ask_core(broker: Broker, request: OffsetFetch) -> tuple[int, list[FetchedOffset]]:
     try:
-        shard = broker.coordinator.shard_for(group_id)
+        shard = broker.coordinator.shard_for(request.group_id)
     except CoordinatorError as exc:
         return exc.code, []
     payload = core.offset_fetch(shard.state, request, broker.coordinator.now())
     return payload.error, list(payload.partitions)
+
+
+def _fetch_group_by_id(broker: Broker, group_id: str, topics: Any, require_stable: bool, version: int, member_id: Any, member_epoch: int):
+    """v10: the ids resolved to the names offsets are kept by, the answers named by id again. An
+    unknown id answers UNKNOWN_TOPIC_ID after the coordinator's answers (none on a group error); a
+    fetch of every offset leaves out a topic the broker no longer lists, which has no id to give."""
+    ids: dict[str, uuid.UUID] = {}
+    unknown: list[FetchedOffset] = []
+    wanted = None
+    if topics is not None:
+        wanted = []
+        for t in topics:
+            name = _name_of(broker, t.topic_id)
+            if name is None:
+                unknown += [FetchedOffset(t.topic_id, i, -1, -1, "", UNKNOWN_TOPIC_ID) for i in t.partition_indexes]
+            else:
+                ids[name] = t.topic_id
+                wanted.append((name, tuple(t.partition_indexes)))
+    request = OffsetFetch(group_id, None if wanted is None else tuple(wanted), require_stable, version, member_id, member_epoch)
+    error, parts = _ask_core(broker, request)
+    if error != E.NONE:
+        return error, parts
+    out = []
+    for p in parts:
+        topic_id = ids.get(p.topic)
+        if topic_id is None:  # asked for every offset
+            listed = broker.listed_topic(p.topic)
+            if listed is None:
+                continue
+            topic_id = ids[p.topic] = listed.topic_id
+        out.append(FetchedOffset(topic_id, p.partition, p.offset, p.leader_epoch, p.metadata, p.error))
+    return error, out + unknown
 
 
 def _fetch_topics(ctx: RequestContext, parts: list, topic_name: str, part_name: str) -> tuple:
@@ -150,7 +225,7 @@ def _fetch_topics(ctx: RequestContext, parts: list, topic_name: str, part_name: 
                    "metadata": p.metadata, "error_code": p.error})
         for p in parts
     )
-    return ctx.by_topic(topic_name, part_name, rows)
+    return ctx.by_topic(topic_name, part_name, rows, key_field=_topic_key(ctx))
 
 
 @handles(9)

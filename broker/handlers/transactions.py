@@ -92,7 +92,7 @@ async def add_partitions_to_txn(broker: Broker, ctx: RequestContext, req: Any) -
 @handles(25)
 async def add_offsets_to_txn(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     partition = broker.coordinator.partition_for(req.group_id)
-    broker.offsets_topic_exists(create=True)
+    broker.internal_topics[OFFSETS_TOPIC].exists(create=True)
     error = await broker.transactions.add_partitions(
         req.transactional_id, req.producer_id, req.producer_epoch, [(OFFSETS_TOPIC, partition)], groups=[req.group_id]
     )

@@ -152,3 +152,15 @@ def test_transaction_log_records_round_trip_in_kafkas_v0_format():
     assert (back.transactional_id, back.producer_id, back.producer_epoch, back.timeout_ms, back.state, back.partitions, back.start_ms, back.last_update_ms) == (
         txn.transactional_id, txn.producer_id, txn.producer_epoch, txn.timeout_ms, txn.state, txn.partitions, txn.start_ms, txn.last_update_ms
     )
+
+
+def test_a_pending_transition_is_checked_after_the_producer_id_and_epoch():
+    """Kafka's endTransaction and addPartitionsToTransaction: INVALID_PRODUCER_ID_MAPPING, then
+    PRODUCER_FENCED, then CONCURRENT_TRANSACTIONS for a transition under way."""
+    fenced = T.fence_epoch(ongoing())  # a timeout's abort, persisted, its markers being written
+    pid, old_epoch = fenced.producer_id, fenced.producer_epoch - 1
+    assert T.while_pending(fenced, pid, old_epoch) == ErrorCode.producer_fenced
+    assert T.while_pending(fenced, pid + 1, fenced.producer_epoch) == ErrorCode.invalid_producer_id_mapping
+    assert T.while_pending(None, pid, 0) == ErrorCode.invalid_producer_id_mapping
+    assert T.while_pending(fenced, pid, fenced.producer_epoch) == ErrorCode.concurrent_transactions
+    assert T.while_pending(ongoing(), pid, 0) == ErrorCode.concurrent_transactions
