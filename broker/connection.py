@@ -42,8 +42,11 @@ _MIN_FRAME = HEADER_PREFIX.size  # a shorter frame, or a torn one, takes the che
 
 
 class Connection(asyncio.Protocol):
-    def __init__(self, broker: Broker) -> None:
+    principal = "User:ANONYMOUS"  # who the client is: set by SASL or a TLS client certificate; no authorizer reads it
+
+    def __init__(self, broker: Broker, listener: str | None = None) -> None:
         self.broker = broker
+        self.listener = listener  # the listener's name: Metadata answers with that listener's advertised address
         self.id = f"conn-{next(_ids)}"
         self.peer = "?"
         self.host = "?"
