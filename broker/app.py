@@ -19,6 +19,7 @@ from broker.metrics import Metrics
 from broker.metrics_http import MetricsServer
 from broker.partitions import PartitionManager
 from broker.producers import ProducerIds
+from broker.scram_store import ScramStore
 from broker.topics import Topic, TopicRegistry
 from broker.txn_coordinator import TXN_STATE_TOPIC, TransactionCoordinator
 from coordinator.partitioning import OFFSETS_TOPIC
@@ -61,6 +62,7 @@ class Broker:
         self._unflushed: list[Connection] = []
         self._loop: asyncio.AbstractEventLoop | None = None  # set by start()
         self.topics.reserved = (OFFSETS_TOPIC, TXN_STATE_TOPIC)  # the coordinators' own logs: never a data topic's
+        self.scram = ScramStore(config["log.dirs"])
         self.producers = ProducerIds(config["log.dirs"])
         self.quotas = quotas.load(config["log.dirs"], config["quota.window.num"], config["quota.window.size.seconds"] * 1000)
         self.partitions = PartitionManager(config, self.topics, self.producers)
@@ -174,12 +176,13 @@ class Broker:
             return lambda: Connection(self, listener.name)
         from broker.sasl_connection import SaslConnection
 
-        mechanisms = mechanism_factories(listener)
+        mechanisms = mechanism_factories(listener, self.scram.credentials_of)
         return lambda: SaslConnection(self, listener.name, SaslGate(listener.mechanisms, mechanisms))
 
     async def start(self) -> None:
         began = time.perf_counter()
         self.topics.load()
+        self.scram.load()
         for service in self.services:
             await service.start()
         loop = self._loop = asyncio.get_running_loop()  # kept: get_running_loop() is a getpid(2) on 3.11

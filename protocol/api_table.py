@@ -63,6 +63,8 @@ _SPECS = (
     ApiSpec(47, "OffsetDelete", 0, 0),
     ApiSpec(48, "DescribeClientQuotas", 0, 1),
     ApiSpec(49, "AlterClientQuotas", 0, 1),
+    ApiSpec(50, "DescribeUserScramCredentials", 0, 0),
+    ApiSpec(51, "AlterUserScramCredentials", 0, 0),
     ApiSpec(55, "DescribeQuorum", 0, 2),
     ApiSpec(60, "DescribeCluster", 0, 2),
     ApiSpec(61, "DescribeProducers", 0, 0),

@@ -14,7 +14,7 @@ import hmac
 import struct
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from protocol import codec
 from protocol.errors import ErrorCode
@@ -185,10 +185,15 @@ def _api_name(api_key: int) -> str:
     return spec.name if spec is not None else f"api {api_key}"
 
 
-def mechanism_factories(listener: Listener) -> dict[str, Callable[[], Mechanism]]:
-    """A fresh server-side mechanism per connection, for each mechanism the listener enables."""
+def mechanism_factories(listener: Listener, scram_lookup: Callable[[str, str], Any]) -> dict[str, Callable[[], Mechanism]]:
+    """A fresh server-side mechanism per connection, for each mechanism the listener enables; SCRAM
+    looks its users' credentials up with ``scram_lookup(user, mechanism name)``."""
+    from security.scram import BY_NAME, ScramServer
+
     out: dict[str, Callable[[], Mechanism]] = {}
     for name in listener.mechanisms:
         if name == "PLAIN":
             out[name] = functools.partial(PlainServer, listener.plain_users)
+        elif name in BY_NAME:
+            out[name] = functools.partial(ScramServer, BY_NAME[name], scram_lookup)
     return out
