@@ -26,6 +26,7 @@ from coordinator.partitioning import OFFSETS_TOPIC
 from coordinator.service import GroupCoordinator
 from security.listeners import Listener
 from security.sasl import SaslGate, mechanism_factories
+from security.tls import server_context
 from storage.errors import StorageError
 from storage.log import Log
 
@@ -172,10 +173,12 @@ class Broker:
         return self._servers[listener.upper()].sockets[0].getsockname()[1]
 
     def _connection_factory(self, listener: Listener) -> Callable[[], Connection]:
-        if not listener.sasl:
+        if listener.protocol == "PLAINTEXT":
             return lambda: Connection(self, listener.name)
-        from broker.sasl_connection import SaslConnection
+        from broker.secure_connection import SaslConnection, TlsConnection
 
+        if not listener.sasl:
+            return lambda: TlsConnection(self, listener.name)
         mechanisms = mechanism_factories(listener, self.scram.credentials_of)
         return lambda: SaslConnection(self, listener.name, SaslGate(listener.mechanisms, mechanisms))
 
@@ -187,7 +190,8 @@ class Broker:
             await service.start()
         loop = self._loop = asyncio.get_running_loop()  # kept: get_running_loop() is a getpid(2) on 3.11
         for listener in self.config.listeners:
-            server = await loop.create_server(self._connection_factory(listener), listener.host, listener.port, reuse_address=True)
+            context = server_context(listener.ssl) if listener.tls else None
+            server = await loop.create_server(self._connection_factory(listener), listener.host, listener.port, reuse_address=True, ssl=context)
             self._servers[listener.name] = server
             self._server = self._server or server
         self.started_at = time.perf_counter()

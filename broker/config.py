@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from security import listeners as _listeners
+from security.tls import tls_settings
 
 log = logging.getLogger("groupd.config")
 
@@ -132,6 +133,17 @@ KEYS: dict[str, Key] = {
         _int_key("sasl.server.max.receive.size", 524_288, 1, INT32_MAX, "largest frame read before a SASL client has authenticated"),
         _int_key("connections.max.reauth.ms", 0, 0, 0, "only 0: sessions do not expire (no re-authentication)"),
         _int_key("connection.failed.authentication.delay.ms", 100, 0, INT32_MAX, "close a connection this long after its failed authentication"),
+        Key("ssl.keystore.type", str, "JKS", doc="only PEM is read (KIP-651); JKS, Kafka's default, and PKCS12 are refused"),
+        Key("ssl.keystore.location", str, None, doc="PEM file holding the private key and the certificate chain"),
+        Key("ssl.keystore.certificate.chain", str, None, doc="the certificate chain inline, PEM"),
+        Key("ssl.keystore.key", str, None, doc="the private key inline, PEM (PKCS#8, perhaps encrypted)"),
+        Key("ssl.key.password", str, None, doc="password of an encrypted private key"),
+        Key("ssl.keystore.password", str, None, doc="not used with PEM (refused, as Kafka refuses it)"),
+        Key("ssl.truststore.type", str, "JKS", doc="only PEM is read; JKS and PKCS12 are refused"),
+        Key("ssl.truststore.location", str, None, doc="PEM file of the certificates client certificates must chain to"),
+        Key("ssl.truststore.certificates", str, None, doc="the same inline, PEM"),
+        Key("ssl.truststore.password", str, None, doc="not used with PEM (refused)"),
+        Key("ssl.client.auth", _choice("none", "requested", "required"), "none", doc="ask SSL clients for a certificate: none, requested or required (on SASL_SSL only with the listener prefix)"),
     )
 }
 
@@ -238,7 +250,7 @@ def build_config(raw: Mapping[str, str]) -> Config:
     try:
         values["listeners"] = _listeners.resolve(
             values["listeners"], values["advertised.listeners"], values["listener.security.protocol.map"],
-            _listeners.split_prefixed(raw), lambda key: raw.get(key, KEYS[key].default if key in KEYS else None),
+            _listeners.split_prefixed(raw), lambda key: raw.get(key, KEYS[key].default if key in KEYS else None), tls_settings,
         )
     except _listeners.ListenerError as exc:
         raise ConfigError(str(exc)) from None

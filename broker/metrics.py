@@ -22,7 +22,7 @@ coordinator shell (``coordinator/``)
         durable in ``duration_s``. ``offsets_expired(n)``. ``group_removed(group)``: frees its series.
 storage (``storage/``)
     ``store_append(seconds, batch_records)``, ``store_fsync(seconds)``.
-SASL connections (``broker/sasl_connection.py``)
+SASL connections (``broker/secure_connection.py``)
     ``authentication(listener, mechanism, result)``: result is success or failure.
 transaction coordinator (``broker/txn_coordinator.py``)
     ``transaction_ended(result)``: markers written; ``result`` in ``TXN_RESULTS`` (commit, abort by the

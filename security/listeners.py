@@ -114,11 +114,11 @@ def resolve(
     protocol_map: Mapping[str, str],
     prefixed: Mapping[str, Mapping[str, str]],
     setting: Callable[[str], Any],
-    tls: Callable[[str, Callable[[str], Any]], Any] | None = None,
+    tls: Callable[[str, str, Callable[[str], Any], Callable[[str], bool]], Any] | None = None,
 ) -> tuple[Listener, ...]:
     """Every listener with its protocol, advertised address and SASL/TLS settings; ``setting(key)``
     gives a global key's value, overridden per listener by ``listener.name.<listener>.<key>``;
-    ``tls(listener name, lookup)`` builds an SSL listener's settings."""
+    ``tls(listener name, protocol, lookup, set by the listener itself?)`` builds an SSL listener's settings."""
     spec = ",".join(f"{e.name}://{e.host}:{e.port}" for e in endpoints)
     names = [e.name for e in endpoints]
     if len(set(names)) != len(names):
@@ -166,7 +166,7 @@ def resolve(
         if protocol in ("SSL", "SASL_SSL"):
             if tls is None:
                 raise ListenerError(f"listener {e.name}: {protocol} is not supported")
-            ssl = tls(e.name, lookup)
+            ssl = tls(e.name, protocol, lookup, own.__contains__)
         out.append(Listener(e.name, protocol, host, e.port, ad, mechanisms, users, ssl))
     return tuple(out)
 

@@ -1,5 +1,6 @@
-"""Real clients through a SASL_PLAINTEXT listener (PLAIN) while a PLAINTEXT listener on another port
-serves others: produce, consume in a group, commit; and a wrong password refused."""
+"""Real clients through secured listeners while a PLAINTEXT listener on another port serves others:
+SASL_PLAINTEXT with PLAIN and with SCRAM (users created by an admin client), SSL with client
+certificates and SASL_SSL; produce, consume in a group, commit; wrong passwords refused."""
 
 from __future__ import annotations
 
@@ -17,20 +18,23 @@ JAAS = (
     "org.apache.kafka.common.security.plain.PlainLoginModule required "
     'username="admin" password="admin-secret" user_admin="admin-secret" user_alice="alice-secret";'
 )
+CK_SASL = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN", "sasl.username": "alice", "sasl.password": "alice-secret"}
+KP_SASL = {"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "PLAIN", "sasl_plain_username": "alice", "sasl_plain_password": "alice-secret"}
+
+
+def broker_with(tmp_path, listeners: dict[str, int | None], **settings: str) -> BrokerProcess:
+    """A broker process with PLAINTEXT on its usual port and the other listeners on free ports;
+    ``proc.bootstraps[name]`` is each listener's address."""
+    proc = BrokerProcess(tmp_path / "data")
+    ports = {"PLAINTEXT": proc.port, **{name: free_port() for name in listeners}}
+    proc.overrides.update({"listeners": ",".join(f"{name}://127.0.0.1:{port}" for name, port in ports.items()), **settings})
+    proc.bootstraps = {name: f"127.0.0.1:{port}" for name, port in ports.items()}
+    return proc.start()
 
 
 @pytest.fixture
 def secured(tmp_path):
-    """A broker process: PLAINTEXT on its usual port, SASL_PLAINTEXT (PLAIN) on a second one."""
-    sasl_port = free_port()
-    proc = BrokerProcess(tmp_path / "data")
-    proc.overrides.update({
-        "listeners": f"PLAINTEXT://127.0.0.1:{proc.port},SASL_PLAINTEXT://127.0.0.1:{sasl_port}",
-        "sasl.enabled.mechanisms": "PLAIN",
-        "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
-    })
-    proc.sasl_bootstrap = f"127.0.0.1:{sasl_port}"
-    proc.start()
+    proc = broker_with(tmp_path, {"SASL_PLAINTEXT": None}, **{"sasl.enabled.mechanisms": "PLAIN", "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS})
     yield proc
     proc.kill()
 
@@ -43,8 +47,13 @@ def create_topic(bootstrap: str, name: str, partitions: int, **auth: str) -> Non
         f.result(15)
 
 
-CK_SASL = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN", "sasl.username": "alice", "sasl.password": "alice-secret"}
-KP_SASL = {"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "PLAIN", "sasl_plain_username": "alice", "sasl_plain_password": "alice-secret"}
+def ck_produce(bootstrap: str, topic: str, values: list[str], **auth: str) -> None:
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, **auth})
+    for value in values:
+        producer.produce(topic, value=value)
+    assert producer.flush(15) == 0
 
 
 def ck_consume(config: dict, topic: str, want: int) -> list[bytes]:
@@ -78,88 +87,112 @@ def ck_auth_error(config: dict) -> str:
     return next((e.str() for e in errors if e.code() == KafkaError._AUTHENTICATION), "")
 
 
-def test_kafka_python_group_over_sasl_while_plaintext_serves_another(secured):
-    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+def kp_produce(bootstrap: str, topic: str, values: list[str], **auth) -> None:
+    from kafka import KafkaProducer
 
-    create_topic(secured.sasl_bootstrap, "kp-sasl", 3, **CK_SASL)
-    producer = KafkaProducer(bootstrap_servers=secured.sasl_bootstrap, **KP_SASL)
-    for i in range(60):
-        producer.send("kp-sasl", key=str(i).encode(), value=f"v{i}".encode())
+    producer = KafkaProducer(bootstrap_servers=bootstrap, **auth)
+    for value in values:
+        producer.send(topic, value.encode())
     producer.flush(15)
     producer.close()
 
-    def consume(bootstrap: str, group: str, **auth) -> tuple[list[bytes], dict[int, int]]:
-        consumer = KafkaConsumer(
-            "kp-sasl", bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest", enable_auto_commit=False,
-            session_timeout_ms=6000, heartbeat_interval_ms=300, **auth,
-        )
-        got: list[bytes] = []
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and len(got) < 60:
-            for records in consumer.poll(200).values():
-                got.extend(r.value for r in records)
-        consumer.commit()
-        committed = {p: consumer.committed(TopicPartition("kp-sasl", p)) for p in range(3)}
-        consumer.close()
-        return got, committed
 
-    results: dict[str, tuple] = {}
-    plain = threading.Thread(target=lambda: results.__setitem__("plain", consume(secured.bootstrap, "kp-plain")))
-    plain.start()
-    results["sasl"] = consume(secured.sasl_bootstrap, "kp-sasl-g", **KP_SASL)
-    plain.join(40)
-    for name in ("sasl", "plain"):
-        got, committed = results[name]
-        assert sorted(got) == sorted(f"v{i}".encode() for i in range(60)), name
-        assert sum(committed.values()) == 60, name
+def kp_consume(bootstrap: str, topic: str, group: str, want: int, **auth) -> tuple[list[bytes], int]:
+    """What a kafka-python group member reads (up to ``want``), and the sum of its committed offsets."""
+    from kafka import KafkaConsumer, TopicPartition
+
+    consumer = KafkaConsumer(
+        topic, bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest", enable_auto_commit=False,
+        session_timeout_ms=6000, heartbeat_interval_ms=300, **auth,
+    )
+    got: list[bytes] = []
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and len(got) < want:
+        for records in consumer.poll(200).values():
+            got.extend(r.value for r in records)
+    consumer.commit()
+    committed = sum(consumer.committed(TopicPartition(topic, p)) or 0 for p in consumer.partitions_for_topic(topic))
+    consumer.close()
+    return got, committed
 
 
-def test_confluent_kafka_group_over_sasl(secured):
-    from confluent_kafka import Producer
-
-    create_topic(secured.sasl_bootstrap, "ck-sasl", 2, **CK_SASL)
-    producer = Producer({"bootstrap.servers": secured.sasl_bootstrap, "enable.idempotence": True, **CK_SASL})
-    for i in range(40):
-        producer.produce("ck-sasl", value=f"v{i}")
-    assert producer.flush(15) == 0
-    got = ck_consume({"bootstrap.servers": secured.sasl_bootstrap, "group.id": "ck-sasl-g", **CK_SASL}, "ck-sasl", 40)
-    assert sorted(got) == sorted(f"v{i}".encode() for i in range(40))
-    # and the PLAINTEXT listener's clients see the same data
-    assert len(ck_consume({"bootstrap.servers": secured.bootstrap, "group.id": "ck-plain-g"}, "ck-sasl", 40)) == 40
-
-
-def test_confluent_kafka_wrong_password_is_an_authentication_error(secured):
-    assert "Invalid username or password" in ck_auth_error({"bootstrap.servers": secured.sasl_bootstrap, **CK_SASL, "sasl.password": "guess"})
-    assert "Invalid username or password" in secured.log_text()
-
-
-def test_aiokafka_group_over_sasl(secured):
-    from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
-
-    create_topic(secured.sasl_bootstrap, "ak-sasl", 2, **CK_SASL)
+def ak_consume(bootstrap: str, topic: str, group: str, want: int, **auth) -> list[bytes]:
+    """What an aiokafka group member reads, up to ``want``; it commits before leaving."""
+    from aiokafka import AIOKafkaConsumer
 
     async def main() -> list[bytes]:
-        producer = AIOKafkaProducer(bootstrap_servers=secured.sasl_bootstrap, **KP_SASL)
-        await producer.start()
-        for i in range(30):
-            await producer.send("ak-sasl", f"v{i}".encode())
-        await producer.stop()
         consumer = AIOKafkaConsumer(
-            "ak-sasl", bootstrap_servers=secured.sasl_bootstrap, group_id="ak-sasl-g", auto_offset_reset="earliest",
-            session_timeout_ms=6000, heartbeat_interval_ms=300, **KP_SASL,
+            topic, bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest",
+            session_timeout_ms=6000, heartbeat_interval_ms=300, **auth,
         )
         await consumer.start()
         got: list[bytes] = []
         deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and len(got) < 30:
+        while time.monotonic() < deadline and len(got) < want:
             for records in (await consumer.getmany(timeout_ms=200)).values():
                 got.extend(r.value for r in records)
         await consumer.commit()
         await consumer.stop()
         return got
 
-    got = asyncio.run(main())
-    assert sorted(got) == sorted(f"v{i}".encode() for i in range(30))
+    return asyncio.run(main())
+
+
+def values(prefix: str, n: int) -> list[str]:
+    return [f"{prefix}{i}" for i in range(n)]
+
+
+def encoded(*groups: list[str]) -> list[bytes]:
+    return sorted(v.encode() for group in groups for v in group)
+
+
+# ---------------------------------------------------------------- SASL_PLAINTEXT, PLAIN
+
+
+def test_kafka_python_group_over_sasl_while_plaintext_serves_another(secured):
+    sasl = secured.bootstraps["SASL_PLAINTEXT"]
+    create_topic(sasl, "kp-sasl", 3, **CK_SASL)
+    kp_produce(sasl, "kp-sasl", values("v", 60), **KP_SASL)
+    results: dict[str, tuple] = {}
+    plain = threading.Thread(target=lambda: results.__setitem__("plain", kp_consume(secured.bootstrap, "kp-sasl", "kp-plain", 60)))
+    plain.start()
+    results["sasl"] = kp_consume(sasl, "kp-sasl", "kp-sasl-g", 60, **KP_SASL)
+    plain.join(40)
+    for name in ("sasl", "plain"):
+        got, committed = results[name]
+        assert sorted(got) == encoded(values("v", 60)), name
+        assert committed == 60, name
+
+
+def test_confluent_kafka_group_over_sasl(secured):
+    sasl = secured.bootstraps["SASL_PLAINTEXT"]
+    create_topic(sasl, "ck-sasl", 2, **CK_SASL)
+    ck_produce(sasl, "ck-sasl", values("v", 40), **CK_SASL)
+    assert sorted(ck_consume({"bootstrap.servers": sasl, "group.id": "ck-sasl-g", **CK_SASL}, "ck-sasl", 40)) == encoded(values("v", 40))
+    # and the PLAINTEXT listener's clients see the same data
+    assert len(ck_consume({"bootstrap.servers": secured.bootstrap, "group.id": "ck-plain-g"}, "ck-sasl", 40)) == 40
+
+
+def test_confluent_kafka_wrong_password_is_an_authentication_error(secured):
+    assert "Invalid username or password" in ck_auth_error({"bootstrap.servers": secured.bootstraps["SASL_PLAINTEXT"], **CK_SASL, "sasl.password": "guess"})
+    assert "Invalid username or password" in secured.log_text()
+
+
+def test_aiokafka_group_over_sasl(secured):
+    from aiokafka import AIOKafkaProducer
+
+    sasl = secured.bootstraps["SASL_PLAINTEXT"]
+    create_topic(sasl, "ak-sasl", 2, **CK_SASL)
+
+    async def produce() -> None:
+        producer = AIOKafkaProducer(bootstrap_servers=sasl, **KP_SASL)
+        await producer.start()
+        for value in values("v", 30):
+            await producer.send("ak-sasl", value.encode())
+        await producer.stop()
+
+    asyncio.run(produce())
+    assert sorted(ak_consume(sasl, "ak-sasl", "ak-sasl-g", 30, **KP_SASL)) == encoded(values("v", 30))
 
 
 def test_a_sasl_listener_with_kafkas_default_gssapi_is_refused_at_start(tmp_path):
@@ -177,17 +210,12 @@ def test_a_sasl_listener_with_kafkas_default_gssapi_is_refused_at_start(tmp_path
     assert "GSSAPI (Kerberos), which groupd does not serve" in out.stderr
 
 
+# ---------------------------------------------------------------- SCRAM
+
+
 @pytest.fixture
 def scram_secured(tmp_path):
-    """PLAINTEXT (for the admin) beside a SASL_PLAINTEXT listener offering both SCRAM mechanisms."""
-    sasl_port = free_port()
-    proc = BrokerProcess(tmp_path / "data")
-    proc.overrides.update({
-        "listeners": f"PLAINTEXT://127.0.0.1:{proc.port},SASL_PLAINTEXT://127.0.0.1:{sasl_port}",
-        "sasl.enabled.mechanisms": "SCRAM-SHA-256,SCRAM-SHA-512",
-    })
-    proc.sasl_bootstrap = f"127.0.0.1:{sasl_port}"
-    proc.start()
+    proc = broker_with(tmp_path, {"SASL_PLAINTEXT": None}, **{"sasl.enabled.mechanisms": "SCRAM-SHA-256,SCRAM-SHA-512"})
     yield proc
     proc.kill()
 
@@ -208,10 +236,14 @@ def create_scram_users(bootstrap: str, users: dict[str, tuple[str, int]]) -> Non
         f.result(15)
 
 
+def scram(client: str, mechanism: str, user: str, password: str) -> dict[str, str]:
+    if client == "librdkafka":
+        return {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": mechanism, "sasl.username": user, "sasl.password": password}
+    return {"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": mechanism, "sasl_plain_username": user, "sasl_plain_password": password}
+
+
 def test_scram_users_created_by_admin_then_kafka_python_and_aiokafka_and_librdkafka_log_in(scram_secured):
-    from confluent_kafka import Producer
     from confluent_kafka.admin import AdminClient
-    from kafka import KafkaConsumer, KafkaProducer
 
     create_scram_users(scram_secured.bootstrap, {"carol": ("c-pass", 256), "dave": ("d-pass", 512)})
     admin = AdminClient({"bootstrap.servers": scram_secured.bootstrap})  # kept: its futures die with it
@@ -219,54 +251,58 @@ def test_scram_users_created_by_admin_then_kafka_python_and_aiokafka_and_librdka
     infos = {user: [(i.mechanism.name, i.iterations) for i in f.result(15).scram_credential_infos] for user, f in described.items()}
     assert infos == {"carol": [("SCRAM_SHA_256", 8192)], "dave": [("SCRAM_SHA_512", 8192)]}
     create_topic(scram_secured.bootstrap, "scram-t", 2)
-    sasl = scram_secured.sasl_bootstrap
-
-    kp = {"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "SCRAM-SHA-256", "sasl_plain_username": "carol", "sasl_plain_password": "c-pass"}
-    producer = KafkaProducer(bootstrap_servers=sasl, **kp)
-    for i in range(20):
-        producer.send("scram-t", f"kp{i}".encode())
-    producer.flush(15)
-    producer.close()
-
-    ck = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "dave", "sasl.password": "d-pass"}
-    rd = Producer({"bootstrap.servers": sasl, **ck})
-    for i in range(20):
-        rd.produce("scram-t", value=f"rd{i}")
-    assert rd.flush(15) == 0
-
-    async def aiokafka_consume() -> list[bytes]:
-        from aiokafka import AIOKafkaConsumer
-
-        consumer = AIOKafkaConsumer(
-            "scram-t", bootstrap_servers=sasl, group_id="scram-ak", auto_offset_reset="earliest",
-            security_protocol="SASL_PLAINTEXT", sasl_mechanism="SCRAM-SHA-512", sasl_plain_username="dave", sasl_plain_password="d-pass",
-        )
-        await consumer.start()
-        got: list[bytes] = []
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and len(got) < 40:
-            for records in (await consumer.getmany(timeout_ms=200)).values():
-                got.extend(r.value for r in records)
-        await consumer.commit()
-        await consumer.stop()
-        return got
-
-    expected = sorted([f"kp{i}".encode() for i in range(20)] + [f"rd{i}".encode() for i in range(20)])
-    assert sorted(asyncio.run(aiokafka_consume())) == expected
-    consumer = KafkaConsumer("scram-t", bootstrap_servers=sasl, group_id="scram-kp", auto_offset_reset="earliest", **kp)
-    got: list[bytes] = []
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and len(got) < 40:
-        for records in consumer.poll(200).values():
-            got.extend(r.value for r in records)
-    consumer.close()
-    assert sorted(got) == expected
-    assert len(ck_consume({"bootstrap.servers": sasl, "group.id": "scram-rd", **ck}, "scram-t", 40)) == 40
+    sasl = scram_secured.bootstraps["SASL_PLAINTEXT"]
+    carol, dave = scram("python", "SCRAM-SHA-256", "carol", "c-pass"), scram("python", "SCRAM-SHA-512", "dave", "d-pass")
+    kp_produce(sasl, "scram-t", values("kp", 20), **carol)
+    ck_produce(sasl, "scram-t", values("rd", 20), **scram("librdkafka", "SCRAM-SHA-512", "dave", "d-pass"))
+    expected = encoded(values("kp", 20), values("rd", 20))
+    assert sorted(ak_consume(sasl, "scram-t", "scram-ak", 40, **dave)) == expected
+    assert sorted(kp_consume(sasl, "scram-t", "scram-kp", 40, **carol)[0]) == expected
+    rd = scram("librdkafka", "SCRAM-SHA-256", "carol", "c-pass")
+    assert len(ck_consume({"bootstrap.servers": sasl, "group.id": "scram-rd", **rd}, "scram-t", 40)) == 40
 
 
 def test_scram_credentials_survive_a_restart_and_a_wrong_password_fails(scram_secured):
     create_scram_users(scram_secured.bootstrap, {"erin": ("e-pass", 256)})
     scram_secured.restart()
-    ck = {"bootstrap.servers": scram_secured.sasl_bootstrap, "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "SCRAM-SHA-256", "sasl.username": "erin"}
-    create_topic(scram_secured.sasl_bootstrap, "after-restart", 1, **{k: v for k, v in ck.items() if k != "bootstrap.servers"}, **{"sasl.password": "e-pass"})
-    assert "invalid credentials with SASL mechanism SCRAM-SHA-256" in ck_auth_error({**ck, "sasl.password": "nope"})
+    sasl = scram_secured.bootstraps["SASL_PLAINTEXT"]
+    create_topic(sasl, "after-restart", 1, **scram("librdkafka", "SCRAM-SHA-256", "erin", "e-pass"))
+    bad = {"bootstrap.servers": sasl, **scram("librdkafka", "SCRAM-SHA-256", "erin", "nope")}
+    assert "invalid credentials with SASL mechanism SCRAM-SHA-256" in ck_auth_error(bad)
+
+
+# ---------------------------------------------------------------- SSL and SASL_SSL
+
+
+@pytest.fixture
+def tls_secured(tmp_path):
+    """SSL (client certificates required) and SASL_SSL (PLAIN) beside PLAINTEXT, PEM keys made by openssl."""
+    from tests.tls_certs import make_certs
+
+    certs = make_certs(tmp_path / "certs")
+    proc = broker_with(tmp_path, {"SSL": None, "SASL_SSL": None}, **{
+        "ssl.keystore.type": "PEM", "ssl.keystore.location": str(certs.server_keystore),
+        "ssl.truststore.type": "PEM", "ssl.truststore.location": str(certs.ca), "ssl.client.auth": "required",
+        "sasl.enabled.mechanisms": "PLAIN", "listener.name.sasl_ssl.plain.sasl.jaas.config": JAAS,
+    })
+    proc.certs = certs
+    yield proc
+    proc.kill()
+
+
+def test_ssl_and_sasl_ssl_with_confluent_kafka_kafka_python_and_aiokafka(tls_secured):
+    from aiokafka.helpers import create_ssl_context
+
+    certs, ssl_bs, sasl_ssl_bs = tls_secured.certs, tls_secured.bootstraps["SSL"], tls_secured.bootstraps["SASL_SSL"]
+    ck_ssl = {"security.protocol": "SSL", "ssl.ca.location": str(certs.ca), "ssl.certificate.location": str(certs.client_cert), "ssl.key.location": str(certs.client_key)}
+    ck_sasl_ssl = {**CK_SASL, "security.protocol": "SASL_SSL", "ssl.ca.location": str(certs.ca)}
+    create_topic(ssl_bs, "tls-t", 2, **ck_ssl)
+    ck_produce(sasl_ssl_bs, "tls-t", values("rd", 20), **ck_sasl_ssl)
+    kp_ssl = {"security_protocol": "SSL", "ssl_cafile": str(certs.ca), "ssl_certfile": str(certs.client_cert), "ssl_keyfile": str(certs.client_key)}
+    kp_produce(ssl_bs, "tls-t", values("kp", 20), **kp_ssl)
+    expected = encoded(values("rd", 20), values("kp", 20))
+    assert sorted(ck_consume({"bootstrap.servers": ssl_bs, "group.id": "tls-rd", **ck_ssl}, "tls-t", 40)) == expected
+    kp_sasl_ssl = {**KP_SASL, "security_protocol": "SASL_SSL", "ssl_cafile": str(certs.ca)}
+    assert sorted(kp_consume(sasl_ssl_bs, "tls-t", "tls-kp", 40, **kp_sasl_ssl)[0]) == expected
+    context = create_ssl_context(cafile=str(certs.ca), certfile=str(certs.client_cert), keyfile=str(certs.client_key))
+    assert sorted(ak_consume(ssl_bs, "tls-t", "tls-ak", 40, security_protocol="SSL", ssl_context=context)) == expected

@@ -1,7 +1,8 @@
-"""A connection on a SASL listener: until the client authenticates, its frames go to a SaslGate
-(security/sasl.py) instead of the request path; afterwards it is an ordinary connection.
+"""Connections of secured listeners. On a SASL listener, until the client authenticates its frames
+go to a SaslGate (security/sasl.py) instead of the request path; afterwards it is an ordinary
+connection. On an SSL listener the client's certificate names it.
 
-Only SASL listeners make these, so a PLAINTEXT connection's request path pays nothing for SASL.
+Only those listeners make these, so a PLAINTEXT connection's request path pays nothing for security.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from typing import TYPE_CHECKING
 from broker.connection import Connection
 from protocol.framing import SIZE
 from security.sasl import FAILED, SaslGate
+from security.tls import principal
 
 if TYPE_CHECKING:
     from broker.app import Broker
@@ -100,3 +102,12 @@ class SaslConnection(Connection):
             self._close()
         else:
             asyncio.get_running_loop().call_later(delay / 1000, self._close)
+
+
+class TlsConnection(Connection):
+    """A connection on an SSL listener: its principal is its verified client certificate's subject."""
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        super().connection_made(transport)
+        self.principal = principal(transport.get_extra_info("peercert"))
+        log.debug("connection %s (listener %s) is %s", self.peer, self.listener, self.principal)
