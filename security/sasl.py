@@ -114,7 +114,8 @@ class SaslGate:
             during = "SASL authentication" if self.state == AUTHENTICATE else "SASL handshake"
             return self._fail(f"Unexpected Kafka request of type {_api_name(api_key)} during {during}")
         if api_key == API_VERSIONS:
-            self.state = HANDSHAKE
+            if _supported(API_VERSIONS, version):  # after an UNSUPPORTED_VERSION answer a client retries older
+                self.state = HANDSHAKE
             return Step(passthrough=True)
         try:
             _, request = parse_request(frame, api_key, version)
@@ -176,6 +177,12 @@ class SaslGate:
 def invalid_credentials_message(mechanism: str) -> str:
     """What Kafka tells a client whose credentials did not verify, whatever the reason."""
     return f"Authentication failed during authentication due to invalid credentials with SASL mechanism {mechanism}"
+
+
+def _supported(api_key: int, version: int) -> bool:
+    from protocol.api_table import API_TABLE
+
+    return API_TABLE[api_key].supports(version)
 
 
 def _api_name(api_key: int) -> str:

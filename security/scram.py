@@ -73,7 +73,9 @@ _PRINTABLE = r"[\x21-\x2b\x2d-\x7e]+"
 _VALUE = r"[\x01-\x2b\x2d-\x7f]+"
 _BASE64 = r"(?:[a-zA-Z0-9/+]{4})*(?:[a-zA-Z0-9/+]{3}=|[a-zA-Z0-9/+]{2}==)?"
 _EXTENSIONS = rf"(?:,[A-Za-z]+={_VALUE})*"
-CLIENT_FIRST = re.compile(rf"n,(?:a=(?P<authzid>{_SASLNAME}))?,(?:m={_VALUE},)?(?P<bare>n=(?P<saslname>{_SASLNAME}),r=(?P<nonce>{_PRINTABLE}){_EXTENSIONS})")
+CLIENT_FIRST = re.compile(
+    rf"n,(?:a=(?P<authzid>{_SASLNAME}))?,(?:m={_VALUE},)?(?P<bare>n=(?P<saslname>{_SASLNAME}),r=(?P<nonce>{_PRINTABLE})(?P<extensions>{_EXTENSIONS}))"
+)
 CLIENT_FINAL = re.compile(rf"(?P<without_proof>c=(?P<channel>{_BASE64}),r=(?P<nonce>{_PRINTABLE})){_EXTENSIONS},p=(?P<proof>{_BASE64})")
 
 
@@ -116,6 +118,9 @@ class ScramServer:
             user = username(m.group("saslname"))
         except ValueError:
             raise InvalidCredentials("Authentication failed: Credentials could not be obtained") from None
+        extensions = dict(e.split("=", 1) for e in m.group("extensions").split(",")[1:])
+        if extensions.get("tokenauth", "").lower() == "true":  # a delegation token: none are issued here
+            raise InvalidCredentials(f"Token Authentication failed: Invalid tokenId : {user}")
         cred = self.lookup(user, self.name)
         if cred is None:
             raise InvalidCredentials("Authentication failed: Invalid user credentials")

@@ -306,3 +306,22 @@ def test_ssl_and_sasl_ssl_with_confluent_kafka_kafka_python_and_aiokafka(tls_sec
     assert sorted(kp_consume(sasl_ssl_bs, "tls-t", "tls-kp", 40, **kp_sasl_ssl)[0]) == expected
     context = create_ssl_context(cafile=str(certs.ca), certfile=str(certs.client_cert), keyfile=str(certs.client_key))
     assert sorted(ak_consume(ssl_bs, "tls-t", "tls-ak", 40, security_protocol="SSL", ssl_context=context)) == expected
+
+
+# ---------------------------------------------------------------- kafkajs
+
+
+def test_kafkajs_commits_and_resumes_over_sasl_plain_and_scram(tmp_path):
+    from tests.clients.test_kafkajs import run
+
+    proc = broker_with(tmp_path, {"SASL_PLAINTEXT": None}, **{
+        "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256", "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
+    })
+    try:
+        sasl = proc.bootstraps["SASL_PLAINTEXT"]
+        result = run("resume", sasl, sasl={"mechanism": "plain", "username": "alice", "password": "alice-secret"})
+        assert result["first"] == 30 and result["again"] == ["later"]
+        create_scram_users(proc.bootstrap, {"frank": ("f-pass", 256)})
+        assert "js-resume" in run("connect", sasl, sasl={"mechanism": "scram-sha-256", "username": "frank", "password": "f-pass"})["topics"]
+    finally:
+        proc.kill()

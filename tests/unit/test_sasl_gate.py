@@ -145,3 +145,13 @@ def test_handshake_v0_bad_password_closes_without_an_answer():
     handshake(g, version=0)
     step = g.receive(b"\x00alice\x00nope")
     assert step.reply is None and step.close and step.failed
+
+
+def test_api_versions_too_new_may_be_retried_older():
+    """Kafka answers UNSUPPORTED_VERSION and stays ready for ApiVersions, which librdkafka then resends at v0."""
+    g = gate()
+    too_new = request_bytes(18, 4, {"client_software_name": "t", "client_software_version": "1"})[4:]
+    too_new = too_new[:2] + struct.pack(">h", 99) + too_new[4:]
+    assert g.receive(too_new).passthrough
+    assert g.receive(frame(18, 0, {})).passthrough
+    assert answer(17, 1, handshake(g).reply).error_code == ErrorCode.none

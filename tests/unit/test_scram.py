@@ -169,3 +169,9 @@ def test_json_round_trip_keeps_keys_not_passwords():
     doc = creds.to_json()
     assert "pw" not in str(doc) and set(doc["credentials"][0]) == {"user", "mechanism", "iterations", "salt", "stored_key", "server_key"}
     assert ScramCredentials.from_json(doc).items == creds.items
+
+
+def test_delegation_token_logins_are_refused_there_being_no_tokens():
+    with pytest.raises(InvalidCredentials, match="Token Authentication failed"):
+        rfc_server().evaluate(b"n,,n=user,r=rOprNGfwEbeRWgbNEkqO,tokenauth=true")
+    assert rfc_server().evaluate(b"n,,n=user,r=rOprNGfwEbeRWgbNEkqO,other=x").startswith(b"r=rOprNGfwEbeRWgbNEkqO")
