@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 import uuid
@@ -190,8 +191,12 @@ class Broker:
             await service.start()
         loop = self._loop = asyncio.get_running_loop()  # kept: get_running_loop() is a getpid(2) on 3.11
         for listener in self.config.listeners:
-            context = server_context(listener.ssl) if listener.tls else None
-            server = await loop.create_server(self._connection_factory(listener), listener.host, listener.port, reuse_address=True, ssl=context)
+            factory = self._connection_factory(listener)
+            if listener.tls:
+                from broker.secure_connection import TlsServer
+
+                factory = functools.partial(TlsServer, self, listener.name, server_context(listener.ssl), factory)
+            server = await loop.create_server(factory, listener.host, listener.port, reuse_address=True)
             self._servers[listener.name] = server
             self._server = self._server or server
         self.started_at = time.perf_counter()

@@ -8,8 +8,11 @@ Only those listeners make these, so a PLAINTEXT connection's request path pays n
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from typing import TYPE_CHECKING
+import ssl
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from broker.connection import Connection
 from protocol.framing import SIZE
@@ -111,3 +114,155 @@ class TlsConnection(Connection):
         super().connection_made(transport)
         self.principal = principal(transport.get_extra_info("peercert"))
         log.debug("connection %s (listener %s) is %s", self.peer, self.listener, self.principal)
+
+
+TLS_HANDSHAKE_TIMEOUT = 10.0  # seconds a client has to finish its TLS handshake
+_READ = 1 << 16
+
+
+class TlsTransport:
+    """The transport a connection on an SSL or SASL_SSL listener writes to: plaintext through an
+    ``ssl.SSLObject`` over memory BIOs, ciphertext out through the TCP transport."""
+
+    def __init__(self, tcp: asyncio.Transport, tls: ssl.SSLObject, outgoing: ssl.MemoryBIO) -> None:
+        self.tcp, self.tls, self.outgoing = tcp, tls, outgoing
+        self._closing = False
+
+    def flush(self) -> None:
+        data = self.outgoing.read()
+        if data:
+            self.tcp.write(data)
+
+    def write(self, data: bytes) -> None:
+        if not self._closing:
+            self.tls.write(data)
+            self.flush()
+
+    def writelines(self, parts: Any) -> None:
+        self.write(b"".join(parts))
+
+    def is_closing(self) -> bool:
+        return self._closing or self.tcp.is_closing()
+
+    def close(self) -> None:
+        if self._closing:
+            return
+        self._closing = True
+        with contextlib.suppress(ssl.SSLError):
+            self.tls.unwrap()  # writes our close_notify; the peer's is not awaited
+        self.flush()
+        self.tcp.close()
+
+    def abort(self) -> None:
+        self._closing = True
+        self.tcp.abort()
+
+    def pause_reading(self) -> None:
+        self.tcp.pause_reading()
+
+    def resume_reading(self) -> None:
+        self.tcp.resume_reading()
+
+    def set_write_buffer_limits(self, high: int | None = None, low: int | None = None) -> None:
+        self.tcp.set_write_buffer_limits(high=high, low=low)
+
+    def get_write_buffer_size(self) -> int:
+        return self.tcp.get_write_buffer_size()
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        if name == "peercert":
+            return self.tls.getpeercert()
+        if name == "ssl_object":
+            return self.tls
+        return self.tcp.get_extra_info(name, default)
+
+
+class TlsServer(asyncio.Protocol):
+    """The TCP side of a connection on an SSL or SASL_SSL listener: runs the TLS handshake over
+    memory BIOs, so a failed one is logged and counted as Kafka counts a failed authentication
+    (asyncio's own TLS server drops it without a word), then hands plaintext to the listener's
+    connection through a TlsTransport."""
+
+    def __init__(self, broker: Broker, listener: str, context: ssl.SSLContext, make: Callable[[], Connection]) -> None:
+        self.broker, self.listener, self.context, self.make = broker, listener, context, make
+        self.conn: Connection | None = None
+        self.peer = "?"
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.tcp = transport
+        peer = transport.get_extra_info("peername") or ("?", 0)
+        self.peer = f"{peer[0]}:{peer[1]}"
+        self.incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+        self.tls = TlsTransport(transport, self.context.wrap_bio(self.incoming, outgoing, server_side=True), outgoing)  # type: ignore[arg-type]
+        self.timer = asyncio.get_running_loop().call_later(TLS_HANDSHAKE_TIMEOUT, self._handshake_timed_out)
+
+    def data_received(self, data: bytes) -> None:
+        self.incoming.write(data)
+        if self.conn is None and not self._handshake():
+            return
+        chunks, closed = [], False
+        while True:
+            try:
+                chunk = self.tls.tls.read(_READ)
+            except ssl.SSLWantReadError:
+                break
+            except ssl.SSLZeroReturnError:  # the client's close_notify: its end of the stream
+                closed = True
+                break
+            except ssl.SSLError as exc:
+                log.warning("connection %s (listener %s) closed: TLS error: %s", self.peer, self.listener, exc)
+                self.tls.abort()
+                return
+            if not chunk:  # so the ssl module reports a close_notify too
+                closed = True
+                break
+            chunks.append(chunk)
+        self.tls.flush()  # what reading wrote (TLS 1.3 tickets, key updates)
+        if chunks:
+            self.conn.data_received(b"".join(chunks))
+        if closed and not self.conn.eof_received():
+            self.tls.close()  # answered with our close_notify, as Kafka closes on a client's EOF
+
+    def _handshake(self) -> bool:
+        try:
+            self.tls.tls.do_handshake()
+        except ssl.SSLWantReadError:
+            self.tls.flush()
+            return False
+        except ssl.SSLError as exc:
+            self.tls.flush()  # the alert telling the client why
+            self._failed(str(exc))
+            return False
+        self.tls.flush()
+        self.timer.cancel()
+        conn = self.conn = self.make()
+        if not isinstance(conn, SaslConnection):
+            self.broker.metrics.authentication(self.listener, "SSL", "success")
+        conn.connection_made(self.tls)  # type: ignore[arg-type]
+        return True
+
+    def _failed(self, why: str) -> None:
+        log.warning("connection %s (listener %s) closed: TLS handshake failed: %s", self.peer, self.listener, why)
+        self.broker.metrics.authentication(self.listener, "SSL", "failure")
+        self.timer.cancel()
+        self.tls.abort() if self.tls.outgoing.pending == 0 else self.tcp.close()
+
+    def _handshake_timed_out(self) -> None:
+        if self.conn is None and not self.tcp.is_closing():
+            self._failed(f"not finished within {TLS_HANDSHAKE_TIMEOUT:.0f} s")
+
+    def eof_received(self) -> bool:
+        return bool(self.conn.eof_received()) if self.conn is not None else False
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.timer.cancel()
+        if self.conn is not None:
+            self.conn.connection_lost(exc)
+
+    def pause_writing(self) -> None:
+        if self.conn is not None:
+            self.conn.pause_writing()
+
+    def resume_writing(self) -> None:
+        if self.conn is not None:
+            self.conn.resume_writing()

@@ -4,9 +4,11 @@ principal they give, SASL over TLS, and each listener advertising itself."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import ssl
 
 import pytest
+from prometheus_client import generate_latest
 
 from broker.app import Broker
 from protocol.errors import ErrorCode
@@ -64,10 +66,14 @@ async def test_ssl_client_certificate_names_the_principal_and_metadata_advertise
     await client.close()
 
 
-async def test_ssl_without_a_client_certificate_is_refused_when_required(tls_broker, certs):
-    with pytest.raises((ssl.SSLError, ConnectionError, asyncio.IncompleteReadError)):  # TLS 1.3: refused after the client's handshake
+async def test_ssl_without_a_client_certificate_is_refused_when_required(tls_broker, certs, caplog):
+    refused = (ssl.SSLError, ConnectionError, asyncio.IncompleteReadError)  # TLS 1.3: refused after the client's handshake
+    with caplog.at_level(logging.WARNING, logger="groupd.connection"), pytest.raises(refused):
         client = await connect_tls(tls_broker.port_of("SSL"), client_context(certs, with_cert=False))
         await client.call(18, 3, {"client_software_name": "t", "client_software_version": "1"}, timeout=5)
+    assert any("(listener SSL) closed: TLS handshake failed" in r.getMessage() and "CERTIFICATE" in r.getMessage() for r in caplog.records)
+    text = generate_latest(tls_broker.metrics.registry).decode()
+    assert 'groupd_authentications_total{listener="SSL",mechanism="SSL",result="failure"} 1.0' in text
 
 
 async def test_ssl_client_auth_none_gives_anonymous(tmp_path, certs):
@@ -82,10 +88,12 @@ async def test_ssl_client_auth_none_gives_anonymous(tmp_path, certs):
         await b.stop()
 
 
-async def test_a_plaintext_client_on_the_ssl_port_gets_nothing(tls_broker):
+async def test_a_plaintext_client_on_the_ssl_port_gets_nothing(tls_broker, caplog):
     client = await WireClient.connect(tls_broker.port_of("SSL"))
-    client.send(18, 3, {"client_software_name": "t", "client_software_version": "1"})
-    assert await closed(client)
+    with caplog.at_level(logging.WARNING, logger="groupd.connection"):
+        client.send(18, 3, {"client_software_name": "t", "client_software_version": "1"})
+        assert await closed(client)
+    assert any("TLS handshake failed" in r.getMessage() for r in caplog.records)
 
 
 async def test_sasl_ssl_plain_login_over_tls_without_a_client_certificate(tls_broker, certs):
@@ -100,3 +108,25 @@ async def test_sasl_ssl_plain_login_over_tls_without_a_client_certificate(tls_br
     client = await connect_tls(port, client_context(certs, with_cert=False))
     assert (await login(client, password="nope")).error_code == ErrorCode.sasl_authentication_failed
     assert await closed(client)
+
+
+async def test_a_handshake_not_finished_in_time_is_closed_and_logged(tls_broker, monkeypatch, caplog):
+    import broker.secure_connection
+
+    monkeypatch.setattr(broker.secure_connection, "TLS_HANDSHAKE_TIMEOUT", 0.2)
+    client = await WireClient.connect(tls_broker.port_of("SASL_SSL"))  # connects, never says hello
+    with caplog.at_level(logging.WARNING, logger="groupd.connection"):
+        assert await closed(client)
+    assert any("(listener SASL_SSL) closed: TLS handshake failed: not finished within" in r.getMessage() for r in caplog.records)
+
+
+async def test_large_answers_and_pipelined_requests_over_tls(tls_broker, certs):
+    client = await connect_tls(tls_broker.port_of("SSL"), client_context(certs))
+    for i in range(300):
+        tls_broker.create_topic(f"topic-with-a-long-name-{i:04d}", 4, {})
+    for _ in range(3):
+        client.send(3, 12, METADATA)
+    for _ in range(3):
+        md = await asyncio.wait_for(client.recv(), 10)
+        assert len(md.topics) == 300  # an answer of several TLS records
+    await client.close()
