@@ -245,7 +245,8 @@ class TlsServer(asyncio.Protocol):
         log.warning("connection %s (listener %s) closed: TLS handshake failed: %s", self.peer, self.listener, why)
         self.broker.metrics.authentication(self.listener, "SSL", "failure")
         self.timer.cancel()
-        self.tls.abort() if self.tls.outgoing.pending == 0 else self.tcp.close()
+        self.tls._closing = True
+        self.tcp.close()  # not abort: the alert written just before goes out first
 
     def _handshake_timed_out(self) -> None:
         if self.conn is None and not self.tcp.is_closing():
