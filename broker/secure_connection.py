@@ -85,7 +85,7 @@ class SaslConnection(Connection):
             self._close_after_failure()
             return False
         if step.principal is not None:
-            self.principal = step.principal
+            self.user = step.principal.partition(":")[2]  # quotas by user apply to it from now on
             self._gate = None
             self.max_bytes = self._full_max_bytes
             self.broker.metrics.authentication(self.listener, mechanism, "success")
@@ -112,7 +112,7 @@ class TlsConnection(Connection):
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         super().connection_made(transport)
-        self.principal = principal(transport.get_extra_info("peercert"))
+        self.user = principal(transport.get_extra_info("peercert")).partition(":")[2]
         log.debug("connection %s (listener %s) is %s", self.peer, self.listener, self.principal)
 
 

@@ -59,6 +59,9 @@ async def test_each_listener_advertises_itself_after_plain_login(sasl_broker):
     assert auth.error_code == ErrorCode.none and auth.error_message is None
     md = await client.call(3, 12, METADATA)
     assert [(b.host, b.port) for b in md.brokers] == [("127.0.0.1", sasl_port)]
+    # the SASL user is the connection's principal, and the user its quotas are keyed by
+    users = {(c.listener, c.user, c.principal) for c in sasl_broker._connections}
+    assert users == {("SASL_PLAINTEXT", "alice", "User:alice")}
     fc = await client.call(10, 4, {"key_type": 0, "coordinator_keys": ("g",)})
     assert (fc.coordinators[0].error_code, fc.coordinators[0].port) == (ErrorCode.none, sasl_port)
     dc = await client.call(60, 1, {"include_cluster_authorized_operations": False, "endpoint_type": 1})
