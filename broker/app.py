@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import time
 import uuid
+from collections.abc import Callable
 from typing import Protocol
 
 from broker import quotas
@@ -18,10 +20,14 @@ from broker.metrics import Metrics
 from broker.metrics_http import MetricsServer
 from broker.partitions import PartitionManager
 from broker.producers import ProducerIds
+from broker.scram_store import ScramStore
 from broker.topics import Topic, TopicRegistry
 from broker.txn_coordinator import TXN_STATE_TOPIC, TransactionCoordinator
 from coordinator.partitioning import OFFSETS_TOPIC
 from coordinator.service import GroupCoordinator
+from security.listeners import Listener
+from security.sasl import SaslGate, mechanism_factories
+from security.tls import server_context
 from storage.errors import StorageError
 from storage.log import Log
 
@@ -51,11 +57,14 @@ class Broker:
             self.services.append(self.metrics_server)
         self.stopping = False
         self.started_at: float | None = None
-        self._server: asyncio.base_events.Server | None = None
+        self._server: asyncio.base_events.Server | None = None  # the first listener's
+        self._servers: dict[str, asyncio.base_events.Server] = {}
+        self._listeners: dict[str, Listener] = {spec.name: spec for spec in config.listeners}
         self._connections: set[Connection] = set()
         self._unflushed: list[Connection] = []
         self._loop: asyncio.AbstractEventLoop | None = None  # set by start()
         self.topics.reserved = (OFFSETS_TOPIC, TXN_STATE_TOPIC)  # the coordinators' own logs: never a data topic's
+        self.scram = ScramStore(config["log.dirs"])
         self.producers = ProducerIds(config["log.dirs"])
         self.quotas = quotas.load(config["log.dirs"], config["quota.window.num"], config["quota.window.size.seconds"] * 1000)
         self.partitions = PartitionManager(config, self.topics, self.producers)
@@ -141,30 +150,64 @@ class Broker:
 
     @property
     def advertised(self) -> tuple[str, int]:
-        """host:port given to clients; the bound port when listeners asked for port 0."""
-        if self.config["advertised.listeners"]:
-            return self.config["advertised.listeners"]
-        host, port = self.config.listener
-        return host, (self.port if port == 0 and self._server is not None else port)
+        """host:port given to clients of the first listener (``advertised_for`` names the listener)."""
+        return self.advertised_for(None) or (self.config.listener[0], self.port)
+
+    def advertised_for(self, listener: str | None) -> tuple[str, int] | None:
+        """The address Metadata and FindCoordinator give a client of ``listener`` (None: the first),
+        as Kafka answers each listener with its own advertised endpoint; None when advertised.listeners
+        leaves that listener out. Port 0 (tests) advertises the port bound."""
+        spec = self._listeners[listener] if listener is not None else self.config.listeners[0]
+        if spec.advertised is None:
+            return None
+        host, port = spec.advertised
+        if port == 0 and spec.port == 0 and spec.name in self._servers:
+            port = self.port_of(spec.name)
+        return host, port
 
     @property
     def port(self) -> int:
-        assert self._server is not None
-        return self._server.sockets[0].getsockname()[1]
+        """The port the first listener bound."""
+        return self.port_of(self.config.listeners[0].name)
+
+    def port_of(self, listener: str) -> int:
+        return self._servers[listener.upper()].sockets[0].getsockname()[1]
+
+    def _connection_factory(self, listener: Listener) -> Callable[[], Connection]:
+        if listener.protocol == "PLAINTEXT":
+            return lambda: Connection(self, listener.name)
+        from broker.secure_connection import SaslConnection, TlsConnection
+
+        if not listener.sasl:
+            return lambda: TlsConnection(self, listener.name)
+        mechanisms = mechanism_factories(listener, self.scram.credentials_of)
+        return lambda: SaslConnection(self, listener.name, SaslGate(listener.mechanisms, mechanisms))
 
     async def start(self) -> None:
         began = time.perf_counter()
         self.topics.load()
+        self.scram.load()
         for service in self.services:
             await service.start()
-        host, port = self.config.listener
         loop = self._loop = asyncio.get_running_loop()  # kept: get_running_loop() is a getpid(2) on 3.11
-        self._server = await loop.create_server(lambda: Connection(self), host, port, reuse_address=True)
+        for listener in self.config.listeners:
+            factory = self._connection_factory(listener)
+            if listener.tls:
+                from broker.secure_connection import TlsServer
+
+                factory = functools.partial(TlsServer, self, listener.name, server_context(listener.ssl), factory)
+            server = await loop.create_server(factory, listener.host, listener.port, reuse_address=True)
+            self._servers[listener.name] = server
+            self._server = self._server or server
         self.started_at = time.perf_counter()
+        bound = ", ".join(f"{name}://{s.sockets[0].getsockname()[0]}:{s.sockets[0].getsockname()[1]}" for name, s in self._servers.items())
         log.info(
-            "groupd listening on %s:%d (node.id=%d, log.dirs=%s) started in %.0f ms",
-            host, self.port, self.node_id, self.config["log.dirs"], (self.started_at - began) * 1000,
+            "groupd listening on %s (node.id=%d, log.dirs=%s) started in %.0f ms",
+            bound, self.node_id, self.config["log.dirs"], (self.started_at - began) * 1000,
         )
+        for listener in self.config.listeners:
+            if listener.advertised is None:
+                log.warning("listener %s is not in advertised.listeners: its clients get no broker in Metadata", listener.name)
 
     def connection_opened(self, conn: Connection) -> None:
         if self.stopping:
@@ -188,8 +231,8 @@ class Broker:
     async def stop(self) -> None:
         """Stop accepting, let in-flight requests finish, stop services (which flush), close."""
         self.stopping = True
-        if self._server is not None:
-            self._server.close()
+        for server in self._servers.values():
+            server.close()
         if self._connections:
             # Idle connections close at once; busy ones answer what they have read, within a moment.
             conns = list(self._connections)
@@ -206,7 +249,7 @@ class Broker:
                 await service.stop()
             except Exception:
                 log.exception("stopping %s failed", type(service).__name__)
-        if self._server is not None:
+        for server in self._servers.values():
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(self._server.wait_closed(), 1)
+                await asyncio.wait_for(server.wait_closed(), 1)
         log.info("groupd stopped")

@@ -11,7 +11,9 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+
+from security import listeners as _listeners
+from security.tls import tls_settings
 
 log = logging.getLogger("groupd.config")
 
@@ -28,19 +30,6 @@ def _bool(raw: str) -> bool:
     if value in ("true", "false"):
         return value == "true"
     raise ValueError("expected true or false")
-
-
-def _listener(raw: str) -> tuple[str, int]:
-    """PLAINTEXT://host:port -> (host, port); only the first listener is served."""
-    first = raw.split(",")[0].strip()
-    if "://" not in first:
-        raise ValueError("expected PLAINTEXT://host:port")
-    parts = urlsplit(first)
-    if parts.scheme.upper() != "PLAINTEXT":
-        raise ValueError(f"only PLAINTEXT listeners are supported, not {parts.scheme}")
-    if parts.port is None:
-        raise ValueError("listener needs a port")
-    return parts.hostname or "127.0.0.1", parts.port
 
 
 def _host_port(raw: str) -> tuple[str, int]:
@@ -77,6 +66,9 @@ class Key:
     doc: str = ""
 
 
+JAAS_KEY = "listener.name.<listener>.<mechanism>.sasl.jaas.config"  # a template: read per listener
+
+
 def _int_key(name: str, default: int, low: int | None = 0, high: int | None = INT64_MAX, doc: str = "") -> Key:
     return Key(name, int, str(default), low, high, doc)
 
@@ -84,8 +76,9 @@ def _int_key(name: str, default: int, low: int | None = 0, high: int | None = IN
 KEYS: dict[str, Key] = {
     k.name: k
     for k in (
-        Key("listeners", _listener, "PLAINTEXT://127.0.0.1:9092", doc="address the broker binds"),
-        Key("advertised.listeners", _listener, None, doc="address given to clients (defaults to listeners)"),
+        Key("listeners", _listeners.parse_endpoints, "PLAINTEXT://127.0.0.1:9092", doc="comma-separated `NAME://host:port` sockets the broker binds"),
+        Key("advertised.listeners", _listeners.parse_endpoints, None, doc="`NAME://host:port` given to clients of each listener (defaults to listeners)"),
+        Key("listener.security.protocol.map", _listeners.parse_protocol_map, _listeners.DEFAULT_PROTOCOL_MAP, doc="`NAME:PROTOCOL` per listener name: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL"),
         Key("log.dirs", str, "./data", doc="where topics, offsets and the topic registry live"),
         _int_key("node.id", 1, 0, INT32_MAX, "this broker's id in Metadata and FindCoordinator"),
         Key("cluster.id", str, "groupd-cluster", doc="cluster id reported in Metadata"),
@@ -134,6 +127,23 @@ KEYS: dict[str, Key] = {
         # observability
         Key("metrics.listener", _host_port, "127.0.0.1:9404", doc="host:port of /metrics and /healthz (empty: off)"),
         _int_key("metrics.max.group.series", 1000, 0, INT32_MAX, "groups with their own metric series; the rest sum under __overflow__"),
+        # security (README "Security"); each may be given per listener as listener.name.<listener>.<key>
+        Key("sasl.enabled.mechanisms", str, "GSSAPI", doc="mechanisms of SASL listeners: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (GSSAPI, Kafka's default, is refused)"),
+        Key(JAAS_KEY, str, None, doc="PLAIN's users: `PlainLoginModule required user_<name>=\"<password>\" ...;`"),
+        _int_key("sasl.server.max.receive.size", 524_288, 1, INT32_MAX, "largest frame read before a SASL client has authenticated"),
+        _int_key("connections.max.reauth.ms", 0, 0, 0, "only 0: sessions do not expire (no re-authentication)"),
+        _int_key("connection.failed.authentication.delay.ms", 100, 0, INT32_MAX, "close a connection this long after its failed authentication"),
+        Key("ssl.keystore.type", str, "JKS", doc="only PEM is read (KIP-651); JKS, Kafka's default, and PKCS12 are refused"),
+        Key("ssl.keystore.location", str, None, doc="PEM file holding the private key and the certificate chain"),
+        Key("ssl.keystore.certificate.chain", str, None, doc="the certificate chain inline, PEM"),
+        Key("ssl.keystore.key", str, None, doc="the private key inline, PEM (PKCS#8, perhaps encrypted)"),
+        Key("ssl.key.password", str, None, doc="password of an encrypted private key"),
+        Key("ssl.keystore.password", str, None, doc="not used with PEM (refused, as Kafka refuses it)"),
+        Key("ssl.truststore.type", str, "JKS", doc="only PEM is read; JKS and PKCS12 are refused"),
+        Key("ssl.truststore.location", str, None, doc="PEM file of the certificates client certificates must chain to"),
+        Key("ssl.truststore.certificates", str, None, doc="the same inline, PEM"),
+        Key("ssl.truststore.password", str, None, doc="not used with PEM (refused)"),
+        Key("ssl.client.auth", _choice("none", "requested", "required"), "none", doc="ask SSL clients for a certificate: none, requested or required (on SASL_SSL only with the listener prefix)"),
     )
 }
 
@@ -154,21 +164,25 @@ class Config(Mapping[str, Any]):
         return len(self._values)
 
     @property
-    def listener(self) -> tuple[str, int]:
+    def listeners(self) -> tuple[_listeners.Listener, ...]:
+        """Every listener, resolved: protocol, advertised address, SASL and TLS settings."""
         return self._values["listeners"]
 
     @property
-    def advertised(self) -> tuple[str, int]:
-        return self._values["advertised.listeners"] or self._values["listeners"]
+    def listener(self) -> tuple[str, int]:
+        """The first listener's host and port."""
+        first = self._values["listeners"][0]
+        return first.host, first.port
 
     def with_overrides(self, **overrides: Any) -> Config:
         return Config({**self._values, **overrides})
 
 
 def parse_properties(text: str) -> dict[str, str]:
-    """Java .properties subset: key=value or key: value lines, # and ! comments."""
+    """Java .properties subset: key=value or key: value lines, # and ! comments, and a line ending in a
+    backslash continued by the next (Kafka's JAAS examples are written that way)."""
     out: dict[str, str] = {}
-    for lineno, line in enumerate(text.splitlines(), 1):
+    for lineno, line in _logical_lines(text):
         stripped = line.strip()
         if not stripped or stripped[0] in "#!":
             continue
@@ -176,6 +190,24 @@ def parse_properties(text: str) -> dict[str, str]:
         if sep < 0:
             raise ConfigError(f"line {lineno}: expected key=value, got {stripped!r}")
         out[stripped[:sep].strip()] = stripped[sep + 1 :].strip()
+    return out
+
+
+def _logical_lines(text: str) -> list[tuple[int, str]]:
+    out: list[tuple[int, str]] = []
+    pending: tuple[int, str] | None = None
+    for lineno, line in enumerate(text.splitlines(), 1):
+        if pending is not None:
+            lineno, line = pending[0], pending[1] + line.lstrip()
+            pending = None
+        stripped = line.rstrip()
+        trailing = len(stripped) - len(stripped.rstrip("\\"))
+        if trailing % 2 == 1 and not stripped.lstrip().startswith(("#", "!")):
+            pending = (lineno, stripped[:-1])
+            continue
+        out.append((lineno, line))
+    if pending is not None:
+        out.append(pending)
     return out
 
 
@@ -210,11 +242,18 @@ def build_config(raw: Mapping[str, str]) -> Config:
                 raise ConfigError(f"invalid value {value} for {name}: must be <= {key.high}")
         values[name] = value
     for name in raw:
-        if name not in KEYS and name not in _warned:
+        if name not in KEYS and name not in _warned and not name.startswith(_listeners.PREFIX):
             _warned.add(name)
             log.warning("unknown configuration key %s is ignored", name)
     if values["group.min.session.timeout.ms"] > values["group.max.session.timeout.ms"]:
         raise ConfigError("group.min.session.timeout.ms must not exceed group.max.session.timeout.ms")
+    try:
+        values["listeners"] = _listeners.resolve(
+            values["listeners"], values["advertised.listeners"], values["listener.security.protocol.map"],
+            _listeners.split_prefixed(raw), lambda key: raw.get(key, KEYS[key].default if key in KEYS else None), tls_settings,
+        )
+    except _listeners.ListenerError as exc:
+        raise ConfigError(str(exc)) from None
     return Config(values)
 
 

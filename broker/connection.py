@@ -42,8 +42,9 @@ _MIN_FRAME = HEADER_PREFIX.size  # a shorter frame, or a torn one, takes the che
 
 
 class Connection(asyncio.Protocol):
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: Broker, listener: str | None = None) -> None:
         self.broker = broker
+        self.listener = listener  # the listener's name: Metadata answers with that listener's advertised address
         self.id = f"conn-{next(_ids)}"
         self.peer = "?"
         self.host = "?"
@@ -62,8 +63,13 @@ class Connection(asyncio.Protocol):
         self._lost = False
         self._out: list[bytes] = []  # answers of this loop turn, sent together by flush()
         self._out_bytes = 0  # past WRITE_HIGH_WATER, no further request is handled until flush()
-        self.user = "ANONYMOUS"  # the principal's name (Kafka's on a PLAINTEXT listener), as quotas see it
+        self.user = "ANONYMOUS"  # the principal's name (Kafka's on a PLAINTEXT listener), as quotas see it; SASL or a TLS certificate sets it
         self._mute_ms = 0  # a quota's throttle time, applied once the current answer is out
+
+    @property
+    def principal(self) -> str:
+        """Kafka's principal: ``User:<name>``; no authorizer reads it, quotas and logs do."""
+        return f"User:{self.user}"
 
     # ------------------------------------------------------------ asyncio.Protocol
 

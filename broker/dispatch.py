@@ -28,6 +28,11 @@ class RequestContext:
     size: int = 0  # the request's bytes (after the length prefix), as Kafka measures a produce quota
 
     @property
+    def listener(self) -> str | None:
+        """Name of the listener the request came through (None: the first)."""
+        return self.conn.listener if self.conn is not None else None
+
+    @property
     def version(self) -> int:
         return self.header.api_version
 

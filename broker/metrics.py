@@ -22,6 +22,8 @@ coordinator shell (``coordinator/``)
         durable in ``duration_s``. ``offsets_expired(n)``. ``group_removed(group)``: frees its series.
 storage (``storage/``)
     ``store_append(seconds, batch_records)``, ``store_fsync(seconds)``.
+SASL connections (``broker/secure_connection.py``)
+    ``authentication(listener, mechanism, result)``: result is success or failure.
 transaction coordinator (``broker/txn_coordinator.py``)
     ``transaction_ended(result)``: markers written; ``result`` in ``TXN_RESULTS`` (commit, abort by the
         producer, abort of a timed-out transaction, abort fencing an older producer).
@@ -167,6 +169,7 @@ class Metrics:
         self._store_fsync = Histogram(LATENCY_BUCKETS)
         self._txns_ended: dict[str, int] = dict.fromkeys(TXN_RESULTS, 0)
         self._throttled: dict[str, list[float]] = {}  # quota key -> [responses throttled, seconds muted]
+        self._authentications: dict[tuple[str, str, str], int] = {}
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(_Collector(self))
 
@@ -278,6 +281,12 @@ class Metrics:
         row[0] += 1
         row[1] += ms / 1000
 
+    def authentication(self, listener: str, mechanism: str, result: str) -> None:
+        """A SASL authentication ended: ``result`` is success or failure (Kafka's successful- and
+        failed-authentication-total, per listener and mechanism)."""
+        key = (listener, mechanism, result)
+        self._authentications[key] = self._authentications.get(key, 0) + 1
+
     def healthy(self) -> tuple[bool, str]:
         """Ready when the broker listens, is not stopping, and every offsets partition is loaded."""
         broker = self.broker
@@ -320,7 +329,16 @@ class _Collector:
         yield from self._groups_events()
         yield from self._store()
         yield from self._transactions()
+        yield from self._authentications()
         yield from self._scrape_time()
+
+    def _authentications(self) -> Iterator[Metric]:
+        family = CounterMetricFamily(
+            "groupd_authentications", "SASL authentications by listener, mechanism and result", labels=["listener", "mechanism", "result"],
+        )
+        for labels, n in sorted(self.m._authentications.items()):
+            family.add_metric(list(labels), n)
+        yield family
 
     def _transactions(self) -> Iterator[Metric]:
         m = self.m

@@ -34,6 +34,7 @@ _SPECS = (
     ApiSpec(14, "SyncGroup", 0, 5),
     ApiSpec(15, "DescribeGroups", 0, 6),
     ApiSpec(16, "ListGroups", 0, 5),
+    ApiSpec(17, "SaslHandshake", 0, 1),  # answered by the SASL gate before authentication (security/sasl.py)
     ApiSpec(18, "ApiVersions", 0, 4),
     ApiSpec(19, "CreateTopics", 2, 7),
     ApiSpec(20, "DeleteTopics", 1, 6),
@@ -52,6 +53,7 @@ _SPECS = (
     ApiSpec(34, "AlterReplicaLogDirs", 1, 2),
     # not v5 (Kafka 4.3's): kafka-python infers the broker's release from it and would take groupd for 4.3
     ApiSpec(35, "DescribeLogDirs", 1, 4),
+    ApiSpec(36, "SaslAuthenticate", 0, 2),
     ApiSpec(37, "CreatePartitions", 0, 3),
     ApiSpec(42, "DeleteGroups", 0, 2),
     ApiSpec(43, "ElectLeaders", 0, 2),
@@ -61,6 +63,8 @@ _SPECS = (
     ApiSpec(47, "OffsetDelete", 0, 0),
     ApiSpec(48, "DescribeClientQuotas", 0, 1),
     ApiSpec(49, "AlterClientQuotas", 0, 1),
+    ApiSpec(50, "DescribeUserScramCredentials", 0, 0),
+    ApiSpec(51, "AlterUserScramCredentials", 0, 0),
     ApiSpec(55, "DescribeQuorum", 0, 2),
     ApiSpec(60, "DescribeCluster", 0, 2),
     ApiSpec(61, "DescribeProducers", 0, 0),

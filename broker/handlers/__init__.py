@@ -11,6 +11,7 @@ from broker.handlers import (  # noqa: F401
     offsets,
     quotas,
     replicas,
+    security,
     topics,
     transactions,
 )

@@ -114,17 +114,25 @@ def metadata(broker: Broker, ctx: RequestContext, req: Any) -> Any:
                     continue
             entries.append(entry(ctx, broker, topic.name, topic.topic_id, ErrorCode.none, topic.partitions))
     asked_cluster = 8 <= ctx.version <= 10 and req.include_cluster_authorized_operations  # DescribeCluster's from v11
-    host, port = broker.advertised
-    broker_entry = codec.make(ctx.nested("MetadataResponseBroker"), node_id=broker.node_id, host=host, port=port, rack=None)
     return ctx.respond(
         throttle_time=0,
-        brokers=(broker_entry,),
+        brokers=_brokers(broker, ctx, "MetadataResponseBroker", node_id=broker.node_id),
         cluster_id=broker.config["cluster.id"],
         controller_id=broker.node_id,
         topics=tuple(entries),
         cluster_authorized_operations=authorized_operations("cluster", asked_cluster),
         error_code=ErrorCode.none,  # v13's top-level error (KIP-1102): one node never asks a client to rebootstrap
     )
+
+
+def _brokers(broker: Broker, ctx: RequestContext, entity: str, **fields: Any) -> tuple:
+    """This node as seen from the listener the request came through; none if that listener is not
+    advertised (Kafka's metadata cache has no endpoint of the broker for it)."""
+    address = broker.advertised_for(ctx.listener)
+    if address is None:
+        return ()
+    host, port = address
+    return (codec.make(ctx.nested(entity), host=host, port=port, rack=None, **fields),)
 
 
 BROKERS, CONTROLLERS = 1, 2  # DescribeCluster's endpoint types (KIP-919)
@@ -148,11 +156,10 @@ def describe_cluster(broker: Broker, ctx: RequestContext, req: Any) -> Any:
             throttle_time=0, error_code=error, error_message=message, endpoint_type=wanted, cluster_id="",
             controller_id=-1, brokers=(), cluster_authorized_operations=NOT_REQUESTED,
         )
-    host, port = broker.advertised
-    entry = codec.make(ctx.nested("DescribeClusterBroker"), broker_id=broker.node_id, host=host, port=port, rack=None, is_fenced=False)
+    entries = _brokers(broker, ctx, "DescribeClusterBroker", broker_id=broker.node_id, is_fenced=False)
     return ctx.respond(
         throttle_time=0, error_code=ErrorCode.none, error_message=None, endpoint_type=BROKERS,
-        cluster_id=broker.config["cluster.id"], controller_id=broker.node_id, brokers=(entry,),
+        cluster_id=broker.config["cluster.id"], controller_id=broker.node_id, brokers=entries,
         cluster_authorized_operations=authorized_operations("cluster", req.include_cluster_authorized_operations),
     )
 
@@ -161,7 +168,8 @@ def describe_cluster(broker: Broker, ctx: RequestContext, req: Any) -> Any:
 def find_coordinator(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     key_type = getattr(req, "key_type", KEY_TYPE_GROUP)
     keys = req.coordinator_keys if ctx.version >= 4 else (req.key,)
-    answers = [_coordinator_for(broker, ctx.version, key_type, key) for key in keys]
+    address = broker.advertised_for(ctx.listener)
+    answers = [_coordinator_for(broker, ctx.version, key_type, key, address) for key in keys]
     if ctx.version >= 4:
         entry = ctx.nested("Coordinator")
         coordinators = tuple(
@@ -178,18 +186,18 @@ def _message(err: ErrorCode) -> str:
     return (err.__doc__ or err.name) if err.__doc__ != ErrorCode.__doc__ else err.name
 
 
-def _coordinator_for(broker: Broker, version: int, key_type: int, key: str) -> tuple[ErrorCode, int, str, int]:
+def _coordinator_for(broker: Broker, version: int, key_type: int, key: str, address: tuple[str, int] | None) -> tuple[ErrorCode, int, str, int]:
+    if key_type in (KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION) and address is None:
+        return ErrorCode.coordinator_not_available, -1, "", -1  # no endpoint on the request's listener
     if key_type == KEY_TYPE_GROUP:
         partition = partition_for(key, broker.config["offsets.topic.num.partitions"])
         if not broker.owns_offsets_partition(partition):
             return ErrorCode.not_coordinator, -1, "", -1
         broker.internal_topics[OFFSETS_TOPIC].exists(create=True)  # Kafka creates __consumer_offsets at the first lookup
-        host, port = broker.advertised
-        return ErrorCode.none, broker.node_id, host, port
+        return ErrorCode.none, broker.node_id, *address
     if key_type == KEY_TYPE_TRANSACTION:  # this node coordinates every transactional id
         broker.internal_topics[TXN_STATE_TOPIC].exists(create=True)  # and __transaction_state, at the first
-        host, port = broker.advertised
-        return ErrorCode.none, broker.node_id, host, port
+        return ErrorCode.none, broker.node_id, *address
     if key_type == KEY_TYPE_SHARE and version >= 6:
         return ErrorCode.coordinator_not_available, -1, "", -1
     return ErrorCode.invalid_request, -1, "", -1

@@ -139,7 +139,6 @@ QUORUM_LEADER_EPOCH = 1
 # offset and high watermark are 0 and stay 0.
 METADATA_END_OFFSET = 0
 NO_DIRECTORY_ID = codec.ZERO_UUID  # no metadata log directory, as Kafka reports a voter without one
-LISTENER_NAME = "PLAINTEXT"  # groupd's one listener serves the controller's requests too
 UNKNOWN_PARTITION_MESSAGE = "This server does not host this topic-partition."
 
 
@@ -169,9 +168,12 @@ def describe_quorum(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     topic = codec.make(ctx.nested("TopicData"), topic_name=METADATA_TOPIC, partitions=(partition,))
     nodes = ()
     if ctx.version >= 2:  # the voters' endpoints (KIP-853)
-        host, port = broker.advertised
-        listener = codec.make(ctx.nested("Listener"), name=LISTENER_NAME, host=host, port=port)
-        nodes = (codec.make(ctx.nested("Node"), node_id=node, listeners=(listener,)),)
+        listeners = tuple(
+            codec.make(ctx.nested("Listener"), name=spec.name, host=address[0], port=address[1])
+            for spec in broker.config.listeners
+            if (address := broker.advertised_for(spec.name)) is not None
+        )
+        nodes = (codec.make(ctx.nested("Node"), node_id=node, listeners=listeners),)
     return ctx.respond(error_code=ErrorCode.none, error_message=None, topics=(topic,), nodes=nodes)
 
 

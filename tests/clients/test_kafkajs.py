@@ -1,6 +1,7 @@
 """kafkajs (node) against groupd: the same group scenarios, driven by tests/clients/js/scenarios.js."""
 
 import json
+import os
 import shutil
 import subprocess
 
@@ -12,11 +13,13 @@ pytestmark = pytest.mark.client
 JS = ROOT / "tests" / "clients" / "js"
 
 
-def run(scenario: str, bootstrap: str, timeout: float = 90) -> dict:
+def run(scenario: str, bootstrap: str, timeout: float = 90, sasl: dict | None = None) -> dict:
+    """``sasl``: kafkajs's sasl option (mechanism, username, password), to go through a SASL listener."""
     node = shutil.which("node")
     assert node, "node is not installed: kafkajs scenarios cannot run (install Node.js 20)"
     assert (JS / "node_modules" / "kafkajs").exists(), "kafkajs is not installed: run `make js-deps` (npm ci in tests/clients/js)"
-    out = subprocess.run([node, str(JS / "scenarios.js"), scenario, bootstrap], capture_output=True, text=True, timeout=timeout, cwd=JS)
+    env = {**os.environ, "KAFKAJS_SASL": json.dumps(sasl)} if sasl else None
+    out = subprocess.run([node, str(JS / "scenarios.js"), scenario, bootstrap], capture_output=True, text=True, timeout=timeout, cwd=JS, env=env)
     line = (out.stdout.strip().splitlines() or ["{}"])[-1]
     doc = json.loads(line)
     assert doc.get("ok"), f"kafkajs {scenario}: {doc.get('error') or out.stderr[-2000:]}"

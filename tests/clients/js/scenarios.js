@@ -3,7 +3,9 @@
 const { Kafka, logLevel } = require('kafkajs')
 
 const [scenario, bootstrap] = process.argv.slice(2)
-const kafka = new Kafka({ clientId: 'kafkajs-scenarios', brokers: [bootstrap], logLevel: logLevel.NOTHING, retry: { retries: 8 } })
+// KAFKAJS_SASL='{"mechanism":"plain","username":"u","password":"p"}' connects through a SASL listener
+const sasl = process.env.KAFKAJS_SASL ? JSON.parse(process.env.KAFKAJS_SASL) : undefined
+const kafka = new Kafka({ clientId: 'kafkajs-scenarios', brokers: [bootstrap], logLevel: logLevel.NOTHING, retry: { retries: 8 }, sasl })
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
 
 async function until (predicate, ms, what) {

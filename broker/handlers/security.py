@@ -1,0 +1,76 @@
+"""SaslHandshake and SaslAuthenticate after authentication, or on a listener without SASL; and the
+SCRAM credential APIs (Describe- and AlterUserScramCredentials).
+
+Before authentication a SASL connection's gate answers them (security/sasl.py); a request that gets
+here comes from an authenticated or PLAINTEXT client, and Kafka's KafkaApis answers it
+ILLEGAL_SASL_STATE (re-authentication is not served: connections.max.reauth.ms is 0).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from broker.dispatch import RequestContext, handles
+from protocol import codec
+from protocol.errors import ErrorCode
+from security.scram import Result
+
+if TYPE_CHECKING:
+    from broker.app import Broker
+
+log = logging.getLogger("groupd.security")
+
+
+@handles(17)
+def sasl_handshake(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+    return ctx.respond(error_code=ErrorCode.illegal_sasl_state, mechanisms=())
+
+
+@handles(36)
+def sasl_authenticate(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+    return ctx.respond(
+        error_code=ErrorCode.illegal_sasl_state, error_message="SaslAuthenticate request received after successful authentication",
+        auth_bytes=b"", session_lifetime=0,
+    )
+
+
+@handles(50)
+def describe_user_scram_credentials(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+    """Each named user's mechanisms and iterations (every user's when none is named), as Kafka's
+    ScramImage describes them; nothing secret leaves."""
+    users = None if req.users is None else [u.name for u in req.users]
+    info_cls, result_cls = ctx.nested("CredentialInfo"), ctx.nested("DescribeUserScramCredentialsResult")
+    results = tuple(
+        codec.make(
+            result_cls, user=result.user, error_code=result.error, error_message=result.message,
+            credential_infos=tuple(codec.make(info_cls, mechanism=m, iterations=i) for m, i in infos),
+        )
+        for result, infos in broker.scram.credentials.describe(users)
+    )
+    return ctx.respond(throttle_time=0, error_code=ErrorCode.none, error_message=None, results=results)
+
+
+@handles(51)
+def alter_user_scram_credentials(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+    """Upsert (from the client's salt and salted password) or delete credentials, checked as Kafka's
+    ScramControlManager checks them; what changed is on disk before the answer."""
+    credentials = broker.scram.credentials
+    before = dict(credentials.items)
+    results, changed = credentials.alter(
+        [(d.name, int(d.mechanism)) for d in req.deletions],
+        [(u.name, int(u.mechanism), int(u.iterations), bytes(u.salt), bytes(u.salted_password)) for u in req.upsertions],
+    )
+    if changed:
+        try:
+            broker.scram.save()
+        except OSError as exc:
+            credentials.items = before
+            log.error("SCRAM credentials not saved to %s: %s", broker.scram.path, exc)
+            results = [Result(r.user, ErrorCode.kafka_storage_error, f"credentials not saved: {exc}") if r.error == ErrorCode.none else r for r in results]
+        else:
+            log.info("SCRAM credentials altered: %s", ", ".join(r.user for r in results if r.error == ErrorCode.none))
+    result_cls = ctx.nested("AlterUserScramCredentialsResult")
+    return ctx.respond(
+        throttle_time=0, results=tuple(codec.make(result_cls, user=r.user, error_code=r.error, error_message=r.message) for r in results),
+    )
