@@ -21,13 +21,13 @@ from broker.metrics_http import MetricsServer
 from broker.partitions import PartitionManager
 from broker.producers import ProducerIds
 from broker.scram_store import ScramStore
+from broker.security.listeners import Listener
+from broker.security.sasl import SaslGate, mechanism_factories
+from broker.security.tls import server_context
 from broker.topics import Topic, TopicRegistry
 from broker.txn_coordinator import TXN_STATE_TOPIC, TransactionCoordinator
 from coordinator.partitioning import OFFSETS_TOPIC
 from coordinator.service import GroupCoordinator
-from security.listeners import Listener
-from security.sasl import SaslGate, mechanism_factories
-from security.tls import server_context
 from storage.errors import StorageError
 from storage.log import Log
 

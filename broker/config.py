@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from security import listeners as _listeners
-from security.tls import tls_settings
+from broker.security import listeners as _listeners
+from broker.security.tls import tls_settings
 
 log = logging.getLogger("groupd.config")
 

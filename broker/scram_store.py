@@ -8,7 +8,7 @@ import json
 import logging
 from pathlib import Path
 
-from security.scram import ScramCredential, ScramCredentials
+from broker.security.scram import ScramCredential, ScramCredentials
 from storage.files import write_atomically
 
 log = logging.getLogger("groupd.security")

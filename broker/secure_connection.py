@@ -1,5 +1,5 @@
 """Connections of secured listeners. On a SASL listener, until the client authenticates its frames
-go to a SaslGate (security/sasl.py) instead of the request path; afterwards it is an ordinary
+go to a SaslGate (broker/security/sasl.py) instead of the request path; afterwards it is an ordinary
 connection. On an SSL listener the client's certificate names it.
 
 Only those listeners make these, so a PLAINTEXT connection's request path pays nothing for security.
@@ -15,9 +15,9 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from broker.connection import Connection
+from broker.security.sasl import FAILED, SaslGate
+from broker.security.tls import principal
 from protocol.framing import SIZE
-from security.sasl import FAILED, SaslGate
-from security.tls import principal
 
 if TYPE_CHECKING:
     from broker.app import Broker

@@ -12,9 +12,9 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from broker.dispatch import RequestContext, handles
+from broker.security.scram import Result
 from protocol import codec
 from protocol.errors import ErrorCode
-from security.scram import Result
 
 if TYPE_CHECKING:
     from broker.app import Broker

@@ -86,7 +86,7 @@ def test_refused_at_start_up(raw, message):
 
 
 def test_jaas_syntax_quotes_comments_and_flags():
-    from security.jaas import parse_jaas
+    from broker.security.jaas import parse_jaas
 
     module = parse_jaas(
         "org.apache.kafka.common.security.plain.PlainLoginModule Required /* c */ username=admin\n"

@@ -5,9 +5,9 @@ import struct
 
 import pytest
 
+from broker.security.sasl import AuthenticationFailed, PlainServer, SaslGate
 from protocol import codec
 from protocol.errors import ErrorCode
-from security.sasl import AuthenticationFailed, PlainServer, SaslGate
 from tests.harness import request_bytes
 
 USERS = {"alice": "alice-secret"}

@@ -7,9 +7,8 @@ import hmac
 
 import pytest
 
-from protocol.errors import ErrorCode
-from security.sasl import AuthenticationFailed, InvalidCredentials
-from security.scram import (
+from broker.security.sasl import AuthenticationFailed, InvalidCredentials
+from broker.security.scram import (
     SHA_256,
     SHA_512,
     ScramCredentials,
@@ -18,6 +17,7 @@ from security.scram import (
     salted_password,
     username,
 )
+from protocol.errors import ErrorCode
 
 # RFC 7677 section 3: user "user", password "pencil"
 RFC_SALT = base64.b64decode("W22ZaJ0SNY7soEsUEjb6gQ==")

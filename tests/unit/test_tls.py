@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from broker.config import ConfigError, load_config
-from security.tls import principal, server_context
+from broker.security.tls import principal, server_context
 from tests.tls_certs import CLIENT_PRINCIPAL, KEY_PASSWORD, make_certs
 
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import pytest
 
 from broker.app import Broker
+from broker.security.scram import SHA_256, SHA_512, salted_password
 from protocol import codec
 from protocol.errors import ErrorCode
-from security.scram import SHA_256, SHA_512, salted_password
 from tests.conftest import broker_config
 from tests.harness import WireClient
 from tests.unit.test_scram import client_final

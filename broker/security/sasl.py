@@ -22,7 +22,7 @@ from protocol.framing import HEADER_PREFIX
 from protocol.request import UnknownApi, UnsupportedVersion, encode_response, parse_request
 
 if TYPE_CHECKING:
-    from security.listeners import Listener
+    from broker.security.listeners import Listener
 
 API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE = 18, 17, 36
 ANONYMOUS = "User:ANONYMOUS"
@@ -195,7 +195,7 @@ def _api_name(api_key: int) -> str:
 def mechanism_factories(listener: Listener, scram_lookup: Callable[[str, str], Any]) -> dict[str, Callable[[], Mechanism]]:
     """A fresh server-side mechanism per connection, for each mechanism the listener enables; SCRAM
     looks its users' credentials up with ``scram_lookup(user, mechanism name)``."""
-    from security.scram import BY_NAME, ScramServer
+    from broker.security.scram import BY_NAME, ScramServer
 
     out: dict[str, Callable[[], Mechanism]] = {}
     for name in listener.mechanisms:

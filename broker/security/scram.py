@@ -15,8 +15,8 @@ import secrets
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from broker.security.sasl import AuthenticationFailed, InvalidCredentials
 from protocol.errors import ErrorCode
-from security.sasl import AuthenticationFailed, InvalidCredentials
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from security.jaas import PLAIN_MODULE, SCRAM_MODULE, JaasError, parse_jaas
+from broker.security.jaas import PLAIN_MODULE, SCRAM_MODULE, JaasError, parse_jaas
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 DEFAULT_PROTOCOL_MAP = ",".join(f"{p}:{p}" for p in PROTOCOLS)
