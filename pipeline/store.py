@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from broker.topics import INTERNAL_TOPICS
 from coordinator.partitioning import OFFSETS_TOPIC
 from coordinator.records import GroupMetadataKey, OffsetCommitKey, RecordFormatError, decode_key, decode_value
 from storage.batch import (
@@ -50,7 +51,7 @@ def data_partitions(log_dirs: str | Path) -> list[tuple[str, int, Path]]:
     root = Path(log_dirs)
     for d in sorted(root.iterdir()) if root.exists() else []:
         m = _PARTITION_DIR.match(d.name)
-        if d.is_dir() and m and not d.name.startswith(OFFSETS_TOPIC + "-"):
+        if d.is_dir() and m and m["topic"] not in INTERNAL_TOPICS:  # not the offsets store, not transaction state
             out.append((m["topic"], int(m["partition"]), d))
     return out
 
