@@ -100,6 +100,7 @@ class Segment:
     positions: array = field(default_factory=lambda: array("q"))  # batch file positions
     max_ts: array = field(default_factory=lambda: array("q"))  # batch max timestamps
     next_offset: int = 0
+    indexed: tuple[int, int, int] | None = None  # (inode, size, mtime) the index file on disk describes
 
     @property
     def max_timestamp(self) -> int:
@@ -227,20 +228,22 @@ class Log:
             del seg.offsets[:], seg.positions[:], seg.max_ts[:]
             return False
         seg.next_offset = next_offset
+        seg.indexed = (inode, size, mtime_ns)
         return True
 
     def _write_indexes(self) -> None:
         """At a clean close (everything appended is fsynced, nothing failed): each segment's batch
         index, so the next open need not scan the segments (Kafka keeps index files and skips recovery
         after a clean shutdown for the same reason). Not fsynced: a lost or torn index only means a
-        scan. Any later change of the segment file changes its size or mtime, which voids the index."""
+        scan. Any later change of the segment file changes its size or mtime, which voids the index; a
+        segment unchanged since its index was read or written keeps the file it has."""
         if self._failed is not None or self._dirty or self._unwritten or self._writing:
             return
         for seg in self.segments:
             try:
                 st = os.fstat(seg.fd)
-                if st.st_size != seg.size:
-                    continue
+                if st.st_size != seg.size or seg.indexed == (st.st_ino, st.st_size, st.st_mtime_ns):
+                    continue  # changed under us; or unchanged since its index was read or written
                 body = bytearray(_INDEX_HEAD.pack(
                     _INDEX_MAGIC, 1, sys.byteorder == "little", st.st_ino, st.st_size, st.st_mtime_ns,
                     seg.next_offset, len(seg.offsets),
@@ -252,6 +255,7 @@ class Log:
                 tmp = path.with_suffix(f"{INDEX_SUFFIX}-tmp")
                 tmp.write_bytes(body)
                 os.replace(tmp, path)
+                seg.indexed = (st.st_ino, st.st_size, st.st_mtime_ns)
             except OSError as exc:
                 log.warning("no batch index for %s: %s", seg.path, exc)
 
@@ -855,6 +859,7 @@ class Log:
                 os.fsync(f.fileno())
             with self._lock, self._state:  # no flush is fsyncing the fd being replaced
                 seg.path.with_suffix(INDEX_SUFFIX).unlink(missing_ok=True)
+                seg.indexed = None
                 os.replace(tmp, seg.path)
                 self._dirty.discard(seg.fd)
                 os.close(seg.fd)

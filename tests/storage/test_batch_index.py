@@ -116,3 +116,29 @@ def test_compaction_voids_the_index_of_what_it_rewrites(tmp_path, monkeypatch):
     assert [s[:2] + s[3:] for s in shape(log)[0]] == [s[:2] + s[3:] for s in compacted[0]]
     assert shape(log)[1:] == compacted[1:]
     log.close()
+
+
+def test_a_segment_unchanged_since_its_index_keeps_the_file(tmp_path):
+    """A close rewrites only the indexes of segments that changed: a store of many idle partitions
+    stops without rewriting each one's index (and the next open still reads them)."""
+    from storage.batch import build_batch
+    from storage.log import INDEX_SUFFIX, Log, LogConfig
+
+    lg = Log.open(tmp_path, LogConfig(segment_bytes=1024))
+    for i in range(20):
+        lg.append(build_batch([(None, bytes([i]) * 200)], timestamp_ms=1000))
+    lg.flush()
+    lg.close()
+    indexes = sorted(tmp_path.glob(f"*{INDEX_SUFFIX}"))
+    assert len(indexes) > 2
+    stamps = {p: p.stat().st_mtime_ns for p in indexes}
+
+    lg = Log.open(tmp_path, LogConfig(segment_bytes=1024))
+    lg.append(build_batch([(None, b"new")], timestamp_ms=1000))  # only the last segment changes
+    lg.flush()
+    lg.close()
+    rewritten = [p for p in sorted(tmp_path.glob(f"*{INDEX_SUFFIX}")) if stamps.get(p) != p.stat().st_mtime_ns]
+    assert rewritten == [indexes[-1]]
+    lg = Log.open(tmp_path, LogConfig(segment_bytes=1024))
+    assert lg.log_end_offset == 21 and all(seg.indexed for seg in lg.segments)
+    lg.close()
