@@ -1,0 +1,192 @@
+"""groupd-configs: client quotas and SCRAM credentials, like Kafka's kafka-configs.sh.
+
+Kafka's own tool is Java and the Python clients have no API for client quotas, so this one speaks
+DescribeClientQuotas/AlterClientQuotas and Describe/AlterUserScramCredentials itself (through kio, as
+the broker does). It works against groupd and Apache Kafka alike. kafka-configs.sh's syntax:
+
+    groupd-configs --bootstrap-server H:P --entity-type clients --entity-name app --alter \\
+        --add-config producer_byte_rate=1048576,consumer_byte_rate=2097152
+    groupd-configs --bootstrap-server H:P --entity-type users --entity-name alice --alter \\
+        --add-config 'SCRAM-SHA-256=[iterations=8192,password=alice-secret]'
+    groupd-configs --bootstrap-server H:P --entity-type users --entity-default --describe
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import re
+import socket
+import struct
+import sys
+from typing import Any
+
+from protocol import codec
+
+ENTITY_TYPES = {"clients": "client-id", "users": "user", "ips": "ip"}
+MECHANISMS = {"SCRAM-SHA-256": (1, "sha256"), "SCRAM-SHA-512": (2, "sha512")}
+DEFAULT_ITERATIONS = 4096  # kafka-configs.sh's default
+_SCRAM = re.compile(r"(SCRAM-SHA-(?:256|512))=\[([^\]]*)\]")
+
+
+class KafkaError(Exception):
+    pass
+
+
+class Client:
+    """One blocking connection: a request out, its response back."""
+
+    def __init__(self, bootstrap: str, timeout: float = 10.0) -> None:
+        host, _, port = bootstrap.rpartition(":")
+        self.sock = socket.create_connection((host or "127.0.0.1", int(port)), timeout=timeout)
+        self.correlation = 0
+
+    def call(self, api_key: int, version: int, **values: Any) -> Any:
+        self.correlation += 1
+        header = codec.request_header_class(api_key, version)(
+            request_api_key=api_key, request_api_version=version, correlation_id=self.correlation, client_id="groupd-configs"
+        )
+        payload = codec.encode(header) + codec.encode(codec.make(codec.request_class(api_key, version), **values))
+        self.sock.sendall(struct.pack(">i", len(payload)) + payload)
+        (size,) = struct.unpack(">i", self._read(4))
+        data = self._read(size)
+        _, used = codec.decode(codec.response_header_class(api_key, version), data, 0)
+        return codec.decode(codec.response_class(api_key, version), data, used)[0]
+
+    def _read(self, n: int) -> bytes:
+        out = bytearray()
+        while len(out) < n:
+            chunk = self.sock.recv(n - len(out))
+            if not chunk:
+                raise KafkaError("the broker closed the connection")
+            out += chunk
+        return bytes(out)
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+def parse_configs(text: str) -> tuple[dict[str, float], dict[str, dict[str, str]]]:
+    """'k=v,SCRAM-SHA-256=[iterations=8192,password=x]' -> ({quota: value}, {mechanism: {key: value}})."""
+    scram = {m: dict(kv.split("=", 1) for kv in body.split(",") if kv) for m, body in _SCRAM.findall(text)}
+    quotas = {}
+    for item in _SCRAM.sub("", text).split(","):
+        if item.strip():
+            key, _, value = item.partition("=")
+            quotas[key.strip()] = float(value)
+    return quotas, scram
+
+
+def salted_password(hash_name: str, password: str, salt: bytes, iterations: int) -> bytes:
+    """RFC 5802's Hi(): the client sends this, never the password."""
+    return hashlib.pbkdf2_hmac(hash_name, password.encode(), salt, iterations)
+
+
+def _entity(args: argparse.Namespace) -> list[tuple[str, str | None]]:
+    kinds = [ENTITY_TYPES[t] for t in args.entity_type]
+    names: list[str | None] = list(args.entity_name or [])
+    names += [None] * (len(kinds) - len(names))  # --entity-default for the rest
+    return list(zip(kinds, names, strict=True))
+
+
+def describe(client: Client, entity: list[tuple[str, str | None]]) -> list[str]:
+    components = [{"entity_type": k, "match_type": 1 if n is None else 0, "match": n} for k, n in entity]
+    resp = client.call(48, 1, components=tuple(codec.make(codec.nested(codec.request_class(48, 1), "ComponentData"), **c) for c in components), strict=True)
+    if resp.error_code:
+        raise KafkaError(f"{resp.error_code.name}: {resp.error_message}")
+    lines = []
+    for entry in resp.entries or ():
+        who = ", ".join(f"{e.entity_type}={e.entity_name if e.entity_name is not None else '<default>'}" for e in entry.entity)
+        values = ",".join(f"{v.key}={_number(v.value)}" for v in entry.values)
+        lines.append(f"Quota configs for {who} are {values}")
+    users = [n for k, n in entity if k == "user" and n is not None]
+    if users and len(entity) == 1:
+        resp = client.call(50, 0, users=tuple(codec.make(codec.nested(codec.request_class(50, 0), "UserName"), name=u) for u in users))
+        for result in resp.results:
+            if result.error_code == 0:
+                creds = ",".join(f"{name}=iterations={c.iterations}" for c in result.credential_infos for name, (code, _) in MECHANISMS.items() if code == c.mechanism)
+                lines.append(f"SCRAM credential configs for user-principal '{result.user}' are {creds}")
+    return lines
+
+
+def _number(value: float) -> str:
+    return f"{value:.0f}" if value.is_integer() else repr(value)
+
+
+def alter(client: Client, entity: list[tuple[str, str | None]], add: str, delete: str) -> list[str]:
+    quotas, scram = parse_configs(add or "")
+    removed = [k.strip() for k in (delete or "").split(",") if k.strip()]
+    out = []
+    quota_ops = [(k, v, False) for k, v in quotas.items()] + [(k, 0.0, True) for k in removed if k not in MECHANISMS]
+    if quota_ops:
+        cls = codec.request_class(49, 1)
+        entry = codec.nested(cls, "EntryData")(
+            entity=tuple(codec.nested(cls, "EntityData")(entity_type=k, entity_name=n) for k, n in entity),
+            ops=tuple(codec.nested(cls, "OpData")(key=k, value=v, remove=r) for k, v, r in quota_ops),
+        )
+        resp = client.call(49, 1, entries=(entry,), validate_only=False)
+        for result in resp.entries:
+            if result.error_code:
+                raise KafkaError(f"{result.error_code.name}: {result.error_message}")
+        out.append("Completed updating config for " + ", ".join(f"{k} {n if n is not None else '<default>'}" for k, n in entity) + ".")
+    user = next((n for k, n in entity if k == "user"), None)
+    scram_removed = [k for k in removed if k in MECHANISMS]
+    if scram or scram_removed:
+        if user is None or len(entity) != 1:
+            raise KafkaError("SCRAM credentials belong to one named user (--entity-type users --entity-name NAME)")
+        cls = codec.request_class(51, 0)
+        # one request per mechanism: a KRaft controller refuses a user named twice in one request
+        for mechanism, fields in scram.items():
+            code, hash_name = MECHANISMS[mechanism]
+            iterations = int(fields.get("iterations", DEFAULT_ITERATIONS))
+            salt = fields["salt"].encode() if "salt" in fields else os.urandom(32)
+            upsertion = codec.nested(cls, "ScramCredentialUpsertion")(
+                name=user, mechanism=code, iterations=iterations, salt=salt,
+                salted_password=salted_password(hash_name, fields["password"], salt, iterations),
+            )
+            _scram_result(client.call(51, 0, deletions=(), upsertions=(upsertion,)))
+        for mechanism in scram_removed:
+            deletion = codec.nested(cls, "ScramCredentialDeletion")(name=user, mechanism=MECHANISMS[mechanism][0])
+            _scram_result(client.call(51, 0, deletions=(deletion,), upsertions=()))
+        out.append(f"Completed updating config for user {user}.")
+    return out
+
+
+def _scram_result(resp: Any) -> None:
+    for result in resp.results:
+        if result.error_code:
+            raise KafkaError(f"{result.error_code.name}: {result.error_message}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="groupd-configs", description="Client quotas and SCRAM credentials, like kafka-configs.sh")
+    p.add_argument("--bootstrap-server", required=True)
+    p.add_argument("--entity-type", action="append", choices=sorted(ENTITY_TYPES), required=True)
+    p.add_argument("--entity-name", action="append")
+    p.add_argument("--entity-default", action="store_true", help="the default entity of the last --entity-type")
+    action = p.add_mutually_exclusive_group(required=True)
+    action.add_argument("--describe", action="store_true")
+    action.add_argument("--alter", action="store_true")
+    p.add_argument("--add-config", default="")
+    p.add_argument("--delete-config", default="")
+    args = p.parse_args(argv)
+    if len(args.entity_name or []) + args.entity_default != len(args.entity_type):
+        p.error("give one --entity-name (or --entity-default, last) per --entity-type")
+    if args.alter and not (args.add_config or args.delete_config):
+        p.error("--alter needs --add-config or --delete-config")
+    client = Client(args.bootstrap_server)
+    try:
+        entity = _entity(args)
+        lines = describe(client, entity) if args.describe else alter(client, entity, args.add_config, args.delete_config)
+        print("\n".join(lines))
+        return 0
+    except (KafkaError, KeyError, ValueError) as exc:
+        print(f"Error: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        client.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
