@@ -30,6 +30,9 @@ SCENARIOS = {
     10: "mixed clients in one group",
     11: "transactions: abort and commit, read back READ_COMMITTED, group offsets sent in the transaction",
     12: "quotas: a producer and a consumer over their byte rates are throttled and lose nothing",
+    13: "SASL: a group over SASL_PLAINTEXT with PLAIN, and SCRAM logins with users an admin created",
+    14: "TLS: SSL with client certificates, and SASL_SSL",
+    15: "leader epochs: positions validated (OffsetForLeaderEpoch), truncation detected",
 }
 CLIENTS = ["kafka-python", "aiokafka", "confluent-kafka", "kafkajs", "groupd-groups"]
 NOT_APPLICABLE = {
@@ -39,6 +42,10 @@ NOT_APPLICABLE = {
     ("kafkajs", 10): "scenario 10 is the kafka-python + confluent-kafka + aiokafka trio (range assignor)",
     **{("groupd-groups", n): "an admin tool, not a consumer" for n in (3, 4, 5, 6, 7, 8, 10)},
     **{("groupd-groups", n): "an admin tool, not a producer" for n in (11, 12)},
+    **{("groupd-groups", n): "speaks PLAINTEXT only" for n in (13, 14)},
+    ("groupd-groups", 15): "an admin tool, not a consumer",
+    ("aiokafka", 15): "aiokafka does not validate positions (it sends no OffsetForLeaderEpoch)",
+    ("kafkajs", 15): "kafkajs does not validate positions (OffsetForLeaderEpoch is not implemented)",
     **{("groupd-groups", n): "manages groups, not topics" for n in (1, 2)},
 }
 

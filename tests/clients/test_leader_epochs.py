@@ -78,6 +78,7 @@ def _ck_consumer(bs: str, reset: str = "earliest"):
     return Consumer({"bootstrap.servers": bs, "group.id": "epochs", "auto.offset.reset": reset, "enable.auto.commit": False})
 
 
+@pytest.mark.scenario("confluent-kafka", 15)
 def test_confluent_validates_positions_and_resumes_without_reset(epoch_broker):
     """librdkafka assigned a position with epoch 0 validates it (OffsetForLeaderEpoch says epoch 0 ends
     at the log end), then fetches on from it; the committed offsets carry epoch 0, and a consumer
@@ -106,6 +107,7 @@ def test_confluent_validates_positions_and_resumes_without_reset(epoch_broker):
     resumed.close()
 
 
+@pytest.mark.scenario("confluent-kafka", 15)
 def test_confluent_detects_truncation_past_the_log_end(epoch_broker):
     """A position with epoch 0 past the log end (10): epoch 0 ends at 10, so librdkafka reports log
     truncation when no reset is allowed, and otherwise moves to the end offset 10 (not to the beginning)."""
@@ -217,6 +219,7 @@ def _kp_past_the_end(proc: BrokerProcess, topic: str, reset: str):
     return c, tp, admin, producer
 
 
+@pytest.mark.scenario("kafka-python", 15)
 def test_kafka_python_detects_truncation_and_seeks_to_the_diverging_offset(epoch_broker):
     """The Fetch answers the diverging epoch (0, end 3); kafka-python validates with OffsetForLeaderEpoch
     and, having a reset policy, seeks to the first diverging offset 3 instead of resetting to the
@@ -235,6 +238,7 @@ def test_kafka_python_detects_truncation_and_seeks_to_the_diverging_offset(epoch
     admin.close()
 
 
+@pytest.mark.scenario("kafka-python", 15)
 def test_kafka_python_without_a_reset_policy_raises_log_truncation(epoch_broker):
     from kafka.errors import LogTruncationError
 

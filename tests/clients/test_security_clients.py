@@ -149,6 +149,7 @@ def encoded(*groups: list[str]) -> list[bytes]:
 # ---------------------------------------------------------------- SASL_PLAINTEXT, PLAIN
 
 
+@pytest.mark.scenario("kafka-python", 13)
 def test_kafka_python_group_over_sasl_while_plaintext_serves_another(secured):
     sasl = secured.bootstraps["SASL_PLAINTEXT"]
     create_topic(sasl, "kp-sasl", 3, **CK_SASL)
@@ -164,6 +165,7 @@ def test_kafka_python_group_over_sasl_while_plaintext_serves_another(secured):
         assert committed == 60, name
 
 
+@pytest.mark.scenario("confluent-kafka", 13)
 def test_confluent_kafka_group_over_sasl(secured):
     sasl = secured.bootstraps["SASL_PLAINTEXT"]
     create_topic(sasl, "ck-sasl", 2, **CK_SASL)
@@ -178,6 +180,7 @@ def test_confluent_kafka_wrong_password_is_an_authentication_error(secured):
     assert "Invalid username or password" in secured.log_text()
 
 
+@pytest.mark.scenario("aiokafka", 13)
 def test_aiokafka_group_over_sasl(secured):
     from aiokafka import AIOKafkaProducer
 
@@ -242,6 +245,9 @@ def scram(client: str, mechanism: str, user: str, password: str) -> dict[str, st
     return {"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": mechanism, "sasl_plain_username": user, "sasl_plain_password": password}
 
 
+@pytest.mark.scenario("kafka-python", 13)
+@pytest.mark.scenario("aiokafka", 13)
+@pytest.mark.scenario("confluent-kafka", 13)
 def test_scram_users_created_by_admin_then_kafka_python_and_aiokafka_and_librdkafka_log_in(scram_secured):
     from confluent_kafka.admin import AdminClient
 
@@ -290,6 +296,9 @@ def tls_secured(tmp_path):
     proc.kill()
 
 
+@pytest.mark.scenario("kafka-python", 14)
+@pytest.mark.scenario("aiokafka", 14)
+@pytest.mark.scenario("confluent-kafka", 14)
 def test_ssl_and_sasl_ssl_with_confluent_kafka_kafka_python_and_aiokafka(tls_secured):
     from aiokafka.helpers import create_ssl_context
 
@@ -311,6 +320,7 @@ def test_ssl_and_sasl_ssl_with_confluent_kafka_kafka_python_and_aiokafka(tls_sec
 # ---------------------------------------------------------------- kafkajs
 
 
+@pytest.mark.scenario("kafkajs", 13)
 def test_kafkajs_commits_and_resumes_over_sasl_plain_and_scram(tmp_path):
     from tests.clients.test_kafkajs import run
 
