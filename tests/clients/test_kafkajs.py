@@ -13,12 +13,13 @@ pytestmark = pytest.mark.client
 JS = ROOT / "tests" / "clients" / "js"
 
 
-def run(scenario: str, bootstrap: str, timeout: float = 90, sasl: dict | None = None) -> dict:
-    """``sasl``: kafkajs's sasl option (mechanism, username, password), to go through a SASL listener."""
+def run(scenario: str, bootstrap: str, timeout: float = 90, sasl: dict | None = None, ssl: dict | None = None) -> dict:
+    """``sasl``: kafkajs's sasl option (mechanism, username, password), to go through a SASL listener;
+    ``ssl``: PEM files (ca, cert, key) for kafkajs's ssl option, to go through TLS."""
     node = shutil.which("node")
     assert node, "node is not installed: kafkajs scenarios cannot run (install Node.js 20)"
     assert (JS / "node_modules" / "kafkajs").exists(), "kafkajs is not installed: run `make js-deps` (npm ci in tests/clients/js)"
-    env = {**os.environ, "KAFKAJS_SASL": json.dumps(sasl)} if sasl else None
+    env = {**os.environ, **({"KAFKAJS_SASL": json.dumps(sasl)} if sasl else {}), **({"KAFKAJS_SSL": json.dumps(ssl)} if ssl else {})}
     out = subprocess.run([node, str(JS / "scenarios.js"), scenario, bootstrap], capture_output=True, text=True, timeout=timeout, cwd=JS, env=env)
     line = (out.stdout.strip().splitlines() or ["{}"])[-1]
     doc = json.loads(line)

@@ -335,3 +335,15 @@ def test_kafkajs_commits_and_resumes_over_sasl_plain_and_scram(tmp_path):
         assert "js-resume" in run("connect", sasl, sasl={"mechanism": "scram-sha-256", "username": "frank", "password": "f-pass"})["topics"]
     finally:
         proc.kill()
+
+
+@pytest.mark.scenario("kafkajs", 14)
+def test_kafkajs_over_ssl_with_a_client_certificate_and_over_sasl_ssl(tls_secured):
+    from tests.clients.test_kafkajs import run
+
+    certs = tls_secured.certs
+    files = {"ca": str(certs.ca), "cert": str(certs.client_cert), "key": str(certs.client_key)}
+    result = run("resume", tls_secured.bootstraps["SSL"], ssl=files)
+    assert result["first"] == 30 and result["again"] == ["later"]
+    topics = run("connect", tls_secured.bootstraps["SASL_SSL"], ssl=files, sasl={"mechanism": "plain", "username": "alice", "password": "alice-secret"})["topics"]
+    assert "js-resume" in topics

@@ -5,7 +5,10 @@ const { Kafka, logLevel } = require('kafkajs')
 const [scenario, bootstrap] = process.argv.slice(2)
 // KAFKAJS_SASL='{"mechanism":"plain","username":"u","password":"p"}' connects through a SASL listener
 const sasl = process.env.KAFKAJS_SASL ? JSON.parse(process.env.KAFKAJS_SASL) : undefined
-const kafka = new Kafka({ clientId: 'kafkajs-scenarios', brokers: [bootstrap], logLevel: logLevel.NOTHING, retry: { retries: 8 }, sasl })
+// KAFKAJS_SSL='{"ca":"ca.pem","cert":"client.pem","key":"client.key"}' connects through TLS (PEM files)
+const tlsFiles = process.env.KAFKAJS_SSL ? JSON.parse(process.env.KAFKAJS_SSL) : undefined
+const ssl = tlsFiles && Object.fromEntries(Object.entries(tlsFiles).map(([k, f]) => [k, require('fs').readFileSync(f, 'utf-8')]))
+const kafka = new Kafka({ clientId: 'kafkajs-scenarios', brokers: [bootstrap], logLevel: logLevel.NOTHING, retry: { retries: 8 }, sasl, ssl })
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms))
 
 async function until (predicate, ms, what) {
