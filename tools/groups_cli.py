@@ -7,6 +7,7 @@ and consumer (already the project's first real client), so it works against grou
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from typing import Any
 
@@ -35,16 +36,46 @@ def _table(rows: list[list[Any]]) -> str:
     return "\n".join("  ".join(str(c).ljust(w) for c, w in zip(r, widths, strict=True)).rstrip() for r in rows)
 
 
+_JAAS_OPTION = re.compile(r'(username|password)\s*=\s*"([^"]*)"')
+
+
+def client_settings(properties: dict[str, str]) -> dict[str, Any]:
+    """Kafka's client properties (``--command-config``, as Kafka's tools take them) as kafka-python's
+    settings: the security protocol, SASL (PLAIN, SCRAM) and PEM TLS files. Java's or librdkafka's names."""
+    out: dict[str, Any] = {}
+    if "security.protocol" in properties:
+        out["security_protocol"] = properties["security.protocol"].upper()
+    if "sasl.mechanism" in properties:
+        out["sasl_mechanism"] = properties["sasl.mechanism"].upper()
+    jaas = dict(_JAAS_OPTION.findall(properties.get("sasl.jaas.config", "")))
+    user = properties.get("sasl.username", jaas.get("username"))
+    password = properties.get("sasl.password", jaas.get("password"))
+    if user is not None:
+        out["sasl_plain_username"], out["sasl_plain_password"] = user, password
+    for keys, setting in ((("ssl.truststore.location", "ssl.ca.location"), "ssl_cafile"),
+                          (("ssl.keystore.location", "ssl.certificate.location"), "ssl_certfile"),
+                          (("ssl.key.location",), "ssl_keyfile")):
+        for key in keys:
+            if key in properties:
+                out[setting] = properties[key]
+    if out.get("ssl_certfile") and "ssl_keyfile" not in out:
+        out["ssl_keyfile"] = out["ssl_certfile"]  # a PEM key store holds the key beside the chain
+    if "ssl.endpoint.identification.algorithm" in properties and not properties["ssl.endpoint.identification.algorithm"]:
+        out["ssl_check_hostname"] = False
+    return out
+
+
 class Groups:
-    def __init__(self, bootstrap: str) -> None:
+    def __init__(self, bootstrap: str, settings: dict[str, Any] | None = None) -> None:
         self.bootstrap = bootstrap
-        self.admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="groupd-groups")
+        self.settings = settings or {}
+        self.admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="groupd-groups", **self.settings)
         self._consumer: KafkaConsumer | None = None
 
     @property
     def consumer(self) -> KafkaConsumer:
         if self._consumer is None:
-            self._consumer = KafkaConsumer(bootstrap_servers=self.bootstrap, client_id="groupd-groups", enable_auto_commit=False)
+            self._consumer = KafkaConsumer(bootstrap_servers=self.bootstrap, client_id="groupd-groups", enable_auto_commit=False, **self.settings)
         return self._consumer
 
     def close(self) -> None:
@@ -142,10 +173,17 @@ def main(argv: list[str] | None = None) -> int:
     target.add_argument("--to-latest", action="store_true")
     target.add_argument("--to-offset", type=int)
     p.add_argument("--execute", action="store_true", help="apply the reset (without it: a dry run)")
+    p.add_argument("--command-config", help="client properties (security.protocol, sasl.*, ssl.*) for a SASL or TLS listener")
     args = p.parse_args(argv)
     if not args.list and not args.group:
         p.error("--group is required")
-    groups = Groups(args.bootstrap_server)
+    settings = {}
+    if args.command_config:
+        from broker.config import parse_properties
+
+        with open(args.command_config) as f:
+            settings = client_settings(parse_properties(f.read()))
+    groups = Groups(args.bootstrap_server, settings)
     try:
         if args.list:
             print("\n".join(groups.list()))

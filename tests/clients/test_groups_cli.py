@@ -53,3 +53,29 @@ def test_list_describe_reset_delete(broker_process, capsys):
     assert "cli-g" not in out.split()
     producer.close()
     admin.close()
+
+
+def test_command_config_reaches_a_sasl_listener(tmp_path, capsys):
+    """--command-config takes Kafka's client properties, as Kafka's tools do: the group is listed
+    through a SASL_PLAINTEXT listener with a PLAIN login from sasl.jaas.config."""
+    from tests.clients.test_security_clients import JAAS, KP_SASL, broker_with
+    from tools.groups_cli import client_settings
+
+    proc = broker_with(tmp_path, {"SASL_PLAINTEXT": None}, **{"sasl.enabled.mechanisms": "PLAIN", "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS})
+    try:
+        sasl = proc.bootstraps["SASL_PLAINTEXT"]
+        KafkaAdminClient(bootstrap_servers=sasl, **KP_SASL).create_topics([NewTopic("cc", 1, 1)])
+        member = ChildConsumer(sasl, "cc", commit=True, group_id="cc-g", auto_offset_reset="earliest", enable_auto_commit=False,
+                               session_timeout_ms=6000, heartbeat_interval_ms=300, **KP_SASL)
+        try:
+            config = tmp_path / "client.properties"
+            config.write_text('security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n'
+                              'sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username="alice" password="alice-secret";\n')
+            assert client_settings({"sasl.username": "u", "sasl.password": "p", "ssl.ca.location": "ca.pem", "ssl.keystore.location": "ks.pem"}) == {
+                "sasl_plain_username": "u", "sasl_plain_password": "p", "ssl_cafile": "ca.pem", "ssl_certfile": "ks.pem", "ssl_keyfile": "ks.pem",
+            }
+            wait_until(lambda: run(capsys, "--bootstrap-server", sasl, "--command-config", str(config), "--list")[1].split() == ["cc-g"], 30, "cc-g listed over SASL")
+        finally:
+            member.stop()
+    finally:
+        proc.kill()
