@@ -42,7 +42,6 @@ NOT_APPLICABLE = {
     ("kafkajs", 10): "scenario 10 is the kafka-python + confluent-kafka + aiokafka trio (range assignor)",
     **{("groupd-groups", n): "an admin tool, not a consumer" for n in (3, 4, 5, 6, 7, 8, 10)},
     **{("groupd-groups", n): "an admin tool, not a producer" for n in (11, 12)},
-    **{("groupd-groups", n): "speaks PLAINTEXT only" for n in (13, 14)},
     ("groupd-groups", 15): "an admin tool, not a consumer",
     ("aiokafka", 15): "aiokafka does not validate positions (it sends no OffsetForLeaderEpoch)",
     ("kafkajs", 15): "kafkajs does not validate positions (OffsetForLeaderEpoch is not implemented)",

@@ -55,6 +55,7 @@ def test_list_describe_reset_delete(broker_process, capsys):
     admin.close()
 
 
+@pytest.mark.scenario("groupd-groups", 13)
 def test_command_config_reaches_a_sasl_listener(tmp_path, capsys):
     """--command-config takes Kafka's client properties, as Kafka's tools do: the group is listed
     through a SASL_PLAINTEXT listener with a PLAIN login from sasl.jaas.config."""
