@@ -12,6 +12,7 @@ import struct
 from typing import Any
 
 from protocol import codec
+from protocol.request import encode_request
 
 _SIZE = struct.Struct(">i")
 
@@ -157,11 +158,7 @@ class Template:
 
     def __init__(self, api_key: int, version: int, body: dict[str, Any]) -> None:
         self.api_key, self.version = api_key, version
-        header = codec.request_header_class(api_key, version)(
-            request_api_key=api_key, request_api_version=version, correlation_id=0, client_id="bench"
-        )
-        payload = codec.encode(header) + codec.encode(codec.make(codec.request_class(api_key, version), **body))
-        self.frame = _SIZE.pack(len(payload)) + payload
+        self.frame = encode_request(api_key, version, body, 0, "bench")
         marker = _I64.pack(self.MARKER)
         self.at = self.frame.find(marker)
 

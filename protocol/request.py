@@ -76,6 +76,17 @@ def _readers_of(api_key: int, api_version: int) -> tuple[Any, Any]:
 CACHED_BODIES = frozenset({10, 13, 18})  # FindCoordinator, LeaveGroup, ApiVersions
 _BODY_CACHE_MAX = 4096
 _bodies: dict[Any, bytes] = {}
+def encode_request(api_key: int, version: int, body: Any, correlation_id: int, client_id: str) -> bytes:
+    """A whole request frame, size prefix included, as a client sends it (tests, bench, tools).
+    ``body`` is a kio entity or a dict of newest-shape values."""
+    entity = codec.make(codec.request_class(api_key, version), **body) if isinstance(body, dict) else body
+    header = codec.request_header_class(api_key, version)(
+        request_api_key=api_key, request_api_version=version, correlation_id=correlation_id, client_id=client_id
+    )
+    payload = codec.encode(header) + codec.encode(entity)
+    return struct.pack(">i", len(payload)) + payload
+
+
 _HEADER_V0 = struct.Struct(">ii")  # size, correlation id
 _HEADER_V1 = struct.Struct(">iiB")  # size, correlation id, empty tagged fields
 

@@ -15,7 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from protocol import codec
-from protocol.request import encode_response  # noqa: F401  (re-exported for tests)
+from protocol.request import (
+    encode_request,
+    encode_response,  # noqa: F401  (re-exported for tests)
+)
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -137,13 +140,7 @@ def _recv_exact(s: socket.socket, n: int) -> bytes:
 
 def request_bytes(api_key: int, version: int, body: Any, correlation_id: int = 1, client_id: str = "test") -> bytes:
     """A whole request frame. ``body`` is a kio entity or a dict of newest-shape values."""
-    cls = codec.request_class(api_key, version)
-    entity = codec.make(cls, **body) if isinstance(body, dict) else body
-    header = codec.request_header_class(api_key, version)(
-        request_api_key=api_key, request_api_version=version, correlation_id=correlation_id, client_id=client_id
-    )
-    payload = codec.encode(header) + codec.encode(entity)
-    return struct.pack(">i", len(payload)) + payload
+    return encode_request(api_key, version, body, correlation_id, client_id)
 
 
 class WireClient:

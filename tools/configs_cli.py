@@ -14,7 +14,6 @@ the broker does). It works against groupd and Apache Kafka alike. kafka-configs.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import os
 import re
 import socket
@@ -22,10 +21,11 @@ import struct
 import sys
 from typing import Any
 
+from broker.security.scram import BY_NAME, BY_TYPE, salted_password
 from protocol import codec
+from protocol.request import encode_request
 
 ENTITY_TYPES = {"clients": "client-id", "users": "user", "ips": "ip"}
-MECHANISMS = {"SCRAM-SHA-256": (1, "sha256"), "SCRAM-SHA-512": (2, "sha512")}
 DEFAULT_ITERATIONS = 4096  # kafka-configs.sh's default
 _SCRAM = re.compile(r"(SCRAM-SHA-(?:256|512))=\[([^\]]*)\]")
 
@@ -44,11 +44,7 @@ class Client:
 
     def call(self, api_key: int, version: int, **values: Any) -> Any:
         self.correlation += 1
-        header = codec.request_header_class(api_key, version)(
-            request_api_key=api_key, request_api_version=version, correlation_id=self.correlation, client_id="groupd-configs"
-        )
-        payload = codec.encode(header) + codec.encode(codec.make(codec.request_class(api_key, version), **values))
-        self.sock.sendall(struct.pack(">i", len(payload)) + payload)
+        self.sock.sendall(encode_request(api_key, version, values, self.correlation, "groupd-configs"))
         (size,) = struct.unpack(">i", self._read(4))
         data = self._read(size)
         _, used = codec.decode(codec.response_header_class(api_key, version), data, 0)
@@ -78,11 +74,6 @@ def parse_configs(text: str) -> tuple[dict[str, float], dict[str, dict[str, str]
     return quotas, scram
 
 
-def salted_password(hash_name: str, password: str, salt: bytes, iterations: int) -> bytes:
-    """RFC 5802's Hi(): the client sends this, never the password."""
-    return hashlib.pbkdf2_hmac(hash_name, password.encode(), salt, iterations)
-
-
 def _entity(args: argparse.Namespace) -> list[tuple[str, str | None]]:
     kinds = [ENTITY_TYPES[t] for t in args.entity_type]
     names: list[str | None] = list(args.entity_name or [])
@@ -105,7 +96,7 @@ def describe(client: Client, entity: list[tuple[str, str | None]]) -> list[str]:
         resp = client.call(50, 0, users=tuple(codec.make(codec.nested(codec.request_class(50, 0), "UserName"), name=u) for u in users))
         for result in resp.results:
             if result.error_code == 0:
-                creds = ",".join(f"{name}=iterations={c.iterations}" for c in result.credential_infos for name, (code, _) in MECHANISMS.items() if code == c.mechanism)
+                creds = ",".join(f"{BY_TYPE[c.mechanism].name}=iterations={c.iterations}" for c in result.credential_infos if c.mechanism in BY_TYPE)
                 lines.append(f"SCRAM credential configs for user-principal '{result.user}' are {creds}")
     return lines
 
@@ -118,7 +109,7 @@ def alter(client: Client, entity: list[tuple[str, str | None]], add: str, delete
     quotas, scram = parse_configs(add or "")
     removed = [k.strip() for k in (delete or "").split(",") if k.strip()]
     out = []
-    quota_ops = [(k, v, False) for k, v in quotas.items()] + [(k, 0.0, True) for k in removed if k not in MECHANISMS]
+    quota_ops = [(k, v, False) for k, v in quotas.items()] + [(k, 0.0, True) for k in removed if k not in BY_NAME]
     if quota_ops:
         cls = codec.request_class(49, 1)
         entry = codec.nested(cls, "EntryData")(
@@ -131,23 +122,23 @@ def alter(client: Client, entity: list[tuple[str, str | None]], add: str, delete
                 raise KafkaError(f"{result.error_code.name}: {result.error_message}")
         out.append("Completed updating config for " + ", ".join(f"{k} {n if n is not None else '<default>'}" for k, n in entity) + ".")
     user = next((n for k, n in entity if k == "user"), None)
-    scram_removed = [k for k in removed if k in MECHANISMS]
+    scram_removed = [k for k in removed if k in BY_NAME]
     if scram or scram_removed:
         if user is None or len(entity) != 1:
             raise KafkaError("SCRAM credentials belong to one named user (--entity-type users --entity-name NAME)")
         cls = codec.request_class(51, 0)
         # one request per mechanism: a KRaft controller refuses a user named twice in one request
-        for mechanism, fields in scram.items():
-            code, hash_name = MECHANISMS[mechanism]
+        for name, fields in scram.items():
+            mechanism = BY_NAME[name]
             iterations = int(fields.get("iterations", DEFAULT_ITERATIONS))
             salt = fields["salt"].encode() if "salt" in fields else os.urandom(32)
             upsertion = codec.nested(cls, "ScramCredentialUpsertion")(
-                name=user, mechanism=code, iterations=iterations, salt=salt,
-                salted_password=salted_password(hash_name, fields["password"], salt, iterations),
+                name=user, mechanism=mechanism.type, iterations=iterations, salt=salt,
+                salted_password=salted_password(mechanism, fields["password"], salt, iterations),
             )
             _scram_result(client.call(51, 0, deletions=(), upsertions=(upsertion,)))
         for mechanism in scram_removed:
-            deletion = codec.nested(cls, "ScramCredentialDeletion")(name=user, mechanism=MECHANISMS[mechanism][0])
+            deletion = codec.nested(cls, "ScramCredentialDeletion")(name=user, mechanism=BY_NAME[mechanism].type)
             _scram_result(client.call(51, 0, deletions=(deletion,), upsertions=()))
         out.append(f"Completed updating config for user {user}.")
     return out

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from broker.config import KEYS
 from broker.dispatch import RequestContext, handles
-from broker.handlers.topics import THROTTLED, mutations, now_ms, throttle_time
+from broker.handlers.topics import THROTTLED, mutations, throttle_time
 from broker.topic_configs import (
     DYNAMIC_BROKER_DEFAULTS,
     LIST,
@@ -16,6 +16,7 @@ from broker.topic_configs import (
     effective_topic_config,
     validate_topic_configs,
 )
+from coordinator.service import wall_ms
 from protocol import codec
 from protocol.errors import ErrorCode
 from storage.errors import OffsetOutOfRange
@@ -46,7 +47,7 @@ def create_partitions(broker: Broker, ctx: RequestContext, req: Any) -> Any:
                 message = f"Topic already has {topic.partitions} partitions."
         elif t.assignments is not None and any(tuple(a.broker_ids) != (broker.node_id,) for a in t.assignments):
             error, message = ErrorCode.invalid_replica_assignment, "Assignments may name only this broker."
-        elif not quota.record(t.count - topic.partitions, now_ms()):
+        elif not quota.record(t.count - topic.partitions, wall_ms()):
             error, message = ErrorCode.throttling_quota_exceeded, THROTTLED
         elif not req.validate_only:
             broker.topics.grow(t.name, t.count)

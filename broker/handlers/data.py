@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 from broker.dispatch import RequestContext, handles
 from broker.leader_epochs import LEADER_EPOCH, UNDEFINED_EPOCH, current_epoch_error, fetch_divergence
 from broker.topics import INTERNAL_TOPICS
+from coordinator.service import wall_ms
 from protocol import codec
 from protocol.errors import ErrorCode
 from storage.batch import split_batches, validate_batch
@@ -122,7 +123,7 @@ async def produce(broker: Broker, ctx: RequestContext, req: Any) -> Any:
 
 def _throttle(broker: Broker, ctx: RequestContext, quota: Any, value: int) -> int:
     """Record a client's bytes against its quota; over it, mute the connection for the throttle time."""
-    ms = quota.record(ctx.conn.user, ctx.client_id, value, int(time.time() * 1000))
+    ms = quota.record(ctx.conn.user, ctx.client_id, value, wall_ms())
     if ms > 0:
         ctx.conn.mute_after_answer(ms)
         broker.metrics.throttled(quota.key, ms)
@@ -159,7 +160,7 @@ async def fetch(broker: Broker, ctx: RequestContext, req: Any) -> Any:
         if total >= min_bytes or answer_now or remaining <= 0 or broker.stopping:
             throttle = _throttle(broker, ctx, quota, total) if quota.enabled else 0
             if throttle:  # Kafka answers a throttled fetch empty, and takes its bytes back
-                quota.unrecord(ctx.conn.user, ctx.client_id, total, int(time.time() * 1000))
+                quota.unrecord(ctx.conn.user, ctx.client_id, total, wall_ms())
                 topics = ()
             return ctx.respond(throttle_time=throttle, error_code=ErrorCode.none, session_id=0, responses=topics, node_endpoints=())
         await broker.partitions.wait_for_data(keys, remaining)

@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import time
 from typing import TYPE_CHECKING, Any
 
 from broker.dispatch import RequestContext, handles
 from broker.quotas import Mutations
 from broker.topic_configs import InvalidConfig, validate_topic_configs
 from broker.topics import TopicError
+from coordinator.service import wall_ms
 from protocol import codec
 from protocol.errors import ErrorCode
 
@@ -26,15 +26,11 @@ def mutations(broker: Broker, ctx: RequestContext, strict_since: int) -> Mutatio
 
 def throttle_time(broker: Broker, ctx: RequestContext, quota: Mutations) -> int:
     """The throttle time to answer with; the connection is muted that long, as for the byte rates."""
-    ms = quota.throttle_ms(now_ms())
+    ms = quota.throttle_ms(wall_ms())
     if ms > 0 and ctx.conn is not None:
         ctx.conn.mute_after_answer(ms)
         broker.metrics.throttled("controller_mutation_rate", ms)
     return ms
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 @handles(19)
@@ -72,7 +68,7 @@ def create_topics(broker: Broker, ctx: RequestContext, req: Any) -> Any:
             except InvalidConfig as exc:
                 raise TopicError(ErrorCode.invalid_config, str(exc)) from None
             broker.topics.check_new(topic.name, partitions)
-            if not quota.record(partitions, now_ms()):  # Kafka charges validate-only requests too
+            if not quota.record(partitions, wall_ms()):  # Kafka charges validate-only requests too
                 raise TopicError(ErrorCode.throttling_quota_exceeded, THROTTLED)
             if not req.validate_only:
                 topic_id = broker.create_topic(topic.name, partitions, configs).topic_id
@@ -114,7 +110,7 @@ def delete_topics(broker: Broker, ctx: RequestContext, req: Any) -> Any:
         if error == ErrorCode.none:
             try:
                 existing = broker.topics.get(name)
-                if existing is not None and not quota.record(existing.partitions, now_ms()):
+                if existing is not None and not quota.record(existing.partitions, wall_ms()):
                     raise TopicError(ErrorCode.throttling_quota_exceeded, THROTTLED)
                 topic = broker.delete_topic(name)
                 topic_id = topic.topic_id
