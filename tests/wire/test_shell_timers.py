@@ -64,3 +64,27 @@ async def test_a_due_deadline_fires_next_turn_and_leaves_the_armed_timer(tmp_pat
     assert sorted(fired) == [(("join", "g"), now - 1), (("join", "h"), now), (("join", "k"), now)]
     assert shard.wakeup is armed and not shard.due_soon and list(shard.deadlines) == [("hb", "g", "m")]
     await c.stop()
+
+
+async def test_a_moved_or_cancelled_timer_lets_go_of_its_old_key(tmp_path):
+    """Heartbeats move a member's deadline thousands of times between collections: what the heap keeps
+    for the old deadlines must be plain ints, or each would be a GC-tracked survivor (a rebalance left
+    27 tracked tuples a group behind, and a gen-0 pass stalled every group in flight)."""
+    import gc
+    import sys
+
+    c, shard, _ = await started(tmp_path)
+    now = wall_ms()
+    old = tuple(["hb", "g", "m"])  # built at run time: no constant shares it
+    base = sys.getrefcount(old)
+    c._apply_timers(shard, [TimerOp(old, now + 60_000)])
+    assert sys.getrefcount(old) > base
+    c._apply_timers(shard, [TimerOp(tuple(["hb", "g", "m"]), now + 60_001)])  # moved
+    assert sys.getrefcount(old) == base
+    cancelled = tuple(["join", "g"])
+    base = sys.getrefcount(cancelled)
+    c._apply_timers(shard, [TimerOp(cancelled, now + 30_000)])
+    c._apply_timers(shard, [TimerOp(tuple(["join", "g"]), None)])
+    assert sys.getrefcount(cancelled) == base
+    assert shard.heap and not any(gc.is_tracked(entry) for entry in shard.heap)
+    await c.stop()
