@@ -160,6 +160,22 @@ class _Then:
         self.then(None, error)
 
 
+def write_out_quiet(shards: Iterable[Shard], seen: dict[int, int]) -> None:
+    """Write out the journaled partitions that took no batch since the last call (``seen`` holds each
+    one's waiting count then). A busy partition is written by its flush rounds, a few a round, and
+    at each checkpoint: writing every busy one out here too, in one go, held the event loop 4-8 ms
+    once a second at 20,000 commits/s."""
+    for shard in shards:
+        waiting = shard.log.unwritten_batches
+        if waiting and seen.get(shard.partition) == waiting:
+            try:
+                shard.log.write_pending()
+            except StorageError as exc:
+                log.error("writing %s-%d out failed: %s", OFFSETS_TOPIC, shard.partition, exc)
+            waiting = shard.log.unwritten_batches
+        seen[shard.partition] = waiting
+
+
 class GroupCoordinator:
     """Broker service: owns the offsets partitions, loads them, and runs the core for every group API."""
 
@@ -730,16 +746,12 @@ class GroupCoordinator:
 
     async def _write_out_journaled(self) -> None:
         """Journaled partitions write their files in runs (storage/journal.py); once a second what
-        waits is written too, so a quiet broker's files are current for readers such as pipeline/
-        (durable in them at the next checkpoint, in the journal already)."""
+        waits in a quiet partition is written too, so a quiet broker's files are current for readers
+        such as pipeline/ (durable in them at the next checkpoint, in the journal already)."""
+        seen: dict[int, int] = {}
         while True:
             await asyncio.sleep(1)
-            for shard in self.shards.values():
-                if shard.log.unwritten_batches:
-                    try:
-                        shard.log.write_pending()
-                    except StorageError as exc:
-                        log.error("writing %s-%d out failed: %s", OFFSETS_TOPIC, shard.partition, exc)
+            write_out_quiet(self.shards.values(), seen)
 
     async def _housekeeping(self) -> None:
         interval = self.config["offsets.retention.check.interval.ms"] / 1000

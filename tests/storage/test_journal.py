@@ -261,3 +261,37 @@ async def test_a_failed_checkpoint_fails_every_later_round(tmp_path, monkeypatch
         await rounds(committer, logs, 1, start=3)
     committer.helper.close()
     journal.close()
+
+
+@linux_only
+async def test_a_round_writes_out_a_few_logs_and_leaves_the_rest_to_later_rounds(tmp_path, monkeypatch):
+    """Logs filled at one rate reach the write-out size together; writing them all out in one round
+    stalled the event loop (44 logs, 4-8 ms) and every commit in flight with it. A round writes out at
+    most ``_WRITE_OUTS_PER_ROUND`` of them; the others wait for the rounds after it."""
+    monkeypatch.setattr(committer_mod, "_WRITE_OUT_FROM", 4)
+    monkeypatch.setattr(committer_mod, "_WRITE_OUTS_PER_ROUND", 3)
+    logs = open_logs(tmp_path, 10)
+    journal = Journal(tmp_path, checkpoint_bytes=1 << 30)
+    committer = GroupCommitter(shared=True)
+    committer.journal = journal
+    await committer.start_helper(tmp_path)
+    writes: list[int] = []
+    per_round: list[int] = []
+    for lg in logs.values():
+        def counted(original=lg.write_pending):
+            writes.append(1)
+            return original()
+        lg.write_pending = counted
+    launch = committer._launch_journaled
+
+    def counting_launch(*args):
+        before = len(writes)
+        launch(*args)
+        per_round.append(len(writes) - before)
+
+    committer._launch_journaled = counting_launch
+    expected = await rounds(committer, logs, 16)
+    assert max(per_round) == 3  # ten logs due in the same round, three written out
+    assert len(writes) >= 20  # ... and every log written out in the rounds after, twice or more
+    assert all(lg.unwritten_batches < 4 + 4 for lg in logs.values())
+    lose_and_recover(tmp_path, logs, committer, {}, expected)
