@@ -113,7 +113,7 @@ class Shard:
     # instead, leaving that timer armed). A heartbeat re-arms its member's session timer: two dict
     # writes and a heappush instead of cancelling and creating an event-loop timer. Entries are ints,
     # not tuples, so that a stale one is no GC-tracked survivor and holds no old key: with tuples, a
-    # rebalance left 27 tracked tuples a group behind and gen-0 passes came 2.5x as often.
+    # rebalance left 27 tracked tuples a group behind and gen-0 passes came twice as often.
     deadlines: dict[tuple, int] = field(default_factory=dict)
     keys: dict[int, tuple] = field(default_factory=dict)
     heap: list[int] = field(default_factory=list)
