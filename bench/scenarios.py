@@ -116,41 +116,28 @@ async def rebalance(host: str, port: int, groups: int, members: int = 3, concurr
         opened += conns
         pool.put_nowait(conns)
 
-    warmup = min(concurrency, groups) if warmup is None else warmup
-    if warmup:
-        warm = Stats("warmup")
-
-        async def warm_one(i: int) -> None:
-            conns = await pool.get()
-            try:
-                started = time.perf_counter()
-                await asyncio.wait_for(_form(conns, f"{prefix}-warmup-{i}"), 60)
-                warm.latencies.append(time.perf_counter() - started)
-            except (TimeoutError, ConnectionError):
-                warm.errors += 1
-            finally:
-                pool.put_nowait(conns)
-
-        await asyncio.gather(*(warm_one(i) for i in range(warmup)))
-        stats.extra = {"warmup_groups": warmup, "warmup_errors": warm.errors, "warmup_max_ms": round(max(warm.latencies, default=0) * 1000, 3)}
-
-    async def one(i: int) -> None:
+    async def form_one(into: Stats, group: str, by: float | None) -> None:
         conns = await pool.get()
         try:
-            if time.monotonic() > deadline:
+            if by is not None and time.monotonic() > by:
                 return
-            group = f"{prefix}-{i}"
             started = time.perf_counter()
             await asyncio.wait_for(_form(conns, group), 60)  # a peer may sleep ~16 s in a join, twice
-            stats.latencies.append(time.perf_counter() - started)
-            stats.count += 1
+            into.latencies.append(time.perf_counter() - started)
+            into.count += 1
         except (TimeoutError, ConnectionError):
-            stats.errors += 1
+            into.errors += 1
         finally:
             pool.put_nowait(conns)
 
+    warmup = min(concurrency, groups) if warmup is None else warmup
+    if warmup:
+        warm = Stats("warmup")
+        await asyncio.gather(*(form_one(warm, f"{prefix}-warmup-{i}", None) for i in range(warmup)))
+        stats.extra = {"warmup_groups": warmup, "warmup_errors": warm.errors, "warmup_max_ms": round(max(warm.latencies, default=0) * 1000, 3)}
+
     try:
-        return await _timed(stats, (one(i) for i in range(groups)))
+        return await _timed(stats, (form_one(stats, f"{prefix}-{i}", deadline) for i in range(groups)))
     finally:
         for c in opened:
             await c.close()
