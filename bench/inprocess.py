@@ -30,8 +30,8 @@ from bench import client, scenarios
 from bench.run import groupd_overrides
 from broker.app import Broker
 from broker.config import default_config
-from broker.connection import Connection
 from broker.dispatch import HANDLERS, load_handlers
+from broker.network.connection import Connection
 from storage.log import Log
 
 WITHOUT = ("nothing", "store", "coordinator")

@@ -20,7 +20,7 @@ from coordinator.api import (
     SyncGroupResponse,
     TimerOp,
 )
-from coordinator.classic import (
+from coordinator.classic.rules import (
     Out,
     _undo_static,
     _undo_sync,
@@ -35,7 +35,7 @@ from coordinator.classic import (
 )
 from coordinator.group import EMPTY as S_EMPTY
 from coordinator.group import STABLE, Group, Member
-from coordinator.offsets import (
+from coordinator.offsets.commits import (
     commit_failed,
     delete_failed,
     delete_group,
@@ -48,6 +48,14 @@ from coordinator.offsets import (
     remove_topic_offsets,
     undrop,
 )
+from coordinator.offsets.transactional import (
+    PendingOffset,
+    end_transaction,
+    on_plain_offset,
+    replay_marker,
+    replay_txn_offset,
+    txn_offset_commit,
+)
 from coordinator.records import (
     GroupMetadataKey,
     GroupMetadataValue,
@@ -55,14 +63,6 @@ from coordinator.records import (
     OffsetCommitKey,
     OffsetCommitValue,
     Value,
-)
-from coordinator.txn_offsets import (
-    PendingOffset,
-    end_transaction,
-    on_plain_offset,
-    replay_marker,
-    replay_txn_offset,
-    txn_offset_commit,
 )
 
 __all__ = [
@@ -104,7 +104,7 @@ class ShardState:
         # Groups deleted in memory whose GroupMetadata tombstone is being written: its runtime replay is
         # then a no-op (at load this is empty and the tombstone removes the group).
         self.dropping: dict[str, int] = {}
-        # Transactional offsets not yet ended by a marker (coordinator/txn_offsets.py): producer id ->
+        # Transactional offsets not yet ended by a marker (coordinator/offsets/transactional.py): producer id ->
         # group -> (topic, partition) -> PendingOffset, and group -> producer ids with such offsets
         # (Kafka's pendingTransactionalOffsets and openTransactionsByGroup).
         self.pending_txn: dict[int, dict[str, dict[tuple[str, int], PendingOffset]]] = {}

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from broker.topics import INTERNAL_TOPICS
+from broker.dataplane.topics import INTERNAL_TOPICS
 from coordinator.partitioning import OFFSETS_TOPIC
 from coordinator.records import GroupMetadataKey, OffsetCommitKey, RecordFormatError, decode_key, decode_value
 from storage.batch import (

@@ -6,9 +6,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from broker.config import KEYS
-from broker.dispatch import RequestContext, handles
-from broker.handlers.topics import THROTTLED, mutations, throttle_time
-from broker.topic_configs import (
+from broker.dataplane.topic_configs import (
     DYNAMIC_BROKER_DEFAULTS,
     LIST,
     TOPIC_CONFIGS,
@@ -16,6 +14,8 @@ from broker.topic_configs import (
     effective_topic_config,
     validate_topic_configs,
 )
+from broker.dispatch import RequestContext, handles
+from broker.handlers.topics import THROTTLED, mutations, throttle_time
 from coordinator.service import wall_ms
 from protocol import codec
 from protocol.errors import ErrorCode

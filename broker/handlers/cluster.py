@@ -5,10 +5,10 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING, Any
 
+from broker.dataplane.leader_epochs import LEADER_EPOCH
+from broker.dataplane.topics import INTERNAL_TOPICS, TopicError, validate_name
 from broker.dispatch import RequestContext, handles
-from broker.leader_epochs import LEADER_EPOCH
-from broker.operations import NOT_REQUESTED, authorized_operations
-from broker.topics import INTERNAL_TOPICS, TopicError, validate_name
+from broker.handlers.operations import NOT_REQUESTED, authorized_operations
 from broker.txn_coordinator import TXN_STATE_TOPIC
 from coordinator.partitioning import OFFSETS_TOPIC, partition_for
 from protocol import codec

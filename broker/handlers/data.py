@@ -8,9 +8,14 @@ import time
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
+from broker.dataplane.leader_epochs import (
+    LEADER_EPOCH,
+    UNDEFINED_EPOCH,
+    current_epoch_error,
+    fetch_divergence,
+)
+from broker.dataplane.topics import INTERNAL_TOPICS
 from broker.dispatch import RequestContext, handles
-from broker.leader_epochs import LEADER_EPOCH, UNDEFINED_EPOCH, current_epoch_error, fetch_divergence
-from broker.topics import INTERNAL_TOPICS
 from coordinator.service import wall_ms
 from protocol import codec
 from protocol.errors import ErrorCode

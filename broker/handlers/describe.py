@@ -8,10 +8,10 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any
 
+from broker.dataplane.topics import INTERNAL_TOPICS, TopicError, validate_name
 from broker.dispatch import RequestContext, handles
 from broker.handlers.cluster import partition_state
-from broker.operations import NOT_REQUESTED, authorized_operations
-from broker.topics import INTERNAL_TOPICS, TopicError, validate_name
+from broker.handlers.operations import NOT_REQUESTED, authorized_operations
 from protocol import codec
 from protocol.errors import ErrorCode
 

@@ -6,7 +6,7 @@ import asyncio
 from typing import TYPE_CHECKING, Any
 
 from broker.dispatch import RequestContext, answered_later, handles
-from broker.operations import NOT_REQUESTED, authorized_operations
+from broker.handlers.operations import NOT_REQUESTED, authorized_operations
 from coordinator import errors as E
 from coordinator import shard as core
 from coordinator.api import (

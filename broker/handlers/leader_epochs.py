@@ -5,8 +5,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from broker.dataplane.leader_epochs import (
+    UNDEFINED_EPOCH,
+    UNDEFINED_OFFSET,
+    current_epoch_error,
+    end_offset_for,
+)
 from broker.dispatch import RequestContext, handles
-from broker.leader_epochs import UNDEFINED_EPOCH, UNDEFINED_OFFSET, current_epoch_error, end_offset_for
 from protocol import codec
 from protocol.errors import ErrorCode
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from broker import quotas as Q
 from broker.dispatch import RequestContext, handles
+from broker.ops import quotas as Q
 from protocol.errors import ErrorCode
 
 if TYPE_CHECKING:

@@ -22,7 +22,7 @@ from protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from broker.app import Broker
-    from broker.topics import Topic
+    from broker.dataplane.topics import Topic
 
 PREFERRED, UNCLEAN = 0, 1
 ELECTION_NOT_NEEDED = "Leader election not needed for topic partition."  # the error's own message

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from broker.dataplane.topic_configs import InvalidConfig, validate_topic_configs
+from broker.dataplane.topics import TopicError
 from broker.dispatch import RequestContext, handles
-from broker.quotas import Mutations
-from broker.topic_configs import InvalidConfig, validate_topic_configs
-from broker.topics import TopicError
+from broker.ops.quotas import Mutations
 from coordinator.service import wall_ms
 from protocol import codec
 from protocol.errors import ErrorCode

@@ -1,4 +1,4 @@
-"""broker/logoutput.py: the event loop's lines leave once per loop turn, in the order they were logged;
+"""broker/ops/logoutput.py: the event loop's lines leave once per loop turn, in the order they were logged;
 warnings, other threads and a clean exit do not wait."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import sys
 import threading
 import time
 
-from broker.logoutput import TEXT_FORMAT, TextFieldsFormatter, TurnBufferedHandler
+from broker.ops.logoutput import TEXT_FORMAT, TextFieldsFormatter, TurnBufferedHandler
 
 
 class CountingStream(io.StringIO):

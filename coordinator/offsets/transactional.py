@@ -24,7 +24,7 @@ from coordinator.api import (
     TxnOffsetCommit,
 )
 from coordinator.group import Group
-from coordinator.offsets import commit_records, validate_offset_commit
+from coordinator.offsets.commits import commit_records, validate_offset_commit
 from coordinator.records import OffsetCommitValue
 
 if TYPE_CHECKING:

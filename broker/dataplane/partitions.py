@@ -14,10 +14,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from broker.producers import ProducerIds
-from broker.topic_configs import effective_topic_config
-from broker.topics import Topic, TopicRegistry
-from broker.txn_index import PartitionTxns, is_transactional, mark_transactional
+from broker.dataplane.producers import ProducerIds
+from broker.dataplane.topic_configs import effective_topic_config
+from broker.dataplane.topics import Topic, TopicRegistry
+from broker.dataplane.txn_index import PartitionTxns, is_transactional, mark_transactional
 from storage.batch import build_control_batch
 from storage.committer import GroupCommitter
 from storage.errors import StorageError
