@@ -16,7 +16,6 @@ from broker.dataplane.internal_topics import InternalTopic
 from broker.dataplane.partitions import PartitionManager
 from broker.dataplane.producers import ProducerIds
 from broker.dataplane.topics import Topic, TopicRegistry
-from broker.dispatch import load_handlers
 from broker.network.connection import Connection
 from broker.ops import quotas
 from broker.ops.metrics import Metrics
@@ -25,9 +24,9 @@ from broker.security.listeners import Listener
 from broker.security.sasl import SaslGate, mechanism_factories
 from broker.security.scram_store import ScramStore
 from broker.security.tls import server_context
-from broker.txn_coordinator import TXN_STATE_TOPIC, TransactionCoordinator
-from coordinator.partitioning import OFFSETS_TOPIC
+from broker.txn_coordinator import TransactionCoordinator
 from coordinator.service import GroupCoordinator
+from protocol.topic_names import OFFSETS_TOPIC, TXN_STATE_TOPIC
 from storage.errors import StorageError
 from storage.log import Log
 
@@ -44,7 +43,6 @@ class Service(Protocol):
 
 class Broker:
     def __init__(self, config: Config) -> None:
-        load_handlers()
         self.config = config
         self.node_id: int = config["node.id"]
         self.topics = TopicRegistry(config["log.dirs"])

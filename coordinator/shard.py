@@ -48,20 +48,13 @@ from coordinator.offsets.commits import (
     remove_topic_offsets,
     undrop,
 )
-from coordinator.offsets.transactional import (
-    PendingOffset,
-    end_transaction,
-    on_plain_offset,
-    replay_marker,
-    replay_txn_offset,
-    txn_offset_commit,
-)
+from coordinator.offsets.replay import replay_marker, replay_offset, replay_txn_offset
+from coordinator.offsets.transactional import PendingOffset, end_transaction, txn_offset_commit
 from coordinator.records import (
     GroupMetadataKey,
     GroupMetadataValue,
     Key,
     OffsetCommitKey,
-    OffsetCommitValue,
     Value,
 )
 
@@ -85,6 +78,7 @@ __all__ = [
     "remove_topic_offsets",
     "replay",
     "replay_marker",
+    "replay_offset",
     "replay_result",
     "replay_txn_offset",
     "sync_group",
@@ -140,31 +134,6 @@ def replay(state: ShardState, key: Key, value: Value | None, now: int) -> None:
         replay_offset(state, key.group, key.topic, key.partition, value, now)  # type: ignore[union-attr, arg-type]
     elif isinstance(key, GroupMetadataKey):
         _replay_group(state, key.group, value, now)  # type: ignore[arg-type]
-
-
-def replay_offset(state: ShardState, group_id: str, topic: str, partition: int, value: OffsetCommitValue | None, now: int) -> None:
-    """An offset commit record (``replay`` of an OffsetCommitKey; the load calls it without the key
-    object): a value sets the partition's committed offset, creating the group if needed; a tombstone
-    removes it."""
-    g = state.groups.get(group_id)
-    if state.open_txns and group_id in state.open_txns:
-        on_plain_offset(state, group_id, topic, partition, value is None)
-    if value is None:
-        if g is not None:
-            ps = g.offsets.get(topic)
-            if ps is not None:
-                ps.pop(partition, None)
-                if not ps:
-                    del g.offsets[topic]
-        return
-    if g is None:
-        g = state.groups[group_id] = Group(group_id, now)
-    ps = g.offsets.get(topic)
-    if ps is None:
-        ps = g.offsets[topic] = {}
-    ps[partition] = value
-    if g.pending_commits:
-        g.pending_commits -= 1
 
 
 def _replay_group(state: ShardState, group_id: str, value: GroupMetadataValue | None, now: int) -> None:
