@@ -1,12 +1,22 @@
-"""One ``__consumer_offsets`` partition's coordinator state and the entry points the shell calls.
+"""One ``__consumer_offsets`` partition's coordinator state, and the rules the runtime runs over it.
 
 ``replay`` is the only code that applies persisted records, at load and at runtime alike (for Results
 with ``replay=True``). Classic group metadata is applied by the handlers themselves (Kafka 4.x does the
 same: its group records are not replayed at runtime), so a GroupMetadata record is replayed only at load.
+
+Group types plug in here, as in Kafka's GroupMetadataManager: ``GROUP_TYPES`` maps a group's type to
+its rules (its API handlers, timers and failed-write follow-ups), and the entry points below dispatch on
+the type of the group a request or timer names. Offsets (commit, fetch, delete, expiry, transactional
+offsets) are shared by every type: coordinator/offsets/ validates a commit against whichever group owns
+the id. ``GroupShardRules`` is what coordinator/runtime/ calls: fresh state, timers, failed writes,
+replay, and the load's replay of a walked partition (``replay_walked``).
 """
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from coordinator import errors as E
@@ -20,19 +30,8 @@ from coordinator.api import (
     SyncGroupResponse,
     TimerOp,
 )
-from coordinator.classic.rules import (
-    Out,
-    _undo_static,
-    _undo_sync,
-    describe_group,
-    heartbeat,
-    join_group,
-    leave_group,
-    list_groups,
-    on_group_timer,
-    prepare_rebalance,
-    sync_group,
-)
+from coordinator.classic import rules as classic
+from coordinator.classic.rules import Out, describe_group, list_groups, prepare_rebalance
 from coordinator.group import EMPTY as S_EMPTY
 from coordinator.group import STABLE, Group, Member
 from coordinator.offsets.commits import (
@@ -55,8 +54,14 @@ from coordinator.records import (
     GroupMetadataValue,
     Key,
     OffsetCommitKey,
+    RecordFormatError,
     Value,
+    decode_key,
+    decode_offset_commit,
+    decode_value,
 )
+from protocol.topic_names import OFFSETS_TOPIC
+from storage.batch import TxnWalk
 
 __all__ = [
     "ShardState",
@@ -81,6 +86,7 @@ __all__ = [
     "replay_offset",
     "replay_result",
     "replay_txn_offset",
+    "replay_walked",
     "sync_group",
     "txn_offset_commit",
     "unload",
@@ -200,8 +206,63 @@ def _hb(g: Group, m: Member) -> TimerOp:
     return TimerOp(("hb", g.group_id, m.member_id), m.hb_deadline)
 
 
+# ---------------------------------------------------------------- group types
+
+
+@dataclass(frozen=True, slots=True)
+class GroupType:
+    """The rules of one type of group: what a new type (consumer, KIP-848; share, KIP-932) provides.
+
+    ``timer_kinds`` and ``write_refs`` name the first element of the timer keys and write refs its
+    rules make, so that a timer or a failed write finds its way back to them."""
+
+    name: str
+    join_group: Callable[..., Result]
+    sync_group: Callable[..., Result]
+    heartbeat: Callable[..., Result]
+    leave_group: Callable[..., Result]
+    on_timer: Callable[[ShardState, tuple[Any, ...], int, GroupConfig], Result]
+    timer_kinds: frozenset[str]
+    on_write_failed: Callable[[ShardState, tuple[Any, ...], int, int, GroupConfig], Result]
+    write_refs: frozenset[str]
+
+
+CLASSIC = GroupType(
+    "classic", classic.join_group, classic.sync_group, classic.heartbeat, classic.leave_group,
+    classic.on_group_timer, frozenset({"hb", "pend", "join", "sync"}),
+    classic.on_write_failed, frozenset({"sync", "static"}),
+)
+GROUP_TYPES: dict[str, GroupType] = {CLASSIC.name: CLASSIC}
+_BY_TIMER = {kind: t for t in GROUP_TYPES.values() for kind in t.timer_kinds}
+_BY_WRITE_REF = {kind: t for t in GROUP_TYPES.values() for kind in t.write_refs}
+
+
+def type_of(state: ShardState, group_id: str) -> GroupType:
+    """The rules of the group named ``group_id``: its own type's, or classic for a group not yet made
+    (the classic APIs make classic groups; Kafka's consumer group APIs will make consumer groups)."""
+    g = state.groups.get(group_id)
+    return GROUP_TYPES[g.group_type] if g is not None else CLASSIC
+
+
+def join_group(state: ShardState, req: Any, token: int, now: int, cfg: GroupConfig) -> Result:
+    return type_of(state, req.group_id).join_group(state, req, token, now, cfg)
+
+
+def sync_group(state: ShardState, req: Any, token: int, now: int, cfg: GroupConfig) -> Result:
+    return type_of(state, req.group_id).sync_group(state, req, token, now, cfg)
+
+
+def heartbeat(state: ShardState, req: Any, token: int, now: int, cfg: GroupConfig) -> Result:
+    return type_of(state, req.group_id).heartbeat(state, req, token, now, cfg)
+
+
+def leave_group(state: ShardState, req: Any, token: int, now: int, cfg: GroupConfig) -> Result:
+    return type_of(state, req.group_id).leave_group(state, req, token, now, cfg)
+
+
 def on_timer(state: ShardState, key: tuple[Any, ...], now: int, cfg: GroupConfig) -> Result:
-    return on_group_timer(state, key, now, cfg)
+    group_type = _BY_TIMER.get(key[0]) if key else None
+    return group_type.on_timer(state, key, now, cfg) if group_type is not None else EMPTY
 
 
 def on_write_failed(state: ShardState, write_ref: Any, error: int, now: int, cfg: GroupConfig) -> Result:
@@ -221,14 +282,10 @@ def on_write_failed(state: ShardState, write_ref: Any, error: int, now: int, cfg
         )
     if kind == "expire":
         return expire_failed(state, write_ref)
-    out = Out()
-    if kind == "sync":
-        _undo_sync(state, write_ref, error, now, cfg, out)
-    elif kind == "static":
-        _undo_static(state, write_ref, error, now, out)
-    else:
+    group_type = _BY_WRITE_REF.get(kind)
+    if group_type is None:
         return EMPTY  # member-less group metadata, expiry: Kafka only logs these failures
-    return out.result()
+    return group_type.on_write_failed(state, write_ref, error, now, cfg)
 
 
 def unload(state: ShardState) -> Result:
@@ -246,3 +303,59 @@ def unload(state: ShardState) -> Result:
     state.open_txns.clear()
     state.producer_epochs.clear()
     return Result(responses=tuple(responses), replay=False)
+
+
+# ---------------------------------------------------------------- what the runtime calls
+
+log = logging.getLogger("groupd.coordinator")
+
+
+def replay_walked(state: ShardState, latest: dict[bytes, bytes | None], txn: TxnWalk, now: int, partition: int = -1) -> int:
+    """Replay what a load's walk kept: the last value of every key, then the offsets of transactions
+    without a marker yet (pending until their marker). Returns how many are pending."""
+    pending = txn.finish(latest)
+    state.producer_epochs.update(txn.epochs)
+    names: dict[bytes, tuple[str, str] | None] = {}
+    for raw_key, raw_value in latest.items():
+        offset = decode_offset_commit(raw_key, raw_value, names)
+        if offset is not None:
+            replay_offset(state, *offset, now)
+            continue
+        try:
+            key = decode_key(raw_key)
+            if key is not None:
+                replay(state, key, decode_value(key, raw_value), now)
+        except RecordFormatError as exc:
+            log.warning("%s-%d: skipping unreadable record: %s", OFFSETS_TOPIC, partition, exc)
+    for producer_id, raw_key, raw_value, superseded in pending:
+        offset = decode_offset_commit(raw_key, raw_value, names)
+        if offset is not None:
+            replay_txn_offset(state, producer_id, *offset, now, superseded=superseded)
+    return len(pending)
+
+
+class GroupShardRules:
+    """The group coordinator's shard rules for coordinator/runtime/ (its ShardRules port)."""
+
+    def __init__(self, cfg: GroupConfig) -> None:
+        self.cfg = cfg
+
+    def new_state(self, partition: int) -> ShardState:
+        return ShardState(partition)
+
+    def on_timer(self, state: ShardState, key: tuple[Any, ...], now: int) -> Result:
+        return on_timer(state, key, now, self.cfg)
+
+    def on_write_failed(self, state: ShardState, write_ref: Any, error: int, now: int) -> Result:
+        return on_write_failed(state, write_ref, error, now, self.cfg)
+
+    def replay(self, state: ShardState, result: Result, now: int) -> None:
+        if result.producer is None and result.marker is None:
+            for key, value in result.records:
+                replay(state, key, value, now)
+        else:
+            replay_result(state, result, now)
+
+    def timer_subject(self, key: tuple[Any, ...]) -> str | None:
+        """The group a timer belongs to: every group type's keys are (kind, group id, ...)."""
+        return key[1] if len(key) > 1 and isinstance(key[1], str) else None

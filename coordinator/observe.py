@@ -1,0 +1,93 @@
+"""What the group coordinator tells metrics and logs: group state changes (rebalance phases and their
+durations), and members joining, syncing and leaving as structured events.
+
+The runtime calls ``before``/``after`` around every operation and timer of a group (coordinator/runtime/
+runtime.py's Observer port); the facade wraps the answers of joins, syncs and leaves with ``member_event``.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from coordinator.group import COMPLETING, PREPARING, STABLE
+from coordinator.logfields import group_event
+from coordinator.runtime.runtime import Shard
+
+log = logging.getLogger("groupd.coordinator")
+
+MEMBER_EVENTS = {"join_group": "member joined", "sync_group": "member synced", "leave_group": "members left"}
+
+
+class GroupObserver:
+    def __init__(self, metrics: Any = None) -> None:
+        self.metrics = metrics
+
+    def before(self, state: Any, group_id: str) -> str | None:
+        group = state.groups.get(group_id)
+        return group.state if group is not None else None
+
+    def after(self, shard: Shard, group_id: str, before: str | None) -> None:
+        group = shard.state.groups.get(group_id)
+        after = group.state if group is not None else "Dead"
+        if after == before:
+            return
+        now = time.perf_counter()
+        metrics = self.metrics
+        if metrics is not None:
+            metrics.group_state_changed(group_id, before, after)
+        if after == PREPARING:
+            shard.phase_started[group_id] = now
+            if metrics is not None:
+                metrics.rebalance_started(group_id, (group.rebalance_cause if group else "") or "join")
+        elif after == COMPLETING:
+            started = shard.phase_started.get(group_id)
+            if metrics is not None and started is not None:
+                metrics.join_phase(now - started)
+            shard.phase_started[group_id + "\0sync"] = now
+        elif after == STABLE and group is not None:
+            started = shard.phase_started.pop(group_id + "\0sync", None)
+            began = shard.phase_started.pop(group_id, None)
+            if metrics is not None:
+                if started is not None:
+                    metrics.sync_phase(now - started)
+                metrics.rebalance_completed(group_id, group.generation, None if began is None else now - began)
+        if after in ("Dead", "Empty"):
+            shard.phase_started.pop(group_id, None)
+            shard.phase_started.pop(group_id + "\0sync", None)
+            if after == "Dead" and metrics is not None:
+                metrics.group_removed(group_id)
+        if not log.isEnabledFor(logging.INFO):
+            return
+        log.info(
+            "group %s: %s -> %s", group_id, before or "new", after,
+            extra={"fields": {"group": group_id, "generation": group.generation if group else -1, "state": after}},
+        )
+
+
+def logs_member_event(handler: Callable[..., Any]) -> bool:
+    """Whether a handler's answers are logged: joins, syncs and leaves at INFO, anything at DEBUG."""
+    return log.isEnabledFor(logging.INFO) and (getattr(handler, "__name__", "") in MEMBER_EVENTS or log.isEnabledFor(logging.DEBUG))
+
+
+def member_event(handler: Callable[..., Any], group_id: str, request: Any, payload: Any) -> None:
+    """Join, sync and leave as structured events: group, member, generation, error."""
+    name = getattr(handler, "__name__", "")
+    event = MEMBER_EVENTS.get(name)
+    if event is None:
+        if log.isEnabledFor(logging.DEBUG):
+            group_event(log, name, group_id, getattr(request, "member_id", None), level=logging.DEBUG, error=getattr(payload, "error", None))
+        return
+    if not log.isEnabledFor(logging.INFO):
+        return
+    if name == "leave_group":
+        for m in getattr(payload, "members", ()) or getattr(request, "members", ()):
+            group_event(log, event, group_id, m.member_id, instance=m.group_instance_id, error=getattr(m, "error", None))
+        return
+    member = getattr(payload, "member_id", None) or getattr(request, "member_id", None)
+    generation = getattr(payload, "generation_id", None)
+    if generation is None:
+        generation = getattr(request, "generation_id", None)
+    group_event(log, event, group_id, member, generation, error=payload.error, instance=getattr(request, "group_instance_id", None))
