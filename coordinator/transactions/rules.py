@@ -2,7 +2,7 @@
 TransactionCoordinator and TransactionMetadata define them (transactions v1: the client never bumps
 its epoch itself).
 
-Plain data and synchronous functions, no I/O and no clock: the shell (``broker/txn_coordinator.py``)
+Plain data and synchronous functions, no I/O and no clock: the shell (``coordinator/transactions/service.py``)
 persists each new state before acting on it, writes the markers, and runs the timers. Every function
 returns a Kafka error code, or the state to persist next.
 """
