@@ -30,6 +30,7 @@ js-deps:
 
 test: $(STAMP) js-deps
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
 	@bash scripts/compose-test.sh; rc=$$?; \
 	if [ $$rc -eq 3 ]; then echo "compose stack test NOT RUN on this machine (no Docker engine could be started); see the message above"; \
 	elif [ $$rc -ne 0 ]; then echo "compose stack test FAILED"; exit $$rc; fi
@@ -37,6 +38,7 @@ test: $(STAMP) js-deps
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
 
 clean:
 	rm -rf $(VENV) data

@@ -13,7 +13,7 @@ Result stays parked until a later Result answers it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar, dataclass_transform
 
 from coordinator.records import Key, Value
 
@@ -22,7 +22,12 @@ Token = int
 # Requests, payloads and Results are values: never changed once made, equal and hashed by their fields.
 # They are not ``frozen`` dataclasses because a frozen constructor sets each field through
 # object.__setattr__ (1.6 against 0.3 us for six fields here), and a request makes several of them.
-_value = dataclass(slots=True, unsafe_hash=True)
+_T = TypeVar("_T")
+
+
+@dataclass_transform(eq_default=True)
+def _value(cls: type[_T]) -> type[_T]:
+    return dataclass(slots=True, unsafe_hash=True)(cls)
 
 # ---------------------------------------------------------------- requests (version-free)
 

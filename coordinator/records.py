@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
+from typing import Any, TypeVar, dataclass_transform
 
 _H = struct.Struct(">h")
 _I = struct.Struct(">i")
@@ -25,7 +26,12 @@ class RecordFormatError(ValueError):
 # Keys and offset values are values: never changed once made, equal and hashed by their fields. They are
 # not ``frozen`` dataclasses because a frozen constructor costs about five times as much (a guarded
 # setattr per field), paid once per record at every start-up and once per committed partition.
-_record = dataclass(slots=True, unsafe_hash=True)
+_T = TypeVar("_T")
+
+
+@dataclass_transform(eq_default=True)
+def _record(cls: type[_T]) -> type[_T]:
+    return dataclass(slots=True, unsafe_hash=True)(cls)
 
 
 @_record
@@ -375,6 +381,9 @@ _QQ = struct.Struct(">qq")  # v1: commit timestamp, expire timestamp
 _V3_NO_METADATA = struct.Struct(">hqihq")  # version 3, offset, leader epoch, metadata length 0, commit ts
 
 
+_UNSEEN: Any = object()  # a prefix not yet read (None: read, and not an offset commit's)
+
+
 def decode_offset_commit(
     key: bytes, value: bytes | None, names: dict[bytes, tuple[str, str] | None]
 ) -> tuple[str, str, int, OffsetCommitValue | None] | None:
@@ -385,8 +394,8 @@ def decode_offset_commit(
     ``names`` is the caller's cache of key prefixes (version, group, topic) already read: a store holds
     many keys per group and topic, and equal names come back as the same string objects."""
     prefix = key[:-4]
-    names_of = names.get(prefix, False)
-    if names_of is False:
+    names_of = names.get(prefix, _UNSEEN)
+    if names_of is _UNSEEN:
         names_of = names[prefix] = _group_and_topic(prefix)
     if names_of is None:
         return None

@@ -290,7 +290,7 @@ def on_write_failed(state: ShardState, write_ref: Any, error: int, now: int, cfg
 
 def unload(state: ShardState) -> Result:
     """The partition is no longer ours: groups die and parked requests learn NOT_COORDINATOR."""
-    responses = []
+    responses: list[tuple[int, Any]] = []
     for g in state.groups.values():
         for m in g.members.values():
             if m.join_token is not None:

@@ -147,7 +147,8 @@ class TransactionCoordinator:
 
     def _settle(self, layout: T.Layout) -> None:
         """Write every id found outside its own partition there, durably, then tombstone it where it was."""
-        for step in (layout.moves, {p: [(key, None) for key in keys] for p, keys in layout.clears.items()}):
+        clears: dict[int, list[tuple[bytes, bytes | None]]] = {p: [(key, None) for key in keys] for p, keys in layout.clears.items()}
+        for step in (layout.moves, clears):
             logs = [self.log_of(p) for p in step]
             for lg, records in zip(logs, step.values(), strict=True):
                 lg.append_records(records)
