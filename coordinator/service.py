@@ -26,7 +26,7 @@ from coordinator.observe import MEMBER_EVENTS, GroupObserver, logs_member_event,
 from coordinator.partitioning import partition_for
 from coordinator.runtime import loader as loading
 from coordinator.runtime.loop import LoopWakeups, OffsetsLog
-from coordinator.runtime.runtime import CoordinatorError, CoordinatorRuntime, Shard, Then
+from coordinator.runtime.runtime import CoordinatorError, CoordinatorRuntime, Shard, Then, Waiter
 from coordinator.tasks import Tasks
 from protocol.topic_names import OFFSETS_TOPIC
 from storage.committer import GroupCommitter
@@ -207,6 +207,13 @@ class GroupCoordinator:
             # member events are INFO lines: below that level (a bench's WARN) nothing wraps the answer
             then = self._logging_then(then, handler, group_id, request)
         return self.runtime.run(self.shard_for(group_id), group_id, handler, request, Then(then))
+
+    def submit(self, group_id: str, handler: Callable[..., Result], request: Any, waiter: Waiter) -> int:
+        """Like ``call_then``, for a caller that is itself a Waiter (broker/dispatch.py's Later): the
+        runtime delivers to it directly. Returns the token, for ``abandon``."""
+        if logs_member_event(handler):
+            return self.call_then(group_id, handler, request, lambda payload, error: waiter.set_exception(error) if error is not None else waiter.set_result(payload))
+        return self.runtime.run(self.shard_for(group_id), group_id, handler, request, waiter)
 
     def call_sync(self, group_id: str, handler: Callable[..., Any], *args: Any) -> Any:
         """A read (describe, fetch): answered from the state as it is, no token, no records."""
