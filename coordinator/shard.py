@@ -245,19 +245,23 @@ def type_of(state: ShardState, group_id: str) -> GroupType:
 
 
 def join_group(state: ShardState, req: Any, token: int, now: int, cfg: GroupConfig) -> Result:
-    return type_of(state, req.group_id).join_group(state, req, token, now, cfg)
+    g = state.groups.get(req.group_id)  # type_of, inlined: every request of the type passes here
+    return (CLASSIC if g is None else GROUP_TYPES[g.group_type]).join_group(state, req, token, now, cfg)
 
 
 def sync_group(state: ShardState, req: Any, token: int, now: int, cfg: GroupConfig) -> Result:
-    return type_of(state, req.group_id).sync_group(state, req, token, now, cfg)
+    g = state.groups.get(req.group_id)  # type_of, inlined: every request of the type passes here
+    return (CLASSIC if g is None else GROUP_TYPES[g.group_type]).sync_group(state, req, token, now, cfg)
 
 
 def heartbeat(state: ShardState, req: Any, token: int, now: int, cfg: GroupConfig) -> Result:
-    return type_of(state, req.group_id).heartbeat(state, req, token, now, cfg)
+    g = state.groups.get(req.group_id)  # type_of, inlined: every request of the type passes here
+    return (CLASSIC if g is None else GROUP_TYPES[g.group_type]).heartbeat(state, req, token, now, cfg)
 
 
 def leave_group(state: ShardState, req: Any, token: int, now: int, cfg: GroupConfig) -> Result:
-    return type_of(state, req.group_id).leave_group(state, req, token, now, cfg)
+    g = state.groups.get(req.group_id)  # type_of, inlined: every request of the type passes here
+    return (CLASSIC if g is None else GROUP_TYPES[g.group_type]).leave_group(state, req, token, now, cfg)
 
 
 def on_timer(state: ShardState, key: tuple[Any, ...], now: int, cfg: GroupConfig) -> Result:
