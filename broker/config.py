@@ -84,6 +84,7 @@ KEYS: dict[str, Key] = {
         Key("cluster.id", str, "groupd-cluster", doc="cluster id reported in Metadata"),
         _int_key("socket.request.max.bytes", 104_857_600, 1, INT32_MAX, "largest request frame accepted"),
         _int_key("queued.max.requests", 500, 1, INT32_MAX, "requests read ahead per connection"),
+        _int_key("queued.max.request.bytes", 16 * 1024 * 1024, -1, INT64_MAX, "bytes of requests read ahead per connection and not yet answered; reading pauses past it (-1 or 0: no bound but the count). Kafka's bounds the whole broker and is unbounded by default"),
         _int_key("max.request.partition.size.limit", 2000, 1, INT32_MAX, "most partitions one DescribeTopicPartitions answer holds"),
         Key("auto.create.topics.enable", _bool, "true", doc="Metadata for an unknown topic creates it"),
         _int_key("num.partitions", 1, 1, INT32_MAX, "partitions of an auto-created topic"),

@@ -1,8 +1,10 @@
 """One client connection: frames in, responses out, strictly in request order.
 
 Kafka mutes a socket after reading a request until its response is sent; we read ahead up to
-``queued.max.requests`` frames but process them one at a time, so a parked JoinGroup holds back the
-requests behind it on its own connection and nobody else's.
+``queued.max.requests`` frames and ``queued.max.request.bytes`` bytes but process them one at a time,
+so a parked JoinGroup holds back the requests behind it on its own connection and nobody else's. Past
+either bound the transport stops reading until answers drain the queue: a client that parks a long poll
+and streams frames behind it makes the broker hold no more than the bound (plus the read that crossed it).
 
 The connection is an ``asyncio.Protocol`` rather than a stream reader plus a task: frames are cut from
 ``data_received`` and handled inline, and a handler that is a coroutine is stepped by the connection
@@ -50,10 +52,16 @@ class Connection(asyncio.Protocol):
         self.host = "?"
         self.max_bytes: int = broker.config["socket.request.max.bytes"]
         self.max_queued: int = broker.config["queued.max.requests"]
+        self.max_queued_bytes: int = broker.config["queued.max.request.bytes"]
+        if self.max_queued_bytes <= 0:  # Kafka's "no bound"
+            self.max_queued_bytes = 1 << 62
         self.transport: asyncio.Transport | None = None
         self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._buf = bytearray()
         self._frames: collections.deque[bytes] = collections.deque()
+        self._queued_bytes = 0  # the frames' bytes
+        self._in_hand = 0  # bytes of the request being answered, until its answer is written
+        self._told_bounded = False  # reading paused by the byte bound: said once per connection
         self._coro: Any = None  # the suspended handler of the request being answered
         self._waiting_on: asyncio.Future | None = None
         self._current: tuple[int, int, int, float] | None = None  # api key, version, correlation id, started
@@ -91,6 +99,7 @@ class Connection(asyncio.Protocol):
             if size + 4 == len(data) and _MIN_FRAME <= size <= self.max_bytes:
                 # exactly one whole frame, the usual read of a client waiting for each answer: one copy
                 self._frames.append(data[4:])
+                self._queued_bytes += size
                 self._queued()
                 return
         buf += data
@@ -106,16 +115,30 @@ class Connection(asyncio.Protocol):
             if end - pos - 4 < size:
                 break
             self._frames.append(bytes(buf[pos + 4 : pos + 4 + size]))
+            self._queued_bytes += size
             pos += 4 + size
         if pos:
             del buf[:pos]
         self._queued()
 
     def _queued(self) -> None:
-        if len(self._frames) >= self.max_queued and not self._reading_paused:
+        if not self._reading_paused and self._over_read_ahead():
             self._reading_paused = True
             self.transport.pause_reading()
+            if not self._told_bounded and len(self._frames) < self.max_queued:
+                self._told_bounded = True
+                log.info(
+                    "connection %s: %d bytes read and not yet answered (queued.max.request.bytes %d): reading paused until answers drain them",
+                    self.peer, self._queued_bytes + self._in_hand + len(self._buf), self.max_queued_bytes,
+                )
         self._pump()
+
+    def _over_read_ahead(self) -> bool:
+        """Past ``queued.max.requests`` frames, or ``queued.max.request.bytes`` bytes read and not yet
+        answered (the partial frame included). Only while something is outstanding: a lone frame is
+        always read whole, whatever its size (``socket.request.max.bytes`` caps that)."""
+        pending = self._queued_bytes + self._in_hand
+        return len(self._frames) >= self.max_queued or (pending > 0 and pending + len(self._buf) >= self.max_queued_bytes)
 
     def eof_received(self) -> bool:
         self._log_torn_tail()
@@ -124,6 +147,7 @@ class Connection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._lost = True
         self._frames.clear()
+        self._queued_bytes = self._in_hand = 0
         if self._waiting_on is not None:
             self._waiting_on.cancel()  # like cancelling the request's task: the handler unwinds
         later = self._coro
@@ -147,8 +171,10 @@ class Connection(asyncio.Protocol):
     def _pump(self) -> None:
         frames = self._frames
         while frames and self._coro is None and not self._writing_paused and not self._lost and self._out_bytes < WRITE_HIGH_WATER:
-            self._handle(frames.popleft())
-        if self._reading_paused and len(frames) < self.max_queued and not self._draining and not self._lost:
+            body = frames.popleft()
+            self._queued_bytes -= len(body)
+            self._handle(body)
+        if self._reading_paused and not self._draining and not self._lost and not self._over_read_ahead():
             self._reading_paused = False
             self.transport.resume_reading()
         if self._draining and not frames and self._coro is None:
@@ -178,6 +204,7 @@ class Connection(asyncio.Protocol):
             return
         started = self.broker.metrics.request_started(api_key)
         self._current = (api_key, api_version, correlation_id, started)
+        self._in_hand = len(body)
         try:
             result = HANDLERS[api_key](self.broker, RequestContext(header, self.host, self.id, self, len(body)), request)
         except Exception:
@@ -202,7 +229,7 @@ class Connection(asyncio.Protocol):
             return  # the connection went away meanwhile
         self._coro = None
         self._answer_later(later)
-        if self._frames:
+        if self._frames or self._reading_paused:
             asyncio.get_running_loop().call_soon(self._pump)
 
     def _answer_later(self, later: Later) -> None:
@@ -247,6 +274,7 @@ class Connection(asyncio.Protocol):
     def _answer(self, result: Any) -> None:
         api_key, api_version, correlation_id, started = self._current
         self._current = None
+        self._in_hand = 0
         if self._lost:
             return
         metrics = self.broker.metrics
@@ -287,6 +315,7 @@ class Connection(asyncio.Protocol):
     def _failed(self) -> None:
         api_key, api_version, _, started = self._current
         self._current = None
+        self._in_hand = 0
         log.exception("connection %s closed: handler for api %d v%d failed", self.peer, api_key, api_version)
         self.broker.metrics.request_finished(api_key, started, None)
         self._close()
@@ -337,6 +366,7 @@ class Connection(asyncio.Protocol):
 
     def _close(self) -> None:
         self._frames.clear()
+        self._queued_bytes = 0
         if self.transport is not None and not self.transport.is_closing():
             self.flush()
             self.transport.close()

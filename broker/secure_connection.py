@@ -96,6 +96,7 @@ class SaslConnection(Connection):
         """Kafka's connection.failed.authentication.delay.ms: the answer goes out now, the close comes
         later, so a client retrying a bad password cannot spin the broker."""
         self._frames.clear()
+        self._queued_bytes = 0
         if not self._reading_paused:
             self._reading_paused = True
             self.transport.pause_reading()

@@ -143,6 +143,23 @@ def request_bytes(api_key: int, version: int, body: Any, correlation_id: int = 1
     return encode_request(api_key, version, body, correlation_id, client_id)
 
 
+def padded_api_versions(correlation_id: int, size: int) -> bytes:
+    """A whole ApiVersions v3 frame of ``size`` bytes: its client software name carries the padding."""
+    frame = bytearray(request_bytes(18, 3, {"client_software_name": "x", "client_software_version": "1"}, correlation_id))
+    name_at = frame.index(b"\x02x")  # compact string "x": length+1, then the byte
+    grow = size - len(frame)
+    name = b"a" * (1 + grow)
+    length = len(name) + 1
+    varint = bytearray()
+    while True:
+        byte, length = length & 0x7F, length >> 7
+        varint.append(byte | (0x80 if length else 0))
+        if not length:
+            break
+    body = frame[4:name_at] + varint + name + frame[name_at + 2 :]
+    return struct.pack(">i", len(body)) + bytes(body)
+
+
 class WireClient:
     """A raw asyncio Kafka connection for wire tests: send kio requests, decode kio responses."""
 
