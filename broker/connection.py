@@ -33,6 +33,7 @@ from protocol.request import (
 )
 
 if TYPE_CHECKING:
+    from broker.acceptor import Slot
     from broker.app import Broker
 
 log = logging.getLogger("groupd.connection")
@@ -44,6 +45,8 @@ _MIN_FRAME = HEADER_PREFIX.size  # a shorter frame, or a torn one, takes the che
 
 
 class Connection(asyncio.Protocol):
+    slot: Slot | None = None  # its place in the connection quotas, when it is the socket's protocol (not behind TLS)
+
     def __init__(self, broker: Broker, listener: str | None = None) -> None:
         self.broker = broker
         self.listener = listener  # the listener's name: Metadata answers with that listener's advertised address
@@ -73,6 +76,8 @@ class Connection(asyncio.Protocol):
         self._out_bytes = 0  # past WRITE_HIGH_WATER, no further request is handled until flush()
         self.user = "ANONYMOUS"  # the principal's name (Kafka's on a PLAINTEXT listener), as quotas see it; SASL or a TLS certificate sets it
         self._mute_ms = 0  # a quota's throttle time, applied once the current answer is out
+        self.active = True  # read or wrote since the broker's last look for idle connections
+        self.quiet_since = 0.0  # loop time it was last seen inactive from
 
     @property
     def principal(self) -> str:
@@ -92,6 +97,7 @@ class Connection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self._draining or self._lost:
             return
+        self.active = True
         self.broker.metrics.bytes_in(len(data))
         buf = self._buf
         if not buf and len(data) >= 4:
@@ -158,6 +164,8 @@ class Connection(asyncio.Protocol):
         if not self.closed.done():
             self.closed.set_result(None)
         self.broker.connection_closed(self)
+        if self.slot is not None:
+            self.slot.release()
 
     def pause_writing(self) -> None:
         self._writing_paused = True
@@ -331,6 +339,14 @@ class Connection(asyncio.Protocol):
             self._reading_paused = True
             self._pump()
 
+    @property
+    def busy(self) -> bool:
+        """A request of it is read and not yet answered: not idle, however long that takes."""
+        return self._current is not None or self._coro is not None or bool(self._frames)
+
+    def close_idle(self) -> None:
+        self._close()
+
     def abort(self) -> None:
         if self.transport is not None:
             self.transport.abort()
@@ -354,6 +370,7 @@ class Connection(asyncio.Protocol):
             return
         held_back = self._out_bytes >= WRITE_HIGH_WATER
         self._out, self._out_bytes = [], 0
+        self.active = True
         transport = self.transport
         if transport is None or transport.is_closing():
             return

@@ -46,8 +46,9 @@ CLIENT_CONFIG = {**FAST_CONFIG, "group.initial.rebalance.delay.ms": "300"}
 class BrokerProcess:
     """``server.py`` in a child process on a free loopback port; survives restart with the same data."""
 
-    def __init__(self, log_dir: Path, overrides: dict[str, Any] | None = None, port: int | None = None) -> None:
+    def __init__(self, log_dir: Path, overrides: dict[str, Any] | None = None, port: int | None = None, nofile: int | None = None) -> None:
         self.log_dir = Path(log_dir)
+        self.nofile = nofile  # RLIMIT_NOFILE of the child (tests of running out of descriptors)
         self.port = port or free_port()
         self.overrides = {**CLIENT_CONFIG, **{k: str(v) for k, v in (overrides or {}).items()}}
         self.proc: subprocess.Popen | None = None
@@ -68,7 +69,7 @@ class BrokerProcess:
         for key, value in settings.items():
             args += ["--override", f"{key}={value}"]
         self._log = open(self.log_path, "ab")  # noqa: SIM115 - lives as long as the process
-        self.proc = subprocess.Popen(args, cwd=ROOT, stdout=self._log, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(args, cwd=ROOT, stdout=self._log, stderr=subprocess.STDOUT, preexec_fn=self._limits if self.nofile else None)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -78,6 +79,11 @@ class BrokerProcess:
             time.sleep(0.05)
         self.kill()
         raise TimeoutError(f"broker did not answer within {timeout}s: {self.log_text()[-2000:]}")
+
+    def _limits(self) -> None:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_NOFILE, (self.nofile, self.nofile))
 
     def log_text(self) -> str:
         try:
