@@ -109,7 +109,7 @@ KEYS: dict[str, Key] = {
         Key("cluster.id", str, "groupd-cluster", doc="cluster id reported in Metadata"),
         _int_key("socket.request.max.bytes", 104_857_600, 1, INT32_MAX, "largest request frame accepted"),
         _int_key("queued.max.requests", 500, 1, INT32_MAX, "requests read ahead per connection"),
-        _int_key("queued.max.request.bytes", 16 * 1024 * 1024, -1, INT64_MAX, "bytes of requests read ahead per connection and not yet answered; reading pauses past it (-1 or 0: no bound but the count). Kafka's bounds the whole broker and is unbounded by default"),
+        _int_key("queued.max.request.bytes", 16 * 1024 * 1024, None, INT64_MAX, "bytes of requests read ahead per connection and not yet answered; reading pauses past it (0 or less: no bound but the count). Kafka's bounds the whole broker and is unbounded by default"),
         _int_key("max.connections", INT32_MAX, 0, INT32_MAX, "connections open at once, all listeners together; at the limit the broker stops accepting until one closes (as Kafka's acceptor blocks)"),
         _int_key("max.connections.per.ip", INT32_MAX, 0, INT32_MAX, "connections open at once from one address; one more is closed at once (0 only with overrides)"),
         Key("max.connections.per.ip.overrides", _per_ip_overrides, "", doc="`host:count,host:count`: per-address limits instead of max.connections.per.ip"),
