@@ -252,6 +252,8 @@ class Admission:
             asyncio.get_running_loop().call_later(RETRY_S, self._retry, acceptor)
 
     def _retry(self, acceptor: Acceptor) -> None:
+        if self._reserve is None:
+            self._reserve = _open_reserve()  # lost to a race when last given up: take it back if we can
         if not self._paused_for_limit:
             acceptor.resume()
 

@@ -84,14 +84,17 @@ def safe_message(record: logging.LogRecord) -> str:
     """``record.getMessage()`` with each argument cut before interpolation and the result cut; not
     escaped (the text format escapes it, JSON quotes it)."""
     args = record.args
-    if type(args) is tuple and args:  # the common arguments (short strings, ints) pass without a call
-        msg = str(record.msg) % tuple([a if type(a) is int or (type(a) is str and len(a) <= VALUE_MAX_CHARS) else _cut_arg(a) for a in args])
-    elif not args:
-        msg = str(record.msg)
-    elif isinstance(args, Mapping):
-        msg = str(record.msg) % {k: _cut_arg(v) for k, v in args.items()}
-    else:
-        msg = str(record.msg) % tuple(_cut_arg(a) for a in args)
+    try:
+        if type(args) is tuple and args:  # the common arguments (short strings, ints) pass without a call
+            msg = str(record.msg) % tuple([a if type(a) is int or (type(a) is str and len(a) <= VALUE_MAX_CHARS) else _cut_arg(a) for a in args])
+        elif not args:
+            msg = str(record.msg)
+        elif isinstance(args, Mapping):
+            msg = str(record.msg) % {k: _cut_arg(v) for k, v in args.items()}
+        else:
+            msg = str(record.msg) % tuple(_cut_arg(a) for a in args)
+    except TypeError:  # an argument %-formatting needs as it is (%d of a Decimal): the whole message is cut
+        msg = record.getMessage()
     return msg if len(msg) <= MESSAGE_MAX_CHARS else cut(msg, MESSAGE_MAX_CHARS)
 
 

@@ -124,3 +124,11 @@ def test_a_message_that_does_not_format_is_still_logged_not_raised():
     getMessage), it is not hidden by the capping."""
     with pytest.raises(TypeError):
         TextFieldsFormatter().format(record("%d items", ("many",)))
+
+
+@pytest.mark.parametrize("fmt", FORMATTERS)
+def test_a_number_type_that_needs_its_own_value_for_percent_d_still_formats(fmt):
+    from decimal import Decimal
+
+    line = FORMATTERS[fmt]().format(record("%d records", (Decimal("12"),)))
+    assert "12 records" in line
