@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 from protocol import codec
+from protocol.api_table import ApiKey
 from tests.harness import BrokerProcess, WireClient, padded_api_versions
 
 MIB = 1 << 20
@@ -30,7 +31,7 @@ def rss_mib(pid: int) -> float:
 
 
 def fetch_request(topic: str) -> object:
-    cls = codec.request_class(1, 11)
+    cls = codec.request_class(ApiKey.FETCH, 11)
     t, p = codec.nested(cls, "FetchTopic"), codec.nested(cls, "FetchPartition")
     return codec.make(
         cls, replica_id=-1, max_wait=60_000, min_bytes=1, max_bytes=MIB, isolation_level=0, session_id=0, session_epoch=-1,
@@ -43,13 +44,13 @@ async def attack(port: int, pid: int, connections: int, frames: int, frame_bytes
     before = rss_mib(pid)
     frame = padded_api_versions(7, frame_bytes)
     clients = [await WireClient.connect(port) for _ in range(connections)]
-    md = codec.request_class(3, 9)
-    await clients[0].call(3, 9, codec.make(  # auto-creates the topic to long-poll
+    md = codec.request_class(ApiKey.METADATA, 9)
+    await clients[0].call(ApiKey.METADATA, 9, codec.make(  # auto-creates the topic to long-poll
         md, topics=(codec.make(codec.nested(md, "MetadataRequestTopic"), name="attack", topic_id=codec.ZERO_UUID),),
         allow_auto_topic_creation=True, include_cluster_authorized_operations=False, include_topic_authorized_operations=False,
     ))
     for c in clients:
-        c.send(1, 11, fetch_request("attack"))
+        c.send(ApiKey.FETCH, 11, fetch_request("attack"))
 
     async def stream(c: WireClient) -> None:
         for _ in range(frames):

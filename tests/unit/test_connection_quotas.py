@@ -1,10 +1,10 @@
-"""broker/acceptor.py's pure parts: Kafka's ConnectionQuotas counting, and a log line at most once per
+"""broker/network/acceptor.py's pure parts: Kafka's ConnectionQuotas counting, and a log line at most once per
 interval however often its event comes."""
 
 from __future__ import annotations
 
-from broker import acceptor
-from broker.acceptor import ConnectionQuotas, Occasional
+from broker.network import acceptor
+from broker.network.acceptor import ConnectionQuotas, Occasional
 
 
 def test_occasional_logs_the_first_then_counts_until_the_interval_passes(monkeypatch):

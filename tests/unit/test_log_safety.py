@@ -1,4 +1,4 @@
-"""broker/logoutput.py: text a client chose cannot forge a log line or write a huge one, in every
+"""broker/ops/logoutput.py: text a client chose cannot forge a log line or write a huge one, in every
 ``log.format``. Control characters are escaped, and each interpolated value, each field and each
 message is capped (issue 26 item 4)."""
 
@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from broker.logoutput import (
+from broker.ops.logoutput import (
     MESSAGE_MAX_CHARS,
     VALUE_MAX_CHARS,
     JsonFormatter,

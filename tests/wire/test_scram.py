@@ -10,7 +10,7 @@ import logging
 import pytest
 
 from broker.app import Broker
-from broker.logoutput import VALUE_MAX_CHARS, TextFieldsFormatter, TurnBufferedHandler
+from broker.ops.logoutput import VALUE_MAX_CHARS, TextFieldsFormatter, TurnBufferedHandler
 from broker.security.scram import SHA_256, SHA_512, salted_password
 from protocol import codec
 from protocol.errors import ErrorCode

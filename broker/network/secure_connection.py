@@ -14,14 +14,14 @@ import ssl
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from broker.connection import Connection
+from broker.network.connection import Connection
 from broker.security.sasl import FAILED, SaslGate
 from broker.security.tls import principal
 from protocol.framing import SIZE
 
 if TYPE_CHECKING:
-    from broker.acceptor import Slot
     from broker.app import Broker
+    from broker.network.acceptor import Slot
 
 log = logging.getLogger("groupd.connection")
 
@@ -186,7 +186,7 @@ class TlsServer(asyncio.Protocol):
     (asyncio's own TLS server drops it without a word), then hands plaintext to the listener's
     connection through a TlsTransport."""
 
-    slot: Slot | None = None  # its place in the connection quotas (broker/acceptor.py)
+    slot: Slot | None = None  # its place in the connection quotas (broker/network/acceptor.py)
 
     def __init__(self, broker: Broker, listener: str, context: ssl.SSLContext, make: Callable[[], Connection]) -> None:
         self.broker, self.listener, self.context, self.make = broker, listener, context, make
