@@ -40,7 +40,7 @@ from coordinator.records import (
 from coordinator.tasks import Tasks
 from storage.batch import TRANSACTIONAL, TxnWalk, build_control_batch, collect_latest
 from storage.committer import GroupCommitter
-from storage.errors import StorageError
+from storage.errors import RecordTooLarge, StorageError
 from storage.journal import Journal
 from storage.log import Log, LogConfig, Segment, syncfs_errno
 from storage.walkhelper import WalkHelpers, split_by_bytes
@@ -218,6 +218,8 @@ class GroupCoordinator:
             segment_bytes=self.config["offsets.topic.segment.bytes"],
             cleanup_policy="compact",
             delete_retention_ms=self.config["log.cleaner.delete.retention.ms"],
+            # Kafka's offsets topic takes the broker's message.max.bytes: the coordinator runtime's batch limit
+            max_message_bytes=self.config["message.max.bytes"],
         )
         helpers = self.config["num.recovery.threads.per.data.dir"] - 1
         if helpers > 0 and self._stored_bytes() >= WALK_HELPERS_FROM_BYTES:
@@ -597,6 +599,11 @@ class GroupCoordinator:
                     self.metrics.store_append(time.perf_counter() - started, len(result.records) or 1)
                 if self.on_append is not None:
                     self.on_append(shard.partition)
+            except RecordTooLarge as exc:
+                # the request's own doing (Kafka: RecordTooLargeException, answered -1): the log is fine
+                log.warning("%s-%d: a group record was refused: %s", OFFSETS_TOPIC, shard.partition, exc)
+                self._failed(shard, result, E.MESSAGE_TOO_LARGE)
+                return
             except StorageError as exc:
                 log.error("append to %s-%d failed: %s", OFFSETS_TOPIC, shard.partition, exc)
                 self._failed(shard, result)
@@ -631,9 +638,10 @@ class GroupCoordinator:
             return
         self._deliver(shard, result)
 
-    def _failed(self, shard: Shard, result: Result) -> None:
-        """Never acknowledge what is not durable: the core maps the failure into each answer."""
-        follow_up = core.on_write_failed(shard.state, result.write_ref, E.KAFKA_STORAGE_ERROR, self.now(), self.cfg)
+    def _failed(self, shard: Shard, result: Result, error: int = E.KAFKA_STORAGE_ERROR) -> None:
+        """Never acknowledge what is not durable: the core maps the failure (``error``, Kafka's append
+        error) into each answer."""
+        follow_up = core.on_write_failed(shard.state, result.write_ref, error, self.now(), self.cfg)
         if follow_up.responses or follow_up.records or follow_up.timers:
             self._process_unordered(shard, follow_up)
         # anything the core did not answer must not hang with a success it never got
@@ -642,7 +650,7 @@ class GroupCoordinator:
                 continue
             fut = self._waiting.pop(token, None)
             if fut is not None and not fut.done():
-                fut.set_exception(CoordinatorError(E.KAFKA_STORAGE_ERROR))
+                fut.set_exception(CoordinatorError(error))
 
     def _process_unordered(self, shard: Shard, result: Result) -> None:
         if result.timers:
