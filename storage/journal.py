@@ -38,6 +38,7 @@ from crc32c import crc32c
 from storage.batch import BATCH_OVERHEAD, parse_header
 from storage.errors import StorageError
 from storage.log import Log, fsync_directory
+from storage.logdirfailure import channel as log_dir_failures
 
 log = logging.getLogger("groupd.storage")
 
@@ -112,14 +113,25 @@ class Journal:
         data only, with no commit of the filesystem's own journal (which would also wait for the
         data of every other file written meanwhile)."""
         zeros = bytes(1 << 20)
-        for fd in self.fds:
-            os.ftruncate(fd, 0)
-            if prefill:
-                for pos in range(0, self.checkpoint_bytes + len(zeros), len(zeros)):
-                    os.pwrite(fd, zeros, pos)
-            os.fsync(fd)
+        for path, fd in zip(self.paths, self.fds, strict=True):
+            try:
+                os.ftruncate(fd, 0)
+                if prefill:
+                    for pos in range(0, self.prefill_bytes, len(zeros)):
+                        written = os.pwrite(fd, zeros, pos)
+                        if written != len(zeros):
+                            raise OSError(f"short write: {written} of {len(zeros)} bytes")
+                os.fsync(fd)
+            except OSError as exc:  # a full disk at start-up: say which file, without a traceback
+                raise StorageError(f"preparing {path} failed: {exc}") from exc
         fsync_directory(self.directory)
         self.current, self.position = 0, 0
+
+    @property
+    def prefill_bytes(self) -> int:
+        """The size ``reset`` makes each file: while the broker runs no file is shorter."""
+        step = 1 << 20
+        return -(-(self.checkpoint_bytes + step) // step) * step
 
     # ------------------------------------------------------------ rounds
 
@@ -141,6 +153,8 @@ class Journal:
                 raise OSError(f"short write: {written} of {len(data)} bytes")
         except OSError as exc:
             self.failed = exc
+            log.error("write to %s failed; the offsets journal is offline: %s", self.paths[self.current], exc)
+            log_dir_failures.report(f"write to {self.paths[self.current]}", exc)
             raise StorageError(f"write to the offsets journal failed: {exc}") from exc
         self.position += len(data)
         return len(data)
@@ -155,6 +169,7 @@ class Journal:
     def sync_failed(self, exc: BaseException) -> None:
         """Kafka takes a log dir offline after a failed fsync: so does the journal."""
         self.failed = exc
+        log_dir_failures.report(f"sync of {self.paths[self.current]}", exc)
 
     def close(self) -> None:
         for fd in self.fds:
