@@ -35,15 +35,15 @@ from pathlib import Path
 
 from crc32c import crc32c
 
-from storage.batch import BATCH_OVERHEAD, parse_header
+from storage.batch import parse_header
 from storage.errors import StorageError
+from storage.journal_scan import Scan, judge, scan
 from storage.log import Log, fsync_directory
 from storage.logdirfailure import channel as log_dir_failures
 
 log = logging.getLogger("groupd.storage")
 
 JOURNAL_NAME = "__consumer_offsets.journal"
-_ENTRY = struct.Struct(">iiI")  # batch length, partition, CRC-32C
 _LENGTH_PARTITION = struct.Struct(">ii")
 _CRC = struct.Struct(">I")
 CHECKPOINT_BYTES = 8 << 20
@@ -60,18 +60,7 @@ def entry(partition: int, batch: bytes | bytearray) -> bytes:
 
 def read_entries(data: bytes | memoryview) -> Iterator[tuple[int, memoryview]]:
     """(partition, batch) of every valid entry from the start, up to the first invalid one."""
-    view = memoryview(data)
-    pos, end = 0, len(view)
-    while end - pos >= _ENTRY.size:
-        length, partition, crc = _ENTRY.unpack_from(view, pos)
-        start = pos + _ENTRY.size
-        if length < BATCH_OVERHEAD or end - start < length or partition < 0:
-            return
-        batch = view[start : start + length]
-        if crc32c(batch, crc32c(view[pos : pos + _LENGTH_PARTITION.size])) != crc:
-            return
-        yield partition, batch
-        pos = start + length
+    yield from scan(data).valid_prefix()
 
 
 class Journal:
@@ -86,17 +75,22 @@ class Journal:
         self.position = 0
         self.failed: BaseException | None = None
         self.checkpoints = 0
+        self.damaged = False  # recover() found acknowledged batches lost (a cut, or damage where synced)
 
     # ------------------------------------------------------------ start-up
 
     def recover(self, logs: dict[int, Log]) -> int:
         """Append to each partition the journaled batches it lacks; returns how many. The caller then
-        makes the partitions durable and calls ``reset``."""
+        makes the partitions durable and calls ``reset``. Damage where the journal had been synced
+        is logged as an ERROR with numbers and sets ``damaged`` (storage/journal_scan.py)."""
+        scans: list[tuple[Path, int, Scan]] = []
         found: dict[int, list[tuple[int, memoryview]]] = {}
         for path in self.paths:
             data = path.read_bytes()
-            for partition, batch in read_entries(data):
+            scans.append((path, len(data), got := scan(data)))
+            for _pos, partition, batch in got.entries:
                 found.setdefault(partition, []).append((parse_header(batch).base_offset, batch))
+        ends_before = {p: lg.log_end_offset for p, lg in logs.items()}
         restored = 0
         for partition, batches in sorted(found.items()):
             target = logs.get(partition)
@@ -104,6 +98,9 @@ class Journal:
                 log.warning("%s: %d batches for partition %d, which is not here: left out", JOURNAL_NAME, len(batches), partition)
                 continue
             restored += _restore(target, partition, batches)
+        ends_after = {p: lg.log_end_offset for p, lg in logs.items()}
+        for path, size, got in scans:
+            self.damaged |= judge(path.name, size, self.prefill_bytes, got, ends_before, ends_after)
         return restored
 
     def reset(self, *, prefill: bool = True) -> None:
