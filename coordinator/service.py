@@ -776,6 +776,8 @@ class GroupCoordinator:
                         self.metrics.offsets_expired(sum(1 for k, v in result.records if v is None))
                     self._process(shard, result)
                     shard.log.compact(self.now(), self.config["offsets.retain.uncompacted.hours"] * 3_600_000)
+                except StorageError as exc:  # e.g. no room for a compacted segment: tried again next time
+                    log.error("offsets housekeeping of partition %d failed: %s", shard.partition, exc)
                 except Exception:
                     log.exception("offsets housekeeping of partition %d failed", shard.partition)
 

@@ -861,10 +861,14 @@ class Log:
                 out += rebuilt
             del kept_any
             tmp = seg.path.with_suffix(".cleaned")
-            with open(tmp, "wb") as f:
-                f.write(out)
-                f.flush()
-                os.fsync(f.fileno())
+            try:
+                with open(tmp, "wb") as f:
+                    f.write(out)
+                    f.flush()
+                    os.fsync(f.fileno())
+            except OSError as exc:  # a full disk: the segment stays as it was, and so does the space
+                tmp.unlink(missing_ok=True)
+                raise StorageError(f"compacting {seg.path} failed: {exc}") from exc
             with self._lock, self._state:  # no flush is fsyncing the fd being replaced
                 seg.path.with_suffix(INDEX_SUFFIX).unlink(missing_ok=True)
                 seg.indexed = None

@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import errno
 import os
+from pathlib import Path
 
 import pytest
 
 from storage.errors import StorageError
 from storage.journal import Journal
-from storage.log import Log
+from storage.log import Log, LogConfig
 from storage.logdirfailure import channel
 
 
@@ -119,3 +120,37 @@ def test_preparing_the_journal_on_a_full_disk_names_the_file(tmp_path, monkeypat
         with pytest.raises(StorageError, match=r"preparing .*__consumer_offsets\.journal\.0 failed: .*No space left"):
             journal.reset()
     journal.close()
+
+
+def test_a_compaction_with_no_room_leaves_the_segment_and_no_partial_file(tmp_path, monkeypatch):
+    import storage.log as log_module
+
+    lg = Log.open(tmp_path / "c-0", LogConfig(segment_bytes=200, cleanup_policy="compact"))
+    for i in range(12):
+        lg.append_records([(b"k", b"%d" % i)], 1)
+    lg.flush()
+    before = [(h.base_offset, bytes(b)) for h, b in lg.batches()]
+
+    class _Full:
+        """A file made on a disk with no room for its data."""
+
+        def __init__(self, path, mode="r"):
+            Path(path).touch()
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return None
+
+        def write(self, data):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    with monkeypatch.context() as patched:
+        patched.setattr(log_module, "open", _Full, raising=False)
+        with pytest.raises(StorageError, match="compacting .* failed: .*No space left"):
+            lg.compact(now_ms=10**13)
+    assert not list((tmp_path / "c-0").glob("*.cleaned"))
+    assert [(h.base_offset, bytes(b)) for h, b in lg.batches()] == before
+    assert lg.compact(now_ms=10**13).records_after < len(before)  # with room again it compacts
+    lg.close()
