@@ -52,8 +52,8 @@ def test_a_failed_append_to_a_data_partition_is_reported(tmp_path, reported, mon
     lg.close()
 
 
-def test_a_failed_fsync_is_reported(tmp_path, reported, monkeypatch):
-    lg = Log.open(tmp_path / "d-1")
+def flush_with_eio(lg, monkeypatch):
+    """One record appended, then a flush whose fsync fails with EIO."""
     lg.append_records([(b"a", b"1")], 1)
 
     def broken(fd):
@@ -63,6 +63,11 @@ def test_a_failed_fsync_is_reported(tmp_path, reported, monkeypatch):
         patched.setattr(os, "fsync", broken)
         with pytest.raises(StorageError):
             lg.flush()
+
+
+def test_a_failed_fsync_is_reported(tmp_path, reported, monkeypatch):
+    lg = Log.open(tmp_path / "d-1")
+    flush_with_eio(lg, monkeypatch)
     assert [exc.errno for _, exc in reported] == [errno.EIO]
     lg.close()
 
@@ -98,15 +103,7 @@ def test_a_failed_journal_write_and_a_failed_journal_sync_are_reported(tmp_path,
 def test_without_a_handler_a_failure_only_takes_the_log_offline(tmp_path, monkeypatch):
     monkeypatch.setattr(channel, "handler", None)
     lg = Log.open(tmp_path / "d-2")
-    lg.append_records([(b"a", b"1")], 1)
-
-    def broken(fd):
-        raise OSError(errno.EIO, "I/O error")
-
-    with monkeypatch.context() as patched:
-        patched.setattr(os, "fsync", broken)
-        with pytest.raises(StorageError):
-            lg.flush()
+    flush_with_eio(lg, monkeypatch)
     assert lg.failed
     lg.close()
 
