@@ -48,25 +48,25 @@ def scan(data: bytes | memoryview) -> Scan:
     view = memoryview(data)
     out = Scan()
     pos, end = 0, len(view)
+    unpack, head, entries = ENTRY_HEAD.unpack_from, ENTRY_HEAD.size, out.entries  # a loop over every entry
     while True:
-        if end - pos < ENTRY_HEAD.size:
+        if end - pos < head:
             # the end of the file right after an entry, or a header it cuts off (a few zeros: the end of
             # this turn's entries, which a cut just missed)
             rest = view[pos:end]
             out.at_end = not rest or any(rest)
             break
-        length, partition, crc = ENTRY_HEAD.unpack_from(view, pos)
-        if length == 0 and partition == 0 and crc == 0:
-            break  # zeros: the end of this turn's entries
-        start = pos + ENTRY_HEAD.size
+        length, partition, crc = unpack(view, pos)
+        start = pos + head
         if length < BATCH_OVERHEAD or partition < 0:
-            break  # no entry starts here: a torn header, or what an earlier turn left
+            # zeros (the end of this turn's entries), a torn header, or what an earlier turn left
+            break
         if end - start < length:
             out.at_end = True  # an entry the end of the file cuts off
             break
         batch = view[start : start + length]
         if crc32c(batch, crc32c(view[pos : pos + _LENGTH_PARTITION_SIZE])) == crc:
-            out.entries.append((pos, partition, batch))
+            entries.append((pos, partition, batch))
         else:
             out.damaged.append((pos, partition))
         pos = start + length
