@@ -13,7 +13,7 @@ import sys
 
 from broker.app import Broker
 from broker.config import Config, ConfigError, load_config
-from broker.logoutput import setup_logging
+from broker.ops.logoutput import setup_logging
 from storage.errors import StorageError
 from storage.logdirfailure import channel as log_dir_failures
 

@@ -35,6 +35,7 @@ from pathlib import Path
 
 from crc32c import crc32c
 
+from protocol.topic_names import OFFSETS_TOPIC
 from storage.batch import parse_header
 from storage.errors import StorageError
 from storage.journal_scan import Scan, judge, scan
@@ -43,7 +44,7 @@ from storage.logdirfailure import channel as log_dir_failures
 
 log = logging.getLogger("groupd.storage")
 
-JOURNAL_NAME = "__consumer_offsets.journal"
+JOURNAL_NAME = f"{OFFSETS_TOPIC}.journal"
 _LENGTH_PARTITION = struct.Struct(">ii")
 _CRC = struct.Struct(">I")
 CHECKPOINT_BYTES = 8 << 20
