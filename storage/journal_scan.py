@@ -26,6 +26,7 @@ from storage.batch import BATCH_OVERHEAD, parse_header
 log = logging.getLogger("groupd.storage")
 
 ENTRY_HEAD = struct.Struct(">iiI")  # batch length, partition, CRC-32C
+_BASE_OFFSET = struct.Struct(">q")  # a batch's first field
 _LENGTH_PARTITION_SIZE = 8
 
 
@@ -34,7 +35,7 @@ class Scan:
     """What one journal file holds, read from its start."""
 
     entries: list[tuple[int, int, memoryview]] = field(default_factory=list)  # (position, partition, batch)
-    damaged: list[tuple[int, int]] = field(default_factory=list)  # (position, partition by its header)
+    damaged: list[tuple[int, int, memoryview]] = field(default_factory=list)  # (position, partition by its header, batch)
     stop: int = 0  # where reading ended
     at_end: bool = False  # the entries ran up to the end of the file: no zeros or garbage after them
 
@@ -68,7 +69,7 @@ def scan(data: bytes | memoryview) -> Scan:
         if crc32c(batch, crc32c(view[pos : pos + _LENGTH_PARTITION_SIZE])) == crc:
             entries.append((pos, partition, batch))
         else:
-            out.damaged.append((pos, partition))
+            out.damaged.append((pos, partition, batch))
         pos = start + length
     out.stop = pos
     return out
@@ -79,20 +80,7 @@ def judge(name: str, size: int, prefill: int, found: Scan, ends_before: dict[int
     and after the restore; True when acknowledged batches may be lost."""
     damaged = False
     if found.damaged:
-        first, partition = found.damaged[0]
-        later = [(p, parse_header(b).base_offset) for pos, p, b in found.entries if pos > first]
-        newer = [(p, base) for p, base in later if p in ends_before and base >= ends_before[p]]
-        if newer:
-            lost = sum(1 for p, base in newer if base >= ends_after[p])
-            log.error(
-                "%s: the entry at byte %d (partition %d by its header) is damaged (CRC mismatch), yet %d entries "
-                "after it were journaled later, so its round had been synced: acknowledged commits are lost; "
-                "%d batches after it could not be restored (their partition lacks the damaged one), %d damaged "
-                "entries in all", name, first, partition, len(newer), lost, len(found.damaged),
-            )
-            damaged = True
-        else:
-            log.info("%s: ends in a round torn at byte %d by a crash (never acknowledged)", name, first)
+        damaged = _judge_damaged_entry(name, found, ends_before, ends_after)
     if 0 < size < prefill:
         if found.at_end:
             log.error(
@@ -108,3 +96,34 @@ def judge(name: str, size: int, prefill: int, found: Scan, ends_before: dict[int
                 "cut, but after its last entry (byte %d): nothing journaled is lost", name, size, prefill, found.stop,
             )
     return damaged
+
+
+def _judge_damaged_entry(name: str, found: Scan, ends_before: dict[int, int], ends_after: dict[int, int]) -> bool:
+    first, partition, broken = found.damaged[0]
+    before = [b for pos, _p, b in found.entries if pos < first]
+    since = parse_header(before[-1]).max_timestamp if before else None
+    later = [(p, parse_header(b)) for pos, p, b in found.entries if pos > first]
+    # journaled after the damaged entry: its partition lacked it (an earlier turn's entries are all in
+    # their partitions), or it is no older than the last entry before the damage (they are older too)
+    newer = [
+        (p, h.base_offset) for p, h in later
+        if (p in ends_before and h.base_offset >= ends_before[p]) or (since is not None and h.max_timestamp >= since)
+    ]
+    if not newer:
+        log.info("%s: ends in a round torn at byte %d by a crash (never acknowledged)", name, first)
+        return False
+    base = _BASE_OFFSET.unpack_from(broken)[0] if len(broken) >= _BASE_OFFSET.size else -1
+    lost = sum(1 for p, b in newer if p in ends_after and b >= ends_after[p])
+    if not lost and partition in ends_after and 0 <= base < ends_after[partition]:
+        log.warning(
+            "%s: the entry at byte %d is damaged (CRC mismatch) inside the part that had been synced, but its "
+            "batch (offset %d of partition %d) is in its partition: nothing is lost", name, first, base, partition,
+        )
+        return False
+    log.error(
+        "%s: the entry at byte %d (offset %d of partition %d by its header) is damaged (CRC mismatch), yet "
+        "%d entries after it were journaled later, so its round had been synced: acknowledged commits are "
+        "lost; its batch and %d batches after it could not be restored (their partition lacks the damaged "
+        "one), %d damaged entries in all", name, first, base, partition, len(newer), lost, len(found.damaged),
+    )
+    return True

@@ -20,6 +20,7 @@ from storage.log import Log, LogConfig, build_batch
 
 CHECKPOINT = 64 << 10
 ROUNDS = 20
+T0 = 1_700_000_000_000  # rounds are stamped with the wall clock, one millisecond apart here
 
 
 def open_logs(root, n):
@@ -32,10 +33,10 @@ def open_logs(root, n):
     return logs
 
 
-def journaled_then_killed(root, rounds=ROUNDS, partitions=2):
+def journaled_then_killed(root, rounds=ROUNDS, partitions=2, written_out=()):
     """``rounds`` rounds of one batch per partition, journaled (as synced rounds are) into a prefilled
-    journal and never written to the partitions' files; then the process dies. Returns each entry's
-    (start, end) byte range in journal file 0, in order."""
+    journal and never written to the partitions' files but those of ``written_out``; then the process
+    dies. Returns each entry's (start, end) byte range in journal file 0, in order."""
     logs = open_logs(root, partitions)
     journal = Journal(root, checkpoint_bytes=CHECKPOINT)
     journal.reset()
@@ -43,12 +44,14 @@ def journaled_then_killed(root, rounds=ROUNDS, partitions=2):
     for i in range(rounds):
         entries = []
         for p, lg in logs.items():
-            lg.append_records([(b"key-%d" % p, b"value-%d" % i)], 1)
+            lg.append_records([(b"key-%d" % p, b"value-%d" % i)], T0 + i)
             entries.append((p, bytes(lg._unwritten[-1][2])))
         for p, b in entries:
             start = journal.position
             journal.append([(p, b)])
             spans.append((start, journal.position))
+    for p in written_out:
+        logs[p].write_pending()
     for lg in logs.values():  # killed: the write-behind batches never reach the partitions' files
         lg._unwritten.clear()
         lg._unjournaled.clear()
@@ -98,9 +101,7 @@ def test_a_damaged_entry_inside_the_synced_part_is_an_error_and_only_its_partiti
     spans = journaled_then_killed(tmp_path)
     path = Journal(tmp_path, checkpoint_bytes=CHECKPOINT).paths[0]
     damaged = 11  # round 5, partition 1
-    data = bytearray(path.read_bytes())
-    data[spans[damaged][1] - 3] ^= 0xFF  # a flipped byte in its batch: its CRC no longer matches
-    path.write_bytes(data)
+    damage(path, spans[damaged])
     restored, ends, journal = recover(tmp_path)
     # partition 0 is whole (the entries after the damaged one are read on); partition 1 stops at it
     assert ends == {0: ROUNDS, 1: 5} and restored == ROUNDS + 5
@@ -109,11 +110,39 @@ def test_a_damaged_entry_inside_the_synced_part_is_an_error_and_only_its_partiti
     assert journal.damaged
 
 
+def damage(path, span):
+    data = bytearray(path.read_bytes())
+    data[span[1] - 3] ^= 0xFF  # a flipped byte in its batch: its CRC no longer matches
+    path.write_bytes(data)
+
+
+def test_damage_is_found_when_the_entries_after_it_had_reached_their_partitions(tmp_path, caplog):
+    """After a kill (no power loss) a partition's file may hold batches journaled after the damaged
+    one: they are not missing, but their timestamps say they came later, so the damaged entry had
+    been synced, and its batch, which its partition lacks, is lost."""
+    spans = journaled_then_killed(tmp_path, written_out=(1,))
+    damage(Journal(tmp_path, checkpoint_bytes=CHECKPOINT).paths[0], spans[2 * (ROUNDS - 1)])  # round 19, partition 0
+    restored, ends, journal = recover(tmp_path)
+    assert ends == {0: ROUNDS - 1, 1: ROUNDS} and restored == ROUNDS - 1
+    lines = errors(caplog)
+    assert any("damaged" in line and "1 entries after it" in line for line in lines), lines
+    assert journal.damaged
+
+
+def test_a_damaged_entry_whose_batch_is_in_its_partition_is_a_warning(tmp_path, caplog):
+    spans = journaled_then_killed(tmp_path, written_out=(0, 1))
+    damage(Journal(tmp_path, checkpoint_bytes=CHECKPOINT).paths[0], spans[11])
+    restored, ends, journal = recover(tmp_path)
+    assert restored == 0 and ends == {0: ROUNDS, 1: ROUNDS}
+    assert errors(caplog) == [] and not journal.damaged
+    assert "nothing is lost" in caplog.text
+
+
 def test_a_torn_last_round_and_a_cut_among_the_zeros_stay_quiet(tmp_path, caplog):
     spans = journaled_then_killed(tmp_path)
     path = Journal(tmp_path, checkpoint_bytes=CHECKPOINT).paths[0]
     end = spans[-1][1]
-    torn = entry(0, build_batch([(b"key-0", b"value-next")], timestamp_ms=1, base_offset=ROUNDS))
+    torn = entry(0, build_batch([(b"key-0", b"value-next")], timestamp_ms=T0 + ROUNDS, base_offset=ROUNDS))
     with open(path, "r+b") as f:  # the next round died half-written
         f.seek(end)
         f.write(torn[: len(torn) // 2])
@@ -129,7 +158,7 @@ def test_entries_of_an_earlier_turn_after_a_torn_round_stay_quiet(tmp_path, capl
     bufs = []
 
     def append(i):
-        lg.append_records([(b"k", b"%d" % i)], 1)
+        lg.append_records([(b"k", b"%d" % i)], T0 + i)
         bufs.append(bytes(lg._unwritten[-1][2]))
 
     journal = Journal(tmp_path, checkpoint_bytes=CHECKPOINT)
