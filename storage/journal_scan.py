@@ -6,8 +6,10 @@ a crash interrupted, or by entries of an earlier turn (which their partitions al
 starts only once the one before it is synced. Hence two signs of damage that no crash leaves:
 
 - a **cut**: entries that run up to the end of a file shorter than its prefilled size;
-- a **damaged entry inside the synced part**: an entry whose CRC fails, followed by entries that their
-  partitions still lack (later rounds, so its own round had been synced and acknowledged).
+- a **damaged entry inside the synced part**: an entry whose CRC fails, followed by entries of later
+  rounds (so its own round had been synced and acknowledged). An entry is later when its partition
+  lacks it (an earlier turn's entries are all in their partitions) or when its timestamp is no older
+  than the last entry's before the damage (an earlier turn's are older: they precede a checkpoint).
 
 A damaged entry whose length field is whole is stepped over, so the partitions with nothing after it
 lose nothing; its own partition stops there (a gap, see ``journal._restore``).
