@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from coordinator import errors as E
 from protocol import codec
 from tests.harness import WireClient
@@ -88,17 +90,20 @@ async def test_join_whose_member_metadata_exceeds_the_limit_fails_its_sync_with_
         await b.stop()
 
 
-async def test_static_rejoin_whose_record_exceeds_the_limit_gets_unknown_server_error(tmp_path):
+@pytest.mark.parametrize("limit", [LIMIT, None], ids=["small-limit", "default-limit"])
+async def test_static_rejoin_whose_record_exceeds_the_limit_gets_unknown_server_error(tmp_path, limit):
     """A known group.instance.id rejoining a Stable group is written at once (Kafka's static member
-    replacement): that JoinGroup itself gets -1, and the old member stays."""
-    b = await start_broker(tmp_path, **{"message.max.bytes": str(LIMIT)})
+    replacement): that JoinGroup itself gets -1, and the old member stays. With the default limit
+    (1 MiB, Kafka's), 2 MiB of member metadata."""
+    overrides = {"message.max.bytes": str(limit)} if limit else {}
+    b = await start_broker(tmp_path, **overrides)
     try:
         c = await WireClient.connect(b.port)
         joined = await c.call(11, 5, join_body(5, instance="i"))
         assert joined.error_code == 0
         sync = await c.call(14, 3, sync_body(3, joined.member_id, joined.generation_id, [(joined.member_id, b"a")]))
         assert sync.error_code == 0
-        again = await c.call(11, 5, big_join_body(5, instance="i", metadata_bytes=2 * LIMIT))
+        again = await c.call(11, 5, big_join_body(5, instance="i", metadata_bytes=2 * (limit or 1_048_588)))
         assert again.error_code == E.UNKNOWN_SERVER_ERROR
         group = b.coordinator.shard_for("g").state.groups["g"]
         assert list(group.members) == [joined.member_id]
