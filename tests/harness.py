@@ -58,7 +58,7 @@ class BrokerProcess:
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
 
-    def start(self, timeout: float = 20.0) -> BrokerProcess:
+    def command(self) -> list[str]:
         args = [sys.executable, str(ROOT / "server.py")]
         settings = {
             "listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
@@ -68,8 +68,16 @@ class BrokerProcess:
         }
         for key, value in settings.items():
             args += ["--override", f"{key}={value}"]
+        return args
+
+    def launch(self) -> None:
+        """The process, not yet waited for."""
         self._log = open(self.log_path, "ab")  # noqa: SIM115 - lives as long as the process
-        self.proc = subprocess.Popen(args, cwd=ROOT, stdout=self._log, stderr=subprocess.STDOUT, preexec_fn=self._limits if self.nofile else None)
+        self.proc = subprocess.Popen(self.command(), cwd=ROOT, stdout=self._log, stderr=subprocess.STDOUT,
+                                     preexec_fn=self._limits if self.nofile else None)
+
+    def start(self, timeout: float = 20.0) -> BrokerProcess:
+        self.launch()
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
