@@ -79,6 +79,8 @@ class GroupCoordinator:
             segment_bytes=self.config["offsets.topic.segment.bytes"],
             cleanup_policy="compact",
             delete_retention_ms=self.config["log.cleaner.delete.retention.ms"],
+            # Kafka's offsets topic takes the broker's message.max.bytes: the coordinator runtime's batch limit
+            max_message_bytes=self.config["message.max.bytes"],
         )
         self.loader.start_helpers(self.loop, self.config["num.recovery.threads.per.data.dir"] - 1, self._stored_bytes())
         for p in sorted(self.owned):
@@ -311,6 +313,8 @@ class GroupCoordinator:
                         self.metrics.offsets_expired(sum(1 for k, v in result.records if v is None))
                     self.runtime.process(shard, result)
                     shard.log.compact(self.now(), self.config["offsets.retain.uncompacted.hours"] * 3_600_000)
+                except StorageError as exc:  # e.g. no room for a compacted segment: tried again next time
+                    log.error("offsets housekeeping of partition %d failed: %s", shard.partition, exc)
                 except Exception:
                     log.exception("offsets housekeeping of partition %d failed", shard.partition)
 

@@ -60,7 +60,11 @@ def open_journal(log_dir: Path, logs: dict[int, Log], committer: GroupCommitter)
         if err:
             journal.close()
             raise StorageError(f"syncfs of {log_dir} failed after reading the offsets journal: {os.strerror(err)}")
-        log.info("offsets journal read: %d batches restored", restored)
+        if journal.damaged:  # the lines above say what and how much; start-up goes on (docs/operations.md)
+            log.error("offsets journal read: %d batches restored, but it was damaged where it had been synced: "
+                      "acknowledged commits are lost, and their groups go back to older offsets", restored)
+        else:
+            log.info("offsets journal read: %d batches restored", restored)
     journal.reset(prefill=committer.synchronous)
     if not committer.synchronous:
         journal.close()

@@ -9,11 +9,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from coordinator import errors as E
 from coordinator.records import encode_key, encode_value
 from coordinator.runtime.runtime import CoordinatorRuntime, Shard, WriteFailed
+from protocol.topic_names import OFFSETS_TOPIC
 from storage.batch import TRANSACTIONAL, build_control_batch
 from storage.committer import GroupCommitter
-from storage.errors import StorageError
+from storage.errors import RecordTooLarge, StorageError
 
 log = logging.getLogger("groupd.coordinator")
 
@@ -69,7 +71,12 @@ class OffsetsLog:
                 self.metrics.store_append(time.perf_counter() - started, len(result.records) or 1)
             if self.on_append is not None:
                 self.on_append(shard.partition)
+        except RecordTooLarge as exc:
+            # the request's own doing (Kafka: RecordTooLargeException, answered -1): the log is fine
+            log.warning("%s-%d: a group record was refused: %s", OFFSETS_TOPIC, shard.partition, exc)
+            raise WriteFailed(str(exc), E.MESSAGE_TOO_LARGE) from exc
         except StorageError as exc:
+            log.error("append to %s-%d failed: %s", OFFSETS_TOPIC, shard.partition, exc)
             raise WriteFailed(str(exc)) from exc
 
     def when_durable(self, shard: Shard, done: Callable[[BaseException | None], None]) -> bool:

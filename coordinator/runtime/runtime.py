@@ -63,7 +63,8 @@ class Waiter(Protocol):
 
 class LogPort(Protocol):
     def append(self, shard: Shard, result: Result) -> None:
-        """Append the Result's records (or its marker) to the shard's log; raise WriteFailed if not."""
+        """Append the Result's records (or its marker) to the shard's log; raise WriteFailed (after
+        logging why) if not."""
 
     def when_durable(self, shard: Shard, done: Callable[[BaseException | None], None]) -> bool:
         """Have ``done(None)`` (or ``done(error)``) called once what was appended is durable; False,
@@ -233,8 +234,7 @@ class CoordinatorRuntime:
         if result.records or result.marker is not None:
             try:
                 self.port.append(shard, result)
-            except WriteFailed as exc:
-                log.error("append to %s-%d failed: %s", self.topic, shard.partition, exc)
+            except WriteFailed as exc:  # the port has said why in the log
                 self._failed(shard, result, exc.code)
                 return
             waiting = _Waiting(self, shard, result)
@@ -268,7 +268,8 @@ class CoordinatorRuntime:
         self._deliver(shard, result)
 
     def _failed(self, shard: Shard, result: Result, code: int) -> None:
-        """Never acknowledge what is not durable: the rules map the failure into each answer."""
+        """Never acknowledge what is not durable: the rules map the failure (``code``, Kafka's append
+        error) into each answer."""
         follow_up = self.rules.on_write_failed(shard.state, result.write_ref, code, self.now())
         if self.on_result is not None:
             self.on_result(follow_up)
@@ -280,7 +281,7 @@ class CoordinatorRuntime:
                 continue
             waiter = self._waiting.pop(token, None)
             if waiter is not None and not waiter.done():
-                waiter.set_exception(CoordinatorError(E.KAFKA_STORAGE_ERROR))
+                waiter.set_exception(CoordinatorError(code))
 
     def _process_unordered(self, shard: Shard, result: Result) -> None:
         if result.timers:
