@@ -44,7 +44,8 @@ def main(bootstrap: str) -> int:
     with contextlib.redirect_stdout(out):
         code = groups_main(["--bootstrap-server", bootstrap, "--describe", "--group", "host-g"])
     print(out.getvalue(), flush=True)
-    lags = [line.split()[5] for line in out.getvalue().splitlines()[1:] if line.strip()]
+    table = [line.split() for line in out.getvalue().splitlines() if line.strip()]
+    lags = [row[5] for row in table[1:]]  # Kafka's table: a header, then one row a partition
     admin.close()
     if seen != 20 or code != 0 or lags != ["0", "0"]:
         log("FAILED: the host client did not read and commit everything")
