@@ -224,6 +224,14 @@ def parse_overrides(items: Iterable[str]) -> dict[str, str]:
 _warned: set[str] = set()
 
 
+def _did_you_mean(name: str) -> str:
+    """`` (did you mean log.retention.ms?)`` for a close typo of a known key, else nothing."""
+    import difflib
+
+    close = difflib.get_close_matches(name, KEYS, n=1, cutoff=0.85)
+    return f" (did you mean {close[0]}?)" if close else ""
+
+
 def build_config(raw: Mapping[str, str]) -> Config:
     values: dict[str, Any] = {}
     for name, key in KEYS.items():
@@ -244,7 +252,7 @@ def build_config(raw: Mapping[str, str]) -> Config:
     for name in raw:
         if name not in KEYS and name not in _warned and not name.startswith(_listeners.PREFIX):
             _warned.add(name)
-            log.warning("unknown configuration key %s is ignored", name)
+            log.warning("unknown configuration key %s is ignored%s", name, _did_you_mean(name))
     if values["group.min.session.timeout.ms"] > values["group.max.session.timeout.ms"]:
         raise ConfigError("group.min.session.timeout.ms must not exceed group.max.session.timeout.ms")
     try:
