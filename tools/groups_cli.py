@@ -335,7 +335,10 @@ def _error_text(err: Any) -> str:
 def _status_rows(url: str, group: str) -> list[dict[str, Any]]:
     from tools.status_client import fetch_status
 
-    return fetch_status(url, group)
+    try:
+        return fetch_status(url, group)
+    except ConnectionError as exc:
+        raise CommandError(str(exc)) from None
 
 
 def run(a: argparse.Namespace, out: Callable[[str], None], err: Callable[[str], None]) -> int:
@@ -412,7 +415,11 @@ def _describe(service: GroupService, a: argparse.Namespace, groups: list[str], o
             out(show.format_state(group, desc, service.coordinator_text(group), a.verbose))
         elif a.status:
             url = a.metrics_url or f"http://{a.bootstrap_server.split(',')[0].rsplit(':', 1)[0]}:9404/metrics"
-            out(show.format_status(group, _status_rows(url, group)))
+            rows = _status_rows(url, group)
+            if not rows:
+                err(f"\nConsumer group '{group}' has no committed offsets: no status to show.\n")
+            else:
+                out(show.format_status(group, rows))
         else:
             rows = service.offsets_rows(group, desc)
             if rows:

@@ -48,11 +48,13 @@ def _produce_partition(broker: Broker, topic: str, index: int, records: bytes | 
     except CorruptBatch:
         return ErrorCode.corrupt_message, -1, lg.log_start_offset, None
     base = -1
+    count = 0
     producers = broker.producers
     txns = broker.partitions.txn_state((topic, index))
     try:
         for batch in batches:
             h = validate_batch(batch)
+            count += h.record_count
             if h.is_transactional:
                 error = broker.transactions.verify_produce(h.producer_id, h.producer_epoch, (topic, index))
                 if error != ErrorCode.none:
@@ -75,6 +77,8 @@ def _produce_partition(broker: Broker, topic: str, index: int, records: bytes | 
     except StorageError:
         return ErrorCode.kafka_storage_error, -1, lg.log_start_offset, None
     broker.partitions.appended((topic, index))
+    if broker.metrics is not None:
+        broker.metrics.topic_in(topic, count, len(records))
     return ErrorCode.none, base, lg.log_start_offset, lg
 
 
@@ -162,8 +166,27 @@ async def fetch(broker: Broker, ctx: RequestContext, req: Any) -> Any:
             if throttle:  # Kafka answers a throttled fetch empty, and takes its bytes back
                 quota.unrecord(ctx.conn.user, ctx.client_id, total, wall_ms())
                 topics = ()
+            if total and broker.metrics is not None:
+                _count_out(broker.metrics, topics)
             return ctx.respond(throttle_time=throttle, error_code=ErrorCode.none, session_id=0, responses=topics, node_endpoints=())
         await broker.partitions.wait_for_data(keys, remaining)
+
+
+def _count_out(metrics: Any, topics: tuple) -> None:
+    """Records and bytes a fetch answer carries, per topic (a batch header's length and record count)."""
+    for t in topics:
+        records = nbytes = 0
+        for p in t.partitions:
+            data = p.records
+            if not data:
+                continue
+            nbytes += len(data)
+            pos, end = 0, len(data)
+            while pos + 61 <= end:  # v2 batch: length at 8, record count at 57
+                records += int.from_bytes(data[pos + 57:pos + 61], "big")
+                pos += 12 + int.from_bytes(data[pos + 8:pos + 12], "big")
+        if nbytes:
+            metrics.topic_out(t.topic, records, nbytes)
 
 
 def _fetch_once(broker: Broker, ctx: RequestContext, req: Any, wanted: list, budget: int) -> tuple[int, bool, tuple]:
