@@ -535,6 +535,7 @@ def _group_families(m: Metrics, groups: Iterable[Any], hwms: dict[tuple[str, int
     overflow_groups = 0
     overflow_members = 0
     overflow_lag = 0
+    overflow_offsets = 0
     members = GaugeMetricFamily("kafka_consumergroup_members", "Members of a group", labels=["consumergroup"])
     current = GaugeMetricFamily(
         "kafka_consumergroup_current_offset", "Committed offset of a group on a partition",
@@ -584,9 +585,11 @@ def _group_families(m: Metrics, groups: Iterable[Any], hwms: dict[tuple[str, int
             overflow_groups += 1
             overflow_members += n_members
             overflow_lag += group_lag
+            overflow_offsets += sum(o for o in offsets.values() if o >= 0)
     if overflow_groups:
         members.add_metric([OVERFLOW], overflow_members)
         lag_sum.add_metric([OVERFLOW], overflow_lag)
+        offset_sum.add_metric([OVERFLOW], overflow_offsets)
         lag.add_metric([OVERFLOW, OVERFLOW, "-1"], overflow_lag)
     states = GaugeMetricFamily(
         "groupd_groups", "Groups by state (Kafka NumGroupsStable, NumGroupsPreparingRebalance, ...)", labels=["state"]

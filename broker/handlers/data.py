@@ -167,14 +167,15 @@ async def fetch(broker: Broker, ctx: RequestContext, req: Any) -> Any:
                 quota.unrecord(ctx.conn.user, ctx.client_id, total, wall_ms())
                 topics = ()
             if total and broker.metrics is not None:
-                _count_out(broker.metrics, topics)
+                _count_out(broker.metrics, [name for name, _tid, _ps in wanted], topics)
             return ctx.respond(throttle_time=throttle, error_code=ErrorCode.none, session_id=0, responses=topics, node_endpoints=())
         await broker.partitions.wait_for_data(keys, remaining)
 
 
-def _count_out(metrics: Any, topics: tuple) -> None:
-    """Records and bytes a fetch answer carries, per topic (a batch header's length and record count)."""
-    for t in topics:
+def _count_out(metrics: Any, names: list[str | None], topics: tuple) -> None:
+    """Records and bytes a fetch answer carries, per topic (a batch header's length and record count);
+    ``names`` are the answer's topics in order (v13+ answers name them by id)."""
+    for name, t in zip(names, topics, strict=True):
         records = nbytes = 0
         for p in t.partitions:
             data = p.records
@@ -185,8 +186,8 @@ def _count_out(metrics: Any, topics: tuple) -> None:
             while pos + 61 <= end:  # v2 batch: length at 8, record count at 57
                 records += int.from_bytes(data[pos + 57:pos + 61], "big")
                 pos += 12 + int.from_bytes(data[pos + 8:pos + 12], "big")
-        if nbytes:
-            metrics.topic_out(t.topic, records, nbytes)
+        if nbytes and name is not None:
+            metrics.topic_out(name, records, nbytes)
 
 
 def _fetch_once(broker: Broker, ctx: RequestContext, req: Any, wanted: list, budget: int) -> tuple[int, bool, tuple]:
