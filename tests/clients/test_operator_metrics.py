@@ -33,6 +33,31 @@ def value(samples, name, **labels):
     return sum(found)
 
 
+def check_dashboard(samples) -> None:
+    """The Grafana dashboard reads only series the broker exports (the compose test runs its PromQL
+    against real Prometheus), its counters only through rate(), and its variables are defined."""
+    import json
+    import re
+
+    from tests.harness import ROOT
+
+    doc = json.loads((ROOT / "docker/grafana/dashboards/groupd.json").read_text())
+    exported = {name for name, _ in samples}
+    variables = {v["name"] for v in doc["templating"]["list"]}
+    assert variables == {"group", "topic"}
+    for panel in doc["panels"]:
+        for target in panel["targets"]:
+            expr = target["expr"]
+            assert set(re.findall(r"\$(\w+)", expr)) <= variables, expr
+            for name in re.findall(r"\b((?:groupd|kafka|process)_\w+)", expr):
+                assert name in exported, f"{panel['title']}: {name} is not exported"
+                if name.endswith("_total") or name.endswith("_bucket"):
+                    assert re.search(rf"rate\({name}\b", expr), f"{panel['title']}: a counter is shown as a rate: {expr}"
+    titles = " ".join(p["title"] for p in doc["panels"]).lower()
+    for wanted in ("consumer status", "lag by group and topic", "in / out per topic", "rebalance rate by cause"):
+        assert wanted in titles
+
+
 def test_operator_metrics_and_live_status(tmp_path, capsys):
     mport = free_port()
     proc = BrokerProcess(tmp_path / "data", {"metrics.listener": f"127.0.0.1:{mport}"}).start()
@@ -61,6 +86,7 @@ def test_operator_metrics_and_live_status(tmp_path, capsys):
         assert value(samples, "groupd_topic_messages_out_total", topic="mt") >= 10
         assert value(samples, "groupd_topic_bytes_out_total", topic="mt") > 100
         assert value(samples, "groupd_consumergroup_status", consumergroup="mg") == 1, "caught up: OK"
+        check_dashboard(samples)
         consumer.close()
 
         # the consumer stops moving while records keep coming: the same offset committed with lag is STALL
