@@ -272,18 +272,10 @@ class Metrics:
             status.committed(group, topic, partition, offset, now_ms, log_end(topic, partition))
 
     def topic_in(self, topic: str, records: int, nbytes: int) -> None:
-        row = self._topics_in.get(topic)
-        if row is None:
-            row = self._topics_in[topic] = [0, 0]
-        row[0] += records
-        row[1] += nbytes
+        _add_traffic(self._topics_in, topic, records, nbytes)
 
     def topic_out(self, topic: str, records: int, nbytes: int) -> None:
-        row = self._topics_out.get(topic)
-        if row is None:
-            row = self._topics_out[topic] = [0, 0]
-        row[0] += records
-        row[1] += nbytes
+        _add_traffic(self._topics_out, topic, records, nbytes)
 
     def offsets_expired(self, n: int) -> None:
         self._offsets_expired += n
@@ -335,6 +327,14 @@ class Metrics:
         if failures:
             return False, "offsets partitions failed to load: " + ", ".join(f"{p} ({why})" for p, why in failures.items())
         return True, "ok"
+
+
+def _add_traffic(rows: dict[str, list[int]], topic: str, records: int, nbytes: int) -> None:
+    row = rows.get(topic)
+    if row is None:
+        row = rows[topic] = [0, 0]
+    row[0] += records
+    row[1] += nbytes
 
 
 def coordinator_loaded(coordinator: Any) -> bool:
