@@ -202,7 +202,7 @@ class GroupService:
         result = self.admin.list_partition_offsets({tp: spec for tp in partitions}, timeout_ms=self.timeout_ms)
         return {tp: getattr(v, "offset", v) for tp, v in result.items()}
 
-    def topic_partitions(self, topics: list[str]) -> list[Any]:
+    def topic_partitions(self, topics: list[str], missing_ok: bool = False) -> list[Any]:
         from kafka import TopicPartition
 
         if not topics:
@@ -210,6 +210,8 @@ class GroupService:
         out = []
         for t in self.admin.describe_topics(topics):
             if t.get("error_code", 0) != 0:
+                if missing_ok:
+                    continue
                 raise CommandError(f"The partitions of topic '{t['name']}' could not be described: this server does not host this topic-partition.")
             out += [TopicPartition(t["name"], p["partition_index"]) for p in t["partitions"]]
         return sorted(out)
@@ -262,7 +264,7 @@ class GroupService:
         else:
             whole, named = reset.split_topic_args(a.topic)
             partitions = sorted(set(named) | set(self.topic_partitions(whole)))
-            known = set(self.topic_partitions(sorted({tp.topic for tp in named})))
+            known = set(self.topic_partitions(sorted({tp.topic for tp in named}), missing_ok=True))
             missing = [tp for tp in named if tp not in known]
             if missing:
                 raise CommandError("The partitions \"" + ",".join(f"{tp.topic}-{tp.partition}" for tp in missing) + "\" do not exist")

@@ -187,6 +187,10 @@ def test_errors_are_kafkas_words_with_a_nonzero_exit(broker_process, capsys):
     assert code == 1 and out == "\nError: Consumer group 'nope' does not exist.\n"
     code, out, _ = run(capsys, "--bootstrap-server", bs, "--delete", "--group", "nope")
     assert code == 1 and "* Group 'nope' could not be deleted due to: GroupIdNotFoundError: The group id does not exist." in out
+    code, out, _ = run(capsys, "--bootstrap-server", bs, "--reset-offsets", "--group", "nope", "--topic", "nosuch:0", "--to-offset", "1", "--dry-run")
+    assert code == 1 and out == '\nError: The partitions "nosuch-0" do not exist\n'
+    code, out, _ = run(capsys, "--bootstrap-server", bs, "--reset-offsets", "--group", "nope", "--topic", "nosuch", "--to-earliest", "--dry-run")
+    assert code == 1 and out.startswith("\nError: ") and "nosuch" in out
     for argv, message in ((["--describe"], "Option [describe] takes one of these options: --all-groups, --group"),
                           (["--list", "--describe"], "Command must include exactly one action"),
                           (["--describe", "--group", "g", "--members", "--state"], "takes at most one of these options"),
