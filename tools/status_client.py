@@ -11,7 +11,7 @@ from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from broker.consumer_status import NAMES
+from broker.ops.consumer_status import NAMES
 
 
 def fetch_status(url: str, group: str, timeout: float = 5.0) -> list[dict[str, Any]]:
