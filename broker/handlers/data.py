@@ -173,7 +173,7 @@ async def fetch(broker: Broker, ctx: RequestContext, req: FetchRequest) -> Any:
             if throttle:  # Kafka answers a throttled fetch empty, and takes its bytes back
                 quota.unrecord(ctx.conn.user, ctx.client_id, total, wall_ms())
                 topics = ()
-            if total and broker.metrics is not None:
+            if topics and total and broker.metrics is not None:  # a throttled answer carries nothing
                 _count_out(broker.metrics, [name for name, _tid, _ps in wanted], topics)
             return ctx.respond(throttle_time=throttle, error_code=ErrorCode.none, session_id=0, responses=topics, node_endpoints=())
         await broker.partitions.wait_for_data(keys, remaining)

@@ -58,6 +58,7 @@ from prometheus_client import CollectorRegistry, ProcessCollector
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 
 from broker.ops.consumer_status import NOTFOUND, ConsumerStatus
+from clock import wall_ms
 
 OVERFLOW = "__overflow__"
 GROUP_STATES = ("Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead")
@@ -552,7 +553,7 @@ def _group_families(m: Metrics, groups: Iterable[Any], hwms: dict[tuple[str, int
     partition_status = GaugeMetricFamily(
         "groupd_consumergroup_partition_status", "Burrow's status of a partition: 1 OK, 2 WARN, 4 STOP, 5 STALL, 6 REWIND",
         labels=["consumergroup", "topic", "partition"])
-    now_ms = int(time.time() * 1000)
+    now_ms = wall_ms()
     for g in groups:
         group_id = _field(g, "group_id", 0)
         state = _field(g, "state", 1)
