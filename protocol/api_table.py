@@ -21,12 +21,12 @@ class ApiSpec:
 
 
 _SPECS = (
-    ApiSpec(0, "Produce", 3, 13),
-    ApiSpec(1, "Fetch", 4, 18),
-    ApiSpec(2, "ListOffsets", 1, 11),
+    ApiSpec(0, "Produce", 0, 13),
+    ApiSpec(1, "Fetch", 0, 18),
+    ApiSpec(2, "ListOffsets", 0, 11),
     ApiSpec(3, "Metadata", 0, 13),
-    ApiSpec(8, "OffsetCommit", 2, 10),
-    ApiSpec(9, "OffsetFetch", 1, 10),
+    ApiSpec(8, "OffsetCommit", 0, 10),
+    ApiSpec(9, "OffsetFetch", 0, 10),
     ApiSpec(10, "FindCoordinator", 0, 6),
     ApiSpec(11, "JoinGroup", 0, 9),
     ApiSpec(12, "Heartbeat", 0, 4),
@@ -36,23 +36,23 @@ _SPECS = (
     ApiSpec(16, "ListGroups", 0, 5),
     ApiSpec(17, "SaslHandshake", 0, 1),  # answered by the SASL gate before authentication (security/sasl.py)
     ApiSpec(18, "ApiVersions", 0, 4),
-    ApiSpec(19, "CreateTopics", 2, 7),
-    ApiSpec(20, "DeleteTopics", 1, 6),
+    ApiSpec(19, "CreateTopics", 0, 7),
+    ApiSpec(20, "DeleteTopics", 0, 6),
     ApiSpec(21, "DeleteRecords", 0, 2),
     ApiSpec(22, "InitProducerId", 0, 5),
-    ApiSpec(23, "OffsetForLeaderEpoch", 2, 4),  # Kafka 4 dropped 0-1 (KIP-896)
+    ApiSpec(23, "OffsetForLeaderEpoch", 0, 4),  # 0-1: Kafka 3.9's, which Kafka 4 dropped (KIP-896)
     ApiSpec(24, "AddPartitionsToTxn", 0, 5),
     ApiSpec(25, "AddOffsetsToTxn", 0, 4),
     ApiSpec(26, "EndTxn", 0, 4),
     ApiSpec(28, "TxnOffsetCommit", 0, 4),  # not v5: transactions v2 (KIP-890), not advertised
-    ApiSpec(29, "DescribeAcls", 1, 3),
-    ApiSpec(30, "CreateAcls", 1, 3),
-    ApiSpec(31, "DeleteAcls", 1, 3),
-    ApiSpec(32, "DescribeConfigs", 1, 4),
+    ApiSpec(29, "DescribeAcls", 0, 3),
+    ApiSpec(30, "CreateAcls", 0, 3),
+    ApiSpec(31, "DeleteAcls", 0, 3),
+    ApiSpec(32, "DescribeConfigs", 0, 4),
     ApiSpec(33, "AlterConfigs", 0, 2),
-    ApiSpec(34, "AlterReplicaLogDirs", 1, 2),
+    ApiSpec(34, "AlterReplicaLogDirs", 0, 2),
     # not v5 (Kafka 4.3's): kafka-python infers the broker's release from it and would take groupd for 4.3
-    ApiSpec(35, "DescribeLogDirs", 1, 4),
+    ApiSpec(35, "DescribeLogDirs", 0, 4),
     ApiSpec(36, "SaslAuthenticate", 0, 2),
     ApiSpec(37, "CreatePartitions", 0, 3),
     ApiSpec(42, "DeleteGroups", 0, 2),
