@@ -78,8 +78,8 @@ def delete_records(broker: Broker, ctx: RequestContext, req: Any) -> Any:
 def describe_configs(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     result_cls = ctx.nested("DescribeConfigsResult")
     entry_cls = ctx.nested("DescribeConfigsResourceResult")
-    synonym_cls = ctx.nested("DescribeConfigsSynonym")
     include_synonyms = getattr(req, "include_synonyms", False)
+    synonym_cls = ctx.nested("DescribeConfigsSynonym") if include_synonyms else None  # v1+ (none in v0)
     results = []
     for res in req.resources:
         wanted = set(res.configuration_keys) if res.configuration_keys else None

@@ -8,6 +8,7 @@ import time
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
+from broker import old_versions
 from broker.dispatch import RequestContext, handles
 from broker.leader_epochs import LEADER_EPOCH, UNDEFINED_EPOCH, current_epoch_error, fetch_divergence
 from broker.topics import INTERNAL_TOPICS
@@ -233,6 +234,8 @@ def _fetch_once(broker: Broker, ctx: RequestContext, req: Any, wanted: list, bud
 @handles(2)
 def list_offsets(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     version = ctx.version
+    if version == 0:  # the old offsets-array answer
+        return old_versions.list_offsets_v0(broker, ctx, req)
     committed = version >= 2 and req.isolation_level == READ_COMMITTED
 
     def answer(topic: str, p: Any) -> dict[str, Any]:

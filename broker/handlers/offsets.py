@@ -12,6 +12,7 @@ import contextlib
 import uuid
 from typing import TYPE_CHECKING, Any
 
+from broker import old_versions
 from broker.dispatch import RequestContext, answered_later, handles
 from coordinator import errors as E
 from coordinator import shard as core
@@ -95,7 +96,9 @@ def _known_partitions(broker: Broker, req: Any, by_id: bool = False) -> tuple[li
                 unknown.append(PartitionError(key, index, E.UNKNOWN_TOPIC_OR_PARTITION))
                 continue
             # topic, partition, offset, leader epoch (v6+), metadata: positional, one per partition
-            partitions.append(CommitPartition(name, index, p.committed_offset, getattr(p, "committed_leader_epoch", -1), p.committed_metadata))
+            # v1's own commit timestamp (-1: the broker's now), as Kafka 3.9 kept it
+            partitions.append(CommitPartition(name, index, p.committed_offset, getattr(p, "committed_leader_epoch", -1), p.committed_metadata,
+                                              getattr(p, "commit_timestamp", -1)))
     return partitions, unknown, ids
 
 
@@ -117,6 +120,8 @@ def _partition_errors(partitions: list[CommitPartition], payload: Any, error: Ba
 def offset_commit(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     by_id = ctx.version >= TOPIC_IDS_FROM
     partitions, unknown, ids = _known_partitions(broker, req, by_id)
+    if ctx.version == 0:  # ZooKeeper's store: refused as a KRaft Kafka 3.9 refuses it
+        return old_versions.offset_commit_v0(ctx, req, unknown)
     retention = getattr(req, "retention_time", None)
     request = OffsetCommit(
         req.group_id, req.generation_id_or_member_epoch, req.member_id, getattr(req, "group_instance_id", None),
@@ -230,6 +235,8 @@ def _fetch_topics(ctx: RequestContext, parts: list, topic_name: str, part_name: 
 
 @handles(9)
 def offset_fetch(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+    if ctx.version == 0:  # ZooKeeper's store: refused as a KRaft Kafka 3.9 refuses it
+        return old_versions.offset_fetch_v0(ctx, req)
     require_stable = getattr(req, "require_stable", False)
     if require_stable:
         # Kafka 4.x answers a require_stable fetch after the writes before it (an offset of a
