@@ -7,6 +7,9 @@ from their successors', as Kafka 3.9 in KRaft mode gives them:
   (KRaft) answers them UNSUPPORTED_VERSION on every partition asked (KafkaApis' ``requireZkOrThrow``
   and the request's error response). groupd has no ZooKeeper either, so it answers the same.
 
+- Produce v0-2 carry message sets (magic 0/1) and Fetch v0-3 read them: converted to and from the
+  stored record batches v2 (storage/message_sets.py), the way out counted in a metric.
+
 The versions that only add or drop fields need no code here: their generated schemas
 (protocol/old_schemas) carry the fields and the ordinary handlers fill them.
 """
@@ -19,6 +22,9 @@ from typing import TYPE_CHECKING, Any
 
 from broker.dispatch import RequestContext
 from protocol.errors import ErrorCode
+from storage import message_sets
+from storage.batch import parse_header
+from storage.errors import CorruptBatch, UnsupportedCompression
 
 if TYPE_CHECKING:
     from broker.app import Broker
@@ -98,3 +104,39 @@ def offset_fetch_v0(ctx: RequestContext, req: Any) -> Any:
         for t in req.topics for i in t.partition_indexes
     )
     return ctx.respond(topics=ctx.by_topic("OffsetFetchResponseTopic", "OffsetFetchResponsePartition", rows))
+
+
+def produced_records(broker: Broker, records: bytes | None) -> tuple[bytes | None, ErrorCode]:
+    """Produce v0-2's records: a message set (magic 0/1) becomes one v2 batch (LogValidator's
+    conversion), counted in the conversion metric; v2 batches pass as they are, as Kafka 3.9 let them."""
+    if not records or not message_sets.is_message_set(records):
+        return records, ErrorCode.none
+    try:
+        batch = message_sets.to_record_batch(records)
+    except UnsupportedCompression:
+        return None, ErrorCode.unsupported_compression_type
+    except CorruptBatch:
+        return None, ErrorCode.corrupt_message
+    if broker.metrics is not None:
+        broker.metrics.up_converted(parse_header(batch).record_count)
+    return batch, ErrorCode.none
+
+
+def fetch_magic(version: int) -> int | None:
+    """The message format a Fetch version reads (Kafka's FetchResponse: v0-1 magic 0, v2-3 magic 1), or
+    None from v4, which reads record batches v2 as stored."""
+    return None if version >= 4 else 0 if version <= 1 else 1
+
+
+def down_converted(broker: Broker, data: bytes, magic: int, fetch_offset: int) -> tuple[bytes | None, ErrorCode]:
+    """Stored batches for a Fetch v0-3 reader, counted in the down-conversion metric; None and
+    UNSUPPORTED_COMPRESSION_TYPE where a batch's codec cannot be read here."""
+    if not data:
+        return data, ErrorCode.none
+    try:
+        converted, count = message_sets.down_convert(data, magic, fetch_offset)
+    except UnsupportedCompression:
+        return None, ErrorCode.unsupported_compression_type
+    if broker.metrics is not None:
+        broker.metrics.down_converted(count)
+    return converted, ErrorCode.none
