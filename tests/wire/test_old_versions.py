@@ -212,3 +212,73 @@ async def test_log_dir_apis_v0(b, wire):
     d = _nested(34, 0, "AlterReplicaLogDir", path="/nowhere", topics=(_nested(34, 0, "AlterReplicaLogDirTopic", name="t", partitions=(0,)),))
     resp = await wire.call(34, 0, _req(34, 0, dirs=(d,)))
     assert resp.results[0].partitions[0].error_code != 0  # not a log dir of this broker
+
+
+def _legacy_set(magic, codec, rows):
+    from kafka.record.legacy_records import LegacyRecordBatchBuilder
+
+    builder = LegacyRecordBatchBuilder(magic, codec, 1 << 20)
+    for i, (k, v, ts) in enumerate(rows):
+        builder.append(i, ts if magic else None, k, v)
+    return bytes(builder.build())
+
+
+def _read_legacy(data):
+    from kafka.record import MemoryRecords
+
+    records, out = MemoryRecords(bytes(data)), []
+    while records.has_next():
+        out += [(r.offset, r.timestamp, r.key, r.value) for r in records.next_batch()]
+    return out
+
+
+def produce_old(version, topic, records, acks=-1):
+    p = _nested(0, version, "PartitionProduceData", index=0, records=records)
+    return _req(0, version, acks=acks, timeout=5000, topic_data=(_nested(0, version, "TopicProduceData", name=topic, partition_data=(p,)),))
+
+
+def fetch_old(version, topic, offset):
+    p = _nested(1, version, "FetchPartition", partition=0, fetch_offset=offset, partition_max_bytes=1 << 20, current_leader_epoch=-1, log_start_offset=-1)
+    return _req(1, version, replica_id=-1, max_wait=0, min_bytes=0, max_bytes=1 << 20, isolation_level=0, session_id=0, session_epoch=-1,
+                topics=(_nested(1, version, "FetchTopic", topic=topic, partitions=(p,)),), forgotten_topics_data=(), rack_id="")
+
+
+ROWS = [(b"a", b"1", 1_700_000_000_000), (b"b", b"2", 1_700_000_000_001)]
+
+
+@pytest.mark.parametrize(("version", "magic", "codec"), [(0, 0, 0), (1, 0, 1), (2, 1, 0), (2, 1, 1)])
+async def test_produce_v0_to_v2_message_sets_are_stored_as_v2_batches(b, wire, version, magic, codec):
+    resp = await wire.call(0, version, produce_old(version, "t", _legacy_set(magic, codec, ROWS)))
+    p = resp.responses[0].partition_responses[0]
+    assert p.error_code == 0 and p.base_offset == 0
+    resp = await wire.call(0, version, produce_old(version, "t", _legacy_set(magic, codec, ROWS)))
+    assert resp.responses[0].partition_responses[0].base_offset == 2
+    from storage.batch import iter_batches, iter_records
+
+    fetched = await wire.call(1, 12, fetch_old(12, "t", 0))
+    data = bytes(fetched.responses[0].partitions[0].records)
+    batches = list(iter_batches(data))
+    assert [h.compression for _, h in batches] == [codec, codec]
+    records = [r for pos, h in batches for r in iter_records(memoryview(data)[pos:pos + h.size], h)]
+    stamp = (lambda ts: ts) if magic else (lambda ts: -1)
+    assert [(r.offset, r.key, r.value, r.timestamp) for r in records] == [
+        (i, k, v, stamp(ts)) for i, (k, v, ts) in enumerate(ROWS * 2)]
+    assert b.metrics._up_converted == 4
+
+
+async def test_produce_v2_of_a_snappy_set_is_unsupported_compression(b, wire):
+    resp = await wire.call(0, 2, produce_old(2, "t", _legacy_set(1, 2, ROWS)))
+    assert resp.responses[0].partition_responses[0].error_code == ErrorCode.unsupported_compression_type
+
+
+@pytest.mark.parametrize(("version", "magic"), [(0, 0), (1, 0), (2, 1), (3, 1)])
+async def test_fetch_v0_to_v3_down_converts_to_message_sets(b, wire, version, magic):
+    await _produce(wire, "t", 0, 3)
+    resp = await wire.call(1, version, fetch_old(version, "t", 1))
+    p = resp.responses[0].partitions[0]
+    assert p.error_code == 0 and p.high_watermark == 3
+    got = _read_legacy(p.records)
+    assert [(o, k, v) for o, _, k, v in got] == [(1, b"k", b"v"), (2, b"k", b"v")]
+    assert [t for _, t, _, _ in got] == ([1000, 1000] if magic else [None, None])
+    assert b.metrics._down_converted == 2
+    assert hasattr(resp, "throttle_time") == (version >= 1)
