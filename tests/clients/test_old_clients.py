@@ -179,3 +179,110 @@ def test_kafka_python_with_api_version_0_10_forced(broker_process):
 
     assert consume(60) == [f"v{i}" for i in range(60)]  # one key: one partition, in order
     assert consume(40) == [f"v{i}" for i in range(60, 100)]
+
+
+BURROW_CONFIG = """
+[general]
+pidfile="{dir}/burrow.pid"
+[logging]
+level="info"
+[zookeeper]
+servers=[ "127.0.0.1:{zk_port}" ]
+timeout=6
+root-path="/burrow"
+[client-profile.old]
+client-id="burrow-groupd"
+kafka-version="0.10.2"
+[cluster.groupd]
+class-name="kafka"
+servers=[ "{bootstrap}" ]
+client-profile="old"
+topic-refresh=2
+offset-refresh=2
+[consumer.groupd]
+class-name="kafka"
+cluster="groupd"
+servers=[ "{bootstrap}" ]
+client-profile="old"
+start-latest=false
+[httpserver.default]
+address="127.0.0.1:{http_port}"
+[storage.default]
+class-name="inmemory"
+workers=4
+intervals=10
+expire-group=604800
+min-distance=1
+"""
+
+ZK_SERVER = Path("/usr/share/zookeeper/bin/zkServer.sh")  # Debian's zookeeper (Burrow keeps its own state there)
+
+
+def test_burrow_reads_lag_from_groupd(go_clients, broker_process, tmp_path):
+    """Burrow 1.2.1 (Debian's ``burrow``): reads every commit from __consumer_offsets (Fetch v3,
+    down-converted to magic 1), asks log end offsets with ListOffsets v0, and reports the lag: 30
+    records produced after the group committed 100."""
+    import json
+    import urllib.request
+
+    from tests.harness import free_port
+
+    if shutil.which("Burrow") is None or not ZK_SERVER.exists() or shutil.which("java") is None:
+        pytest.skip("Burrow and ZooKeeper are not installed on this machine (Debian's burrow, zookeeper; `make go-deps`)")
+    sarama, bs = go_clients["sarama_client"], broker_process.bootstrap
+    create_topic(bs, "bt", 2)
+    run(sarama, "produce", bs, "bt", "0", "100")
+    member = GoConsumer(sarama, bs, "bt", "bg")
+    try:
+        wait_until(lambda: len(member.values) == 100, 60, "the group reading 100 records")
+        time.sleep(1.5)
+        member.close()
+    finally:
+        member.kill()
+    run(sarama, "produce", bs, "bt", "100", "30")
+    zk_port, http_port = free_port(), free_port()
+    (tmp_path / "zk").mkdir()
+    (tmp_path / "zoo.cfg").write_text(f"tickTime=2000\ndataDir={tmp_path / 'zk'}\nclientPort={zk_port}\nclientPortAddress=127.0.0.1\nadmin.enableServer=false\n4lw.commands.whitelist=srvr\n")
+    (tmp_path / "burrow.toml").write_text(BURROW_CONFIG.format(dir=tmp_path, zk_port=zk_port, bootstrap=bs, http_port=http_port))
+    log = open(tmp_path / "burrow.log", "wb")  # noqa: SIM115 - closed below
+    zk = subprocess.Popen([str(ZK_SERVER), "start-foreground", str(tmp_path / "zoo.cfg")], stdout=log, stderr=subprocess.STDOUT)
+    burrow = None
+    try:
+        wait_until(lambda: _zk_ok(zk_port), 30, "ZooKeeper")
+        burrow = subprocess.Popen(["Burrow", "-config-dir", str(tmp_path)], stdout=log, stderr=subprocess.STDOUT)
+        url = f"http://127.0.0.1:{http_port}/v3/kafka/groupd/consumer/bg/lag"
+        seen: list = []
+
+        def lag_known() -> bool:
+            try:
+                with urllib.request.urlopen(url, timeout=2) as resp:  # noqa: S310 - loopback
+                    status = json.load(resp)["status"]
+            except (OSError, ValueError, KeyError):
+                return False
+            seen.append(status)
+            return status.get("totallag") == 30
+        wait_until(lag_known, 60, f"Burrow's lag of group bg (last: {seen[-1:]})")
+        parts = seen[-1]["partitions"]
+        assert sorted((p["partition"], p["end"]["offset"], p["current_lag"]) for p in parts) == [(0, 50, 15), (1, 50, 15)]
+    finally:
+        for proc in (burrow, zk):
+            if proc is not None:
+                proc.terminate()
+                try:
+                    proc.wait(10)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+        log.close()
+
+
+def _zk_ok(port: int) -> bool:
+    """ZooKeeper's ``srvr`` names its mode once it serves clients (before, it says it is not serving)."""
+    import socket
+
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.5) as s:
+            s.sendall(b"srvr")
+            return b"Mode:" in s.recv(4096)
+    except OSError:
+        return False
