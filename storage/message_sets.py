@@ -145,14 +145,38 @@ def _compressed(batch: bytes, codec: int) -> bytes:
     return bytes(head) + body
 
 
+_HEAD_V0 = struct.Struct(">bb")  # magic, attributes
+_HEAD_V1 = struct.Struct(">bbq")  # magic, attributes, timestamp
+_ENTRY_CRC = struct.Struct(">qiI")  # offset, message size, crc
+_NULL = _I32.pack(-1)
+
+
 def _message(offset: int, magic: int, attributes: int, timestamp: int, key: bytes | None, value: bytes | None) -> bytes:
-    fields = bytearray(struct.pack(">bb", magic, attributes))
-    if magic == 1:
-        fields += _I64.pack(timestamp)
-    for part in (key, value):
-        fields += _I32.pack(-1) if part is None else _I32.pack(len(part)) + part
-    body = struct.pack(">I", zlib.crc32(fields)) + fields
-    return _ENTRY.pack(offset, len(body)) + body
+    out = bytearray()
+    _append_message(out, offset, magic, attributes, timestamp, key, value)
+    return bytes(out)
+
+
+def _append_message(out: bytearray, offset: int, magic: int, attributes: int, timestamp: int, key: bytes | None, value: bytes | None) -> None:
+    """One message appended to ``out``, each part copied once (down-conversion's whole cost is copies)."""
+    head = _HEAD_V1.pack(magic, attributes, timestamp) if magic == 1 else _HEAD_V0.pack(magic, attributes)
+    klen = _NULL if key is None else _I32.pack(len(key))
+    vlen = _NULL if value is None else _I32.pack(len(value))
+    crc = zlib.crc32(klen, zlib.crc32(head))
+    if key:
+        crc = zlib.crc32(key, crc)
+    crc = zlib.crc32(vlen, crc)
+    if value:
+        crc = zlib.crc32(value, crc)
+    size = 4 + len(head) + 8 + (len(key) if key else 0) + (len(value) if value else 0)
+    out += _ENTRY_CRC.pack(offset, size, crc)
+    out += head
+    out += klen
+    if key:
+        out += key
+    out += vlen
+    if value:
+        out += value
 
 
 def down_convert(data: bytes | memoryview, magic: int, first_offset: int) -> tuple[bytes, int]:
@@ -171,17 +195,13 @@ def down_convert(data: bytes | memoryview, magic: int, first_offset: int) -> tup
         if codec == NONE:
             for r in records:
                 if r.offset >= first_offset:
-                    out += _message(r.offset, magic, attr_ts, r.timestamp, _b(r.key), _b(r.value))
+                    _append_message(out, r.offset, magic, attr_ts, r.timestamp, r.key, r.value)
                     converted += 1
             continue
         inner = bytearray()
         for i, r in enumerate(records):
-            inner += _message(i if magic == 1 else r.offset, magic, 0, r.timestamp, _b(r.key), _b(r.value))
+            _append_message(inner, i if magic == 1 else r.offset, magic, 0, r.timestamp, r.key, r.value)
         wrapper_ts = header.max_timestamp if magic == 1 else NO_TIMESTAMP
         out += _message(records[-1].offset, magic, codec | attr_ts, wrapper_ts, None, gzip.compress(bytes(inner), compresslevel=6))
         converted += len(records)
     return bytes(out), converted
-
-
-def _b(value: bytes | memoryview | None) -> bytes | None:
-    return None if value is None else bytes(value)
