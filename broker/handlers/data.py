@@ -8,13 +8,22 @@ import time
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
-from broker import old_versions
-from broker.dispatch import RequestContext, handles
-from broker.leader_epochs import LEADER_EPOCH, UNDEFINED_EPOCH, current_epoch_error, fetch_divergence
-from broker.topics import INTERNAL_TOPICS
-from coordinator.service import wall_ms
+from kio.schema.fetch.v18.request import FetchRequest
+from kio.schema.list_offsets.v11.request import ListOffsetsRequest
+from kio.schema.produce.v13.request import ProduceRequest
+
+from broker.dataplane.leader_epochs import (
+    LEADER_EPOCH,
+    UNDEFINED_EPOCH,
+    current_epoch_error,
+    fetch_divergence,
+)
+from broker.dispatch import RequestContext
+from broker.handlers import old_versions
+from clock import wall_ms
 from protocol import codec
 from protocol.errors import ErrorCode
+from protocol.topic_names import INTERNAL_TOPICS
 from storage.batch import split_batches, validate_batch
 from storage.errors import CorruptBatch, OffsetOutOfRange, StorageError, UnsupportedMagic
 
@@ -79,8 +88,7 @@ def _produce_partition(broker: Broker, topic: str, index: int, records: bytes | 
     return ErrorCode.none, base, lg.log_start_offset, lg
 
 
-@handles(0)
-async def produce(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+async def produce(broker: Broker, ctx: RequestContext, req: ProduceRequest) -> Any:
     by_id = ctx.version >= 13  # KIP-516: topics named by id, and answered by id
     results: list[tuple[Any, int, ErrorCode, int, int, Any]] = []  # (topic name or id, partition, error, base, start, log)
     touched = {}
@@ -142,8 +150,7 @@ async def _quiet_durable(broker: Broker, lg: Any) -> None:
         await broker.partitions.committer.durable(lg)
 
 
-@handles(1)
-async def fetch(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+async def fetch(broker: Broker, ctx: RequestContext, req: FetchRequest) -> Any:
     version = ctx.version
     if version >= 7 and req.session_id != 0 and req.session_epoch > 0:
         return ctx.respond(throttle_time=0, error_code=ErrorCode.fetch_session_id_not_found, session_id=0, responses=(), node_endpoints=())
@@ -157,7 +164,7 @@ async def fetch(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     deadline = time.monotonic() + codec.millis(req.max_wait) / 1000
     keys = [(name, p.partition) for name, _tid, ps in wanted if name is not None for p in ps]
     quota = broker.quotas.fetch
-    budget, min_bytes = getattr(req, "max_bytes", 0x7FFFFFFF), req.min_bytes  # max_bytes: v3+
+    budget, min_bytes = req.max_bytes if ctx.version >= 3 else 0x7FFFFFFF, req.min_bytes  # max_bytes: v3+
     if quota.enabled:  # Kafka: never ask for more than the quota lets through in one window
         budget = int(min(budget, quota.max_in_window(ctx.conn.user, ctx.client_id)))
         min_bytes = min(min_bytes, budget)
@@ -240,8 +247,7 @@ def _fetch_once(broker: Broker, ctx: RequestContext, req: Any, wanted: list, bud
     return total, answer_now, tuple(topics)
 
 
-@handles(2)
-def list_offsets(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+def list_offsets(broker: Broker, ctx: RequestContext, req: ListOffsetsRequest) -> Any:
     version = ctx.version
     if version == 0:  # the old offsets-array answer
         return old_versions.list_offsets_v0(broker, ctx, req)

@@ -17,10 +17,10 @@ The versions that only add or drop fields need no code here: their generated sch
 from __future__ import annotations
 
 import os
-import time
 from typing import TYPE_CHECKING, Any
 
 from broker.dispatch import RequestContext
+from clock import wall_ms
 from protocol.errors import ErrorCode
 from storage import message_sets
 from storage.batch import parse_header
@@ -67,7 +67,7 @@ def list_offsets_v0(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     """Kafka 3.9's handleListOffsetRequestV0: a timestamp below EARLIEST (-2) is UNSUPPORTED_VERSION; an
     unknown partition UNKNOWN_TOPIC_OR_PARTITION; a consumer's (replica id -1) answer never names an
     offset past the high watermark (groupd's high watermark is its log end offset)."""
-    now = int(time.time() * 1000)
+    now = wall_ms()
     rows = []
     for t in req.topics:
         for p in t.partitions:
