@@ -104,6 +104,7 @@ class GoConsumer:
             self.proc.wait()
 
 
+@pytest.mark.scenario("sarama", 16)
 def test_sarama_group_of_three_commits_and_a_restart_resumes_exactly(go_clients, broker_process):
     """Sarama's defaults (Version raised to 0.10.2, the least its groups accept): gzip message sets
     produced with Produce v2, read with Fetch v3, committed with OffsetCommit v1 by a group of three;
@@ -134,11 +135,13 @@ def test_sarama_group_of_three_commits_and_a_restart_resumes_exactly(go_clients,
     assert sorted(again.values, key=lambda v: int(v[1:])) == [f"v{i}" for i in range(300, 600)]
 
 
+@pytest.mark.scenario("sarama", 16)
 def test_sarama_client_finds_a_controller(go_clients, broker_process):
     """Metadata v1's controller id: this node, so Sarama's Controller() has a broker to return."""
     assert run(go_clients["sarama_client"], "controller", broker_process.bootstrap).split() == ["CONTROLLER", "1"]
 
 
+@pytest.mark.scenario("kafka-go", 16)
 def test_kafka_go_02_writer_and_group_reader_resume(go_clients, broker_process):
     """kafka-go 0.2: its writer's Produce v2 message sets, its group reader's Fetch v2 and commits; a
     second reader of the group starts where the first committed."""
@@ -152,6 +155,7 @@ def test_kafka_go_02_writer_and_group_reader_resume(go_clients, broker_process):
     assert sorted(second, key=lambda v: int(v[1:])) == [f"v{i}" for i in range(200, 250)]
 
 
+@pytest.mark.scenario("kafka-python api_version=(0, 10)", 16)
 def test_kafka_python_with_api_version_0_10_forced(broker_process):
     """kafka-python told the broker is 0.10: magic 1 message sets (Produce v2, gzip), Fetch v2-3, a
     group through JoinGroup v0-1 and OffsetCommit v2; a second consumer resumes at the commit."""
@@ -218,6 +222,7 @@ min-distance=1
 ZK_SERVER = Path("/usr/share/zookeeper/bin/zkServer.sh")  # Debian's zookeeper (Burrow keeps its own state there)
 
 
+@pytest.mark.scenario("burrow", 16)
 def test_burrow_reads_lag_from_groupd(go_clients, broker_process, tmp_path):
     """Burrow 1.2.1 (Debian's ``burrow``): reads every commit from __consumer_offsets (Fetch v3,
     down-converted to magic 1), asks log end offsets with ListOffsets v0, and reports the lag: 30
