@@ -30,6 +30,8 @@ import struct
 import zlib
 from collections.abc import Iterator
 
+from crc32c import crc32c
+
 from storage.batch import BATCH_OVERHEAD, build_batch, iter_batches, iter_records
 from storage.errors import CorruptBatch, UnsupportedCompression
 
@@ -133,8 +135,6 @@ def to_record_batch(data: bytes | memoryview) -> bytes:
 
 def _compressed(batch: bytes, codec: int) -> bytes:
     """``batch`` (uncompressed v2) with its records gzipped and the codec in its attributes."""
-    from crc32c import crc32c
-
     body = gzip.compress(batch[BATCH_OVERHEAD:], compresslevel=6)
     head = bytearray(batch[:BATCH_OVERHEAD])
     attributes = struct.unpack_from(">h", head, 21)[0] | codec

@@ -6,7 +6,6 @@ from their successors', as Kafka 3.9 in KRaft mode gives them:
 - OffsetCommit v0 and OffsetFetch v0 named ZooKeeper as their store; a 3.9 broker without ZooKeeper
   (KRaft) answers them UNSUPPORTED_VERSION on every partition asked (KafkaApis' ``requireZkOrThrow``
   and the request's error response). groupd has no ZooKeeper either, so it answers the same.
-
 - Produce v0-2 carry message sets (magic 0/1) and Fetch v0-3 read them: converted to and from the
   stored record batches v2 (storage/message_sets.py), the way out counted in a metric.
 
