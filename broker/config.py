@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from broker.kafka_keys import IGNORED, resolve_units
 from broker.security import listeners as _listeners
 from broker.security.tls import tls_settings
 
@@ -145,11 +146,15 @@ KEYS: dict[str, Key] = {
         _int_key("quota.window.size.seconds", 1, 1, INT32_MAX, "length of one sample"),
         # storage
         _int_key("log.segment.bytes", 1_073_741_824, 1024, INT32_MAX, "segment roll size"),
-        _int_key("log.roll.ms", 604_800_000, 1, INT64_MAX, "segment roll age"),
+        _int_key("log.roll.ms", 604_800_000, 1, INT64_MAX, "segment roll age (if unset, from log.roll.hours)"),
         _int_key("log.flush.interval.messages", 1, 1, INT64_MAX, "fsync after this many appended messages (1: every write is durable before it is acknowledged)"),
         _int_key("log.flush.interval.ms", 0, 0, INT64_MAX, "fsync at least this often (0: with every write)"),
         _int_key("num.recovery.threads.per.data.dir", 2, 1, 64, "processes that walk the offsets store at start-up, the broker included (1: the broker alone)"),
-        _int_key("log.retention.ms", 604_800_000, -1, INT64_MAX, "delete data older than this (-1: never)"),
+        _int_key("log.retention.ms", 604_800_000, -1, INT64_MAX, "delete data older than this (-1: never); if unset, from log.retention.minutes, else log.retention.hours (Kafka's precedence)"),
+        Key("log.retention.minutes", int, None, -(2**31), INT32_MAX, doc="retention in minutes, used when log.retention.ms is not set"),
+        Key("log.retention.hours", int, "168", -(2**31), INT32_MAX, doc="retention in hours, used when neither log.retention.ms nor .minutes is set (negative: never)"),
+        _int_key("log.roll.hours", 168, 1, INT32_MAX, "segment roll age in hours, used when log.roll.ms is not set"),
+        Key("broker.id", int, None, -1, INT32_MAX, doc="the ZooKeeper-era name of node.id, used when node.id is not set"),
         _int_key("log.retention.bytes", -1, -1, INT64_MAX, "delete old segments past this size per partition (-1: never)"),
         _int_key("log.retention.check.interval.ms", 300_000, 1, INT64_MAX, "how often retention runs"),
         _int_key("log.cleaner.delete.retention.ms", 86_400_000, 0, INT64_MAX, "how long tombstones survive compaction"),
@@ -254,6 +259,14 @@ def parse_overrides(items: Iterable[str]) -> dict[str, str]:
 _warned: set[str] = set()
 
 
+def _did_you_mean(name: str) -> str:
+    """`` (did you mean log.retention.ms?)`` for a close typo of a known key, else nothing."""
+    import difflib
+
+    close = difflib.get_close_matches(name, KEYS, n=1, cutoff=0.85)
+    return f" (did you mean {close[0]}?)" if close else ""
+
+
 def build_config(raw: Mapping[str, str]) -> Config:
     values: dict[str, Any] = {}
     for name, key in KEYS.items():
@@ -271,10 +284,15 @@ def build_config(raw: Mapping[str, str]) -> Config:
             if key.high is not None and value > key.high:
                 raise ConfigError(f"invalid value {value} for {name}: must be <= {key.high}")
         values[name] = value
+    resolve_units(raw, values)
     for name in raw:
-        if name not in KEYS and name not in _warned and not name.startswith(_listeners.PREFIX):
-            _warned.add(name)
-            log.warning("unknown configuration key %s is ignored", name)
+        if name in KEYS or name in _warned or name.startswith(_listeners.PREFIX):
+            continue
+        _warned.add(name)
+        if name in IGNORED:
+            log.info("Kafka's %s is ignored: %s", name, IGNORED[name])
+        else:
+            log.warning("unknown configuration key %s is ignored%s", name, _did_you_mean(name))
     if values["max.connections.per.ip.overrides"] is None:
         values["max.connections.per.ip.overrides"] = {}
     if values["max.connections.per.ip"] == 0 and not values["max.connections.per.ip.overrides"]:
@@ -325,11 +343,23 @@ def config_table_markdown() -> str:
     return "\n".join(rows)
 
 
+IGNORED_BEGIN = "<!-- ignored-keys:begin -->"
+IGNORED_END = "<!-- ignored-keys:end -->"
+
+
+def ignored_table_markdown() -> str:
+    """The keys of Kafka's stock server.properties that groupd accepts and ignores, with why."""
+    rows = ["| Kafka key | why groupd ignores it |", "| --- | --- |"]
+    rows += [f"| `{key}` | {why} |" for key, why in IGNORED.items()]
+    return "\n".join(rows)
+
+
 def write_readme(path: str = "docs/configuration.md") -> None:
-    """Replace docs/configuration.md's generated table with the current one."""
+    """Replace docs/configuration.md's generated tables with the current ones."""
     from protocol.api_table import replace_between
 
     replace_between(path, CONFIG_BEGIN, CONFIG_END, config_table_markdown())
+    replace_between(path, IGNORED_BEGIN, IGNORED_END, ignored_table_markdown())
 
 
 if __name__ == "__main__":

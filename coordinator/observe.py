@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from coordinator.group import COMPLETING, PREPARING, STABLE
-from coordinator.logfields import group_event
+from coordinator.logfields import group_event, log_member_event, log_transition
 from coordinator.runtime.runtime import Shard
 
 log = logging.getLogger("groupd.coordinator")
@@ -59,12 +59,8 @@ class GroupObserver:
             shard.phase_started.pop(group_id + "\0sync", None)
             if after == "Dead" and metrics is not None:
                 metrics.group_removed(group_id)
-        if not log.isEnabledFor(logging.INFO):
-            return
-        log.info(
-            "group %s: %s -> %s", group_id, before or "new", after,
-            extra={"fields": {"group": group_id, "generation": group.generation if group else -1, "state": after}},
-        )
+        if log.isEnabledFor(logging.INFO):
+            log_transition(log, group_id, before, after, group)
 
 
 def logs_member_event(handler: Callable[..., Any]) -> bool:
@@ -84,10 +80,10 @@ def member_event(handler: Callable[..., Any], group_id: str, request: Any, paylo
         return
     if name == "leave_group":
         for m in getattr(payload, "members", ()) or getattr(request, "members", ()):
-            group_event(log, event, group_id, m.member_id, instance=m.group_instance_id, error=getattr(m, "error", None))
+            log_member_event(log, event, group_id, m.member_id, None, getattr(m, "error", 0), m.group_instance_id)
         return
     member = getattr(payload, "member_id", None) or getattr(request, "member_id", None)
     generation = getattr(payload, "generation_id", None)
     if generation is None:
         generation = getattr(request, "generation_id", None)
-    group_event(log, event, group_id, member, generation, error=payload.error, instance=getattr(request, "group_instance_id", None))
+    log_member_event(log, event, group_id, member, generation, payload.error, getattr(request, "group_instance_id", None))

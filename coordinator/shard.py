@@ -198,7 +198,7 @@ def on_loaded(state: ShardState, now: int, cfg: GroupConfig) -> Result:
             m.hb_deadline = now + m.session_timeout
             out.timers.append(_hb(g, m))
         if g.state == STABLE and len(g.members) > cfg.max_size:
-            prepare_rebalance(g, now, cfg, out)
+            prepare_rebalance(g, now, cfg, out, "join", f"{len(g.members)} members exceed group.max.size={cfg.max_size} after loading")
     return out.result()
 
 
