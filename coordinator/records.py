@@ -71,6 +71,8 @@ class GroupMetadataValue:
     members: tuple[MemberMetadata, ...]
 
 
+# Consumer-group (KIP-848) keys and values (coordinator/consumer/records.py) go through the same four
+# functions below; the type aliases name the classic ones, which the classic core handles.
 Key = OffsetCommitKey | GroupMetadataKey
 Value = OffsetCommitValue | GroupMetadataValue
 
@@ -154,6 +156,8 @@ def _offset_key_prefix(group: str, topic: str) -> bytes:
 
 
 def encode_key(key: Key) -> bytes:
+    if not isinstance(key, (OffsetCommitKey, GroupMetadataKey)):
+        return _consumer.encode_consumer_key(key)
     if isinstance(key, OffsetCommitKey):
         prefix = _KEY_PREFIXES.get((key.group, key.topic))
         if prefix is None:
@@ -175,6 +179,8 @@ def encode_value(value: Value | None) -> bytes | None:
     general writer (``encode_value_version``) gives the same bytes (tests/unit/test_records.py)."""
     if value is None:
         return None
+    if not isinstance(value, (OffsetCommitValue, GroupMetadataValue)):
+        return _consumer.encode_consumer_value(value)
     if isinstance(value, OffsetCommitValue):
         meta = value.metadata
         if meta is None:
@@ -304,7 +310,8 @@ def key_version(data: bytes) -> int:
 
 
 def decode_key(data: bytes) -> Key | None:
-    """The key, or None for a record type this coordinator does not know (Kafka skips those)."""
+    """The key, or None for a record type this coordinator does not know (Kafka skips those: share-group
+    types 9-15 and anything newer)."""
     version = key_version(data)
     if version in (0, 1):
         fast = _decode_offset_key_fast(data)
@@ -316,10 +323,12 @@ def decode_key(data: bytes) -> Key | None:
         return OffsetCommitKey(group or "", topic or "", r.int32())
     if version == 2:
         return GroupMetadataKey(r.string() or "")
-    return None
+    return _consumer.decode_consumer_key(data)  # consumer-group types (3-8, 16), or None
 
 
 def decode_value(key: Key, data: bytes | None) -> Value | None:
+    if not isinstance(key, (OffsetCommitKey, GroupMetadataKey)):
+        return _consumer.decode_consumer_value(key, data)
     if data is None:
         return None
     version = key_version(data)
@@ -452,3 +461,7 @@ def _decode_offset_value_fast(data: bytes, version: int) -> OffsetCommitValue | 
         return None
     commit_ts, expire_ts = _QQ.unpack_from(data, mpos + mlen)
     return OffsetCommitValue(offset, metadata, commit_ts, -1, expire_ts)
+
+
+# Last: the consumer-group codec builds on this module's reader and writer.
+from coordinator.consumer import records as _consumer  # noqa: E402

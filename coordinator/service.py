@@ -18,7 +18,7 @@ import itertools
 import logging
 import os
 import time
-from collections.abc import Awaitable, Callable, Iterable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,6 +26,7 @@ from typing import Any
 from coordinator import errors as E
 from coordinator import shard as core
 from coordinator.api import EndTxnMarker, GroupConfig, Result
+from coordinator.consumer import runtime as consumer_runtime
 from coordinator.group import COMPLETING, PREPARING, STABLE
 from coordinator.logfields import group_event
 from coordinator.partitioning import OFFSETS_TOPIC, partition_for
@@ -190,6 +191,8 @@ class GroupCoordinator:
         self.now = now
         self.shards: dict[int, Shard] = {}
         self.on_append: Callable[[int], None] | None = None  # told each offsets partition appended to
+        # the broker's topics (name -> entry with topic_id and partitions): consumer-protocol groups assign from it
+        self.topics: Mapping[str, Any] = {}
         self.committer = GroupCommitter(
             flush_interval_messages=config["log.flush.interval.messages"],
             flush_interval_ms=config["log.flush.interval.ms"],
@@ -229,6 +232,7 @@ class GroupCoordinator:
             # every append is followed by a flush: let the flush thread do the write too
             shard_log.write_behind = self.committer.synchronous
             self.shards[p] = Shard(p, core.ShardState(p), shard_log)
+            self.shards[p].state.topics = self.topics
         self._open_journal()
         # loading needs no helper (a round without one syncs from the flush thread): it runs while
         # the helper process starts
@@ -766,6 +770,12 @@ class GroupCoordinator:
                     shard.log.compact(self.now(), self.config["offsets.retain.uncompacted.hours"] * 3_600_000)
                 except Exception:
                     log.exception("offsets housekeeping of partition %d failed", shard.partition)
+
+    def topics_changed(self, names: set[str]) -> None:
+        """Topics were created, deleted or grew: consumer-protocol groups subscribed to them (by name or
+        regex) get a new assignment at their next heartbeat."""
+        for shard in self.loaded_shards():
+            self._process(shard, consumer_runtime.topics_changed(shard.state, names, self.now()))
 
     def remove_topic(self, topic: str) -> None:
         """A deleted topic's committed offsets become tombstones (Kafka does this on topic deletion)."""

@@ -7,6 +7,7 @@ same: its group records are not replayed at runtime), so a GroupMetadata record 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from coordinator import errors as E
@@ -33,6 +34,9 @@ from coordinator.classic import (
     prepare_rebalance,
     sync_group,
 )
+from coordinator.consumer import runtime as consumer
+from coordinator.consumer.group import ConsumerGroups
+from coordinator.consumer.runtime import consumer_group_describe, consumer_group_heartbeat
 from coordinator.group import EMPTY as S_EMPTY
 from coordinator.group import STABLE, Group, Member
 from coordinator.offsets import (
@@ -67,6 +71,8 @@ from coordinator.txn_offsets import (
 
 __all__ = [
     "ShardState",
+    "consumer_group_describe",
+    "consumer_group_heartbeat",
     "delete_group",
     "end_transaction",
     "has_pending",
@@ -96,11 +102,19 @@ __all__ = [
 class ShardState:
     """Groups (with their committed offsets) of one offsets partition."""
 
-    __slots__ = ("partition", "groups", "dropping", "pending_txn", "open_txns", "txn_seq", "producer_epochs")
+    __slots__ = (
+        "partition", "groups", "dropping", "pending_txn", "open_txns", "txn_seq", "producer_epochs",
+        "consumer_groups", "topics",
+    )
 
     def __init__(self, partition: int) -> None:
         self.partition = partition
         self.groups: dict[str, Group] = {}
+        # Consumer-protocol (KIP-848) groups, kept apart from the classic ones (coordinator/consumer/);
+        # their committed offsets live in ``groups`` like a simple group's. ``topics`` is the broker's
+        # topic registry (name -> entry with topic_id and partitions), which their assignments read.
+        self.consumer_groups: ConsumerGroups = {}
+        self.topics: Mapping[str, Any] = {}
         # Groups deleted in memory whose GroupMetadata tombstone is being written: its runtime replay is
         # then a no-op (at load this is empty and the tombstone removes the group).
         self.dropping: dict[str, int] = {}
@@ -140,6 +154,8 @@ def replay(state: ShardState, key: Key, value: Value | None, now: int) -> None:
         replay_offset(state, key.group, key.topic, key.partition, value, now)  # type: ignore[union-attr, arg-type]
     elif isinstance(key, GroupMetadataKey):
         _replay_group(state, key.group, value, now)  # type: ignore[arg-type]
+    else:
+        consumer.replay(state.consumer_groups, key, value)  # type: ignore[arg-type]
 
 
 def replay_offset(state: ShardState, group_id: str, topic: str, partition: int, value: OffsetCommitValue | None, now: int) -> None:
@@ -224,6 +240,7 @@ def on_loaded(state: ShardState, now: int, cfg: GroupConfig) -> Result:
             out.timers.append(_hb(g, m))
         if g.state == STABLE and len(g.members) > cfg.max_size:
             prepare_rebalance(g, now, cfg, out)
+    out.timers += consumer.rearm_after_load(state, now, cfg)
     return out.result()
 
 
@@ -232,6 +249,8 @@ def _hb(g: Group, m: Member) -> TimerOp:
 
 
 def on_timer(state: ShardState, key: tuple[Any, ...], now: int, cfg: GroupConfig) -> Result:
+    if key[0] in consumer.TIMER_KINDS:
+        return consumer.on_consumer_timer(state, key, now, cfg)
     return on_group_timer(state, key, now, cfg)
 
 
@@ -273,6 +292,7 @@ def unload(state: ShardState) -> Result:
                 responses.append((m.sync_token, SyncGroupResponse(E.NOT_COORDINATOR)))
         g.state = "Dead"
     state.groups.clear()
+    state.consumer_groups.clear()
     state.pending_txn.clear()  # a later load brings them back from the log
     state.open_txns.clear()
     state.producer_epochs.clear()

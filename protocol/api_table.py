@@ -70,6 +70,8 @@ _SPECS = (
     ApiSpec(61, "DescribeProducers", 0, 0),
     ApiSpec(65, "DescribeTransactions", 0, 0),
     ApiSpec(66, "ListTransactions", 0, 2),
+    ApiSpec(68, "ConsumerGroupHeartbeat", 0, 1),  # KIP-848 (coordinator/consumer/)
+    ApiSpec(69, "ConsumerGroupDescribe", 0, 1),
     ApiSpec(74, "ListConfigResources", 0, 1),  # v0 was ListClientMetricsResources
     ApiSpec(75, "DescribeTopicPartitions", 0, 0),
 )

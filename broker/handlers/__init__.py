@@ -4,6 +4,7 @@ from broker.handlers import (  # noqa: F401
     acl_and_logdirs,
     admin,
     cluster,
+    consumer_groups,
     data,
     describe,
     groups,

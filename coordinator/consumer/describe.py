@@ -13,8 +13,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from coordinator import errors as E
+from coordinator.consumer.config import ConsumerConfig
 from coordinator.consumer.group import DEAD, ConsumerGroup, ConsumerGroups, Member
-from coordinator.consumer.heartbeat import ConsumerConfig, preferred_assignor
+from coordinator.consumer.heartbeat import preferred_assignor
 
 CONSUMER_MEMBER = 1
 CLASSIC_MEMBER = 0

@@ -23,6 +23,7 @@ import uuid
 from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
+from typing import Protocol
 
 from coordinator import errors as E
 from coordinator.api import TimerOp
@@ -39,6 +40,7 @@ from coordinator.consumer.api import (
     session_timer,
 )
 from coordinator.consumer.assignors import AssignorError, MemberSpec, assign
+from coordinator.consumer.config import ConsumerConfig
 from coordinator.consumer.group import (
     STABLE,
     UNKNOWN,
@@ -57,25 +59,23 @@ from coordinator.consumer.regex import InvalidRegex, compile_regex, matching_top
 MIN_REGEX_REFRESH_MS = 10_000  # a group's regexes are resolved at most once per 10 s (GMM)
 
 
+class TopicLike(Protocol):
+    """What the core reads of a topic: the broker's registry entries have these two attributes."""
+
+    @property
+    def topic_id(self) -> uuid.UUID: ...
+
+    @property
+    def partitions(self) -> int: ...
+
+
 @dataclass(slots=True, frozen=True)
 class TopicInfo:
     topic_id: uuid.UUID
     partitions: int
 
 
-Topics = Mapping[str, TopicInfo]
-
-
-@dataclass(slots=True)
-class ConsumerConfig:
-    """Kafka's group.consumer.* settings and defaults (GroupCoordinatorConfig, 4.3)."""
-
-    session_timeout_ms: int = 45_000
-    heartbeat_interval_ms: int = 5_000
-    max_size: int = 2**31 - 1
-    assignors: tuple[str, ...] = ("uniform", "range")
-    assignment_interval_ms: int = 1_000
-    regex_refresh_interval_ms: int = 600_000
+Topics = Mapping[str, TopicLike]
 
 
 class _Fail(Exception):

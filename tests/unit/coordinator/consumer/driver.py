@@ -8,9 +8,9 @@ from dataclasses import dataclass, field
 
 from coordinator.consumer import records as rec
 from coordinator.consumer.api import ConsumerGroupHeartbeat, Outcome
+from coordinator.consumer.config import ConsumerConfig
 from coordinator.consumer.group import ConsumerGroup, ConsumerGroups, replay
 from coordinator.consumer.heartbeat import (
-    ConsumerConfig,
     TopicInfo,
     heartbeat,
     on_rebalance_timeout,

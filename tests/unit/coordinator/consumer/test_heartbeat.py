@@ -5,6 +5,7 @@ import pytest
 
 from coordinator import errors as E
 from coordinator.consumer import records as rec
+from coordinator.consumer.config import ConsumerConfig
 from coordinator.consumer.group import (
     ASSIGNING,
     EMPTY,
@@ -14,7 +15,6 @@ from coordinator.consumer.group import (
     UNRELEASED_PARTITIONS,
     UNREVOKED_PARTITIONS,
 )
-from coordinator.consumer.heartbeat import ConsumerConfig
 
 from .driver import START, Driver, kinds, partitions, tid
 
