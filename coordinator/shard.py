@@ -14,12 +14,14 @@ from coordinator import errors as E
 from coordinator.api import (
     EMPTY,
     GroupConfig,
+    JoinGroup,
     JoinGroupResponse,
     OffsetDeleteResponse,
     Protocol,
     Result,
     SyncGroupResponse,
     TimerOp,
+    Token,
 )
 from coordinator.classic import (
     Out,
@@ -27,13 +29,13 @@ from coordinator.classic import (
     _undo_sync,
     describe_group,
     heartbeat,
-    join_group,
     leave_group,
     list_groups,
     on_group_timer,
     prepare_rebalance,
     sync_group,
 )
+from coordinator.classic import join_group as classic_join_group
 from coordinator.consumer import runtime as consumer
 from coordinator.consumer.group import ConsumerGroups
 from coordinator.consumer.runtime import consumer_group_describe, consumer_group_heartbeat
@@ -125,6 +127,16 @@ class ShardState:
         self.open_txns: dict[str, set[int]] = {}
         self.txn_seq = 0  # write order of transactional offsets
         self.producer_epochs: dict[int, int] = {}  # the last epoch of each producer written here
+
+
+def join_group(state: ShardState, req: JoinGroup, token: Token, now: int, cfg: GroupConfig) -> Result:
+    """A classic JoinGroup; refused with INCONSISTENT_GROUP_PROTOCOL while a consumer-protocol group of
+    that id has members (Kafka converts such groups online, KIP-848 migration, which is not done here:
+    its answer under ``group.consumer.migration.policy=disabled``)."""
+    cg = state.consumer_groups.get(req.group_id)
+    if cg is not None and cg.members:
+        return Result(responses=((token, JoinGroupResponse(E.INCONSISTENT_GROUP_PROTOCOL, member_id=req.member_id)),), replay=False)
+    return classic_join_group(state, req, token, now, cfg)
 
 
 def replay_result(state: ShardState, result: Result, now: int) -> None:

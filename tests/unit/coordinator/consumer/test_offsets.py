@@ -1,0 +1,78 @@
+"""OffsetCommit / OffsetFetch of consumer-protocol groups (spec scenarios 23-25): member epochs checked
+as Kafka 4.3's ConsumerGroup.validateOffsetCommit/validateOffsetFetch do, offsets kept like a simple group's."""
+
+from coordinator import errors as E
+from coordinator import shard as core
+from coordinator.api import CommitPartition, GroupConfig, JoinGroup, OffsetCommit, OffsetFetch, Protocol
+
+from .driver import Driver
+
+
+def setup():
+    state = core.ShardState(0)
+    d = Driver(groups=state.consumer_groups)
+    state.topics = d.topics
+    d.topic("T", 6)
+    return state, d
+
+
+def commit(state, epoch, member="m1", version=9, partitions=((0, 10),)):
+    req = OffsetCommit("g", epoch, member, None, -1, tuple(CommitPartition("T", p, o, -1, None) for p, o in partitions), version)
+    result = core.offset_commit(state, req, 1, 1000, GroupConfig())
+    for key, value in result.records:
+        core.replay(state, key, value, 1000)
+    (_, resp), = result.responses
+    return {p.partition: p.error for p in resp.partitions}
+
+
+def test_s23_commit_epochs():
+    state, d = setup()
+    d.join("m1")
+    d.join("m2")
+    d.hb("m1", 2, owned=((d.topics["T"].topic_id, tuple(range(6))),))
+    kept = sorted(state.consumer_groups["g"].members["m1"].assigned[d.topics["T"].topic_id])
+    d.hb("m1", 2, owned=((d.topics["T"].topic_id, tuple(kept)),))  # m1 at epoch 3 now
+    assert commit(state, 4, partitions=((kept[0], 1),)) == {kept[0]: E.STALE_MEMBER_EPOCH}
+    assert commit(state, 3, partitions=((kept[0], 1),)) == {kept[0]: E.NONE}
+    assert commit(state, 3, version=8, partitions=((kept[0], 1),)) == {kept[0]: E.UNSUPPORTED_VERSION}
+    assert commit(state, 3, member="nobody") == {0: E.UNKNOWN_MEMBER_ID}
+    # the offsets are there to fetch, for the member at its epoch
+    fetched = core.offset_fetch(state, OffsetFetch("g", (("T", (kept[0],)),), False, 9, "m1", 3), 1000)
+    assert fetched.error == 0 and fetched.partitions[0].offset == 1
+
+
+def test_s24_lower_epoch_only_for_partitions_assigned_no_later():
+    state, d = setup()
+    d.join("m1")  # epoch 2, all six assigned at 2
+    d.topic("U", 1)
+    d.hb("m1", 2, subscribed_topic_names=("T", "U"))  # epoch 3: U:0 assigned at 3, T kept at 2
+    assert state.consumer_groups["g"].members["m1"].epoch == 3
+    assert commit(state, 2, partitions=((0, 5),)) == {0: E.NONE}
+    assert commit(state, 1, partitions=((0, 5),)) == {0: E.STALE_MEMBER_EPOCH}
+
+
+def test_s23_empty_group_and_missing_group():
+    state, d = setup()
+    d.join("m1")
+    d.hb("m1", -1)
+    assert commit(state, -1, member="") == {0: E.NONE}  # no members: admin commits pass
+    fresh = core.ShardState(0)
+    assert commit(fresh, 5) == {0: E.GROUP_ID_NOT_FOUND}
+    assert commit(fresh, 5, version=8) == {0: E.ILLEGAL_GENERATION}
+
+
+def test_s25_fetch_epochs():
+    state, d = setup()
+    d.join("m1")
+    assert core.offset_fetch(state, OffsetFetch("g", None, False, 9, "m1", 1), 1000).error == E.STALE_MEMBER_EPOCH
+    assert core.offset_fetch(state, OffsetFetch("g", None, False, 9, "m9", 2), 1000).error == E.UNKNOWN_MEMBER_ID
+    assert core.offset_fetch(state, OffsetFetch("g", None, False, 9, None, -1), 1000).error == E.NONE
+    assert core.offset_fetch(state, OffsetFetch("g", None, False, 9, "m1", 2), 1000).error == E.NONE
+
+
+def test_s30_classic_join_into_a_live_consumer_group_is_inconsistent():
+    state, d = setup()
+    d.join("m1")
+    req = JoinGroup("g", "", None, 10_000, 10_000, "consumer", (Protocol("range", b""),), "c", "/h", 5)
+    (_, resp), = core.join_group(state, req, 7, 1000, GroupConfig()).responses
+    assert resp.error == E.INCONSISTENT_GROUP_PROTOCOL
