@@ -786,6 +786,8 @@ class GroupCoordinator:
 
     def _observe(self, shard: Shard, group_id: str, before: str | None) -> None:
         group = shard.state.groups.get(group_id)
+        if group is None and before is None:
+            return  # no classic group before or after (a consumer-protocol group's request)
         after = group.state if group is not None else "Dead"
         if after == before:
             return
