@@ -92,7 +92,7 @@ while time.monotonic() < deadline:
 """
 
 
-@pytest.mark.scenario("confluent-kafka (consumer protocol)", 1, 2, 3, 4)
+@pytest.mark.scenario("confluent-kafka (consumer protocol)", 1, 2, 3, 4, 5)
 def test_a_group_of_three_forms_a_member_leaves_and_one_crashes(kip848_broker):
     bs = kip848_broker.bootstrap
     create_topic(bs, "kc", 6)
@@ -160,7 +160,6 @@ def test_static_member_restart_keeps_its_partitions(kip848_broker):
     b.close()
 
 
-@pytest.mark.scenario("confluent-kafka (consumer protocol)", 11)
 def test_regex_subscription_picks_up_a_new_topic(kip848_broker):
     bs = kip848_broker.bootstrap
     create_topic(bs, "rx-1", 2)
