@@ -13,7 +13,10 @@ from typing import Any
 from coordinator import errors as E
 from coordinator.api import (
     EMPTY,
+    DeleteGroupResponse,
     GroupConfig,
+    GroupDescription,
+    GroupListing,
     JoinGroup,
     JoinGroupResponse,
     OffsetDeleteResponse,
@@ -27,24 +30,24 @@ from coordinator.classic import (
     Out,
     _undo_static,
     _undo_sync,
-    describe_group,
     heartbeat,
     leave_group,
-    list_groups,
     on_group_timer,
     prepare_rebalance,
     sync_group,
 )
+from coordinator.classic import describe_group as classic_describe_group
 from coordinator.classic import join_group as classic_join_group
+from coordinator.classic import list_groups as classic_list_groups
 from coordinator.consumer import runtime as consumer
 from coordinator.consumer.group import ConsumerGroups
+from coordinator.consumer.group import deletion_records as consumer_deletion_records
 from coordinator.consumer.runtime import consumer_group_describe, consumer_group_heartbeat
 from coordinator.group import EMPTY as S_EMPTY
 from coordinator.group import STABLE, Group, Member
 from coordinator.offsets import (
     commit_failed,
     delete_failed,
-    delete_group,
     expire_failed,
     expire_offsets,
     has_pending,
@@ -54,6 +57,7 @@ from coordinator.offsets import (
     remove_topic_offsets,
     undrop,
 )
+from coordinator.offsets import delete_group as classic_delete_group
 from coordinator.records import (
     GroupMetadataKey,
     GroupMetadataValue,
@@ -137,6 +141,45 @@ def join_group(state: ShardState, req: JoinGroup, token: Token, now: int, cfg: G
     if cg is not None and cg.members:
         return Result(responses=((token, JoinGroupResponse(E.INCONSISTENT_GROUP_PROTOCOL, member_id=req.member_id)),), replay=False)
     return classic_join_group(state, req, token, now, cfg)
+
+
+def list_groups(state: ShardState, states: frozenset[str] | None, types: frozenset[str] | None) -> list[GroupListing]:
+    """ListGroups: classic groups, then consumer-protocol groups (type ``consumer``). A consumer group's
+    offsets sit in a member-less classic group of the same id, which is not listed on its own."""
+    listed = [g for g in classic_list_groups(state, states, types) if g.group_id not in state.consumer_groups]
+    wanted_types = {t.strip().lower() for t in types} if types else None
+    if wanted_types is not None and "consumer" not in wanted_types:
+        return listed
+    wanted_states = {s.strip().lower() for s in states} if states else None
+    for gid, cg in state.consumer_groups.items():
+        st = cg.state()
+        if wanted_states is None or st.lower() in wanted_states:
+            listed.append(GroupListing(gid, "consumer", st, "consumer"))
+    return listed
+
+
+def describe_group(state: ShardState, group_id: str) -> GroupDescription:
+    """DescribeGroups: a consumer-protocol group is Dead to it (v6 answers GROUP_ID_NOT_FOUND), as in Kafka."""
+    if group_id in state.consumer_groups:
+        return GroupDescription(E.NONE, group_id, "Dead", "", "")
+    return classic_describe_group(state, group_id)
+
+
+def delete_group(state: ShardState, group_id: str, token: Token, now: int) -> Result:
+    """DeleteGroups: an empty consumer-protocol group goes with its offsets (its tombstones in Kafka's
+    order, applied at once), a non-empty one is NON_EMPTY_GROUP; classic groups as before."""
+    cg = state.consumer_groups.get(group_id)
+    if cg is None:
+        return classic_delete_group(state, group_id, token, now)
+    if cg.members:
+        return Result(responses=((token, DeleteGroupResponse(E.NON_EMPTY_GROUP)),), replay=False)
+    tombstones = consumer_deletion_records(cg)
+    for key, value in tombstones:
+        consumer.replay(state.consumer_groups, key, value)
+    if group_id in state.groups:
+        offsets = classic_delete_group(state, group_id, token, now)
+        return Result(tuple(tombstones) + offsets.records, offsets.responses, offsets.timers, offsets.write_ref, offsets.replay)
+    return Result(tuple(tombstones), ((token, DeleteGroupResponse(E.NONE)),), replay=False)
 
 
 def replay_result(state: ShardState, result: Result, now: int) -> None:

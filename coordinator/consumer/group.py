@@ -187,9 +187,7 @@ def replay(groups: ConsumerGroups, key: rec.ConsumerKey, value: rec.ConsumerValu
         return
     kind = key.kind
     if group is None:
-        if kind in (rec.MEMBER_METADATA, rec.CURRENT_MEMBER_ASSIGNMENT, rec.TARGET_ASSIGNMENT_MEMBER):
-            raise ReplayError(f"tombstone of member {key.member_id} of unknown group {group_id}")
-        return  # a tombstone of a group that is already gone
+        return  # a tombstone of a group that is already gone (or replayed a second time)
     if kind == rec.GROUP_METADATA:
         if value is None:
             if group.members or group.targets or group.assignment_epoch != -1:

@@ -4,6 +4,8 @@ as Kafka 4.3's ConsumerGroup.validateOffsetCommit/validateOffsetFetch do, offset
 from coordinator import errors as E
 from coordinator import shard as core
 from coordinator.api import CommitPartition, GroupConfig, JoinGroup, OffsetCommit, OffsetFetch, Protocol
+from coordinator.consumer import records as rec
+from coordinator.records import OffsetCommitKey
 
 from .driver import Driver
 
@@ -76,3 +78,36 @@ def test_s30_classic_join_into_a_live_consumer_group_is_inconsistent():
     req = JoinGroup("g", "", None, 10_000, 10_000, "consumer", (Protocol("range", b""),), "c", "/h", 5)
     (_, resp), = core.join_group(state, req, 7, 1000, GroupConfig()).responses
     assert resp.error == E.INCONSISTENT_GROUP_PROTOCOL
+
+
+def test_s22_list_and_describe_groups_see_consumer_groups():
+    state, d = setup()
+    d.join("m1")
+    commit(state, 2)  # creates the member-less group that holds the offsets
+    listed = core.list_groups(state, None, None)
+    assert [(g.group_id, g.protocol_type, g.state, g.group_type) for g in listed] == [("g", "consumer", "Stable", "consumer")]
+    assert [g.group_id for g in core.list_groups(state, None, frozenset({"Consumer"}))] == ["g"]
+    assert core.list_groups(state, None, frozenset({"bogus"})) == []
+    assert core.list_groups(state, None, frozenset({"classic"})) == []
+    assert [g.group_id for g in core.list_groups(state, frozenset({"stable"}), None)] == ["g"]
+    assert core.describe_group(state, "g").state == "Dead"  # the handler answers GROUP_ID_NOT_FOUND from v6
+
+
+def test_s26_delete_groups():
+    state, d = setup()
+    d.join("m1")
+    commit(state, 2)
+    (_, resp), = core.delete_group(state, "g", 3, 1000).responses
+    assert resp.error == E.NON_EMPTY_GROUP
+    d.hb("m1", -1)
+    result = core.delete_group(state, "g", 3, 1000)
+    (_, resp), = result.responses
+    assert resp.error == E.NONE
+    assert all(v is None for _, v in result.records)
+    consumer_kinds = [k.kind for k, _ in result.records if isinstance(k, rec.GroupKey)]
+    assert consumer_kinds == [6, 4, 3]  # target metadata, partition metadata, group metadata, in that order
+    assert OffsetCommitKey("g", "T", 0) in [k for k, _ in result.records]
+    assert "g" not in state.consumer_groups
+    for key, value in result.records:  # the shell replays them once durable: harmless for the consumer ones
+        core.replay(state, key, value, 1000)
+    assert "g" not in state.groups
