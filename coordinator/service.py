@@ -552,7 +552,24 @@ class GroupCoordinator:
         self._log_member_event(handler, group_id, request, payload)
         return payload
 
-    _EVENTS = {"join_group": "member joined", "sync_group": "member synced", "leave_group": "members left"}
+    _EVENTS = {
+        "join_group": "member joined", "sync_group": "member synced", "leave_group": "members left",
+        "consumer_group_heartbeat": "",  # joins, leaves and refusals only (see _log_consumer_heartbeat)
+    }
+    _CONSUMER_EPOCHS = {0: "consumer member joined", -1: "consumer member left", -2: "static consumer member left"}
+    _CONSUMER_REFUSALS = frozenset((E.FENCED_MEMBER_EPOCH, E.UNKNOWN_MEMBER_ID, E.UNRELEASED_INSTANCE_ID, E.FENCED_INSTANCE_ID, E.GROUP_MAX_SIZE_REACHED))
+
+    def _log_consumer_heartbeat(self, group_id: str, request: Any, payload: Any) -> None:
+        """A consumer-protocol heartbeat is an event when it joins, leaves or is refused as stale."""
+        event = self._CONSUMER_EPOCHS.get(request.member_epoch)
+        if payload.error in self._CONSUMER_REFUSALS:
+            event = "consumer member refused"
+        if event is None:
+            return
+        group_event(
+            log, event, group_id, payload.member_id or request.member_id, error=payload.error or None,
+            epoch=payload.member_epoch, request_epoch=request.member_epoch, instance=request.instance_id,
+        )
 
     def _log_member_event(self, handler: Callable[..., Any], group_id: str, request: Any, payload: Any) -> None:
         """Join, sync and leave as structured events: group, member, generation, error."""
@@ -563,6 +580,9 @@ class GroupCoordinator:
                 group_event(log, name, group_id, getattr(request, "member_id", None), level=logging.DEBUG, error=getattr(payload, "error", None))
             return
         if not log.isEnabledFor(logging.INFO):
+            return
+        if name == "consumer_group_heartbeat":
+            self._log_consumer_heartbeat(group_id, request, payload)
             return
         if name == "leave_group":
             for m in getattr(payload, "members", ()) or getattr(request, "members", ()):
@@ -745,6 +765,8 @@ class GroupCoordinator:
             return
         if group_id is not None:
             self._observe(shard, group_id, before)
+        if key[0] in (consumer_runtime.SESSION, consumer_runtime.REBALANCE) and result.records:
+            group_event(log, "consumer member removed", key[1], key[2], reason=key[0].removeprefix("consumer-") + " timeout")
         self._process(shard, result)
 
     # ------------------------------------------------------------ housekeeping
