@@ -850,7 +850,15 @@ class GroupCoordinator:
     def metrics_snapshot(self) -> list[tuple[str, str, int, dict[tuple[str, int], int]]]:
         rows = []
         for shard in self.loaded_shards():
+            consumer_groups = shard.state.consumer_groups
             for g in shard.state.groups.values():
                 offsets = {(t, p): v.offset for t, ps in g.offsets.items() for p, v in ps.items()}
-                rows.append((g.group_id, g.state, len(g.members), offsets))
+                cg = consumer_groups.get(g.group_id)
+                if cg is not None:  # the member-less holder of a consumer-protocol group's offsets
+                    rows.append((g.group_id, cg.state(), len(cg.members), offsets))
+                else:
+                    rows.append((g.group_id, g.state, len(g.members), offsets))
+            for cg in consumer_groups.values():
+                if cg.group_id not in shard.state.groups:
+                    rows.append((cg.group_id, cg.state(), len(cg.members), {}))
         return rows
