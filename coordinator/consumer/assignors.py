@@ -25,6 +25,7 @@ properties instead (balance, stickiness, every partition owned exactly once).
 
 from __future__ import annotations
 
+import heapq
 import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -183,13 +184,18 @@ def uniform_heterogeneous(
 
     topics = sorted(subscribers, key=topic_order)
     for topic in topics:
-        subs = subscribers[topic]
         owners = owner[topic]
-        for p, o in enumerate(owners):
-            if o == -1:
-                target = min(subs, key=lambda i: (load[i], i))
-                owners[p] = target
-                load[target] += 1
+        free = [p for p, o in enumerate(owners) if o == -1]
+        if not free:
+            continue
+        # the least-loaded subscriber takes each free partition; only this topic's loop changes loads
+        heap = [(load[i], i) for i in subscribers[topic]]
+        heapq.heapify(heap)
+        for p in free:
+            n, target = heap[0]
+            owners[p] = target
+            load[target] = n + 1
+            heapq.heapreplace(heap, (n + 1, target))
 
     balanced = [t for t in topics if len(subscribers[t]) >= 2]
     for _ in range(MAX_BALANCE_PASSES):
@@ -208,22 +214,34 @@ def uniform_heterogeneous(
 
 def _balance_topic(owners: list[int], subs: list[int], load: list[int]) -> int:
     """Move this topic's partitions from its most- to its least-loaded subscriber while they differ by
-    more than one; returns how many moved."""
+    more than one; returns how many moved. Two heaps with lazy entries: an entry whose load is stale
+    is dropped when it comes up."""
     held: dict[int, list[int]] = {}
     for p, o in enumerate(owners):
         held.setdefault(o, []).append(p)
+    least_heap = [(load[i], i) for i in subs]
+    most_heap = [(-load[i], i) for i in subs if held.get(i)]
+    heapq.heapify(least_heap)
+    heapq.heapify(most_heap)
     moved = 0
-    while True:
-        givers = [i for i in subs if held.get(i)]
-        if not givers:
-            return moved
-        most = max(givers, key=lambda i: (load[i], -i))
-        least = min(subs, key=lambda i: (load[i], i))
+    while most_heap and least_heap:
+        neg, most = most_heap[0]
+        if -neg != load[most] or not held.get(most):
+            heapq.heappop(most_heap)
+            continue
+        n, least = least_heap[0]
+        if n != load[least]:
+            heapq.heappop(least_heap)
+            continue
         if load[most] - load[least] <= 1:
-            return moved
+            break
         p = held[most].pop()
         owners[p] = least
         held.setdefault(least, []).append(p)
         load[most] -= 1
         load[least] += 1
         moved += 1
+        heapq.heapreplace(most_heap, (-load[most], most))
+        heapq.heapreplace(least_heap, (load[least], least))
+        heapq.heappush(most_heap, (-load[least], least))
+    return moved

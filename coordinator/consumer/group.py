@@ -126,6 +126,15 @@ class ConsumerGroup:
     metadata_refresh: bool = True  # recompute the metadata hash at the next heartbeat
     last_regex_refresh: int = 0  # transient
     regex_refresh_pending: bool = False  # transient
+    _used_regexes: frozenset[str] | None = None  # cache of used_regexes(), dropped by member-metadata replay
+
+    def used_regexes(self) -> frozenset[str]:
+        """The non-empty regexes members subscribe with (cached: every heartbeat asks)."""
+        if self._used_regexes is None:
+            self._used_regexes = frozenset(
+                m.subscribed_topic_regex for m in self.members.values() if m.subscribed_topic_regex
+            )
+        return self._used_regexes
 
     def state(self) -> str:
         if not self.members:
@@ -234,6 +243,7 @@ def _replay_member_metadata(group: ConsumerGroup, key: rec.ConsumerKey, value: r
         if key.member_id in group.targets:
             raise ReplayError(f"metadata tombstone of member {key.member_id} before its target tombstone")
         del group.members[key.member_id]
+        group._used_regexes = None
         if member.instance_id is not None and group.static_members.get(member.instance_id) == key.member_id:
             del group.static_members[member.instance_id]
         return
@@ -254,6 +264,7 @@ def _replay_member_metadata(group: ConsumerGroup, key: rec.ConsumerKey, value: r
     if value.instance_id is not None:
         group.static_members[value.instance_id] = key.member_id
     group.metadata_refresh = True
+    group._used_regexes = None
 
 
 def _replay_current_assignment(group: ConsumerGroup, key: rec.ConsumerKey, value: rec.ConsumerValue | None) -> None:

@@ -504,7 +504,7 @@ def _regex_refresh_due(group: ConsumerGroup, now: int, config: ConsumerConfig) -
     """Kafka's maybeRefreshRegularExpressions trigger: the group uses regexes, no resolution is running,
     the last one is at least 10 s old, and a regex is unresolved or the last one is older than
     ``group.consumer.regex.refresh.interval.ms``."""
-    used = {m.subscribed_topic_regex for m in group.members.values() if m.subscribed_topic_regex}
+    used = group.used_regexes()
     if not used or group.regex_refresh_pending:
         return False
     age = now - group.last_regex_refresh
@@ -518,7 +518,7 @@ def on_topics_changed(groups: ConsumerGroups, changed: set[str]) -> list[str]:
     their metadata hash at their next heartbeat; returns the groups with regexes to resolve again."""
     regex_groups = []
     for group in groups.values():
-        if any(m.subscribed_topic_regex for m in group.members.values()):
+        if group.used_regexes():
             group.metadata_refresh = True
             group.last_regex_refresh = 0
             regex_groups.append(group.group_id)
@@ -539,7 +539,7 @@ def resolve_regexes(groups: ConsumerGroups, topics: Topics, group_id: str, metad
         return out.outcome
     group.regex_refresh_pending = False
     group.last_regex_refresh = now
-    used = sorted({m.subscribed_topic_regex for m in group.members.values() if m.subscribed_topic_regex})
+    used = sorted(group.used_regexes())
     changed = False
     for regex in used:
         try:
