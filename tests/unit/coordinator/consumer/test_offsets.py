@@ -111,3 +111,21 @@ def test_s26_delete_groups():
     for key, value in result.records:  # the shell replays them once durable: harmless for the consumer ones
         core.replay(state, key, value, 1000)
     assert "g" not in state.groups
+
+
+def test_s25_txn_offset_commit_checks_the_member_epoch():
+    from coordinator.api import TxnOffsetCommit
+
+    state, d = setup()
+    d.join("m1")
+
+    def txn(gen, member="m1", group="g"):
+        req = TxnOffsetCommit("tx", group, 5, 0, gen, member, None, (CommitPartition("T", 0, 1, -1, None),), 3)
+        (_, resp), = core.txn_offset_commit(state, req, 1, 1000, GroupConfig()).responses
+        return resp.partitions[0].error
+
+    assert txn(3) == E.ILLEGAL_GENERATION  # STALE_MEMBER_EPOCH, as this API says it
+    assert txn(2) == E.NONE
+    assert txn(2, member="m9") == E.UNKNOWN_MEMBER_ID
+    assert txn(-1, member="") == E.NONE  # no member named: no checks
+    assert txn(7, group="missing") == E.ILLEGAL_GENERATION
