@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from tests.clients.test_other_clients import create_topic
 from tests.harness import BrokerProcess
 
 pytestmark = pytest.mark.client
@@ -22,14 +23,6 @@ def kip848_broker(tmp_path):
     proc.start()
     yield proc
     proc.kill()
-
-
-def create_topic(bootstrap, name, partitions=6):
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    for f in admin.create_topics([NewTopic(name, partitions, 1)]).values():
-        f.result(15)
 
 
 def produce(bootstrap, topic, n, start=0):
