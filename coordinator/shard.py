@@ -138,9 +138,20 @@ def join_group(state: ShardState, req: JoinGroup, token: Token, now: int, cfg: G
     that id has members (Kafka converts such groups online, KIP-848 migration, which is not done here:
     its answer under ``group.consumer.migration.policy=disabled``)."""
     cg = state.consumer_groups.get(req.group_id)
-    if cg is not None and cg.members:
+    if cg is None:
+        return classic_join_group(state, req, token, now, cfg)
+    if cg.members:
         return Result(responses=((token, JoinGroupResponse(E.INCONSISTENT_GROUP_PROTOCOL, member_id=req.member_id)),), replay=False)
-    return classic_join_group(state, req, token, now, cfg)
+    # an empty consumer group becomes a classic one (Kafka converts empty groups under any migration
+    # policy): its records are tombstoned, its offsets stay
+    tombstones = consumer_deletion_records(cg)
+    for key, value in tombstones:
+        consumer.replay(state.consumer_groups, key, value)
+    joined = classic_join_group(state, req, token, now, cfg)
+    return Result(
+        tuple(tombstones) + joined.records, joined.responses, joined.timers, joined.write_ref, joined.replay,
+        joined.producer, joined.marker,
+    )
 
 
 def list_groups(state: ShardState, states: frozenset[str] | None, types: frozenset[str] | None) -> list[GroupListing]:

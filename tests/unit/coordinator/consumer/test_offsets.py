@@ -129,3 +129,16 @@ def test_s25_txn_offset_commit_checks_the_member_epoch():
     assert txn(2, member="m9") == E.UNKNOWN_MEMBER_ID
     assert txn(-1, member="") == E.NONE  # no member named: no checks
     assert txn(7, group="missing") == E.ILLEGAL_GENERATION
+
+
+def test_a_classic_join_converts_an_empty_consumer_group():
+    state, d = setup()
+    d.join("m1")
+    commit(state, 2)
+    d.hb("m1", -1)
+    req = JoinGroup("g", "", None, 10_000, 10_000, "consumer", (Protocol("range", b""),), "c", "/h", 5)
+    result = core.join_group(state, req, 7, 1000, GroupConfig())
+    assert "g" not in state.consumer_groups
+    assert [rec.key_kind(k) for k, v in result.records if isinstance(k, (rec.GroupKey, rec.MemberKey, rec.RegexKey))][-1] == 3
+    assert state.groups["g"].offsets["T"][0].offset == 10  # the offsets stay
+    assert [g.group_type for g in core.list_groups(state, None, None)] == ["classic"]
