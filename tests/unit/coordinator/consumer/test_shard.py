@@ -1,5 +1,7 @@
-"""OffsetCommit / OffsetFetch of consumer-protocol groups (spec scenarios 23-25): member epochs checked
-as Kafka 4.3's ConsumerGroup.validateOffsetCommit/validateOffsetFetch do, offsets kept like a simple group's."""
+"""Consumer-protocol groups inside a shard, beside classic groups: OffsetCommit / OffsetFetch /
+TxnOffsetCommit with member epochs (spec scenarios 23-25, Kafka 4.3's ConsumerGroup.validateOffsetCommit /
+validateOffsetFetch), ListGroups / DescribeGroups / DeleteGroups (22, 26), and classic requests meeting
+consumer groups (30)."""
 
 from coordinator import errors as E
 from coordinator import shard as core
@@ -142,3 +144,19 @@ def test_a_classic_join_converts_an_empty_consumer_group():
     assert [rec.key_kind(k) for k, v in result.records if isinstance(k, (rec.GroupKey, rec.MemberKey, rec.RegexKey))][-1] == 3
     assert state.groups["g"].offsets["T"][0].offset == 10  # the offsets stay
     assert [g.group_type for g in core.list_groups(state, None, None)] == ["classic"]
+
+
+def test_heartbeat_refused_for_a_live_classic_group_and_when_disabled():
+    from coordinator.consumer.api import ConsumerGroupHeartbeat
+    from coordinator.consumer.config import ConsumerConfig
+
+    state, d = setup()
+    req = JoinGroup("g", "", None, 10_000, 10_000, "consumer", (Protocol("range", b""),), "c", "/h", 3)
+    core.join_group(state, req, 7, 1000, GroupConfig())
+    assert state.groups["g"].members
+    hb = ConsumerGroupHeartbeat("g", "m1", 0, rebalance_timeout_ms=5000, subscribed_topic_names=("T",), owned=())
+    (_, resp), = core.consumer_group_heartbeat(state, hb, 8, 1000, GroupConfig()).responses
+    assert resp.error == E.GROUP_ID_NOT_FOUND
+    off = GroupConfig(consumer=ConsumerConfig(enabled=False))
+    (_, resp), = core.consumer_group_heartbeat(state, hb, 9, 1000, off).responses
+    assert resp.error == E.UNSUPPORTED_VERSION
