@@ -160,3 +160,21 @@ def test_heartbeat_refused_for_a_live_classic_group_and_when_disabled():
     off = GroupConfig(consumer=ConsumerConfig(enabled=False))
     (_, resp), = core.consumer_group_heartbeat(state, hb, 9, 1000, off).responses
     assert resp.error == E.UNSUPPORTED_VERSION
+
+
+def test_loading_rearms_sessions_and_rebalance_timers():
+    # spec §1.10: loading re-arms session timers and the rebalance timers of members revoking
+    state, d = setup()
+    d.join("m1")
+    d.join("m2")
+    d.hb("m1", 2, owned=((d.topics["T"].topic_id, tuple(range(6))),))  # m1 now revoking
+    loaded = core.ShardState(0)
+    loaded.topics = state.topics
+    for key, value in d.log:
+        core.replay(loaded, key, value, 0)
+    timers = {op.key: op.deadline_ms for op in core.on_loaded(loaded, 5000, GroupConfig()).timers}
+    assert timers[("consumer-session", "g", "m1")] == 5000 + 45_000
+    assert timers[("consumer-session", "g", "m2")] == 5000 + 45_000
+    assert timers[("consumer-rebalance", "g", "m1")] == 5000 + 5000
+    fenced = core.on_timer(loaded, ("consumer-rebalance", "g", "m1"), 10_000, GroupConfig())
+    assert "m1" not in loaded.consumer_groups["g"].members and fenced.records
