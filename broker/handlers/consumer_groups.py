@@ -5,8 +5,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from broker.dispatch import RequestContext, answered_later, handles
-from broker.operations import NOT_REQUESTED, authorized_operations
+from kio.schema.consumer_group_describe.v1.request import ConsumerGroupDescribeRequest
+from kio.schema.consumer_group_heartbeat.v1.request import ConsumerGroupHeartbeatRequest
+
+from broker.dispatch import RequestContext, answered_later
+from broker.handlers.operations import NOT_REQUESTED, authorized_operations
 from coordinator import errors as E
 from coordinator import shard as core
 from coordinator.consumer.api import ConsumerGroupHeartbeat
@@ -17,8 +20,7 @@ if TYPE_CHECKING:
     from broker.app import Broker
 
 
-@handles(68)
-def consumer_group_heartbeat(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+def consumer_group_heartbeat(broker: Broker, ctx: RequestContext, req: ConsumerGroupHeartbeatRequest) -> Any:
     owned = None
     if req.topic_partitions is not None:
         owned = tuple((tp.topic_id, tuple(tp.partitions)) for tp in req.topic_partitions if tp.topic_id is not None)
@@ -30,7 +32,7 @@ def consumer_group_heartbeat(broker: Broker, ctx: RequestContext, req: Any) -> A
         rack_id=req.rack_id,
         rebalance_timeout_ms=codec.millis(req.rebalance_timeout),
         subscribed_topic_names=None if req.subscribed_topic_names is None else tuple(req.subscribed_topic_names),
-        subscribed_topic_regex=getattr(req, "subscribed_topic_regex", None),
+        subscribed_topic_regex=req.subscribed_topic_regex if ctx.version >= 1 else None,
         server_assignor=req.server_assignor,
         owned=owned,
         client_id=ctx.client_id,
@@ -65,8 +67,7 @@ def consumer_group_heartbeat(broker: Broker, ctx: RequestContext, req: Any) -> A
     return answered_later(broker, req.group_id, core.consumer_group_heartbeat, request, finish)
 
 
-@handles(69)
-def consumer_group_describe(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+def consumer_group_describe(broker: Broker, ctx: RequestContext, req: ConsumerGroupDescribeRequest) -> Any:
     group_cls, member_cls = ctx.nested("DescribedGroup"), ctx.nested("Member")
     assignment_cls, partitions_cls = ctx.nested("Assignment"), ctx.nested("TopicPartitions")
     ops = authorized_operations("group", req.include_authorized_operations)

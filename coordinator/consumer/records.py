@@ -10,7 +10,7 @@ Tagged fields are written only when they differ from their default, as Kafka's g
 nullable struct) on the member metadata and ``AssignmentEpochs`` (tag 0, nullable int32 array, KIP-1251)
 on each topic of a current assignment. A tombstone is a key with a null value.
 
-The low-level writer and reader are coordinator/records.py's, with the two types these schemas add
+The low-level writer and reader are coordinator/record_codec.py's, with the two types these schemas add
 (int8, uuid).
 """
 
@@ -20,7 +20,7 @@ import struct
 import uuid
 from dataclasses import dataclass
 
-from coordinator.records import RecordFormatError, _Reader, _Writer, key_version
+from coordinator.record_codec import Reader, RecordFormatError, Writer, key_version
 
 _B = struct.Struct(">b")
 _I = struct.Struct(">i")
@@ -193,7 +193,7 @@ def value_kind(value: ConsumerValue) -> int:
 # ---------------------------------------------------------------- writing
 
 
-class _W(_Writer):
+class _W(Writer):
     __slots__ = ()
 
     def int8(self, v: int) -> None:
@@ -325,7 +325,7 @@ def encode_consumer_value(value: ConsumerValue | None) -> bytes | None:
 # ---------------------------------------------------------------- reading
 
 
-class _R(_Reader):
+class _R(Reader):
     __slots__ = ()
 
     def int8(self) -> int:

@@ -160,7 +160,7 @@ def test_fast_paths_match_the_generic_reader(group, topic, partition, offset, me
 @given(texts, texts, st.integers(-(2**31), 2**31 - 1), st.integers(-(2**63), 2**63 - 1), texts,
        st.integers(-(2**63), 2**63 - 1), st.integers(-(2**31), 2**31 - 1), st.integers(-1, 2**62))
 def test_the_commit_writers_lay_out_what_the_general_writer_does(group, topic, partition, offset, metadata, ts, epoch, expire):
-    """encode_key (a cached prefix) and encode_value (struct layouts) against _Writer, field by field."""
+    """encode_key (a cached prefix) and encode_value (struct layouts) against Writer, field by field."""
     from coordinator import records
 
     key = OffsetCommitKey(group, topic, partition)
