@@ -178,3 +178,12 @@ def test_loading_rearms_sessions_and_rebalance_timers():
     assert timers[("consumer-rebalance", "g", "m1")] == 5000 + 5000
     fenced = core.on_timer(loaded, ("consumer-rebalance", "g", "m1"), 10_000, GroupConfig())
     assert "m1" not in loaded.consumer_groups["g"].members and fenced.records
+
+
+def test_s22_consumer_group_describe_of_a_classic_group_is_not_found():
+    state, d = setup()
+    req = JoinGroup("c", "", None, 10_000, 10_000, "consumer", (Protocol("range", b""),), "c", "/h", 3)
+    core.join_group(state, req, 7, 1000, GroupConfig())
+    assert "c" in state.groups
+    (described,) = core.consumer_group_describe(state, ["c"], GroupConfig())
+    assert described.error == E.GROUP_ID_NOT_FOUND
