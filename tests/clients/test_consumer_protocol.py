@@ -4,6 +4,7 @@ reconcile through ConsumerGroupHeartbeat alone."""
 import json
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -97,14 +98,12 @@ def test_a_group_of_three_forms_a_member_leaves_and_one_crashes(kip848_broker):
     # a fourth member in its own process joins, then is killed: the others get its partitions back
     child = subprocess.Popen([sys.executable, "-c", CHILD, json.dumps({"bs": bs, "group": "kcg", "topic": "kc"})],
                              stdout=subprocess.PIPE, text=True)
+    reports: list[list[int]] = []  # the child's assignments, read by a thread: the members must keep polling
+    reader = threading.Thread(target=lambda: reports.extend(json.loads(line) for line in child.stdout), daemon=True)
+    reader.start()
     try:
-        deadline = time.monotonic() + 30
-        child_owned = []
-        while time.monotonic() < deadline and not child_owned:
-            poll_until(members, lambda: False, 0.2)
-            line = child.stdout.readline()
-            child_owned = json.loads(line) if line else []
-        assert child_owned, "the fourth member never got a partition"
+        assert poll_until(members, lambda: bool(reports and reports[-1]), 40), "the fourth member never got a partition"
+        child_owned = reports[-1]
         assert poll_until(members, lambda: sum(len(owned(c)) for c in members) == 6 - len(child_owned), 20)
         assert not {("kc", p) for p in child_owned} & set().union(*(owned(c) for c in members))
     finally:
