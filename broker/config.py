@@ -48,6 +48,26 @@ def _log_level(raw: str) -> str:
     return "WARNING" if level == "WARN" else level
 
 
+def _names(*allowed: str) -> Callable[[str], tuple[str, ...]]:
+    """A comma-separated list, each entry one of ``allowed`` (case-insensitive); at least one."""
+    def parse(raw: str) -> tuple[str, ...]:
+        items = tuple(x.strip() for x in raw.split(",") if x.strip())
+        if not items:
+            raise ValueError("expected at least one entry")
+        for x in items:
+            if x.lower() not in allowed and x not in allowed:
+                raise ValueError(f"{x!r} is not one of {', '.join(allowed)}")
+        return tuple(x if x in allowed else x.lower() for x in items)
+    return parse
+
+
+_ASSIGNORS = (
+    "uniform", "range",
+    "org.apache.kafka.coordinator.group.assignor.UniformAssignor",
+    "org.apache.kafka.coordinator.group.assignor.RangeAssignor",
+)
+
+
 _HOST_PATTERN = re.compile(r"[0-9a-zA-Z\-%._:]*")  # Kafka's Utils.validHostPattern
 
 
@@ -126,6 +146,12 @@ KEYS: dict[str, Key] = {
         _int_key("group.min.session.timeout.ms", 6000, 0, INT32_MAX, "smallest session timeout a member may ask"),
         _int_key("group.max.session.timeout.ms", 1_800_000, 0, INT32_MAX, "largest session timeout a member may ask"),
         _int_key("group.max.size", INT32_MAX, 1, INT32_MAX, "members per group"),
+        Key("group.coordinator.rebalance.protocols", _names("classic", "consumer"), "classic,consumer", doc="group protocols served: `classic` (JoinGroup/SyncGroup) and `consumer` (KIP-848 ConsumerGroupHeartbeat)"),
+        _int_key("group.consumer.session.timeout.ms", 45_000, 1, INT32_MAX, "consumer-protocol member removed after this long without a heartbeat"),
+        _int_key("group.consumer.heartbeat.interval.ms", 5_000, 1, INT32_MAX, "heartbeat interval given to consumer-protocol members"),
+        _int_key("group.consumer.max.size", INT32_MAX, 1, INT32_MAX, "members per consumer-protocol group"),
+        Key("group.consumer.assignors", _names(*_ASSIGNORS), "uniform,range", doc="server-side assignors (`uniform`, `range`, or Kafka's class names); the first is the default"),
+        _int_key("group.consumer.assignment.interval.ms", 1_000, 0, 15_000, "least time between two target assignments of a group (0: every change)"),
         # offsets store
         _int_key("offsets.topic.num.partitions", 50, 1, INT32_MAX, "partitions of __consumer_offsets"),
         _int_key("offsets.retention.minutes", 10080, 1, INT32_MAX, "how long committed offsets of an empty group live"),
@@ -304,6 +330,8 @@ def build_config(raw: Mapping[str, str]) -> Config:
         )
     if values["group.min.session.timeout.ms"] > values["group.max.session.timeout.ms"]:
         raise ConfigError("group.min.session.timeout.ms must not exceed group.max.session.timeout.ms")
+    if values["group.consumer.heartbeat.interval.ms"] >= values["group.consumer.session.timeout.ms"]:
+        raise ConfigError("group.consumer.heartbeat.interval.ms must be lower than group.consumer.session.timeout.ms")
     try:
         values["listeners"] = _listeners.resolve(
             values["listeners"], values["advertised.listeners"], values["listener.security.protocol.map"],

@@ -12,13 +12,19 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from coordinator import errors as E
 from coordinator.group import COMPLETING, PREPARING, STABLE
 from coordinator.logfields import group_event, log_member_event, log_transition
 from coordinator.runtime.runtime import Shard
 
 log = logging.getLogger("groupd.coordinator")
 
-MEMBER_EVENTS = {"join_group": "member joined", "sync_group": "member synced", "leave_group": "members left"}
+MEMBER_EVENTS = {
+    "join_group": "member joined", "sync_group": "member synced", "leave_group": "members left",
+    "consumer_group_heartbeat": "",  # joins, leaves and refusals only (see _consumer_heartbeat)
+}
+_CONSUMER_EPOCHS = {0: "consumer member joined", -1: "consumer member left", -2: "static consumer member left"}
+_CONSUMER_REFUSALS = frozenset((E.FENCED_MEMBER_EPOCH, E.UNKNOWN_MEMBER_ID, E.UNRELEASED_INSTANCE_ID, E.FENCED_INSTANCE_ID, E.GROUP_MAX_SIZE_REACHED))
 
 
 class GroupObserver:
@@ -31,6 +37,8 @@ class GroupObserver:
 
     def after(self, shard: Shard, group_id: str, before: str | None) -> None:
         group = shard.state.groups.get(group_id)
+        if group is None and before is None:
+            return  # no classic group before or after (a consumer-protocol group's request)
         after = group.state if group is not None else "Dead"
         if after == before:
             return
@@ -78,6 +86,9 @@ def member_event(handler: Callable[..., Any], group_id: str, request: Any, paylo
         return
     if not log.isEnabledFor(logging.INFO):
         return
+    if name == "consumer_group_heartbeat":
+        _consumer_heartbeat(group_id, request, payload)
+        return
     if name == "leave_group":
         for m in getattr(payload, "members", ()) or getattr(request, "members", ()):
             log_member_event(log, event, group_id, m.member_id, None, getattr(m, "error", 0), m.group_instance_id)
@@ -87,3 +98,16 @@ def member_event(handler: Callable[..., Any], group_id: str, request: Any, paylo
     if generation is None:
         generation = getattr(request, "generation_id", None)
     log_member_event(log, event, group_id, member, generation, payload.error, getattr(request, "group_instance_id", None))
+
+
+def _consumer_heartbeat(group_id: str, request: Any, payload: Any) -> None:
+    """A consumer-protocol heartbeat is an event when it joins, leaves or is refused as stale."""
+    event = _CONSUMER_EPOCHS.get(request.member_epoch)
+    if payload.error in _CONSUMER_REFUSALS:
+        event = "consumer member refused"
+    if event is None:
+        return
+    group_event(
+        log, event, group_id, payload.member_id or request.member_id, error=payload.error or None,
+        epoch=payload.member_epoch, request_epoch=request.member_epoch, instance=request.instance_id,
+    )

@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import itertools
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +22,7 @@ from clock import wall_ms
 from coordinator import errors as E
 from coordinator import shard as core
 from coordinator.api import EndTxnMarker, GroupConfig, Result
+from coordinator.consumer import runtime as consumer_runtime
 from coordinator.observe import MEMBER_EVENTS, GroupObserver, logs_member_event, member_event
 from coordinator.partitioning import partition_for
 from coordinator.runtime import loader as loading
@@ -49,6 +50,8 @@ class GroupCoordinator:
         self.log_dir = Path(config["log.dirs"])
         self.metrics = metrics
         self.now = now
+        # the broker's topics (name -> entry with topic_id and partitions): consumer-protocol groups assign from it
+        self.topics: Mapping[str, Any] = {}
         self.committer = GroupCommitter(
             flush_interval_messages=config["log.flush.interval.messages"],
             flush_interval_ms=config["log.flush.interval.ms"],
@@ -87,7 +90,7 @@ class GroupCoordinator:
             shard_log = Log.open(self.log_dir / f"{OFFSETS_TOPIC}-{p}", log_config)
             # every append is followed by a flush: let the flush thread do the write too
             shard_log.write_behind = self.committer.synchronous
-            self.runtime.add_shard(p, shard_log)
+            self.runtime.add_shard(p, shard_log).state.topics = self.topics
         loading.open_journal(self.log_dir, {p: shard.log for p, shard in self.shards.items()}, self.committer)
         # loading needs no helper (a round without one syncs from the flush thread): it runs while
         # the helper process starts
@@ -318,6 +321,12 @@ class GroupCoordinator:
                 except Exception:
                     log.exception("offsets housekeeping of partition %d failed", shard.partition)
 
+    def topics_changed(self, names: set[str]) -> None:
+        """Topics were created, deleted or grew: consumer-protocol groups subscribed to them (by name or
+        regex) get a new assignment at their next heartbeat."""
+        for shard in self.loaded_shards():
+            self.runtime.process(shard, consumer_runtime.topics_changed(shard.state, names, self.now()))
+
     def remove_topic(self, topic: str) -> None:
         """A deleted topic's committed offsets become tombstones (Kafka does this on topic deletion)."""
         for shard in self.loaded_shards():
@@ -328,7 +337,15 @@ class GroupCoordinator:
     def metrics_snapshot(self) -> list[tuple[str, str, int, dict[tuple[str, int], int]]]:
         rows = []
         for shard in self.loaded_shards():
+            consumer_groups = shard.state.consumer_groups
             for g in shard.state.groups.values():
                 offsets = {(t, p): v.offset for t, ps in g.offsets.items() for p, v in ps.items()}
-                rows.append((g.group_id, g.state, len(g.members), offsets))
+                cg = consumer_groups.get(g.group_id)
+                if cg is not None:  # the member-less holder of a consumer-protocol group's offsets
+                    rows.append((g.group_id, cg.state(), len(cg.members), offsets))
+                else:
+                    rows.append((g.group_id, g.state, len(g.members), offsets))
+            for cg in consumer_groups.values():
+                if cg.group_id not in shard.state.groups:
+                    rows.append((cg.group_id, cg.state(), len(cg.members), {}))
         return rows

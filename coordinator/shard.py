@@ -15,29 +15,37 @@ replay, and the load's replay of a walked partition (``replay_walked``).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from coordinator import errors as E
 from coordinator.api import (
     EMPTY,
+    DeleteGroupResponse,
     GroupConfig,
+    GroupDescription,
+    GroupListing,
     JoinGroupResponse,
     OffsetDeleteResponse,
     Protocol,
     Result,
     SyncGroupResponse,
     TimerOp,
+    Token,
 )
 from coordinator.classic import rules as classic
-from coordinator.classic.rules import Out, describe_group, list_groups, prepare_rebalance
+from coordinator.classic.rules import Out, prepare_rebalance
+from coordinator.consumer import runtime as consumer
+from coordinator.consumer.group import ConsumerGroups
+from coordinator.consumer.group import deletion_records as consumer_deletion_records
+from coordinator.consumer.runtime import consumer_group_describe, consumer_group_heartbeat
 from coordinator.group import EMPTY as S_EMPTY
 from coordinator.group import STABLE, Group, Member
+from coordinator.logfields import group_event
 from coordinator.offsets.commits import (
     commit_failed,
     delete_failed,
-    delete_group,
     expire_failed,
     expire_offsets,
     has_pending,
@@ -47,6 +55,7 @@ from coordinator.offsets.commits import (
     remove_topic_offsets,
     undrop,
 )
+from coordinator.offsets.commits import delete_group as classic_delete_group
 from coordinator.offsets.replay import replay_marker, replay_offset, replay_txn_offset
 from coordinator.offsets.transactional import PendingOffset, end_transaction, txn_offset_commit
 from coordinator.records import (
@@ -65,6 +74,8 @@ from storage.batch import TxnWalk
 
 __all__ = [
     "ShardState",
+    "consumer_group_describe",
+    "consumer_group_heartbeat",
     "delete_group",
     "end_transaction",
     "has_pending",
@@ -96,11 +107,19 @@ __all__ = [
 class ShardState:
     """Groups (with their committed offsets) of one offsets partition."""
 
-    __slots__ = ("partition", "groups", "dropping", "pending_txn", "open_txns", "txn_seq", "producer_epochs")
+    __slots__ = (
+        "partition", "groups", "dropping", "pending_txn", "open_txns", "txn_seq", "producer_epochs",
+        "consumer_groups", "topics",
+    )
 
     def __init__(self, partition: int) -> None:
         self.partition = partition
         self.groups: dict[str, Group] = {}
+        # Consumer-protocol (KIP-848) groups, kept apart from the classic ones (coordinator/consumer/);
+        # their committed offsets live in ``groups`` like a simple group's. ``topics`` is the broker's
+        # topic registry (name -> entry with topic_id and partitions), which their assignments read.
+        self.consumer_groups: ConsumerGroups = {}
+        self.topics: Mapping[str, Any] = {}
         # Groups deleted in memory whose GroupMetadata tombstone is being written: its runtime replay is
         # then a no-op (at load this is empty and the tombstone removes the group).
         self.dropping: dict[str, int] = {}
@@ -140,6 +159,8 @@ def replay(state: ShardState, key: Key, value: Value | None, now: int) -> None:
         replay_offset(state, key.group, key.topic, key.partition, value, now)  # type: ignore[union-attr, arg-type]
     elif isinstance(key, GroupMetadataKey):
         _replay_group(state, key.group, value, now)  # type: ignore[arg-type]
+    else:
+        consumer.replay(state.consumer_groups, key, value)  # type: ignore[arg-type]
 
 
 def _replay_group(state: ShardState, group_id: str, value: GroupMetadataValue | None, now: int) -> None:
@@ -199,6 +220,7 @@ def on_loaded(state: ShardState, now: int, cfg: GroupConfig) -> Result:
             out.timers.append(_hb(g, m))
         if g.state == STABLE and len(g.members) > cfg.max_size:
             prepare_rebalance(g, now, cfg, out, "join", f"{len(g.members)} members exceed group.max.size={cfg.max_size} after loading")
+    out.timers += consumer.rearm_after_load(state, now, cfg)
     return out.result()
 
 
@@ -233,7 +255,6 @@ CLASSIC = GroupType(
     classic.on_write_failed, frozenset({"sync", "static"}),
 )
 GROUP_TYPES: dict[str, GroupType] = {CLASSIC.name: CLASSIC}
-_BY_TIMER = {kind: t for t in GROUP_TYPES.values() for kind in t.timer_kinds}
 _BY_WRITE_REF = {kind: t for t in GROUP_TYPES.values() for kind in t.write_refs}
 
 
@@ -245,8 +266,64 @@ def type_of(state: ShardState, group_id: str) -> GroupType:
 
 
 def join_group(state: ShardState, req: Any, token: int, now: int, cfg: GroupConfig) -> Result:
-    g = state.groups.get(req.group_id)  # type_of, inlined: every request of the type passes here
-    return (CLASSIC if g is None else GROUP_TYPES[g.group_type]).join_group(state, req, token, now, cfg)
+    """A classic JoinGroup; refused with INCONSISTENT_GROUP_PROTOCOL while a consumer-protocol group of
+    that id has members (Kafka converts such groups online, KIP-848 migration, which is not done here:
+    its answer under ``group.consumer.migration.policy=disabled``)."""
+    cg = state.consumer_groups.get(req.group_id)
+    if cg is None:
+        g = state.groups.get(req.group_id)  # type_of, inlined: every request of the type passes here
+        return (CLASSIC if g is None else GROUP_TYPES[g.group_type]).join_group(state, req, token, now, cfg)
+    if cg.members:
+        return Result(responses=((token, JoinGroupResponse(E.INCONSISTENT_GROUP_PROTOCOL, member_id=req.member_id)),), replay=False)
+    # an empty consumer group becomes a classic one (Kafka converts empty groups under any migration
+    # policy): its records are tombstoned, its offsets stay
+    tombstones = consumer_deletion_records(cg)
+    for key, value in tombstones:
+        consumer.replay(state.consumer_groups, key, value)
+    joined = classic.join_group(state, req, token, now, cfg)
+    return Result(
+        tuple(tombstones) + joined.records, joined.responses, joined.timers, joined.write_ref, joined.replay,
+        joined.producer, joined.marker,
+    )
+
+
+def list_groups(state: ShardState, states: frozenset[str] | None, types: frozenset[str] | None) -> list[GroupListing]:
+    """ListGroups: classic groups, then consumer-protocol groups (type ``consumer``). A consumer group's
+    offsets sit in a member-less classic group of the same id, which is not listed on its own."""
+    listed = [g for g in classic.list_groups(state, states, types) if g.group_id not in state.consumer_groups]
+    wanted_types = {t.strip().lower() for t in types} if types else None
+    if wanted_types is not None and "consumer" not in wanted_types:
+        return listed
+    wanted_states = {s.strip().lower() for s in states} if states else None
+    for gid, cg in state.consumer_groups.items():
+        st = cg.state()
+        if wanted_states is None or st.lower() in wanted_states:
+            listed.append(GroupListing(gid, "consumer", st, "consumer"))
+    return listed
+
+
+def describe_group(state: ShardState, group_id: str) -> GroupDescription:
+    """DescribeGroups: a consumer-protocol group is Dead to it (v6 answers GROUP_ID_NOT_FOUND), as in Kafka."""
+    if group_id in state.consumer_groups:
+        return GroupDescription(E.NONE, group_id, "Dead", "", "")
+    return classic.describe_group(state, group_id)
+
+
+def delete_group(state: ShardState, group_id: str, token: Token, now: int) -> Result:
+    """DeleteGroups: an empty consumer-protocol group goes with its offsets (its tombstones in Kafka's
+    order, applied at once), a non-empty one is NON_EMPTY_GROUP; classic groups as before."""
+    cg = state.consumer_groups.get(group_id)
+    if cg is None:
+        return classic_delete_group(state, group_id, token, now)
+    if cg.members:
+        return Result(responses=((token, DeleteGroupResponse(E.NON_EMPTY_GROUP)),), replay=False)
+    tombstones = consumer_deletion_records(cg)
+    for key, value in tombstones:
+        consumer.replay(state.consumer_groups, key, value)
+    if group_id in state.groups:
+        offsets = classic_delete_group(state, group_id, token, now)
+        return Result(tuple(tombstones) + offsets.records, offsets.responses, offsets.timers, offsets.write_ref, offsets.replay)
+    return Result(tuple(tombstones), ((token, DeleteGroupResponse(E.NONE)),), replay=False)
 
 
 def sync_group(state: ShardState, req: Any, token: int, now: int, cfg: GroupConfig) -> Result:
@@ -264,9 +341,18 @@ def leave_group(state: ShardState, req: Any, token: int, now: int, cfg: GroupCon
     return (CLASSIC if g is None else GROUP_TYPES[g.group_type]).leave_group(state, req, token, now, cfg)
 
 
+# the consumer protocol's groups (coordinator/consumer/) live in ShardState.consumer_groups, not in
+# ``groups``: its API (ConsumerGroupHeartbeat, ConsumerGroupDescribe) enters its rules directly, the
+# classic JoinGroup above converts an empty one, and its timers come back to it from here
+_TIMERS: dict[str, Callable[[ShardState, tuple[Any, ...], int, GroupConfig], Result]] = {
+    **{kind: t.on_timer for t in GROUP_TYPES.values() for kind in t.timer_kinds},
+    **dict.fromkeys(consumer.TIMER_KINDS, consumer.on_consumer_timer),
+}
+
+
 def on_timer(state: ShardState, key: tuple[Any, ...], now: int, cfg: GroupConfig) -> Result:
-    group_type = _BY_TIMER.get(key[0]) if key else None
-    return group_type.on_timer(state, key, now, cfg) if group_type is not None else EMPTY
+    handler = _TIMERS.get(key[0]) if key else None
+    return handler(state, key, now, cfg) if handler is not None else EMPTY
 
 
 def on_write_failed(state: ShardState, write_ref: Any, error: int, now: int, cfg: GroupConfig) -> Result:
@@ -303,6 +389,7 @@ def unload(state: ShardState) -> Result:
                 responses.append((m.sync_token, SyncGroupResponse(E.NOT_COORDINATOR)))
         g.state = "Dead"
     state.groups.clear()
+    state.consumer_groups.clear()
     state.pending_txn.clear()  # a later load brings them back from the log
     state.open_txns.clear()
     state.producer_epochs.clear()
@@ -348,7 +435,10 @@ class GroupShardRules:
         return ShardState(partition)
 
     def on_timer(self, state: ShardState, key: tuple[Any, ...], now: int) -> Result:
-        return on_timer(state, key, now, self.cfg)
+        result = on_timer(state, key, now, self.cfg)
+        if key[0] in (consumer.SESSION, consumer.REBALANCE) and result.records:
+            group_event(log, "consumer member removed", key[1], key[2], reason=key[0].removeprefix("consumer-") + " timeout")
+        return result
 
     def on_write_failed(self, state: ShardState, write_ref: Any, error: int, now: int) -> Result:
         return on_write_failed(state, write_ref, error, now, self.cfg)
