@@ -10,11 +10,11 @@ explicit expire timestamp exists (OffsetCommit v2-v4 retention) else v3, GroupMe
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
-from typing import Any, TypeVar, dataclass_transform
+from typing import Any
 
 from coordinator.consumer import records as _consumer
 from coordinator.record_codec import Reader, RecordFormatError, Writer, key_version
+from coordinator.values import value
 
 _H = struct.Struct(">h")
 _I = struct.Struct(">i")
@@ -22,30 +22,23 @@ _Q = struct.Struct(">q")
 _KEY_HEAD = struct.Struct(">hh")
 
 
-# Keys and offset values are values: never changed once made, equal and hashed by their fields. They are
-# not ``frozen`` dataclasses because a frozen constructor costs about five times as much (a guarded
-# setattr per field), paid once per record at every start-up and once per committed partition.
-_T = TypeVar("_T")
+# Keys and offset values are values (coordinator/values.py): not ``frozen``, as a frozen constructor
+# costs about five times as much, paid once per record at every start-up and once per committed partition.
 
 
-@dataclass_transform(eq_default=True)
-def _record(cls: type[_T]) -> type[_T]:
-    return dataclass(slots=True, unsafe_hash=True)(cls)
-
-
-@_record
+@value
 class OffsetCommitKey:
     group: str
     topic: str
     partition: int
 
 
-@_record
+@value
 class GroupMetadataKey:
     group: str
 
 
-@_record
+@value
 class OffsetCommitValue:
     offset: int
     metadata: str
@@ -54,7 +47,7 @@ class OffsetCommitValue:
     expire_timestamp: int = -1
 
 
-@_record
+@value
 class MemberMetadata:
     member_id: str
     group_instance_id: str | None
@@ -66,7 +59,7 @@ class MemberMetadata:
     assignment: bytes
 
 
-@_record
+@value
 class GroupMetadataValue:
     protocol_type: str
     generation: int
