@@ -11,7 +11,7 @@ import uuid
 from collections.abc import Callable
 from typing import Protocol
 
-from broker import quotas
+from broker import log_end_history, quotas
 from broker.config import Config
 from broker.connection import Connection
 from broker.dispatch import load_handlers
@@ -69,6 +69,7 @@ class Broker:
         self.quotas = quotas.load(config["log.dirs"], config["quota.window.num"], config["quota.window.size.seconds"] * 1000)
         self.partitions = PartitionManager(config, self.topics, self.producers)
         self.services.append(self.partitions)
+        self.services.append(log_end_history.for_broker(self))  # after partitions: it stops first, sampling last
         self.coordinator = GroupCoordinator(config, self.metrics)
         self.coordinator.on_append = lambda partition: self.partitions.appended((OFFSETS_TOPIC, partition))  # long polls
         self.services.append(self.coordinator)
