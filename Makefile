@@ -14,6 +14,10 @@ $(STAMP): pyproject.toml
 	@command -v java >/dev/null || { echo "installing Java for Spark"; \
 	  (apt-get install -y -q openjdk-17-jre-headless >/dev/null 2>&1 || \
 	   (apt-get update -q >/dev/null && apt-get install -y -q openjdk-17-jre-headless >/dev/null)); }
+	@command -v chromium >/dev/null || { echo "installing Chromium for the pipeline report's browser test"; \
+	  (apt-get install -y -q chromium >/dev/null 2>&1 || \
+	   (apt-get update -q >/dev/null && apt-get install -y -q chromium >/dev/null)) || \
+	  echo "Chromium could NOT be installed: tests/pipeline/test_report.py's browser test will fail"; }
 	touch $(STAMP)
 
 venv: $(STAMP)

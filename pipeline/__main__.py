@@ -10,7 +10,6 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 JOBS = ("history", "storms", "status", "positions", "lag", "lag-over-time", "summary", "overview", "removed", "report")
-LOG4J = Path(__file__).with_name("log4j2.properties")
 LOOPBACK = ("127.0.0.1", "localhost")
 
 
@@ -50,7 +49,6 @@ def session(master: str, spark_log: Path | None = None):
         builder
         .config("spark.sql.shuffle.partitions", "4").config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{LOG4J}")
         .config("spark.sql.session.timeZone", "UTC").getOrCreate()
     )
     spark.sparkContext.setLogLevel("ERROR")

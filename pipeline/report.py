@@ -37,6 +37,7 @@ CAUSE_COLOURS = {
 }
 STORM_COLOUR = "#ffb3b3"
 TABLE_ROWS = 30
+GLANCE_ROWS = 500
 
 
 # ------------------------------------------------------------------------------------------ formatting
@@ -226,7 +227,7 @@ def _state(row: Any) -> str:
 
 def _glance(overview: pd.DataFrame, detailed: set[str], meta: dict) -> str:
     rows = []
-    for r in overview.itertuples():
+    for r in overview.head(GLANCE_ROWS).itertuples():
         name = f"<a href='#{_anchor(r.group)}'>{esc(r.group)}</a>" if r.group in detailed else esc(r.group)
         if _missing(r.burrow):
             burrow = f"{_badge(None)} <span class='muted'>no offsets committed</span>"
@@ -248,11 +249,14 @@ def _glance(overview: pd.DataFrame, detailed: set[str], meta: dict) -> str:
         "<span class='badge' style='background:#cf222e'>REWIND</span> consumer in trouble. Each names the partition and "
         "the rule that fired.</p>"
     )
+    left_out = len(overview) - len(rows)
+    tail = (f"<p class='muted'>{left_out:,} more groups, each needing attention less than the last one listed, are left "
+            "out here; <code>python -m pipeline overview</code> lists every group.</p>") if left_out > 0 else ""
     return "<h2>Groups at a glance</h2>" + note + _table(
         ["Group", "Kind", "State", "Burrow status (worst partition: rule that fired)", "Lag now", "Generations",
          "Static restarts", "Last storm", "Last commit"],
         rows, "glance",
-    )
+    ) + tail
 
 
 def _removed(removed: pd.DataFrame) -> str:
