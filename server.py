@@ -11,7 +11,7 @@ import sys
 
 from broker.app import Broker
 from broker.config import Config, ConfigError, load_config
-from broker.logoutput import setup_logging
+from broker.ops.logoutput import setup_logging
 
 
 async def serve(config: Config) -> None:

@@ -13,8 +13,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from coordinator.partitioning import OFFSETS_TOPIC, partition_for
+from coordinator.partitioning import partition_for
 from coordinator.records import OffsetCommitKey, OffsetCommitValue, encode_key, encode_value
+from protocol.topic_names import OFFSETS_TOPIC
 from storage.log import Log, LogConfig
 
 T0 = 1_700_000_000_000
@@ -51,7 +52,7 @@ HEADROOM = 100  # records past the highest committed offset, so the groups have 
 
 def data_and_history(log_dirs: Path, groups: int, records: int) -> None:
     """The ``events`` partitions at their final log end, and the log-end history leading there."""
-    from broker.log_end_history import LogEndRecorder
+    from broker.ops.log_end_history import LogEndRecorder
 
     end = records // groups + HEADROOM
     for p in range(DATA_PARTITIONS):

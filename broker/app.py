@@ -11,23 +11,22 @@ import uuid
 from collections.abc import Callable
 from typing import Protocol
 
-from broker import log_end_history, quotas
 from broker.config import Config
-from broker.connection import Connection
-from broker.dispatch import load_handlers
-from broker.internal_topics import InternalTopic
-from broker.metrics import Metrics
-from broker.metrics_http import MetricsServer
-from broker.partitions import PartitionManager
-from broker.producers import ProducerIds
-from broker.scram_store import ScramStore
+from broker.dataplane.internal_topics import InternalTopic
+from broker.dataplane.partitions import PartitionManager
+from broker.dataplane.producers import ProducerIds
+from broker.dataplane.topics import Topic, TopicRegistry
+from broker.network.connection import Connection
+from broker.ops import log_end_history, quotas
+from broker.ops.metrics import Metrics
+from broker.ops.metrics_http import MetricsServer
 from broker.security.listeners import Listener
 from broker.security.sasl import SaslGate, mechanism_factories
+from broker.security.scram_store import ScramStore
 from broker.security.tls import server_context
-from broker.topics import Topic, TopicRegistry
-from broker.txn_coordinator import TXN_STATE_TOPIC, TransactionCoordinator
-from coordinator.partitioning import OFFSETS_TOPIC
+from broker.txn_coordinator import TransactionCoordinator
 from coordinator.service import GroupCoordinator
+from protocol.topic_names import OFFSETS_TOPIC, TXN_STATE_TOPIC
 from storage.errors import StorageError
 from storage.log import Log
 
@@ -44,7 +43,6 @@ class Service(Protocol):
 
 class Broker:
     def __init__(self, config: Config) -> None:
-        load_handlers()
         self.config = config
         self.node_id: int = config["node.id"]
         self.topics = TopicRegistry(config["log.dirs"])
@@ -177,7 +175,7 @@ class Broker:
     def _connection_factory(self, listener: Listener) -> Callable[[], Connection]:
         if listener.protocol == "PLAINTEXT":
             return lambda: Connection(self, listener.name)
-        from broker.secure_connection import SaslConnection, TlsConnection
+        from broker.network.secure_connection import SaslConnection, TlsConnection
 
         if not listener.sasl:
             return lambda: TlsConnection(self, listener.name)
@@ -194,7 +192,7 @@ class Broker:
         for listener in self.config.listeners:
             factory = self._connection_factory(listener)
             if listener.tls:
-                from broker.secure_connection import TlsServer
+                from broker.network.secure_connection import TlsServer
 
                 factory = functools.partial(TlsServer, self, listener.name, server_context(listener.ssl), factory)
             server = await loop.create_server(factory, listener.host, listener.port, reuse_address=True)

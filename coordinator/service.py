@@ -23,12 +23,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from clock import wall_ms
 from coordinator import errors as E
 from coordinator import shard as core
 from coordinator.api import EndTxnMarker, GroupConfig, Result
 from coordinator.group import COMPLETING, PREPARING, STABLE
 from coordinator.logfields import group_event
-from coordinator.partitioning import OFFSETS_TOPIC, partition_for
+from coordinator.partitioning import partition_for
 from coordinator.records import (
     RecordFormatError,
     decode_key,
@@ -38,6 +39,7 @@ from coordinator.records import (
     encode_value,
 )
 from coordinator.tasks import Tasks
+from protocol.topic_names import OFFSETS_TOPIC
 from storage.batch import TRANSACTIONAL, TxnWalk, build_control_batch, collect_latest
 from storage.committer import GroupCommitter
 from storage.errors import StorageError
@@ -57,10 +59,6 @@ def _reads(ranges: Iterable[tuple[Segment, int, int]]) -> Iterator[memoryview]:
     """The bytes of ``Log.chunk_ranges`` ranges, read one at a time as the walk needs them."""
     for seg, start, end in ranges:
         yield memoryview(seg.pread(start, end))
-
-
-def wall_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 def replay_walked(state: core.ShardState, latest: dict[bytes, bytes | None], txn: TxnWalk, now: int, partition: int = -1) -> int:

@@ -9,6 +9,8 @@ from collections.abc import Callable
 from pathlib import Path
 from urllib.parse import urlparse
 
+from clock import wall_ms
+
 JOBS = ("history", "storms", "status", "positions", "lag", "lag-over-time", "summary", "overview", "removed", "report")
 LOOPBACK = ("127.0.0.1", "localhost")
 
@@ -80,7 +82,7 @@ def report_frames(spark, log_dirs: str, storm_min: int = 5, storm_window: int = 
     from pipeline import jobs
 
     steps = steps or Steps(lambda _: None)
-    now = now_ms if now_ms is not None else int(time.time() * 1000)
+    now = now_ms if now_ms is not None else wall_ms()
     c = jobs.commits(spark, log_dirs).cache()
     g = jobs.groups(spark, log_dirs).cache()
     hist = jobs.log_end_history(spark, log_dirs).cache()
@@ -122,7 +124,7 @@ def report_frames(spark, log_dirs: str, storm_min: int = 5, storm_window: int = 
     )
     totals = history.agg(F.count("*"), F.countDistinct("group")).first()
     meta = {
-        "store": str(Path(log_dirs).resolve()), "span_ms": (span[0], span[1]), "generated_ms": int(time.time() * 1000),
+        "store": str(Path(log_dirs).resolve()), "span_ms": (span[0], span[1]), "generated_ms": wall_ms(),
         "now_ms": now, "counts": {**counts, "generations": totals[0], "groups": len(overview), "removed": len(removed)},
         "has_history": has_history, "storm_min": storm_min, "storm_window": storm_window, "detail_groups": len(chosen),
     }

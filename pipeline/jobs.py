@@ -14,6 +14,7 @@ import pandas as pd
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
+from clock import wall_ms
 from pipeline import datasource, store
 
 
@@ -36,7 +37,7 @@ def log_ends(spark: SparkSession, log_dirs: str) -> DataFrame:
 
 
 def log_end_history(spark: SparkSession, log_dirs: str) -> DataFrame:
-    """The log ends the broker recorded over time (broker/log_end_history.py); empty when it recorded none."""
+    """The log ends the broker recorded over time (broker/ops/log_end_history.py); empty when it recorded none."""
     return spark.read.format("groupd").option("records", "log_ends").load(log_dirs)
 
 
@@ -319,13 +320,12 @@ def consumer_status(
     6. WARN when the lag never decreased across the window;
     7. OK otherwise.
     Lag at a commit is measured against the log end the broker recorded by then (``history``, from
-    broker/log_end_history.py); before the first recorded log end, against today's. The current lag is
+    broker/ops/log_end_history.py); before the first recorded log end, against today's. The current lag is
     today's log end minus the last commit. Partitions whose offsets were deleted, and deleted groups, have
     no positions and so no status. Burrow's "recent broker offsets show zero lag" grace for STOP is not applied.
     """
-    import time
 
-    now = now_ms if now_ms is not None else int(time.time() * 1000)
+    now = now_ms if now_ms is not None else wall_ms()
     at_commits = lag_over_time(commit_records, ends, history)
     today = ends.select("topic", "partition", F.col("log_end_offset").alias("today_end"))
     joined = at_commits.join(today, ["topic", "partition"], "left")

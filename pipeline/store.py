@@ -14,9 +14,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from broker import log_end_history
-from broker.topics import INTERNAL_TOPICS
-from coordinator.partitioning import OFFSETS_TOPIC
+from broker.ops import log_end_history
 from coordinator.records import (
     GroupMetadataKey,
     OffsetCommitKey,
@@ -26,6 +24,7 @@ from coordinator.records import (
     key_version,
 )
 from pipeline import modern_records
+from protocol.topic_names import INTERNAL_TOPICS, OFFSETS_TOPIC
 from storage.batch import (
     BATCH_OVERHEAD,
     COMMIT_MARKER,
@@ -170,7 +169,7 @@ def _modern_rows(raw_key: bytes, raw_value: bytes | None, at: tuple, members: di
 
 
 def read_log_end_history(segment: Path) -> Iterator[tuple]:
-    """Rows of one segment of ``log.dirs/log-end-history`` (broker/log_end_history.py): log start and end
+    """Rows of one segment of ``log.dirs/log-end-history`` (broker/ops/log_end_history.py): log start and end
     offsets of each data partition as the broker knew them at ``sampled_ms``."""
     for header, batch in batches_of(segment):
         for rec in iter_records(batch, header):

@@ -35,13 +35,14 @@ from pathlib import Path
 
 from crc32c import crc32c
 
+from protocol.topic_names import OFFSETS_TOPIC
 from storage.batch import BATCH_OVERHEAD, parse_header
 from storage.errors import StorageError
 from storage.log import Log, fsync_directory
 
 log = logging.getLogger("groupd.storage")
 
-JOURNAL_NAME = "__consumer_offsets.journal"
+JOURNAL_NAME = f"{OFFSETS_TOPIC}.journal"
 _ENTRY = struct.Struct(">iiI")  # batch length, partition, CRC-32C
 _LENGTH_PARTITION = struct.Struct(">ii")
 _CRC = struct.Struct(">I")

@@ -18,7 +18,6 @@ import os
 import struct
 import sys
 import threading
-import time
 from array import array
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -27,6 +26,7 @@ from typing import Any
 
 from crc32c import crc32c
 
+from clock import wall_ms
 from storage.batch import (
     BATCH_OVERHEAD,
     COMMIT_MARKER,
@@ -56,10 +56,6 @@ _INDEX_MAGIC = b"GDBI"
 _SCAN_HEADER = struct.Struct(">qiibIhiqq")  # a batch header up to maxTimestamp
 _RECORD_COUNT = struct.Struct(">i")  # at position 57
 _LEADER_EPOCH = struct.Struct(">i")  # partitionLeaderEpoch, at position 12
-
-
-def _wall_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 @dataclass
@@ -153,7 +149,7 @@ class Log:
     # ------------------------------------------------------------ open / recover
 
     @classmethod
-    def open(cls, directory: Path, config: LogConfig | None = None, *, now_ms: Callable[[], int] = _wall_ms) -> Log:
+    def open(cls, directory: Path, config: LogConfig | None = None, *, now_ms: Callable[[], int] = wall_ms) -> Log:
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         self = cls(directory, config or LogConfig(), now_ms)

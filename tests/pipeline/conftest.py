@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from coordinator.partitioning import OFFSETS_TOPIC, partition_for
+from coordinator.partitioning import partition_for
 from coordinator.records import encode_key, encode_value
+from protocol.topic_names import OFFSETS_TOPIC
 from storage.log import Log
 from tests.unit.coordinator.harness import Core
 
@@ -149,7 +150,7 @@ def modern_records(group: str) -> list[tuple[int, list]]:
 
 
 def write_incident(log_dirs) -> dict:
-    from broker.log_end_history import LogEndRecorder
+    from broker.ops.log_end_history import LogEndRecorder
     from coordinator import shard
 
     core = Recorder(log_dirs, initial_rebalance_delay_ms=0)

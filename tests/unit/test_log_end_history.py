@@ -1,6 +1,6 @@
-"""broker/log_end_history.py: its record format, and that a tick appends only what moved."""
+"""broker/ops/log_end_history.py: its record format, and that a tick appends only what moved."""
 
-from broker.log_end_history import DIRECTORY, LogEndRecorder, decode, encode
+from broker.ops.log_end_history import DIRECTORY, LogEndRecorder, decode, encode
 from pipeline import store
 
 

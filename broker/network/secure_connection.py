@@ -14,7 +14,7 @@ import ssl
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from broker.connection import Connection
+from broker.network.connection import Connection
 from broker.security.sasl import FAILED, SaslGate
 from broker.security.tls import principal
 from protocol.framing import SIZE

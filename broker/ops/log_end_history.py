@@ -21,11 +21,11 @@ import asyncio
 import contextlib
 import logging
 import struct
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from clock import wall_ms
 from storage.errors import StorageError
 from storage.log import Log, LogConfig
 
@@ -84,7 +84,7 @@ class LogEndRecorder:
                 await self._task
         if self.log is not None:
             with contextlib.suppress(StorageError, OSError):
-                self.tick(int(time.time() * 1000))
+                self.tick(wall_ms())
                 self.log.flush()
             self.log.close()
             self.log = None
@@ -93,7 +93,7 @@ class LogEndRecorder:
         while True:
             await asyncio.sleep(self.interval_ms / 1000)
             try:
-                self.tick(int(time.time() * 1000))
+                self.tick(wall_ms())
                 await asyncio.to_thread(self.log.flush)
             except Exception:
                 log.exception("recording log-end history failed")

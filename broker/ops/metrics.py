@@ -2,11 +2,11 @@
 
 Every hook updates plain Python numbers (no locks, no label lookups in prometheus_client); one custom
 collector turns them into metric families when ``/metrics`` is scraped, on the broker's own event loop
-(see ``broker/metrics_http.py``), so it may also read loop-owned coordinator and partition state safely.
+(see ``broker/ops/metrics_http.py``), so it may also read loop-owned coordinator and partition state safely.
 
 Hooks, by caller (all optional to call; each is O(1)):
 
-connection layer (``broker/connection.py``)
+connection layer (``broker/network/connection.py``)
     ``request_started(api_key) -> token``, ``request_finished(api_key, token, response)``,
     ``bytes_in(n)``, ``bytes_out(n)``. Errors are read from the response's top-level ``error_code`` and,
     for OffsetCommit/Produce/TxnOffsetCommit (no top-level code), from their topics -> partitions lists.
@@ -22,7 +22,7 @@ coordinator shell (``coordinator/``)
         durable in ``duration_s``. ``offsets_expired(n)``. ``group_removed(group)``: frees its series.
 storage (``storage/``)
     ``store_append(seconds, batch_records)``, ``store_fsync(seconds)``.
-SASL connections (``broker/secure_connection.py``)
+SASL connections (``broker/network/secure_connection.py``)
     ``authentication(listener, mechanism, result)``: result is success or failure.
 transaction coordinator (``broker/txn_coordinator.py``)
     ``transaction_ended(result)``: markers written; ``result`` in ``TXN_RESULTS`` (commit, abort by the

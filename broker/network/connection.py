@@ -18,7 +18,11 @@ import itertools
 import logging
 from typing import TYPE_CHECKING, Any
 
-from broker.dispatch import HANDLERS, Later, RequestContext
+from broker.dispatch import Later, RequestContext
+from broker.handlers.cluster import api_versions_body
+from broker.routes import HANDLERS
+from protocol import codec
+from protocol.api_table import ApiKey
 from protocol.errors import ErrorCode
 from protocol.framing import HEADER_PREFIX, SIZE, FrameError, check_size
 from protocol.request import (
@@ -35,7 +39,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("groupd.connection")
 _ids = itertools.count(1)
-API_VERSIONS = 18
+API_VERSIONS = int(ApiKey.API_VERSIONS)
 WRITE_HIGH_WATER = 1 << 20
 _MUTED = object()  # stands for an outstanding request while a throttled connection is muted
 _MIN_FRAME = HEADER_PREFIX.size  # a shorter frame, or a torn one, takes the checked path below
@@ -354,7 +358,4 @@ class Connection(asyncio.Protocol):
 
 def _unsupported_api_versions():
     """Kafka's answer to an ApiVersions version it does not know: v0 body, error 35, the full table."""
-    from broker.handlers.cluster import api_versions_body
-    from protocol import codec
-
     return api_versions_body(codec.response_class(API_VERSIONS, 0), ErrorCode.unsupported_version)
