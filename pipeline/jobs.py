@@ -187,6 +187,7 @@ def positions(commit_records: DataFrame) -> DataFrame:
     )
     return since.where((F.col("_after") == 0) & ~F.col("is_tombstone")).select(
         "group", "topic", "partition", "offset", "commit_timestamp", F.timestamp_millis("commit_timestamp").alias("committed_at"), "metadata",
+        F.col("record_offset").alias("seq"),  # the store's order, for commits made in the same millisecond
     )
 
 
@@ -212,14 +213,14 @@ def _as_of(positions_df: DataFrame, history: DataFrame) -> DataFrame:
     newest log end and committed offset known at its time (``kind`` 0 = log-end sample, 1 = commit)."""
     keys = positions_df.select("group", "topic", "partition").distinct()
     samples = keys.join(history, ["topic", "partition"]).select(
-        "group", "topic", "partition", F.col("sampled_ms").alias("t"), F.lit(0).alias("kind"),
+        "group", "topic", "partition", F.col("sampled_ms").alias("t"), F.lit(0).alias("kind"), F.lit(0).cast("long").alias("seq"),
         F.col("log_end_offset").alias("end"), F.lit(None).cast("long").alias("offset"),
     )
     commits_ = positions_df.select(
-        "group", "topic", "partition", F.col("commit_timestamp").alias("t"), F.lit(1).alias("kind"),
+        "group", "topic", "partition", F.col("commit_timestamp").alias("t"), F.lit(1).alias("kind"), "seq",
         F.lit(None).cast("long").alias("end"), "offset",
     )
-    w = Window.partitionBy("group", "topic", "partition").orderBy("t", "kind").rowsBetween(Window.unboundedPreceding, 0)
+    w = Window.partitionBy("group", "topic", "partition").orderBy("t", "kind", "seq").rowsBetween(Window.unboundedPreceding, 0)
     return samples.unionByName(commits_).withColumn("end_known", F.last("end", ignorenulls=True).over(w)).withColumn(
         "offset_known", F.last("offset", ignorenulls=True).over(w)
     )
@@ -234,10 +235,10 @@ def lag_over_time(commit_records: DataFrame, ends: DataFrame, history: DataFrame
         at = pos.withColumn("end_known", F.lit(None).cast("long"))
     else:
         at = _as_of(pos, history).where("kind = 1").select(
-            "group", "topic", "partition", F.col("offset_known").alias("offset"), F.col("t").alias("commit_timestamp"), "end_known",
+            "group", "topic", "partition", F.col("offset_known").alias("offset"), F.col("t").alias("commit_timestamp"), "seq", "end_known",
         ).withColumn("committed_at", F.timestamp_millis("commit_timestamp"))
     return at.join(today, ["topic", "partition"], "left").select(
-        "group", "topic", "partition", "offset", "commit_timestamp", "committed_at",
+        "group", "topic", "partition", "offset", "commit_timestamp", "committed_at", "seq",
         F.coalesce("end_known", "today_end").alias("log_end_offset"),
         F.when(F.col("end_known").isNotNull(), "recorded").otherwise("today").alias("end_source"),
         F.greatest(F.coalesce("end_known", "today_end") - F.col("offset"), F.lit(0)).alias("lag"),
@@ -250,13 +251,13 @@ def topic_lag_timeline(commit_records: DataFrame, history: DataFrame) -> DataFra
     at = _as_of(positions(commit_records), history).withColumn(
         "plag", F.when(F.col("end_known").isNotNull() & F.col("offset_known").isNotNull(), F.greatest(F.col("end_known") - F.col("offset_known"), F.lit(0))).otherwise(0)
     )
-    per_partition = Window.partitionBy("group", "topic", "partition").orderBy("t", "kind")
+    per_partition = Window.partitionBy("group", "topic", "partition").orderBy("t", "kind", "seq")
     at = at.withColumn("delta", F.col("plag") - F.coalesce(F.lag("plag").over(per_partition), F.lit(0)))
-    per_topic = Window.partitionBy("group", "topic").orderBy("t", "kind", "partition").rowsBetween(Window.unboundedPreceding, 0)
+    per_topic = Window.partitionBy("group", "topic").orderBy("t", "kind", "partition", "seq").rowsBetween(Window.unboundedPreceding, 0)
     at = at.withColumn("lag", F.sum("delta").over(per_topic)).withColumn(
         "_committed", F.max(F.col("offset_known").isNotNull().cast("int")).over(per_topic)
     ).where("_committed = 1")  # from the group's first commit on the topic
-    last_at_t = Window.partitionBy("group", "topic", "t").orderBy(F.desc("kind"), F.desc("partition"))
+    last_at_t = Window.partitionBy("group", "topic", "t").orderBy(F.desc("kind"), F.desc("partition"), F.desc("seq"))
     return at.withColumn("_n", F.row_number().over(last_at_t)).where("_n = 1").select("group", "topic", F.col("t").alias("t_ms"), "lag")
 
 
@@ -327,24 +328,32 @@ def consumer_status(
 
     now = now_ms if now_ms is not None else wall_ms()
     at_commits = lag_over_time(commit_records, ends, history)
+    newest = Window.partitionBy("group", "topic", "partition").orderBy(F.desc("commit_timestamp"), F.desc("seq"))
+    windows = (
+        at_commits.withColumn("_n", F.row_number().over(newest)).where(F.col("_n") <= window)
+        .groupBy("group", "topic", "partition")
+        .agg(F.sort_array(F.collect_list(F.struct("commit_timestamp", "seq", "offset", "lag"))).alias("commits"))
+    )
     today = ends.select("topic", "partition", F.col("log_end_offset").alias("today_end"))
-    joined = at_commits.join(today, ["topic", "partition"], "left")
+    joined = windows.join(today, ["topic", "partition"], "left")
+    columns = [c.split()[0] for c in STATUS_SCHEMA.split(", ")]
 
-    def evaluate(pdf: pd.DataFrame) -> pd.DataFrame:
-        pdf = pdf.sort_values("commit_timestamp", kind="stable").tail(window)
-        offsets = [int(o) for o in pdf["offset"]]
-        times = [int(t) for t in pdf["commit_timestamp"]]
-        lags = [int(x) for x in pdf["lag"].fillna(0)]
-        end = pdf["today_end"].iloc[-1]
-        current = lags[-1] if pd.isna(end) else max(int(end) - offsets[-1], 0)
-        status, rule = burrow_verdict(offsets, times, lags, now, current)
-        first = pdf.iloc[0]
-        return pd.DataFrame([{
-            "group": first["group"], "topic": first["topic"], "partition": int(first["partition"]), "status": status,
-            "rule": rule, "commits_in_window": len(offsets), "last_offset": offsets[-1], "lag": current,
-        }])
+    def evaluate(batches):
+        # one pass over plain lists per batch of partitions (no pandas frame per partition)
+        for pdf in batches:
+            rows = []
+            for group, topic, partition, commits, end in zip(
+                pdf["group"], pdf["topic"], pdf["partition"], pdf["commits"], pdf["today_end"], strict=True
+            ):
+                offsets = [int(c["offset"]) for c in commits]
+                times = [int(c["commit_timestamp"]) for c in commits]
+                lags = [0 if c["lag"] is None or pd.isna(c["lag"]) else int(c["lag"]) for c in commits]
+                current = lags[-1] if pd.isna(end) else max(int(end) - offsets[-1], 0)
+                status, rule = burrow_verdict(offsets, times, lags, now, current)
+                rows.append((group, topic, int(partition), status, rule, len(offsets), offsets[-1], current))
+            yield pd.DataFrame(rows, columns=columns)
 
-    return joined.groupBy("group", "topic", "partition").applyInPandas(evaluate, STATUS_SCHEMA)
+    return joined.select("group", "topic", "partition", "commits", "today_end").mapInPandas(evaluate, STATUS_SCHEMA)
 
 
 SEVERITY = {"STOP": 4, "STALL": 4, "REWIND": 4, "WARN": 2, "OK": 0}

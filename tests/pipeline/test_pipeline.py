@@ -21,8 +21,13 @@ def test_reader_decodes_the_coordinators_records(store):
 
 
 def test_data_source_reads_in_parallel(spark, store):
+    from pipeline.datasource import DEFAULT_SPLITS, split
+
+    dirs = reader.offsets_partitions(store["log_dirs"])
     groups = jobs.groups(spark, store["log_dirs"])
-    assert groups.rdd.getNumPartitions() == len(reader.offsets_partitions(store["log_dirs"]))
+    assert groups.rdd.getNumPartitions() == min(len(dirs), DEFAULT_SPLITS) > 1
+    spread = split(dirs, 3)
+    assert len(spread) == min(3, len(dirs)) and sorted(p for g in spread for p in g) == sorted(map(str, dirs))
     # ten generations, then an eleventh when the members' sessions lapse and the group empties
     assert groups.count() == STORM_GENERATIONS + 1
     assert jobs.commits(spark, store["log_dirs"]).where("not is_tombstone").count() == 20
