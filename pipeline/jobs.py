@@ -226,23 +226,36 @@ def _as_of(positions_df: DataFrame, history: DataFrame) -> DataFrame:
     )
 
 
-def lag_over_time(commit_records: DataFrame, ends: DataFrame, history: DataFrame | None = None) -> DataFrame:
-    """Lag at each commit: the log end the broker had recorded by then (log-end history) minus the
-    committed offset; without a recorded log end before the commit, today's log end (``end_source`` says which)."""
-    pos = positions(commit_records)
+def _lags_at(pos: DataFrame, ends: DataFrame, history: DataFrame | None) -> DataFrame:
+    """Each position with the log end the broker had recorded by its commit (samples and commits of a
+    partition on one time line, the newest sample carried forward), else today's end, and the lag."""
     today = ends.select("topic", "partition", F.col("log_end_offset").alias("today_end"))
     if history is None:
         at = pos.withColumn("end_known", F.lit(None).cast("long"))
     else:
-        at = _as_of(pos, history).where("kind = 1").select(
-            "group", "topic", "partition", F.col("offset_known").alias("offset"), F.col("t").alias("commit_timestamp"), "seq", "end_known",
-        ).withColumn("committed_at", F.timestamp_millis("commit_timestamp"))
+        samples = history.select(
+            F.lit(None).cast("string").alias("group"), "topic", "partition", F.lit(None).cast("long").alias("offset"),
+            F.col("sampled_ms").alias("commit_timestamp"), F.lit(0).alias("kind"), F.lit(0).cast("long").alias("seq"),
+            F.col("log_end_offset").alias("end"),
+        )
+        commits_ = pos.select(
+            "group", "topic", "partition", "offset", "commit_timestamp", F.lit(1).alias("kind"), "seq", F.lit(None).cast("long").alias("end"),
+        )
+        # by partition, not by group: the samples are not copied once per group reading the partition
+        w = Window.partitionBy("topic", "partition").orderBy("commit_timestamp", "kind", "seq").rowsBetween(Window.unboundedPreceding, 0)
+        at = samples.unionByName(commits_).withColumn("end_known", F.last("end", ignorenulls=True).over(w)).where("kind = 1")
     return at.join(today, ["topic", "partition"], "left").select(
-        "group", "topic", "partition", "offset", "commit_timestamp", "committed_at", "seq",
+        "group", "topic", "partition", "offset", "commit_timestamp", F.timestamp_millis("commit_timestamp").alias("committed_at"), "seq",
         F.coalesce("end_known", "today_end").alias("log_end_offset"),
         F.when(F.col("end_known").isNotNull(), "recorded").otherwise("today").alias("end_source"),
         F.greatest(F.coalesce("end_known", "today_end") - F.col("offset"), F.lit(0)).alias("lag"),
     )
+
+
+def lag_over_time(commit_records: DataFrame, ends: DataFrame, history: DataFrame | None = None) -> DataFrame:
+    """Lag at each commit: the log end the broker had recorded by then (log-end history) minus the
+    committed offset; without a recorded log end before the commit, today's log end (``end_source`` says which)."""
+    return _lags_at(positions(commit_records), ends, history)
 
 
 def topic_lag_timeline(commit_records: DataFrame, history: DataFrame) -> DataFrame:
@@ -327,10 +340,10 @@ def consumer_status(
     """
 
     now = now_ms if now_ms is not None else wall_ms()
-    at_commits = lag_over_time(commit_records, ends, history)
     newest = Window.partitionBy("group", "topic", "partition").orderBy(F.desc("commit_timestamp"), F.desc("seq"))
+    last = positions(commit_records).withColumn("_n", F.row_number().over(newest)).where(F.col("_n") <= window).drop("_n")
     windows = (
-        at_commits.withColumn("_n", F.row_number().over(newest)).where(F.col("_n") <= window)
+        _lags_at(last, ends, history)
         .groupBy("group", "topic", "partition")
         .agg(F.sort_array(F.collect_list(F.struct("commit_timestamp", "seq", "offset", "lag"))).alias("commits"))
     )

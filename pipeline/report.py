@@ -141,7 +141,7 @@ def group_chart(group: str, gens: pd.DataFrame, storms: pd.DataFrame, lag: pd.Da
         g = gens.sort_values(["incarnation", "generation"])
         xs = list(_dt(g["start_ms"])) + [hi]
         ys = list(g["member_count"]) + [g["member_count"].iloc[-1]]
-        ax.step(xs, ys, where="post", color="#24292f", lw=1.2, label="members")
+        ax.step(xs, ys, where="post", color="#0a7ea4", lw=1.4, label="members")
         for cause, rows in g.groupby("likely_cause"):
             ax.scatter(_dt(rows["start_ms"]), rows["member_count"], s=36, zorder=3, color=CAUSE_COLOURS.get(cause, "#57606a"),
                        label=f"new generation: {cause}")
