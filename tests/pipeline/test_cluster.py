@@ -89,6 +89,7 @@ def test_the_job_runs_unchanged_on_a_standalone_cluster(spark, incident, standal
         capture_output=True, text=True, timeout=800, cwd=Path(__file__).parents[2],
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    print("on the standalone cluster:\n" + done.stdout)  # its steps and their times, shown with -s
     assert f"Spark session on {standalone['url']}" in done.stdout
     cluster = json.loads((tmp_path / "cluster" / "overview.json").read_text())
     assert sorted(cluster, key=lambda r: r["group"]) == sorted(local, key=lambda r: r["group"])
