@@ -4,14 +4,22 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import gc
 import logging
+import logging.handlers
+import os
 import signal
 import sys
 
 from broker.app import Broker
 from broker.config import Config, ConfigError, load_config
 from broker.ops.logoutput import setup_logging
+from storage.errors import StorageError
+from storage.logdirfailure import channel as log_dir_failures
+
+# Kafka's status when its last log directory has failed (LogManager: Exit.halt(1))
+LOG_DIR_FAILED_EXIT = 1
 
 
 async def serve(config: Config) -> None:
@@ -24,6 +32,21 @@ async def serve(config: Config) -> None:
     await done.wait()
     logging.getLogger("groupd").info("signal received, shutting down")
     await broker.stop()
+
+
+def halt_on_log_dir_failure(what: str, exc: BaseException) -> None:
+    """A failed write or sync took the one log directory offline (storage/logdirfailure.py): halt, as
+    Kafka does when no live log directory is left. Nothing is flushed or answered on the way out
+    (the disk just refused a write); what was acknowledged is durable and the next start recovers it."""
+    logging.getLogger("groupd").critical(
+        "%s failed (%s): the log directory is offline; groupd halts with exit status %d for its supervisor "
+        "to restart it (start-up recovers everything acknowledged once the disk takes writes again)",
+        what, exc, LOG_DIR_FAILED_EXIT,
+    )
+    for handler in logging.getLogger().handlers:
+        with contextlib.suppress(Exception):
+            handler.flush()
+    os._exit(LOG_DIR_FAILED_EXIT)
 
 
 def tune_gc() -> None:
@@ -41,13 +64,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--config", help="a Kafka-style server.properties file")
     parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE", help="set one config key")
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO)
+    # Lines logged while the config is read (an unknown key's warning) wait until the configured
+    # format is set up, so they come out like every other line.
+    early = logging.handlers.BufferingHandler(capacity=1000)
+    logging.getLogger().addHandler(early)
+    logging.getLogger().setLevel(logging.INFO)
     try:
         config = load_config(args.config, args.override)
     except ConfigError as exc:
+        for record in early.buffer:
+            print(f"groupd: {record.levelname.lower()}: {record.getMessage()}", file=sys.stderr)
         print(f"groupd: configuration error: {exc}", file=sys.stderr)
         return 2
+    finally:
+        logging.getLogger().removeHandler(early)
     setup_logging(config)
+    for record in early.buffer:
+        logging.getLogger(record.name).handle(record)
     try:
         import uvloop
 
@@ -55,9 +88,10 @@ def main(argv: list[str] | None = None) -> int:
     except ImportError:  # pragma: no cover - uvloop is a dependency; keep running without it
         logging.getLogger("groupd").warning("uvloop not available, using the default event loop")
     tune_gc()
+    log_dir_failures.handler = halt_on_log_dir_failure
     try:
         asyncio.run(serve(config))
-    except OSError as exc:
+    except (OSError, StorageError) as exc:  # a port taken, a full disk: one line, no traceback
         print(f"groupd: cannot start: {exc}", file=sys.stderr)
         return 1
     return 0

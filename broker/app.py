@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import logging
 import time
@@ -16,6 +15,7 @@ from broker.dataplane.internal_topics import InternalTopic
 from broker.dataplane.partitions import PartitionManager
 from broker.dataplane.producers import ProducerIds
 from broker.dataplane.topics import Topic, TopicRegistry
+from broker.network.acceptor import Acceptor, Admission
 from broker.network.connection import Connection
 from broker.ops import log_end_history, quotas
 from broker.ops.metrics import Metrics
@@ -55,8 +55,10 @@ class Broker:
             self.services.append(self.metrics_server)
         self.stopping = False
         self.started_at: float | None = None
-        self._server: asyncio.base_events.Server | None = None  # the first listener's
-        self._servers: dict[str, asyncio.base_events.Server] = {}
+        self._server: Acceptor | None = None  # the first listener's
+        self._servers: dict[str, Acceptor] = {}
+        self.admission = Admission(config, self.metrics)  # max.connections, per ip, out of descriptors
+        self._idle_timer: asyncio.TimerHandle | None = None
         self._listeners: dict[str, Listener] = {spec.name: spec for spec in config.listeners}
         self._connections: set[Connection] = set()
         self._unflushed: list[Connection] = []
@@ -87,6 +89,11 @@ class Broker:
             )
         }
         self.topics.on_delete.append(lambda topic: self.coordinator.remove_topic(topic.name))
+        # consumer-protocol groups assign from the topics and follow their changes
+        self.coordinator.topics = self.topics.by_name
+        self.topics.on_create.append(lambda topic: self.coordinator.topics_changed({topic.name}))
+        self.topics.on_delete.append(lambda topic: self.coordinator.topics_changed({topic.name}))
+        self.topics.on_grow.append(lambda topic, _old: self.coordinator.topics_changed({topic.name}))
 
     # topic changes go through here so every part of the broker hears about them
     def create_topic(self, name: str, partitions: int, configs: dict[str, str]) -> Topic:
@@ -188,16 +195,23 @@ class Broker:
         self.scram.load()
         for service in self.services:
             await service.start()
-        loop = self._loop = asyncio.get_running_loop()  # kept: get_running_loop() is a getpid(2) on 3.11
-        for listener in self.config.listeners:
-            factory = self._connection_factory(listener)
-            if listener.tls:
-                from broker.network.secure_connection import TlsServer
+        self._loop = asyncio.get_running_loop()  # kept: get_running_loop() is a getpid(2) on 3.11
+        self.admission.quotas.resolve_overrides()
+        try:
+            for listener in self.config.listeners:
+                factory = self._connection_factory(listener)
+                if listener.tls:
+                    from broker.network.secure_connection import TlsServer
 
-                factory = functools.partial(TlsServer, self, listener.name, server_context(listener.ssl), factory)
-            server = await loop.create_server(factory, listener.host, listener.port, reuse_address=True)
-            self._servers[listener.name] = server
-            self._server = self._server or server
+                    factory = functools.partial(TlsServer, self, listener.name, server_context(listener.ssl), factory)
+                server = self.admission.listen(listener.name, listener.host, listener.port, factory)
+                self._servers[listener.name] = server
+                self._server = self._server or server
+        except OSError:
+            self.admission.close()
+            raise
+        if self.config["connections.max.idle.ms"] >= 0:
+            self._idle_timer = self._loop.call_later(self._idle_sweep_s(), self._close_idle)
         self.started_at = time.perf_counter()
         bound = ", ".join(f"{name}://{s.sockets[0].getsockname()[0]}:{s.sockets[0].getsockname()[1]}" for name, s in self._servers.items())
         log.info(
@@ -216,6 +230,27 @@ class Broker:
     def connection_closed(self, conn: Connection) -> None:
         self._connections.discard(conn)
 
+    def _idle_sweep_s(self) -> float:
+        """How often idle connections are looked for: a tenth of connections.max.idle.ms, within
+        50 ms and 30 s (Kafka's own check runs on every poll; a connection is closed that much late
+        at most)."""
+        return min(max(self.config["connections.max.idle.ms"] / 10_000, 0.05), 30.0)
+
+    def _close_idle(self) -> None:
+        """Kafka's connections.max.idle.ms: a connection that neither read nor wrote for that long is
+        closed. One whose request is still outstanding (a long poll, a parked join) is not idle."""
+        now = self._loop.time()
+        limit = self.config["connections.max.idle.ms"] / 1000
+        for conn in list(self._connections):
+            if conn.active or conn.busy:
+                conn.active = False
+                conn.quiet_since = now
+            elif now - conn.quiet_since >= limit:
+                log.debug("connection %s closed: idle for %.0f ms (connections.max.idle.ms %d)", conn.peer, (now - conn.quiet_since) * 1000, limit * 1000)
+                self.metrics.connection_closed_idle()
+                conn.close_idle()
+        self._idle_timer = self._loop.call_later(self._idle_sweep_s(), self._close_idle)
+
     def flush_soon(self, conn: Connection) -> None:
         """``conn`` has answers queued: send them, with every other connection's, after this loop turn."""
         if not self._unflushed:
@@ -230,8 +265,9 @@ class Broker:
     async def stop(self) -> None:
         """Stop accepting, let in-flight requests finish, stop services (which flush), close."""
         self.stopping = True
-        for server in self._servers.values():
-            server.close()
+        if self._idle_timer is not None:
+            self._idle_timer.cancel()
+        self.admission.close()
         if self._connections:
             # Idle connections close at once; busy ones answer what they have read, within a moment.
             conns = list(self._connections)
@@ -248,7 +284,4 @@ class Broker:
                 await service.stop()
             except Exception:
                 log.exception("stopping %s failed", type(service).__name__)
-        for server in self._servers.values():
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(server.wait_closed(), 1)
         log.info("groupd stopped")

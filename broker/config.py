@@ -7,11 +7,13 @@ about once, a value that does not parse or is out of range stops start-up with a
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from broker.kafka_keys import IGNORED, resolve_units
 from broker.security import listeners as _listeners
 from broker.security.tls import tls_settings
 
@@ -44,6 +46,50 @@ def _log_level(raw: str) -> str:
     if level not in ("DEBUG", "INFO", "WARNING", "WARN", "ERROR", "CRITICAL"):
         raise ValueError("expected DEBUG, INFO, WARN or ERROR")
     return "WARNING" if level == "WARN" else level
+
+
+def _names(*allowed: str) -> Callable[[str], tuple[str, ...]]:
+    """A comma-separated list, each entry one of ``allowed`` (case-insensitive); at least one."""
+    def parse(raw: str) -> tuple[str, ...]:
+        items = tuple(x.strip() for x in raw.split(",") if x.strip())
+        if not items:
+            raise ValueError("expected at least one entry")
+        for x in items:
+            if x.lower() not in allowed and x not in allowed:
+                raise ValueError(f"{x!r} is not one of {', '.join(allowed)}")
+        return tuple(x if x in allowed else x.lower() for x in items)
+    return parse
+
+
+_ASSIGNORS = (
+    "uniform", "range",
+    "org.apache.kafka.coordinator.group.assignor.UniformAssignor",
+    "org.apache.kafka.coordinator.group.assignor.RangeAssignor",
+)
+
+
+_HOST_PATTERN = re.compile(r"[0-9a-zA-Z\-%._:]*")  # Kafka's Utils.validHostPattern
+
+
+def _per_ip_overrides(raw: str) -> dict[str, int]:
+    """Kafka's ``host:count,host:count`` (its Csv.parseCsvMap: split at commas, each at its last colon,
+    so an IPv6 address needs no brackets)."""
+    out: dict[str, int] = {}
+    for item in raw.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        host, sep, count = item.rpartition(":")
+        if not sep:
+            raise ValueError(f"expected host:count, got {item!r}")
+        try:
+            out[host.strip()] = int(count)
+        except ValueError:
+            raise ValueError(f"expected host:count, got {item!r}") from None
+    invalid = [host for host in out if not _HOST_PATTERN.fullmatch(host)]
+    if invalid:
+        raise ValueError(f"contains invalid addresses : {','.join(invalid)}")
+    return out
 
 
 def _choice(*options: str) -> Callable[[str], str]:
@@ -84,6 +130,11 @@ KEYS: dict[str, Key] = {
         Key("cluster.id", str, "groupd-cluster", doc="cluster id reported in Metadata"),
         _int_key("socket.request.max.bytes", 104_857_600, 1, INT32_MAX, "largest request frame accepted"),
         _int_key("queued.max.requests", 500, 1, INT32_MAX, "requests read ahead per connection"),
+        _int_key("queued.max.request.bytes", 16 * 1024 * 1024, None, INT64_MAX, "bytes of requests read ahead per connection and not yet answered; reading pauses past it (0 or less: no bound but the count). Kafka's bounds the whole broker and is unbounded by default"),
+        _int_key("max.connections", INT32_MAX, 0, INT32_MAX, "connections open at once, all listeners together; at the limit the broker stops accepting until one closes (as Kafka's acceptor blocks)"),
+        _int_key("max.connections.per.ip", INT32_MAX, 0, INT32_MAX, "connections open at once from one address; one more is closed at once (0 only with overrides)"),
+        Key("max.connections.per.ip.overrides", _per_ip_overrides, "", doc="`host:count,host:count`: per-address limits instead of max.connections.per.ip"),
+        _int_key("connections.max.idle.ms", 600_000, None, INT64_MAX, "close a connection that read and wrote nothing this long, unless a request of it is outstanding (negative: never)"),
         _int_key("max.request.partition.size.limit", 2000, 1, INT32_MAX, "most partitions one DescribeTopicPartitions answer holds"),
         Key("auto.create.topics.enable", _bool, "true", doc="Metadata for an unknown topic creates it"),
         _int_key("num.partitions", 1, 1, INT32_MAX, "partitions of an auto-created topic"),
@@ -95,6 +146,12 @@ KEYS: dict[str, Key] = {
         _int_key("group.min.session.timeout.ms", 6000, 0, INT32_MAX, "smallest session timeout a member may ask"),
         _int_key("group.max.session.timeout.ms", 1_800_000, 0, INT32_MAX, "largest session timeout a member may ask"),
         _int_key("group.max.size", INT32_MAX, 1, INT32_MAX, "members per group"),
+        Key("group.coordinator.rebalance.protocols", _names("classic", "consumer"), "classic,consumer", doc="group protocols served: `classic` (JoinGroup/SyncGroup) and `consumer` (KIP-848 ConsumerGroupHeartbeat)"),
+        _int_key("group.consumer.session.timeout.ms", 45_000, 1, INT32_MAX, "consumer-protocol member removed after this long without a heartbeat"),
+        _int_key("group.consumer.heartbeat.interval.ms", 5_000, 1, INT32_MAX, "heartbeat interval given to consumer-protocol members"),
+        _int_key("group.consumer.max.size", INT32_MAX, 1, INT32_MAX, "members per consumer-protocol group"),
+        Key("group.consumer.assignors", _names(*_ASSIGNORS), "uniform,range", doc="server-side assignors (`uniform`, `range`, or Kafka's class names); the first is the default"),
+        _int_key("group.consumer.assignment.interval.ms", 1_000, 0, 15_000, "least time between two target assignments of a group (0: every change)"),
         # offsets store
         _int_key("offsets.topic.num.partitions", 50, 1, INT32_MAX, "partitions of __consumer_offsets"),
         _int_key("offsets.retention.minutes", 10080, 1, INT32_MAX, "how long committed offsets of an empty group live"),
@@ -117,11 +174,15 @@ KEYS: dict[str, Key] = {
         _int_key("quota.window.size.seconds", 1, 1, INT32_MAX, "length of one sample"),
         # storage
         _int_key("log.segment.bytes", 1_073_741_824, 1024, INT32_MAX, "segment roll size"),
-        _int_key("log.roll.ms", 604_800_000, 1, INT64_MAX, "segment roll age"),
+        _int_key("log.roll.ms", 604_800_000, 1, INT64_MAX, "segment roll age (if unset, from log.roll.hours)"),
         _int_key("log.flush.interval.messages", 1, 1, INT64_MAX, "fsync after this many appended messages (1: every write is durable before it is acknowledged)"),
         _int_key("log.flush.interval.ms", 0, 0, INT64_MAX, "fsync at least this often (0: with every write)"),
         _int_key("num.recovery.threads.per.data.dir", 2, 1, 64, "processes that walk the offsets store at start-up, the broker included (1: the broker alone)"),
-        _int_key("log.retention.ms", 604_800_000, -1, INT64_MAX, "delete data older than this (-1: never)"),
+        _int_key("log.retention.ms", 604_800_000, -1, INT64_MAX, "delete data older than this (-1: never); if unset, from log.retention.minutes, else log.retention.hours (Kafka's precedence)"),
+        Key("log.retention.minutes", int, None, -(2**31), INT32_MAX, doc="retention in minutes, used when log.retention.ms is not set"),
+        Key("log.retention.hours", int, "168", -(2**31), INT32_MAX, doc="retention in hours, used when neither log.retention.ms nor .minutes is set (negative: never)"),
+        _int_key("log.roll.hours", 168, 1, INT32_MAX, "segment roll age in hours, used when log.roll.ms is not set"),
+        Key("broker.id", int, None, -1, INT32_MAX, doc="the ZooKeeper-era name of node.id, used when node.id is not set"),
         _int_key("log.retention.bytes", -1, -1, INT64_MAX, "delete old segments past this size per partition (-1: never)"),
         _int_key("log.retention.check.interval.ms", 300_000, 1, INT64_MAX, "how often retention runs"),
         _int_key("log.cleaner.delete.retention.ms", 86_400_000, 0, INT64_MAX, "how long tombstones survive compaction"),
@@ -226,6 +287,14 @@ def parse_overrides(items: Iterable[str]) -> dict[str, str]:
 _warned: set[str] = set()
 
 
+def _did_you_mean(name: str) -> str:
+    """`` (did you mean log.retention.ms?)`` for a close typo of a known key, else nothing."""
+    import difflib
+
+    close = difflib.get_close_matches(name, KEYS, n=1, cutoff=0.85)
+    return f" (did you mean {close[0]}?)" if close else ""
+
+
 def build_config(raw: Mapping[str, str]) -> Config:
     values: dict[str, Any] = {}
     for name, key in KEYS.items():
@@ -243,12 +312,28 @@ def build_config(raw: Mapping[str, str]) -> Config:
             if key.high is not None and value > key.high:
                 raise ConfigError(f"invalid value {value} for {name}: must be <= {key.high}")
         values[name] = value
+    resolve_units(raw, values)
     for name in raw:
-        if name not in KEYS and name not in _warned and not name.startswith(_listeners.PREFIX):
-            _warned.add(name)
-            log.warning("unknown configuration key %s is ignored", name)
+        if name in KEYS or name in _warned or name.startswith(_listeners.PREFIX):
+            continue
+        _warned.add(name)
+        if name in IGNORED:
+            log.info("Kafka's %s is ignored: %s", name, IGNORED[name])
+        else:
+            log.warning("unknown configuration key %s is ignored%s", name, _did_you_mean(name))
+    if values["max.connections.per.ip.overrides"] is None:
+        values["max.connections.per.ip.overrides"] = {}
+    if values["max.connections.per.ip"] == 0 and not values["max.connections.per.ip.overrides"]:
+        raise ConfigError("max.connections.per.ip can be set to zero only if max.connections.per.ip.overrides property is set.")
+    idle, delay = values["connections.max.idle.ms"], values["connection.failed.authentication.delay.ms"]
+    if idle >= 0 and delay >= idle:
+        raise ConfigError(
+            f"connection.failed.authentication.delay.ms={delay} should always be less than connections.max.idle.ms={idle} to prevent failed authentication responses from timing out"
+        )
     if values["group.min.session.timeout.ms"] > values["group.max.session.timeout.ms"]:
         raise ConfigError("group.min.session.timeout.ms must not exceed group.max.session.timeout.ms")
+    if values["group.consumer.heartbeat.interval.ms"] >= values["group.consumer.session.timeout.ms"]:
+        raise ConfigError("group.consumer.heartbeat.interval.ms must be lower than group.consumer.session.timeout.ms")
     try:
         values["listeners"] = _listeners.resolve(
             values["listeners"], values["advertised.listeners"], values["listener.security.protocol.map"],
@@ -288,11 +373,23 @@ def config_table_markdown() -> str:
     return "\n".join(rows)
 
 
+IGNORED_BEGIN = "<!-- ignored-keys:begin -->"
+IGNORED_END = "<!-- ignored-keys:end -->"
+
+
+def ignored_table_markdown() -> str:
+    """The keys of Kafka's stock server.properties that groupd accepts and ignores, with why."""
+    rows = ["| Kafka key | why groupd ignores it |", "| --- | --- |"]
+    rows += [f"| `{key}` | {why} |" for key, why in IGNORED.items()]
+    return "\n".join(rows)
+
+
 def write_readme(path: str = "docs/configuration.md") -> None:
-    """Replace docs/configuration.md's generated table with the current one."""
+    """Replace docs/configuration.md's generated tables with the current ones."""
     from protocol.api_table import replace_between
 
     replace_between(path, CONFIG_BEGIN, CONFIG_END, config_table_markdown())
+    replace_between(path, IGNORED_BEGIN, IGNORED_END, ignored_table_markdown())
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ import itertools
 import logging
 import os
 import time
-from collections.abc import Awaitable, Callable, Iterable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,8 +27,9 @@ from clock import wall_ms
 from coordinator import errors as E
 from coordinator import shard as core
 from coordinator.api import EndTxnMarker, GroupConfig, Result
+from coordinator.consumer import runtime as consumer_runtime
 from coordinator.group import COMPLETING, PREPARING, STABLE
-from coordinator.logfields import group_event
+from coordinator.logfields import group_event, log_member_event, log_transition
 from coordinator.partitioning import partition_for
 from coordinator.records import (
     RecordFormatError,
@@ -42,7 +43,7 @@ from coordinator.tasks import Tasks
 from protocol.topic_names import OFFSETS_TOPIC
 from storage.batch import TRANSACTIONAL, TxnWalk, build_control_batch, collect_latest
 from storage.committer import GroupCommitter
-from storage.errors import StorageError
+from storage.errors import RecordTooLarge, StorageError
 from storage.journal import Journal
 from storage.log import Log, LogConfig, Segment, syncfs_errno
 from storage.walkhelper import WalkHelpers, split_by_bytes
@@ -188,6 +189,8 @@ class GroupCoordinator:
         self.now = now
         self.shards: dict[int, Shard] = {}
         self.on_append: Callable[[int], None] | None = None  # told each offsets partition appended to
+        # the broker's topics (name -> entry with topic_id and partitions): consumer-protocol groups assign from it
+        self.topics: Mapping[str, Any] = {}
         self.committer = GroupCommitter(
             flush_interval_messages=config["log.flush.interval.messages"],
             flush_interval_ms=config["log.flush.interval.ms"],
@@ -216,6 +219,8 @@ class GroupCoordinator:
             segment_bytes=self.config["offsets.topic.segment.bytes"],
             cleanup_policy="compact",
             delete_retention_ms=self.config["log.cleaner.delete.retention.ms"],
+            # Kafka's offsets topic takes the broker's message.max.bytes: the coordinator runtime's batch limit
+            max_message_bytes=self.config["message.max.bytes"],
         )
         helpers = self.config["num.recovery.threads.per.data.dir"] - 1
         if helpers > 0 and self._stored_bytes() >= WALK_HELPERS_FROM_BYTES:
@@ -227,6 +232,7 @@ class GroupCoordinator:
             # every append is followed by a flush: let the flush thread do the write too
             shard_log.write_behind = self.committer.synchronous
             self.shards[p] = Shard(p, core.ShardState(p), shard_log)
+            self.shards[p].state.topics = self.topics
         self._open_journal()
         # loading needs no helper (a round without one syncs from the flush thread): it runs while
         # the helper process starts
@@ -249,7 +255,11 @@ class GroupCoordinator:
             if err:
                 journal.close()
                 raise StorageError(f"syncfs of {self.log_dir} failed after reading the offsets journal: {os.strerror(err)}")
-            log.info("offsets journal read: %d batches restored", restored)
+            if journal.damaged:  # the lines above say what and how much; start-up goes on (docs/operations.md)
+                log.error("offsets journal read: %d batches restored, but it was damaged where it had been synced: "
+                          "acknowledged commits are lost, and their groups go back to older offsets", restored)
+            else:
+                log.info("offsets journal read: %d batches restored", restored)
         journal.reset(prefill=self.committer.synchronous)
         if not self.committer.synchronous:
             journal.close()
@@ -546,7 +556,24 @@ class GroupCoordinator:
         self._log_member_event(handler, group_id, request, payload)
         return payload
 
-    _EVENTS = {"join_group": "member joined", "sync_group": "member synced", "leave_group": "members left"}
+    _EVENTS = {
+        "join_group": "member joined", "sync_group": "member synced", "leave_group": "members left",
+        "consumer_group_heartbeat": "",  # joins, leaves and refusals only (see _log_consumer_heartbeat)
+    }
+    _CONSUMER_EPOCHS = {0: "consumer member joined", -1: "consumer member left", -2: "static consumer member left"}
+    _CONSUMER_REFUSALS = frozenset((E.FENCED_MEMBER_EPOCH, E.UNKNOWN_MEMBER_ID, E.UNRELEASED_INSTANCE_ID, E.FENCED_INSTANCE_ID, E.GROUP_MAX_SIZE_REACHED))
+
+    def _log_consumer_heartbeat(self, group_id: str, request: Any, payload: Any) -> None:
+        """A consumer-protocol heartbeat is an event when it joins, leaves or is refused as stale."""
+        event = self._CONSUMER_EPOCHS.get(request.member_epoch)
+        if payload.error in self._CONSUMER_REFUSALS:
+            event = "consumer member refused"
+        if event is None:
+            return
+        group_event(
+            log, event, group_id, payload.member_id or request.member_id, error=payload.error or None,
+            epoch=payload.member_epoch, request_epoch=request.member_epoch, instance=request.instance_id,
+        )
 
     def _log_member_event(self, handler: Callable[..., Any], group_id: str, request: Any, payload: Any) -> None:
         """Join, sync and leave as structured events: group, member, generation, error."""
@@ -558,15 +585,18 @@ class GroupCoordinator:
             return
         if not log.isEnabledFor(logging.INFO):
             return
+        if name == "consumer_group_heartbeat":
+            self._log_consumer_heartbeat(group_id, request, payload)
+            return
         if name == "leave_group":
             for m in getattr(payload, "members", ()) or getattr(request, "members", ()):
-                group_event(log, event, group_id, m.member_id, instance=m.group_instance_id, error=getattr(m, "error", None))
+                log_member_event(log, event, group_id, m.member_id, None, getattr(m, "error", 0), m.group_instance_id)
             return
         member = getattr(payload, "member_id", None) or getattr(request, "member_id", None)
         generation = getattr(payload, "generation_id", None)
         if generation is None:
             generation = getattr(request, "generation_id", None)
-        group_event(log, event, group_id, member, generation, error=payload.error, instance=getattr(request, "group_instance_id", None))
+        log_member_event(log, event, group_id, member, generation, payload.error, getattr(request, "group_instance_id", None))
 
     def call_sync(self, group_id: str, handler: Callable[..., Any], *args: Any) -> Any:
         """A read (describe, fetch): answered from the state as it is, no token, no records."""
@@ -595,6 +625,11 @@ class GroupCoordinator:
                     self.metrics.store_append(time.perf_counter() - started, len(result.records) or 1)
                 if self.on_append is not None:
                     self.on_append(shard.partition)
+            except RecordTooLarge as exc:
+                # the request's own doing (Kafka: RecordTooLargeException, answered -1): the log is fine
+                log.warning("%s-%d: a group record was refused: %s", OFFSETS_TOPIC, shard.partition, exc)
+                self._failed(shard, result, E.MESSAGE_TOO_LARGE)
+                return
             except StorageError as exc:
                 log.error("append to %s-%d failed: %s", OFFSETS_TOPIC, shard.partition, exc)
                 self._failed(shard, result)
@@ -629,9 +664,10 @@ class GroupCoordinator:
             return
         self._deliver(shard, result)
 
-    def _failed(self, shard: Shard, result: Result) -> None:
-        """Never acknowledge what is not durable: the core maps the failure into each answer."""
-        follow_up = core.on_write_failed(shard.state, result.write_ref, E.KAFKA_STORAGE_ERROR, self.now(), self.cfg)
+    def _failed(self, shard: Shard, result: Result, error: int = E.KAFKA_STORAGE_ERROR) -> None:
+        """Never acknowledge what is not durable: the core maps the failure (``error``, Kafka's append
+        error) into each answer."""
+        follow_up = core.on_write_failed(shard.state, result.write_ref, error, self.now(), self.cfg)
         if follow_up.responses or follow_up.records or follow_up.timers:
             self._process_unordered(shard, follow_up)
         # anything the core did not answer must not hang with a success it never got
@@ -640,7 +676,7 @@ class GroupCoordinator:
                 continue
             fut = self._waiting.pop(token, None)
             if fut is not None and not fut.done():
-                fut.set_exception(CoordinatorError(E.KAFKA_STORAGE_ERROR))
+                fut.set_exception(CoordinatorError(error))
 
     def _process_unordered(self, shard: Shard, result: Result) -> None:
         if result.timers:
@@ -739,6 +775,8 @@ class GroupCoordinator:
             return
         if group_id is not None:
             self._observe(shard, group_id, before)
+        if key[0] in (consumer_runtime.SESSION, consumer_runtime.REBALANCE) and result.records:
+            group_event(log, "consumer member removed", key[1], key[2], reason=key[0].removeprefix("consumer-") + " timeout")
         self._process(shard, result)
 
     # ------------------------------------------------------------ housekeeping
@@ -762,8 +800,16 @@ class GroupCoordinator:
                         self.metrics.offsets_expired(sum(1 for k, v in result.records if v is None))
                     self._process(shard, result)
                     shard.log.compact(self.now(), self.config["offsets.retain.uncompacted.hours"] * 3_600_000)
+                except StorageError as exc:  # e.g. no room for a compacted segment: tried again next time
+                    log.error("offsets housekeeping of partition %d failed: %s", shard.partition, exc)
                 except Exception:
                     log.exception("offsets housekeeping of partition %d failed", shard.partition)
+
+    def topics_changed(self, names: set[str]) -> None:
+        """Topics were created, deleted or grew: consumer-protocol groups subscribed to them (by name or
+        regex) get a new assignment at their next heartbeat."""
+        for shard in self.loaded_shards():
+            self._process(shard, consumer_runtime.topics_changed(shard.state, names, self.now()))
 
     def remove_topic(self, topic: str) -> None:
         """A deleted topic's committed offsets become tombstones (Kafka does this on topic deletion)."""
@@ -774,6 +820,8 @@ class GroupCoordinator:
 
     def _observe(self, shard: Shard, group_id: str, before: str | None) -> None:
         group = shard.state.groups.get(group_id)
+        if group is None and before is None:
+            return  # no classic group before or after (a consumer-protocol group's request)
         after = group.state if group is not None else "Dead"
         if after == before:
             return
@@ -802,19 +850,23 @@ class GroupCoordinator:
             shard.phase_started.pop(group_id + "\0sync", None)
             if after == "Dead" and metrics is not None:
                 metrics.group_removed(group_id)
-        if not log.isEnabledFor(logging.INFO):
-            return
-        log.info(
-            "group %s: %s -> %s", group_id, before or "new", after,
-            extra={"fields": {"group": group_id, "generation": group.generation if group else -1, "state": after}},
-        )
+        if log.isEnabledFor(logging.INFO):
+            log_transition(log, group_id, before, after, group)
 
     # ------------------------------------------------------------ metrics sources
 
     def metrics_snapshot(self) -> list[tuple[str, str, int, dict[tuple[str, int], int]]]:
         rows = []
         for shard in self.loaded_shards():
+            consumer_groups = shard.state.consumer_groups
             for g in shard.state.groups.values():
                 offsets = {(t, p): v.offset for t, ps in g.offsets.items() for p, v in ps.items()}
-                rows.append((g.group_id, g.state, len(g.members), offsets))
+                cg = consumer_groups.get(g.group_id)
+                if cg is not None:  # the member-less holder of a consumer-protocol group's offsets
+                    rows.append((g.group_id, cg.state(), len(cg.members), offsets))
+                else:
+                    rows.append((g.group_id, g.state, len(g.members), offsets))
+            for cg in consumer_groups.values():
+                if cg.group_id not in shard.state.groups:
+                    rows.append((cg.group_id, cg.state(), len(cg.members), {}))
         return rows

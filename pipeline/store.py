@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from broker.ops import log_end_history
+from coordinator.consumer import records as consumer_records
 from coordinator.records import (
     GroupMetadataKey,
     OffsetCommitKey,
@@ -23,7 +24,6 @@ from coordinator.records import (
     decode_value,
     key_version,
 )
-from pipeline import modern_records
 from protocol.topic_names import INTERNAL_TOPICS, OFFSETS_TOPIC
 from storage.batch import (
     BATCH_OVERHEAD,
@@ -151,21 +151,27 @@ def _offsets_rows(store_partition: int, header: Any, batch: memoryview, kind: st
 
 
 def _modern_rows(raw_key: bytes, raw_value: bytes | None, at: tuple, members: dict) -> Iterator[tuple]:
-    """A consumer-protocol group's epoch bump becomes a generation row; member records update its members."""
-    key = modern_records.decode_key(raw_key)
-    if isinstance(key, modern_records.MemberKey):
+    """Consumer-protocol (KIP-848) records, decoded by the coordinator's own codec: a group-epoch record
+    (type 3) becomes a generation row with the member set the member records (type 5) built before it in
+    this partition; every other type is skipped (Kafka's loader skips unknown ones too)."""
+    key = consumer_records.decode_consumer_key(raw_key)
+    if isinstance(key, consumer_records.MemberKey) and key.kind == consumer_records.MEMBER_METADATA:
         if raw_value is None:
             members.get(key.group, {}).pop(key.member_id, None)
         else:
-            m = modern_records.member(key, raw_value)
-            members.setdefault(key.group, {})[m.member_id] = (m.member_id, m.instance_id, m.client_id, m.client_host, None, m.rebalance_timeout, None)
-    elif isinstance(key, modern_records.GroupEpochKey):
+            m = consumer_records.decode_consumer_value(key, raw_value)
+            session = m.classic.session_timeout_ms if m.classic is not None else None
+            members.setdefault(key.group, {})[key.member_id] = (
+                key.member_id, m.instance_id, m.client_id, m.client_host, session, m.rebalance_timeout_ms, None,
+            )
+    elif isinstance(key, consumer_records.GroupKey) and key.kind == consumer_records.GROUP_METADATA:
         if raw_value is None:
             members.pop(key.group, None)
             yield (key.group, None, None, None, None, None, None, None, *at, True, "consumer")
         else:
+            epoch = consumer_records.decode_consumer_value(key, raw_value).epoch
             ms = list(members.get(key.group, {}).values())
-            yield (key.group, modern_records.group_epoch(raw_value), "consumer", None, None, None, len(ms), ms, *at, False, "consumer")
+            yield (key.group, epoch, "consumer", None, None, None, len(ms), ms, *at, False, "consumer")
 
 
 def read_log_end_history(segment: Path) -> Iterator[tuple]:

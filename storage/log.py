@@ -43,6 +43,7 @@ from storage.batch import (
     set_base_offset,
 )
 from storage.errors import OffsetOutOfRange, RecordTooLarge, StorageError
+from storage.logdirfailure import channel as log_dir_failures
 
 log = logging.getLogger("groupd.storage")
 START_CHECKPOINT = "log-start-offset"
@@ -389,6 +390,9 @@ class Log:
                 except OSError as exc:
                     with contextlib.suppress(OSError):
                         os.ftruncate(seg.fd, seg.size)
+                    # the log is whole again (truncated back), but the directory is offline as in Kafka
+                    log.error("write to %s failed: %s", seg.path, exc)
+                    log_dir_failures.report(f"write to {seg.path}", exc)
                     raise StorageError(f"append to {self.directory.name} failed: {exc}") from exc
             seg.offsets.append(base)
             seg.positions.append(seg.size)
@@ -469,6 +473,8 @@ class Log:
             fsync_directory(self.directory)  # and its name, made at the roll before
         except OSError as exc:
             self._failed = exc
+            log.error("sealing %s failed; log offline until reopened: %s", seg.path, exc)
+            log_dir_failures.report(f"fsync of {seg.path}", exc)
             raise StorageError(f"sealing a segment of {self.directory.name} failed: {exc}") from exc
 
     def _settle(self) -> None:
@@ -492,6 +498,7 @@ class Log:
                 with self._state:
                     self._failed = exc
                 log.error("write to %s failed; log offline until reopened: %s", self.directory, exc)
+                log_dir_failures.report(f"write to {self.directory}", exc)
                 raise StorageError(f"write to {self.directory.name} failed: {exc}") from exc
 
     def take_for_sync(self) -> tuple[set[int], bool, int, list] | None:
@@ -524,6 +531,7 @@ class Log:
             self._failed = exc
             self.unflushed_messages += pending
         log.error("fsync of %s failed; log offline until reopened: %s", self.directory, exc)
+        log_dir_failures.report(f"write or fsync of {self.directory}", exc)
         raise StorageError(f"fsync of {self.directory.name} failed: {exc}") from exc
 
     def any_fd(self) -> int | None:
@@ -849,10 +857,14 @@ class Log:
                 out += rebuilt
             del kept_any
             tmp = seg.path.with_suffix(".cleaned")
-            with open(tmp, "wb") as f:
-                f.write(out)
-                f.flush()
-                os.fsync(f.fileno())
+            try:
+                with open(tmp, "wb") as f:
+                    f.write(out)
+                    f.flush()
+                    os.fsync(f.fileno())
+            except OSError as exc:  # a full disk: the segment stays as it was, and so does the space
+                tmp.unlink(missing_ok=True)
+                raise StorageError(f"compacting {seg.path} failed: {exc}") from exc
             with self._lock, self._state:  # no flush is fsyncing the fd being replaced
                 seg.path.with_suffix(INDEX_SUFFIX).unlink(missing_ok=True)
                 seg.indexed = None

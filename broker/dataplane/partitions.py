@@ -141,6 +141,8 @@ class PartitionManager:
                             txns.forget_before(lg.log_start_offset)
                     if lg.config.compact:
                         lg.compact(now)
+                except StorageError as exc:  # e.g. no room for a compacted segment: tried again next time
+                    log.error("retention of %s-%d failed: %s", *key, exc)
                 except Exception:
                     log.exception("retention of %s-%d failed", *key)
 

@@ -19,6 +19,7 @@ from broker.dataplane.leader_epochs import (
     fetch_divergence,
 )
 from broker.dispatch import RequestContext
+from broker.handlers import old_versions
 from clock import wall_ms
 from protocol import codec
 from protocol.errors import ErrorCode
@@ -57,11 +58,13 @@ def _produce_partition(broker: Broker, topic: str, index: int, records: bytes | 
     except CorruptBatch:
         return ErrorCode.corrupt_message, -1, lg.log_start_offset, None
     base = -1
+    count = 0
     producers = broker.producers
     txns = broker.partitions.txn_state((topic, index))
     try:
         for batch in batches:
             h = validate_batch(batch)
+            count += h.record_count
             if h.is_transactional:
                 error = broker.transactions.verify_produce(h.producer_id, h.producer_epoch, (topic, index))
                 if error != ErrorCode.none:
@@ -84,6 +87,8 @@ def _produce_partition(broker: Broker, topic: str, index: int, records: bytes | 
     except StorageError:
         return ErrorCode.kafka_storage_error, -1, lg.log_start_offset, None
     broker.partitions.appended((topic, index))
+    if broker.metrics is not None:
+        broker.metrics.topic_in(topic, count, len(records))
     return ErrorCode.none, base, lg.log_start_offset, lg
 
 
@@ -101,7 +106,13 @@ async def produce(broker: Broker, ctx: RequestContext, req: ProduceRequest) -> A
             if req.acks not in (-1, 0, 1):  # Kafka appends nothing and answers every partition so
                 results.append((key, pd.index, ErrorCode.invalid_required_acks, -1, -1, None))
                 continue
-            error, base, start, lg = _produce_partition(broker, name, pd.index, pd.records)
+            records = pd.records
+            if ctx.version < 3:  # message sets (magic 0/1) become a v2 batch, as Kafka 3.9's LogValidator
+                records, error = old_versions.produced_records(broker, records)
+                if error != ErrorCode.none:
+                    results.append((key, pd.index, error, -1, -1, None))
+                    continue
+            error, base, start, lg = _produce_partition(broker, name, pd.index, records)
             results.append((key, pd.index, error, base, start, lg))
             if lg is not None:
                 touched[id(lg)] = lg
@@ -157,7 +168,7 @@ async def fetch(broker: Broker, ctx: RequestContext, req: FetchRequest) -> Any:
     deadline = time.monotonic() + codec.millis(req.max_wait) / 1000
     keys = [(name, p.partition) for name, _tid, ps in wanted if name is not None for p in ps]
     quota = broker.quotas.fetch
-    budget, min_bytes = req.max_bytes, req.min_bytes
+    budget, min_bytes = req.max_bytes if ctx.version >= 3 else 0x7FFFFFFF, req.min_bytes  # max_bytes: v3+
     if quota.enabled:  # Kafka: never ask for more than the quota lets through in one window
         budget = int(min(budget, quota.max_in_window(ctx.conn.user, ctx.client_id)))
         min_bytes = min(min_bytes, budget)
@@ -169,8 +180,31 @@ async def fetch(broker: Broker, ctx: RequestContext, req: FetchRequest) -> Any:
             if throttle:  # Kafka answers a throttled fetch empty, and takes its bytes back
                 quota.unrecord(ctx.conn.user, ctx.client_id, total, wall_ms())
                 topics = ()
+            if topics and total and broker.metrics is not None:  # a throttled answer carries nothing
+                _count_out(broker.metrics, [name for name, _tid, _ps in wanted], topics)
             return ctx.respond(throttle_time=throttle, error_code=ErrorCode.none, session_id=0, responses=topics, node_endpoints=())
         await broker.partitions.wait_for_data(keys, remaining)
+
+
+def _count_out(metrics: Any, names: list[str | None], topics: tuple) -> None:
+    """Records and bytes a fetch answer carries, per topic (a batch header's length and record count);
+    ``names`` are the answer's topics in order (v13+ answers name them by id)."""
+    for name, t in zip(names, topics, strict=True):
+        records = nbytes = 0
+        for p in t.partitions:
+            data = p.records
+            if not data:
+                continue
+            nbytes += len(data)
+            pos, end = 0, len(data)
+            while pos + 17 <= end:  # every entry: offset, length, then (at 16) its magic
+                if data[pos + 16] >= 2:  # a v2 batch: its record count at 57
+                    records += int.from_bytes(data[pos + 57:pos + 61], "big") if pos + 61 <= end else 0
+                else:  # a down-converted message (Fetch v0-3): one record, a compressed wrapper counted as one
+                    records += 1
+                pos += 12 + int.from_bytes(data[pos + 8:pos + 12], "big")
+        if nbytes and name is not None:
+            metrics.topic_out(name, records, nbytes)
 
 
 def _fetch_once(broker: Broker, ctx: RequestContext, req: Any, wanted: list, budget: int) -> tuple[int, bool, tuple]:
@@ -181,6 +215,7 @@ def _fetch_once(broker: Broker, ctx: RequestContext, req: Any, wanted: list, bud
     aborted_cls = ctx.nested("AbortedTransaction") if read_committed else None
     # KIP-320: v9+ partitions carry the fetcher's current leader epoch, v12+ the epoch of its last batch
     current_epochs, last_epochs = ctx.version >= 9, ctx.version >= 12
+    magic = old_versions.fetch_magic(ctx.version)
     total = 0
     answer_now = False
     topics = []
@@ -209,6 +244,8 @@ def _fetch_once(broker: Broker, ctx: RequestContext, req: Any, wanted: list, bud
                     if error == ErrorCode.none and diverging is None and (limit > 0 or total == 0):
                         # READ_COMMITTED: nothing at or past the first offset of an open transaction
                         data = lg.read(p.fetch_offset, max(limit, 1), lso if read_committed else None)
+                        if magic is not None:  # Fetch v0-3: magic 0/1 message sets, as Kafka 3.9 down-converts
+                            data, error = old_versions.down_converted(broker, data, magic, p.fetch_offset)
                 except OffsetOutOfRange:
                     error = ErrorCode.offset_out_of_range
                 if read_committed and error == ErrorCode.none:
@@ -217,7 +254,7 @@ def _fetch_once(broker: Broker, ctx: RequestContext, req: Any, wanted: list, bud
                     aborted = tuple(aborted_cls(producer_id=pid, first_offset=first) for pid, first in found)
             if error != ErrorCode.none or diverging is not None:
                 answer_now = True  # as Kafka: errors and divergence are answered without waiting for data
-            total += len(data)
+            total += len(data or b"")
             extra = {} if diverging is None else {"diverging_epoch": ctx.nested("EpochEndOffset")(epoch=diverging[0], end_offset=diverging[1])}
             parts.append(
                 codec.make(
@@ -239,6 +276,8 @@ def _fetch_once(broker: Broker, ctx: RequestContext, req: Any, wanted: list, bud
 
 def list_offsets(broker: Broker, ctx: RequestContext, req: ListOffsetsRequest) -> Any:
     version = ctx.version
+    if version == 0:  # the old offsets-array answer
+        return old_versions.list_offsets_v0(broker, ctx, req)
     committed = version >= 2 and req.isolation_level == READ_COMMITTED
 
     def answer(topic: str, p: Any) -> dict[str, Any]:

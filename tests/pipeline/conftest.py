@@ -110,42 +110,26 @@ def log_end_at(topic: str, partition: int, t_ms: int) -> int:
 
 
 def modern_records(group: str) -> list[tuple[int, list]]:
-    """A consumer-protocol (KIP-848) group's records, as Kafka 4 writes them, with their times: m1 joins
-    (epoch 1), m2 joins (epoch 2), m1 leaves (epoch 3); plus an assignment record (type 8) and a record of
-    a type no reader knows (99), which must be skipped."""
-    from coordinator.records import _Writer
+    """A consumer-protocol (KIP-848) group's records, encoded by the coordinator's codec, with their times:
+    m1 joins (epoch 1), m2 joins (epoch 2), m1 leaves (epoch 3); plus an assignment record (type 8) the
+    pipeline does not read and a record of a type no reader knows (99): both must be skipped."""
+    from coordinator.consumer import records as cr
 
-    def key(record_type: int, *strings: str) -> bytes:
-        w = _Writer(record_type, False)
-        for s in strings:
-            w.string(s)
-        return bytes(w.buf)
+    def member(mid: str, instance: str | None, client: str) -> tuple[bytes, bytes]:
+        value = cr.MemberMetadata(instance, None, client, "/127.0.0.1", ("orders",), None, 45_000, "uniform")
+        return cr.encode_consumer_key(cr.MemberKey(cr.MEMBER_METADATA, group, mid)), cr.encode_consumer_value(value)
 
-    def member(instance: str | None, client: str) -> bytes:
-        w = _Writer(0, True)
-        w.string(instance)
-        w.string(None)  # rack
-        w.string(client)
-        w.string("/127.0.0.1")
-        w.array_len(1)
-        w.string("orders")
-        w.string(None)  # regex
-        w.int32(45_000)
-        w.string("uniform")
-        w.tags()
-        return bytes(w.buf)
+    def epoch(n: int) -> tuple[bytes, bytes]:
+        return cr.encode_consumer_key(cr.GroupKey(cr.GROUP_METADATA, group)), cr.encode_consumer_value(cr.GroupMetadata(n))
 
-    def epoch(n: int) -> bytes:
-        w = _Writer(0, True)
-        w.int32(n)
-        w.tags()
-        return bytes(w.buf)
-
+    gone = cr.encode_consumer_key(cr.MemberKey(cr.MEMBER_METADATA, group, "m1"))
+    assignment = cr.encode_consumer_key(cr.MemberKey(cr.CURRENT_MEMBER_ASSIGNMENT, group, "m1"))
+    unknown = b"\x00\x63" + cr.encode_consumer_key(cr.GroupKey(cr.GROUP_METADATA, group))[2:]
     return [
-        (T0 + 40_000, [(key(5, group, "m1"), member(None, "c1")), (key(3, group), epoch(1))]),
-        (T0 + 45_000, [(key(8, group, "m1"), b"\x00\x00opaque"), (key(99, group), b"\x00\x07future")]),
-        (T0 + 50_000, [(key(5, group, "m2"), member("i-9", "c2")), (key(3, group), epoch(2))]),
-        (T0 + 150_000, [(key(5, group, "m1"), None), (key(3, group), epoch(3))]),
+        (T0 + 40_000, [member("m1", None, "c1"), epoch(1)]),
+        (T0 + 45_000, [(assignment, b"\x00\x00opaque"), (unknown, b"\x00\x07future")]),
+        (T0 + 50_000, [member("m2", "i-9", "c2"), epoch(2)]),
+        (T0 + 150_000, [(gone, None), epoch(3)]),
     ]
 
 
