@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 ARGS ?=
 
-.PHONY: run test lint venv clean bench pipeline compose-up compose-test js-deps compat
+.PHONY: run test lint venv clean bench pipeline compose-up compose-test js-deps compat fuzz
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -43,6 +43,10 @@ clean:
 
 bench: $(STAMP)
 	$(PY) -m bench.run
+
+# a million mutated requests at a broker in a child process (not in CI; the suite runs 20,000): one summary line
+fuzz: $(STAMP)
+	$(PY) -m tests.fuzz --frames 1000000 $(ARGS)
 
 compat: $(STAMP) js-deps
 	$(PY) -m pytest -q -n 2 tests/clients
