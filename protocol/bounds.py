@@ -108,10 +108,14 @@ def _fixed_size(cls: type) -> int | None:
 
 
 class _Source:
-    """The generated function's lines and the names it closes over."""
+    """The generated function's lines and the names it closes over. Nested entities are written inline
+    (a call per array element cost more than the element's own check)."""
 
     def __init__(self) -> None:
-        self.env: dict[str, object] = {"_I16": _I16, "_I32": _I32, "_uv": _uvarint, "_too_many": _too_many, "_null": _null}
+        self.env: dict[str, object] = {
+            "_I16": _I16, "_I32": _I32, "_uv": _uvarint, "_skip_compact": _skip_compact, "_tags": _tags,
+            "_too_many": _too_many, "_null": _null, "_struct_error": struct.error, "_Unparseable": Unparseable,
+        }
         self.lines: list[str] = []
         self.skip = 0  # fixed-size bytes not yet added to pos
         self.n = 0
@@ -122,71 +126,96 @@ class _Source:
         self.env[key] = value
         return key
 
-    def flush(self) -> None:
+    def flush(self, ind: int) -> None:
         if self.skip:
-            self.lines.append(f"pos += {self.skip}")
+            self.lines.append("    " * ind + f"pos += {self.skip}")
             self.skip = 0
 
-    def emit(self, line: str, indent: int = 0) -> None:
-        self.flush()
-        self.lines.append("    " * indent + line)
+    def line(self, text: str, ind: int) -> None:
+        self.flush(ind)
+        self.lines.append("    " * ind + text)
 
 
-def _length(src: _Source, flexible: bool, width_unpack: str, indent: int = 0) -> None:
-    """Read a length or count into ``n``: compact (uvarint, 0 = null, so n is one less) or legacy."""
-    pad = "    " * indent
+def _skip_compact(buf: bytes, pos: int) -> int:
+    """Past a compact string or bytes value whose length takes more than one varint byte."""
+    raw, pos = _uvarint(buf, pos)
+    return pos + raw - 1 if raw > 1 else pos
+
+
+def _tags(buf: bytes, pos: int, end: int, known: dict[int, Callable[[bytes, int, int], int]] | None) -> int:
+    """Past a tagged-fields section that is not empty: each value's size must fit what is left, and
+    known ones that hold arrays are checked within their own bytes."""
+    count, pos = _uvarint(buf, pos)
+    for _ in range(count):
+        tag, pos = _uvarint(buf, pos)
+        size, pos = _uvarint(buf, pos)
+        if size > end - pos:
+            _too_many("tagged field", size, end - pos)
+        if known is not None and tag in known:
+            known[tag](buf, pos, pos + size)
+        pos += size
+    return pos
+
+
+def _count(src: _Source, flexible: bool, width: int, ind: int) -> None:
+    """Read a count into ``n``: compact (uvarint, 0 = null, so n is one less) or legacy (int16/int32)."""
     if flexible:
-        src.emit("n = buf[pos]", indent)
-        src.lines.append(f"{pad}if n < 128: pos += 1")
-        src.lines.append(f"{pad}else: n, pos = _uv(buf, pos)")
-        src.lines.append(f"{pad}n -= 1")
+        src.line("n = buf[pos]", ind)
+        src.line("if n < 128: pos += 1", ind)
+        src.line("else: n, pos = _uv(buf, pos)", ind)
+        src.line("n -= 1", ind)
     else:
-        width = 2 if width_unpack == "_I16" else 4
-        src.emit(f"n = {width_unpack}(buf, pos)[0]", indent)
-        src.lines.append(f"{pad}pos += {width}")
+        src.line(f"n = {'_I16' if width == 2 else '_I32'}(buf, pos)[0]", ind)
+        src.line(f"pos += {width}", ind)
 
 
-def _skip_variable(src: _Source, kafka_type: str, flexible: bool, indent: int = 0) -> None:
+def _skip_variable(src: _Source, kafka_type: str, flexible: bool, ind: int) -> None:
     """Step over a string, bytes or records value by its length; kio checks it against the buffer."""
-    _length(src, flexible, "_I16" if kafka_type == "string" else "_I32", indent)
-    src.lines.append("    " * indent + "if n > 0: pos += n")
-
-
-def _array(src: _Source, field_name: str, flexible: bool, nullable: bool) -> None:
-    """An array's count: null only where the schema allows it, and never more elements than bytes left."""
-    _length(src, flexible, "_I32")
-    src.lines.append("if n < 0:")
-    src.lines.append("    pass" if nullable else f"    _null({field_name!r})")
-    src.lines.append(f"elif n > end - pos: _too_many({field_name!r}, n, end - pos)")
+    if flexible:  # one varint byte holding length + 1 (0: null): the value ends ``raw`` bytes on
+        src.line("n = buf[pos]", ind)
+        src.line("if n < 128: pos += n or 1", ind)
+        src.line("else: pos = _skip_compact(buf, pos)", ind)
+    else:
+        width = 2 if kafka_type == "string" else 4
+        _count(src, False, width, ind)
+        src.line("if n > 0: pos += n", ind)
 
 
 def _generate(cls: type, top: bool) -> Callable[..., int]:
-    flexible = bool(cls.__flexible__)
     src = _Source()
+    if top:  # a walk that runs off the end: kio would fail there too, so the frame is unparseable
+        _entity(src, cls, 2, top=True)
+        src.flush(2)
+        body = "\n".join(src.lines)
+        source = (
+            "def check(buf, pos):\n    end = len(buf)\n    try:\n"
+            f"{body}\n        pass\n    except (IndexError, _struct_error):\n"
+            "        raise _Unparseable('truncated: the request ends inside a field') from None\n"
+        )
+    else:
+        _entity(src, cls, 1, top=False)
+        src.flush(1)
+        source = "def check(buf, pos, end):\n" + "\n".join(src.lines) + "\n    return pos\n"
+    exec(compile(source, f"<bounds {cls.__module__}.{cls.__qualname__}>", "exec"), src.env)  # noqa: S102 - built from kio's field list
+    return src.env["check"]  # type: ignore[return-value]
+
+
+def _entity(src: _Source, cls: type, ind: int, top: bool) -> None:
+    """The lines walking one entity at indentation ``ind``; the top level stops after its last array."""
+    flexible = bool(cls.__flexible__)
     plain = [f for f in fields(cls) if get_field_tag(f) is None]
     tagged = [f for f in fields(cls) if get_field_tag(f) is not None]
     walk_all = not top or (flexible and any(_field_needs_check(f) for f in tagged))
-    if not walk_all:  # the top level stops after its last array: nothing later can allocate
+    if not walk_all:  # nothing after the last array can allocate
         last = max(i for i, f in enumerate(plain) if _field_needs_check(f))
         plain = plain[: last + 1]
     for field in plain:
-        _field(src, cls, field, flexible)
+        _field(src, cls, field, flexible, ind)
     if flexible and walk_all:
-        _tagged_fields(src, tagged)
-    src.flush()
-    if top:  # a walk that runs off the end: kio would fail there too, so the frame is unparseable
-        body = "\n        ".join(src.lines)
-        source = (
-            "def check(buf, pos):\n    end = len(buf)\n    try:\n"
-            f"        {body}\n    except (IndexError, _struct_error):\n"
-            "        raise _Unparseable('truncated: the request ends inside a field') from None\n"
-        )
-        src.env.update(_struct_error=struct.error, _Unparseable=Unparseable)
-    else:
-        body = "\n    ".join(src.lines) or "pass"
-        source = f"def check(buf, pos, end):\n    {body}\n    return pos\n"
-    exec(compile(source, f"<bounds {cls.__module__}.{cls.__qualname__}>", "exec"), src.env)  # noqa: S102 - built from kio's field list
-    return src.env["check"]  # type: ignore[return-value]
+        known = {get_field_tag(f): _nested(classify_field(f).type_) for f in tagged if _field_needs_check(f)}
+        src.line(f"if buf[pos]: pos = _tags(buf, pos, end, {src.name(known or None)})", ind)
+        src.line("else: pos += 1", ind)
+    src.flush(ind)
 
 
 def _field_needs_check(field: object) -> bool:
@@ -196,7 +225,14 @@ def _field_needs_check(field: object) -> bool:
     return isinstance(kind, EntityField) and _needs_check(kind.type_)
 
 
-def _field(src: _Source, cls: type, field: object, flexible: bool) -> None:
+def _array(src: _Source, name: str, flexible: bool, nullable: bool, ind: int) -> None:
+    """An array's count: never more elements than bytes left, null only where the schema allows it.
+    Leaves an open ``elif n > 0:`` for the caller's elements; a null check follows them."""
+    _count(src, flexible, 4, ind)
+    src.line(f"if n > end - pos: _too_many({name!r}, n, end - pos)", ind)
+
+
+def _field(src: _Source, cls: type, field: object, flexible: bool, ind: int) -> None:
     kind = classify_field(field)  # type: ignore[arg-type]
     name = f"{cls.__name__}.{field.name}"  # type: ignore[attr-defined]
     kafka_type = field.metadata.get("kafka_type", "")  # type: ignore[attr-defined]
@@ -204,56 +240,37 @@ def _field(src: _Source, cls: type, field: object, flexible: bool) -> None:
         if kafka_type in _FIXED_SIZE:
             src.skip += _FIXED_SIZE[kafka_type]
         elif kafka_type in _VARIABLE:
-            _skip_variable(src, kafka_type, flexible)
+            _skip_variable(src, kafka_type, flexible, ind)
         else:  # pragma: no cover - every request type is listed; tests compile every class
             raise NotImplementedError(f"{name}: no bounds check for {kafka_type!r}")
-    elif isinstance(kind, PrimitiveTupleField):
-        _array(src, name, flexible, is_optional(field))  # type: ignore[arg-type]
-        if kafka_type in _FIXED_SIZE:
-            src.lines.append(f"else: pos += n * {_FIXED_SIZE[kafka_type]}")
-        else:
-            src.lines.append("else:")
-            src.lines.append("    for _ in range(n):")
-            _skip_variable(src, kafka_type, flexible, indent=2)
-    elif isinstance(kind, EntityTupleField):
-        _array(src, name, flexible, is_optional(field))  # type: ignore[arg-type]
-        size = _fixed_size(kind.type_)
-        if size is not None:
-            src.lines.append(f"else: pos += n * {size}")
-        else:
-            inner = src.name(_nested(kind.type_))
-            src.lines.append("else:")
-            src.lines.append("    for _ in range(n):")
-            src.lines.append(f"        pos = {inner}(buf, pos, end)")
-    elif isinstance(kind, EntityField):
-        inner = src.name(_nested(kind.type_))
+        return
+    if isinstance(kind, EntityField):
         if is_optional(field):  # type: ignore[arg-type]  # KIP-893 nullable struct: a marker byte first (negative: null)
-            src.emit(f"if buf[pos] < 128: pos = {inner}(buf, pos + 1, end)")
-            src.lines.append("else: pos += 1")
+            src.line("if buf[pos] < 128:", ind)
+            src.line("pos += 1", ind + 1)
+            _entity(src, kind.type_, ind + 1, top=False)
+            src.line("else: pos += 1", ind)
         else:
-            src.emit(f"pos = {inner}(buf, pos, end)")
-    else:  # pragma: no cover - kio's classification is exhaustive
-        raise NotImplementedError(name)
-
-
-def _tagged_fields(src: _Source, tagged: list) -> None:
-    """The tagged section: each value's size must fit what is left; known ones with arrays are checked
-    within their own bytes."""
-    src.emit("tags, pos = _uv(buf, pos)")
-    src.lines.append("for _ in range(tags):")
-    src.lines.append("    tag, pos = _uv(buf, pos)")
-    src.lines.append("    size, pos = _uv(buf, pos)")
-    src.lines.append("    if size > end - pos: _too_many('tagged field', size, end - pos)")
-    for field in tagged:
-        kind = classify_field(field)
-        if isinstance(kind, EntityField) and _needs_check(kind.type_):
-            inner = src.name(_nested(kind.type_))
-            src.lines.append(f"    if tag == {get_field_tag(field)}: {inner}(buf, pos, pos + size)")
-    src.lines.append("    pos += size")
+            _entity(src, kind.type_, ind, top=False)
+        return
+    _array(src, name, flexible, is_optional(field), ind)  # type: ignore[arg-type]
+    size = _FIXED_SIZE.get(kafka_type) if isinstance(kind, PrimitiveTupleField) else _fixed_size(kind.type_)
+    if size is not None:
+        src.line(f"elif n > 0: pos += n * {size}", ind)
+    else:
+        src.line("elif n > 0:", ind)
+        src.line("for _ in range(n):", ind + 1)
+        if isinstance(kind, PrimitiveTupleField):
+            _skip_variable(src, kafka_type, flexible, ind + 2)
+        else:
+            _entity(src, kind.type_, ind + 2, top=False)
+    if not is_optional(field):  # type: ignore[arg-type]
+        src.line(f"elif n < 0: _null({name!r})", ind)
 
 
 @functools.cache
 def _nested(cls: type) -> Callable[[bytes, int, int], int]:
+    """The whole walk of ``cls`` within [pos, end): a tagged value's, and the tests' reference."""
     return _generate(cls, top=False)
 
 
