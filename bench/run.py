@@ -239,8 +239,8 @@ def main() -> None:
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "latest.json").write_text(json.dumps(results, indent=1))
     (RESULTS / "latest.md").write_text(markdown(results))
-    if not quick:  # the README shows the latest full run
-        replace_between(str(ROOT / "README.md"), README_BEGIN, README_END, markdown(results).rstrip("\n"))
+    if not quick:  # docs/benchmarks.md shows the latest full run
+        replace_between(str(ROOT / "docs" / "benchmarks.md"), README_BEGIN, README_END, markdown(results).rstrip("\n"))
     print(markdown(results))
 
 

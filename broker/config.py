@@ -127,7 +127,7 @@ KEYS: dict[str, Key] = {
         # observability
         Key("metrics.listener", _host_port, "127.0.0.1:9404", doc="host:port of /metrics and /healthz (empty: off)"),
         _int_key("metrics.max.group.series", 1000, 0, INT32_MAX, "groups with their own metric series; the rest sum under __overflow__"),
-        # security (README "Security"); each may be given per listener as listener.name.<listener>.<key>
+        # security (docs/security.md); each may be given per listener as listener.name.<listener>.<key>
         Key("sasl.enabled.mechanisms", str, "GSSAPI", doc="mechanisms of SASL listeners: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (GSSAPI, Kafka's default, is refused)"),
         Key(JAAS_KEY, str, None, doc="PLAIN's users: `PlainLoginModule required user_<name>=\"<password>\" ...;`"),
         _int_key("sasl.server.max.receive.size", 524_288, 1, INT32_MAX, "largest frame read before a SASL client has authenticated"),
@@ -279,14 +279,15 @@ CONFIG_END = "<!-- config-table:end -->"
 
 
 def config_table_markdown() -> str:
-    """The README's configuration table, rendered from KEYS."""
+    """The configuration table of docs/configuration.md, rendered from KEYS."""
     rows = ["| key | default | meaning |", "| --- | --- | --- |"]
     for key in KEYS.values():
         rows.append(f"| `{key.name}` | `{key.default if key.default is not None else ''}` | {key.doc} |")
     return "\n".join(rows)
 
 
-def write_readme(path: str = "README.md") -> None:
+def write_readme(path: str = "docs/configuration.md") -> None:
+    """Replace docs/configuration.md's generated table with the current one."""
     from protocol.api_table import replace_between
 
     replace_between(path, CONFIG_BEGIN, CONFIG_END, config_table_markdown())

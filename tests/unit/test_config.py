@@ -59,5 +59,5 @@ def test_readme_config_table_is_current():
 
     from broker.config import config_table_markdown
 
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    assert config_table_markdown() in readme, "README's config table is stale: python scripts/readme_tables.py"
+    readme = (Path(__file__).resolve().parents[2] / "docs" / "configuration.md").read_text()
+    assert config_table_markdown() in readme, "docs/configuration.md's config table is stale: python scripts/readme_tables.py"

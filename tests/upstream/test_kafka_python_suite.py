@@ -6,7 +6,7 @@ asserts the release it infers from ApiVersions, and skips tests by it. The broke
 kafka-python's own test broker (its ``servers/resources/default/kafka.properties``): node 0, four
 partitions per topic, two offsets partitions, no initial rebalance delay, 1 s minimum session.
 
-Deselected, each for something groupd does not offer (README, "Not supported yet"): SSL listeners,
+Deselected, each for something groupd does not offer (docs/limitations.md): SSL listeners,
 ACLs (there is no authorizer). Its transactional tests run. The SASL module skips itself against an external broker."""
 
 from __future__ import annotations
