@@ -97,3 +97,15 @@ def test_a_walk_off_the_end_is_unparseable_not_an_index_error():
 def test_an_overlong_varint_is_unparseable():
     with pytest.raises(bounds.Unparseable, match="varint is too long"):
         parse_request(METADATA_V9_HUGE[:-5] + b"\xff" * 6 + b"\x01")
+
+
+def test_decode_bench_measures_every_hot_request(capsys):
+    from bench import decode_bench
+
+    decode_bench.main(rounds=1, reps=5)
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| ") and "µs" in line]
+    assert len(rows) == len(decode_bench.requests()) == 6
+    assert bounds.checker(codec.request_class(8, 8)) is not None  # the bench put the checks back
+    from protocol import request
+
+    assert all(request._readers[k, v][1] is not None for k, v, _ in decode_bench.requests().values() if k != 12)
