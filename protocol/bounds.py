@@ -55,7 +55,7 @@ _I16 = struct.Struct(">h").unpack_from
 _I32 = struct.Struct(">i").unpack_from
 
 
-def _uvarint(buf: bytes, pos: int) -> tuple[int, int]:
+def read_uvarint(buf: bytes, pos: int) -> tuple[int, int]:
     """An unsigned varint at ``pos``: (value, position after it). At most five bytes, as Kafka reads it."""
     value = shift = 0
     while True:
@@ -113,7 +113,7 @@ class _Source:
 
     def __init__(self) -> None:
         self.env: dict[str, object] = {
-            "_I16": _I16, "_I32": _I32, "_uv": _uvarint, "_skip_compact": _skip_compact, "_tags": _tags,
+            "_I16": _I16, "_I32": _I32, "_uv": read_uvarint, "_skip_compact": _skip_compact, "_tags": _tags,
             "_too_many": _too_many, "_null": _null, "_struct_error": struct.error, "_Unparseable": Unparseable,
         }
         self.lines: list[str] = []
@@ -138,17 +138,17 @@ class _Source:
 
 def _skip_compact(buf: bytes, pos: int) -> int:
     """Past a compact string or bytes value whose length takes more than one varint byte."""
-    raw, pos = _uvarint(buf, pos)
+    raw, pos = read_uvarint(buf, pos)
     return pos + raw - 1 if raw > 1 else pos
 
 
 def _tags(buf: bytes, pos: int, end: int, known: dict[int, Callable[[bytes, int, int], int]] | None) -> int:
     """Past a tagged-fields section that is not empty: each value's size must fit what is left, and
     known ones that hold arrays are checked within their own bytes."""
-    count, pos = _uvarint(buf, pos)
+    count, pos = read_uvarint(buf, pos)
     for _ in range(count):
-        tag, pos = _uvarint(buf, pos)
-        size, pos = _uvarint(buf, pos)
+        tag, pos = read_uvarint(buf, pos)
+        size, pos = read_uvarint(buf, pos)
         if size > end - pos:
             _too_many("tagged field", size, end - pos)
         if known is not None and tag in known:

@@ -39,7 +39,9 @@ from kio.serial._introspect import (
 
 from protocol import codec
 from protocol.api_table import API_TABLE
+from protocol.bounds import read_uvarint
 from protocol.errors import ErrorCode
+from protocol.fastwrite import _uvarint as write_uvarint
 from storage.batch import build_batch
 from tests.harness import FAST_CONFIG, BrokerProcess, WireClient, request_bytes
 
@@ -124,21 +126,10 @@ class LengthField:
     value: int
 
 
-def _uvarint(buf: bytes, pos: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        b = buf[pos]
-        pos += 1
-        value |= (b & 0x7F) << shift
-        if b < 0x80:
-            return value, pos
-        shift += 7
-
-
 def _length(buf: bytes, pos: int, flexible: bool, legacy: str, out: list[LengthField]) -> tuple[int, int]:
     """(length, position after it), recording where it is; compact lengths are returned minus one."""
     if flexible:
-        raw, after = _uvarint(buf, pos)
+        raw, after = read_uvarint(buf, pos)
         out.append(LengthField(pos, "uv", after - pos, raw))
         return raw - 1, after
     form, width = (">h", 2) if legacy == "i16" else (">i", 4)
@@ -187,7 +178,7 @@ def _walk(cls: type, buf: bytes, pos: int, out: list[LengthField]) -> int:
     if flexible:  # the tagged fields: their count, then each one's tag and size (recorded as compact,
         tags, pos = _length(buf, pos, True, "", out)  # so one less than the raw value)
         for _ in range(tags + 1):
-            _, pos = _uvarint(buf, pos)
+            _, pos = read_uvarint(buf, pos)
             size, pos = _length(buf, pos, True, "", out)
             pos += size + 1
     return pos
@@ -198,15 +189,6 @@ def _walk(cls: type, buf: bytes, pos: int, out: list[LengthField]) -> int:
 _HUGE_I32 = [-1, -2, -(2**31), 2**31 - 1, 2**30, 1 << 20, 65536]
 _HUGE_I16 = [-1, -2, -(2**15), 2**15 - 1, 0x4000]
 _HUGE_UV = [0, 2**32 - 1, 2**31, 2**28, 1 << 20, 2**32 - 2]
-
-
-def _uv_bytes(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
 
 
 @dataclasses.dataclass(slots=True)
@@ -266,7 +248,7 @@ class Mutator:
         body = s["body"]
         if f.form == "uv":
             value = self.r.choice([*_HUGE_UV, f.value + 1, max(f.value - 1, 0), f.value * 1000])
-            new = _uv_bytes(value) if self.r.random() < 0.95 else b"\xff" * 6 + b"\x01"  # an overlong varint
+            new = write_uvarint(value) if self.r.random() < 0.95 else b"\xff" * 6 + b"\x01"  # an overlong varint
             body[f.pos : f.pos + f.size] = new
         else:
             form, pool = (">h", _HUGE_I16) if f.form == "i16" else (">i", _HUGE_I32)
