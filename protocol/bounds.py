@@ -12,8 +12,9 @@ request is then unparseable and Kafka closes the connection. Here the same two r
 A checker is generated once per request class from kio's own schema introspection (as
 ``protocol/fastwrite`` generates writers): it walks the body as kio will, jumping over fixed-size runs,
 strings and byte fields by their lengths (kio checks those against the buffer itself), and looks at each
-array count. It stops after the last array of the top-level entity, and a request without arrays (a
-Heartbeat) has no checker at all, so the hot path pays only for what can allocate.
+array count. It stops where nothing further can allocate: after the last array, and inside the last
+element of the last array after that element's own last array; a request without arrays (a Heartbeat)
+has no checker at all, so the hot path pays only for what can allocate.
 """
 
 from __future__ import annotations
@@ -201,7 +202,11 @@ def _generate(cls: type, top: bool) -> Callable[..., int]:
 
 
 def _entity(src: _Source, cls: type, ind: int, top: bool) -> None:
-    """The lines walking one entity at indentation ``ind``; the top level stops after its last array."""
+    """The lines walking one entity at indentation ``ind``.
+
+    ``top``: nothing after this entity is read, so the walk stops after its last array; if that array's
+    elements hold arrays, all but the last element are walked whole and the last one the same way
+    (an OffsetCommit of one topic is checked up to its partitions count, whatever their number)."""
     flexible = bool(cls.__flexible__)
     plain = [f for f in fields(cls) if get_field_tag(f) is None]
     tagged = [f for f in fields(cls) if get_field_tag(f) is not None]
@@ -209,8 +214,8 @@ def _entity(src: _Source, cls: type, ind: int, top: bool) -> None:
     if not walk_all:  # nothing after the last array can allocate
         last = max(i for i, f in enumerate(plain) if _field_needs_check(f))
         plain = plain[: last + 1]
-    for field in plain:
-        _field(src, cls, field, flexible, ind)
+    for i, field in enumerate(plain):
+        _field(src, cls, field, flexible, ind, tail=not walk_all and i == len(plain) - 1)
     if flexible and walk_all:
         known = {get_field_tag(f): _nested(classify_field(f).type_) for f in tagged if _field_needs_check(f)}
         src.line(f"if buf[pos]: pos = _tags(buf, pos, end, {src.name(known or None)})", ind)
@@ -232,7 +237,8 @@ def _array(src: _Source, name: str, flexible: bool, nullable: bool, ind: int) ->
     src.line(f"if n > end - pos: _too_many({name!r}, n, end - pos)", ind)
 
 
-def _field(src: _Source, cls: type, field: object, flexible: bool, ind: int) -> None:
+def _field(src: _Source, cls: type, field: object, flexible: bool, ind: int, tail: bool = False) -> None:
+    """The lines for one field; ``tail``: the last thing read, so the walk need not get past it."""
     kind = classify_field(field)  # type: ignore[arg-type]
     name = f"{cls.__name__}.{field.name}"  # type: ignore[attr-defined]
     kafka_type = field.metadata.get("kafka_type", "")  # type: ignore[attr-defined]
@@ -248,14 +254,21 @@ def _field(src: _Source, cls: type, field: object, flexible: bool, ind: int) -> 
         if is_optional(field):  # type: ignore[arg-type]  # KIP-893 nullable struct: a marker byte first (negative: null)
             src.line("if buf[pos] < 128:", ind)
             src.line("pos += 1", ind + 1)
-            _entity(src, kind.type_, ind + 1, top=False)
+            _entity(src, kind.type_, ind + 1, top=tail)
             src.line("else: pos += 1", ind)
         else:
-            _entity(src, kind.type_, ind, top=False)
+            _entity(src, kind.type_, ind, top=tail)
         return
     _array(src, name, flexible, is_optional(field), ind)  # type: ignore[arg-type]
-    size = _FIXED_SIZE.get(kafka_type) if isinstance(kind, PrimitiveTupleField) else _fixed_size(kind.type_)
-    if size is not None:
+    nested = isinstance(kind, EntityTupleField) and _needs_check(kind.type_)
+    if tail and not nested:
+        pass  # the count is all that can allocate (JoinGroup's protocols, SyncGroup's assignments)
+    elif tail:  # every element but the last whole, the last up to its own last array
+        src.line("elif n > 0:", ind)
+        src.line("for _ in range(n - 1):", ind + 1)
+        _entity(src, kind.type_, ind + 2, top=False)
+        _entity(src, kind.type_, ind + 1, top=True)
+    elif (size := _FIXED_SIZE.get(kafka_type) if isinstance(kind, PrimitiveTupleField) else _fixed_size(kind.type_)) is not None:
         src.line(f"elif n > 0: pos += n * {size}", ind)
     else:
         src.line("elif n > 0:", ind)

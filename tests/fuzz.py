@@ -118,23 +118,26 @@ _FIXED = {"int8": 1, "uint8": 1, "bool": 1, "int16": 2, "uint16": 2, "error_code
 @dataclasses.dataclass(frozen=True, slots=True)
 class LengthField:
     """One length or count on the wire: where it starts, its form (2 or 4 bytes, or a varint of ``size``
-    bytes), and the value it holds."""
+    bytes), the value it holds, and what it counts ("array" elements, or the bytes of a "value", or
+    tagged fields)."""
 
     pos: int
     form: str  # "i16", "i32" or "uv"
     size: int
     value: int
+    what: str = "value"
+    nullable: bool = True
 
 
-def _length(buf: bytes, pos: int, flexible: bool, legacy: str, out: list[LengthField]) -> tuple[int, int]:
+def _length(buf: bytes, pos: int, flexible: bool, legacy: str, out: list[LengthField], what: str = "value", nullable: bool = True) -> tuple[int, int]:
     """(length, position after it), recording where it is; compact lengths are returned minus one."""
     if flexible:
         raw, after = read_uvarint(buf, pos)
-        out.append(LengthField(pos, "uv", after - pos, raw))
+        out.append(LengthField(pos, "uv", after - pos, raw, what, nullable))
         return raw - 1, after
     form, width = (">h", 2) if legacy == "i16" else (">i", 4)
     (n,) = struct.unpack_from(form, buf, pos)
-    out.append(LengthField(pos, legacy, width, n))
+    out.append(LengthField(pos, legacy, width, n, what, nullable))
     return n, pos + width
 
 
@@ -166,7 +169,7 @@ def _walk(cls: type, buf: bytes, pos: int, out: list[LengthField]) -> int:
                     continue
             pos = _walk(kind.type_, buf, pos, out)
         else:
-            n, pos = _length(buf, pos, flexible, "i32", out)
+            n, pos = _length(buf, pos, flexible, "i32", out, "array", is_optional(field))
             for _ in range(max(n, 0)):
                 if isinstance(kind, EntityTupleField):
                     pos = _walk(kind.type_, buf, pos, out)
@@ -176,7 +179,7 @@ def _walk(cls: type, buf: bytes, pos: int, out: list[LengthField]) -> int:
                     m, pos = _length(buf, pos, flexible, "i16" if kafka_type == "string" else "i32", out)
                     pos += max(m, 0)
     if flexible:  # the tagged fields: their count, then each one's tag and size (recorded as compact,
-        tags, pos = _length(buf, pos, True, "", out)  # so one less than the raw value)
+        tags, pos = _length(buf, pos, True, "", out, "tags")  # so one less than the raw value)
         for _ in range(tags + 1):
             _, pos = read_uvarint(buf, pos)
             size, pos = _length(buf, pos, True, "", out)

@@ -109,3 +109,34 @@ def test_decode_bench_measures_every_hot_request(capsys):
     from protocol import request
 
     assert all(request._readers[k, v][1] is not None for k, v, _ in decode_bench.requests().values() if k != 12)
+
+
+def _forged(body: bytes, field, value: int) -> bytes:
+    from protocol.fastwrite import _uvarint
+
+    if field.form == "uv":
+        return body[: field.pos] + _uvarint(value + 1) + body[field.pos + field.size :]
+    return body[: field.pos] + struct.pack(">i", value) + body[field.pos + 4 :]
+
+
+@pytest.mark.parametrize("cls", REQUESTS, ids=lambda c: c.__module__.split("schema.")[-1])
+def test_every_array_count_anywhere_is_checked(cls):
+    """Each array count of a request (first, middle or last element, any depth) set past the bytes
+    left is refused before kio sees it; and set to null where the schema forbids null, too."""
+    from tests.fuzz import Values, length_fields
+
+    values = Values(hash(cls.__module__) & 0xFFFF)
+    check = bounds.checker(cls)
+    seen = 0
+    for _ in range(6):
+        body = kio_bytes(values.entity(cls))
+        for field in length_fields(cls, body):
+            if field.what != "array":
+                continue
+            seen += 1
+            with pytest.raises(bounds.Unparseable, match="tried to allocate"):
+                check(_forged(body, field, 2**31 - 1), 0)
+            if not field.nullable:
+                with pytest.raises(bounds.Unparseable, match="non-nullable field"):
+                    check(_forged(body, field, -1), 0)
+    assert (check is None) == (seen == 0)
