@@ -4,14 +4,21 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import gc
 import logging
+import os
 import signal
 import sys
 
 from broker.app import Broker
 from broker.config import Config, ConfigError, load_config
-from broker.logoutput import setup_logging
+from broker.ops.logoutput import setup_logging
+from storage.errors import StorageError
+from storage.logdirfailure import channel as log_dir_failures
+
+# Kafka's status when its last log directory has failed (LogManager: Exit.halt(1))
+LOG_DIR_FAILED_EXIT = 1
 
 
 async def serve(config: Config) -> None:
@@ -24,6 +31,21 @@ async def serve(config: Config) -> None:
     await done.wait()
     logging.getLogger("groupd").info("signal received, shutting down")
     await broker.stop()
+
+
+def halt_on_log_dir_failure(what: str, exc: BaseException) -> None:
+    """A failed write or sync took the one log directory offline (storage/logdirfailure.py): halt, as
+    Kafka does when no live log directory is left. Nothing is flushed or answered on the way out
+    (the disk just refused a write); what was acknowledged is durable and the next start recovers it."""
+    logging.getLogger("groupd").critical(
+        "%s failed (%s): the log directory is offline; groupd halts with exit status %d for its supervisor "
+        "to restart it (start-up recovers everything acknowledged once the disk takes writes again)",
+        what, exc, LOG_DIR_FAILED_EXIT,
+    )
+    for handler in logging.getLogger().handlers:
+        with contextlib.suppress(Exception):
+            handler.flush()
+    os._exit(LOG_DIR_FAILED_EXIT)
 
 
 def tune_gc() -> None:
@@ -55,9 +77,10 @@ def main(argv: list[str] | None = None) -> int:
     except ImportError:  # pragma: no cover - uvloop is a dependency; keep running without it
         logging.getLogger("groupd").warning("uvloop not available, using the default event loop")
     tune_gc()
+    log_dir_failures.handler = halt_on_log_dir_failure
     try:
         asyncio.run(serve(config))
-    except OSError as exc:
+    except (OSError, StorageError) as exc:  # a port taken, a full disk: one line, no traceback
         print(f"groupd: cannot start: {exc}", file=sys.stderr)
         return 1
     return 0

@@ -30,12 +30,13 @@ from bench import client, scenarios
 from bench.run import groupd_overrides
 from broker.app import Broker
 from broker.config import default_config
-from broker.connection import Connection
-from broker.dispatch import HANDLERS, load_handlers
+from broker.network.connection import Connection
+from broker.routes import HANDLERS
+from protocol.api_table import ApiKey
 from storage.log import Log
 
 WITHOUT = ("nothing", "store", "coordinator")
-OFFSET_COMMIT = 8
+OFFSET_COMMIT = int(ApiKey.OFFSET_COMMIT)
 
 
 class _Pipe:
@@ -97,7 +98,6 @@ def _without(layer: str) -> Iterator[None]:
     if layer == "nothing":
         yield
         return
-    load_handlers()
     from broker.handlers.offsets import _commit_response
     from coordinator.api import PartitionError
 

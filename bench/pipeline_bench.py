@@ -9,8 +9,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from coordinator.partitioning import OFFSETS_TOPIC, partition_for
+from coordinator.partitioning import partition_for
 from coordinator.records import OffsetCommitKey, OffsetCommitValue, encode_key, encode_value
+from protocol.topic_names import OFFSETS_TOPIC
 from storage.log import Log, LogConfig
 
 T0 = 1_700_000_000_000

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench.client import Conn, Template, nested
+from protocol.api_table import ApiKey
 
 JOIN_V, SYNC_V, HB_V, COMMIT_V, META_V = 5, 3, 3, 8, 9
 SUBSCRIPTION = b"\x00\x00\x00\x00\x00\x01\x00\x05bench\xff\xff\xff\xff"
@@ -76,7 +77,7 @@ async def _member(conn: Conn, group: str, member_id: str, session_ms: int = 30_0
     member of such a generation rejoins at once. Returns the generation synced in, or None if it
     failed (a generation may be 0: Tansu's first is)."""
     for _ in range(10):
-        join = await conn.call(11, JOIN_V, _join_body(group, member_id, session_ms), timeout=None)
+        join = await conn.call(ApiKey.JOIN_GROUP, JOIN_V, _join_body(group, member_id, session_ms), timeout=None)
         if join.error_code == REBALANCE_IN_PROGRESS:
             continue
         if join.error_code != 0:
@@ -85,7 +86,7 @@ async def _member(conn: Conn, group: str, member_id: str, session_ms: int = 30_0
         if join.leader == join.member_id:
             given = ASSIGNMENT if len(join.members) >= expected else b""
             assignments = [{"member_id": m.member_id, "assignment": given} for m in join.members]
-        sync = await conn.call(14, SYNC_V, {
+        sync = await conn.call(ApiKey.SYNC_GROUP, SYNC_V, {
             "group_id": group, "generation_id": join.generation_id, "member_id": join.member_id,
             "group_instance_id": None, "assignments": assignments,
         }, timeout=None)
@@ -145,8 +146,8 @@ async def rebalance(host: str, port: int, groups: int, members: int = 3, concurr
 
 async def ensure_topic(host: str, port: int, topic: str, partitions: int = 1) -> None:
     conn = await Conn.open(host, port)
-    t = nested(19, 5, "CreatableTopic")
-    await conn.call(19, 5, {"topics": (t(name=topic, num_partitions=partitions, replication_factor=1, assignments=(), configs=()),), "timeout": 5000, "validate_only": False})
+    t = nested(ApiKey.CREATE_TOPICS, 5, "CreatableTopic")
+    await conn.call(ApiKey.CREATE_TOPICS, 5, {"topics": (t(name=topic, num_partitions=partitions, replication_factor=1, assignments=(), configs=()),), "timeout": 5000, "validate_only": False})
     await conn.close()
 
 
@@ -155,8 +156,8 @@ async def commits(host: str, port: int, committers: int, max_seconds: float = 5,
     topic = "bench-commits"
     await ensure_topic(host, port, topic)
     stats = Stats(f"commits-{committers}{'-samegroup' if same_group else ''}")
-    tcls = nested(8, COMMIT_V, "OffsetCommitRequestTopic")
-    pcls = nested(8, COMMIT_V, "OffsetCommitRequestPartition")
+    tcls = nested(ApiKey.OFFSET_COMMIT, COMMIT_V, "OffsetCommitRequestTopic")
+    pcls = nested(ApiKey.OFFSET_COMMIT, COMMIT_V, "OffsetCommitRequestPartition")
     stop_at = time.monotonic() + max_seconds
     tag = f"{os.getpid()}-{time.monotonic_ns()}"
 
@@ -243,7 +244,7 @@ async def steady(
     await asyncio.gather(*(form(i) for i in range(groups)))
     setup.seconds = time.perf_counter() - began
     hb, commits = Stats("steady-heartbeats"), Stats("steady-commits")
-    tcls, pcls = nested(8, COMMIT_V, "OffsetCommitRequestTopic"), nested(8, COMMIT_V, "OffsetCommitRequestPartition")
+    tcls, pcls = nested(ApiKey.OFFSET_COMMIT, COMMIT_V, "OffsetCommitRequestTopic"), nested(ApiKey.OFFSET_COMMIT, COMMIT_V, "OffsetCommitRequestPartition")
     stop_at = time.monotonic() + max_seconds
 
     async def member(c: Conn, group: str, member_id: str, generation: int, phase: float) -> None:
@@ -259,7 +260,7 @@ async def steady(
         while (now := time.monotonic()) < stop_at:
             if now >= next_beat:
                 started = time.perf_counter()
-                resp = await c.call(12, HB_V, beat)
+                resp = await c.call(ApiKey.HEARTBEAT, HB_V, beat)
                 hb.latencies.append(time.perf_counter() - started)
                 hb.count += 1
                 hb.errors += resp.error_code != 0
@@ -295,14 +296,14 @@ async def steady(
 
 
 def _produce_body(topic: str, partition: int, records: bytes, acks: int) -> dict[str, Any]:
-    t = nested(0, 9, "TopicProduceData")
-    p = nested(0, 9, "PartitionProduceData")
+    t = nested(ApiKey.PRODUCE, 9, "TopicProduceData")
+    p = nested(ApiKey.PRODUCE, 9, "PartitionProduceData")
     return {"transactional_id": None, "acks": acks, "timeout": 10_000, "topic_data": (t(name=topic, partition_data=(p(index=partition, records=records),)),)}
 
 
 def _fetch_body(topic: str, partition: int, offset: int, max_wait: int = 500, max_bytes: int = 8 << 20) -> dict[str, Any]:
-    t = nested(1, 11, "FetchTopic")
-    p = nested(1, 11, "FetchPartition")
+    t = nested(ApiKey.FETCH, 11, "FetchTopic")
+    p = nested(ApiKey.FETCH, 11, "FetchPartition")
     return {
         "replica_id": -1, "max_wait": max_wait, "min_bytes": 1, "max_bytes": max_bytes, "isolation_level": 0, "session_id": 0,
         "session_epoch": -1, "topics": (t(topic=topic, partitions=(p(partition=partition, current_leader_epoch=-1, fetch_offset=offset, log_start_offset=-1, partition_max_bytes=max_bytes),)),),
@@ -325,7 +326,7 @@ async def produce_fetch(host: str, port: int, partitions: int, acks: int, second
         conn = await Conn.open(host, port)
         inflight: list[asyncio.Future] = []
         while time.monotonic() < stop_at:
-            inflight.append(conn.request(0, 9, _produce_body(topic, p, batch, acks)))
+            inflight.append(conn.request(ApiKey.PRODUCE, 9, _produce_body(topic, p, batch, acks)))
             if len(inflight) >= 4:  # a client keeps a few batches in flight
                 await inflight.pop(0)
                 produced += per_batch
@@ -345,7 +346,7 @@ async def produce_fetch(host: str, port: int, partitions: int, acks: int, second
         offset = 0
         give_up = time.monotonic() + 60
         while offset < end and time.monotonic() < give_up:
-            resp = await conn.call(1, 11, _fetch_body(topic, p, offset))
+            resp = await conn.call(ApiKey.FETCH, 11, _fetch_body(topic, p, offset))
             if not resp.responses or not resp.responses[0].partitions:
                 continue  # an empty answer (a peer may send one instead of waiting): ask again
             part = resp.responses[0].partitions[0]
@@ -361,8 +362,8 @@ async def produce_fetch(host: str, port: int, partitions: int, acks: int, second
         await conn.close()
 
     conn = await Conn.open(host, port)
-    lt, lp = nested(2, 7, "ListOffsetsTopic"), nested(2, 7, "ListOffsetsPartition")
-    resp = await conn.call(2, 7, {"replica_id": -1, "isolation_level": 0, "topics": (
+    lt, lp = nested(ApiKey.LIST_OFFSETS, 7, "ListOffsetsTopic"), nested(ApiKey.LIST_OFFSETS, 7, "ListOffsetsPartition")
+    resp = await conn.call(ApiKey.LIST_OFFSETS, 7, {"replica_id": -1, "isolation_level": 0, "topics": (
         lt(name=topic, partitions=tuple(lp(partition_index=p, current_leader_epoch=-1, timestamp=-1) for p in range(partitions))),
     )})
     latest = {p.partition_index: p.offset for p in resp.topics[0].partitions}
@@ -391,10 +392,10 @@ async def wakeup_latency(host: str, port: int, samples: int = 200) -> Stats:
     stats = Stats("fetch-wakeup")
     began = time.perf_counter()
     for offset in range(samples):
-        waiting = fetcher.request(1, 11, _fetch_body(topic, 0, offset, max_wait=5000))
+        waiting = fetcher.request(ApiKey.FETCH, 11, _fetch_body(topic, 0, offset, max_wait=5000))
         await asyncio.sleep(0.002)
         sent = time.perf_counter()
-        await producer.call(0, 9, _produce_body(topic, 0, build_batch([(None, b"x")], timestamp_ms=1), 1))
+        await producer.call(ApiKey.PRODUCE, 9, _produce_body(topic, 0, build_batch([(None, b"x")], timestamp_ms=1), 1))
         await asyncio.wait_for(waiting, 10)
         stats.latencies.append(time.perf_counter() - sent)
         stats.count += 1
@@ -409,7 +410,7 @@ async def _form(conns: list[Conn], group: str, session_ms: int = 30_000) -> list
     and holds the id pending), then each member joins and syncs on its own (``_member``). The ids
     are awaited as futures, not a task per member: a task cost the load generator about as much as
     a request, on the two cores it shares with the broker."""
-    firsts = await asyncio.gather(*(c.request(11, JOIN_V, _join_body(group, "", session_ms)) for c in conns))
+    firsts = await asyncio.gather(*(c.request(ApiKey.JOIN_GROUP, JOIN_V, _join_body(group, "", session_ms)) for c in conns))
     ids = [j.member_id for j in firsts]
     gens = await asyncio.gather(*(_member(c, group, m, session_ms, expected=len(conns)) for c, m in zip(conns, ids, strict=True)))
     if any(g is None for g in gens):
@@ -423,7 +424,7 @@ async def churn(host: str, port: int, groups: int = 50, max_seconds: float = 10)
     stats = Stats("churn")
     prefix = f"churn-{os.getpid()}-{time.monotonic_ns()}"
     stop_at = time.monotonic() + max_seconds
-    leaver = nested(13, 3, "MemberIdentity")
+    leaver = nested(ApiKey.LEAVE_GROUP, 3, "MemberIdentity")
 
     async def run(i: int) -> None:
         conns = [await Conn.open(host, port) for _ in range(2)]
@@ -432,7 +433,7 @@ async def churn(host: str, port: int, groups: int = 50, max_seconds: float = 10)
             while time.monotonic() < stop_at:
                 started = time.perf_counter()
                 formed = await _form(conns, group)
-                resp = await conns[0].call(13, 3, {"group_id": group, "members": tuple(leaver(member_id=m, group_instance_id=None) for m, _ in formed)})
+                resp = await conns[0].call(ApiKey.LEAVE_GROUP, 3, {"group_id": group, "members": tuple(leaver(member_id=m, group_instance_id=None) for m, _ in formed)})
                 stats.latencies.append(time.perf_counter() - started)
                 stats.count += 1
                 if resp.error_code != 0:
@@ -487,7 +488,7 @@ async def scale(host: str, port: int, groups: int, pid: int | None = None, concu
         while time.monotonic() < stop_at:
             for group, member, generation in batch:
                 started = time.perf_counter()
-                resp = await conn.call(12, HB_V, {"group_id": group, "generation_id": generation, "member_id": member, "group_instance_id": None})
+                resp = await conn.call(ApiKey.HEARTBEAT, HB_V, {"group_id": group, "generation_id": generation, "member_id": member, "group_instance_id": None})
                 hb.latencies.append(time.perf_counter() - started)
                 hb.count += 1
                 hb.errors += resp.error_code != 0

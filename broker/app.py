@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import logging
 import time
@@ -11,23 +10,23 @@ import uuid
 from collections.abc import Callable
 from typing import Protocol
 
-from broker import quotas
 from broker.config import Config
-from broker.connection import Connection
-from broker.dispatch import load_handlers
-from broker.internal_topics import InternalTopic
-from broker.metrics import Metrics
-from broker.metrics_http import MetricsServer
-from broker.partitions import PartitionManager
-from broker.producers import ProducerIds
-from broker.scram_store import ScramStore
+from broker.dataplane.internal_topics import InternalTopic
+from broker.dataplane.partitions import PartitionManager
+from broker.dataplane.producers import ProducerIds
+from broker.dataplane.topics import Topic, TopicRegistry
+from broker.network.acceptor import Acceptor, Admission
+from broker.network.connection import Connection
+from broker.ops import quotas
+from broker.ops.metrics import Metrics
+from broker.ops.metrics_http import MetricsServer
 from broker.security.listeners import Listener
 from broker.security.sasl import SaslGate, mechanism_factories
+from broker.security.scram_store import ScramStore
 from broker.security.tls import server_context
-from broker.topics import Topic, TopicRegistry
-from broker.txn_coordinator import TXN_STATE_TOPIC, TransactionCoordinator
-from coordinator.partitioning import OFFSETS_TOPIC
+from broker.txn_coordinator import TransactionCoordinator
 from coordinator.service import GroupCoordinator
+from protocol.topic_names import OFFSETS_TOPIC, TXN_STATE_TOPIC
 from storage.errors import StorageError
 from storage.log import Log
 
@@ -44,7 +43,6 @@ class Service(Protocol):
 
 class Broker:
     def __init__(self, config: Config) -> None:
-        load_handlers()
         self.config = config
         self.node_id: int = config["node.id"]
         self.topics = TopicRegistry(config["log.dirs"])
@@ -57,8 +55,10 @@ class Broker:
             self.services.append(self.metrics_server)
         self.stopping = False
         self.started_at: float | None = None
-        self._server: asyncio.base_events.Server | None = None  # the first listener's
-        self._servers: dict[str, asyncio.base_events.Server] = {}
+        self._server: Acceptor | None = None  # the first listener's
+        self._servers: dict[str, Acceptor] = {}
+        self.admission = Admission(config, self.metrics)  # max.connections, per ip, out of descriptors
+        self._idle_timer: asyncio.TimerHandle | None = None
         self._listeners: dict[str, Listener] = {spec.name: spec for spec in config.listeners}
         self._connections: set[Connection] = set()
         self._unflushed: list[Connection] = []
@@ -176,7 +176,7 @@ class Broker:
     def _connection_factory(self, listener: Listener) -> Callable[[], Connection]:
         if listener.protocol == "PLAINTEXT":
             return lambda: Connection(self, listener.name)
-        from broker.secure_connection import SaslConnection, TlsConnection
+        from broker.network.secure_connection import SaslConnection, TlsConnection
 
         if not listener.sasl:
             return lambda: TlsConnection(self, listener.name)
@@ -189,16 +189,23 @@ class Broker:
         self.scram.load()
         for service in self.services:
             await service.start()
-        loop = self._loop = asyncio.get_running_loop()  # kept: get_running_loop() is a getpid(2) on 3.11
-        for listener in self.config.listeners:
-            factory = self._connection_factory(listener)
-            if listener.tls:
-                from broker.secure_connection import TlsServer
+        self._loop = asyncio.get_running_loop()  # kept: get_running_loop() is a getpid(2) on 3.11
+        self.admission.quotas.resolve_overrides()
+        try:
+            for listener in self.config.listeners:
+                factory = self._connection_factory(listener)
+                if listener.tls:
+                    from broker.network.secure_connection import TlsServer
 
-                factory = functools.partial(TlsServer, self, listener.name, server_context(listener.ssl), factory)
-            server = await loop.create_server(factory, listener.host, listener.port, reuse_address=True)
-            self._servers[listener.name] = server
-            self._server = self._server or server
+                    factory = functools.partial(TlsServer, self, listener.name, server_context(listener.ssl), factory)
+                server = self.admission.listen(listener.name, listener.host, listener.port, factory)
+                self._servers[listener.name] = server
+                self._server = self._server or server
+        except OSError:
+            self.admission.close()
+            raise
+        if self.config["connections.max.idle.ms"] >= 0:
+            self._idle_timer = self._loop.call_later(self._idle_sweep_s(), self._close_idle)
         self.started_at = time.perf_counter()
         bound = ", ".join(f"{name}://{s.sockets[0].getsockname()[0]}:{s.sockets[0].getsockname()[1]}" for name, s in self._servers.items())
         log.info(
@@ -217,6 +224,27 @@ class Broker:
     def connection_closed(self, conn: Connection) -> None:
         self._connections.discard(conn)
 
+    def _idle_sweep_s(self) -> float:
+        """How often idle connections are looked for: a tenth of connections.max.idle.ms, within
+        50 ms and 30 s (Kafka's own check runs on every poll; a connection is closed that much late
+        at most)."""
+        return min(max(self.config["connections.max.idle.ms"] / 10_000, 0.05), 30.0)
+
+    def _close_idle(self) -> None:
+        """Kafka's connections.max.idle.ms: a connection that neither read nor wrote for that long is
+        closed. One whose request is still outstanding (a long poll, a parked join) is not idle."""
+        now = self._loop.time()
+        limit = self.config["connections.max.idle.ms"] / 1000
+        for conn in list(self._connections):
+            if conn.active or conn.busy:
+                conn.active = False
+                conn.quiet_since = now
+            elif now - conn.quiet_since >= limit:
+                log.debug("connection %s closed: idle for %.0f ms (connections.max.idle.ms %d)", conn.peer, (now - conn.quiet_since) * 1000, limit * 1000)
+                self.metrics.connection_closed_idle()
+                conn.close_idle()
+        self._idle_timer = self._loop.call_later(self._idle_sweep_s(), self._close_idle)
+
     def flush_soon(self, conn: Connection) -> None:
         """``conn`` has answers queued: send them, with every other connection's, after this loop turn."""
         if not self._unflushed:
@@ -231,8 +259,9 @@ class Broker:
     async def stop(self) -> None:
         """Stop accepting, let in-flight requests finish, stop services (which flush), close."""
         self.stopping = True
-        for server in self._servers.values():
-            server.close()
+        if self._idle_timer is not None:
+            self._idle_timer.cancel()
+        self.admission.close()
         if self._connections:
             # Idle connections close at once; busy ones answer what they have read, within a moment.
             conns = list(self._connections)
@@ -249,7 +278,4 @@ class Broker:
                 await service.stop()
             except Exception:
                 log.exception("stopping %s failed", type(service).__name__)
-        for server in self._servers.values():
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(server.wait_closed(), 1)
         log.info("groupd stopped")

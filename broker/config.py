@@ -7,6 +7,7 @@ about once, a value that does not parse or is out of range stops start-up with a
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,6 +45,30 @@ def _log_level(raw: str) -> str:
     if level not in ("DEBUG", "INFO", "WARNING", "WARN", "ERROR", "CRITICAL"):
         raise ValueError("expected DEBUG, INFO, WARN or ERROR")
     return "WARNING" if level == "WARN" else level
+
+
+_HOST_PATTERN = re.compile(r"[0-9a-zA-Z\-%._:]*")  # Kafka's Utils.validHostPattern
+
+
+def _per_ip_overrides(raw: str) -> dict[str, int]:
+    """Kafka's ``host:count,host:count`` (its Csv.parseCsvMap: split at commas, each at its last colon,
+    so an IPv6 address needs no brackets)."""
+    out: dict[str, int] = {}
+    for item in raw.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        host, sep, count = item.rpartition(":")
+        if not sep:
+            raise ValueError(f"expected host:count, got {item!r}")
+        try:
+            out[host.strip()] = int(count)
+        except ValueError:
+            raise ValueError(f"expected host:count, got {item!r}") from None
+    invalid = [host for host in out if not _HOST_PATTERN.fullmatch(host)]
+    if invalid:
+        raise ValueError(f"contains invalid addresses : {','.join(invalid)}")
+    return out
 
 
 def _choice(*options: str) -> Callable[[str], str]:
@@ -84,6 +109,11 @@ KEYS: dict[str, Key] = {
         Key("cluster.id", str, "groupd-cluster", doc="cluster id reported in Metadata"),
         _int_key("socket.request.max.bytes", 104_857_600, 1, INT32_MAX, "largest request frame accepted"),
         _int_key("queued.max.requests", 500, 1, INT32_MAX, "requests read ahead per connection"),
+        _int_key("queued.max.request.bytes", 16 * 1024 * 1024, None, INT64_MAX, "bytes of requests read ahead per connection and not yet answered; reading pauses past it (0 or less: no bound but the count). Kafka's bounds the whole broker and is unbounded by default"),
+        _int_key("max.connections", INT32_MAX, 0, INT32_MAX, "connections open at once, all listeners together; at the limit the broker stops accepting until one closes (as Kafka's acceptor blocks)"),
+        _int_key("max.connections.per.ip", INT32_MAX, 0, INT32_MAX, "connections open at once from one address; one more is closed at once (0 only with overrides)"),
+        Key("max.connections.per.ip.overrides", _per_ip_overrides, "", doc="`host:count,host:count`: per-address limits instead of max.connections.per.ip"),
+        _int_key("connections.max.idle.ms", 600_000, None, INT64_MAX, "close a connection that read and wrote nothing this long, unless a request of it is outstanding (negative: never)"),
         _int_key("max.request.partition.size.limit", 2000, 1, INT32_MAX, "most partitions one DescribeTopicPartitions answer holds"),
         Key("auto.create.topics.enable", _bool, "true", doc="Metadata for an unknown topic creates it"),
         _int_key("num.partitions", 1, 1, INT32_MAX, "partitions of an auto-created topic"),
@@ -245,6 +275,15 @@ def build_config(raw: Mapping[str, str]) -> Config:
         if name not in KEYS and name not in _warned and not name.startswith(_listeners.PREFIX):
             _warned.add(name)
             log.warning("unknown configuration key %s is ignored", name)
+    if values["max.connections.per.ip.overrides"] is None:
+        values["max.connections.per.ip.overrides"] = {}
+    if values["max.connections.per.ip"] == 0 and not values["max.connections.per.ip.overrides"]:
+        raise ConfigError("max.connections.per.ip can be set to zero only if max.connections.per.ip.overrides property is set.")
+    idle, delay = values["connections.max.idle.ms"], values["connection.failed.authentication.delay.ms"]
+    if idle >= 0 and delay >= idle:
+        raise ConfigError(
+            f"connection.failed.authentication.delay.ms={delay} should always be less than connections.max.idle.ms={idle} to prevent failed authentication responses from timing out"
+        )
     if values["group.min.session.timeout.ms"] > values["group.max.session.timeout.ms"]:
         raise ConfigError("group.min.session.timeout.ms must not exceed group.max.session.timeout.ms")
     try:

@@ -1,13 +1,11 @@
-"""Dispatch by api key (Kafka's KafkaApis): each handler module registers itself here.
-
-A handler takes (broker, ctx, request) and returns the response entity, an awaitable of it, or None
-when Kafka sends no response (Produce with acks=0).
+"""What every handler is given and may give back: the request's context, and ``Later`` for an answer
+that a flush round brings. The routing table itself is ``broker/routes.py``.
 """
 
 from __future__ import annotations
 
 import functools
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -110,20 +108,3 @@ def answered_later(broker: Broker, group_id: str, handler: Callable[..., Any], r
         return finish(None, exc)
     later.abandon = functools.partial(broker.coordinator.abandon, token)
     return later
-
-
-Handler = Callable[["Broker", RequestContext, Any], "Any | Awaitable[Any]"]
-HANDLERS: dict[int, Handler] = {}
-
-
-def handles(api_key: int) -> Callable[[Handler], Handler]:
-    def register(fn: Handler) -> Handler:
-        HANDLERS[api_key] = fn
-        return fn
-
-    return register
-
-
-def load_handlers() -> None:
-    """Import every handler module so they register (kept explicit: the table test checks coverage)."""
-    import broker.handlers  # noqa: F401

@@ -27,11 +27,13 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from clock import wall_ms
 from coordinator import transactions as T
-from coordinator.partitioning import OFFSETS_TOPIC, partition_for
+from coordinator.partitioning import partition_for
 from coordinator.service import CoordinatorError
 from coordinator.tasks import Tasks
 from protocol.errors import ErrorCode
+from protocol.topic_names import OFFSETS_TOPIC, TXN_STATE_TOPIC
 from storage.batch import collect_latest
 from storage.errors import StorageError
 from storage.log import Log, LogConfig
@@ -41,12 +43,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("groupd.transactions")
 
-TXN_STATE_TOPIC = "__transaction_state"
 _PARTITION_DIR = re.compile(rf"{TXN_STATE_TOPIC}-(\d+)")
-
-
-def _now() -> int:
-    return int(time.time() * 1000)
 
 
 class TransactionCoordinator:
@@ -140,7 +137,7 @@ class TransactionCoordinator:
         if tid in self._busy:
             return ErrorCode.concurrent_transactions, -1, -1
         out = T.init_producer_id(
-            self.txns.get(tid), tid, timeout_ms, expected, _now(), self.broker.producers.allocate, self.config["transaction.max.timeout.ms"]
+            self.txns.get(tid), tid, timeout_ms, expected, wall_ms(), self.broker.producers.allocate, self.config["transaction.max.timeout.ms"]
         )
         if isinstance(out, ErrorCode):
             return out, -1, -1
@@ -164,7 +161,7 @@ class TransactionCoordinator:
             return ErrorCode.invalid_request
         if tid in self._busy:
             return T.while_pending(self.txns.get(tid), producer_id, producer_epoch)
-        out = T.add_partitions(self.txns.get(tid), producer_id, producer_epoch, partitions, _now(), groups)
+        out = T.add_partitions(self.txns.get(tid), producer_id, producer_epoch, partitions, wall_ms(), groups)
         if isinstance(out, ErrorCode):
             return out
         self._busy.add(tid)
@@ -182,7 +179,7 @@ class TransactionCoordinator:
             return ErrorCode.invalid_request
         if tid in self._busy:
             return T.while_pending(self.txns.get(tid), producer_id, producer_epoch)
-        out = T.end_txn(self.txns.get(tid), producer_id, producer_epoch, commit, _now())
+        out = T.end_txn(self.txns.get(tid), producer_id, producer_epoch, commit, wall_ms())
         if isinstance(out, ErrorCode):
             return out
         self._busy.add(tid)
@@ -260,7 +257,7 @@ class TransactionCoordinator:
             )
         except CoordinatorError as exc:
             raise StorageError(f"transaction marker for groups not written: error {exc.code}") from exc
-        await self._persist(T.complete(prepared, _now()))
+        await self._persist(T.complete(prepared, wall_ms()))
         self.broker.metrics.transaction_ended(why)
         log.info("transactional id %s: %s (producer %d epoch %d, %d partitions, %d groups)",
                  prepared.transactional_id, "committed" if commit else "aborted", pid, epoch, len(logs), len(by_partition))
@@ -283,7 +280,7 @@ class TransactionCoordinator:
         next_expiry = time.monotonic() + expire_every
         while True:
             await asyncio.sleep(abort_every)
-            now = _now()
+            now = wall_ms()
             for txn in T.timed_out(self.txns.values(), now):
                 tid = txn.transactional_id
                 if tid in self._busy:

@@ -1,6 +1,6 @@
 """The classic group and its members as plain mutable objects (Kafka's ClassicGroup / ClassicGroupMember).
 
-Everything here is bookkeeping without policy: the rules live in ``coordinator/classic.py``. Objects use
+Everything here is bookkeeping without policy: the rules live in ``coordinator/classic/rules.py``. Objects use
 ``__slots__`` because a shard holds many groups and the join/sync path touches them on every request.
 """
 

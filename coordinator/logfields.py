@@ -1,6 +1,6 @@
 """Structured fields for group events, so logfmt/json logs carry group id, member id and generation.
 
-The coordinator shell logs group events with these; the formatters (``broker/logoutput.py``)
+The coordinator shell logs group events with these; the formatters (``broker/ops/logoutput.py``)
 print ``record.fields`` as keys. Fields whose value is None are left out, so callers pass what they know.
 """
 

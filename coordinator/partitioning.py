@@ -9,8 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-OFFSETS_TOPIC = "__consumer_offsets"
-
 
 def java_string_hash(s: str) -> int:
     """Java's String.hashCode: h = 31*h + c over UTF-16 code units, wrapped to signed 32 bits."""

@@ -23,12 +23,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from clock import wall_ms
 from coordinator import errors as E
 from coordinator import shard as core
 from coordinator.api import EndTxnMarker, GroupConfig, Result
 from coordinator.group import COMPLETING, PREPARING, STABLE
 from coordinator.logfields import group_event
-from coordinator.partitioning import OFFSETS_TOPIC, partition_for
+from coordinator.partitioning import partition_for
 from coordinator.records import (
     RecordFormatError,
     decode_key,
@@ -38,9 +39,10 @@ from coordinator.records import (
     encode_value,
 )
 from coordinator.tasks import Tasks
+from protocol.topic_names import OFFSETS_TOPIC
 from storage.batch import TRANSACTIONAL, TxnWalk, build_control_batch, collect_latest
 from storage.committer import GroupCommitter
-from storage.errors import StorageError
+from storage.errors import RecordTooLarge, StorageError
 from storage.journal import Journal
 from storage.log import Log, LogConfig, Segment, syncfs_errno
 from storage.walkhelper import WalkHelpers, split_by_bytes
@@ -57,10 +59,6 @@ def _reads(ranges: Iterable[tuple[Segment, int, int]]) -> Iterator[memoryview]:
     """The bytes of ``Log.chunk_ranges`` ranges, read one at a time as the walk needs them."""
     for seg, start, end in ranges:
         yield memoryview(seg.pread(start, end))
-
-
-def wall_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 def replay_walked(state: core.ShardState, latest: dict[bytes, bytes | None], txn: TxnWalk, now: int, partition: int = -1) -> int:
@@ -218,6 +216,8 @@ class GroupCoordinator:
             segment_bytes=self.config["offsets.topic.segment.bytes"],
             cleanup_policy="compact",
             delete_retention_ms=self.config["log.cleaner.delete.retention.ms"],
+            # Kafka's offsets topic takes the broker's message.max.bytes: the coordinator runtime's batch limit
+            max_message_bytes=self.config["message.max.bytes"],
         )
         helpers = self.config["num.recovery.threads.per.data.dir"] - 1
         if helpers > 0 and self._stored_bytes() >= WALK_HELPERS_FROM_BYTES:
@@ -251,7 +251,11 @@ class GroupCoordinator:
             if err:
                 journal.close()
                 raise StorageError(f"syncfs of {self.log_dir} failed after reading the offsets journal: {os.strerror(err)}")
-            log.info("offsets journal read: %d batches restored", restored)
+            if journal.damaged:  # the lines above say what and how much; start-up goes on (docs/operations.md)
+                log.error("offsets journal read: %d batches restored, but it was damaged where it had been synced: "
+                          "acknowledged commits are lost, and their groups go back to older offsets", restored)
+            else:
+                log.info("offsets journal read: %d batches restored", restored)
         journal.reset(prefill=self.committer.synchronous)
         if not self.committer.synchronous:
             journal.close()
@@ -597,6 +601,11 @@ class GroupCoordinator:
                     self.metrics.store_append(time.perf_counter() - started, len(result.records) or 1)
                 if self.on_append is not None:
                     self.on_append(shard.partition)
+            except RecordTooLarge as exc:
+                # the request's own doing (Kafka: RecordTooLargeException, answered -1): the log is fine
+                log.warning("%s-%d: a group record was refused: %s", OFFSETS_TOPIC, shard.partition, exc)
+                self._failed(shard, result, E.MESSAGE_TOO_LARGE)
+                return
             except StorageError as exc:
                 log.error("append to %s-%d failed: %s", OFFSETS_TOPIC, shard.partition, exc)
                 self._failed(shard, result)
@@ -631,9 +640,10 @@ class GroupCoordinator:
             return
         self._deliver(shard, result)
 
-    def _failed(self, shard: Shard, result: Result) -> None:
-        """Never acknowledge what is not durable: the core maps the failure into each answer."""
-        follow_up = core.on_write_failed(shard.state, result.write_ref, E.KAFKA_STORAGE_ERROR, self.now(), self.cfg)
+    def _failed(self, shard: Shard, result: Result, error: int = E.KAFKA_STORAGE_ERROR) -> None:
+        """Never acknowledge what is not durable: the core maps the failure (``error``, Kafka's append
+        error) into each answer."""
+        follow_up = core.on_write_failed(shard.state, result.write_ref, error, self.now(), self.cfg)
         if follow_up.responses or follow_up.records or follow_up.timers:
             self._process_unordered(shard, follow_up)
         # anything the core did not answer must not hang with a success it never got
@@ -642,7 +652,7 @@ class GroupCoordinator:
                 continue
             fut = self._waiting.pop(token, None)
             if fut is not None and not fut.done():
-                fut.set_exception(CoordinatorError(E.KAFKA_STORAGE_ERROR))
+                fut.set_exception(CoordinatorError(error))
 
     def _process_unordered(self, shard: Shard, result: Result) -> None:
         if result.timers:
@@ -764,6 +774,8 @@ class GroupCoordinator:
                         self.metrics.offsets_expired(sum(1 for k, v in result.records if v is None))
                     self._process(shard, result)
                     shard.log.compact(self.now(), self.config["offsets.retain.uncompacted.hours"] * 3_600_000)
+                except StorageError as exc:  # e.g. no room for a compacted segment: tried again next time
+                    log.error("offsets housekeeping of partition %d failed: %s", shard.partition, exc)
                 except Exception:
                     log.exception("offsets housekeeping of partition %d failed", shard.partition)
 

@@ -20,7 +20,7 @@ from coordinator.api import (
     SyncGroupResponse,
     TimerOp,
 )
-from coordinator.classic import (
+from coordinator.classic.rules import (
     Out,
     _undo_static,
     _undo_sync,
@@ -35,7 +35,7 @@ from coordinator.classic import (
 )
 from coordinator.group import EMPTY as S_EMPTY
 from coordinator.group import STABLE, Group, Member
-from coordinator.offsets import (
+from coordinator.offsets.commits import (
     commit_failed,
     delete_failed,
     delete_group,
@@ -48,21 +48,14 @@ from coordinator.offsets import (
     remove_topic_offsets,
     undrop,
 )
+from coordinator.offsets.replay import replay_marker, replay_offset, replay_txn_offset
+from coordinator.offsets.transactional import PendingOffset, end_transaction, txn_offset_commit
 from coordinator.records import (
     GroupMetadataKey,
     GroupMetadataValue,
     Key,
     OffsetCommitKey,
-    OffsetCommitValue,
     Value,
-)
-from coordinator.txn_offsets import (
-    PendingOffset,
-    end_transaction,
-    on_plain_offset,
-    replay_marker,
-    replay_txn_offset,
-    txn_offset_commit,
 )
 
 __all__ = [
@@ -85,6 +78,7 @@ __all__ = [
     "remove_topic_offsets",
     "replay",
     "replay_marker",
+    "replay_offset",
     "replay_result",
     "replay_txn_offset",
     "sync_group",
@@ -104,7 +98,7 @@ class ShardState:
         # Groups deleted in memory whose GroupMetadata tombstone is being written: its runtime replay is
         # then a no-op (at load this is empty and the tombstone removes the group).
         self.dropping: dict[str, int] = {}
-        # Transactional offsets not yet ended by a marker (coordinator/txn_offsets.py): producer id ->
+        # Transactional offsets not yet ended by a marker (coordinator/offsets/transactional.py): producer id ->
         # group -> (topic, partition) -> PendingOffset, and group -> producer ids with such offsets
         # (Kafka's pendingTransactionalOffsets and openTransactionsByGroup).
         self.pending_txn: dict[int, dict[str, dict[tuple[str, int], PendingOffset]]] = {}
@@ -140,31 +134,6 @@ def replay(state: ShardState, key: Key, value: Value | None, now: int) -> None:
         replay_offset(state, key.group, key.topic, key.partition, value, now)  # type: ignore[union-attr, arg-type]
     elif isinstance(key, GroupMetadataKey):
         _replay_group(state, key.group, value, now)  # type: ignore[arg-type]
-
-
-def replay_offset(state: ShardState, group_id: str, topic: str, partition: int, value: OffsetCommitValue | None, now: int) -> None:
-    """An offset commit record (``replay`` of an OffsetCommitKey; the load calls it without the key
-    object): a value sets the partition's committed offset, creating the group if needed; a tombstone
-    removes it."""
-    g = state.groups.get(group_id)
-    if state.open_txns and group_id in state.open_txns:
-        on_plain_offset(state, group_id, topic, partition, value is None)
-    if value is None:
-        if g is not None:
-            ps = g.offsets.get(topic)
-            if ps is not None:
-                ps.pop(partition, None)
-                if not ps:
-                    del g.offsets[topic]
-        return
-    if g is None:
-        g = state.groups[group_id] = Group(group_id, now)
-    ps = g.offsets.get(topic)
-    if ps is None:
-        ps = g.offsets[topic] = {}
-    ps[partition] = value
-    if g.pending_commits:
-        g.pending_commits -= 1
 
 
 def _replay_group(state: ShardState, group_id: str, value: GroupMetadataValue | None, now: int) -> None:

@@ -14,6 +14,7 @@ import pandas as pd
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
 
+from clock import wall_ms
 from pipeline import datasource, store
 
 
@@ -156,9 +157,8 @@ def consumer_status(commit_records: DataFrame, ends: DataFrame, window: int = 10
     WARN can only show once per-commit log ends exist; Burrow's "recent broker offsets show zero lag" grace
     for STOP has no data here either and is not applied.
     """
-    import time
 
-    now = now_ms if now_ms is not None else int(time.time() * 1000)
+    now = now_ms if now_ms is not None else wall_ms()
     joined = positions(commit_records).join(ends.select("topic", "partition", "log_end_offset"), ["topic", "partition"], "left")
 
     def evaluate(pdf: pd.DataFrame) -> pd.DataFrame:

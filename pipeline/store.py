@@ -14,9 +14,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from broker.topics import INTERNAL_TOPICS
-from coordinator.partitioning import OFFSETS_TOPIC
 from coordinator.records import GroupMetadataKey, OffsetCommitKey, RecordFormatError, decode_key, decode_value
+from protocol.topic_names import INTERNAL_TOPICS, OFFSETS_TOPIC
 from storage.batch import (
     BATCH_OVERHEAD,
     COMMIT_MARKER,

@@ -7,6 +7,62 @@ generated from it (``python -m protocol.api_table``), so the three can never dis
 from __future__ import annotations
 
 from dataclasses import dataclass
+from enum import IntEnum
+
+
+class ApiKey(IntEnum):
+    """Kafka's API keys by name: code outside this module names an API, never its number."""
+
+    PRODUCE = 0
+    FETCH = 1
+    LIST_OFFSETS = 2
+    METADATA = 3
+    OFFSET_COMMIT = 8
+    OFFSET_FETCH = 9
+    FIND_COORDINATOR = 10
+    JOIN_GROUP = 11
+    HEARTBEAT = 12
+    LEAVE_GROUP = 13
+    SYNC_GROUP = 14
+    DESCRIBE_GROUPS = 15
+    LIST_GROUPS = 16
+    SASL_HANDSHAKE = 17
+    API_VERSIONS = 18
+    CREATE_TOPICS = 19
+    DELETE_TOPICS = 20
+    DELETE_RECORDS = 21
+    INIT_PRODUCER_ID = 22
+    OFFSET_FOR_LEADER_EPOCH = 23
+    ADD_PARTITIONS_TO_TXN = 24
+    ADD_OFFSETS_TO_TXN = 25
+    END_TXN = 26
+    TXN_OFFSET_COMMIT = 28
+    DESCRIBE_ACLS = 29
+    CREATE_ACLS = 30
+    DELETE_ACLS = 31
+    DESCRIBE_CONFIGS = 32
+    ALTER_CONFIGS = 33
+    ALTER_REPLICA_LOG_DIRS = 34
+    DESCRIBE_LOG_DIRS = 35
+    SASL_AUTHENTICATE = 36
+    CREATE_PARTITIONS = 37
+    DELETE_GROUPS = 42
+    ELECT_LEADERS = 43
+    INCREMENTAL_ALTER_CONFIGS = 44
+    ALTER_PARTITION_REASSIGNMENTS = 45
+    LIST_PARTITION_REASSIGNMENTS = 46
+    OFFSET_DELETE = 47
+    DESCRIBE_CLIENT_QUOTAS = 48
+    ALTER_CLIENT_QUOTAS = 49
+    DESCRIBE_USER_SCRAM_CREDENTIALS = 50
+    ALTER_USER_SCRAM_CREDENTIALS = 51
+    DESCRIBE_QUORUM = 55
+    DESCRIBE_CLUSTER = 60
+    DESCRIBE_PRODUCERS = 61
+    DESCRIBE_TRANSACTIONS = 65
+    LIST_TRANSACTIONS = 66
+    LIST_CONFIG_RESOURCES = 74
+    DESCRIBE_TOPIC_PARTITIONS = 75
 
 
 @dataclass(frozen=True, slots=True)
@@ -21,60 +77,63 @@ class ApiSpec:
 
 
 _SPECS = (
-    ApiSpec(0, "Produce", 3, 13),
-    ApiSpec(1, "Fetch", 4, 18),
-    ApiSpec(2, "ListOffsets", 1, 11),
-    ApiSpec(3, "Metadata", 0, 13),
-    ApiSpec(8, "OffsetCommit", 2, 10),
-    ApiSpec(9, "OffsetFetch", 1, 10),
-    ApiSpec(10, "FindCoordinator", 0, 6),
-    ApiSpec(11, "JoinGroup", 0, 9),
-    ApiSpec(12, "Heartbeat", 0, 4),
-    ApiSpec(13, "LeaveGroup", 0, 5),
-    ApiSpec(14, "SyncGroup", 0, 5),
-    ApiSpec(15, "DescribeGroups", 0, 6),
-    ApiSpec(16, "ListGroups", 0, 5),
-    ApiSpec(17, "SaslHandshake", 0, 1),  # answered by the SASL gate before authentication (security/sasl.py)
-    ApiSpec(18, "ApiVersions", 0, 4),
-    ApiSpec(19, "CreateTopics", 2, 7),
-    ApiSpec(20, "DeleteTopics", 1, 6),
-    ApiSpec(21, "DeleteRecords", 0, 2),
-    ApiSpec(22, "InitProducerId", 0, 5),
-    ApiSpec(23, "OffsetForLeaderEpoch", 2, 4),  # Kafka 4 dropped 0-1 (KIP-896)
-    ApiSpec(24, "AddPartitionsToTxn", 0, 5),
-    ApiSpec(25, "AddOffsetsToTxn", 0, 4),
-    ApiSpec(26, "EndTxn", 0, 4),
-    ApiSpec(28, "TxnOffsetCommit", 0, 4),  # not v5: transactions v2 (KIP-890), not advertised
-    ApiSpec(29, "DescribeAcls", 1, 3),
-    ApiSpec(30, "CreateAcls", 1, 3),
-    ApiSpec(31, "DeleteAcls", 1, 3),
-    ApiSpec(32, "DescribeConfigs", 1, 4),
-    ApiSpec(33, "AlterConfigs", 0, 2),
-    ApiSpec(34, "AlterReplicaLogDirs", 1, 2),
+    ApiSpec(ApiKey.PRODUCE, "Produce", 3, 13),
+    ApiSpec(ApiKey.FETCH, "Fetch", 4, 18),
+    ApiSpec(ApiKey.LIST_OFFSETS, "ListOffsets", 1, 11),
+    ApiSpec(ApiKey.METADATA, "Metadata", 0, 13),
+    ApiSpec(ApiKey.OFFSET_COMMIT, "OffsetCommit", 2, 10),
+    ApiSpec(ApiKey.OFFSET_FETCH, "OffsetFetch", 1, 10),
+    ApiSpec(ApiKey.FIND_COORDINATOR, "FindCoordinator", 0, 6),
+    ApiSpec(ApiKey.JOIN_GROUP, "JoinGroup", 0, 9),
+    ApiSpec(ApiKey.HEARTBEAT, "Heartbeat", 0, 4),
+    ApiSpec(ApiKey.LEAVE_GROUP, "LeaveGroup", 0, 5),
+    ApiSpec(ApiKey.SYNC_GROUP, "SyncGroup", 0, 5),
+    ApiSpec(ApiKey.DESCRIBE_GROUPS, "DescribeGroups", 0, 6),
+    ApiSpec(ApiKey.LIST_GROUPS, "ListGroups", 0, 5),
+    ApiSpec(ApiKey.SASL_HANDSHAKE, "SaslHandshake", 0, 1),  # answered by the SASL gate before authentication (security/sasl.py)
+    ApiSpec(ApiKey.API_VERSIONS, "ApiVersions", 0, 4),
+    ApiSpec(ApiKey.CREATE_TOPICS, "CreateTopics", 2, 7),
+    ApiSpec(ApiKey.DELETE_TOPICS, "DeleteTopics", 1, 6),
+    ApiSpec(ApiKey.DELETE_RECORDS, "DeleteRecords", 0, 2),
+    ApiSpec(ApiKey.INIT_PRODUCER_ID, "InitProducerId", 0, 5),
+    ApiSpec(ApiKey.OFFSET_FOR_LEADER_EPOCH, "OffsetForLeaderEpoch", 2, 4),  # Kafka 4 dropped 0-1 (KIP-896)
+    ApiSpec(ApiKey.ADD_PARTITIONS_TO_TXN, "AddPartitionsToTxn", 0, 5),
+    ApiSpec(ApiKey.ADD_OFFSETS_TO_TXN, "AddOffsetsToTxn", 0, 4),
+    ApiSpec(ApiKey.END_TXN, "EndTxn", 0, 4),
+    ApiSpec(ApiKey.TXN_OFFSET_COMMIT, "TxnOffsetCommit", 0, 4),  # not v5: transactions v2 (KIP-890), not advertised
+    ApiSpec(ApiKey.DESCRIBE_ACLS, "DescribeAcls", 1, 3),
+    ApiSpec(ApiKey.CREATE_ACLS, "CreateAcls", 1, 3),
+    ApiSpec(ApiKey.DELETE_ACLS, "DeleteAcls", 1, 3),
+    ApiSpec(ApiKey.DESCRIBE_CONFIGS, "DescribeConfigs", 1, 4),
+    ApiSpec(ApiKey.ALTER_CONFIGS, "AlterConfigs", 0, 2),
+    ApiSpec(ApiKey.ALTER_REPLICA_LOG_DIRS, "AlterReplicaLogDirs", 1, 2),
     # not v5 (Kafka 4.3's): kafka-python infers the broker's release from it and would take groupd for 4.3
-    ApiSpec(35, "DescribeLogDirs", 1, 4),
-    ApiSpec(36, "SaslAuthenticate", 0, 2),
-    ApiSpec(37, "CreatePartitions", 0, 3),
-    ApiSpec(42, "DeleteGroups", 0, 2),
-    ApiSpec(43, "ElectLeaders", 0, 2),
-    ApiSpec(44, "IncrementalAlterConfigs", 0, 1),
-    ApiSpec(45, "AlterPartitionReassignments", 0, 1),
-    ApiSpec(46, "ListPartitionReassignments", 0, 0),
-    ApiSpec(47, "OffsetDelete", 0, 0),
-    ApiSpec(48, "DescribeClientQuotas", 0, 1),
-    ApiSpec(49, "AlterClientQuotas", 0, 1),
-    ApiSpec(50, "DescribeUserScramCredentials", 0, 0),
-    ApiSpec(51, "AlterUserScramCredentials", 0, 0),
-    ApiSpec(55, "DescribeQuorum", 0, 2),
-    ApiSpec(60, "DescribeCluster", 0, 2),
-    ApiSpec(61, "DescribeProducers", 0, 0),
-    ApiSpec(65, "DescribeTransactions", 0, 0),
-    ApiSpec(66, "ListTransactions", 0, 2),
-    ApiSpec(74, "ListConfigResources", 0, 1),  # v0 was ListClientMetricsResources
-    ApiSpec(75, "DescribeTopicPartitions", 0, 0),
+    ApiSpec(ApiKey.DESCRIBE_LOG_DIRS, "DescribeLogDirs", 1, 4),
+    ApiSpec(ApiKey.SASL_AUTHENTICATE, "SaslAuthenticate", 0, 2),
+    ApiSpec(ApiKey.CREATE_PARTITIONS, "CreatePartitions", 0, 3),
+    ApiSpec(ApiKey.DELETE_GROUPS, "DeleteGroups", 0, 2),
+    ApiSpec(ApiKey.ELECT_LEADERS, "ElectLeaders", 0, 2),
+    ApiSpec(ApiKey.INCREMENTAL_ALTER_CONFIGS, "IncrementalAlterConfigs", 0, 1),
+    ApiSpec(ApiKey.ALTER_PARTITION_REASSIGNMENTS, "AlterPartitionReassignments", 0, 1),
+    ApiSpec(ApiKey.LIST_PARTITION_REASSIGNMENTS, "ListPartitionReassignments", 0, 0),
+    ApiSpec(ApiKey.OFFSET_DELETE, "OffsetDelete", 0, 0),
+    ApiSpec(ApiKey.DESCRIBE_CLIENT_QUOTAS, "DescribeClientQuotas", 0, 1),
+    ApiSpec(ApiKey.ALTER_CLIENT_QUOTAS, "AlterClientQuotas", 0, 1),
+    ApiSpec(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, "DescribeUserScramCredentials", 0, 0),
+    ApiSpec(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, "AlterUserScramCredentials", 0, 0),
+    ApiSpec(ApiKey.DESCRIBE_QUORUM, "DescribeQuorum", 0, 2),
+    ApiSpec(ApiKey.DESCRIBE_CLUSTER, "DescribeCluster", 0, 2),
+    ApiSpec(ApiKey.DESCRIBE_PRODUCERS, "DescribeProducers", 0, 0),
+    ApiSpec(ApiKey.DESCRIBE_TRANSACTIONS, "DescribeTransactions", 0, 0),
+    ApiSpec(ApiKey.LIST_TRANSACTIONS, "ListTransactions", 0, 2),
+    ApiSpec(ApiKey.LIST_CONFIG_RESOURCES, "ListConfigResources", 0, 1),  # v0 was ListClientMetricsResources
+    ApiSpec(ApiKey.DESCRIBE_TOPIC_PARTITIONS, "DescribeTopicPartitions", 0, 0),
 )
 
+# the keys as plain ints: encoded into ApiVersions and compared on every request
+_SPECS = tuple(ApiSpec(int(s.key), s.name, s.min_version, s.max_version) for s in _SPECS)
 API_TABLE: dict[int, ApiSpec] = {spec.key: spec for spec in _SPECS}
+API_BY_NAME: dict[str, ApiSpec] = {spec.name: spec for spec in _SPECS}
 
 
 def support_table_markdown(table: dict[int, ApiSpec] | None = None) -> str:

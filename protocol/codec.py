@@ -24,9 +24,10 @@ from kio.schema.response_header.v1.header import ResponseHeader as ResponseHeade
 from kio.serial import entity_reader
 from kio.serial._introspect import EntityField, EntityTupleField, classify_field
 
+from protocol.api_table import ApiKey
 from protocol.fastwrite import NotCompiled, compile_values_writer, compile_writer
 
-API_VERSIONS_KEY = 18
+API_VERSIONS_KEY = int(ApiKey.API_VERSIONS)
 ZERO_UUID = uuid.UUID(int=0)
 
 

@@ -35,14 +35,16 @@ from pathlib import Path
 
 from crc32c import crc32c
 
-from storage.batch import BATCH_OVERHEAD, parse_header
+from protocol.topic_names import OFFSETS_TOPIC
+from storage.batch import parse_header
 from storage.errors import StorageError
+from storage.journal_scan import Scan, judge, scan
 from storage.log import Log, fsync_directory
+from storage.logdirfailure import channel as log_dir_failures
 
 log = logging.getLogger("groupd.storage")
 
-JOURNAL_NAME = "__consumer_offsets.journal"
-_ENTRY = struct.Struct(">iiI")  # batch length, partition, CRC-32C
+JOURNAL_NAME = f"{OFFSETS_TOPIC}.journal"
 _LENGTH_PARTITION = struct.Struct(">ii")
 _CRC = struct.Struct(">I")
 CHECKPOINT_BYTES = 8 << 20
@@ -59,18 +61,7 @@ def entry(partition: int, batch: bytes | bytearray) -> bytes:
 
 def read_entries(data: bytes | memoryview) -> Iterator[tuple[int, memoryview]]:
     """(partition, batch) of every valid entry from the start, up to the first invalid one."""
-    view = memoryview(data)
-    pos, end = 0, len(view)
-    while end - pos >= _ENTRY.size:
-        length, partition, crc = _ENTRY.unpack_from(view, pos)
-        start = pos + _ENTRY.size
-        if length < BATCH_OVERHEAD or end - start < length or partition < 0:
-            return
-        batch = view[start : start + length]
-        if crc32c(batch, crc32c(view[pos : pos + _LENGTH_PARTITION.size])) != crc:
-            return
-        yield partition, batch
-        pos = start + length
+    yield from scan(data).valid_prefix()
 
 
 class Journal:
@@ -85,17 +76,22 @@ class Journal:
         self.position = 0
         self.failed: BaseException | None = None
         self.checkpoints = 0
+        self.damaged = False  # recover() found acknowledged batches lost (a cut, or damage where synced)
 
     # ------------------------------------------------------------ start-up
 
     def recover(self, logs: dict[int, Log]) -> int:
         """Append to each partition the journaled batches it lacks; returns how many. The caller then
-        makes the partitions durable and calls ``reset``."""
+        makes the partitions durable and calls ``reset``. Damage where the journal had been synced
+        is logged as an ERROR with numbers and sets ``damaged`` (storage/journal_scan.py)."""
+        scans: list[tuple[Path, int, Scan]] = []
         found: dict[int, list[tuple[int, memoryview]]] = {}
         for path in self.paths:
             data = path.read_bytes()
-            for partition, batch in read_entries(data):
+            scans.append((path, len(data), got := scan(data)))
+            for _pos, partition, batch in got.entries:
                 found.setdefault(partition, []).append((parse_header(batch).base_offset, batch))
+        ends_before = {p: lg.log_end_offset for p, lg in logs.items()}
         restored = 0
         for partition, batches in sorted(found.items()):
             target = logs.get(partition)
@@ -103,6 +99,9 @@ class Journal:
                 log.warning("%s: %d batches for partition %d, which is not here: left out", JOURNAL_NAME, len(batches), partition)
                 continue
             restored += _restore(target, partition, batches)
+        ends_after = {p: lg.log_end_offset for p, lg in logs.items()}
+        for path, size, got in scans:
+            self.damaged |= judge(path.name, size, self.prefill_bytes, got, ends_before, ends_after)
         return restored
 
     def reset(self, *, prefill: bool = True) -> None:
@@ -112,14 +111,25 @@ class Journal:
         data only, with no commit of the filesystem's own journal (which would also wait for the
         data of every other file written meanwhile)."""
         zeros = bytes(1 << 20)
-        for fd in self.fds:
-            os.ftruncate(fd, 0)
-            if prefill:
-                for pos in range(0, self.checkpoint_bytes + len(zeros), len(zeros)):
-                    os.pwrite(fd, zeros, pos)
-            os.fsync(fd)
+        for path, fd in zip(self.paths, self.fds, strict=True):
+            try:
+                os.ftruncate(fd, 0)
+                if prefill:
+                    for pos in range(0, self.prefill_bytes, len(zeros)):
+                        written = os.pwrite(fd, zeros, pos)
+                        if written != len(zeros):
+                            raise OSError(f"short write: {written} of {len(zeros)} bytes")
+                os.fsync(fd)
+            except OSError as exc:  # a full disk at start-up: say which file, without a traceback
+                raise StorageError(f"preparing {path} failed: {exc}") from exc
         fsync_directory(self.directory)
         self.current, self.position = 0, 0
+
+    @property
+    def prefill_bytes(self) -> int:
+        """The size ``reset`` makes each file: while the broker runs no file is shorter."""
+        step = 1 << 20
+        return -(-(self.checkpoint_bytes + step) // step) * step
 
     # ------------------------------------------------------------ rounds
 
@@ -141,6 +151,8 @@ class Journal:
                 raise OSError(f"short write: {written} of {len(data)} bytes")
         except OSError as exc:
             self.failed = exc
+            log.error("write to %s failed; the offsets journal is offline: %s", self.paths[self.current], exc)
+            log_dir_failures.report(f"write to {self.paths[self.current]}", exc)
             raise StorageError(f"write to the offsets journal failed: {exc}") from exc
         self.position += len(data)
         return len(data)
@@ -155,6 +167,7 @@ class Journal:
     def sync_failed(self, exc: BaseException) -> None:
         """Kafka takes a log dir offline after a failed fsync: so does the journal."""
         self.failed = exc
+        log_dir_failures.report(f"sync of {self.paths[self.current]}", exc)
 
     def close(self) -> None:
         for fd in self.fds:

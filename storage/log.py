@@ -18,7 +18,6 @@ import os
 import struct
 import sys
 import threading
-import time
 from array import array
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -27,6 +26,7 @@ from typing import Any
 
 from crc32c import crc32c
 
+from clock import wall_ms
 from storage.batch import (
     BATCH_OVERHEAD,
     COMMIT_MARKER,
@@ -43,6 +43,7 @@ from storage.batch import (
     set_base_offset,
 )
 from storage.errors import OffsetOutOfRange, RecordTooLarge, StorageError
+from storage.logdirfailure import channel as log_dir_failures
 
 log = logging.getLogger("groupd.storage")
 START_CHECKPOINT = "log-start-offset"
@@ -56,10 +57,6 @@ _INDEX_MAGIC = b"GDBI"
 _SCAN_HEADER = struct.Struct(">qiibIhiqq")  # a batch header up to maxTimestamp
 _RECORD_COUNT = struct.Struct(">i")  # at position 57
 _LEADER_EPOCH = struct.Struct(">i")  # partitionLeaderEpoch, at position 12
-
-
-def _wall_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 @dataclass
@@ -153,7 +150,7 @@ class Log:
     # ------------------------------------------------------------ open / recover
 
     @classmethod
-    def open(cls, directory: Path, config: LogConfig | None = None, *, now_ms: Callable[[], int] = _wall_ms) -> Log:
+    def open(cls, directory: Path, config: LogConfig | None = None, *, now_ms: Callable[[], int] = wall_ms) -> Log:
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         self = cls(directory, config or LogConfig(), now_ms)
@@ -393,6 +390,9 @@ class Log:
                 except OSError as exc:
                     with contextlib.suppress(OSError):
                         os.ftruncate(seg.fd, seg.size)
+                    # the log is whole again (truncated back), but the directory is offline as in Kafka
+                    log.error("write to %s failed: %s", seg.path, exc)
+                    log_dir_failures.report(f"write to {seg.path}", exc)
                     raise StorageError(f"append to {self.directory.name} failed: {exc}") from exc
             seg.offsets.append(base)
             seg.positions.append(seg.size)
@@ -473,6 +473,8 @@ class Log:
             fsync_directory(self.directory)  # and its name, made at the roll before
         except OSError as exc:
             self._failed = exc
+            log.error("sealing %s failed; log offline until reopened: %s", seg.path, exc)
+            log_dir_failures.report(f"fsync of {seg.path}", exc)
             raise StorageError(f"sealing a segment of {self.directory.name} failed: {exc}") from exc
 
     def _settle(self) -> None:
@@ -496,6 +498,7 @@ class Log:
                 with self._state:
                     self._failed = exc
                 log.error("write to %s failed; log offline until reopened: %s", self.directory, exc)
+                log_dir_failures.report(f"write to {self.directory}", exc)
                 raise StorageError(f"write to {self.directory.name} failed: {exc}") from exc
 
     def take_for_sync(self) -> tuple[set[int], bool, int, list] | None:
@@ -528,6 +531,7 @@ class Log:
             self._failed = exc
             self.unflushed_messages += pending
         log.error("fsync of %s failed; log offline until reopened: %s", self.directory, exc)
+        log_dir_failures.report(f"write or fsync of {self.directory}", exc)
         raise StorageError(f"fsync of {self.directory.name} failed: {exc}") from exc
 
     def any_fd(self) -> int | None:
@@ -853,10 +857,14 @@ class Log:
                 out += rebuilt
             del kept_any
             tmp = seg.path.with_suffix(".cleaned")
-            with open(tmp, "wb") as f:
-                f.write(out)
-                f.flush()
-                os.fsync(f.fileno())
+            try:
+                with open(tmp, "wb") as f:
+                    f.write(out)
+                    f.flush()
+                    os.fsync(f.fileno())
+            except OSError as exc:  # a full disk: the segment stays as it was, and so does the space
+                tmp.unlink(missing_ok=True)
+                raise StorageError(f"compacting {seg.path} failed: {exc}") from exc
             with self._lock, self._state:  # no flush is fsyncing the fd being replaced
                 seg.path.with_suffix(INDEX_SUFFIX).unlink(missing_ok=True)
                 seg.indexed = None

@@ -46,8 +46,9 @@ CLIENT_CONFIG = {**FAST_CONFIG, "group.initial.rebalance.delay.ms": "300"}
 class BrokerProcess:
     """``server.py`` in a child process on a free loopback port; survives restart with the same data."""
 
-    def __init__(self, log_dir: Path, overrides: dict[str, Any] | None = None, port: int | None = None) -> None:
+    def __init__(self, log_dir: Path, overrides: dict[str, Any] | None = None, port: int | None = None, nofile: int | None = None) -> None:
         self.log_dir = Path(log_dir)
+        self.nofile = nofile  # RLIMIT_NOFILE of the child (tests of running out of descriptors)
         self.port = port or free_port()
         self.overrides = {**CLIENT_CONFIG, **{k: str(v) for k, v in (overrides or {}).items()}}
         self.proc: subprocess.Popen | None = None
@@ -57,7 +58,7 @@ class BrokerProcess:
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
 
-    def start(self, timeout: float = 20.0) -> BrokerProcess:
+    def command(self) -> list[str]:
         args = [sys.executable, str(ROOT / "server.py")]
         settings = {
             "listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
@@ -67,8 +68,16 @@ class BrokerProcess:
         }
         for key, value in settings.items():
             args += ["--override", f"{key}={value}"]
+        return args
+
+    def launch(self) -> None:
+        """The process, not yet waited for."""
         self._log = open(self.log_path, "ab")  # noqa: SIM115 - lives as long as the process
-        self.proc = subprocess.Popen(args, cwd=ROOT, stdout=self._log, stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(self.command(), cwd=ROOT, stdout=self._log, stderr=subprocess.STDOUT,
+                                     preexec_fn=self._limits if self.nofile else None)
+
+    def start(self, timeout: float = 20.0) -> BrokerProcess:
+        self.launch()
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
@@ -78,6 +87,11 @@ class BrokerProcess:
             time.sleep(0.05)
         self.kill()
         raise TimeoutError(f"broker did not answer within {timeout}s: {self.log_text()[-2000:]}")
+
+    def _limits(self) -> None:
+        import resource
+
+        resource.setrlimit(resource.RLIMIT_NOFILE, (self.nofile, self.nofile))
 
     def log_text(self) -> str:
         try:
@@ -141,6 +155,23 @@ def _recv_exact(s: socket.socket, n: int) -> bytes:
 def request_bytes(api_key: int, version: int, body: Any, correlation_id: int = 1, client_id: str = "test") -> bytes:
     """A whole request frame. ``body`` is a kio entity or a dict of newest-shape values."""
     return encode_request(api_key, version, body, correlation_id, client_id)
+
+
+def padded_api_versions(correlation_id: int, size: int) -> bytes:
+    """A whole ApiVersions v3 frame of ``size`` bytes: its client software name carries the padding."""
+    frame = bytearray(request_bytes(18, 3, {"client_software_name": "x", "client_software_version": "1"}, correlation_id))
+    name_at = frame.index(b"\x02x")  # compact string "x": length+1, then the byte
+    grow = size - len(frame)
+    name = b"a" * (1 + grow)
+    length = len(name) + 1
+    varint = bytearray()
+    while True:
+        byte, length = length & 0x7F, length >> 7
+        varint.append(byte | (0x80 if length else 0))
+        if not length:
+            break
+    body = frame[4:name_at] + varint + name + frame[name_at + 2 :]
+    return struct.pack(">i", len(body)) + bytes(body)
 
 
 class WireClient:

@@ -23,6 +23,7 @@ from typing import Any
 
 from broker.security.scram import BY_NAME, BY_TYPE, salted_password
 from protocol import codec
+from protocol.api_table import ApiKey
 from protocol.request import encode_request
 
 ENTITY_TYPES = {"clients": "client-id", "users": "user", "ips": "ip"}
@@ -83,7 +84,7 @@ def _entity(args: argparse.Namespace) -> list[tuple[str, str | None]]:
 
 def describe(client: Client, entity: list[tuple[str, str | None]]) -> list[str]:
     components = [{"entity_type": k, "match_type": 1 if n is None else 0, "match": n} for k, n in entity]
-    resp = client.call(48, 1, components=tuple(codec.make(codec.nested(codec.request_class(48, 1), "ComponentData"), **c) for c in components), strict=True)
+    resp = client.call(ApiKey.DESCRIBE_CLIENT_QUOTAS, 1, components=tuple(codec.make(codec.nested(codec.request_class(ApiKey.DESCRIBE_CLIENT_QUOTAS, 1), "ComponentData"), **c) for c in components), strict=True)
     if resp.error_code:
         raise KafkaError(f"{resp.error_code.name}: {resp.error_message}")
     lines = []
@@ -93,7 +94,7 @@ def describe(client: Client, entity: list[tuple[str, str | None]]) -> list[str]:
         lines.append(f"Quota configs for {who} are {values}")
     users = [n for k, n in entity if k == "user" and n is not None]
     if users and len(entity) == 1:
-        resp = client.call(50, 0, users=tuple(codec.make(codec.nested(codec.request_class(50, 0), "UserName"), name=u) for u in users))
+        resp = client.call(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, users=tuple(codec.make(codec.nested(codec.request_class(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0), "UserName"), name=u) for u in users))
         for result in resp.results:
             if result.error_code == 0:
                 creds = ",".join(f"{BY_TYPE[c.mechanism].name}=iterations={c.iterations}" for c in result.credential_infos if c.mechanism in BY_TYPE)
@@ -111,12 +112,12 @@ def alter(client: Client, entity: list[tuple[str, str | None]], add: str, delete
     out = []
     quota_ops = [(k, v, False) for k, v in quotas.items()] + [(k, 0.0, True) for k in removed if k not in BY_NAME]
     if quota_ops:
-        cls = codec.request_class(49, 1)
+        cls = codec.request_class(ApiKey.ALTER_CLIENT_QUOTAS, 1)
         entry = codec.nested(cls, "EntryData")(
             entity=tuple(codec.nested(cls, "EntityData")(entity_type=k, entity_name=n) for k, n in entity),
             ops=tuple(codec.nested(cls, "OpData")(key=k, value=v, remove=r) for k, v, r in quota_ops),
         )
-        resp = client.call(49, 1, entries=(entry,), validate_only=False)
+        resp = client.call(ApiKey.ALTER_CLIENT_QUOTAS, 1, entries=(entry,), validate_only=False)
         for result in resp.entries:
             if result.error_code:
                 raise KafkaError(f"{result.error_code.name}: {result.error_message}")
@@ -126,7 +127,7 @@ def alter(client: Client, entity: list[tuple[str, str | None]], add: str, delete
     if scram or scram_removed:
         if user is None or len(entity) != 1:
             raise KafkaError("SCRAM credentials belong to one named user (--entity-type users --entity-name NAME)")
-        cls = codec.request_class(51, 0)
+        cls = codec.request_class(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0)
         # one request per mechanism: a KRaft controller refuses a user named twice in one request
         for name, fields in scram.items():
             mechanism = BY_NAME[name]
@@ -136,10 +137,10 @@ def alter(client: Client, entity: list[tuple[str, str | None]], add: str, delete
                 name=user, mechanism=mechanism.type, iterations=iterations, salt=salt,
                 salted_password=salted_password(mechanism, fields["password"], salt, iterations),
             )
-            _scram_result(client.call(51, 0, deletions=(), upsertions=(upsertion,)))
+            _scram_result(client.call(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, deletions=(), upsertions=(upsertion,)))
         for mechanism in scram_removed:
             deletion = codec.nested(cls, "ScramCredentialDeletion")(name=user, mechanism=BY_NAME[mechanism].type)
-            _scram_result(client.call(51, 0, deletions=(deletion,), upsertions=()))
+            _scram_result(client.call(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, deletions=(deletion,), upsertions=()))
         out.append(f"Completed updating config for user {user}.")
     return out
 

@@ -1,17 +1,1 @@
-"""Handler modules; importing this package registers every API handler with broker.dispatch."""
-
-from broker.handlers import (  # noqa: F401
-    acl_and_logdirs,
-    admin,
-    cluster,
-    data,
-    describe,
-    groups,
-    leader_epochs,
-    offsets,
-    quotas,
-    replicas,
-    security,
-    topics,
-    transactions,
-)
+"""Request handlers, one module per family of APIs; ``broker/routes.py`` maps each API to one."""

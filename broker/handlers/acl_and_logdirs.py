@@ -11,11 +11,16 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
-from broker.dispatch import RequestContext, handles
-from broker.txn_coordinator import TXN_STATE_TOPIC
-from coordinator.partitioning import OFFSETS_TOPIC
+from kio.schema.create_acls.v3.request import CreateAclsRequest
+from kio.schema.delete_acls.v3.request import DeleteAclsRequest
+from kio.schema.describe_acls.v3.request import DescribeAclsRequest
+from kio.schema.describe_log_dirs.v4.request import DescribeLogDirsRequest
+from kio.schema.list_partition_reassignments.v0.request import ListPartitionReassignmentsRequest
+
+from broker.dispatch import RequestContext
 from protocol import codec
 from protocol.errors import ErrorCode
+from protocol.topic_names import OFFSETS_TOPIC, TXN_STATE_TOPIC
 
 if TYPE_CHECKING:
     from broker.app import Broker
@@ -25,13 +30,11 @@ NO_AUTHORIZER_DESCRIBE = "No Authorizer is configured on the broker"
 NO_AUTHORIZER = "No Authorizer is configured."
 
 
-@handles(29)
-def describe_acls(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+def describe_acls(broker: Broker, ctx: RequestContext, req: DescribeAclsRequest) -> Any:
     return ctx.respond(throttle_time=0, error_code=ErrorCode.security_disabled, error_message=NO_AUTHORIZER_DESCRIBE, resources=())
 
 
-@handles(30)
-def create_acls(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+def create_acls(broker: Broker, ctx: RequestContext, req: CreateAclsRequest) -> Any:
     result_cls = ctx.nested("AclCreationResult")
     results = tuple(
         codec.make(result_cls, error_code=ErrorCode.security_disabled, error_message=NO_AUTHORIZER) for _ in req.creations
@@ -39,8 +42,7 @@ def create_acls(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     return ctx.respond(throttle_time=0, results=results)
 
 
-@handles(31)
-def delete_acls(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+def delete_acls(broker: Broker, ctx: RequestContext, req: DeleteAclsRequest) -> Any:
     result_cls = ctx.nested("DeleteAclsFilterResult")
     results = tuple(
         codec.make(result_cls, error_code=ErrorCode.security_disabled, error_message=NO_AUTHORIZER, matching_acls=())
@@ -61,8 +63,7 @@ def stored_logs(broker: Broker) -> dict[tuple[str, int], Log]:
     return logs
 
 
-@handles(35)
-def describe_log_dirs(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+def describe_log_dirs(broker: Broker, ctx: RequestContext, req: DescribeLogDirsRequest) -> Any:
     log_dir = os.path.abspath(broker.config["log.dirs"])
     logs = stored_logs(broker)
     if req.topics is None:
@@ -87,8 +88,7 @@ def describe_log_dirs(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     return ctx.respond(throttle_time=0, error_code=ErrorCode.none, results=(result,))
 
 
-@handles(46)
-def list_partition_reassignments(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+def list_partition_reassignments(broker: Broker, ctx: RequestContext, req: ListPartitionReassignmentsRequest) -> Any:
     # Kafka's controller lists only partitions being reassigned and leaves unknown topics and
     # partitions out without an error; on one node nothing is ever reassigned.
     return ctx.respond(throttle_time=0, error_code=ErrorCode.none, error_message=None, topics=())

@@ -5,10 +5,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from kio.schema.alter_configs.v2.request import AlterConfigsRequest
+from kio.schema.create_partitions.v3.request import CreatePartitionsRequest
+from kio.schema.delete_records.v2.request import DeleteRecordsRequest
+from kio.schema.describe_configs.v4.request import DescribeConfigsRequest
+from kio.schema.incremental_alter_configs.v1.request import IncrementalAlterConfigsRequest
+
 from broker.config import KEYS
-from broker.dispatch import RequestContext, handles
-from broker.handlers.topics import THROTTLED, mutations, throttle_time
-from broker.topic_configs import (
+from broker.dataplane.topic_configs import (
     DYNAMIC_BROKER_DEFAULTS,
     LIST,
     TOPIC_CONFIGS,
@@ -16,7 +20,9 @@ from broker.topic_configs import (
     effective_topic_config,
     validate_topic_configs,
 )
-from coordinator.service import wall_ms
+from broker.dispatch import RequestContext
+from broker.handlers.topics import THROTTLED, mutations, throttle_time
+from clock import wall_ms
 from protocol import codec
 from protocol.errors import ErrorCode
 from storage.errors import OffsetOutOfRange
@@ -30,8 +36,7 @@ SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 TYPE_STRING = 2
 
 
-@handles(37)
-def create_partitions(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+def create_partitions(broker: Broker, ctx: RequestContext, req: CreatePartitionsRequest) -> Any:
     result_cls = ctx.nested("CreatePartitionsTopicResult")
     results = []
     quota = mutations(broker, ctx, strict_since=3)
@@ -55,8 +60,7 @@ def create_partitions(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     return ctx.respond(throttle_time=throttle_time(broker, ctx, quota), results=tuple(results))
 
 
-@handles(21)
-def delete_records(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+def delete_records(broker: Broker, ctx: RequestContext, req: DeleteRecordsRequest) -> Any:
     def answer(topic: str, p: Any) -> dict[str, Any]:
         lg = broker.partitions.get(topic, p.partition_index)
         if lg is None:
@@ -74,12 +78,11 @@ def delete_records(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     return ctx.respond(throttle_time=0, topics=ctx.by_topic("DeleteRecordsTopicResult", "DeleteRecordsPartitionResult", rows))
 
 
-@handles(32)
-def describe_configs(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+def describe_configs(broker: Broker, ctx: RequestContext, req: DescribeConfigsRequest) -> Any:
     result_cls = ctx.nested("DescribeConfigsResult")
     entry_cls = ctx.nested("DescribeConfigsResourceResult")
     synonym_cls = ctx.nested("DescribeConfigsSynonym")
-    include_synonyms = getattr(req, "include_synonyms", False)
+    include_synonyms = req.include_synonyms  # v1+, the lowest served
     results = []
     for res in req.resources:
         wanted = set(res.configuration_keys) if res.configuration_keys else None
@@ -117,7 +120,7 @@ def describe_configs(broker: Broker, ctx: RequestContext, req: Any) -> Any:
                     text = "" if value is None else (str(value).lower() if isinstance(value, bool) else str(value) if not isinstance(value, tuple) else ":".join(map(str, value)))
                     entries.append(codec.make(
                         entry_cls, name=key, value=text, read_only=True, config_source=SOURCE_STATIC_BROKER, is_default=False,
-                        is_sensitive=False, synonyms=(), config_type=TYPE_STRING, documentation=spec.doc if getattr(req, "include_documentation", False) else None,
+                        is_sensitive=False, synonyms=(), config_type=TYPE_STRING, documentation=spec.doc if ctx.version >= 3 and req.include_documentation else None,
                     ))
         else:
             error, message = ErrorCode.invalid_request, f"Unsupported resource type {res.resource_type}"
@@ -164,15 +167,13 @@ def _replace(res: Any, current: dict[str, str]) -> dict[str, str | None]:
     return {c.name: c.value for c in res.configs}
 
 
-@handles(33)
-def alter_configs(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+def alter_configs(broker: Broker, ctx: RequestContext, req: AlterConfigsRequest) -> Any:
     """The legacy AlterConfigs: the given set replaces the topic's overrides, as Kafka overwrites every
     existing one; keys left out go back to their defaults."""
     return _alter_configs(broker, ctx, req, _replace)
 
 
-@handles(44)
-def incremental_alter_configs(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+def incremental_alter_configs(broker: Broker, ctx: RequestContext, req: IncrementalAlterConfigsRequest) -> Any:
     def apply_ops(res: Any, configs: dict[str, str]) -> dict[str, str | None]:
         for c in res.configs:
             if c.name not in TOPIC_CONFIGS:

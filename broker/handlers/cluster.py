@@ -5,15 +5,20 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING, Any
 
-from broker.dispatch import RequestContext, handles
-from broker.leader_epochs import LEADER_EPOCH
-from broker.operations import NOT_REQUESTED, authorized_operations
-from broker.topics import INTERNAL_TOPICS, TopicError, validate_name
-from broker.txn_coordinator import TXN_STATE_TOPIC
-from coordinator.partitioning import OFFSETS_TOPIC, partition_for
+from kio.schema.api_versions.v4.request import ApiVersionsRequest
+from kio.schema.describe_cluster.v2.request import DescribeClusterRequest
+from kio.schema.find_coordinator.v6.request import FindCoordinatorRequest
+from kio.schema.metadata.v13.request import MetadataRequest
+
+from broker.dataplane.leader_epochs import LEADER_EPOCH
+from broker.dataplane.topics import TopicError, validate_name
+from broker.dispatch import RequestContext
+from broker.handlers.operations import NOT_REQUESTED, authorized_operations
+from coordinator.partitioning import partition_for
 from protocol import codec
 from protocol.api_table import API_TABLE
 from protocol.errors import ErrorCode
+from protocol.topic_names import INTERNAL_TOPICS, OFFSETS_TOPIC, TXN_STATE_TOPIC
 
 if TYPE_CHECKING:
     from broker.app import Broker
@@ -46,8 +51,7 @@ def api_versions_body(cls: type, error: ErrorCode = ErrorCode.none) -> Any:
     return codec.make(cls, error_code=error, api_keys=keys, throttle_time=0)
 
 
-@handles(18)
-def api_versions(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+def api_versions(broker: Broker, ctx: RequestContext, req: ApiVersionsRequest) -> Any:
     return api_versions_body(ctx.response_class)
 
 
@@ -68,8 +72,7 @@ def _topic_entry(ctx: RequestContext, broker: Broker, name: str | None, topic_id
     )
 
 
-@handles(3)
-def metadata(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+def metadata(broker: Broker, ctx: RequestContext, req: MetadataRequest) -> Any:
     registry = broker.topics
     # no authorizer: every operation topics support, when asked (v8+)
     entry = functools.partial(_topic_entry, ops=authorized_operations("topic", ctx.version >= 8 and req.include_topic_authorized_operations))
@@ -85,10 +88,10 @@ def metadata(broker: Broker, ctx: RequestContext, req: Any) -> Any:
         invalid = tuple(entry(ctx, broker, t.name or "", t.topic_id, ErrorCode.invalid_request, 0) for t in req.topics)
         return ctx.respond(throttle_time=0, brokers=(), cluster_id=None, controller_id=-1, topics=invalid, error_code=ErrorCode.none)
     else:
-        auto = broker.config["auto.create.topics.enable"] and getattr(req, "allow_auto_topic_creation", True)
+        auto = broker.config["auto.create.topics.enable"] and (ctx.version < 4 or req.allow_auto_topic_creation)
         for wanted in req.topics:
-            name = getattr(wanted, "name", None)
-            wanted_id = getattr(wanted, "topic_id", None)
+            name = wanted.name
+            wanted_id = wanted.topic_id if ctx.version >= 10 else None
             internal = broker.internal_topic(name, wanted_id)
             if internal is not None and internal.exists(create=auto):  # asked for by name, Kafka creates it
                 entries.append(entry(ctx, broker, internal.name, internal.topic_id, ErrorCode.none, internal.partitions))
@@ -138,12 +141,11 @@ def _brokers(broker: Broker, ctx: RequestContext, entity: str, **fields: Any) ->
 BROKERS, CONTROLLERS = 1, 2  # DescribeCluster's endpoint types (KIP-919)
 
 
-@handles(60)
-def describe_cluster(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+def describe_cluster(broker: Broker, ctx: RequestContext, req: DescribeClusterRequest) -> Any:
     """The one broker, as Kafka's DescribeCluster describes its brokers: asked for controllers, a broker
     answers MISMATCHED_ENDPOINT_TYPE, and an unknown type UNSUPPORTED_ENDPOINT_TYPE (INVALID_REQUEST at
     v0, which cannot name one)."""
-    wanted = getattr(req, "endpoint_type", BROKERS)
+    wanted = req.endpoint_type if ctx.version >= 1 else BROKERS
     error, message = ErrorCode.none, None
     if wanted not in (BROKERS, CONTROLLERS):
         error = ErrorCode.invalid_request if ctx.version == 0 else ErrorCode.unsupported_endpoint_type
@@ -164,9 +166,8 @@ def describe_cluster(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     )
 
 
-@handles(10)
-def find_coordinator(broker: Broker, ctx: RequestContext, req: Any) -> Any:
-    key_type = getattr(req, "key_type", KEY_TYPE_GROUP)
+def find_coordinator(broker: Broker, ctx: RequestContext, req: FindCoordinatorRequest) -> Any:
+    key_type = req.key_type if ctx.version >= 1 else KEY_TYPE_GROUP
     keys = req.coordinator_keys if ctx.version >= 4 else (req.key,)
     address = broker.advertised_for(ctx.listener)
     answers = [_coordinator_for(broker, ctx.version, key_type, key, address) for key in keys]

@@ -8,12 +8,21 @@ import time
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
-from broker.dispatch import RequestContext, handles
-from broker.leader_epochs import LEADER_EPOCH, UNDEFINED_EPOCH, current_epoch_error, fetch_divergence
-from broker.topics import INTERNAL_TOPICS
-from coordinator.service import wall_ms
+from kio.schema.fetch.v18.request import FetchRequest
+from kio.schema.list_offsets.v11.request import ListOffsetsRequest
+from kio.schema.produce.v13.request import ProduceRequest
+
+from broker.dataplane.leader_epochs import (
+    LEADER_EPOCH,
+    UNDEFINED_EPOCH,
+    current_epoch_error,
+    fetch_divergence,
+)
+from broker.dispatch import RequestContext
+from clock import wall_ms
 from protocol import codec
 from protocol.errors import ErrorCode
+from protocol.topic_names import INTERNAL_TOPICS
 from storage.batch import split_batches, validate_batch
 from storage.errors import CorruptBatch, OffsetOutOfRange, StorageError, UnsupportedMagic
 
@@ -78,8 +87,7 @@ def _produce_partition(broker: Broker, topic: str, index: int, records: bytes | 
     return ErrorCode.none, base, lg.log_start_offset, lg
 
 
-@handles(0)
-async def produce(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+async def produce(broker: Broker, ctx: RequestContext, req: ProduceRequest) -> Any:
     by_id = ctx.version >= 13  # KIP-516: topics named by id, and answered by id
     results: list[tuple[Any, int, ErrorCode, int, int, Any]] = []  # (topic name or id, partition, error, base, start, log)
     touched = {}
@@ -135,8 +143,7 @@ async def _quiet_durable(broker: Broker, lg: Any) -> None:
         await broker.partitions.committer.durable(lg)
 
 
-@handles(1)
-async def fetch(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+async def fetch(broker: Broker, ctx: RequestContext, req: FetchRequest) -> Any:
     version = ctx.version
     if version >= 7 and req.session_id != 0 and req.session_epoch > 0:
         return ctx.respond(throttle_time=0, error_code=ErrorCode.fetch_session_id_not_found, session_id=0, responses=(), node_endpoints=())
@@ -232,8 +239,7 @@ def _fetch_once(broker: Broker, ctx: RequestContext, req: Any, wanted: list, bud
     return total, answer_now, tuple(topics)
 
 
-@handles(2)
-def list_offsets(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+def list_offsets(broker: Broker, ctx: RequestContext, req: ListOffsetsRequest) -> Any:
     version = ctx.version
     committed = version >= 2 and req.isolation_level == READ_COMMITTED
 

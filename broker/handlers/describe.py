@@ -5,15 +5,20 @@ Answered as a single-node Kafka 4.2 (KRaft, combined broker and controller, no a
 
 from __future__ import annotations
 
-import time
 from typing import TYPE_CHECKING, Any
 
-from broker.dispatch import RequestContext, handles
+from kio.schema.describe_quorum.v2.request import DescribeQuorumRequest
+from kio.schema.describe_topic_partitions.v0.request import DescribeTopicPartitionsRequest
+from kio.schema.list_config_resources.v1.request import ListConfigResourcesRequest
+
+from broker.dataplane.topics import TopicError, validate_name
+from broker.dispatch import RequestContext
 from broker.handlers.cluster import partition_state
-from broker.operations import NOT_REQUESTED, authorized_operations
-from broker.topics import INTERNAL_TOPICS, TopicError, validate_name
+from broker.handlers.operations import NOT_REQUESTED, authorized_operations
+from clock import wall_ms
 from protocol import codec
 from protocol.errors import ErrorCode
+from protocol.topic_names import INTERNAL_TOPICS
 
 if TYPE_CHECKING:
     from broker.app import Broker
@@ -22,8 +27,7 @@ if TYPE_CHECKING:
 # ---------------------------------------------------------------- DescribeTopicPartitions (KIP-966)
 
 
-@handles(75)
-def describe_topic_partitions(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+def describe_topic_partitions(broker: Broker, ctx: RequestContext, req: DescribeTopicPartitionsRequest) -> Any:
     """Topics in name order, at most ``min(response_partition_limit, max.request.partition.size.limit)``
     partitions (at least one), resumed from ``cursor``; ``next_cursor`` names the first partition left out.
 
@@ -106,8 +110,7 @@ TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP = 2, 4, 8, 16, 32  # ConfigR
 _SUPPORTED_TYPES = {0: frozenset({CLIENT_METRICS}), 1: frozenset({TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP})}
 
 
-@handles(74)
-def list_config_resources(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+def list_config_resources(broker: Broker, ctx: RequestContext, req: ListConfigResourcesRequest) -> Any:
     """The resources of the asked types (none asked: every supported type), as KafkaApis lists them.
 
     Kafka's order is fixed: groups, client metrics, the brokers as broker loggers, the brokers, the topics.
@@ -116,7 +119,7 @@ def list_config_resources(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     does not support answers UNSUPPORTED_VERSION with no resources.
     """
     supported = _SUPPORTED_TYPES[ctx.version]
-    wanted = frozenset(getattr(req, "resource_types", ())) or supported
+    wanted = (frozenset(req.resource_types) if ctx.version >= 1 else frozenset()) or supported
     if not wanted <= supported:
         return ctx.respond(throttle_time=0, error_code=ErrorCode.unsupported_version, config_resources=())
     entry = ctx.nested("ConfigResource")
@@ -142,8 +145,7 @@ NO_DIRECTORY_ID = codec.ZERO_UUID  # no metadata log directory, as Kafka reports
 UNKNOWN_PARTITION_MESSAGE = "This server does not host this topic-partition."
 
 
-@handles(55)
-def describe_quorum(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+def describe_quorum(broker: Broker, ctx: RequestContext, req: DescribeQuorumRequest) -> Any:
     """This node as the whole quorum of ``__cluster_metadata-0``: leader, only voter, no observers.
 
     As KafkaRaftClient: anything but exactly that one partition answers UNKNOWN_TOPIC_OR_PARTITION on
@@ -156,7 +158,7 @@ def describe_quorum(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     ):
         return _quorum_refused(ctx, topics, ErrorCode.unknown_topic_or_partition, UNKNOWN_PARTITION_MESSAGE)
     node = broker.node_id
-    now = int(time.time() * 1000)
+    now = wall_ms()
     voter = codec.make(
         ctx.nested("ReplicaState"), replica_id=node, replica_directory_id=NO_DIRECTORY_ID, log_end_offset=METADATA_END_OFFSET,
         last_fetch_timestamp=now, last_caught_up_timestamp=now,

@@ -5,8 +5,16 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any
 
-from broker.dispatch import RequestContext, answered_later, handles
-from broker.operations import NOT_REQUESTED, authorized_operations
+from kio.schema.delete_groups.v2.request import DeleteGroupsRequest
+from kio.schema.describe_groups.v6.request import DescribeGroupsRequest
+from kio.schema.heartbeat.v4.request import HeartbeatRequest
+from kio.schema.join_group.v9.request import JoinGroupRequest
+from kio.schema.leave_group.v5.request import LeaveGroupRequest
+from kio.schema.list_groups.v5.request import ListGroupsRequest
+from kio.schema.sync_group.v5.request import SyncGroupRequest
+
+from broker.dispatch import RequestContext, answered_later
+from broker.handlers.operations import NOT_REQUESTED, authorized_operations
 from coordinator import errors as E
 from coordinator import shard as core
 from coordinator.api import (
@@ -25,17 +33,15 @@ from protocol import codec
 if TYPE_CHECKING:
     from broker.app import Broker
 
-HEARTBEAT = 12
 
 
-@handles(11)
-def join_group(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+def join_group(broker: Broker, ctx: RequestContext, req: JoinGroupRequest) -> Any:
     session = codec.millis(req.session_timeout)
     rebalance = codec.millis(req.rebalance_timeout) if ctx.version >= 1 else session  # KAFKA-8653
     request = JoinGroup(
         group_id=req.group_id,
         member_id=req.member_id,
-        group_instance_id=getattr(req, "group_instance_id", None),
+        group_instance_id=req.group_instance_id if ctx.version >= 5 else None,
         session_timeout_ms=session,
         rebalance_timeout_ms=rebalance,
         protocol_type=req.protocol_type,
@@ -43,7 +49,7 @@ def join_group(broker: Broker, ctx: RequestContext, req: Any) -> Any:
         client_id=ctx.client_id,
         client_host="/" + ctx.client_host,
         version=ctx.version,
-        reason=getattr(req, "reason", None),
+        reason=req.reason if ctx.version >= 8 else None,
     )
 
     def finish(payload: Any, error: BaseException | None) -> Any:
@@ -75,15 +81,14 @@ def _refusal(error: BaseException) -> int:
     raise error
 
 
-@handles(14)
-def sync_group(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+def sync_group(broker: Broker, ctx: RequestContext, req: SyncGroupRequest) -> Any:
     request = SyncGroup(
         group_id=req.group_id,
         generation_id=req.generation_id,
         member_id=req.member_id,
-        group_instance_id=getattr(req, "group_instance_id", None),
-        protocol_type=getattr(req, "protocol_type", None),
-        protocol_name=getattr(req, "protocol_name", None),
+        group_instance_id=req.group_instance_id if ctx.version >= 3 else None,
+        protocol_type=req.protocol_type if ctx.version >= 5 else None,
+        protocol_name=req.protocol_name if ctx.version >= 5 else None,
         assignments=tuple([SyncAssignment(a.member_id, a.assignment) for a in req.assignments]),
         version=ctx.version,
     )
@@ -102,9 +107,8 @@ def sync_group(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     return answered_later(broker, req.group_id, core.sync_group, request, finish)
 
 
-@handles(HEARTBEAT)
-def heartbeat(broker: Broker, ctx: RequestContext, req: Any) -> Any:
-    request = Heartbeat(req.group_id, req.generation_id, req.member_id, getattr(req, "group_instance_id", None), ctx.version)
+def heartbeat(broker: Broker, ctx: RequestContext, req: HeartbeatRequest) -> Any:
+    request = Heartbeat(req.group_id, req.generation_id, req.member_id, req.group_instance_id if ctx.version >= 3 else None, ctx.version)
 
     def finish(payload: Any, error: BaseException | None) -> Any:
         if error is None:
@@ -130,10 +134,9 @@ def heartbeat(broker: Broker, ctx: RequestContext, req: Any) -> Any:
 _heartbeat_answers: dict[tuple[int, int], Any] = {}  # bounded: versions x error codes
 
 
-@handles(13)
-def leave_group(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+def leave_group(broker: Broker, ctx: RequestContext, req: LeaveGroupRequest) -> Any:
     if ctx.version >= 3:
-        members = tuple(LeavingMember(m.member_id, m.group_instance_id, getattr(m, "reason", None)) for m in req.members)
+        members = tuple(LeavingMember(m.member_id, m.group_instance_id, m.reason if ctx.version >= 5 else None) for m in req.members)
     else:
         members = (LeavingMember(req.member_id, None),)
     request = LeaveGroup(group_id=req.group_id, members=members, version=ctx.version)
@@ -153,8 +156,7 @@ def leave_group(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     return answered_later(broker, req.group_id, core.leave_group, request, finish)
 
 
-@handles(15)
-def describe_groups(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+def describe_groups(broker: Broker, ctx: RequestContext, req: DescribeGroupsRequest) -> Any:
     group_cls = ctx.nested("DescribedGroup")
     member_cls = ctx.nested("DescribedGroupMember")
     # no authorizer: a group that answers allows every operation groups support, when asked (v3+)
@@ -197,10 +199,9 @@ def describe_groups(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     return ctx.respond(throttle_time=0, groups=tuple(out))
 
 
-@handles(16)
-def list_groups(broker: Broker, ctx: RequestContext, req: Any) -> Any:
-    states = frozenset(getattr(req, "states_filter", ()) or ()) or None
-    types = frozenset(getattr(req, "types_filter", ()) or ()) or None
+def list_groups(broker: Broker, ctx: RequestContext, req: ListGroupsRequest) -> Any:
+    states = frozenset(req.states_filter) if ctx.version >= 4 and req.states_filter else None
+    types = frozenset(req.types_filter) if ctx.version >= 5 and req.types_filter else None
     listed_cls = ctx.nested("ListedGroup")
     coordinator = broker.coordinator
     error = E.NONE
@@ -218,8 +219,7 @@ def list_groups(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     return ctx.respond(throttle_time=0, error_code=error, groups=tuple(groups))
 
 
-@handles(42)
-async def delete_groups(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+async def delete_groups(broker: Broker, ctx: RequestContext, req: DeleteGroupsRequest) -> Any:
     result_cls = ctx.nested("DeletableGroupResult")
 
     async def one(group_id: str) -> Any:

@@ -5,8 +5,15 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from broker.dispatch import RequestContext, handles
-from broker.leader_epochs import UNDEFINED_EPOCH, UNDEFINED_OFFSET, current_epoch_error, end_offset_for
+from kio.schema.offset_for_leader_epoch.v4.request import OffsetForLeaderEpochRequest
+
+from broker.dataplane.leader_epochs import (
+    UNDEFINED_EPOCH,
+    UNDEFINED_OFFSET,
+    current_epoch_error,
+    end_offset_for,
+)
+from broker.dispatch import RequestContext
 from protocol import codec
 from protocol.errors import ErrorCode
 
@@ -14,8 +21,7 @@ if TYPE_CHECKING:
     from broker.app import Broker
 
 
-@handles(23)
-def offset_for_leader_epoch(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+def offset_for_leader_epoch(broker: Broker, ctx: RequestContext, req: OffsetForLeaderEpochRequest) -> Any:
     """Kafka's ReplicaManager.lastOffsetForLeaderEpoch: per partition, unknown first, then the current
     leader epoch (-1: no check), then the end offset of the asked epoch from the leader's log. The
     replica id (v3+: consumer -1, debug -2, a follower's id) only picks the ACL Kafka checks; groupd has

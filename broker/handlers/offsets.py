@@ -12,7 +12,12 @@ import contextlib
 import uuid
 from typing import TYPE_CHECKING, Any
 
-from broker.dispatch import RequestContext, answered_later, handles
+from kio.schema.offset_commit.v10.request import OffsetCommitRequest
+from kio.schema.offset_delete.v0.request import OffsetDeleteRequest
+from kio.schema.offset_fetch.v10.request import OffsetFetchRequest
+from kio.schema.txn_offset_commit.v4.request import TxnOffsetCommitRequest
+
+from broker.dispatch import RequestContext, answered_later
 from coordinator import errors as E
 from coordinator import shard as core
 from coordinator.api import (
@@ -70,10 +75,10 @@ def _name_of(broker: Broker, topic_id: uuid.UUID) -> str | None:
     return topic.name if topic is not None else None
 
 
-def _known_partitions(broker: Broker, req: Any, by_id: bool = False) -> tuple[list[CommitPartition], list[PartitionError], dict[str, uuid.UUID]]:
+def _known_partitions(broker: Broker, req: Any, leader_epochs: bool, by_id: bool = False) -> tuple[list[CommitPartition], list[PartitionError], dict[str, uuid.UUID]]:
     """The request's partitions of existing topics, and UNKNOWN_TOPIC_OR_PARTITION (UNKNOWN_TOPIC_ID
     for an id not known) for the others, answered by the API layer, never sent to the coordinator.
-    ``by_id`` (v10): each topic's name is its id's, and the id of each name is returned to answer by."""
+    ``leader_epochs``: the partitions carry a committed leader epoch (else -1). ``by_id`` (v10): each topic's name is its id's, and the id of each name is returned to answer by."""
     unknown: list[PartitionError] = []
     partitions = []
     ids: dict[str, uuid.UUID] = {}
@@ -95,7 +100,7 @@ def _known_partitions(broker: Broker, req: Any, by_id: bool = False) -> tuple[li
                 unknown.append(PartitionError(key, index, E.UNKNOWN_TOPIC_OR_PARTITION))
                 continue
             # topic, partition, offset, leader epoch (v6+), metadata: positional, one per partition
-            partitions.append(CommitPartition(name, index, p.committed_offset, getattr(p, "committed_leader_epoch", -1), p.committed_metadata))
+            partitions.append(CommitPartition(name, index, p.committed_offset, p.committed_leader_epoch if leader_epochs else -1, p.committed_metadata))
     return partitions, unknown, ids
 
 
@@ -113,13 +118,12 @@ def _partition_errors(partitions: list[CommitPartition], payload: Any, error: Ba
     raise error
 
 
-@handles(8)
-def offset_commit(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+def offset_commit(broker: Broker, ctx: RequestContext, req: OffsetCommitRequest) -> Any:
     by_id = ctx.version >= TOPIC_IDS_FROM
-    partitions, unknown, ids = _known_partitions(broker, req, by_id)
-    retention = getattr(req, "retention_time", None)
+    partitions, unknown, ids = _known_partitions(broker, req, ctx.version >= 6, by_id)
+    retention = req.retention_time if ctx.version <= 4 else None  # v2-v4 only
     request = OffsetCommit(
-        req.group_id, req.generation_id_or_member_epoch, req.member_id, getattr(req, "group_instance_id", None),
+        req.group_id, req.generation_id_or_member_epoch, req.member_id, req.group_instance_id if ctx.version >= 7 else None,
         codec.millis(retention) if retention is not None else -1, tuple(partitions), ctx.version,
     )
 
@@ -146,17 +150,16 @@ def _txn_commit_response(ctx: RequestContext, errors: list[PartitionError]) -> A
     return ctx.respond(throttle_time=0, topics=ctx.by_topic("TxnOffsetCommitResponseTopic", "TxnOffsetCommitResponsePartition", rows))
 
 
-@handles(28)
-def txn_offset_commit(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+def txn_offset_commit(broker: Broker, ctx: RequestContext, req: TxnOffsetCommitRequest) -> Any:
     """Offsets of a transaction: written as the producer's transactional batch, applied at its COMMIT
     marker (GroupCoordinator.complete_transaction). Kafka 4.x's KafkaApis: unknown topics and
     partitions answer UNKNOWN_TOPIC_OR_PARTITION there, and with none left the coordinator is not asked."""
-    partitions, unknown, _ = _known_partitions(broker, req)
+    partitions, unknown, _ = _known_partitions(broker, req, ctx.version >= 2)
     if not partitions:
         return _txn_commit_response(ctx, unknown)
     request = TxnOffsetCommit(
         req.transactional_id, req.group_id, req.producer_id, req.producer_epoch,
-        getattr(req, "generation_id", -1), getattr(req, "member_id", ""), getattr(req, "group_instance_id", None),
+        *((req.generation_id, req.member_id, req.group_instance_id) if ctx.version >= 3 else (-1, "", None)),
         tuple(partitions), ctx.version,
     )
 
@@ -228,9 +231,8 @@ def _fetch_topics(ctx: RequestContext, parts: list, topic_name: str, part_name: 
     return ctx.by_topic(topic_name, part_name, rows, key_field=_topic_key(ctx))
 
 
-@handles(9)
-def offset_fetch(broker: Broker, ctx: RequestContext, req: Any) -> Any:
-    require_stable = getattr(req, "require_stable", False)
+def offset_fetch(broker: Broker, ctx: RequestContext, req: OffsetFetchRequest) -> Any:
+    require_stable = ctx.version >= 7 and req.require_stable
     if require_stable:
         # Kafka 4.x answers a require_stable fetch after the writes before it (an offset of a
         # transaction still being written is then pending, and counted)
@@ -264,7 +266,7 @@ def _fetch_answer(broker: Broker, ctx: RequestContext, req: Any, require_stable:
         group_cls = ctx.nested("OffsetFetchResponseGroup")
         groups = []
         for g in req.groups:
-            error, parts = _fetch_group(broker, g.group_id, g.topics, require_stable, ctx.version, getattr(g, "member_id", None), getattr(g, "member_epoch", -1))
+            error, parts = _fetch_group(broker, g.group_id, g.topics, require_stable, ctx.version, *((g.member_id, g.member_epoch) if ctx.version >= 9 else (None, -1)))
             topics = _fetch_topics(ctx, parts, "OffsetFetchResponseTopics", "OffsetFetchResponsePartitions")
             groups.append(codec.make(group_cls, group_id=g.group_id, topics=topics, error_code=error))
         return ctx.respond(throttle_time=0, groups=tuple(groups))
@@ -276,8 +278,7 @@ def _fetch_answer(broker: Broker, ctx: RequestContext, req: Any, require_stable:
     return ctx.respond(throttle_time=0, topics=topics, error_code=error)
 
 
-@handles(47)
-async def offset_delete(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+async def offset_delete(broker: Broker, ctx: RequestContext, req: OffsetDeleteRequest) -> Any:
     wanted = tuple((t.name, p.partition_index) for t in req.topics for p in t.partitions)
     request = OffsetDelete(group_id=req.group_id, partitions=wanted)
     try:

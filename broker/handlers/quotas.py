@@ -5,8 +5,11 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from broker import quotas as Q
-from broker.dispatch import RequestContext, handles
+from kio.schema.alter_client_quotas.v1.request import AlterClientQuotasRequest
+from kio.schema.describe_client_quotas.v1.request import DescribeClientQuotasRequest
+
+from broker.dispatch import RequestContext
+from broker.ops import quotas as Q
 from protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
@@ -19,8 +22,7 @@ def _error(exc: Q.QuotaError) -> ErrorCode:
     return ErrorCode.unsupported_version if exc.unsupported else ErrorCode.invalid_request
 
 
-@handles(48)
-def describe_client_quotas(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+def describe_client_quotas(broker: Broker, ctx: RequestContext, req: DescribeClientQuotasRequest) -> Any:
     components = [Q.Component(c.entity_type, c.match_type, c.match) for c in req.components]
     try:
         found = Q.describe(broker.quotas.values, components, req.strict)
@@ -37,8 +39,7 @@ def describe_client_quotas(broker: Broker, ctx: RequestContext, req: Any) -> Any
     return ctx.respond(throttle_time=0, error_code=ErrorCode.none, error_message=None, entries=entries)
 
 
-@handles(49)
-def alter_client_quotas(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+def alter_client_quotas(broker: Broker, ctx: RequestContext, req: AlterClientQuotasRequest) -> Any:
     entity_cls, entry_cls = ctx.nested("EntityData"), ctx.nested("EntryData")
     results = []
     changed = False

@@ -15,14 +15,18 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
-from broker.dispatch import RequestContext, handles
+from kio.schema.alter_partition_reassignments.v1.request import AlterPartitionReassignmentsRequest
+from kio.schema.alter_replica_log_dirs.v2.request import AlterReplicaLogDirsRequest
+from kio.schema.elect_leaders.v2.request import ElectLeadersRequest
+
+from broker.dispatch import RequestContext
 from broker.handlers.acl_and_logdirs import stored_logs
 from protocol import codec
 from protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from broker.app import Broker
-    from broker.topics import Topic
+    from broker.dataplane.topics import Topic
 
 PREFERRED, UNCLEAN = 0, 1
 ELECTION_NOT_NEEDED = "Leader election not needed for topic partition."  # the error's own message
@@ -50,8 +54,7 @@ def _election(broker: Broker, name: str, partition: int) -> Outcome:
     return ErrorCode.election_not_needed, ELECTION_NOT_NEEDED
 
 
-@handles(43)
-def elect_leaders(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+def elect_leaders(broker: Broker, ctx: RequestContext, req: ElectLeadersRequest) -> Any:
     result_cls, part_cls = ctx.nested("ReplicaElectionResult"), ctx.nested("PartitionResult")
 
     def result(topic: str, outcomes: Any) -> Any:
@@ -108,8 +111,7 @@ def _reassignment(broker: Broker, name: str, partition: int, replicas: tuple[int
     return ErrorCode.none, None
 
 
-@handles(45)
-def alter_partition_reassignments(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+def alter_partition_reassignments(broker: Broker, ctx: RequestContext, req: AlterPartitionReassignmentsRequest) -> Any:
     if not req.topics:
         # Kafka answers an empty request with a fresh response: ErrorMessage "" (its default), not null,
         # and AllowReplicationFactorChange at its default, true
@@ -124,7 +126,7 @@ def alter_partition_reassignments(broker: Broker, ctx: RequestContext, req: Any)
         responses.append(codec.make(topic_cls, name=t.name, partitions=tuple(parts)))
     return ctx.respond(
         throttle_time=0,
-        allow_replication_factor_change=getattr(req, "allow_replication_factor_change", True),
+        allow_replication_factor_change=req.allow_replication_factor_change if ctx.version >= 1 else True,
         error_code=ErrorCode.none,
         error_message=None,
         responses=tuple(responses),
@@ -134,8 +136,7 @@ def alter_partition_reassignments(broker: Broker, ctx: RequestContext, req: Any)
 # ---------------------------------------------------------------- AlterReplicaLogDirs
 
 
-@handles(34)
-def alter_replica_log_dirs(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+def alter_replica_log_dirs(broker: Broker, ctx: RequestContext, req: AlterReplicaLogDirsRequest) -> Any:
     # the dir DescribeLogDirs reports; Kafka compares the request's path with it as a plain string
     log_dir = os.path.abspath(broker.config["log.dirs"])
     hosted = stored_logs(broker)

@@ -11,7 +11,12 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
-from broker.dispatch import RequestContext, handles
+from kio.schema.alter_user_scram_credentials.v0.request import AlterUserScramCredentialsRequest
+from kio.schema.describe_user_scram_credentials.v0.request import DescribeUserScramCredentialsRequest
+from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
+from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
+
+from broker.dispatch import RequestContext
 from broker.security.scram import Result
 from protocol import codec
 from protocol.errors import ErrorCode
@@ -22,21 +27,18 @@ if TYPE_CHECKING:
 log = logging.getLogger("groupd.security")
 
 
-@handles(17)
-def sasl_handshake(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+def sasl_handshake(broker: Broker, ctx: RequestContext, req: SaslHandshakeRequest) -> Any:
     return ctx.respond(error_code=ErrorCode.illegal_sasl_state, mechanisms=())
 
 
-@handles(36)
-def sasl_authenticate(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+def sasl_authenticate(broker: Broker, ctx: RequestContext, req: SaslAuthenticateRequest) -> Any:
     return ctx.respond(
         error_code=ErrorCode.illegal_sasl_state, error_message="SaslAuthenticate request received after successful authentication",
         auth_bytes=b"", session_lifetime=0,
     )
 
 
-@handles(50)
-def describe_user_scram_credentials(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+def describe_user_scram_credentials(broker: Broker, ctx: RequestContext, req: DescribeUserScramCredentialsRequest) -> Any:
     """Each named user's mechanisms and iterations (every user's when none is named), as Kafka's
     ScramImage describes them; nothing secret leaves."""
     users = None if req.users is None else [u.name for u in req.users]
@@ -51,8 +53,7 @@ def describe_user_scram_credentials(broker: Broker, ctx: RequestContext, req: An
     return ctx.respond(throttle_time=0, error_code=ErrorCode.none, error_message=None, results=results)
 
 
-@handles(51)
-def alter_user_scram_credentials(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+def alter_user_scram_credentials(broker: Broker, ctx: RequestContext, req: AlterUserScramCredentialsRequest) -> Any:
     """Upsert (from the client's salt and salted password) or delete credentials, checked as Kafka's
     ScramControlManager checks them; what changed is on disk before the answer."""
     credentials = broker.scram.credentials

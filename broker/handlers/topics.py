@@ -4,11 +4,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from broker.dispatch import RequestContext, handles
-from broker.quotas import Mutations
-from broker.topic_configs import InvalidConfig, validate_topic_configs
-from broker.topics import TopicError
-from coordinator.service import wall_ms
+from kio.schema.create_topics.v7.request import CreateTopicsRequest
+from kio.schema.delete_topics.v6.request import DeleteTopicsRequest
+
+from broker.dataplane.topic_configs import InvalidConfig, validate_topic_configs
+from broker.dataplane.topics import TopicError
+from broker.dispatch import RequestContext
+from broker.ops.quotas import Mutations
+from clock import wall_ms
 from protocol import codec
 from protocol.errors import ErrorCode
 
@@ -33,8 +36,7 @@ def throttle_time(broker: Broker, ctx: RequestContext, quota: Mutations) -> int:
     return ms
 
 
-@handles(19)
-def create_topics(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+def create_topics(broker: Broker, ctx: RequestContext, req: CreateTopicsRequest) -> Any:
     result_cls = ctx.nested("CreatableTopicResult")
     quota = mutations(broker, ctx, strict_since=6)
     seen: dict[str, int] = {}
@@ -90,8 +92,7 @@ def create_topics(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     return ctx.respond(throttle_time=throttle_time(broker, ctx, quota), topics=tuple(results))
 
 
-@handles(20)
-def delete_topics(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+def delete_topics(broker: Broker, ctx: RequestContext, req: DeleteTopicsRequest) -> Any:
     result_cls = ctx.nested("DeletableTopicResult")
     if ctx.version >= 6:
         wanted = [(t.name, t.topic_id) for t in req.topics]

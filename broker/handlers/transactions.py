@@ -5,13 +5,21 @@ from __future__ import annotations
 
 import datetime
 import re
-import time
 from typing import TYPE_CHECKING, Any
 
-from broker.dispatch import RequestContext, handles
+from kio.schema.add_offsets_to_txn.v4.request import AddOffsetsToTxnRequest
+from kio.schema.add_partitions_to_txn.v5.request import AddPartitionsToTxnRequest
+from kio.schema.describe_producers.v0.request import DescribeProducersRequest
+from kio.schema.describe_transactions.v0.request import DescribeTransactionsRequest
+from kio.schema.end_txn.v4.request import EndTxnRequest
+from kio.schema.init_producer_id.v5.request import InitProducerIdRequest
+from kio.schema.list_transactions.v2.request import ListTransactionsRequest
+
+from broker.dispatch import RequestContext
+from clock import wall_ms
 from coordinator import transactions as T
-from coordinator.partitioning import OFFSETS_TOPIC
 from protocol.errors import ErrorCode
+from protocol.topic_names import OFFSETS_TOPIC
 
 if TYPE_CHECKING:
     from broker.app import Broker
@@ -23,17 +31,14 @@ def _fenced(error: ErrorCode, version: int, since: int) -> ErrorCode:
     return ErrorCode.invalid_producer_epoch if error == ErrorCode.producer_fenced and version < since else error
 
 
-@handles(22)
-async def init_producer_id(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+async def init_producer_id(broker: Broker, ctx: RequestContext, req: InitProducerIdRequest) -> Any:
     tid = req.transactional_id
     if tid is None:  # an idempotent producer: a fresh id, or its own epoch bumped (KIP-360)
-        pid = getattr(req, "producer_id", -1)
-        epoch = getattr(req, "producer_epoch", -1)
+        pid, epoch = (req.producer_id, req.producer_epoch) if ctx.version >= 3 else (-1, -1)
         if pid >= 0 and 0 <= epoch < T.EPOCH_MAX - 1:
             return ctx.respond(throttle_time=0, error_code=ErrorCode.none, producer_id=pid, producer_epoch=epoch + 1)
         return ctx.respond(throttle_time=0, error_code=ErrorCode.none, producer_id=broker.producers.allocate(), producer_epoch=0)
-    pid = getattr(req, "producer_id", -1)
-    epoch = getattr(req, "producer_epoch", -1)
+    pid, epoch = (req.producer_id, req.producer_epoch) if ctx.version >= 3 else (-1, -1)
     expected = (pid, epoch) if pid >= 0 or epoch >= 0 else None
     timeout = round(req.transaction_timeout.total_seconds() * 1000)
     error, pid, epoch = await broker.transactions.init_producer_id(tid, timeout, expected)
@@ -63,8 +68,7 @@ def _results(ctx: RequestContext, errors: dict[T.TopicPartition, ErrorCode], top
     return tuple(topic_cls(name=name, results_by_partition=tuple(parts)) for name, parts in grouped.items())
 
 
-@handles(24)
-async def add_partitions_to_txn(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+async def add_partitions_to_txn(broker: Broker, ctx: RequestContext, req: AddPartitionsToTxnRequest) -> Any:
     if ctx.version <= 3:
         wanted, errors = _partition_errors(broker, req.v3_and_below_topics)
         if not errors:
@@ -89,8 +93,7 @@ async def add_partitions_to_txn(broker: Broker, ctx: RequestContext, req: Any) -
     return ctx.respond(throttle_time=0, error_code=ErrorCode.none, results_by_transaction=tuple(results))
 
 
-@handles(25)
-async def add_offsets_to_txn(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+async def add_offsets_to_txn(broker: Broker, ctx: RequestContext, req: AddOffsetsToTxnRequest) -> Any:
     partition = broker.coordinator.partition_for(req.group_id)
     broker.internal_topics[OFFSETS_TOPIC].exists(create=True)
     error = await broker.transactions.add_partitions(
@@ -99,8 +102,7 @@ async def add_offsets_to_txn(broker: Broker, ctx: RequestContext, req: Any) -> A
     return ctx.respond(throttle_time=0, error_code=_fenced(error, ctx.version, 2))
 
 
-@handles(26)
-async def end_txn(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+async def end_txn(broker: Broker, ctx: RequestContext, req: EndTxnRequest) -> Any:
     error = await broker.transactions.end_txn(req.transactional_id, req.producer_id, req.producer_epoch, req.committed)
     return ctx.respond(throttle_time=0, error_code=_fenced(error, ctx.version, 2))
 
@@ -109,8 +111,7 @@ def _datetime(ms: int) -> datetime.datetime:
     return datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC)
 
 
-@handles(65)
-def describe_transactions(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+def describe_transactions(broker: Broker, ctx: RequestContext, req: DescribeTransactionsRequest) -> Any:
     state_cls = ctx.nested("TransactionState")
     topic_cls = ctx.nested("TopicData")
     states = []
@@ -135,19 +136,18 @@ def describe_transactions(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     return ctx.respond(throttle_time=0, transaction_states=tuple(states))
 
 
-@handles(66)
-def list_transactions(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+def list_transactions(broker: Broker, ctx: RequestContext, req: ListTransactionsRequest) -> Any:
     known = set(T.STATE_NAMES) - {"Dead"}
     wanted_states = set(req.state_filters)
     unknown = tuple(s for s in req.state_filters if s not in known)
     pids = set(req.producer_id_filters)
-    min_age = getattr(req, "duration_filter", -1)
-    pattern = getattr(req, "transactional_id_pattern", None)
+    min_age = req.duration_filter if ctx.version >= 1 else -1
+    pattern = req.transactional_id_pattern if ctx.version >= 2 else None
     try:
         matcher = re.compile(pattern) if pattern else None
     except re.error:
         return ctx.respond(throttle_time=0, error_code=ErrorCode.invalid_regular_expression, unknown_state_filters=(), transaction_states=())
-    now = int(time.time() * 1000)
+    now = wall_ms()
     state_cls = ctx.nested("TransactionState")
     rows = []
     for txn in broker.transactions.all():
@@ -166,8 +166,7 @@ def list_transactions(broker: Broker, ctx: RequestContext, req: Any) -> Any:
 
 
 
-@handles(61)
-def describe_producers(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+def describe_producers(broker: Broker, ctx: RequestContext, req: DescribeProducersRequest) -> Any:
     """The producers with state in each partition (kafka-transactions.sh describe-producers): their epoch,
     last sequence and timestamp, and where their open transaction starts (-1: none)."""
     topic_cls = ctx.nested("TopicResponse")

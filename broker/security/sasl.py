@@ -16,7 +16,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from broker.security.errors import AuthenticationFailed, InvalidCredentials
+from broker.security.scram import BY_NAME, ScramServer
 from protocol import codec
+from protocol.api_table import API_TABLE, ApiKey
 from protocol.errors import ErrorCode
 from protocol.framing import HEADER_PREFIX
 from protocol.request import UnknownApi, UnsupportedVersion, encode_response, parse_request
@@ -24,18 +27,9 @@ from protocol.request import UnknownApi, UnsupportedVersion, encode_response, pa
 if TYPE_CHECKING:
     from broker.security.listeners import Listener
 
-API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE = 18, 17, 36
+API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE = int(ApiKey.API_VERSIONS), int(ApiKey.SASL_HANDSHAKE), int(ApiKey.SASL_AUTHENTICATE)
 ANONYMOUS = "User:ANONYMOUS"
 _SIZE = struct.Struct(">i")
-
-
-class AuthenticationFailed(Exception):
-    """Kafka's SaslAuthenticationException: the client is told this message."""
-
-
-class InvalidCredentials(Exception):
-    """Kafka's SaslException: the client is told only that its credentials were invalid (the reason,
-    an unknown user say, stays in the broker's log)."""
 
 
 class Mechanism(Protocol):
@@ -180,14 +174,10 @@ def invalid_credentials_message(mechanism: str) -> str:
 
 
 def _supported(api_key: int, version: int) -> bool:
-    from protocol.api_table import API_TABLE
-
     return API_TABLE[api_key].supports(version)
 
 
 def _api_name(api_key: int) -> str:
-    from protocol.api_table import API_TABLE
-
     spec = API_TABLE.get(api_key)
     return spec.name if spec is not None else f"api {api_key}"
 
@@ -195,8 +185,6 @@ def _api_name(api_key: int) -> str:
 def mechanism_factories(listener: Listener, scram_lookup: Callable[[str, str], Any]) -> dict[str, Callable[[], Mechanism]]:
     """A fresh server-side mechanism per connection, for each mechanism the listener enables; SCRAM
     looks its users' credentials up with ``scram_lookup(user, mechanism name)``."""
-    from broker.security.scram import BY_NAME, ScramServer
-
     out: dict[str, Callable[[], Mechanism]] = {}
     for name in listener.mechanisms:
         if name == "PLAIN":

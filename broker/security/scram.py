@@ -15,7 +15,7 @@ import secrets
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from broker.security.sasl import AuthenticationFailed, InvalidCredentials
+from broker.security.errors import AuthenticationFailed, InvalidCredentials
 from protocol.errors import ErrorCode
 
 

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from coordinator.partitioning import OFFSETS_TOPIC, partition_for
+from coordinator.partitioning import partition_for
 from coordinator.records import encode_key, encode_value
+from protocol.topic_names import OFFSETS_TOPIC
 from storage.log import Log
 from tests.unit.coordinator.harness import Core
 

@@ -1,7 +1,7 @@
 """Per-partition transaction bookkeeping: the last stable offset and aborted transactions, as Kafka's
 ProducerStateManager and transaction index give them to a READ_COMMITTED fetch."""
 
-from broker.txn_index import PartitionTxns, is_transactional, mark_transactional
+from broker.dataplane.txn_index import PartitionTxns, is_transactional, mark_transactional
 from storage.batch import build_batch, build_control_batch, validate_batch
 
 

@@ -116,7 +116,7 @@ async def test_sigkill_loses_no_acknowledged_commit(tmp_path):
 
 
 def _last_segments(log_dir):
-    from coordinator.partitioning import OFFSETS_TOPIC
+    from protocol.topic_names import OFFSETS_TOPIC
 
     out = {}
     for d in log_dir.glob(f"{OFFSETS_TOPIC}-*"):

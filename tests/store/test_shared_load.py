@@ -9,7 +9,6 @@ import pytest
 import coordinator.service as service
 import storage.log as storage_log
 from broker.config import default_config
-from coordinator.partitioning import OFFSETS_TOPIC
 from coordinator.records import (
     GroupMetadataKey,
     GroupMetadataValue,
@@ -18,6 +17,7 @@ from coordinator.records import (
     encode_key,
     encode_value,
 )
+from protocol.topic_names import OFFSETS_TOPIC
 from storage.log import Log, LogConfig
 from storage.walkhelper import WalkHelpers
 

@@ -3,14 +3,13 @@ from pathlib import Path
 
 from kio.schema.index import api_key_map, schema_name_map
 
-from broker.dispatch import HANDLERS, load_handlers
-from protocol.api_table import API_TABLE, support_table_markdown
+from broker.routes import HANDLERS, ROUTES
+from protocol.api_table import API_BY_NAME, API_TABLE, ApiKey, support_table_markdown
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_every_api_has_a_handler_and_kio_schemas():
-    load_handlers()
     for key, spec in API_TABLE.items():
         assert key in HANDLERS, f"{spec.name} is advertised but has no handler"
         versions = schema_name_map[api_key_map[key]]
@@ -19,8 +18,21 @@ def test_every_api_has_a_handler_and_kio_schemas():
 
 
 def test_no_handler_outside_the_table():
-    load_handlers()
     assert set(HANDLERS) <= set(API_TABLE)
+
+
+def test_routes_name_every_api_of_the_table_and_nothing_else():
+    """One table routes requests: by API name, exactly the APIs that ApiVersions advertises."""
+    assert set(ROUTES) == set(API_BY_NAME)
+    assert {API_BY_NAME[name].key: fn for name, fn in ROUTES.items()} == HANDLERS
+
+
+def test_api_key_names_follow_the_table():
+    """ApiKey.JOIN_GROUP is JoinGroup's key: the enum and the table cannot drift apart."""
+    for spec in API_TABLE.values():
+        member = ApiKey[re.sub(r"(?<!^)(?=[A-Z])", "_", spec.name).upper()]
+        assert member == spec.key and type(spec.key) is int
+    assert len(ApiKey) == len(API_TABLE)
 
 
 def test_readme_table_is_generated_from_the_table():

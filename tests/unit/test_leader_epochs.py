@@ -3,7 +3,7 @@ always holds the single entry (epoch 0, log start offset)."""
 
 import pytest
 
-from broker.leader_epochs import (
+from broker.dataplane.leader_epochs import (
     LEADER_EPOCH,
     UNDEFINED_EPOCH,
     UNDEFINED_OFFSET,
@@ -66,7 +66,7 @@ def test_batches_the_broker_builds_already_carry_epoch_zero():
 
 def test_offset_for_leader_epoch_errors_are_counted_per_api():
     """groupd_request_errors{api="OffsetForLeaderEpoch"} sees the first partition error of an answer."""
-    from broker.metrics import response_error
+    from broker.ops.metrics import response_error
     from protocol import codec
 
     cls = codec.response_class(23, 4)

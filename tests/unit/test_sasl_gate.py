@@ -5,7 +5,8 @@ import struct
 
 import pytest
 
-from broker.security.sasl import AuthenticationFailed, PlainServer, SaslGate
+from broker.security.errors import AuthenticationFailed
+from broker.security.sasl import PlainServer, SaslGate
 from protocol import codec
 from protocol.errors import ErrorCode
 from tests.harness import request_bytes

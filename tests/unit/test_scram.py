@@ -7,7 +7,7 @@ import hmac
 
 import pytest
 
-from broker.security.sasl import AuthenticationFailed, InvalidCredentials
+from broker.security.errors import AuthenticationFailed, InvalidCredentials
 from broker.security.scram import (
     SHA_256,
     SHA_512,

@@ -1,4 +1,4 @@
-"""broker/logoutput.py: the event loop's lines leave once per loop turn, in the order they were logged;
+"""broker/ops/logoutput.py: the event loop's lines leave once per loop turn, in the order they were logged;
 warnings, other threads and a clean exit do not wait."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import sys
 import threading
 import time
 
-from broker.logoutput import TEXT_FORMAT, TextFieldsFormatter, TurnBufferedHandler
+from broker.ops.logoutput import TEXT_FORMAT, TextFieldsFormatter, TurnBufferedHandler
 
 
 class CountingStream(io.StringIO):
@@ -97,7 +97,7 @@ def test_a_clean_exit_writes_what_waits():
     script = (
         "import asyncio, logging\n"
         "from broker.config import default_config\n"
-        "from broker.logoutput import setup_logging\n"
+        "from broker.ops.logoutput import setup_logging\n"
         "setup_logging(default_config(**{'log.format': 'logfmt'}))\n"
         "async def main():\n"
         "    for i in range(3):\n"

@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 from prometheus_client.parser import text_string_to_metric_families
 
 from broker.app import Broker
-from broker.logoutput import JsonFormatter, LogfmtFormatter, TextFieldsFormatter
-from broker.metrics import api_name
+from broker.ops.logoutput import JsonFormatter, LogfmtFormatter, TextFieldsFormatter
+from broker.ops.metrics import api_name
 from coordinator.logfields import group_event, group_fields
 from tests.conftest import broker_config
 from tests.harness import WireClient

@@ -5,7 +5,7 @@ twice), and an out-of-order one is refused."""
 import pytest
 
 from broker.app import Broker
-from broker.producers import SNAPSHOT
+from broker.dataplane.producers import SNAPSHOT
 from protocol.errors import ErrorCode
 from storage.batch import build_batch
 from tests.conftest import broker_config

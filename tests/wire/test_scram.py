@@ -3,9 +3,14 @@ SASL listener, and the credentials surviving a restart."""
 
 from __future__ import annotations
 
+import asyncio
+import io
+import logging
+
 import pytest
 
 from broker.app import Broker
+from broker.ops.logoutput import VALUE_MAX_CHARS, TextFieldsFormatter, TurnBufferedHandler
 from broker.security.scram import SHA_256, SHA_512, salted_password
 from protocol import codec
 from protocol.errors import ErrorCode
@@ -137,3 +142,31 @@ async def test_credentials_survive_a_restart_and_deletion_takes_effect(tmp_path)
         await client.close()
     finally:
         await b.stop()
+
+
+async def test_a_forged_log_line_in_a_client_first_message_stays_on_the_failure_line(scram_broker, tmp_path):
+    """Issue 26 item 4: a user name carrying a newline and a log line of its own, then a 500 KB
+    token, through the broker's text format: each failure is one line, capped."""
+    stream = io.StringIO()
+    handler = TurnBufferedHandler(stream)
+    handler.setFormatter(TextFieldsFormatter())
+    watched = logging.getLogger("groupd")
+    watched.addHandler(handler)
+    try:
+        port = scram_broker.port_of("SASL_PLAINTEXT")
+        forged = "x\n2026-11-25 14:00:00,000 INFO groupd.broker: FORGED"
+        for first in (f"n,,n={forged},r=abc", "n,,n=u,x=" + "A" * 500_000):
+            client = await WireClient.connect(port)
+            assert (await client.call(17, 1, {"mechanism": "SCRAM-SHA-256"})).error_code == ErrorCode.none
+            answer = await client.call(36, 2, {"auth_bytes": first.encode()})
+            assert answer.error_code == ErrorCode.sasl_authentication_failed
+            assert await closed(client)
+            await client.close()
+        await asyncio.sleep(0)
+        handler.flush()
+    finally:
+        watched.removeHandler(handler)
+    lines = stream.getvalue().splitlines()
+    assert len(lines) == 2 and all("Invalid SCRAM client first message format" in line for line in lines), lines
+    assert not any(line.startswith("2026-11-25 14:00:00,000") for line in lines), lines
+    assert max(len(line) for line in lines) < 2 * VALUE_MAX_CHARS + 400

@@ -4,8 +4,9 @@ the single event-loop wake-up always follows the earliest live deadline."""
 import asyncio
 
 from broker.config import default_config
+from clock import wall_ms
 from coordinator.api import TimerOp
-from coordinator.service import GroupCoordinator, wall_ms
+from coordinator.service import GroupCoordinator
 
 
 async def started(tmp_path):

@@ -6,9 +6,9 @@ import asyncio
 import pytest
 
 from broker.app import Broker
+from broker.dataplane.txn_index import PartitionTxns
 from broker.dispatch import RequestContext
 from broker.handlers.transactions import describe_transactions
-from broker.txn_index import PartitionTxns
 from protocol import codec
 from protocol.errors import ErrorCode
 from protocol.request import RequestHeader

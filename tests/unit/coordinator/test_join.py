@@ -351,7 +351,7 @@ def test_member_ids_end_in_a_random_version_4_uuid():
     as an RFC 4122 version-4 UUID, written as ``uuid`` writes it, and no two are alike."""
     import uuid
 
-    from coordinator.classic import random_uuid
+    from coordinator.classic.rules import random_uuid
 
     drawn = {random_uuid() for _ in range(2_000)}
     assert len(drawn) == 2_000

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from coordinator import shard
 from coordinator.api import OffsetDelete, OffsetDeleteResponse, Protocol
+from coordinator.offsets.transactional import pending_offsets
 from coordinator.records import GroupMetadataKey, OffsetCommitKey, OffsetCommitValue
-from coordinator.txn_offsets import pending_offsets
 
 from .harness import Core, subscription
 

@@ -1,6 +1,6 @@
 """Start-up replay of transactional offsets agrees with the runtime over random histories.
 
-The runtime applies each durable Result in write order (coordinator/txn_offsets.py); a load walks the
+The runtime applies each durable Result in write order (coordinator/offsets/transactional.py); a load walks the
 same bytes with collect_latest + TxnWalk (storage/batch.py) and replays only what survives. Kafka's
 loader (GroupMetadataManager / CoordinatorRuntime replaying control batches through
 replayEndTransactionMarker) gives the same state as the runtime did: these tests hold groupd to it,

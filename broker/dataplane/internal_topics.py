@@ -12,7 +12,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from broker.topics import Topic
+from broker.dataplane.topics import Topic
 
 
 @dataclass(slots=True)

@@ -19,7 +19,6 @@ from storage.files import write_atomically
 REGISTRY_FILE = "topics.json"
 MAX_NAME_LENGTH = 249
 _LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 
 @dataclass(slots=True)

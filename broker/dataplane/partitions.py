@@ -10,14 +10,14 @@ import asyncio
 import contextlib
 import logging
 import shutil
-import time
 from pathlib import Path
 from typing import Any
 
-from broker.producers import ProducerIds
-from broker.topic_configs import effective_topic_config
-from broker.topics import Topic, TopicRegistry
-from broker.txn_index import PartitionTxns, is_transactional, mark_transactional
+from broker.dataplane.producers import ProducerIds
+from broker.dataplane.topic_configs import effective_topic_config
+from broker.dataplane.topics import Topic, TopicRegistry
+from broker.dataplane.txn_index import PartitionTxns, is_transactional, mark_transactional
+from clock import wall_ms
 from storage.batch import build_control_batch
 from storage.committer import GroupCommitter
 from storage.errors import StorageError
@@ -131,7 +131,7 @@ class PartitionManager:
         interval = self.config["log.retention.check.interval.ms"] / 1000
         while True:
             await asyncio.sleep(interval)
-            now = int(time.time() * 1000)
+            now = wall_ms()
             for key, lg in list(self.logs.items()):
                 try:
                     if lg.config.delete:
@@ -141,6 +141,8 @@ class PartitionManager:
                             txns.forget_before(lg.log_start_offset)
                     if lg.config.compact:
                         lg.compact(now)
+                except StorageError as exc:  # e.g. no room for a compacted segment: tried again next time
+                    log.error("retention of %s-%d failed: %s", *key, exc)
                 except Exception:
                     log.exception("retention of %s-%d failed", *key)
 
@@ -167,7 +169,7 @@ class PartitionManager:
         if lg is None:
             return None
         state = self.txn_state_for_write(key, lg)
-        offset, _ = lg.append(build_control_batch(producer_id, producer_epoch, commit, timestamp_ms=int(time.time() * 1000)))
+        offset, _ = lg.append(build_control_batch(producer_id, producer_epoch, commit, timestamp_ms=wall_ms()))
         state.marker(producer_id, commit, offset)
         self._wake(key)
         return lg

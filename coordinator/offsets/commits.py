@@ -26,7 +26,7 @@ from coordinator.api import (
     TimerOp,
     Token,
 )
-from coordinator.classic import validate_member
+from coordinator.classic.rules import validate_member
 from coordinator.group import COMPLETING, CONSUMER, DEAD, EMPTY, PREPARING, STABLE, Group
 from coordinator.records import GroupMetadataKey, OffsetCommitKey, OffsetCommitValue
 

@@ -1,8 +1,10 @@
 """One client connection: frames in, responses out, strictly in request order.
 
 Kafka mutes a socket after reading a request until its response is sent; we read ahead up to
-``queued.max.requests`` frames but process them one at a time, so a parked JoinGroup holds back the
-requests behind it on its own connection and nobody else's.
+``queued.max.requests`` frames and ``queued.max.request.bytes`` bytes but process them one at a time,
+so a parked JoinGroup holds back the requests behind it on its own connection and nobody else's. Past
+either bound the transport stops reading until answers drain the queue: a client that parks a long poll
+and streams frames behind it makes the broker hold no more than the bound (plus the read that crossed it).
 
 The connection is an ``asyncio.Protocol`` rather than a stream reader plus a task: frames are cut from
 ``data_received`` and handled inline, and a handler that is a coroutine is stepped by the connection
@@ -18,7 +20,11 @@ import itertools
 import logging
 from typing import TYPE_CHECKING, Any
 
-from broker.dispatch import HANDLERS, Later, RequestContext
+from broker.dispatch import Later, RequestContext
+from broker.handlers.cluster import api_versions_body
+from broker.routes import HANDLERS
+from protocol import codec
+from protocol.api_table import ApiKey
 from protocol.errors import ErrorCode
 from protocol.framing import HEADER_PREFIX, SIZE, FrameError, check_size
 from protocol.request import (
@@ -32,16 +38,19 @@ from protocol.request import (
 
 if TYPE_CHECKING:
     from broker.app import Broker
+    from broker.network.acceptor import Slot
 
 log = logging.getLogger("groupd.connection")
 _ids = itertools.count(1)
-API_VERSIONS = 18
+API_VERSIONS = int(ApiKey.API_VERSIONS)
 WRITE_HIGH_WATER = 1 << 20
 _MUTED = object()  # stands for an outstanding request while a throttled connection is muted
 _MIN_FRAME = HEADER_PREFIX.size  # a shorter frame, or a torn one, takes the checked path below
 
 
 class Connection(asyncio.Protocol):
+    slot: Slot | None = None  # its place in the connection quotas, when it is the socket's protocol (not behind TLS)
+
     def __init__(self, broker: Broker, listener: str | None = None) -> None:
         self.broker = broker
         self.listener = listener  # the listener's name: Metadata answers with that listener's advertised address
@@ -50,10 +59,16 @@ class Connection(asyncio.Protocol):
         self.host = "?"
         self.max_bytes: int = broker.config["socket.request.max.bytes"]
         self.max_queued: int = broker.config["queued.max.requests"]
+        self.max_queued_bytes: int = broker.config["queued.max.request.bytes"]
+        if self.max_queued_bytes <= 0:  # Kafka's "no bound"
+            self.max_queued_bytes = 1 << 62
         self.transport: asyncio.Transport | None = None
         self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._buf = bytearray()
         self._frames: collections.deque[bytes] = collections.deque()
+        self._queued_bytes = 0  # the frames' bytes
+        self._in_hand = 0  # bytes of the request being answered, until its answer is written
+        self._told_bounded = False  # reading paused by the byte bound: said once per connection
         self._coro: Any = None  # the suspended handler of the request being answered
         self._waiting_on: asyncio.Future | None = None
         self._current: tuple[int, int, int, float] | None = None  # api key, version, correlation id, started
@@ -65,6 +80,8 @@ class Connection(asyncio.Protocol):
         self._out_bytes = 0  # past WRITE_HIGH_WATER, no further request is handled until flush()
         self.user = "ANONYMOUS"  # the principal's name (Kafka's on a PLAINTEXT listener), as quotas see it; SASL or a TLS certificate sets it
         self._mute_ms = 0  # a quota's throttle time, applied once the current answer is out
+        self.active = True  # read or wrote since the broker's last look for idle connections
+        self.quiet_since = 0.0  # loop time it was last seen inactive from
 
     @property
     def principal(self) -> str:
@@ -84,6 +101,7 @@ class Connection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self._draining or self._lost:
             return
+        self.active = True
         self.broker.metrics.bytes_in(len(data))
         buf = self._buf
         if not buf and len(data) >= 4:
@@ -91,6 +109,7 @@ class Connection(asyncio.Protocol):
             if size + 4 == len(data) and _MIN_FRAME <= size <= self.max_bytes:
                 # exactly one whole frame, the usual read of a client waiting for each answer: one copy
                 self._frames.append(data[4:])
+                self._queued_bytes += size
                 self._queued()
                 return
         buf += data
@@ -106,16 +125,30 @@ class Connection(asyncio.Protocol):
             if end - pos - 4 < size:
                 break
             self._frames.append(bytes(buf[pos + 4 : pos + 4 + size]))
+            self._queued_bytes += size
             pos += 4 + size
         if pos:
             del buf[:pos]
         self._queued()
 
     def _queued(self) -> None:
-        if len(self._frames) >= self.max_queued and not self._reading_paused:
+        if not self._reading_paused and self._over_read_ahead():
             self._reading_paused = True
             self.transport.pause_reading()
+            if not self._told_bounded and len(self._frames) < self.max_queued:
+                self._told_bounded = True
+                log.info(
+                    "connection %s: %d bytes read and not yet answered (queued.max.request.bytes %d): reading paused until answers drain them",
+                    self.peer, self._queued_bytes + self._in_hand + len(self._buf), self.max_queued_bytes,
+                )
         self._pump()
+
+    def _over_read_ahead(self) -> bool:
+        """Past ``queued.max.requests`` frames, or ``queued.max.request.bytes`` bytes read and not yet
+        answered (the partial frame included). Only while something is outstanding: a lone frame is
+        always read whole, whatever its size (``socket.request.max.bytes`` caps that)."""
+        pending = self._queued_bytes + self._in_hand
+        return len(self._frames) >= self.max_queued or (pending > 0 and pending + len(self._buf) >= self.max_queued_bytes)
 
     def eof_received(self) -> bool:
         self._log_torn_tail()
@@ -124,6 +157,7 @@ class Connection(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._lost = True
         self._frames.clear()
+        self._queued_bytes = self._in_hand = 0
         if self._waiting_on is not None:
             self._waiting_on.cancel()  # like cancelling the request's task: the handler unwinds
         later = self._coro
@@ -134,6 +168,8 @@ class Connection(asyncio.Protocol):
         if not self.closed.done():
             self.closed.set_result(None)
         self.broker.connection_closed(self)
+        if self.slot is not None:
+            self.slot.release()
 
     def pause_writing(self) -> None:
         self._writing_paused = True
@@ -147,8 +183,10 @@ class Connection(asyncio.Protocol):
     def _pump(self) -> None:
         frames = self._frames
         while frames and self._coro is None and not self._writing_paused and not self._lost and self._out_bytes < WRITE_HIGH_WATER:
-            self._handle(frames.popleft())
-        if self._reading_paused and len(frames) < self.max_queued and not self._draining and not self._lost:
+            body = frames.popleft()
+            self._queued_bytes -= len(body)
+            self._handle(body)
+        if self._reading_paused and not self._draining and not self._lost and not self._over_read_ahead():
             self._reading_paused = False
             self.transport.resume_reading()
         if self._draining and not frames and self._coro is None:
@@ -178,6 +216,7 @@ class Connection(asyncio.Protocol):
             return
         started = self.broker.metrics.request_started(api_key)
         self._current = (api_key, api_version, correlation_id, started)
+        self._in_hand = len(body)
         try:
             result = HANDLERS[api_key](self.broker, RequestContext(header, self.host, self.id, self, len(body)), request)
         except Exception:
@@ -202,7 +241,7 @@ class Connection(asyncio.Protocol):
             return  # the connection went away meanwhile
         self._coro = None
         self._answer_later(later)
-        if self._frames:
+        if self._frames or self._reading_paused:
             asyncio.get_running_loop().call_soon(self._pump)
 
     def _answer_later(self, later: Later) -> None:
@@ -247,6 +286,7 @@ class Connection(asyncio.Protocol):
     def _answer(self, result: Any) -> None:
         api_key, api_version, correlation_id, started = self._current
         self._current = None
+        self._in_hand = 0
         if self._lost:
             return
         metrics = self.broker.metrics
@@ -287,6 +327,7 @@ class Connection(asyncio.Protocol):
     def _failed(self) -> None:
         api_key, api_version, _, started = self._current
         self._current = None
+        self._in_hand = 0
         log.exception("connection %s closed: handler for api %d v%d failed", self.peer, api_key, api_version)
         self.broker.metrics.request_finished(api_key, started, None)
         self._close()
@@ -301,6 +342,14 @@ class Connection(asyncio.Protocol):
                 self.transport.pause_reading()
             self._reading_paused = True
             self._pump()
+
+    @property
+    def busy(self) -> bool:
+        """A request of it is read and not yet answered: not idle, however long that takes."""
+        return self._current is not None or self._coro is not None or bool(self._frames)
+
+    def close_idle(self) -> None:
+        self._close()
 
     def abort(self) -> None:
         if self.transport is not None:
@@ -325,6 +374,7 @@ class Connection(asyncio.Protocol):
             return
         held_back = self._out_bytes >= WRITE_HIGH_WATER
         self._out, self._out_bytes = [], 0
+        self.active = True
         transport = self.transport
         if transport is None or transport.is_closing():
             return
@@ -337,6 +387,7 @@ class Connection(asyncio.Protocol):
 
     def _close(self) -> None:
         self._frames.clear()
+        self._queued_bytes = 0
         if self.transport is not None and not self.transport.is_closing():
             self.flush()
             self.transport.close()
@@ -354,7 +405,4 @@ class Connection(asyncio.Protocol):
 
 def _unsupported_api_versions():
     """Kafka's answer to an ApiVersions version it does not know: v0 body, error 35, the full table."""
-    from broker.handlers.cluster import api_versions_body
-    from protocol import codec
-
     return api_versions_body(codec.response_class(API_VERSIONS, 0), ErrorCode.unsupported_version)

@@ -14,13 +14,14 @@ import ssl
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from broker.connection import Connection
+from broker.network.connection import Connection
 from broker.security.sasl import FAILED, SaslGate
 from broker.security.tls import principal
 from protocol.framing import SIZE
 
 if TYPE_CHECKING:
     from broker.app import Broker
+    from broker.network.acceptor import Slot
 
 log = logging.getLogger("groupd.connection")
 
@@ -39,6 +40,7 @@ class SaslConnection(Connection):
             return
         if self._draining or self._lost or self._gate.state == FAILED or self.transport.is_closing():
             return
+        self.active = True
         buf = self._buf
         buf += data
         pos, end = 0, len(buf)
@@ -96,6 +98,7 @@ class SaslConnection(Connection):
         """Kafka's connection.failed.authentication.delay.ms: the answer goes out now, the close comes
         later, so a client retrying a bad password cannot spin the broker."""
         self._frames.clear()
+        self._queued_bytes = 0
         if not self._reading_paused:
             self._reading_paused = True
             self.transport.pause_reading()
@@ -183,6 +186,8 @@ class TlsServer(asyncio.Protocol):
     (asyncio's own TLS server drops it without a word), then hands plaintext to the listener's
     connection through a TlsTransport."""
 
+    slot: Slot | None = None  # its place in the connection quotas (broker/network/acceptor.py)
+
     def __init__(self, broker: Broker, listener: str, context: ssl.SSLContext, make: Callable[[], Connection]) -> None:
         self.broker, self.listener, self.context, self.make = broker, listener, context, make
         self.conn: Connection | None = None
@@ -259,6 +264,8 @@ class TlsServer(asyncio.Protocol):
         self.timer.cancel()
         if self.conn is not None:
             self.conn.connection_lost(exc)
+        if self.slot is not None:
+            self.slot.release()
 
     def pause_writing(self) -> None:
         if self.conn is not None:

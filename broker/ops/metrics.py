@@ -2,11 +2,11 @@
 
 Every hook updates plain Python numbers (no locks, no label lookups in prometheus_client); one custom
 collector turns them into metric families when ``/metrics`` is scraped, on the broker's own event loop
-(see ``broker/metrics_http.py``), so it may also read loop-owned coordinator and partition state safely.
+(see ``broker/ops/metrics_http.py``), so it may also read loop-owned coordinator and partition state safely.
 
 Hooks, by caller (all optional to call; each is O(1)):
 
-connection layer (``broker/connection.py``)
+connection layer (``broker/network/connection.py``)
     ``request_started(api_key) -> token``, ``request_finished(api_key, token, response)``,
     ``bytes_in(n)``, ``bytes_out(n)``. Errors are read from the response's top-level ``error_code`` and,
     for OffsetCommit/Produce/TxnOffsetCommit (no top-level code), from their topics -> partitions lists.
@@ -22,7 +22,7 @@ coordinator shell (``coordinator/``)
         durable in ``duration_s``. ``offsets_expired(n)``. ``group_removed(group)``: frees its series.
 storage (``storage/``)
     ``store_append(seconds, batch_records)``, ``store_fsync(seconds)``.
-SASL connections (``broker/secure_connection.py``)
+SASL connections (``broker/network/secure_connection.py``)
     ``authentication(listener, mechanism, result)``: result is success or failure.
 transaction coordinator (``broker/txn_coordinator.py``)
     ``transaction_ended(result)``: markers written; ``result`` in ``TXN_RESULTS`` (commit, abort by the
@@ -170,6 +170,9 @@ class Metrics:
         self._txns_ended: dict[str, int] = dict.fromkeys(TXN_RESULTS, 0)
         self._throttled: dict[str, list[float]] = {}  # quota key -> [responses throttled, seconds muted]
         self._authentications: dict[tuple[str, str, str], int] = {}
+        self.connections_refused: dict[str, int] = {}  # by reason: per_ip, fd_exhausted, no_memory
+        self.connections_closed_idle = 0
+        self.accept_pauses = 0  # times max.connections was reached
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(_Collector(self))
 
@@ -287,6 +290,15 @@ class Metrics:
         key = (listener, mechanism, result)
         self._authentications[key] = self._authentications.get(key, 0) + 1
 
+    def connection_refused(self, reason: str, n: int = 1) -> None:
+        self.connections_refused[reason] = self.connections_refused.get(reason, 0) + n
+
+    def connection_closed_idle(self) -> None:
+        self.connections_closed_idle += 1
+
+    def accept_paused(self) -> None:
+        self.accept_pauses += 1
+
     def healthy(self) -> tuple[bool, str]:
         """Ready when the broker listens, is not stopping, and every offsets partition is loaded."""
         broker = self.broker
@@ -330,6 +342,7 @@ class _Collector:
         yield from self._store()
         yield from self._transactions()
         yield from self._authentications()
+        yield from self._connection_limits()
         yield from self._scrape_time()
 
     def _authentications(self) -> Iterator[Metric]:
@@ -339,6 +352,17 @@ class _Collector:
         for labels, n in sorted(self.m._authentications.items()):
             family.add_metric(list(labels), n)
         yield family
+
+    def _connection_limits(self) -> Iterator[Metric]:
+        m = self.m
+        refused = CounterMetricFamily(
+            "groupd_connections_refused", "Connections closed at accept: over max.connections.per.ip, or the process out of descriptors", labels=["reason"],
+        )
+        for reason, n in sorted(m.connections_refused.items()):
+            refused.add_metric([reason], n)
+        yield refused
+        yield CounterMetricFamily("groupd_connections_closed_idle", "Connections closed after connections.max.idle.ms without traffic", value=m.connections_closed_idle)
+        yield CounterMetricFamily("groupd_accept_paused", "Times max.connections was reached and accepting paused", value=m.accept_pauses)
 
     def _transactions(self) -> Iterator[Metric]:
         m = self.m

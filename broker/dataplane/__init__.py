@@ -1,0 +1,1 @@
+"""The data plane: topics, partitions and their logs, producers, transactions index, leader epochs."""

@@ -1,0 +1,1 @@
+"""Connections: framing, in-order pipelining, limits, TLS and SASL around the dispatch."""

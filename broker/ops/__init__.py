@@ -1,0 +1,1 @@
+"""Operations: metrics (and their HTTP endpoint), log output, quotas."""

@@ -1,0 +1,1 @@
+"""Offsets rules: commit, fetch, delete, expiry, and transactional offsets."""
