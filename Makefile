@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 ARGS ?=
 
-.PHONY: run test lint venv clean bench pipeline compose-up compose-test js-deps compat fuzz
+.PHONY: run test lint venv clean bench pipeline compose-up compose-test js-deps compat go-deps fuzz
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -28,7 +28,19 @@ js-deps:
 	elif command -v npm >/dev/null; then npm ci --prefix $(JS) --no-audit --no-fund --silent; \
 	else echo "npm not found: the kafkajs client tests will fail (install Node.js 20)"; fi
 
-test: $(STAMP) js-deps
+# Old clients (tests/clients/test_old_clients.py): Debian's Go, Sarama 1.22, kafka-go 0.2, Burrow and the
+# ZooKeeper Burrow keeps its state in. Where apt-get cannot install them, those tests say so and skip.
+GO_DEBS := golang-go golang-github-shopify-sarama-dev golang-github-segmentio-kafka-go-dev burrow zookeeper
+
+go-deps:
+	@if command -v go >/dev/null && command -v Burrow >/dev/null && [ -d /usr/share/gocode/src/github.com/Shopify/sarama ] \
+	  && [ -d /usr/share/gocode/src/github.com/segmentio/kafka-go ] && [ -x /usr/share/zookeeper/bin/zkServer.sh ]; then :; \
+	else echo "installing Go, Sarama, kafka-go, Burrow and ZooKeeper for the old-client tests"; \
+	  (DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $(GO_DEBS) >/dev/null 2>&1 || \
+	   (apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $(GO_DEBS) >/dev/null)) || \
+	  echo "could not install $(GO_DEBS): the old Go client tests will be skipped"; fi
+
+test: $(STAMP) js-deps go-deps
 	$(VENV)/bin/ruff check .
 	@bash scripts/compose-test.sh; rc=$$?; \
 	if [ $$rc -eq 3 ]; then echo "compose stack test NOT RUN on this machine (no Docker engine could be started); see the message above"; \
@@ -48,7 +60,7 @@ bench: $(STAMP)
 fuzz: $(STAMP)
 	$(PY) -m tests.fuzz --frames 1000000 $(ARGS)
 
-compat: $(STAMP) js-deps
+compat: $(STAMP) js-deps go-deps
 	$(PY) -m pytest -q -n 2 tests/clients
 	$(PY) scripts/gen_compat.py
 

@@ -20,7 +20,7 @@ def use_uvloop() -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench")
-    parser.add_argument("scenario", choices=["rebalance", "commits", "steady", "churn", "scale"])
+    parser.add_argument("scenario", choices=["rebalance", "commits", "steady", "churn", "scale", "down_conversion"])
     parser.add_argument("--pid", type=int, help="the broker's pid, for RSS (scale) and CPU (steady)")
     parser.add_argument("--target", default="127.0.0.1:9092")
     parser.add_argument("--groups", type=int, default=500)
@@ -36,6 +36,8 @@ def main() -> None:
         result = asyncio.run(scenarios.commits(host, int(port), args.committers, max_seconds=args.seconds)).summary()
     elif args.scenario == "churn":
         result = asyncio.run(scenarios.churn(host, int(port), args.groups, max_seconds=args.seconds)).summary()
+    elif args.scenario == "down_conversion":
+        result = asyncio.run(scenarios.down_conversion(host, int(port), max_seconds=args.seconds * 12, pid=args.pid))
     elif args.scenario == "scale":
         result = asyncio.run(scenarios.scale(host, int(port), args.groups, pid=args.pid, hb_seconds=args.seconds))
     else:

@@ -120,6 +120,8 @@ async def run_target(name: str, proc: subprocess.Popen, port: int, quick: bool, 
         for acks in (1, -1):
             await attempt(f"produce_fetch_{partitions}p_acks{acks}", scenarios.produce_fetch(host, port, partitions, acks, seconds=2 if quick else 3), 120)
     await attempt("fetch_wakeup", scenarios.wakeup_latency(host, port, 100 if quick else 200), 120)
+    # Fetch v3 (down-converted to magic 1 message sets) against Fetch v12 of the same records (issue 32)
+    await attempt("down_conversion", scenarios.down_conversion(host, port, records=10_000 if quick else 20_000, max_seconds=60, pid=proc.pid), 150)
     await attempt("churn", scenarios.churn(host, port, 50, max_seconds=3 if quick else 8), 60)
     if scale_groups:
         await attempt("scale", scenarios.scale(host, port, scale_groups, pid=proc.pid, hb_seconds=5, max_seconds=300), 400)
@@ -171,6 +173,12 @@ def markdown(results: dict[str, Any]) -> str:
         r = (target or {}).get("fetch_wakeup", {})
         cells.append(f"p50 {r['p50_ms']} ms, p99 {r['p99_ms']} ms" if "p50_ms" in r else "n/a")
     rows.append("| fetch long-poll wake-up (produce -> fetch returns) | " + " | ".join(cells) + " |")
+    cells = []
+    for target in (on, off, tansu):
+        r = (target or {}).get("down_conversion", {})
+        cpu = f", broker CPU {r['fetch_v3_broker_cpu_s_per_gb']} vs {r['fetch_v12_broker_cpu_s_per_gb']} s/GB" if "fetch_v3_broker_cpu_s_per_gb" in r else ""
+        cells.append(f"v3 {r['fetch_v3_mb_s']} MB/s vs v12 {r['fetch_v12_mb_s']} MB/s ({r['v3_over_v12']}x){cpu}" if "v3_over_v12" in r else "n/a")
+    rows.append("| Fetch v3 (down-converted to magic 1) vs Fetch v12, same 1 KiB records | " + " | ".join(cells) + " |")
     rows.append("")
     if on is not None and "scale" in on:
         sc = on["scale"]

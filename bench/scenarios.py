@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench.client import Conn, Template, nested
+from protocol import codec
 from protocol.api_table import ApiKey
 
 JOIN_V, SYNC_V, HB_V, COMMIT_V, META_V = 5, 3, 3, 8, 9
@@ -506,3 +507,73 @@ async def scale(host: str, port: int, groups: int, pid: int | None = None, concu
 async def _form_long(conns: list[Conn], group: str) -> list[tuple[str, int]]:
     """Like _form, with the longest session Kafka allows by default, so the groups stay held."""
     return await _form(conns, group, session_ms=1_800_000)
+
+
+def _next_offset_v2(data: bytes, offset: int) -> int:
+    """The offset after the last whole record batch v2 in a fetch answer."""
+    pos = 0
+    while pos + 61 <= len(data):
+        base = int.from_bytes(data[pos : pos + 8], "big")
+        length = int.from_bytes(data[pos + 8 : pos + 12], "big")
+        if pos + 12 + length > len(data):
+            break
+        offset = base + int.from_bytes(data[pos + 23 : pos + 27], "big") + 1
+        pos += 12 + length
+    return offset
+
+
+def _next_offset_message_set(data: bytes, offset: int) -> int:
+    """The offset after the last whole message (magic 0/1) in a fetch answer."""
+    pos = 0
+    while pos + 12 <= len(data):
+        entry_offset = int.from_bytes(data[pos : pos + 8], "big", signed=True)
+        size = int.from_bytes(data[pos + 8 : pos + 12], "big")
+        if pos + 12 + size > len(data):
+            break
+        offset = entry_offset + 1
+        pos += 12 + size
+    return offset
+
+
+async def down_conversion(host: str, port: int, records: int = 20_000, record_bytes: int = 1024, per_batch: int = 100, max_seconds: float = 60, pid: int | None = None) -> dict[str, Any]:
+    """The cost of Fetch v0-3's down-conversion (issue 32): the same ``records`` (uncompressed v2
+    batches of ``per_batch``) read once by a Fetch v12 reader (the stored bytes as they are) and once
+    by a Fetch v3 reader (each batch rewritten as magic 1 messages). MB/s counts record values, the
+    same payload for both; each read is bounded by ``max_seconds``. With the broker's ``pid``, its CPU
+    seconds per GB read too: on a shared machine a steadier measure of the cost than wall-clock MB/s."""
+    from storage.batch import build_batch
+
+    topic = f"dc-{os.getpid()}-{time.monotonic_ns()}"
+    await ensure_topic(host, port, topic, 1)
+    batch = build_batch([(None, os.urandom(record_bytes))] * per_batch, timestamp_ms=int(time.time() * 1000))
+    conn = await Conn.open(host, port)
+    written = 0
+    while written < records:
+        pending = [conn.request(ApiKey.PRODUCE, 9, _produce_body(topic, 0, batch, 1)) for _ in range(min(8, (records - written) // per_batch or 1))]
+        for f in pending:
+            await f
+        written += per_batch * len(pending)
+    out: dict[str, Any] = {"scenario": "down_conversion", "records": written, "record_bytes": record_bytes}
+    for version, label, advance in ((12, "v12", _next_offset_v2), (3, "v3", _next_offset_message_set)):
+        t, p = nested(ApiKey.FETCH, version, "FetchTopic"), nested(ApiKey.FETCH, version, "FetchPartition")
+        offset, began = 0, time.perf_counter()
+        cpu0 = cpu_seconds(pid) if pid else 0.0
+        give_up = time.monotonic() + max_seconds
+        while offset < written and time.monotonic() < give_up:
+            body = {
+                "replica_id": -1, "max_wait": 0, "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+                "topics": (codec.make(t, topic=topic, partitions=(codec.make(p, partition=0, current_leader_epoch=-1, fetch_offset=offset, log_start_offset=-1, partition_max_bytes=1 << 20),)),),
+                "forgotten_topics_data": (), "rack_id": "",
+            }
+            resp = await conn.call(ApiKey.FETCH, version, body)
+            data = bytes(resp.responses[0].partitions[0].records or b"")
+            offset = advance(data, offset)
+        seconds = time.perf_counter() - began
+        out[f"fetch_{label}_mb_s"] = round(offset * record_bytes / 1e6 / seconds, 1) if seconds else 0.0
+        out[f"fetch_{label}_records"] = offset
+        if pid and offset:
+            out[f"fetch_{label}_broker_cpu_s_per_gb"] = round((cpu_seconds(pid) - cpu0) / (offset * record_bytes / 1e9), 1)
+    await conn.close()
+    v3, v12 = out["fetch_v3_mb_s"], out["fetch_v12_mb_s"]
+    out["v3_over_v12"] = round(v3 / v12, 3) if v12 else 0.0
+    return out

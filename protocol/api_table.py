@@ -77,12 +77,12 @@ class ApiSpec:
 
 
 _SPECS = (
-    ApiSpec(ApiKey.PRODUCE, "Produce", 3, 13),
-    ApiSpec(ApiKey.FETCH, "Fetch", 4, 18),
-    ApiSpec(ApiKey.LIST_OFFSETS, "ListOffsets", 1, 11),
+    ApiSpec(ApiKey.PRODUCE, "Produce", 0, 13),
+    ApiSpec(ApiKey.FETCH, "Fetch", 0, 18),
+    ApiSpec(ApiKey.LIST_OFFSETS, "ListOffsets", 0, 11),
     ApiSpec(ApiKey.METADATA, "Metadata", 0, 13),
-    ApiSpec(ApiKey.OFFSET_COMMIT, "OffsetCommit", 2, 10),
-    ApiSpec(ApiKey.OFFSET_FETCH, "OffsetFetch", 1, 10),
+    ApiSpec(ApiKey.OFFSET_COMMIT, "OffsetCommit", 0, 10),
+    ApiSpec(ApiKey.OFFSET_FETCH, "OffsetFetch", 0, 10),
     ApiSpec(ApiKey.FIND_COORDINATOR, "FindCoordinator", 0, 6),
     ApiSpec(ApiKey.JOIN_GROUP, "JoinGroup", 0, 9),
     ApiSpec(ApiKey.HEARTBEAT, "Heartbeat", 0, 4),
@@ -92,23 +92,23 @@ _SPECS = (
     ApiSpec(ApiKey.LIST_GROUPS, "ListGroups", 0, 5),
     ApiSpec(ApiKey.SASL_HANDSHAKE, "SaslHandshake", 0, 1),  # answered by the SASL gate before authentication (security/sasl.py)
     ApiSpec(ApiKey.API_VERSIONS, "ApiVersions", 0, 4),
-    ApiSpec(ApiKey.CREATE_TOPICS, "CreateTopics", 2, 7),
-    ApiSpec(ApiKey.DELETE_TOPICS, "DeleteTopics", 1, 6),
+    ApiSpec(ApiKey.CREATE_TOPICS, "CreateTopics", 0, 7),
+    ApiSpec(ApiKey.DELETE_TOPICS, "DeleteTopics", 0, 6),
     ApiSpec(ApiKey.DELETE_RECORDS, "DeleteRecords", 0, 2),
     ApiSpec(ApiKey.INIT_PRODUCER_ID, "InitProducerId", 0, 5),
-    ApiSpec(ApiKey.OFFSET_FOR_LEADER_EPOCH, "OffsetForLeaderEpoch", 2, 4),  # Kafka 4 dropped 0-1 (KIP-896)
+    ApiSpec(ApiKey.OFFSET_FOR_LEADER_EPOCH, "OffsetForLeaderEpoch", 0, 4),  # 0-1: Kafka 3.9's, which Kafka 4 dropped (KIP-896)
     ApiSpec(ApiKey.ADD_PARTITIONS_TO_TXN, "AddPartitionsToTxn", 0, 5),
     ApiSpec(ApiKey.ADD_OFFSETS_TO_TXN, "AddOffsetsToTxn", 0, 4),
     ApiSpec(ApiKey.END_TXN, "EndTxn", 0, 4),
     ApiSpec(ApiKey.TXN_OFFSET_COMMIT, "TxnOffsetCommit", 0, 4),  # not v5: transactions v2 (KIP-890), not advertised
-    ApiSpec(ApiKey.DESCRIBE_ACLS, "DescribeAcls", 1, 3),
-    ApiSpec(ApiKey.CREATE_ACLS, "CreateAcls", 1, 3),
-    ApiSpec(ApiKey.DELETE_ACLS, "DeleteAcls", 1, 3),
-    ApiSpec(ApiKey.DESCRIBE_CONFIGS, "DescribeConfigs", 1, 4),
+    ApiSpec(ApiKey.DESCRIBE_ACLS, "DescribeAcls", 0, 3),
+    ApiSpec(ApiKey.CREATE_ACLS, "CreateAcls", 0, 3),
+    ApiSpec(ApiKey.DELETE_ACLS, "DeleteAcls", 0, 3),
+    ApiSpec(ApiKey.DESCRIBE_CONFIGS, "DescribeConfigs", 0, 4),
     ApiSpec(ApiKey.ALTER_CONFIGS, "AlterConfigs", 0, 2),
-    ApiSpec(ApiKey.ALTER_REPLICA_LOG_DIRS, "AlterReplicaLogDirs", 1, 2),
+    ApiSpec(ApiKey.ALTER_REPLICA_LOG_DIRS, "AlterReplicaLogDirs", 0, 2),
     # not v5 (Kafka 4.3's): kafka-python infers the broker's release from it and would take groupd for 4.3
-    ApiSpec(ApiKey.DESCRIBE_LOG_DIRS, "DescribeLogDirs", 1, 4),
+    ApiSpec(ApiKey.DESCRIBE_LOG_DIRS, "DescribeLogDirs", 0, 4),
     ApiSpec(ApiKey.SASL_AUTHENTICATE, "SaslAuthenticate", 0, 2),
     ApiSpec(ApiKey.CREATE_PARTITIONS, "CreatePartitions", 0, 3),
     ApiSpec(ApiKey.DELETE_GROUPS, "DeleteGroups", 0, 2),

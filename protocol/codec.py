@@ -24,6 +24,7 @@ from kio.schema.response_header.v1.header import ResponseHeader as ResponseHeade
 from kio.serial import entity_reader
 from kio.serial._introspect import EntityField, EntityTupleField, classify_field
 
+from protocol import old_schemas
 from protocol.api_table import ApiKey
 from protocol.fastwrite import NotCompiled, compile_values_writer, compile_writer
 
@@ -33,12 +34,13 @@ ZERO_UUID = uuid.UUID(int=0)
 
 @functools.cache
 def request_class(api_key: int, version: int) -> type:
-    return load_request_schema(api_key, version)
+    """kio's class, or for a version Kafka 3.9 accepted and kio lacks, the generated one (old_schemas)."""
+    return old_schemas.request_class(api_key, version) or load_request_schema(api_key, version)
 
 
 @functools.cache
 def response_class(api_key: int, version: int) -> type:
-    return load_response_schema(api_key, version)
+    return old_schemas.response_class(api_key, version) or load_response_schema(api_key, version)
 
 
 @functools.cache

@@ -49,6 +49,29 @@ NOT_APPLICABLE = {
 }
 
 
+# Clients that choose request versions from a configured Kafka release, not from ApiVersions (issue 32):
+# Kafka 3.9 serves them, Kafka 4 closes their connections. One row each; the cell is scenario 16 of the
+# run (tests/clients/test_old_clients.py). Debian packages give the versions of the Go ones.
+OLD_VERSIONS_SCENARIO = 16
+OLD_CLIENTS = {
+    "sarama": ("golang-github-shopify-sarama-dev", "defaults (Version 0.10.2, the least its groups take): Produce v2 gzip message sets, "
+               "Fetch v3, OffsetCommit v1, Metadata v1; a group of three, a broker restart, resumed exactly"),
+    "kafka-go": ("golang-github-segmentio-kafka-go-dev", "0.2 writer (Produce v2) and group reader (Fetch v2, OffsetCommit v2), resumed exactly"),
+    "burrow": ("burrow", "reads __consumer_offsets (Fetch v3, down-converted), log end offsets by ListOffsets v0: the group's lag"),
+    "kafka-python api_version=(0, 10)": (None, "magic 1 gzip message sets, Fetch v2-3, JoinGroup v0-1, OffsetCommit v2; resumed at the commit"),
+}
+
+
+def debian_version(package: str) -> str:
+    import subprocess
+
+    try:
+        done = subprocess.run(["dpkg-query", "-W", "-f=${Version}", package], capture_output=True, text=True, timeout=10)
+    except OSError:
+        return "not installed"
+    return done.stdout.strip() if done.returncode == 0 and done.stdout.strip() else "not installed"
+
+
 def version(client: str) -> str:
     if client == "kafkajs":
         lock = ROOT / "tests" / "clients" / "js" / "package-lock.json"
@@ -87,6 +110,20 @@ def render(results: dict[str, dict[str, str]]) -> str:
             else:
                 cells.append("not covered")
         lines.append(f"| {n}. {title} | " + " | ".join(cells) + " |")
+    lines += [
+        "",
+        "## Clients that pick request versions from a configured Kafka release",
+        "",
+        "They send the versions Kafka 3.9 accepts and Kafka 4 removed (KIP-896); groupd serves both (issue 32).",
+        "",
+        "| client | version | what the test does | result |",
+        "| --- | --- | --- | --- |",
+    ]
+    for client, (package, what) in OLD_CLIENTS.items():
+        ver = f"{debian_version(package)} (Debian)" if package else version("kafka-python")
+        outcome = results.get(client, {}).get(str(OLD_VERSIONS_SCENARIO))
+        cell = "pass" if outcome == "pass" else f"**{outcome.upper()}**" if outcome else "not covered"
+        lines.append(f"| {client} | {ver} | {what} | {cell} |")
     return "\n".join(lines) + "\n"
 
 

@@ -81,8 +81,8 @@ def delete_records(broker: Broker, ctx: RequestContext, req: DeleteRecordsReques
 def describe_configs(broker: Broker, ctx: RequestContext, req: DescribeConfigsRequest) -> Any:
     result_cls = ctx.nested("DescribeConfigsResult")
     entry_cls = ctx.nested("DescribeConfigsResourceResult")
-    synonym_cls = ctx.nested("DescribeConfigsSynonym")
-    include_synonyms = req.include_synonyms  # v1+, the lowest served
+    include_synonyms = ctx.version >= 1 and req.include_synonyms  # v1+ (v0: Kafka 3.9's, no synonyms)
+    synonym_cls = ctx.nested("DescribeConfigsSynonym") if include_synonyms else None
     results = []
     for res in req.resources:
         wanted = set(res.configuration_keys) if res.configuration_keys else None

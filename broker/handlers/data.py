@@ -19,6 +19,7 @@ from broker.dataplane.leader_epochs import (
     fetch_divergence,
 )
 from broker.dispatch import RequestContext
+from broker.handlers import old_versions
 from clock import wall_ms
 from protocol import codec
 from protocol.errors import ErrorCode
@@ -101,7 +102,13 @@ async def produce(broker: Broker, ctx: RequestContext, req: ProduceRequest) -> A
             if req.acks not in (-1, 0, 1):  # Kafka appends nothing and answers every partition so
                 results.append((key, pd.index, ErrorCode.invalid_required_acks, -1, -1, None))
                 continue
-            error, base, start, lg = _produce_partition(broker, name, pd.index, pd.records)
+            records = pd.records
+            if ctx.version < 3:  # message sets (magic 0/1) become a v2 batch, as Kafka 3.9's LogValidator
+                records, error = old_versions.produced_records(broker, records)
+                if error != ErrorCode.none:
+                    results.append((key, pd.index, error, -1, -1, None))
+                    continue
+            error, base, start, lg = _produce_partition(broker, name, pd.index, records)
             results.append((key, pd.index, error, base, start, lg))
             if lg is not None:
                 touched[id(lg)] = lg
@@ -157,7 +164,7 @@ async def fetch(broker: Broker, ctx: RequestContext, req: FetchRequest) -> Any:
     deadline = time.monotonic() + codec.millis(req.max_wait) / 1000
     keys = [(name, p.partition) for name, _tid, ps in wanted if name is not None for p in ps]
     quota = broker.quotas.fetch
-    budget, min_bytes = req.max_bytes, req.min_bytes
+    budget, min_bytes = req.max_bytes if ctx.version >= 3 else 0x7FFFFFFF, req.min_bytes  # max_bytes: v3+
     if quota.enabled:  # Kafka: never ask for more than the quota lets through in one window
         budget = int(min(budget, quota.max_in_window(ctx.conn.user, ctx.client_id)))
         min_bytes = min(min_bytes, budget)
@@ -181,6 +188,7 @@ def _fetch_once(broker: Broker, ctx: RequestContext, req: Any, wanted: list, bud
     aborted_cls = ctx.nested("AbortedTransaction") if read_committed else None
     # KIP-320: v9+ partitions carry the fetcher's current leader epoch, v12+ the epoch of its last batch
     current_epochs, last_epochs = ctx.version >= 9, ctx.version >= 12
+    magic = old_versions.fetch_magic(ctx.version)
     total = 0
     answer_now = False
     topics = []
@@ -209,6 +217,8 @@ def _fetch_once(broker: Broker, ctx: RequestContext, req: Any, wanted: list, bud
                     if error == ErrorCode.none and diverging is None and (limit > 0 or total == 0):
                         # READ_COMMITTED: nothing at or past the first offset of an open transaction
                         data = lg.read(p.fetch_offset, max(limit, 1), lso if read_committed else None)
+                        if magic is not None:  # Fetch v0-3: magic 0/1 message sets, as Kafka 3.9 down-converts
+                            data, error = old_versions.down_converted(broker, data, magic, p.fetch_offset)
                 except OffsetOutOfRange:
                     error = ErrorCode.offset_out_of_range
                 if read_committed and error == ErrorCode.none:
@@ -217,7 +227,7 @@ def _fetch_once(broker: Broker, ctx: RequestContext, req: Any, wanted: list, bud
                     aborted = tuple(aborted_cls(producer_id=pid, first_offset=first) for pid, first in found)
             if error != ErrorCode.none or diverging is not None:
                 answer_now = True  # as Kafka: errors and divergence are answered without waiting for data
-            total += len(data)
+            total += len(data or b"")
             extra = {} if diverging is None else {"diverging_epoch": ctx.nested("EpochEndOffset")(epoch=diverging[0], end_offset=diverging[1])}
             parts.append(
                 codec.make(
@@ -241,6 +251,8 @@ def _fetch_once(broker: Broker, ctx: RequestContext, req: Any, wanted: list, bud
 
 def list_offsets(broker: Broker, ctx: RequestContext, req: ListOffsetsRequest) -> Any:
     version = ctx.version
+    if version == 0:  # the old offsets-array answer
+        return old_versions.list_offsets_v0(broker, ctx, req)
     committed = version >= 2 and req.isolation_level == READ_COMMITTED
 
     def answer(topic: str, p: Any) -> dict[str, Any]:

@@ -37,7 +37,8 @@ def offset_for_leader_epoch(broker: Broker, ctx: RequestContext, req: OffsetForL
             if lg is None:
                 error = ErrorCode.unknown_topic_or_partition
             else:
-                error = ErrorCode.none if p.current_leader_epoch == UNDEFINED_EPOCH else current_epoch_error(p.current_leader_epoch)
+                current = p.current_leader_epoch if ctx.version >= 2 else UNDEFINED_EPOCH  # v2+ (v0-1: no check)
+                error = ErrorCode.none if current == UNDEFINED_EPOCH else current_epoch_error(current)
                 if error == ErrorCode.none:
                     epoch, end = end_offset_for(p.leader_epoch, lg.log_start_offset, lg.log_end_offset)
             parts.append(codec.make(part_cls, partition=p.partition, error_code=error, leader_epoch=epoch, end_offset=end))

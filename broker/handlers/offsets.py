@@ -18,6 +18,7 @@ from kio.schema.offset_fetch.v10.request import OffsetFetchRequest
 from kio.schema.txn_offset_commit.v4.request import TxnOffsetCommitRequest
 
 from broker.dispatch import RequestContext, answered_later
+from broker.handlers import old_versions
 from coordinator import errors as E
 from coordinator import shard as core
 from coordinator.api import (
@@ -75,10 +76,11 @@ def _name_of(broker: Broker, topic_id: uuid.UUID) -> str | None:
     return topic.name if topic is not None else None
 
 
-def _known_partitions(broker: Broker, req: Any, leader_epochs: bool, by_id: bool = False) -> tuple[list[CommitPartition], list[PartitionError], dict[str, uuid.UUID]]:
+def _known_partitions(broker: Broker, req: Any, leader_epochs: bool, by_id: bool = False, commit_timestamps: bool = False) -> tuple[list[CommitPartition], list[PartitionError], dict[str, uuid.UUID]]:
     """The request's partitions of existing topics, and UNKNOWN_TOPIC_OR_PARTITION (UNKNOWN_TOPIC_ID
     for an id not known) for the others, answered by the API layer, never sent to the coordinator.
-    ``leader_epochs``: the partitions carry a committed leader epoch (else -1). ``by_id`` (v10): each topic's name is its id's, and the id of each name is returned to answer by."""
+    ``leader_epochs``: the partitions carry a committed leader epoch (else -1); ``commit_timestamps``: a
+    commit timestamp (v1). ``by_id`` (v10): each topic's name is its id's, and the id of each name is returned to answer by."""
     unknown: list[PartitionError] = []
     partitions = []
     ids: dict[str, uuid.UUID] = {}
@@ -100,7 +102,9 @@ def _known_partitions(broker: Broker, req: Any, leader_epochs: bool, by_id: bool
                 unknown.append(PartitionError(key, index, E.UNKNOWN_TOPIC_OR_PARTITION))
                 continue
             # topic, partition, offset, leader epoch (v6+), metadata: positional, one per partition
-            partitions.append(CommitPartition(name, index, p.committed_offset, p.committed_leader_epoch if leader_epochs else -1, p.committed_metadata))
+            # v1's own commit timestamp (-1: the broker's now), as Kafka 3.9 kept it
+            stamp = p.commit_timestamp if commit_timestamps else -1
+            partitions.append(CommitPartition(name, index, p.committed_offset, p.committed_leader_epoch if leader_epochs else -1, p.committed_metadata, stamp))
     return partitions, unknown, ids
 
 
@@ -120,8 +124,10 @@ def _partition_errors(partitions: list[CommitPartition], payload: Any, error: Ba
 
 def offset_commit(broker: Broker, ctx: RequestContext, req: OffsetCommitRequest) -> Any:
     by_id = ctx.version >= TOPIC_IDS_FROM
-    partitions, unknown, ids = _known_partitions(broker, req, ctx.version >= 6, by_id)
-    retention = req.retention_time if ctx.version <= 4 else None  # v2-v4 only
+    partitions, unknown, ids = _known_partitions(broker, req, ctx.version >= 6, by_id, commit_timestamps=ctx.version == 1)
+    if ctx.version == 0:  # ZooKeeper's store: refused as a KRaft Kafka 3.9 refuses it
+        return old_versions.offset_commit_v0(ctx, req, unknown)
+    retention = req.retention_time if 2 <= ctx.version <= 4 else None  # v2-v4 only
     request = OffsetCommit(
         req.group_id, req.generation_id_or_member_epoch, req.member_id, req.group_instance_id if ctx.version >= 7 else None,
         codec.millis(retention) if retention is not None else -1, tuple(partitions), ctx.version,
@@ -232,6 +238,8 @@ def _fetch_topics(ctx: RequestContext, parts: list, topic_name: str, part_name: 
 
 
 def offset_fetch(broker: Broker, ctx: RequestContext, req: OffsetFetchRequest) -> Any:
+    if ctx.version == 0:  # ZooKeeper's store: refused as a KRaft Kafka 3.9 refuses it
+        return old_versions.offset_fetch_v0(ctx, req)
     require_stable = ctx.version >= 7 and req.require_stable
     if require_stable:
         # Kafka 4.x answers a require_stable fetch after the writes before it (an offset of a

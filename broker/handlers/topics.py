@@ -72,7 +72,7 @@ def create_topics(broker: Broker, ctx: RequestContext, req: CreateTopicsRequest)
             broker.topics.check_new(topic.name, partitions)
             if not quota.record(partitions, wall_ms()):  # Kafka charges validate-only requests too
                 raise TopicError(ErrorCode.throttling_quota_exceeded, THROTTLED)
-            if not req.validate_only:
+            if not (ctx.version >= 1 and req.validate_only):  # v1+ (v0 always creates)
                 topic_id = broker.create_topic(topic.name, partitions, configs).topic_id
         except TopicError as exc:
             error, message, partitions, replication = exc.code, exc.message, -1, -1

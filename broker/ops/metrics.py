@@ -164,6 +164,8 @@ class Metrics:
         self._offsets_committed = 0
         self._commit_seconds = Histogram(LATENCY_BUCKETS)
         self._offsets_expired = 0
+        self._down_converted = 0  # records converted to magic 0/1 for Fetch v0-3
+        self._up_converted = 0  # records converted from magic 0/1 by Produce v0-2
         self._store_append = Histogram(LATENCY_BUCKETS)
         self._store_batch = Histogram(BATCH_BUCKETS)
         self._store_fsync = Histogram(LATENCY_BUCKETS)
@@ -253,6 +255,14 @@ class Metrics:
         self._offsets_committed += n
         if duration_s is not None:
             self._commit_seconds.observe(duration_s)
+
+    def down_converted(self, records: int) -> None:
+        """Records a Fetch v0-3 read converted to magic 0/1 (Kafka's FetchMessageConversionsPerSec)."""
+        self._down_converted += records
+
+    def up_converted(self, records: int) -> None:
+        """Records of a Produce v0-2 message set converted to a v2 batch (ProduceMessageConversionsPerSec)."""
+        self._up_converted += records
 
     def offsets_expired(self, n: int) -> None:
         self._offsets_expired += n
@@ -446,6 +456,8 @@ class _Collector:
         yield CounterMetricFamily("groupd_offsets_committed", "Partition offsets committed", value=m._offsets_committed)
         yield _hist("groupd_offset_commit_duration_seconds", "Commit request to durable offsets", m._commit_seconds)
         yield CounterMetricFamily("groupd_offsets_expired", "Committed offsets removed by retention", value=m._offsets_expired)
+        yield CounterMetricFamily("groupd_fetch_message_conversions", "Records down-converted to magic 0/1 for Fetch v0-3 readers", value=m._down_converted)
+        yield CounterMetricFamily("groupd_produce_message_conversions", "Records of Produce v0-2 message sets converted to record batches v2", value=m._up_converted)
 
     def _store(self) -> Iterator[Metric]:
         m = self.m

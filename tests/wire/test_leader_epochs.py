@@ -161,11 +161,11 @@ async def test_offsets_topic_answers_once_it_exists(tmp_path):
         await b.stop()
 
 
-async def test_unsupported_versions_are_refused(broker, wire):
-    """Kafka 4 serves 2-4 only; ApiVersions says so."""
+async def test_advertised_versions_reach_down_to_kafka_39s(broker, wire):
+    """Kafka 4 serves 2-4 only, Kafka 3.9 0-4; groupd serves both generations (issue 32)."""
     resp = await wire.call(18, 3, {"client_software_name": "t", "client_software_version": "1"})
     (entry,) = [k for k in resp.api_keys if k.api_key == 23]
-    assert (entry.min_version, entry.max_version) == (2, 4)
+    assert (entry.min_version, entry.max_version) == (0, 4)
 
 
 # ------------------------------------------------------------------ the epoch on appended batches

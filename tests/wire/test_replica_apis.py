@@ -21,10 +21,10 @@ NOT_NEEDED = "Leader election not needed for topic partition."
 
 def test_the_three_apis_are_in_the_table():
     got = {k: (API_TABLE[k].name, API_TABLE[k].min_version, API_TABLE[k].max_version) for k in (34, 43, 45)}
-    # Kafka 4.2's message JSONs: AlterReplicaLogDirs 1-2 (v0 removed in 4.0), ElectLeaders 0-2,
-    # AlterPartitionReassignments 0-1 (v1: KIP-860's AllowReplicationFactorChange)
+    # Kafka 4.2's message JSONs: AlterReplicaLogDirs 1-2 (v0 removed in 4.0; served as Kafka 3.9 did,
+    # issue 32), ElectLeaders 0-2, AlterPartitionReassignments 0-1 (v1: KIP-860's AllowReplicationFactorChange)
     assert got == {
-        34: ("AlterReplicaLogDirs", 1, 2),
+        34: ("AlterReplicaLogDirs", 0, 2),
         43: ("ElectLeaders", 0, 2),
         45: ("AlterPartitionReassignments", 0, 1),
     }
@@ -33,7 +33,7 @@ def test_the_three_apis_are_in_the_table():
 async def test_api_versions_advertises_them(wire):
     resp = await wire.call(18, 3, {"client_software_name": "test", "client_software_version": "1"})
     got = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
-    assert got[34] == (1, 2) and got[43] == (0, 2) and got[45] == (0, 1)
+    assert got[34] == (0, 2) and got[43] == (0, 2) and got[45] == (0, 1)
     assert got[46] == (0, 0)
 
 
