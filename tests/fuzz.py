@@ -375,8 +375,9 @@ async def _good_client(port: int, stop: asyncio.Event, summary: Summary) -> None
 
 
 async def fuzz(broker: BrokerProcess, frames: int, seed: int = 26, concurrency: int = 24, wait: float = 0.3,
-               progress: bool = False) -> Summary:
-    """Fire ``frames`` mutated frames at ``broker`` (restarted if it dies, each death counted)."""
+               progress: bool = False, max_seconds: float | None = None) -> Summary:
+    """Fire ``frames`` mutated frames at ``broker`` (restarted if it dies, each death counted), or as many
+    as ``max_seconds`` allow."""
     mutator = Mutator(seed)
     summary = Summary()
     started = time.monotonic()
@@ -387,9 +388,11 @@ async def fuzz(broker: BrokerProcess, frames: int, seed: int = 26, concurrency: 
 
     restarting = asyncio.Lock()
 
+    stop_at = None if max_seconds is None else started + max_seconds
+
     async def worker() -> None:
         nonlocal sent, last_report
-        while sent < frames:
+        while sent < frames and (stop_at is None or time.monotonic() < stop_at):
             sent += 1
             key, version, frame = mutator.frame(sent & 0x7FFFFFFF)
             outcome = await _send(broker.port, frame, wait)
