@@ -2,21 +2,40 @@
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
-STAMP := $(VENV)/.installed
+# One stamp per purpose: `make run` installs the broker's own dependencies only (no root, no Java);
+# `make test` adds the test clients and the pipeline's (tests/pipeline runs Spark); `make pipeline`
+# adds PySpark and Java. Each stamp is remade when pyproject.toml changes.
+STAMP := $(VENV)/.installed-run
+TEST_STAMP := $(VENV)/.installed-test
+PIPELINE_STAMP := $(VENV)/.installed-pipeline
 ARGS ?=
 
-.PHONY: run test lint venv clean bench pipeline compose-up compose-test js-deps compat go-deps fuzz
+.PHONY: run test lint venv clean bench pipeline compose-up compose-test js-deps compat java go-deps fuzz
 
-$(STAMP): pyproject.toml
-	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install --quiet --upgrade pip
-	$(PY) -m pip install --quiet -e '.[test,pipeline]'
-	@command -v java >/dev/null || { echo "installing Java for Spark"; \
-	  (apt-get install -y -q openjdk-17-jre-headless >/dev/null 2>&1 || \
-	   (apt-get update -q >/dev/null && apt-get install -y -q openjdk-17-jre-headless >/dev/null)); }
+$(PY):
+	$(PYTHON) -m venv $(VENV)
+
+$(STAMP): pyproject.toml | $(PY)
+	$(PY) -m pip install --quiet --disable-pip-version-check -e .
 	touch $(STAMP)
 
-venv: $(STAMP)
+$(TEST_STAMP): pyproject.toml | $(PY)
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test,pipeline]'
+	touch $(STAMP) $(TEST_STAMP) $(PIPELINE_STAMP)
+
+$(PIPELINE_STAMP): pyproject.toml | $(PY)
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[pipeline]'
+	touch $(STAMP) $(PIPELINE_STAMP)
+
+# Spark needs a Java runtime: installed with apt-get when this is root, otherwise a message says what to do.
+java:
+	@command -v java >/dev/null || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then echo "installing Java for Spark"; \
+	    apt-get install -y -q openjdk-17-jre-headless >/dev/null 2>&1 || \
+	    { apt-get update -q >/dev/null && apt-get install -y -q openjdk-17-jre-headless >/dev/null; }; \
+	  else echo "Spark needs Java 17+: install a JRE (e.g. openjdk-17-jre-headless) and rerun"; exit 1; fi; }
+
+venv: $(TEST_STAMP) java
 
 run: $(STAMP)
 	$(PY) server.py --config config/server.properties $(ARGS)
@@ -40,14 +59,14 @@ go-deps:
 	   (apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $(GO_DEBS) >/dev/null)) || \
 	  echo "could not install $(GO_DEBS): the old Go client tests will be skipped"; fi
 
-test: $(STAMP) js-deps go-deps
+test: $(TEST_STAMP) java js-deps go-deps
 	$(VENV)/bin/ruff check .
 	@bash scripts/compose-test.sh; rc=$$?; \
 	if [ $$rc -eq 3 ]; then echo "compose stack test NOT RUN on this machine (no Docker engine could be started); see the message above"; \
 	elif [ $$rc -ne 0 ]; then echo "compose stack test FAILED"; exit $$rc; fi
 	$(PY) -m pytest -q -n 2 tests $(ARGS)
 
-lint: $(STAMP)
+lint: $(TEST_STAMP)
 	$(VENV)/bin/ruff check .
 
 clean:
@@ -57,18 +76,20 @@ bench: $(STAMP)
 	$(PY) -m bench.run
 
 # a million mutated requests at a broker in a child process (not in CI; the suite runs 20,000): one summary line
-fuzz: $(STAMP)
+fuzz: $(TEST_STAMP)
 	$(PY) -m tests.fuzz --frames 1000000 $(ARGS)
 
-compat: $(STAMP) js-deps go-deps
+compat: $(TEST_STAMP) js-deps go-deps
 	$(PY) -m pytest -q -n 2 tests/clients
 	$(PY) scripts/gen_compat.py
 
-pipeline: $(STAMP)
+pipeline: $(PIPELINE_STAMP) java
 	$(PY) -m pipeline report --log-dirs ./data --out ./pipeline-out
 
+# groupd on localhost:9092 (for clients on this host) and Prometheus on :9090, with whichever compose
+# command this machine has (scripts/compose.sh)
 compose-up:
-	docker-compose -f docker/docker-compose.yml up -d groupd prometheus
+	bash scripts/compose.sh -f docker/docker-compose.yml up -d --build groupd prometheus
 
 compose-test:
 	bash scripts/compose-test.sh

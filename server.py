@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import gc
 import logging
+import logging.handlers
 import os
 import signal
 import sys
@@ -63,13 +64,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--config", help="a Kafka-style server.properties file")
     parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE", help="set one config key")
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO)
+    # Lines logged while the config is read (an unknown key's warning) wait until the configured
+    # format is set up, so they come out like every other line.
+    early = logging.handlers.BufferingHandler(capacity=1000)
+    logging.getLogger().addHandler(early)
+    logging.getLogger().setLevel(logging.INFO)
     try:
         config = load_config(args.config, args.override)
     except ConfigError as exc:
+        for record in early.buffer:
+            print(f"groupd: {record.levelname.lower()}: {record.getMessage()}", file=sys.stderr)
         print(f"groupd: configuration error: {exc}", file=sys.stderr)
         return 2
+    finally:
+        logging.getLogger().removeHandler(early)
     setup_logging(config)
+    for record in early.buffer:
+        logging.getLogger(record.name).handle(record)
     try:
         import uvloop
 

@@ -24,6 +24,7 @@ from typing import Any
 from bench import scenarios
 from bench.__main__ import use_uvloop
 from bench.calibrate import calibrate, describe
+from bench.progress import Progress
 from bench.replay import replay_bench
 from bench.scenarios import cpu_seconds, rss_mib
 from protocol.api_table import replace_between
@@ -91,40 +92,56 @@ def start_tansu() -> tuple[subprocess.Popen, int] | None:
     return proc, port
 
 
-async def run_target(name: str, proc: subprocess.Popen, port: int, quick: bool, scale_groups: int = 0) -> dict[str, Any]:
+def target_steps(quick: bool, scale_groups: int = 0) -> list[tuple[str, str, Any, float]]:
+    """The scenarios run against one broker, in order: (result key, what it measures, a function of
+    (host, port, pid) making the scenario, time limit in seconds). One list, so the progress lines
+    count exactly what runs."""
+    groups = 300 if quick else 3000  # a 1,000-group run lasted about half a second: too short to be steady
+    steps: list[tuple[str, str, Any, float]] = [
+        ("rebalance", f"rebalance: {groups} groups of 3 members formed", lambda h, p, pid: scenarios.rebalance(h, p, groups, 3, max_seconds=60), 120),
+    ]
+    for n in (1, 8, 64, 256):
+        seconds = 2 if quick else 4
+        steps.append((f"commits_{n}", f"commits: {n} committers for {seconds} s",
+                      lambda h, p, pid, n=n, seconds=seconds: scenarios.commits(h, p, n, max_seconds=seconds), 180))
+    members = 100 if quick else 300
+    # steady state: 3 x members heartbeating every 0.5 s and committing every 1 s
+    steps.append(("steady", f"steady state: {members * 3} members heartbeating and committing", lambda h, p, pid: scenarios.steady(
+        h, p, members, max_seconds=4 if quick else 8, hb_interval=0.5, commit_interval=1.0, pid=pid, setup_seconds=60), 180))
+    for partitions in (1, 6):
+        for acks in (1, -1):
+            steps.append((f"produce_fetch_{partitions}p_acks{acks}", f"produce and fetch: {partitions} partitions, acks={acks}",
+                          lambda h, p, pid, partitions=partitions, acks=acks: scenarios.produce_fetch(h, p, partitions, acks, seconds=2 if quick else 3), 120))
+    samples = 100 if quick else 200
+    steps.append(("fetch_wakeup", f"fetch wake-up latency: {samples} samples", lambda h, p, pid: scenarios.wakeup_latency(h, p, samples), 120))
+    # Fetch v3 (down-converted to magic 1 message sets) against Fetch v12 of the same records (issue 32)
+    converted = 10_000 if quick else 20_000
+    steps.append(("down_conversion", f"down-conversion: {converted:,} records fetched as v3 and as v12",
+                  lambda h, p, pid: scenarios.down_conversion(h, p, records=converted, max_seconds=60, pid=pid), 150))
+    steps.append(("churn", "churn: 50 groups joining and leaving", lambda h, p, pid: scenarios.churn(h, p, 50, max_seconds=3 if quick else 8), 60))
+    if scale_groups:
+        steps.append(("scale", f"scale: {scale_groups:,} groups held, heartbeats timed",
+                      lambda h, p, pid: scenarios.scale(h, p, scale_groups, pid=pid, hb_seconds=5, max_seconds=300), 400))
+    return steps
+
+
+async def run_target(name: str, proc: subprocess.Popen, port: int, quick: bool, progress: Progress, scale_groups: int = 0) -> dict[str, Any]:
     """Every scenario against one broker; one a peer cannot do is reported as an error, the rest still run."""
     host = "127.0.0.1"
     out: dict[str, Any] = {"target": name}
-
-    async def attempt(key: str, scenario: Any, limit: float = 180) -> dict[str, Any]:
+    for key, what, make, limit in target_steps(quick, scale_groups):
+        progress.step(f"{name}: {what}")
+        cpu0 = cpu_seconds(proc.pid)
         try:
-            result = await asyncio.wait_for(scenario, limit)
+            result = await asyncio.wait_for(make(host, port, proc.pid), limit)
             out[key] = result.summary() if isinstance(result, scenarios.Stats) else result
         except Exception as exc:
             out[key] = {"error": repr(exc)}
-        return out[key]
-
-    groups = 300 if quick else 3000  # a 1,000-group run lasted about half a second: too short to be steady
-    cpu0 = cpu_seconds(proc.pid)
-    if "error" not in await attempt("rebalance", scenarios.rebalance(host, port, groups, 3, max_seconds=60), 120):
-        out["rebalance"]["broker_cpu_s"] = round(cpu_seconds(proc.pid) - cpu0, 2)
-    for n in (1, 8, 64, 256):
-        await attempt(f"commits_{n}", scenarios.commits(host, port, n, max_seconds=2 if quick else 4))
-    # steady state: 900 members heartbeating every 0.5 s and committing every 1 s
-    steady = await attempt("steady", scenarios.steady(
-        host, port, 100 if quick else 300, max_seconds=4 if quick else 8, hb_interval=0.5, commit_interval=1.0, pid=proc.pid, setup_seconds=60,
-    ))
-    if "error" not in steady:
-        out["steady_heartbeats"], out["steady_commits"] = steady["heartbeats"], steady["commits"]
-    for partitions in (1, 6):
-        for acks in (1, -1):
-            await attempt(f"produce_fetch_{partitions}p_acks{acks}", scenarios.produce_fetch(host, port, partitions, acks, seconds=2 if quick else 3), 120)
-    await attempt("fetch_wakeup", scenarios.wakeup_latency(host, port, 100 if quick else 200), 120)
-    # Fetch v3 (down-converted to magic 1 message sets) against Fetch v12 of the same records (issue 32)
-    await attempt("down_conversion", scenarios.down_conversion(host, port, records=10_000 if quick else 20_000, max_seconds=60, pid=proc.pid), 150)
-    await attempt("churn", scenarios.churn(host, port, 50, max_seconds=3 if quick else 8), 60)
-    if scale_groups:
-        await attempt("scale", scenarios.scale(host, port, scale_groups, pid=proc.pid, hb_seconds=5, max_seconds=300), 400)
+            continue
+        if key == "rebalance":
+            out["rebalance"]["broker_cpu_s"] = round(cpu_seconds(proc.pid) - cpu0, 2)
+        if key == "steady":
+            out["steady_heartbeats"], out["steady_commits"] = out["steady"]["heartbeats"], out["steady"]["commits"]
     out["rss_mib"] = round(rss_mib(proc.pid), 1)
     return out
 
@@ -202,7 +219,14 @@ def markdown(results: dict[str, Any]) -> str:
     return "\n".join(rows) + "\n"
 
 
-async def main_async(quick: bool, calibration: dict[str, Any]) -> dict[str, Any]:
+def total_steps(quick: bool) -> int:
+    """Every step of a run: calibration at both ends, the three targets, the replay."""
+    scale_groups = 10_000 if quick else 100_000
+    per_target = len(target_steps(quick))
+    return 2 + (per_target + 1 if scale_groups else per_target) + per_target * 2 + 1
+
+
+async def main_async(quick: bool, calibration: dict[str, Any], progress: Progress) -> dict[str, Any]:
     results: dict[str, Any] = {
         "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "machine": f"{os.cpu_count()} cores, {platform.processor() or platform.machine()}, Python {platform.python_version()}",
@@ -216,23 +240,26 @@ async def main_async(quick: bool, calibration: dict[str, Any]) -> dict[str, Any]
             try:
                 # 100,000 held groups (memory, heartbeat p99) once, on the default broker
                 scale_groups = (10_000 if quick else 100_000) if fsync else 0
-                results["targets"].append(await run_target(name, proc, port, quick, scale_groups))
+                results["targets"].append(await run_target(name, proc, port, quick, progress, scale_groups))
             finally:
                 proc.send_signal(signal.SIGTERM)
                 proc.wait(30)
         tansu = start_tansu()
         if tansu is None:
             results["tansu"] = "not available (get-tansu.sh failed)"
+            progress.skip(len(target_steps(quick)), "Tansu is not available (get-tansu.sh failed)")
         else:
             proc, port = tansu
             try:
-                results["targets"].append(await run_target("tansu", proc, port, quick))
+                results["targets"].append(await run_target("tansu", proc, port, quick, progress))
             except Exception as exc:  # a peer that cannot do a scenario is reported, not fatal
                 results["tansu_error"] = repr(exc)
             finally:
                 proc.kill()
                 proc.wait()
-        results["replay"] = await asyncio.to_thread(replay_bench, 200_000 if quick else 1_000_000)
+        records = 200_000 if quick else 1_000_000
+        progress.step(f"start-up replay: {records:,} offset records read back")
+        results["replay"] = await asyncio.to_thread(replay_bench, records)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return results
@@ -240,9 +267,12 @@ async def main_async(quick: bool, calibration: dict[str, Any]) -> dict[str, Any]
 
 def main() -> None:
     quick = "--quick" in sys.argv
+    progress = Progress(total_steps(quick))
+    progress.step("calibration: Python loop, loopback round trip, syncfs")
     calibration = calibrate()  # before the event loop and any thread: it forks
     use_uvloop()
-    results = asyncio.run(asyncio.wait_for(main_async(quick, calibration), 1800))
+    results = asyncio.run(asyncio.wait_for(main_async(quick, calibration, progress), 1800))
+    progress.step("calibration again, at the end")
     results["calibration_end"] = calibrate()
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "latest.json").write_text(json.dumps(results, indent=1))

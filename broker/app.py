@@ -88,6 +88,11 @@ class Broker:
             )
         }
         self.topics.on_delete.append(lambda topic: self.coordinator.remove_topic(topic.name))
+        # consumer-protocol groups assign from the topics and follow their changes
+        self.coordinator.topics = self.topics.by_name
+        self.topics.on_create.append(lambda topic: self.coordinator.topics_changed({topic.name}))
+        self.topics.on_delete.append(lambda topic: self.coordinator.topics_changed({topic.name}))
+        self.topics.on_grow.append(lambda topic, _old: self.coordinator.topics_changed({topic.name}))
 
     # topic changes go through here so every part of the broker hears about them
     def create_topic(self, name: str, partitions: int, configs: dict[str, str]) -> Topic:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from broker.kafka_keys import IGNORED, resolve_units
 from broker.security import listeners as _listeners
 from broker.security.tls import tls_settings
 
@@ -45,6 +46,26 @@ def _log_level(raw: str) -> str:
     if level not in ("DEBUG", "INFO", "WARNING", "WARN", "ERROR", "CRITICAL"):
         raise ValueError("expected DEBUG, INFO, WARN or ERROR")
     return "WARNING" if level == "WARN" else level
+
+
+def _names(*allowed: str) -> Callable[[str], tuple[str, ...]]:
+    """A comma-separated list, each entry one of ``allowed`` (case-insensitive); at least one."""
+    def parse(raw: str) -> tuple[str, ...]:
+        items = tuple(x.strip() for x in raw.split(",") if x.strip())
+        if not items:
+            raise ValueError("expected at least one entry")
+        for x in items:
+            if x.lower() not in allowed and x not in allowed:
+                raise ValueError(f"{x!r} is not one of {', '.join(allowed)}")
+        return tuple(x if x in allowed else x.lower() for x in items)
+    return parse
+
+
+_ASSIGNORS = (
+    "uniform", "range",
+    "org.apache.kafka.coordinator.group.assignor.UniformAssignor",
+    "org.apache.kafka.coordinator.group.assignor.RangeAssignor",
+)
 
 
 _HOST_PATTERN = re.compile(r"[0-9a-zA-Z\-%._:]*")  # Kafka's Utils.validHostPattern
@@ -125,6 +146,12 @@ KEYS: dict[str, Key] = {
         _int_key("group.min.session.timeout.ms", 6000, 0, INT32_MAX, "smallest session timeout a member may ask"),
         _int_key("group.max.session.timeout.ms", 1_800_000, 0, INT32_MAX, "largest session timeout a member may ask"),
         _int_key("group.max.size", INT32_MAX, 1, INT32_MAX, "members per group"),
+        Key("group.coordinator.rebalance.protocols", _names("classic", "consumer"), "classic,consumer", doc="group protocols served: `classic` (JoinGroup/SyncGroup) and `consumer` (KIP-848 ConsumerGroupHeartbeat)"),
+        _int_key("group.consumer.session.timeout.ms", 45_000, 1, INT32_MAX, "consumer-protocol member removed after this long without a heartbeat"),
+        _int_key("group.consumer.heartbeat.interval.ms", 5_000, 1, INT32_MAX, "heartbeat interval given to consumer-protocol members"),
+        _int_key("group.consumer.max.size", INT32_MAX, 1, INT32_MAX, "members per consumer-protocol group"),
+        Key("group.consumer.assignors", _names(*_ASSIGNORS), "uniform,range", doc="server-side assignors (`uniform`, `range`, or Kafka's class names); the first is the default"),
+        _int_key("group.consumer.assignment.interval.ms", 1_000, 0, 15_000, "least time between two target assignments of a group (0: every change)"),
         # offsets store
         _int_key("offsets.topic.num.partitions", 50, 1, INT32_MAX, "partitions of __consumer_offsets"),
         _int_key("offsets.retention.minutes", 10080, 1, INT32_MAX, "how long committed offsets of an empty group live"),
@@ -145,11 +172,15 @@ KEYS: dict[str, Key] = {
         _int_key("quota.window.size.seconds", 1, 1, INT32_MAX, "length of one sample"),
         # storage
         _int_key("log.segment.bytes", 1_073_741_824, 1024, INT32_MAX, "segment roll size"),
-        _int_key("log.roll.ms", 604_800_000, 1, INT64_MAX, "segment roll age"),
+        _int_key("log.roll.ms", 604_800_000, 1, INT64_MAX, "segment roll age (if unset, from log.roll.hours)"),
         _int_key("log.flush.interval.messages", 1, 1, INT64_MAX, "fsync after this many appended messages (1: every write is durable before it is acknowledged)"),
         _int_key("log.flush.interval.ms", 0, 0, INT64_MAX, "fsync at least this often (0: with every write)"),
         _int_key("num.recovery.threads.per.data.dir", 2, 1, 64, "processes that walk the offsets store at start-up, the broker included (1: the broker alone)"),
-        _int_key("log.retention.ms", 604_800_000, -1, INT64_MAX, "delete data older than this (-1: never)"),
+        _int_key("log.retention.ms", 604_800_000, -1, INT64_MAX, "delete data older than this (-1: never); if unset, from log.retention.minutes, else log.retention.hours (Kafka's precedence)"),
+        Key("log.retention.minutes", int, None, -(2**31), INT32_MAX, doc="retention in minutes, used when log.retention.ms is not set"),
+        Key("log.retention.hours", int, "168", -(2**31), INT32_MAX, doc="retention in hours, used when neither log.retention.ms nor .minutes is set (negative: never)"),
+        _int_key("log.roll.hours", 168, 1, INT32_MAX, "segment roll age in hours, used when log.roll.ms is not set"),
+        Key("broker.id", int, None, -1, INT32_MAX, doc="the ZooKeeper-era name of node.id, used when node.id is not set"),
         _int_key("log.retention.bytes", -1, -1, INT64_MAX, "delete old segments past this size per partition (-1: never)"),
         _int_key("log.retention.check.interval.ms", 300_000, 1, INT64_MAX, "how often retention runs"),
         _int_key("log.cleaner.delete.retention.ms", 86_400_000, 0, INT64_MAX, "how long tombstones survive compaction"),
@@ -254,6 +285,14 @@ def parse_overrides(items: Iterable[str]) -> dict[str, str]:
 _warned: set[str] = set()
 
 
+def _did_you_mean(name: str) -> str:
+    """`` (did you mean log.retention.ms?)`` for a close typo of a known key, else nothing."""
+    import difflib
+
+    close = difflib.get_close_matches(name, KEYS, n=1, cutoff=0.85)
+    return f" (did you mean {close[0]}?)" if close else ""
+
+
 def build_config(raw: Mapping[str, str]) -> Config:
     values: dict[str, Any] = {}
     for name, key in KEYS.items():
@@ -271,10 +310,15 @@ def build_config(raw: Mapping[str, str]) -> Config:
             if key.high is not None and value > key.high:
                 raise ConfigError(f"invalid value {value} for {name}: must be <= {key.high}")
         values[name] = value
+    resolve_units(raw, values)
     for name in raw:
-        if name not in KEYS and name not in _warned and not name.startswith(_listeners.PREFIX):
-            _warned.add(name)
-            log.warning("unknown configuration key %s is ignored", name)
+        if name in KEYS or name in _warned or name.startswith(_listeners.PREFIX):
+            continue
+        _warned.add(name)
+        if name in IGNORED:
+            log.info("Kafka's %s is ignored: %s", name, IGNORED[name])
+        else:
+            log.warning("unknown configuration key %s is ignored%s", name, _did_you_mean(name))
     if values["max.connections.per.ip.overrides"] is None:
         values["max.connections.per.ip.overrides"] = {}
     if values["max.connections.per.ip"] == 0 and not values["max.connections.per.ip.overrides"]:
@@ -286,6 +330,8 @@ def build_config(raw: Mapping[str, str]) -> Config:
         )
     if values["group.min.session.timeout.ms"] > values["group.max.session.timeout.ms"]:
         raise ConfigError("group.min.session.timeout.ms must not exceed group.max.session.timeout.ms")
+    if values["group.consumer.heartbeat.interval.ms"] >= values["group.consumer.session.timeout.ms"]:
+        raise ConfigError("group.consumer.heartbeat.interval.ms must be lower than group.consumer.session.timeout.ms")
     try:
         values["listeners"] = _listeners.resolve(
             values["listeners"], values["advertised.listeners"], values["listener.security.protocol.map"],
@@ -325,11 +371,23 @@ def config_table_markdown() -> str:
     return "\n".join(rows)
 
 
+IGNORED_BEGIN = "<!-- ignored-keys:begin -->"
+IGNORED_END = "<!-- ignored-keys:end -->"
+
+
+def ignored_table_markdown() -> str:
+    """The keys of Kafka's stock server.properties that groupd accepts and ignores, with why."""
+    rows = ["| Kafka key | why groupd ignores it |", "| --- | --- |"]
+    rows += [f"| `{key}` | {why} |" for key, why in IGNORED.items()]
+    return "\n".join(rows)
+
+
 def write_readme(path: str = "docs/configuration.md") -> None:
-    """Replace docs/configuration.md's generated table with the current one."""
+    """Replace docs/configuration.md's generated tables with the current ones."""
     from protocol.api_table import replace_between
 
     replace_between(path, CONFIG_BEGIN, CONFIG_END, config_table_markdown())
+    replace_between(path, IGNORED_BEGIN, IGNORED_END, ignored_table_markdown())
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ from broker.handlers import (
     acl_and_logdirs,
     admin,
     cluster,
+    consumer_groups,
     data,
     describe,
     groups,
@@ -83,6 +84,8 @@ ROUTES: dict[str, Handler] = {
     "DescribeProducers": transactions.describe_producers,
     "DescribeTransactions": transactions.describe_transactions,
     "ListTransactions": transactions.list_transactions,
+    "ConsumerGroupHeartbeat": consumer_groups.consumer_group_heartbeat,
+    "ConsumerGroupDescribe": consumer_groups.consumer_group_describe,
     "ListConfigResources": describe.list_config_resources,
     "DescribeTopicPartitions": describe.describe_topic_partitions,
 }

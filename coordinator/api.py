@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from coordinator.consumer.config import ConsumerConfig
 from coordinator.records import Key, Value
 
 Token = int
@@ -308,6 +309,7 @@ class GroupConfig:
     new_member_join_timeout_ms: int = 300_000  # KAFKA-7610
     offsets_retention_ms: int = 10080 * 60_000
     offset_metadata_max_bytes: int = 4096
+    consumer: ConsumerConfig = field(default_factory=ConsumerConfig)  # the consumer protocol's (KIP-848)
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod
@@ -319,4 +321,5 @@ class GroupConfig:
             max_size=config["group.max.size"],
             offsets_retention_ms=config["offsets.retention.minutes"] * 60_000,
             offset_metadata_max_bytes=config["offset.metadata.max.bytes"],
+            consumer=ConsumerConfig.from_broker_config(config),
         )

@@ -106,6 +106,8 @@ class Group:
         "offsets",
         "pending_commits",
         "rebalance_cause",
+        "rebalance_reason",
+        "rebalance_generation",
     )
 
     def __init__(self, group_id: str, now: int | None) -> None:
@@ -133,6 +135,8 @@ class Group:
         self.offsets: dict[str, dict[int, OffsetCommitValue]] = {}
         self.pending_commits = 0
         self.rebalance_cause = ""  # why the last rebalance started (for metrics)
+        self.rebalance_reason = ""  # the same in words, naming the member (for the log line)
+        self.rebalance_generation = 0  # the generation the last rebalance started from
 
     # ------------------------------------------------------------ state
 

@@ -12,14 +12,13 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
+from coordinator.consumer import records as _consumer
+from coordinator.record_codec import Reader, RecordFormatError, Writer, key_version
+
 _H = struct.Struct(">h")
 _I = struct.Struct(">i")
 _Q = struct.Struct(">q")
 _KEY_HEAD = struct.Struct(">hh")
-
-
-class RecordFormatError(ValueError):
-    """Bytes that are not a valid record of the version they claim."""
 
 
 # Keys and offset values are values: never changed once made, equal and hashed by their fields. They are
@@ -71,6 +70,8 @@ class GroupMetadataValue:
     members: tuple[MemberMetadata, ...]
 
 
+# Consumer-group (KIP-848) keys and values (coordinator/consumer/records.py) go through the same four
+# functions below; the type aliases name the classic ones, which the classic core handles.
 Key = OffsetCommitKey | GroupMetadataKey
 Value = OffsetCommitValue | GroupMetadataValue
 
@@ -82,60 +83,6 @@ GROUP_METADATA_VALUE_VERSION = 3
 # ---------------------------------------------------------------- writers
 
 
-class _Writer:
-    __slots__ = ("buf", "flexible")
-
-    def __init__(self, version: int, flexible: bool) -> None:
-        self.buf = bytearray(_H.pack(version))
-        self.flexible = flexible
-
-    def int16(self, v: int) -> None:
-        self.buf += _H.pack(v)
-
-    def int32(self, v: int) -> None:
-        self.buf += _I.pack(v)
-
-    def int64(self, v: int) -> None:
-        self.buf += _Q.pack(v)
-
-    def uvarint(self, v: int) -> None:
-        while v >= 0x80:
-            self.buf.append((v & 0x7F) | 0x80)
-            v >>= 7
-        self.buf.append(v)
-
-    def string(self, s: str | None) -> None:
-        if s is None:
-            if self.flexible:
-                self.uvarint(0)
-            else:
-                self.int16(-1)
-            return
-        data = s.encode()
-        if self.flexible:
-            self.uvarint(len(data) + 1)
-        else:
-            self.int16(len(data))
-        self.buf += data
-
-    def bytes_(self, b: bytes) -> None:
-        if self.flexible:
-            self.uvarint(len(b) + 1)
-        else:
-            self.int32(len(b))
-        self.buf += b
-
-    def array_len(self, n: int) -> None:
-        if self.flexible:
-            self.uvarint(n + 1)
-        else:
-            self.int32(n)
-
-    def tags(self) -> None:
-        if self.flexible:
-            self.uvarint(0)
-
-
 # Offset keys of a group and topic differ only in their last four bytes (the partition), and a client
 # commits the same partitions over and over: the rest is encoded once and kept.
 _KEY_PREFIXES: dict[tuple[str, str], bytes] = {}
@@ -143,7 +90,7 @@ _KEY_PREFIXES_MAX = 65_536
 
 
 def _offset_key_prefix(group: str, topic: str) -> bytes:
-    w = _Writer(OFFSET_COMMIT_KEY_VERSION, False)
+    w = Writer(OFFSET_COMMIT_KEY_VERSION, False)
     w.string(group)
     w.string(topic)
     prefix = bytes(w.buf)
@@ -154,12 +101,14 @@ def _offset_key_prefix(group: str, topic: str) -> bytes:
 
 
 def encode_key(key: Key) -> bytes:
+    if not isinstance(key, (OffsetCommitKey, GroupMetadataKey)):
+        return _consumer.encode_consumer_key(key)
     if isinstance(key, OffsetCommitKey):
         prefix = _KEY_PREFIXES.get((key.group, key.topic))
         if prefix is None:
             prefix = _offset_key_prefix(key.group, key.topic)
         return prefix + _I.pack(key.partition)
-    w = _Writer(GROUP_METADATA_KEY_VERSION, False)
+    w = Writer(GROUP_METADATA_KEY_VERSION, False)
     w.string(key.group)
     return bytes(w.buf)
 
@@ -175,6 +124,8 @@ def encode_value(value: Value | None) -> bytes | None:
     general writer (``encode_value_version``) gives the same bytes (tests/unit/test_records.py)."""
     if value is None:
         return None
+    if not isinstance(value, (OffsetCommitValue, GroupMetadataValue)):
+        return _consumer.encode_consumer_value(value)
     if isinstance(value, OffsetCommitValue):
         meta = value.metadata
         if meta is None:
@@ -192,7 +143,7 @@ def encode_value(value: Value | None) -> bytes | None:
 def encode_value_version(value: Value, version: int) -> bytes:
     if not 0 <= version <= 4:
         raise RecordFormatError(f"unknown value version {version}")
-    w = _Writer(version, version >= 4)
+    w = Writer(version, version >= 4)
     if isinstance(value, OffsetCommitValue):
         w.int64(value.offset)
         if version >= 3:
@@ -229,97 +180,26 @@ def encode_value_version(value: Value, version: int) -> bytes:
 # ---------------------------------------------------------------- readers
 
 
-class _Reader:
-    __slots__ = ("data", "pos", "flexible")
-
-    def __init__(self, data: bytes, pos: int, flexible: bool) -> None:
-        self.data = data
-        self.pos = pos
-        self.flexible = flexible
-
-    def _take(self, n: int) -> int:
-        start = self.pos
-        end = start + n
-        if n < 0 or end > len(self.data):
-            raise RecordFormatError(f"record truncated at byte {start} (wanted {n})")
-        self.pos = end
-        return start
-
-    def int16(self) -> int:
-        return _H.unpack_from(self.data, self._take(2))[0]
-
-    def int32(self) -> int:
-        return _I.unpack_from(self.data, self._take(4))[0]
-
-    def int64(self) -> int:
-        return _Q.unpack_from(self.data, self._take(8))[0]
-
-    def uvarint(self) -> int:
-        shift = value = 0
-        while True:
-            if self.pos >= len(self.data):
-                raise RecordFormatError("varint truncated")
-            b = self.data[self.pos]
-            self.pos += 1
-            value |= (b & 0x7F) << shift
-            if not b & 0x80:
-                return value
-            shift += 7
-            if shift > 35:
-                raise RecordFormatError("varint too long")
-
-    def string(self) -> str | None:
-        n = self.uvarint() - 1 if self.flexible else self.int16()
-        if n < 0:
-            return None
-        start = self._take(n)
-        try:
-            return self.data[start : start + n].decode()
-        except UnicodeDecodeError as exc:
-            raise RecordFormatError(f"invalid UTF-8 string: {exc}") from None
-
-    def bytes_(self) -> bytes:
-        n = self.uvarint() - 1 if self.flexible else self.int32()
-        if n < 0:
-            return b""
-        start = self._take(n)
-        return bytes(self.data[start : start + n])
-
-    def array_len(self) -> int:
-        n = self.uvarint() - 1 if self.flexible else self.int32()
-        return max(n, 0)
-
-    def skip_tags(self) -> None:
-        if not self.flexible:
-            return
-        for _ in range(self.uvarint()):
-            self.uvarint()
-            self._take(self.uvarint())
-
-
-def key_version(data: bytes) -> int:
-    if len(data) < 2:
-        raise RecordFormatError("key shorter than its version")
-    return _H.unpack_from(data, 0)[0]
-
-
 def decode_key(data: bytes) -> Key | None:
-    """The key, or None for a record type this coordinator does not know (Kafka skips those)."""
+    """The key, or None for a record type this coordinator does not know (Kafka skips those: share-group
+    types 9-15 and anything newer)."""
     version = key_version(data)
     if version in (0, 1):
         fast = _decode_offset_key_fast(data)
         if fast is not None:
             return fast
-    r = _Reader(data, 2, False)
+    r = Reader(data, 2, False)
     if version in (0, 1):
         group, topic = r.string(), r.string()
         return OffsetCommitKey(group or "", topic or "", r.int32())
     if version == 2:
         return GroupMetadataKey(r.string() or "")
-    return None
+    return _consumer.decode_consumer_key(data)  # consumer-group types (3-8, 16), or None
 
 
 def decode_value(key: Key, data: bytes | None) -> Value | None:
+    if not isinstance(key, (OffsetCommitKey, GroupMetadataKey)):
+        return _consumer.decode_consumer_value(key, data)
     if data is None:
         return None
     version = key_version(data)
@@ -329,7 +209,7 @@ def decode_value(key: Key, data: bytes | None) -> Value | None:
         fast = _decode_offset_value_fast(data, version)
         if fast is not None:
             return fast
-    r = _Reader(data, 2, version >= 4)
+    r = Reader(data, 2, version >= 4)
     if isinstance(key, OffsetCommitKey):
         offset = r.int64()
         leader_epoch = r.int32() if version >= 3 else -1

@@ -18,7 +18,7 @@ import itertools
 import logging
 import os
 import time
-from collections.abc import Awaitable, Callable, Iterable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,8 +27,9 @@ from clock import wall_ms
 from coordinator import errors as E
 from coordinator import shard as core
 from coordinator.api import EndTxnMarker, GroupConfig, Result
+from coordinator.consumer import runtime as consumer_runtime
 from coordinator.group import COMPLETING, PREPARING, STABLE
-from coordinator.logfields import group_event
+from coordinator.logfields import group_event, log_member_event, log_transition
 from coordinator.partitioning import partition_for
 from coordinator.records import (
     RecordFormatError,
@@ -188,6 +189,8 @@ class GroupCoordinator:
         self.now = now
         self.shards: dict[int, Shard] = {}
         self.on_append: Callable[[int], None] | None = None  # told each offsets partition appended to
+        # the broker's topics (name -> entry with topic_id and partitions): consumer-protocol groups assign from it
+        self.topics: Mapping[str, Any] = {}
         self.committer = GroupCommitter(
             flush_interval_messages=config["log.flush.interval.messages"],
             flush_interval_ms=config["log.flush.interval.ms"],
@@ -229,6 +232,7 @@ class GroupCoordinator:
             # every append is followed by a flush: let the flush thread do the write too
             shard_log.write_behind = self.committer.synchronous
             self.shards[p] = Shard(p, core.ShardState(p), shard_log)
+            self.shards[p].state.topics = self.topics
         self._open_journal()
         # loading needs no helper (a round without one syncs from the flush thread): it runs while
         # the helper process starts
@@ -552,7 +556,24 @@ class GroupCoordinator:
         self._log_member_event(handler, group_id, request, payload)
         return payload
 
-    _EVENTS = {"join_group": "member joined", "sync_group": "member synced", "leave_group": "members left"}
+    _EVENTS = {
+        "join_group": "member joined", "sync_group": "member synced", "leave_group": "members left",
+        "consumer_group_heartbeat": "",  # joins, leaves and refusals only (see _log_consumer_heartbeat)
+    }
+    _CONSUMER_EPOCHS = {0: "consumer member joined", -1: "consumer member left", -2: "static consumer member left"}
+    _CONSUMER_REFUSALS = frozenset((E.FENCED_MEMBER_EPOCH, E.UNKNOWN_MEMBER_ID, E.UNRELEASED_INSTANCE_ID, E.FENCED_INSTANCE_ID, E.GROUP_MAX_SIZE_REACHED))
+
+    def _log_consumer_heartbeat(self, group_id: str, request: Any, payload: Any) -> None:
+        """A consumer-protocol heartbeat is an event when it joins, leaves or is refused as stale."""
+        event = self._CONSUMER_EPOCHS.get(request.member_epoch)
+        if payload.error in self._CONSUMER_REFUSALS:
+            event = "consumer member refused"
+        if event is None:
+            return
+        group_event(
+            log, event, group_id, payload.member_id or request.member_id, error=payload.error or None,
+            epoch=payload.member_epoch, request_epoch=request.member_epoch, instance=request.instance_id,
+        )
 
     def _log_member_event(self, handler: Callable[..., Any], group_id: str, request: Any, payload: Any) -> None:
         """Join, sync and leave as structured events: group, member, generation, error."""
@@ -564,15 +585,18 @@ class GroupCoordinator:
             return
         if not log.isEnabledFor(logging.INFO):
             return
+        if name == "consumer_group_heartbeat":
+            self._log_consumer_heartbeat(group_id, request, payload)
+            return
         if name == "leave_group":
             for m in getattr(payload, "members", ()) or getattr(request, "members", ()):
-                group_event(log, event, group_id, m.member_id, instance=m.group_instance_id, error=getattr(m, "error", None))
+                log_member_event(log, event, group_id, m.member_id, None, getattr(m, "error", 0), m.group_instance_id)
             return
         member = getattr(payload, "member_id", None) or getattr(request, "member_id", None)
         generation = getattr(payload, "generation_id", None)
         if generation is None:
             generation = getattr(request, "generation_id", None)
-        group_event(log, event, group_id, member, generation, error=payload.error, instance=getattr(request, "group_instance_id", None))
+        log_member_event(log, event, group_id, member, generation, payload.error, getattr(request, "group_instance_id", None))
 
     def call_sync(self, group_id: str, handler: Callable[..., Any], *args: Any) -> Any:
         """A read (describe, fetch): answered from the state as it is, no token, no records."""
@@ -751,6 +775,8 @@ class GroupCoordinator:
             return
         if group_id is not None:
             self._observe(shard, group_id, before)
+        if key[0] in (consumer_runtime.SESSION, consumer_runtime.REBALANCE) and result.records:
+            group_event(log, "consumer member removed", key[1], key[2], reason=key[0].removeprefix("consumer-") + " timeout")
         self._process(shard, result)
 
     # ------------------------------------------------------------ housekeeping
@@ -779,6 +805,12 @@ class GroupCoordinator:
                 except Exception:
                     log.exception("offsets housekeeping of partition %d failed", shard.partition)
 
+    def topics_changed(self, names: set[str]) -> None:
+        """Topics were created, deleted or grew: consumer-protocol groups subscribed to them (by name or
+        regex) get a new assignment at their next heartbeat."""
+        for shard in self.loaded_shards():
+            self._process(shard, consumer_runtime.topics_changed(shard.state, names, self.now()))
+
     def remove_topic(self, topic: str) -> None:
         """A deleted topic's committed offsets become tombstones (Kafka does this on topic deletion)."""
         for shard in self.loaded_shards():
@@ -788,6 +820,8 @@ class GroupCoordinator:
 
     def _observe(self, shard: Shard, group_id: str, before: str | None) -> None:
         group = shard.state.groups.get(group_id)
+        if group is None and before is None:
+            return  # no classic group before or after (a consumer-protocol group's request)
         after = group.state if group is not None else "Dead"
         if after == before:
             return
@@ -816,19 +850,23 @@ class GroupCoordinator:
             shard.phase_started.pop(group_id + "\0sync", None)
             if after == "Dead" and metrics is not None:
                 metrics.group_removed(group_id)
-        if not log.isEnabledFor(logging.INFO):
-            return
-        log.info(
-            "group %s: %s -> %s", group_id, before or "new", after,
-            extra={"fields": {"group": group_id, "generation": group.generation if group else -1, "state": after}},
-        )
+        if log.isEnabledFor(logging.INFO):
+            log_transition(log, group_id, before, after, group)
 
     # ------------------------------------------------------------ metrics sources
 
     def metrics_snapshot(self) -> list[tuple[str, str, int, dict[tuple[str, int], int]]]:
         rows = []
         for shard in self.loaded_shards():
+            consumer_groups = shard.state.consumer_groups
             for g in shard.state.groups.values():
                 offsets = {(t, p): v.offset for t, ps in g.offsets.items() for p, v in ps.items()}
-                rows.append((g.group_id, g.state, len(g.members), offsets))
+                cg = consumer_groups.get(g.group_id)
+                if cg is not None:  # the member-less holder of a consumer-protocol group's offsets
+                    rows.append((g.group_id, cg.state(), len(cg.members), offsets))
+                else:
+                    rows.append((g.group_id, g.state, len(g.members), offsets))
+            for cg in consumer_groups.values():
+                if cg.group_id not in shard.state.groups:
+                    rows.append((cg.group_id, cg.state(), len(cg.members), {}))
         return rows

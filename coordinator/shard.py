@@ -7,38 +7,47 @@ same: its group records are not replayed at runtime), so a GroupMetadata record 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from coordinator import errors as E
 from coordinator.api import (
     EMPTY,
+    DeleteGroupResponse,
     GroupConfig,
+    GroupDescription,
+    GroupListing,
+    JoinGroup,
     JoinGroupResponse,
     OffsetDeleteResponse,
     Protocol,
     Result,
     SyncGroupResponse,
     TimerOp,
+    Token,
 )
 from coordinator.classic.rules import (
     Out,
     _undo_static,
     _undo_sync,
-    describe_group,
     heartbeat,
-    join_group,
     leave_group,
-    list_groups,
     on_group_timer,
     prepare_rebalance,
     sync_group,
 )
+from coordinator.classic.rules import describe_group as classic_describe_group
+from coordinator.classic.rules import join_group as classic_join_group
+from coordinator.classic.rules import list_groups as classic_list_groups
+from coordinator.consumer import runtime as consumer
+from coordinator.consumer.group import ConsumerGroups
+from coordinator.consumer.group import deletion_records as consumer_deletion_records
+from coordinator.consumer.runtime import consumer_group_describe, consumer_group_heartbeat
 from coordinator.group import EMPTY as S_EMPTY
 from coordinator.group import STABLE, Group, Member
 from coordinator.offsets.commits import (
     commit_failed,
     delete_failed,
-    delete_group,
     expire_failed,
     expire_offsets,
     has_pending,
@@ -48,6 +57,7 @@ from coordinator.offsets.commits import (
     remove_topic_offsets,
     undrop,
 )
+from coordinator.offsets.commits import delete_group as classic_delete_group
 from coordinator.offsets.replay import replay_marker, replay_offset, replay_txn_offset
 from coordinator.offsets.transactional import PendingOffset, end_transaction, txn_offset_commit
 from coordinator.records import (
@@ -60,6 +70,8 @@ from coordinator.records import (
 
 __all__ = [
     "ShardState",
+    "consumer_group_describe",
+    "consumer_group_heartbeat",
     "delete_group",
     "end_transaction",
     "has_pending",
@@ -90,11 +102,19 @@ __all__ = [
 class ShardState:
     """Groups (with their committed offsets) of one offsets partition."""
 
-    __slots__ = ("partition", "groups", "dropping", "pending_txn", "open_txns", "txn_seq", "producer_epochs")
+    __slots__ = (
+        "partition", "groups", "dropping", "pending_txn", "open_txns", "txn_seq", "producer_epochs",
+        "consumer_groups", "topics",
+    )
 
     def __init__(self, partition: int) -> None:
         self.partition = partition
         self.groups: dict[str, Group] = {}
+        # Consumer-protocol (KIP-848) groups, kept apart from the classic ones (coordinator/consumer/);
+        # their committed offsets live in ``groups`` like a simple group's. ``topics`` is the broker's
+        # topic registry (name -> entry with topic_id and partitions), which their assignments read.
+        self.consumer_groups: ConsumerGroups = {}
+        self.topics: Mapping[str, Any] = {}
         # Groups deleted in memory whose GroupMetadata tombstone is being written: its runtime replay is
         # then a no-op (at load this is empty and the tombstone removes the group).
         self.dropping: dict[str, int] = {}
@@ -105,6 +125,66 @@ class ShardState:
         self.open_txns: dict[str, set[int]] = {}
         self.txn_seq = 0  # write order of transactional offsets
         self.producer_epochs: dict[int, int] = {}  # the last epoch of each producer written here
+
+
+def join_group(state: ShardState, req: JoinGroup, token: Token, now: int, cfg: GroupConfig) -> Result:
+    """A classic JoinGroup; refused with INCONSISTENT_GROUP_PROTOCOL while a consumer-protocol group of
+    that id has members (Kafka converts such groups online, KIP-848 migration, which is not done here:
+    its answer under ``group.consumer.migration.policy=disabled``)."""
+    cg = state.consumer_groups.get(req.group_id)
+    if cg is None:
+        return classic_join_group(state, req, token, now, cfg)
+    if cg.members:
+        return Result(responses=((token, JoinGroupResponse(E.INCONSISTENT_GROUP_PROTOCOL, member_id=req.member_id)),), replay=False)
+    # an empty consumer group becomes a classic one (Kafka converts empty groups under any migration
+    # policy): its records are tombstoned, its offsets stay
+    tombstones = consumer_deletion_records(cg)
+    for key, value in tombstones:
+        consumer.replay(state.consumer_groups, key, value)
+    joined = classic_join_group(state, req, token, now, cfg)
+    return Result(
+        tuple(tombstones) + joined.records, joined.responses, joined.timers, joined.write_ref, joined.replay,
+        joined.producer, joined.marker,
+    )
+
+
+def list_groups(state: ShardState, states: frozenset[str] | None, types: frozenset[str] | None) -> list[GroupListing]:
+    """ListGroups: classic groups, then consumer-protocol groups (type ``consumer``). A consumer group's
+    offsets sit in a member-less classic group of the same id, which is not listed on its own."""
+    listed = [g for g in classic_list_groups(state, states, types) if g.group_id not in state.consumer_groups]
+    wanted_types = {t.strip().lower() for t in types} if types else None
+    if wanted_types is not None and "consumer" not in wanted_types:
+        return listed
+    wanted_states = {s.strip().lower() for s in states} if states else None
+    for gid, cg in state.consumer_groups.items():
+        st = cg.state()
+        if wanted_states is None or st.lower() in wanted_states:
+            listed.append(GroupListing(gid, "consumer", st, "consumer"))
+    return listed
+
+
+def describe_group(state: ShardState, group_id: str) -> GroupDescription:
+    """DescribeGroups: a consumer-protocol group is Dead to it (v6 answers GROUP_ID_NOT_FOUND), as in Kafka."""
+    if group_id in state.consumer_groups:
+        return GroupDescription(E.NONE, group_id, "Dead", "", "")
+    return classic_describe_group(state, group_id)
+
+
+def delete_group(state: ShardState, group_id: str, token: Token, now: int) -> Result:
+    """DeleteGroups: an empty consumer-protocol group goes with its offsets (its tombstones in Kafka's
+    order, applied at once), a non-empty one is NON_EMPTY_GROUP; classic groups as before."""
+    cg = state.consumer_groups.get(group_id)
+    if cg is None:
+        return classic_delete_group(state, group_id, token, now)
+    if cg.members:
+        return Result(responses=((token, DeleteGroupResponse(E.NON_EMPTY_GROUP)),), replay=False)
+    tombstones = consumer_deletion_records(cg)
+    for key, value in tombstones:
+        consumer.replay(state.consumer_groups, key, value)
+    if group_id in state.groups:
+        offsets = classic_delete_group(state, group_id, token, now)
+        return Result(tuple(tombstones) + offsets.records, offsets.responses, offsets.timers, offsets.write_ref, offsets.replay)
+    return Result(tuple(tombstones), ((token, DeleteGroupResponse(E.NONE)),), replay=False)
 
 
 def replay_result(state: ShardState, result: Result, now: int) -> None:
@@ -134,6 +214,8 @@ def replay(state: ShardState, key: Key, value: Value | None, now: int) -> None:
         replay_offset(state, key.group, key.topic, key.partition, value, now)  # type: ignore[union-attr, arg-type]
     elif isinstance(key, GroupMetadataKey):
         _replay_group(state, key.group, value, now)  # type: ignore[arg-type]
+    else:
+        consumer.replay(state.consumer_groups, key, value)  # type: ignore[arg-type]
 
 
 def _replay_group(state: ShardState, group_id: str, value: GroupMetadataValue | None, now: int) -> None:
@@ -192,7 +274,8 @@ def on_loaded(state: ShardState, now: int, cfg: GroupConfig) -> Result:
             m.hb_deadline = now + m.session_timeout
             out.timers.append(_hb(g, m))
         if g.state == STABLE and len(g.members) > cfg.max_size:
-            prepare_rebalance(g, now, cfg, out)
+            prepare_rebalance(g, now, cfg, out, "join", f"{len(g.members)} members exceed group.max.size={cfg.max_size} after loading")
+    out.timers += consumer.rearm_after_load(state, now, cfg)
     return out.result()
 
 
@@ -201,6 +284,8 @@ def _hb(g: Group, m: Member) -> TimerOp:
 
 
 def on_timer(state: ShardState, key: tuple[Any, ...], now: int, cfg: GroupConfig) -> Result:
+    if key[0] in consumer.TIMER_KINDS:
+        return consumer.on_consumer_timer(state, key, now, cfg)
     return on_group_timer(state, key, now, cfg)
 
 
@@ -242,6 +327,7 @@ def unload(state: ShardState) -> Result:
                 responses.append((m.sync_token, SyncGroupResponse(E.NOT_COORDINATOR)))
         g.state = "Dead"
     state.groups.clear()
+    state.consumer_groups.clear()
     state.pending_txn.clear()  # a later load brings them back from the log
     state.open_txns.clear()
     state.producer_epochs.clear()

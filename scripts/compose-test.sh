@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
-# make compose-test: build the images, run groupd + Prometheus + the integration runner with
-# docker-compose, and check every dashboard panel's PromQL against the real Prometheus.
+# make compose-test: build the images, run groupd + Prometheus + the integration runner with this
+# machine's compose command (scripts/compose.sh), check every dashboard panel's PromQL against the real
+# Prometheus, and prove both listeners: the integration runner inside the compose network bootstraps at
+# groupd:19092, and a client on this host (tests/compose/host.py) at localhost:9092.
 #
 # No image registry is reachable here, so base images are built locally: a Debian rootfs from
 # debootstrap (mirror taken from this host's apt sources) imported with `docker import`. The Docker
@@ -19,7 +21,7 @@ deadline=$((SECONDS + ${GROUPD_COMPOSE_TIMEOUT:-1500}))
 
 need_install=()
 command -v dockerd >/dev/null || need_install+=(docker.io)
-command -v docker-compose >/dev/null || need_install+=(docker-compose)
+bash scripts/compose.sh --which >/dev/null 2>&1 || need_install+=(docker-compose)
 command -v debootstrap >/dev/null || need_install+=(debootstrap)
 if ((${#need_install[@]})); then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
@@ -35,7 +37,7 @@ fi
 cleanup() {
   set +e
   if [ -S "$SOCK" ]; then
-    DOCKER_HOST=unix://$SOCK docker-compose -p "$PROJECT" -f docker/docker-compose.yml --profile test down -v >/dev/null 2>&1
+    DOCKER_HOST=unix://$SOCK bash scripts/compose.sh -p "$PROJECT" -f docker/docker-compose.yml --profile test down -v >/dev/null 2>&1
   fi
   if [ -f "$WORK/docker.pid" ]; then kill "$(cat "$WORK/docker.pid")" 2>/dev/null; sleep 2; fi
   rm -rf "$WORK" 2>/dev/null
@@ -73,7 +75,7 @@ docker build -q --network host -f docker/Dockerfile.prometheus --build-arg BASE_
 rm -f docker/extra-ca/ca.crt
 
 export GROUPD_INITIAL_DELAY_MS=300 BASE_IMAGE=groupd-base:local
-compose=(docker-compose -p "$PROJECT" -f docker/docker-compose.yml --profile test)
+compose=(bash scripts/compose.sh -p "$PROJECT" -f docker/docker-compose.yml --profile test)
 log "starting groupd and prometheus"
 "${compose[@]}" up -d --no-build groupd prometheus >/dev/null 2>&1
 for _ in $(seq 1 60); do
@@ -89,4 +91,9 @@ timeout $((deadline - SECONDS)) "${compose[@]}" run --rm --no-deps integration
 rc=$?
 set -e
 if [ $rc -ne 0 ]; then "${compose[@]}" logs --tail 30 groupd prometheus; log "FAILED ($rc)"; exit 1; fi
-log "passed: groupd + Prometheus + integration runner, every dashboard panel returned data"
+log "a client on this host at localhost:9092"
+py=python3; [ -x .venv/bin/python ] && py=.venv/bin/python
+if ! timeout 120 "$py" -m tests.compose.host localhost:9092; then
+  "${compose[@]}" logs --tail 30 groupd; log "FAILED: the host client"; exit 1
+fi
+log "passed: groupd + Prometheus + integration runner (in the network) + a host client, every dashboard panel returned data"

@@ -34,7 +34,9 @@ SCENARIOS = {
     14: "TLS: SSL with client certificates, and SASL_SSL",
     15: "leader epochs: positions validated (OffsetForLeaderEpoch), truncation detected",
 }
-CLIENTS = ["kafka-python", "aiokafka", "confluent-kafka", "kafkajs", "groupd-groups"]
+# "(consumer protocol)": the same client with group.protocol=consumer (KIP-848, tests/clients/test_consumer_protocol.py)
+CONSUMER_PROTOCOL = "confluent-kafka (consumer protocol)"
+CLIENTS = ["kafka-python", "aiokafka", "confluent-kafka", CONSUMER_PROTOCOL, "kafkajs", "groupd-groups"]
 NOT_APPLICABLE = {
     ("aiokafka", 8): "aiokafka implements only the eager rebalance protocol (no cooperative-sticky)",
     ("kafkajs", 7): "kafkajs has no group.instance.id (static membership)",
@@ -46,6 +48,8 @@ NOT_APPLICABLE = {
     ("aiokafka", 15): "aiokafka does not validate positions (it sends no OffsetForLeaderEpoch)",
     ("kafkajs", 15): "kafkajs does not validate positions (OffsetForLeaderEpoch is not implemented)",
     **{("groupd-groups", n): "manages groups, not topics" for n in (1, 2)},
+    (CONSUMER_PROTOCOL, 8): "the broker assigns, incrementally, for every consumer-protocol group (no client assignor)",
+    (CONSUMER_PROTOCOL, 10): "a group of classic and consumer-protocol members needs the online migration, not done yet",
 }
 
 
@@ -81,6 +85,8 @@ def version(client: str) -> str:
             return "?"
     if client == "groupd-groups":
         return "this repository"
+    if client == CONSUMER_PROTOCOL:
+        client = "confluent-kafka"
     try:
         return metadata.version(client)
     except metadata.PackageNotFoundError:

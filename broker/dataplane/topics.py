@@ -9,9 +9,10 @@ from __future__ import annotations
 import json
 import re
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from types import MappingProxyType
 
 from protocol.errors import ErrorCode
 from storage.files import write_atomically
@@ -93,6 +94,11 @@ class TopicRegistry:
         write_atomically(self._path, json.dumps(doc, indent=1, sort_keys=True).encode())
 
     # queries
+    @property
+    def by_name(self) -> Mapping[str, Topic]:
+        """Every topic by name, a live read-only view (the consumer groups' assignors read it)."""
+        return MappingProxyType(self._by_name)
+
     def get(self, name: str) -> Topic | None:
         return self._by_name.get(name)
 

@@ -58,11 +58,13 @@ def _produce_partition(broker: Broker, topic: str, index: int, records: bytes | 
     except CorruptBatch:
         return ErrorCode.corrupt_message, -1, lg.log_start_offset, None
     base = -1
+    count = 0
     producers = broker.producers
     txns = broker.partitions.txn_state((topic, index))
     try:
         for batch in batches:
             h = validate_batch(batch)
+            count += h.record_count
             if h.is_transactional:
                 error = broker.transactions.verify_produce(h.producer_id, h.producer_epoch, (topic, index))
                 if error != ErrorCode.none:
@@ -85,6 +87,8 @@ def _produce_partition(broker: Broker, topic: str, index: int, records: bytes | 
     except StorageError:
         return ErrorCode.kafka_storage_error, -1, lg.log_start_offset, None
     broker.partitions.appended((topic, index))
+    if broker.metrics is not None:
+        broker.metrics.topic_in(topic, count, len(records))
     return ErrorCode.none, base, lg.log_start_offset, lg
 
 
@@ -176,8 +180,31 @@ async def fetch(broker: Broker, ctx: RequestContext, req: FetchRequest) -> Any:
             if throttle:  # Kafka answers a throttled fetch empty, and takes its bytes back
                 quota.unrecord(ctx.conn.user, ctx.client_id, total, wall_ms())
                 topics = ()
+            if topics and total and broker.metrics is not None:  # a throttled answer carries nothing
+                _count_out(broker.metrics, [name for name, _tid, _ps in wanted], topics)
             return ctx.respond(throttle_time=throttle, error_code=ErrorCode.none, session_id=0, responses=topics, node_endpoints=())
         await broker.partitions.wait_for_data(keys, remaining)
+
+
+def _count_out(metrics: Any, names: list[str | None], topics: tuple) -> None:
+    """Records and bytes a fetch answer carries, per topic (a batch header's length and record count);
+    ``names`` are the answer's topics in order (v13+ answers name them by id)."""
+    for name, t in zip(names, topics, strict=True):
+        records = nbytes = 0
+        for p in t.partitions:
+            data = p.records
+            if not data:
+                continue
+            nbytes += len(data)
+            pos, end = 0, len(data)
+            while pos + 17 <= end:  # every entry: offset, length, then (at 16) its magic
+                if data[pos + 16] >= 2:  # a v2 batch: its record count at 57
+                    records += int.from_bytes(data[pos + 57:pos + 61], "big") if pos + 61 <= end else 0
+                else:  # a down-converted message (Fetch v0-3): one record, a compressed wrapper counted as one
+                    records += 1
+                pos += 12 + int.from_bytes(data[pos + 8:pos + 12], "big")
+        if nbytes and name is not None:
+            metrics.topic_out(name, records, nbytes)
 
 
 def _fetch_once(broker: Broker, ctx: RequestContext, req: Any, wanted: list, budget: int) -> tuple[int, bool, tuple]:

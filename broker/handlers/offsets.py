@@ -9,6 +9,7 @@ partitions here, as Kafka's KafkaApis does before asking its coordinator.
 from __future__ import annotations
 
 import contextlib
+import time
 import uuid
 from typing import TYPE_CHECKING, Any
 
@@ -19,6 +20,7 @@ from kio.schema.txn_offset_commit.v4.request import TxnOffsetCommitRequest
 
 from broker.dispatch import RequestContext, answered_later
 from broker.handlers import old_versions
+from clock import wall_ms
 from coordinator import errors as E
 from coordinator import shard as core
 from coordinator.api import (
@@ -122,6 +124,18 @@ def _partition_errors(partitions: list[CommitPartition], payload: Any, error: Ba
     raise error
 
 
+def _status_window(broker: Broker, group: str, partitions: list[CommitPartition], errors: list[PartitionError]) -> None:
+    """The durable offsets of a commit, for the live consumer status (Burrow's window per partition)."""
+    failed = {(e.topic, e.partition) for e in errors if e.error}
+    rows = [(p.topic, p.partition, p.offset) for p in partitions if (p.topic, p.partition) not in failed]
+
+    def log_end(topic: str, partition: int) -> int | None:
+        lg = broker.partitions.get(topic, partition)
+        return lg.high_watermark if lg is not None else None
+
+    broker.metrics.offsets_durable(group, rows, wall_ms(), log_end)
+
+
 def offset_commit(broker: Broker, ctx: RequestContext, req: OffsetCommitRequest) -> Any:
     by_id = ctx.version >= TOPIC_IDS_FROM
     partitions, unknown, ids = _known_partitions(broker, req, ctx.version >= 6, by_id, commit_timestamps=ctx.version == 1)
@@ -133,10 +147,14 @@ def offset_commit(broker: Broker, ctx: RequestContext, req: OffsetCommitRequest)
         codec.millis(retention) if retention is not None else -1, tuple(partitions), ctx.version,
     )
 
+    started = time.perf_counter()
+
     def finish(payload: Any, error: BaseException | None) -> Any:
         errors = _partition_errors(partitions, payload, error)
         if broker.metrics is not None and partitions:
-            broker.metrics.commit(len(partitions))
+            broker.metrics.commit(len(partitions), time.perf_counter() - started)
+            if error is None:
+                _status_window(broker, req.group_id, partitions, errors)
         return _commit_response(ctx, (_by_id(errors, ids) if by_id else errors) + unknown)
 
     if partitions:

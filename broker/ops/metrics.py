@@ -20,6 +20,11 @@ coordinator shell (``coordinator/``)
     ``join_phase(duration_s)``, ``sync_phase(duration_s)``: PreparingRebalance and CompletingRebalance
         durations. ``heartbeat()``. ``commit(n, duration_s=None)``: one commit of ``n`` offsets, made
         durable in ``duration_s``. ``offsets_expired(n)``. ``group_removed(group)``: frees its series.
+    ``offsets_durable(group, rows, now_ms, log_end)``: (topic, partition, offset) rows of a commit made
+        durable, for the live consumer status (``broker/ops/consumer_status.py``, Burrow's rules).
+data plane (``broker/handlers/data.py``)
+    ``topic_in(topic, records, nbytes)``, ``topic_out(topic, records, nbytes)``: produced and fetched
+        records and bytes per topic (Kafka's per-topic MessagesInPerSec, BytesInPerSec, BytesOutPerSec).
 storage (``storage/``)
     ``store_append(seconds, batch_records)``, ``store_fsync(seconds)``.
 SASL connections (``broker/network/secure_connection.py``)
@@ -49,8 +54,11 @@ from bisect import bisect_left
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from prometheus_client import CollectorRegistry
+from prometheus_client import CollectorRegistry, ProcessCollector
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
+
+from broker.ops.consumer_status import NOTFOUND, ConsumerStatus
+from clock import wall_ms
 
 OVERFLOW = "__overflow__"
 GROUP_STATES = ("Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead")
@@ -172,11 +180,15 @@ class Metrics:
         self._txns_ended: dict[str, int] = dict.fromkeys(TXN_RESULTS, 0)
         self._throttled: dict[str, list[float]] = {}  # quota key -> [responses throttled, seconds muted]
         self._authentications: dict[tuple[str, str, str], int] = {}
+        self._topics_in: dict[str, list[int]] = {}  # topic -> [records, bytes]
+        self._topics_out: dict[str, list[int]] = {}
+        self.consumer_status = ConsumerStatus()
         self.connections_refused: dict[str, int] = {}  # by reason: per_ip, fd_exhausted, no_memory
         self.connections_closed_idle = 0
         self.accept_pauses = 0  # times max.connections was reached
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(_Collector(self))
+        ProcessCollector(registry=self.registry)  # process_cpu_seconds_total, process_resident_memory_bytes, ...
 
     def bind(self, broker: Any) -> None:
         """Give the scrape-time collector its sources (coordinator, partitions, connections)."""
@@ -256,6 +268,21 @@ class Metrics:
         if duration_s is not None:
             self._commit_seconds.observe(duration_s)
 
+    def offsets_durable(self, group: str, rows: Iterable[tuple[str, int, int]], now_ms: int, log_end: Any) -> None:
+        """A commit's offsets are durable: each goes into its partition's status window (groups with a
+        series of their own only, so the windows are bounded like the series)."""
+        if self.group_label(group) == OVERFLOW:
+            return
+        status = self.consumer_status
+        for topic, partition, offset in rows:
+            status.committed(group, topic, partition, offset, now_ms, log_end(topic, partition))
+
+    def topic_in(self, topic: str, records: int, nbytes: int) -> None:
+        _add_traffic(self._topics_in, topic, records, nbytes)
+
+    def topic_out(self, topic: str, records: int, nbytes: int) -> None:
+        _add_traffic(self._topics_out, topic, records, nbytes)
+
     def down_converted(self, records: int) -> None:
         """Records a Fetch v0-3 read converted to magic 0/1 (Kafka's FetchMessageConversionsPerSec)."""
         self._down_converted += records
@@ -270,6 +297,7 @@ class Metrics:
     def group_removed(self, group: str) -> None:
         """A deleted group gives its series slot back (its per-group counters go with it)."""
         self._in_rebalance.pop(group, None)
+        self.consumer_status.forget(group)
         if group in self._group_slots:
             self._group_slots.discard(group)
             for key in [k for k in self._rebalances if k[0] == group]:
@@ -322,6 +350,14 @@ class Metrics:
         if failures:
             return False, "offsets partitions failed to load: " + ", ".join(f"{p} ({why})" for p, why in failures.items())
         return True, "ok"
+
+
+def _add_traffic(rows: dict[str, list[int]], topic: str, records: int, nbytes: int) -> None:
+    row = rows.get(topic)
+    if row is None:
+        row = rows[topic] = [0, 0]
+    row[0] += records
+    row[1] += nbytes
 
 
 def coordinator_loaded(coordinator: Any) -> bool:
@@ -417,6 +453,14 @@ class _Collector:
         yield errors
         yield CounterMetricFamily("groupd_network_received_bytes", "Request bytes read, frames included", value=m._bytes_in)
         yield CounterMetricFamily("groupd_network_sent_bytes", "Response bytes written, frames included", value=m._bytes_out)
+        for direction, rows, verb in (("in", m._topics_in, "produced to"), ("out", m._topics_out, "fetched from")):
+            messages = CounterMetricFamily(f"groupd_topic_messages_{direction}", f"Records {verb} a topic (Kafka MessagesInPerSec per topic)", labels=["topic"])
+            nbytes = CounterMetricFamily(f"groupd_topic_bytes_{direction}", f"Record bytes {verb} a topic (Kafka Bytes{direction.capitalize()}PerSec per topic)", labels=["topic"])
+            for topic, (n, b) in sorted(rows.items()):
+                messages.add_metric([topic], n)
+                nbytes.add_metric([topic], b)
+            yield messages
+            yield nbytes
         broker = m.broker
         conns = len(getattr(broker, "_connections", ())) if broker is not None else 0
         yield GaugeMetricFamily("groupd_connections", "Open client connections", value=conns)
@@ -471,11 +515,22 @@ class _Collector:
         coordinator = getattr(broker, "coordinator", None)
         partitions = _partitions(broker)
         yield from partitions.families()
+        yield GaugeMetricFamily("kafka_brokers", "Brokers in the cluster (kafka_exporter): this one", value=1 if broker is not None else 0)
+        per_topic = GaugeMetricFamily("kafka_topic_partitions", "Partitions of a topic (kafka_exporter)", labels=["topic"])
+        for topic, n in sorted(_topic_partition_counts(broker).items()):
+            per_topic.add_metric([topic], n)
+        yield per_topic
         yield GaugeMetricFamily(
             "groupd_coordinator_loaded", "1 when every owned offsets partition is loaded", value=int(coordinator_loaded(coordinator))
         )
         snapshot = getattr(coordinator, "metrics_snapshot", None)
         yield from _group_families(m, snapshot() if callable(snapshot) else (), partitions.high_watermarks)
+
+
+def _topic_partition_counts(broker: Any) -> dict[str, int]:
+    """Data topics and their partition counts (the topic registry's ``all()``)."""
+    every = getattr(getattr(broker, "topics", None), "all", None)
+    return {t.name: t.partitions for t in every()} if callable(every) else {}
 
 
 def _hist(name: str, doc: str, h: Histogram) -> HistogramMetricFamily:
@@ -517,6 +572,7 @@ def _group_families(m: Metrics, groups: Iterable[Any], hwms: dict[tuple[str, int
     overflow_groups = 0
     overflow_members = 0
     overflow_lag = 0
+    overflow_offsets = 0
     members = GaugeMetricFamily("kafka_consumergroup_members", "Members of a group", labels=["consumergroup"])
     current = GaugeMetricFamily(
         "kafka_consumergroup_current_offset", "Committed offset of a group on a partition",
@@ -526,6 +582,14 @@ def _group_families(m: Metrics, groups: Iterable[Any], hwms: dict[tuple[str, int
         "kafka_consumergroup_lag", "High watermark minus committed offset", labels=["consumergroup", "topic", "partition"]
     )
     lag_sum = GaugeMetricFamily("kafka_consumergroup_lag_sum", "Lag of a group over all its partitions", labels=["consumergroup"])
+    offset_sum = GaugeMetricFamily("kafka_consumergroup_current_offset_sum", "Committed offsets of a group summed over its partitions",
+                                   labels=["consumergroup"])
+    status = GaugeMetricFamily("groupd_consumergroup_status", "Live consumer status by Burrow's rules: 0 NOTFOUND, 1 OK, 2 WARN, 3 ERR",
+                               labels=["consumergroup"])
+    partition_status = GaugeMetricFamily(
+        "groupd_consumergroup_partition_status", "Burrow's status of a partition: 1 OK, 2 WARN, 4 STOP, 5 STALL, 6 REWIND",
+        labels=["consumergroup", "topic", "partition"])
+    now_ms = wall_ms()
     for g in groups:
         group_id = _field(g, "group_id", 0)
         state = _field(g, "state", 1)
@@ -549,13 +613,20 @@ def _group_families(m: Metrics, groups: Iterable[Any], hwms: dict[tuple[str, int
         if own:
             members.add_metric([label], n_members)
             lag_sum.add_metric([label], group_lag)
+            offset_sum.add_metric([label], sum(o for o in offsets.values() if o >= 0))
+            verdict, parts = m.consumer_status.evaluate(group_id, offsets, hwms, now_ms) if offsets else (NOTFOUND, {})
+            status.add_metric([label], verdict)
+            for (topic, partition), (s, _lag) in parts.items():
+                partition_status.add_metric([label, topic, str(partition)], s)
         else:
             overflow_groups += 1
             overflow_members += n_members
             overflow_lag += group_lag
+            overflow_offsets += sum(o for o in offsets.values() if o >= 0)
     if overflow_groups:
         members.add_metric([OVERFLOW], overflow_members)
         lag_sum.add_metric([OVERFLOW], overflow_lag)
+        offset_sum.add_metric([OVERFLOW], overflow_offsets)
         lag.add_metric([OVERFLOW, OVERFLOW, "-1"], overflow_lag)
     states = GaugeMetricFamily(
         "groupd_groups", "Groups by state (Kafka NumGroupsStable, NumGroupsPreparingRebalance, ...)", labels=["state"]
@@ -572,3 +643,6 @@ def _group_families(m: Metrics, groups: Iterable[Any], hwms: dict[tuple[str, int
     yield current
     yield lag
     yield lag_sum
+    yield offset_sum
+    yield status
+    yield partition_status

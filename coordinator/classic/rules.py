@@ -161,9 +161,10 @@ def _remove_member(g: Group, m: Member, out: Out) -> None:
     g.remove(m.member_id)
 
 
-def prepare_rebalance(g: Group, now: int, cfg: GroupConfig, out: Out, cause: str = "join") -> None:
+def prepare_rebalance(g: Group, now: int, cfg: GroupConfig, out: Out, cause: str = "join", reason: str = "") -> None:
     """Enter PreparingRebalance; ``cause`` (join, leave, session_expiry, metadata_change) is kept on the
-    group for the shell's metrics."""
+    group for the shell's metrics, ``reason`` (the member and what it did, in words) and the generation
+    it starts from for the shell's log line, as Kafka logs "Preparing to rebalance group ... (reason: ...)"."""
     if g.state == COMPLETING:
         for m in g.members.values():
             m.assignment = b""
@@ -174,6 +175,8 @@ def prepare_rebalance(g: Group, now: int, cfg: GroupConfig, out: Out, cause: str
     g.pending_sync.clear()
     _cancel_sync(g, out)
     g.rebalance_cause = cause
+    g.rebalance_reason = reason or cause.replace("_", " ")
+    g.rebalance_generation = g.generation
     if g.state == EMPTY:
         delay = cfg.initial_rebalance_delay_ms
         remaining = max(g.rebalance_timeout() - delay, 0)
@@ -200,18 +203,18 @@ def _maybe_complete(g: Group, now: int, cfg: GroupConfig, out: Out) -> None:
         complete_join(g, now, cfg, out)
 
 
-def _maybe_prepare_or_complete(g: Group, now: int, cfg: GroupConfig, out: Out, cause: str = "join") -> None:
+def _maybe_prepare_or_complete(g: Group, now: int, cfg: GroupConfig, out: Out, cause: str = "join", reason: str = "") -> None:
     if g.state == PREPARING:
         _maybe_complete(g, now, cfg, out)
     else:
-        prepare_rebalance(g, now, cfg, out, cause)
+        prepare_rebalance(g, now, cfg, out, cause, reason)
 
 
-def _after_timer_removal(g: Group, now: int, cfg: GroupConfig, out: Out) -> None:
+def _after_timer_removal(g: Group, now: int, cfg: GroupConfig, out: Out, reason: str = "") -> None:
     """After a member left by a timer: rebalance; in PreparingRebalance complete as soon as everyone left is
     parked, also during the initial delay (Kafka 4.x)."""
     if g.state in (STABLE, COMPLETING):
-        prepare_rebalance(g, now, cfg, out, "session_expiry")
+        prepare_rebalance(g, now, cfg, out, "session_expiry", reason)
     elif g.state == PREPARING and g.all_joined():
         complete_join(g, now, cfg, out)
 
@@ -374,12 +377,13 @@ def _join_known(g: Group, req: JoinGroup, token: Token, now: int, cfg: GroupConf
             respond((token, _current_info(g, mid, _member_list(g) if mid == g.leader else ())))
         else:
             _update_member(g, m, req, token)
-            prepare_rebalance(g, now, cfg, out, "metadata_change")
+            prepare_rebalance(g, now, cfg, out, "metadata_change", f"member {mid} rejoined with new metadata during {st}")
     elif st == STABLE:
         if mid == g.leader or m.protocols != req.protocols:
             # A leader's JoinGroup forces a rebalance (e.g. the topics' metadata changed).
             _update_member(g, m, req, token)
-            prepare_rebalance(g, now, cfg, out, "metadata_change")
+            what = "the leader, rejoined (topic metadata changed)" if mid == g.leader else "rejoined with new metadata"
+            prepare_rebalance(g, now, cfg, out, "metadata_change", f"member {mid}, {what}" if mid == g.leader else f"member {mid} {what}")
         else:
             respond((token, _current_info(g, mid, ())))
     else:
@@ -422,7 +426,7 @@ def _add_and_rebalance(
     if g.state == PREPARING and g.prev_state == EMPTY:
         g.new_member_added = True
     g.add(m)
-    _maybe_prepare_or_complete(g, now, cfg, out)
+    _maybe_prepare_or_complete(g, now, cfg, out, "join", f"member {m.member_id} joined")
 
 
 def _replace_static(
@@ -479,9 +483,9 @@ def _replace_static(
                 previous_leader,
             )
         else:
-            prepare_rebalance(g, now, cfg, out, "metadata_change")
+            prepare_rebalance(g, now, cfg, out, "metadata_change", f"static member {req.group_instance_id} rejoined as {new_id} with new metadata")
     elif st == COMPLETING:
-        prepare_rebalance(g, now, cfg, out)
+        prepare_rebalance(g, now, cfg, out, "join", f"static member {req.group_instance_id} rejoined as {new_id} during {st}")
     elif st == PREPARING:
         _maybe_complete(g, now, cfg, out)
 
@@ -601,7 +605,7 @@ def _undo_sync(
     if g is not None and g.generation == generation and g.state == STABLE:
         for m in g.members.values():
             m.assignment = b""
-        prepare_rebalance(g, now, cfg, out)
+        prepare_rebalance(g, now, cfg, out, "join", f"the assignment of generation {generation} could not be written")
 
 
 # ---------------------------------------------------------------- Heartbeat
@@ -684,7 +688,9 @@ def _leave(
         results.append(LeftMember(mid, x.group_instance_id, err))
     if removed:
         if g.state in (STABLE, COMPLETING):
-            prepare_rebalance(g, now, cfg, out, "leave")
+            gone = [r.member_id for r in results if not r.error]
+            who = f"member {gone[0]}" if len(gone) == 1 else "members " + ", ".join(gone)
+            prepare_rebalance(g, now, cfg, out, "leave", f"{who} left the group (LeaveGroup)")
         else:
             _maybe_complete(g, now, cfg, out)
     return E.NONE, results
@@ -703,12 +709,13 @@ def on_group_timer(state: ShardState, key: tuple[Any, ...], now: int, cfg: Group
         m = g.members.get(key[2])
         if m is None or m.hb_deadline is None or now < m.hb_deadline:
             return EMPTY_RESULT
+        silent = now - (m.hb_deadline - m.session_timeout)
         m.hb_deadline = None
         if not m.is_new and (m.join_token is not None or m.sync_token is not None):
             # Members waiting for a phase to end satisfy their heartbeats (the phase's own timer bounds it).
             return EMPTY_RESULT
         _remove_member(g, m, out)
-        _after_timer_removal(g, now, cfg, out)
+        _after_timer_removal(g, now, cfg, out, f"member {m.member_id} session expired: no heartbeat for {silent} ms (session.timeout.ms={m.session_timeout})")
     elif kind == "pend":
         deadline = g.pending.get(key[2])
         if deadline is None or now < deadline:
@@ -734,12 +741,13 @@ def on_group_timer(state: ShardState, key: tuple[Any, ...], now: int, cfg: Group
         g.sync_deadline = None
         if g.generation != g.sync_generation or g.state not in (COMPLETING, STABLE) or not g.pending_sync:
             return EMPTY_RESULT
-        for mid in list(g.pending_sync):
+        missing = list(g.pending_sync)
+        for mid in missing:
             m = g.members.get(mid)
             if m is not None:
                 _cancel_hb(g, m, out)
             g.remove(mid)
-        prepare_rebalance(g, now, cfg, out, "session_expiry")
+        prepare_rebalance(g, now, cfg, out, "session_expiry", "members " + ", ".join(sorted(missing)) + " did not send SyncGroup in time")
     else:
         return EMPTY_RESULT
     return out.result()

@@ -27,6 +27,7 @@ from coordinator.api import (
     Token,
 )
 from coordinator.classic.rules import validate_member
+from coordinator.consumer import offsets as consumer_offsets
 from coordinator.group import COMPLETING, CONSUMER, DEAD, EMPTY, PREPARING, STABLE, Group
 from coordinator.records import GroupMetadataKey, OffsetCommitKey, OffsetCommitValue
 
@@ -45,6 +46,17 @@ def utf16_length(s: str) -> int:
 def _commit_error(state: ShardState, req: OffsetCommit, now: int) -> tuple[int, Group | None]:
     g = state.groups.get(req.group_id)
     gen = req.generation_id
+    cg = state.consumer_groups.get(req.group_id)
+    if cg is not None and (g is None or not g.members):
+        # a consumer-protocol group: the member epoch is checked; the offsets live in a simple group
+        err = consumer_offsets.commit_error(
+            cg, req.member_id, gen, req.version, ((p.topic, p.partition) for p in req.partitions), state.topics
+        )
+        if err:
+            return err, None
+        if g is None:
+            g = state.groups[req.group_id] = Group(req.group_id, now)
+        return E.NONE, g
     if g is None:
         if gen < 0:
             # Admin tools and consumers without group management: a "simple" group holds the offsets.
@@ -147,6 +159,11 @@ def offset_fetch(state: ShardState, req: OffsetFetch, now: int) -> OffsetFetchRe
     ``require_stable`` (v7+): a partition an open transaction holds an offset of answers
     UNSTABLE_OFFSET_COMMIT instead (Kafka 4.x counts only open transactional offsets)."""
     g = state.groups.get(req.group_id)
+    cg = state.consumer_groups.get(req.group_id)
+    if cg is not None and req.version >= 9:
+        err = consumer_offsets.fetch_error(cg, req.member_id, req.member_epoch)
+        if err:
+            return OffsetFetchResponse(err)
     offsets = g.offsets if g is not None else {}
     stable = req.require_stable and req.group_id in state.open_txns
     if req.topics is None:

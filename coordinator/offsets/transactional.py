@@ -23,6 +23,7 @@ from coordinator.api import (
     Token,
     TxnOffsetCommit,
 )
+from coordinator.consumer import offsets as consumer_offsets
 from coordinator.group import Group
 from coordinator.offsets.commits import commit_records, validate_offset_commit
 from coordinator.records import OffsetCommitValue
@@ -51,6 +52,20 @@ def _txn_commit_error(state: ShardState, req: TxnOffsetCommit, now: int) -> tupl
     if not req.group_id:
         return E.INVALID_GROUP_ID, None
     g = state.groups.get(req.group_id)
+    cg = state.consumer_groups.get(req.group_id)
+    if cg is not None and (g is None or not g.members):
+        # a consumer-protocol group: the member epoch is checked unless no member is named at all;
+        # STALE_MEMBER_EPOCH is answered as ILLEGAL_GENERATION, as Kafka maps it for this API
+        if req.generation_id >= 0 or req.member_id or req.group_instance_id is not None:
+            err = consumer_offsets.commit_error(
+                cg, req.member_id, req.generation_id, req.version, ((p.topic, p.partition) for p in req.partitions),
+                state.topics, transactional=True,
+            )
+            if err:
+                return (E.ILLEGAL_GENERATION if err == E.STALE_MEMBER_EPOCH else err), None
+        if g is None:
+            g = state.groups[req.group_id] = Group(req.group_id, now)
+        return E.NONE, g
     if g is None:
         if req.generation_id < 0:
             g = Group(req.group_id, now)  # a simple group, as for OffsetCommit

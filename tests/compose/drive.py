@@ -40,6 +40,34 @@ def query(prometheus: str, expr: str) -> list:
     return doc["data"]["result"]
 
 
+def variable_query(query: str) -> tuple[str, str]:
+    """Grafana's ``label_values(metric, label)`` as its metric and label (Prometheus has no such call)."""
+    inner = query.strip()[len("label_values("):-1]
+    metric, label = (part.strip() for part in inner.rsplit(",", 1))
+    return metric, label
+
+
+def with_all_values(expr: str, dashboard: dict) -> str:
+    """A panel's PromQL as Grafana sends it with every variable at "All" (its allValue, ``.*``)."""
+    for var in dashboard.get("templating", {}).get("list", []):
+        expr = expr.replace(f"${var['name']}", var.get("allValue") or ".*")
+    return expr
+
+
+def wait_for_data(prometheus: str, expr: str, seconds: float = 90) -> list:
+    deadline = time.monotonic() + seconds
+    result: list = []
+    while time.monotonic() < deadline:
+        try:
+            result = query(prometheus, expr)
+        except OSError:
+            result = []
+        if result:
+            break
+        time.sleep(2)
+    return result
+
+
 def main() -> int:
     bootstrap = os.environ["GROUPD_BOOTSTRAP"]
     prometheus = os.environ["PROMETHEUS_URL"]
@@ -69,19 +97,16 @@ def main() -> int:
     producer.flush()
     log("produced 50 more records nobody reads: lag")
     failures = []
+    for var in dashboard.get("templating", {}).get("list", []):
+        metric, label = variable_query(var["query"])
+        result = wait_for_data(prometheus, f"count by ({label}) ({metric})")
+        log(f"variable ${var['name']}: {'ok' if result else 'NO DATA'} ({len(result)} values) {var['query']}")
+        if not result:
+            failures.append(f"${var['name']}")
     for panel in dashboard["panels"]:
         for target in panel["targets"]:
-            expr = target["expr"]
-            deadline = time.monotonic() + 90
-            result: list = []
-            while time.monotonic() < deadline:
-                try:
-                    result = query(prometheus, expr)
-                except OSError:
-                    result = []
-                if result:
-                    break
-                time.sleep(2)
+            expr = with_all_values(target["expr"], dashboard)
+            result = wait_for_data(prometheus, expr)
             status = "ok" if result else "NO DATA"
             log(f"panel {panel['title']!r}: {status} ({len(result)} series) {expr}")
             if not result:

@@ -64,8 +64,12 @@ def entity(cls: type, depth: int = 0) -> st.SearchStrategy:
     for field in fields(cls):
         kind = classify_field(field)
         if isinstance(kind, EntityField | EntityTupleField):
-            inner = entity(kind.type_, depth + 1) if depth < 3 else st.nothing()
-            base = st.lists(inner, max_size=2).map(tuple) if kind.is_array else inner
+            if not kind.is_array:
+                base = entity(kind.type_, depth + 1)  # a single entity always nests (ConsumerGroupDescribe: 5 deep)
+            elif depth < 3:
+                base = st.lists(entity(kind.type_, depth + 1), max_size=2).map(tuple)
+            else:
+                base = st.just(())  # deeper arrays stay empty
         else:
             one = primitive(get_schema_field_type(field))
             base = st.lists(one, max_size=3).map(tuple) if isinstance(kind, PrimitiveTupleField) else one

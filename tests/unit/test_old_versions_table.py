@@ -64,6 +64,8 @@ KAFKA_39_VALID_VERSIONS: dict[str, tuple[int, int]] = {
     "DescribeProducers": (0, 0),
     "DescribeTransactions": (0, 0),
     "ListTransactions": (0, 1),
+    "ConsumerGroupHeartbeat": (0, 0),  # v1 (SubscribedTopicRegex) came with Kafka 4.0
+    "ConsumerGroupDescribe": (0, 0),  # v1 (MemberType) came with Kafka 4.1
     "ListConfigResources": (0, 0),  # ListClientMetricsResources in 3.9
     "DescribeTopicPartitions": (0, 0),
 }

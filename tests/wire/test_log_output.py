@@ -103,7 +103,11 @@ def test_a_clean_exit_writes_what_waits():
         "    for i in range(3):\n"
         "        logging.getLogger('groupd.x').info('bye %d', i)\n"
         "    raise SystemExit(0)\n"
-        "asyncio.new_event_loop().run_until_complete(main())\n"
+        "loop = asyncio.new_event_loop()\n"
+        "try:\n"
+        "    loop.run_until_complete(main())\n"
+        "finally:\n"
+        "    loop.close()\n"
     )
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60, check=True)
     lines = out.stderr.splitlines()
