@@ -10,7 +10,7 @@ TEST_STAMP := $(VENV)/.installed-test
 PIPELINE_STAMP := $(VENV)/.installed-pipeline
 ARGS ?=
 
-.PHONY: run test lint venv clean bench pipeline compose-up compose-test js-deps compat java chromium go-deps
+.PHONY: run test lint venv clean bench pipeline compose-up compose-test js-deps compat java chromium go-deps fuzz
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -84,6 +84,10 @@ clean:
 
 bench: $(STAMP)
 	$(PY) -m bench.run
+
+# a million mutated requests at a broker in a child process (not in CI; the suite runs 20,000): one summary line
+fuzz: $(TEST_STAMP)
+	$(PY) -m tests.fuzz --frames 1000000 $(ARGS)
 
 compat: $(TEST_STAMP) js-deps go-deps
 	$(PY) -m pytest -q -n 2 tests/clients
