@@ -1,5 +1,9 @@
 """Pipeline run time on a generated store: G groups, N offset-commit records spread over the 50 offsets
-partitions (the issue's scale is 10,000 groups and 5,000,000 records: ``--records 5000000``)."""
+partitions (the issue's scale is 10,000 groups and 5,000,000 records: ``--records 5000000``), six data
+partitions of topic ``events`` and the log ends a broker would have recorded every 10 s.
+
+Without ``--report`` it times reading the commits and the lag and positions jobs; with ``--report`` the
+whole report job (``python -m pipeline report``: every read, job and chart, and the HTML written)."""
 
 from __future__ import annotations
 
@@ -42,19 +46,56 @@ def generate(log_dirs: Path, groups: int, records: int, per_batch: int = 100) ->
     return time.perf_counter() - started
 
 
+DATA_PARTITIONS = 6
+HEADROOM = 100  # records past the highest committed offset, so the groups have lag
+
+
+def data_and_history(log_dirs: Path, groups: int, records: int) -> None:
+    """The ``events`` partitions at their final log end, and the log-end history leading there."""
+    from broker.ops.log_end_history import LogEndRecorder
+
+    end = records // groups + HEADROOM
+    for p in range(DATA_PARTITIONS):
+        lg = Log.open(log_dirs / f"events-{p}")
+        for start in range(0, end, 500):
+            lg.append_records([(None, b"e")] * min(500, end - start), T0 + records)
+        lg.flush()
+        lg.close()
+    clock = {"t": T0}
+    span = records  # one commit record per ms in generate()
+    recorder = LogEndRecorder(log_dirs, 10_000, -1, lambda: [
+        ("events", p, 0, end * (clock["t"] - T0) // span) for p in range(DATA_PARTITIONS)
+    ])
+    for t in range(T0, T0 + span + 1, 10_000):
+        clock["t"] = t
+        recorder.tick(t)
+    recorder.log.flush()
+    recorder.log.close()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--groups", type=int, default=10_000)
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--report", action="store_true", help="time the whole report job instead")
     args = parser.parse_args()
     from pipeline import jobs
-    from pipeline.__main__ import session
+    from pipeline.__main__ import run, session
 
     with tempfile.TemporaryDirectory() as tmp:
         gen_s = generate(Path(tmp), args.groups, args.records)
-        spark = session(args.master)
+        data_and_history(Path(tmp), args.groups, args.records)
         out = {"groups": args.groups, "records": args.records, "generate_s": round(gen_s, 1)}
+        if args.report:
+            started = time.perf_counter()
+            path = run("report", tmp, Path(tmp) / "out", args.master, now_ms=T0 + args.records + 60_000,
+                       say=lambda line: print("  " + line, flush=True))
+            out["report_s"] = round(time.perf_counter() - started, 1)
+            out["report_bytes"] = path.stat().st_size
+            print(json.dumps(out, indent=1))
+            return
+        spark = session(args.master)
         started = time.perf_counter()
         commits = jobs.commits(spark, tmp)
         n = commits.count()

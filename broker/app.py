@@ -17,7 +17,7 @@ from broker.dataplane.producers import ProducerIds
 from broker.dataplane.topics import Topic, TopicRegistry
 from broker.network.acceptor import Acceptor, Admission
 from broker.network.connection import Connection
-from broker.ops import quotas
+from broker.ops import log_end_history, quotas
 from broker.ops.metrics import Metrics
 from broker.ops.metrics_http import MetricsServer
 from broker.security.listeners import Listener
@@ -69,6 +69,7 @@ class Broker:
         self.quotas = quotas.load(config["log.dirs"], config["quota.window.num"], config["quota.window.size.seconds"] * 1000)
         self.partitions = PartitionManager(config, self.topics, self.producers)
         self.services.append(self.partitions)
+        self.services.append(log_end_history.for_broker(self))  # after partitions: it stops first, sampling last
         self.coordinator = GroupCoordinator(config, self.metrics)
         self.coordinator.on_append = lambda partition: self.partitions.appended((OFFSETS_TOPIC, partition))  # long polls
         self.services.append(self.coordinator)

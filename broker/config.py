@@ -159,6 +159,8 @@ KEYS: dict[str, Key] = {
         _int_key("offset.metadata.max.bytes", 4096, 0, INT32_MAX, "largest commit metadata string"),
         _int_key("offsets.commit.timeout.ms", 5000, 1, INT32_MAX, "how long a commit may wait for its write"),
         _int_key("offsets.retain.uncompacted.hours", 0, 0, INT32_MAX, "keep offsets segments uncompacted this long, so the pipeline sees full history (0: compact at once)"),
+        _int_key("log.end.history.interval.ms", 10_000, 0, INT32_MAX, "record each data partition's log end this often into log.dirs/log-end-history, for the pipeline's lag over time (0: off)"),
+        _int_key("log.end.history.retention.ms", 604_800_000, -1, INT64_MAX, "keep log-end history this long (-1: forever)"),
         _int_key("offsets.topic.segment.bytes", 104_857_600, 1024, INT32_MAX, "segment size of offsets partitions"),
         # transactions
         _int_key("transaction.max.timeout.ms", 900_000, 1, INT32_MAX, "longest transaction.timeout.ms a producer may ask"),

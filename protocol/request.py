@@ -6,7 +6,7 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
-from protocol import codec
+from protocol import bounds, codec
 from protocol.api_table import API_TABLE
 from protocol.framing import HEADER_PREFIX
 
@@ -38,33 +38,39 @@ def parse_request(body: bytes, api_key: int | None = None, api_version: int = 0)
     """Split a frame body into its header and its kio request entity (``api_key`` and ``api_version``:
     what ``peek_header`` already read, if the caller did).
 
-    Raises UnknownApi/UnsupportedVersion before touching the body, and kio's errors when the body does
-    not decode.
+    Raises UnknownApi/UnsupportedVersion before touching the body, bounds.Unparseable when a count is
+    null where the schema forbids it or larger than the bytes left (before kio reserves memory for it),
+    and kio's errors when the body does not decode.
     """
     if api_key is None:
         api_key, api_version, _ = peek_header(body)
     readers = _readers.get((api_key, api_version))
     if readers is None:
         readers = _readers_of(api_key, api_version)
-    read_header, read_body = readers
+    read_header, check_body, read_body = readers
     kio_header, used = read_header(body, 0)
+    if check_body is not None:
+        check_body(body, used)
     request, _ = read_body(body, used)
     return RequestHeader(api_key, api_version, kio_header.correlation_id, kio_header.client_id), request
 
 
-# (api key, version) -> the header's and the body's kio readers, resolved once per pair in the table
-_readers: dict[tuple[int, int], tuple[Any, Any]] = {}
+# (api key, version) -> the header's kio reader, the body's bounds check (protocol/bounds; None when the
+# body holds no array) and the body's kio reader, resolved once per pair in the table
+_readers: dict[tuple[int, int], tuple[Any, Any, Any]] = {}
 
 
-def _readers_of(api_key: int, api_version: int) -> tuple[Any, Any]:
+def _readers_of(api_key: int, api_version: int) -> tuple[Any, Any, Any]:
     spec = API_TABLE.get(api_key)
     if spec is None:
         raise UnknownApi(f"unknown api key {api_key}")
     if not spec.supports(api_version):
         raise UnsupportedVersion(f"{spec.name} v{api_version} is outside {spec.min_version}-{spec.max_version}")
+    body_class = codec.request_class(api_key, api_version)
     readers = _readers[api_key, api_version] = (
         codec.reader(codec.request_header_class(api_key, api_version)),
-        codec.reader(codec.request_class(api_key, api_version)),
+        bounds.checker(body_class),
+        codec.reader(body_class),
     )
     return readers
 

@@ -266,7 +266,9 @@ def _fetch_once(broker: Broker, ctx: RequestContext, req: Any, wanted: list, bud
                     log_start_offset=start,
                     aborted_transactions=aborted,
                     preferred_read_replica=-1,
-                    records=data if error == ErrorCode.none else None,
+                    # an errored partition's data is b"": Kafka answers MemoryRecords.EMPTY, never null, and
+                    # librdkafka cannot parse a null (it would never see the error nor reset its offset)
+                    records=data,
                     **extra,
                 )
             )

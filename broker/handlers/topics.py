@@ -86,7 +86,7 @@ def create_topics(broker: Broker, ctx: RequestContext, req: CreateTopicsRequest)
                 topic_config_error_code=0,
                 num_partitions=partitions,
                 replication_factor=replication,
-                configs=None if error != ErrorCode.none else (),
+                configs=(),  # on an error too: Kafka leaves Configs at its default, an empty array
             )
         )
     return ctx.respond(throttle_time=throttle_time(broker, ctx, quota), topics=tuple(results))

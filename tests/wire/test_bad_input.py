@@ -2,7 +2,9 @@
 
 import asyncio
 import logging
+import socket
 import struct
+import time
 
 import pytest
 
@@ -63,3 +65,39 @@ async def test_pipelined_requests_answered_in_order(broker):
         assert (await c.recv()).error_code == 0  # recv asserts the correlation id order
         await c.recv()
     await c.close()
+
+
+# Frames that once ended the whole process or wrote a traceback (issue 26): a count no frame could hold made
+# kio's native reader reserve gigabytes and abort (SIGABRT), and a null where a required array belongs came
+# through as None. Kafka's readers refuse both; the request is unparseable and the connection is closed.
+# Sent to a broker in a child process, so that an abort shows as a dead child, not a dead test run.
+HOSTILE = {
+    "compact count 2^32-2 (Metadata v9)": bytes.fromhex("00000014000300090000000100047465737400ffffffff0f"),
+    "int32 count 2^31-1 (Metadata v1)": bytes.fromhex("000000120003000100000001000474657374") + struct.pack(">i", 0x7FFFFFFF),
+    "null required array (OffsetCommit v2 topics)": request_bytes(8, 2, {"group_id": "g", "generation_id_or_member_epoch": 1, "member_id": "m", "retention_time_ms": -1, "topics": []})[:-4] + b"\xff\xff\xff\xff",
+    "null required array (FindCoordinator v4 coordinator_keys)": request_bytes(10, 4, {"key_type": 0, "coordinator_keys": []})[:-2] + b"\x00\x00",
+}
+
+
+def _exchange(port: int, frame: bytes) -> bytes:
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+        s.sendall(frame)
+        try:
+            return s.recv(1 << 16)
+        except ConnectionResetError:
+            return b""
+
+
+def test_hostile_counts_close_the_connection_not_the_process(broker_process):
+    for name, frame in HOSTILE.items():
+        assert _exchange(broker_process.port, frame) == b"", f"{name}: answered instead of closed"
+        assert broker_process.proc.poll() is None, f"{name}: the broker died ({broker_process.log_text()[-600:]})"
+    ok = _exchange(broker_process.port, request_bytes(18, 3, {"client_software_name": "t", "client_software_version": "1"}))
+    assert len(ok) > 8
+    time.sleep(0.3)  # log lines leave once per loop turn
+    log = broker_process.log_text()
+    assert "Traceback" not in log, log[-3000:]
+    closed = [line for line in log.splitlines() if "cannot decode" in line]
+    assert len(closed) == len(HOSTILE), log[-3000:]
+    assert any("tried to allocate a collection of size 4294967294" in line for line in closed)
+    assert any("non-nullable field OffsetCommitRequest.topics was serialized as null" in line for line in closed)
