@@ -71,6 +71,7 @@ go-deps:
 
 test: $(TEST_STAMP) java chromium js-deps go-deps
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
 	@bash scripts/compose-test.sh; rc=$$?; \
 	if [ $$rc -eq 3 ]; then echo "compose stack test NOT RUN on this machine (no Docker engine could be started); see the message above"; \
 	elif [ $$rc -ne 0 ]; then echo "compose stack test FAILED"; exit $$rc; fi
@@ -78,6 +79,7 @@ test: $(TEST_STAMP) java chromium js-deps go-deps
 
 lint: $(TEST_STAMP)
 	$(VENV)/bin/ruff check .
+	$(VENV)/bin/mypy
 
 clean:
 	rm -rf $(VENV) data

@@ -24,8 +24,8 @@ from broker.security.listeners import Listener
 from broker.security.sasl import SaslGate, mechanism_factories
 from broker.security.scram_store import ScramStore
 from broker.security.tls import server_context
-from broker.txn_coordinator import TransactionCoordinator
 from coordinator.service import GroupCoordinator
+from coordinator.transactions.service import TransactionCoordinator
 from protocol.topic_names import OFFSETS_TOPIC, TXN_STATE_TOPIC
 from storage.errors import StorageError
 from storage.log import Log

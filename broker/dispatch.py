@@ -71,8 +71,9 @@ class Later:
     """An answer that a callback brings (the end of a flush round), not a coroutine: a commit then
     costs no coroutine, no future and no loop turn of its own between its round and its answer.
 
-    The coordinator calls it with (payload, error) once; ``finish`` turns that into the response entity.
-    The connection listens for it, unless it came before the handler returned (then it answers at once).
+    The coordinator's runtime delivers to it as to any waiter (``set_result``/``set_exception``, or a
+    call with (payload, error)) once; ``finish`` turns that into the response entity. The connection
+    listens for it, unless it came before the handler returned (then it answers at once).
     """
 
     __slots__ = ("finish", "payload", "error", "settled", "listener", "abandon")
@@ -93,6 +94,16 @@ class Later:
         if self.listener is not None:
             self.listener(self)
 
+    # the runtime's Waiter: the payload of a token comes here with no adapter in between
+    def done(self) -> bool:
+        return self.settled
+
+    def set_result(self, payload: Any) -> None:
+        self(payload, None)
+
+    def set_exception(self, error: BaseException) -> None:
+        self(None, error)
+
     def answer(self) -> Any:
         return self.finish(self.payload, self.error)
 
@@ -103,7 +114,7 @@ def answered_later(broker: Broker, group_id: str, handler: Callable[..., Any], r
     still loading): a Later (the connection answers one already settled at once), or the refusal."""
     later = Later(finish)
     try:
-        token = broker.coordinator.call_then(group_id, handler, request, later)
+        token = broker.coordinator.submit(group_id, handler, request, later)
     except CoordinatorError as exc:
         return finish(None, exc)
     later.abandon = functools.partial(broker.coordinator.abandon, token)

@@ -81,6 +81,8 @@ class Group:
     """A classic group: persisted part (generation, leader, protocol, members' assignments, offsets) plus
     the transient part Kafka keeps only in memory (parked requests, pending ids, timers' deadlines)."""
 
+    group_type = "classic"  # the key of its rules in coordinator/shard.py's GROUP_TYPES
+
     __slots__ = (
         "group_id",
         "state",

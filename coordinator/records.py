@@ -10,10 +10,11 @@ explicit expire timestamp exists (OffsetCommit v2-v4 retention) else v3, GroupMe
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
+from typing import Any
 
 from coordinator.consumer import records as _consumer
 from coordinator.record_codec import Reader, RecordFormatError, Writer, key_version
+from coordinator.values import value
 
 _H = struct.Struct(">h")
 _I = struct.Struct(">i")
@@ -21,25 +22,23 @@ _Q = struct.Struct(">q")
 _KEY_HEAD = struct.Struct(">hh")
 
 
-# Keys and offset values are values: never changed once made, equal and hashed by their fields. They are
-# not ``frozen`` dataclasses because a frozen constructor costs about five times as much (a guarded
-# setattr per field), paid once per record at every start-up and once per committed partition.
-_record = dataclass(slots=True, unsafe_hash=True)
+# Keys and offset values are values (coordinator/values.py): not ``frozen``, as a frozen constructor
+# costs about five times as much, paid once per record at every start-up and once per committed partition.
 
 
-@_record
+@value
 class OffsetCommitKey:
     group: str
     topic: str
     partition: int
 
 
-@_record
+@value
 class GroupMetadataKey:
     group: str
 
 
-@_record
+@value
 class OffsetCommitValue:
     offset: int
     metadata: str
@@ -48,7 +47,7 @@ class OffsetCommitValue:
     expire_timestamp: int = -1
 
 
-@_record
+@value
 class MemberMetadata:
     member_id: str
     group_instance_id: str | None
@@ -60,7 +59,7 @@ class MemberMetadata:
     assignment: bytes
 
 
-@_record
+@value
 class GroupMetadataValue:
     protocol_type: str
     generation: int
@@ -72,8 +71,8 @@ class GroupMetadataValue:
 
 # Consumer-group (KIP-848) keys and values (coordinator/consumer/records.py) go through the same four
 # functions below; the type aliases name the classic ones, which the classic core handles.
-Key = OffsetCommitKey | GroupMetadataKey
-Value = OffsetCommitValue | GroupMetadataValue
+Key = OffsetCommitKey | GroupMetadataKey | _consumer.ConsumerKey
+Value = OffsetCommitValue | GroupMetadataValue | _consumer.ConsumerValue
 
 OFFSET_COMMIT_KEY_VERSION = 1
 GROUP_METADATA_KEY_VERSION = 2
@@ -154,6 +153,7 @@ def encode_value_version(value: Value, version: int) -> bytes:
             w.int64(value.expire_timestamp)
         w.tags()
         return bytes(w.buf)
+    assert isinstance(value, GroupMetadataValue)  # consumer-group values left above
     w.string(value.protocol_type)
     w.int32(value.generation)
     w.string(value.protocol)
@@ -255,6 +255,9 @@ _QQ = struct.Struct(">qq")  # v1: commit timestamp, expire timestamp
 _V3_NO_METADATA = struct.Struct(">hqihq")  # version 3, offset, leader epoch, metadata length 0, commit ts
 
 
+_UNSEEN: Any = object()  # a prefix not yet read (None: read, and not an offset commit's)
+
+
 def decode_offset_commit(
     key: bytes, value: bytes | None, names: dict[bytes, tuple[str, str] | None]
 ) -> tuple[str, str, int, OffsetCommitValue | None] | None:
@@ -265,8 +268,8 @@ def decode_offset_commit(
     ``names`` is the caller's cache of key prefixes (version, group, topic) already read: a store holds
     many keys per group and topic, and equal names come back as the same string objects."""
     prefix = key[:-4]
-    names_of = names.get(prefix, False)
-    if names_of is False:
+    names_of = names.get(prefix, _UNSEEN)
+    if names_of is _UNSEEN:
         names_of = names[prefix] = _group_and_topic(prefix)
     if names_of is None:
         return None

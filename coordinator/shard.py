@@ -1,13 +1,22 @@
-"""One ``__consumer_offsets`` partition's coordinator state and the entry points the shell calls.
+"""One ``__consumer_offsets`` partition's coordinator state, and the rules the runtime runs over it.
 
 ``replay`` is the only code that applies persisted records, at load and at runtime alike (for Results
 with ``replay=True``). Classic group metadata is applied by the handlers themselves (Kafka 4.x does the
 same: its group records are not replayed at runtime), so a GroupMetadata record is replayed only at load.
+
+Group types plug in here, as in Kafka's GroupMetadataManager: ``GROUP_TYPES`` maps a group's type to
+its rules (its API handlers, timers and failed-write follow-ups), and the entry points below dispatch on
+the type of the group a request or timer names. Offsets (commit, fetch, delete, expiry, transactional
+offsets) are shared by every type: coordinator/offsets/ validates a commit against whichever group owns
+the id. ``GroupShardRules`` is what coordinator/runtime/ calls: fresh state, timers, failed writes,
+replay, and the load's replay of a walked partition (``replay_walked``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from coordinator import errors as E
@@ -17,7 +26,6 @@ from coordinator.api import (
     GroupConfig,
     GroupDescription,
     GroupListing,
-    JoinGroup,
     JoinGroupResponse,
     OffsetDeleteResponse,
     Protocol,
@@ -26,25 +34,15 @@ from coordinator.api import (
     TimerOp,
     Token,
 )
-from coordinator.classic.rules import (
-    Out,
-    _undo_static,
-    _undo_sync,
-    heartbeat,
-    leave_group,
-    on_group_timer,
-    prepare_rebalance,
-    sync_group,
-)
-from coordinator.classic.rules import describe_group as classic_describe_group
-from coordinator.classic.rules import join_group as classic_join_group
-from coordinator.classic.rules import list_groups as classic_list_groups
+from coordinator.classic import rules as classic
+from coordinator.classic.rules import Out, prepare_rebalance
 from coordinator.consumer import runtime as consumer
 from coordinator.consumer.group import ConsumerGroups
 from coordinator.consumer.group import deletion_records as consumer_deletion_records
 from coordinator.consumer.runtime import consumer_group_describe, consumer_group_heartbeat
 from coordinator.group import EMPTY as S_EMPTY
 from coordinator.group import STABLE, Group, Member
+from coordinator.logfields import group_event
 from coordinator.offsets.commits import (
     commit_failed,
     delete_failed,
@@ -65,8 +63,14 @@ from coordinator.records import (
     GroupMetadataValue,
     Key,
     OffsetCommitKey,
+    RecordFormatError,
     Value,
+    decode_key,
+    decode_offset_commit,
+    decode_value,
 )
+from protocol.topic_names import OFFSETS_TOPIC
+from storage.batch import TxnWalk
 
 __all__ = [
     "ShardState",
@@ -93,6 +97,7 @@ __all__ = [
     "replay_offset",
     "replay_result",
     "replay_txn_offset",
+    "replay_walked",
     "sync_group",
     "txn_offset_commit",
     "unload",
@@ -125,66 +130,6 @@ class ShardState:
         self.open_txns: dict[str, set[int]] = {}
         self.txn_seq = 0  # write order of transactional offsets
         self.producer_epochs: dict[int, int] = {}  # the last epoch of each producer written here
-
-
-def join_group(state: ShardState, req: JoinGroup, token: Token, now: int, cfg: GroupConfig) -> Result:
-    """A classic JoinGroup; refused with INCONSISTENT_GROUP_PROTOCOL while a consumer-protocol group of
-    that id has members (Kafka converts such groups online, KIP-848 migration, which is not done here:
-    its answer under ``group.consumer.migration.policy=disabled``)."""
-    cg = state.consumer_groups.get(req.group_id)
-    if cg is None:
-        return classic_join_group(state, req, token, now, cfg)
-    if cg.members:
-        return Result(responses=((token, JoinGroupResponse(E.INCONSISTENT_GROUP_PROTOCOL, member_id=req.member_id)),), replay=False)
-    # an empty consumer group becomes a classic one (Kafka converts empty groups under any migration
-    # policy): its records are tombstoned, its offsets stay
-    tombstones = consumer_deletion_records(cg)
-    for key, value in tombstones:
-        consumer.replay(state.consumer_groups, key, value)
-    joined = classic_join_group(state, req, token, now, cfg)
-    return Result(
-        tuple(tombstones) + joined.records, joined.responses, joined.timers, joined.write_ref, joined.replay,
-        joined.producer, joined.marker,
-    )
-
-
-def list_groups(state: ShardState, states: frozenset[str] | None, types: frozenset[str] | None) -> list[GroupListing]:
-    """ListGroups: classic groups, then consumer-protocol groups (type ``consumer``). A consumer group's
-    offsets sit in a member-less classic group of the same id, which is not listed on its own."""
-    listed = [g for g in classic_list_groups(state, states, types) if g.group_id not in state.consumer_groups]
-    wanted_types = {t.strip().lower() for t in types} if types else None
-    if wanted_types is not None and "consumer" not in wanted_types:
-        return listed
-    wanted_states = {s.strip().lower() for s in states} if states else None
-    for gid, cg in state.consumer_groups.items():
-        st = cg.state()
-        if wanted_states is None or st.lower() in wanted_states:
-            listed.append(GroupListing(gid, "consumer", st, "consumer"))
-    return listed
-
-
-def describe_group(state: ShardState, group_id: str) -> GroupDescription:
-    """DescribeGroups: a consumer-protocol group is Dead to it (v6 answers GROUP_ID_NOT_FOUND), as in Kafka."""
-    if group_id in state.consumer_groups:
-        return GroupDescription(E.NONE, group_id, "Dead", "", "")
-    return classic_describe_group(state, group_id)
-
-
-def delete_group(state: ShardState, group_id: str, token: Token, now: int) -> Result:
-    """DeleteGroups: an empty consumer-protocol group goes with its offsets (its tombstones in Kafka's
-    order, applied at once), a non-empty one is NON_EMPTY_GROUP; classic groups as before."""
-    cg = state.consumer_groups.get(group_id)
-    if cg is None:
-        return classic_delete_group(state, group_id, token, now)
-    if cg.members:
-        return Result(responses=((token, DeleteGroupResponse(E.NON_EMPTY_GROUP)),), replay=False)
-    tombstones = consumer_deletion_records(cg)
-    for key, value in tombstones:
-        consumer.replay(state.consumer_groups, key, value)
-    if group_id in state.groups:
-        offsets = classic_delete_group(state, group_id, token, now)
-        return Result(tuple(tombstones) + offsets.records, offsets.responses, offsets.timers, offsets.write_ref, offsets.replay)
-    return Result(tuple(tombstones), ((token, DeleteGroupResponse(E.NONE)),), replay=False)
 
 
 def replay_result(state: ShardState, result: Result, now: int) -> None:
@@ -283,10 +228,131 @@ def _hb(g: Group, m: Member) -> TimerOp:
     return TimerOp(("hb", g.group_id, m.member_id), m.hb_deadline)
 
 
+# ---------------------------------------------------------------- group types
+
+
+@dataclass(frozen=True, slots=True)
+class GroupType:
+    """The rules of one type of group: what a new type (consumer, KIP-848; share, KIP-932) provides.
+
+    ``timer_kinds`` and ``write_refs`` name the first element of the timer keys and write refs its
+    rules make, so that a timer or a failed write finds its way back to them."""
+
+    name: str
+    join_group: Callable[..., Result]
+    sync_group: Callable[..., Result]
+    heartbeat: Callable[..., Result]
+    leave_group: Callable[..., Result]
+    on_timer: Callable[[ShardState, tuple[Any, ...], int, GroupConfig], Result]
+    timer_kinds: frozenset[str]
+    on_write_failed: Callable[[ShardState, tuple[Any, ...], int, int, GroupConfig], Result]
+    write_refs: frozenset[str]
+
+
+CLASSIC = GroupType(
+    "classic", classic.join_group, classic.sync_group, classic.heartbeat, classic.leave_group,
+    classic.on_group_timer, frozenset({"hb", "pend", "join", "sync"}),
+    classic.on_write_failed, frozenset({"sync", "static"}),
+)
+GROUP_TYPES: dict[str, GroupType] = {CLASSIC.name: CLASSIC}
+_BY_WRITE_REF = {kind: t for t in GROUP_TYPES.values() for kind in t.write_refs}
+
+
+def type_of(state: ShardState, group_id: str) -> GroupType:
+    """The rules of the group named ``group_id``: its own type's, or classic for a group not yet made
+    (the classic APIs make classic groups; Kafka's consumer group APIs will make consumer groups)."""
+    g = state.groups.get(group_id)
+    return GROUP_TYPES[g.group_type] if g is not None else CLASSIC
+
+
+def join_group(state: ShardState, req: Any, token: int, now: int, cfg: GroupConfig) -> Result:
+    """A classic JoinGroup; refused with INCONSISTENT_GROUP_PROTOCOL while a consumer-protocol group of
+    that id has members (Kafka converts such groups online, KIP-848 migration, which is not done here:
+    its answer under ``group.consumer.migration.policy=disabled``)."""
+    cg = state.consumer_groups.get(req.group_id)
+    if cg is None:
+        g = state.groups.get(req.group_id)  # type_of, inlined: every request of the type passes here
+        return (CLASSIC if g is None else GROUP_TYPES[g.group_type]).join_group(state, req, token, now, cfg)
+    if cg.members:
+        return Result(responses=((token, JoinGroupResponse(E.INCONSISTENT_GROUP_PROTOCOL, member_id=req.member_id)),), replay=False)
+    # an empty consumer group becomes a classic one (Kafka converts empty groups under any migration
+    # policy): its records are tombstoned, its offsets stay
+    tombstones = consumer_deletion_records(cg)
+    for key, value in tombstones:
+        consumer.replay(state.consumer_groups, key, value)
+    joined = classic.join_group(state, req, token, now, cfg)
+    return Result(
+        tuple(tombstones) + joined.records, joined.responses, joined.timers, joined.write_ref, joined.replay,
+        joined.producer, joined.marker,
+    )
+
+
+def list_groups(state: ShardState, states: frozenset[str] | None, types: frozenset[str] | None) -> list[GroupListing]:
+    """ListGroups: classic groups, then consumer-protocol groups (type ``consumer``). A consumer group's
+    offsets sit in a member-less classic group of the same id, which is not listed on its own."""
+    listed = [g for g in classic.list_groups(state, states, types) if g.group_id not in state.consumer_groups]
+    wanted_types = {t.strip().lower() for t in types} if types else None
+    if wanted_types is not None and "consumer" not in wanted_types:
+        return listed
+    wanted_states = {s.strip().lower() for s in states} if states else None
+    for gid, cg in state.consumer_groups.items():
+        st = cg.state()
+        if wanted_states is None or st.lower() in wanted_states:
+            listed.append(GroupListing(gid, "consumer", st, "consumer"))
+    return listed
+
+
+def describe_group(state: ShardState, group_id: str) -> GroupDescription:
+    """DescribeGroups: a consumer-protocol group is Dead to it (v6 answers GROUP_ID_NOT_FOUND), as in Kafka."""
+    if group_id in state.consumer_groups:
+        return GroupDescription(E.NONE, group_id, "Dead", "", "")
+    return classic.describe_group(state, group_id)
+
+
+def delete_group(state: ShardState, group_id: str, token: Token, now: int) -> Result:
+    """DeleteGroups: an empty consumer-protocol group goes with its offsets (its tombstones in Kafka's
+    order, applied at once), a non-empty one is NON_EMPTY_GROUP; classic groups as before."""
+    cg = state.consumer_groups.get(group_id)
+    if cg is None:
+        return classic_delete_group(state, group_id, token, now)
+    if cg.members:
+        return Result(responses=((token, DeleteGroupResponse(E.NON_EMPTY_GROUP)),), replay=False)
+    tombstones = consumer_deletion_records(cg)
+    for key, value in tombstones:
+        consumer.replay(state.consumer_groups, key, value)
+    if group_id in state.groups:
+        offsets = classic_delete_group(state, group_id, token, now)
+        return Result(tuple(tombstones) + offsets.records, offsets.responses, offsets.timers, offsets.write_ref, offsets.replay)
+    return Result(tuple(tombstones), ((token, DeleteGroupResponse(E.NONE)),), replay=False)
+
+
+def sync_group(state: ShardState, req: Any, token: int, now: int, cfg: GroupConfig) -> Result:
+    g = state.groups.get(req.group_id)  # type_of, inlined: every request of the type passes here
+    return (CLASSIC if g is None else GROUP_TYPES[g.group_type]).sync_group(state, req, token, now, cfg)
+
+
+def heartbeat(state: ShardState, req: Any, token: int, now: int, cfg: GroupConfig) -> Result:
+    g = state.groups.get(req.group_id)  # type_of, inlined: every request of the type passes here
+    return (CLASSIC if g is None else GROUP_TYPES[g.group_type]).heartbeat(state, req, token, now, cfg)
+
+
+def leave_group(state: ShardState, req: Any, token: int, now: int, cfg: GroupConfig) -> Result:
+    g = state.groups.get(req.group_id)  # type_of, inlined: every request of the type passes here
+    return (CLASSIC if g is None else GROUP_TYPES[g.group_type]).leave_group(state, req, token, now, cfg)
+
+
+# the consumer protocol's groups (coordinator/consumer/) live in ShardState.consumer_groups, not in
+# ``groups``: its API (ConsumerGroupHeartbeat, ConsumerGroupDescribe) enters its rules directly, the
+# classic JoinGroup above converts an empty one, and its timers come back to it from here
+_TIMERS: dict[str, Callable[[ShardState, tuple[Any, ...], int, GroupConfig], Result]] = {
+    **{kind: t.on_timer for t in GROUP_TYPES.values() for kind in t.timer_kinds},
+    **dict.fromkeys(consumer.TIMER_KINDS, consumer.on_consumer_timer),
+}
+
+
 def on_timer(state: ShardState, key: tuple[Any, ...], now: int, cfg: GroupConfig) -> Result:
-    if key[0] in consumer.TIMER_KINDS:
-        return consumer.on_consumer_timer(state, key, now, cfg)
-    return on_group_timer(state, key, now, cfg)
+    handler = _TIMERS.get(key[0]) if key else None
+    return handler(state, key, now, cfg) if handler is not None else EMPTY
 
 
 def on_write_failed(state: ShardState, write_ref: Any, error: int, now: int, cfg: GroupConfig) -> Result:
@@ -306,19 +372,15 @@ def on_write_failed(state: ShardState, write_ref: Any, error: int, now: int, cfg
         )
     if kind == "expire":
         return expire_failed(state, write_ref)
-    out = Out()
-    if kind == "sync":
-        _undo_sync(state, write_ref, error, now, cfg, out)
-    elif kind == "static":
-        _undo_static(state, write_ref, error, now, out)
-    else:
+    group_type = _BY_WRITE_REF.get(kind)
+    if group_type is None:
         return EMPTY  # member-less group metadata, expiry: Kafka only logs these failures
-    return out.result()
+    return group_type.on_write_failed(state, write_ref, error, now, cfg)
 
 
 def unload(state: ShardState) -> Result:
     """The partition is no longer ours: groups die and parked requests learn NOT_COORDINATOR."""
-    responses = []
+    responses: list[tuple[int, Any]] = []
     for g in state.groups.values():
         for m in g.members.values():
             if m.join_token is not None:
@@ -332,3 +394,62 @@ def unload(state: ShardState) -> Result:
     state.open_txns.clear()
     state.producer_epochs.clear()
     return Result(responses=tuple(responses), replay=False)
+
+
+# ---------------------------------------------------------------- what the runtime calls
+
+log = logging.getLogger("groupd.coordinator")
+
+
+def replay_walked(state: ShardState, latest: dict[bytes, bytes | None], txn: TxnWalk, now: int, partition: int = -1) -> int:
+    """Replay what a load's walk kept: the last value of every key, then the offsets of transactions
+    without a marker yet (pending until their marker). Returns how many are pending."""
+    pending = txn.finish(latest)
+    state.producer_epochs.update(txn.epochs)
+    names: dict[bytes, tuple[str, str] | None] = {}
+    for raw_key, raw_value in latest.items():
+        offset = decode_offset_commit(raw_key, raw_value, names)
+        if offset is not None:
+            replay_offset(state, *offset, now)
+            continue
+        try:
+            key = decode_key(raw_key)
+            if key is not None:
+                replay(state, key, decode_value(key, raw_value), now)
+        except RecordFormatError as exc:
+            log.warning("%s-%d: skipping unreadable record: %s", OFFSETS_TOPIC, partition, exc)
+    for producer_id, raw_key, raw_value, superseded in pending:
+        offset = decode_offset_commit(raw_key, raw_value, names)
+        if offset is not None:
+            replay_txn_offset(state, producer_id, *offset, now, superseded=superseded)
+    return len(pending)
+
+
+class GroupShardRules:
+    """The group coordinator's shard rules for coordinator/runtime/ (its ShardRules port)."""
+
+    def __init__(self, cfg: GroupConfig) -> None:
+        self.cfg = cfg
+
+    def new_state(self, partition: int) -> ShardState:
+        return ShardState(partition)
+
+    def on_timer(self, state: ShardState, key: tuple[Any, ...], now: int) -> Result:
+        result = on_timer(state, key, now, self.cfg)
+        if key[0] in (consumer.SESSION, consumer.REBALANCE) and result.records:
+            group_event(log, "consumer member removed", key[1], key[2], reason=key[0].removeprefix("consumer-") + " timeout")
+        return result
+
+    def on_write_failed(self, state: ShardState, write_ref: Any, error: int, now: int) -> Result:
+        return on_write_failed(state, write_ref, error, now, self.cfg)
+
+    def replay(self, state: ShardState, result: Result, now: int) -> None:
+        if result.producer is None and result.marker is None:
+            for key, value in result.records:
+                replay(state, key, value, now)
+        else:
+            replay_result(state, result, now)
+
+    def timer_subject(self, key: tuple[Any, ...]) -> str | None:
+        """The group a timer belongs to: every group type's keys are (kind, group id, ...)."""
+        return key[1] if len(key) > 1 and isinstance(key[1], str) else None

@@ -78,7 +78,7 @@ class ApiSpec:
         return self.min_version <= version <= self.max_version
 
 
-_SPECS = (
+_DECLARED = (
     ApiSpec(ApiKey.PRODUCE, "Produce", 0, 13),
     ApiSpec(ApiKey.FETCH, "Fetch", 0, 18),
     ApiSpec(ApiKey.LIST_OFFSETS, "ListOffsets", 0, 11),
@@ -135,7 +135,7 @@ _SPECS = (
 )
 
 # the keys as plain ints: encoded into ApiVersions and compared on every request
-_SPECS = tuple(ApiSpec(int(s.key), s.name, s.min_version, s.max_version) for s in _SPECS)
+_SPECS = tuple(ApiSpec(int(s.key), s.name, s.min_version, s.max_version) for s in _DECLARED)
 API_TABLE: dict[int, ApiSpec] = {spec.key: spec for spec in _SPECS}
 API_BY_NAME: dict[str, ApiSpec] = {spec.name: spec for spec in _SPECS}
 

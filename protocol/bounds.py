@@ -23,6 +23,7 @@ import functools
 import struct
 from collections.abc import Callable
 from dataclasses import fields
+from typing import cast
 
 from kio.serial._introspect import (
     EntityField,
@@ -94,7 +95,7 @@ def _needs_check(cls: type) -> bool:
 def _fixed_size(cls: type) -> int | None:
     """The wire size of a non-flexible entity made only of fixed-size primitives (a Fetch partition
     before v12): an array of them is skipped in one step. None for anything else."""
-    if cls.__flexible__:
+    if cls.__flexible__:  # type: ignore[attr-defined]  # kio entities' class attribute, untyped on ``type``
         return None
     size = 0
     for field in fields(cls):
@@ -207,7 +208,7 @@ def _entity(src: _Source, cls: type, ind: int, top: bool) -> None:
     ``top``: nothing after this entity is read, so the walk stops after its last array; if that array's
     elements hold arrays, all but the last element are walked whole and the last one the same way
     (an OffsetCommit of one topic is checked up to its partitions count, whatever their number)."""
-    flexible = bool(cls.__flexible__)
+    flexible = bool(cls.__flexible__)  # type: ignore[attr-defined]  # kio entities' class attribute
     plain = [f for f in fields(cls) if get_field_tag(f) is None]
     tagged = [f for f in fields(cls) if get_field_tag(f) is not None]
     walk_all = not top or (flexible and any(_field_needs_check(f) for f in tagged))
@@ -293,4 +294,4 @@ def checker(cls: type) -> Checker | None:
     no array and kio can be trusted with it as it is. Raises Unparseable."""
     if not _needs_check(cls):
         return None
-    return _generate(cls, top=True)
+    return cast(Checker, _generate(cls, top=True))  # at the top the walk only raises or passes

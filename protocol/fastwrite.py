@@ -271,7 +271,7 @@ def _ms(v: Any) -> int:
 
 
 def _compile(cls: type, from_values: bool) -> Callable[[Any, list], None]:
-    flexible = bool(cls.__flexible__)
+    flexible = bool(cls.__flexible__)  # type: ignore[attr-defined]  # kio entities' class attribute, untyped on ``type``
     is_request_header = cls.__name__ == "RequestHeader"
     b = _Builder(cls)
     b.env["_ms"] = _ms
@@ -351,13 +351,13 @@ def _compile(cls: type, from_values: bool) -> Callable[[Any, list], None]:
     body = "\n    ".join(head + reads + ["a = out.append"] + b.lines)
     source = f"def write(e, out):\n    {body}\n"
     namespace = dict(b.env)
-    kind = "values" if from_values else "fastwrite"
-    exec(compile(source, f"<{kind} {cls.__module__}.{cls.__qualname__}>", "exec"), namespace)  # noqa: S102
+    label = "values" if from_values else "fastwrite"
+    exec(compile(source, f"<{label} {cls.__module__}.{cls.__qualname__}>", "exec"), namespace)  # noqa: S102
     return namespace["write"]
 
 
 def _kio_bytes(cls: type) -> Callable[[Any], bytes]:
-    writer = entity_writer(cls)
+    writer: Callable[[Any, Any], None] = entity_writer(cls)
 
     def write(entity: Any) -> bytes:
         out = io.BytesIO()

@@ -1,5 +1,5 @@
 """InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, EndTxn, DescribeTransactions and
-ListTransactions: kio entities <-> the transaction coordinator (``broker/txn_coordinator.py``)."""
+ListTransactions: kio entities <-> the transaction coordinator (``coordinator/transactions/service.py``)."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from kio.schema.list_transactions.v2.request import ListTransactionsRequest
 
 from broker.dispatch import RequestContext
 from clock import wall_ms
-from coordinator import transactions as T
+from coordinator.transactions import rules as T
 from protocol.errors import ErrorCode
 from protocol.topic_names import OFFSETS_TOPIC
 

@@ -29,7 +29,7 @@ storage (``storage/``)
     ``store_append(seconds, batch_records)``, ``store_fsync(seconds)``.
 SASL connections (``broker/network/secure_connection.py``)
     ``authentication(listener, mechanism, result)``: result is success or failure.
-transaction coordinator (``broker/txn_coordinator.py``)
+transaction coordinator (``coordinator/transactions/service.py``)
     ``transaction_ended(result)``: markers written; ``result`` in ``TXN_RESULTS`` (commit, abort by the
         producer, abort of a timed-out transaction, abort fencing an older producer).
     ``throttled(quota, ms)``: a response over a client quota (``producer_byte_rate``, ``consumer_byte_rate``).

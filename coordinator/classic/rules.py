@@ -789,3 +789,14 @@ def list_groups(
         for gid, g in state.groups.items()
         if wanted is None or g.state.lower() in wanted
     ]
+
+
+def on_write_failed(state: ShardState, write_ref: tuple[Any, ...], error: int, now: int, cfg: GroupConfig) -> Result:
+    """A classic group's metadata record was not written: a completed sync (``sync``) or a static
+    member's replacement (``static``) is undone and its answers carry the error, as Kafka's do."""
+    out = Out()
+    if write_ref[0] == "sync":
+        _undo_sync(state, write_ref, error, now, cfg, out)
+    elif write_ref[0] == "static":
+        _undo_static(state, write_ref, error, now, out)
+    return out.result()

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 from coordinator.api import TimerOp
 from coordinator.consumer.records import ConsumerKey, ConsumerValue
+from coordinator.values import value
 
 TopicPartitionList = tuple[tuple[uuid.UUID, tuple[int, ...]], ...]
 
@@ -19,10 +20,9 @@ JOIN_EPOCH = 0
 LEAVE_EPOCH = -1
 STATIC_LEAVE_EPOCH = -2
 
-_value = dataclass(slots=True, unsafe_hash=True)
 
 
-@_value
+@value
 class ConsumerGroupHeartbeat:
     group_id: str
     member_id: str
@@ -39,7 +39,7 @@ class ConsumerGroupHeartbeat:
     version: int = 1
 
 
-@_value
+@value
 class ConsumerGroupHeartbeatResponse:
     error: int
     message: str | None = None

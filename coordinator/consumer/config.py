@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 # Kafka's defaults name the assignor classes; the short names are what members send as ServerAssignor
 ASSIGNOR_CLASSES = {
@@ -22,8 +23,8 @@ class ConsumerConfig:
     enabled: bool = True  # "consumer" is in group.coordinator.rebalance.protocols
 
     @classmethod
-    def from_broker_config(cls, config: object) -> ConsumerConfig:
-        get = config.__getitem__  # type: ignore[attr-defined]
+    def from_broker_config(cls, config: Any) -> ConsumerConfig:
+        get = config.__getitem__
         assignors = tuple(ASSIGNOR_CLASSES.get(a, a) for a in get("group.consumer.assignors"))
         return cls(
             session_timeout_ms=get("group.consumer.session.timeout.ms"),

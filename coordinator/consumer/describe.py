@@ -10,22 +10,21 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 
 from coordinator import errors as E
 from coordinator.consumer.config import ConsumerConfig
 from coordinator.consumer.group import DEAD, ConsumerGroup, ConsumerGroups, Member
 from coordinator.consumer.heartbeat import preferred_assignor
+from coordinator.values import value
 
 CONSUMER_MEMBER = 1
 CLASSIC_MEMBER = 0
 
-_value = dataclass(slots=True, unsafe_hash=True)
 
 DescribedPartitions = tuple[tuple[uuid.UUID, str, tuple[int, ...]], ...]  # (topic id, topic name, partitions)
 
 
-@_value
+@value
 class DescribedConsumerMember:
     member_id: str
     instance_id: str | None
@@ -40,7 +39,7 @@ class DescribedConsumerMember:
     member_type: int
 
 
-@_value
+@value
 class DescribedConsumerGroup:
     error: int
     group_id: str

@@ -191,7 +191,7 @@ def replay(groups: ConsumerGroups, key: rec.ConsumerKey, value: rec.ConsumerValu
             if group is not None:
                 group.regexes.pop(key.regex, None)
         else:
-            assert isinstance(value, rec.RegularExpression)
+            assert isinstance(value, rec.RegularExpression) and group is not None  # made above for a value
             group.regexes[key.regex] = ResolvedRegex(frozenset(value.topics), value.version, value.timestamp)
         return
     kind = key.kind

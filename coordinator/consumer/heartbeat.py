@@ -153,7 +153,7 @@ def metadata_hash(group: ConsumerGroup, topics: Topics) -> int:
 
     Kafka hashes with XXH3 (Utils.computeGroupHash); the value is only ever compared with itself, so any
     stable hash of the same inputs gives the same bumps."""
-    names = set()
+    names: set[str] = set()
     for m in group.members.values():
         names |= subscribed_names(group, m)
     present = sorted(n for n in names if n in topics)

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import struct
 import uuid
-from dataclasses import dataclass
 
 from coordinator.record_codec import Reader, RecordFormatError, Writer, key_version
+from coordinator.values import value
 
 _B = struct.Struct(">b")
 _I = struct.Struct(">i")
@@ -38,12 +38,11 @@ KEY_VERSIONS = frozenset(
      TARGET_ASSIGNMENT_MEMBER, CURRENT_MEMBER_ASSIGNMENT, REGULAR_EXPRESSION)
 )
 
-_record = dataclass(slots=True, unsafe_hash=True)
 
 # ---------------------------------------------------------------- keys
 
 
-@_record
+@value
 class GroupKey:
     """Types 3, 4 and 6: keyed by the group alone; ``kind`` is the key version."""
 
@@ -51,7 +50,7 @@ class GroupKey:
     group: str
 
 
-@_record
+@value
 class MemberKey:
     """Types 5, 7 and 8: keyed by group and member."""
 
@@ -60,7 +59,7 @@ class MemberKey:
     member_id: str
 
 
-@_record
+@value
 class RegexKey:
     """Type 16."""
 
@@ -74,20 +73,20 @@ ConsumerKey = GroupKey | MemberKey | RegexKey
 # ---------------------------------------------------------------- values
 
 
-@_record
+@value
 class GroupMetadata:
     epoch: int
     metadata_hash: int = 0
     creation_time_ms: int = -1
 
 
-@_record
+@value
 class PartitionRacks:
     partition: int
     racks: tuple[str, ...]
 
 
-@_record
+@value
 class TopicMetadata:
     topic_id: uuid.UUID
     name: str
@@ -95,26 +94,26 @@ class TopicMetadata:
     partitions: tuple[PartitionRacks, ...] = ()
 
 
-@_record
+@value
 class PartitionMetadata:
     """Written by Kafka 3.7-4.0; read and tombstoned, never written by 4.1+."""
 
     topics: tuple[TopicMetadata, ...]
 
 
-@_record
+@value
 class ClassicProtocol:
     name: str
     metadata: bytes
 
 
-@_record
+@value
 class ClassicMemberMetadata:
     session_timeout_ms: int
     protocols: tuple[ClassicProtocol, ...]
 
 
-@_record
+@value
 class MemberMetadata:
     instance_id: str | None
     rack_id: str | None
@@ -127,25 +126,25 @@ class MemberMetadata:
     classic: ClassicMemberMetadata | None = None
 
 
-@_record
+@value
 class TargetAssignmentMetadata:
     assignment_epoch: int
     assignment_timestamp: int = 0
 
 
-@_record
+@value
 class TopicPartitions:
     topic_id: uuid.UUID
     partitions: tuple[int, ...]
     assignment_epochs: tuple[int, ...] | None = None  # only on current assignments (KIP-1251)
 
 
-@_record
+@value
 class TargetAssignmentMember:
     topics: tuple[TopicPartitions, ...]
 
 
-@_record
+@value
 class CurrentMemberAssignment:
     member_epoch: int
     previous_member_epoch: int
@@ -154,7 +153,7 @@ class CurrentMemberAssignment:
     pending_revocation: tuple[TopicPartitions, ...]
 
 
-@_record
+@value
 class RegularExpression:
     topics: tuple[str, ...]
     version: int
@@ -294,9 +293,9 @@ def encode_consumer_value(value: ConsumerValue | None) -> bytes | None:
             f.uvarint(1)  # a tagged nullable struct is prefixed by a varint 1 (null: the tag is absent)
             f.int32(value.classic.session_timeout_ms)
             f.array_len(len(value.classic.protocols))
-            for p in value.classic.protocols:
-                f.string(p.name)
-                f.bytes_(p.metadata)
+            for proto in value.classic.protocols:
+                f.string(proto.name)
+                f.bytes_(proto.metadata)
                 f.tagged([])
             f.tagged([])
             tags.append((0, _payload(f)))
@@ -451,8 +450,8 @@ def decode_consumer_value(key: ConsumerKey, data: bytes | None) -> ConsumerValue
         r.tagged()
         value = CurrentMemberAssignment(epoch, previous, state, assigned, pending)
     else:
-        topics = r.strings()
-        value = RegularExpression(topics, r.int64(), r.int64())
+        matched = r.strings()
+        value = RegularExpression(matched, r.int64(), r.int64())
         r.tagged()
     if r.pos != len(data):
         raise RecordFormatError(f"{len(data) - r.pos} trailing bytes after a type {kind} value")

@@ -23,7 +23,7 @@ class Recorder(Core):
         self.log_dirs = log_dirs
         self.logs: dict[int, Log] = {}
 
-    def apply(self, r):
+    def appended(self, r):
         if r.records:
             by_partition: dict[int, list] = {}
             for key, value in r.records:
@@ -31,7 +31,6 @@ class Recorder(Core):
             for p, records in by_partition.items():
                 lg = self.logs.get(p) or self.logs.setdefault(p, Log.open(self.log_dirs / f"{OFFSETS_TOPIC}-{p}"))
                 lg.append_records(records, self.now)
-        return super().apply(r)
 
     def close(self):
         for lg in self.logs.values():

@@ -11,7 +11,7 @@ import random
 import pytest
 
 from coordinator import shard
-from coordinator.service import replay_walked
+from coordinator.shard import replay_walked
 from storage.batch import (
     TRANSACTIONAL,
     TxnWalk,

@@ -77,7 +77,7 @@ async def test_a_waiter_that_raises_does_not_stop_the_shard(tmp_path, monkeypatc
         first = asyncio.ensure_future(c.call("g", core.offset_commit, commit("g", 1)))
         second = asyncio.ensure_future(c.call("g", core.offset_commit, commit("g", 2)))
         await asyncio.sleep(0.01)
-        real = c._settled
+        real = c.runtime._settled
         calls = []
 
         def flaky(shard, error, result):
@@ -86,7 +86,7 @@ async def test_a_waiter_that_raises_does_not_stop_the_shard(tmp_path, monkeypatc
                 raise RuntimeError("boom")
             real(shard, error, result)
 
-        monkeypatch.setattr(c, "_settled", flaky)
+        monkeypatch.setattr(c.runtime, "_settled", flaky)
         held[0](None)
         held[1](None)
         await asyncio.sleep(0.01)

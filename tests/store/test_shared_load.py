@@ -6,6 +6,7 @@ import random
 
 import pytest
 
+import coordinator.runtime.loader as loader
 import coordinator.service as service
 import storage.log as storage_log
 from broker.config import default_config
@@ -65,8 +66,8 @@ async def loaded_state(root, walkers):
 
 @pytest.fixture
 def small_thresholds(monkeypatch):
-    monkeypatch.setattr(service, "WALK_HELPERS_FROM_BYTES", 1)
-    monkeypatch.setattr(service, "SHARE_WALK_FROM_BYTES", 1)
+    monkeypatch.setattr(loader, "WALK_HELPERS_FROM_BYTES", 1)
+    monkeypatch.setattr(loader, "SHARE_WALK_FROM_BYTES", 1)
     monkeypatch.setattr(storage_log, "READ_CHUNK", 4_000)
 
 

@@ -169,3 +169,30 @@ def test_the_bare_number_check_sees_one():
     assert BARE_API_NUMBER.search("    resp = await conn.call(11, 5, body)")
     assert BARE_API_NUMBER.search("API_VERSIONS = 18")
     assert not BARE_API_NUMBER.search("    resp = await conn.call(ApiKey.JOIN_GROUP, 5, body)")
+
+
+# the coordinator's shell: the modules that put the rules and the runtime on the event loop and the disk
+COORDINATOR_SHELL = {
+    "coordinator.service",
+    "coordinator.observe",
+    "coordinator.tasks",
+    "coordinator.runtime.loop",
+    "coordinator.runtime.loader",
+    "coordinator.transactions.service",
+}
+
+
+def test_the_core_and_the_runtime_import_no_asyncio_socket_or_clock():
+    """The rules and the runtime take ``now`` as an argument and never await: a manual clock drives them."""
+    banned = {"asyncio", "socket", "selectors", "time", "clock", "uvloop"}
+    wrong = []
+    for path in product_files():
+        name = module_name(path)
+        if not name.startswith("coordinator") or name in COORDINATOR_SHELL:
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                wrong += [f"{name} imports {a.name}" for a in node.names if a.name.split(".")[0] in banned]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] in banned:
+                wrong.append(f"{name} imports from {node.module}")
+    assert not wrong, wrong

@@ -13,8 +13,8 @@ import time
 import pytest
 
 from broker.app import Broker
-from coordinator import transactions as T
 from coordinator.partitioning import partition_for
+from coordinator.transactions import rules as T
 from protocol import codec
 from protocol.errors import ErrorCode
 from storage.batch import build_batch, iter_records, split_batches

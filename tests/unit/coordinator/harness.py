@@ -1,5 +1,6 @@
-"""A manual-clock driver for the pure coordinator core: it plays the shell's part (timers, tokens,
-replay of durable records) so tests read like the spec's scenarios."""
+"""A manual-clock driver of the real coordinator runtime (coordinator/runtime/runtime.py) over the pure
+rules: tokens, timers, ordered delivery and replay are the runtime's own, with an in-memory log and a
+clock the test moves, so tests read like the spec's scenarios."""
 
 from __future__ import annotations
 
@@ -25,6 +26,8 @@ from coordinator.api import (
     TxnOffsetCommit,
 )
 from coordinator.group import Group
+from coordinator.runtime.runtime import CoordinatorRuntime, Shard, WriteFailed
+from protocol.topic_names import OFFSETS_TOPIC
 
 RANGE = (Protocol("range", b"range-meta"),)
 
@@ -44,57 +47,137 @@ def subscription(*topics: str, user_data: bytes | None = None) -> bytes:
     return bytes(out)
 
 
+class _Answer:
+    """The waiter of one token: its payload lands in ``core.answers``; a refusal (a write never made
+    durable and not answered by the rules) in ``core.refused``, leaving the token unanswered."""
+
+    __slots__ = ("core", "token", "called", "outcome")
+
+    def __init__(self, core: Core) -> None:
+        self.core, self.token, self.called = core, 0, False
+        self.outcome: tuple[bool, Any] | None = None
+
+    def done(self) -> bool:
+        return self.called
+
+    def set_result(self, payload: Any) -> None:
+        self.called = True
+        self._file(True, payload)
+
+    def set_exception(self, error: BaseException) -> None:
+        self.called = True
+        self._file(False, error)
+
+    def _file(self, answered: bool, value: Any) -> None:
+        """An answer may come before ``run`` returns the token (no write to wait for): kept until then."""
+        if not self.token:
+            self.outcome = (answered, value)
+        elif answered:
+            self.core.answers[self.token] = value
+        else:
+            self.core.refused[self.token] = value
+
+    def learn_token(self, token: int) -> int:
+        self.token = token
+        if self.outcome is not None:
+            self._file(*self.outcome)
+        return token
+
+
+class _MemoryLog:
+    """The runtime's LogPort in memory: records land in ``core.log`` and are durable at once, unless
+    ``core.fail_next_write`` names the error code the next write fails with."""
+
+    def __init__(self, core: Core) -> None:
+        self.core = core
+
+    def append(self, shard: Shard, result: Result) -> None:
+        core = self.core
+        if core.fail_next_write is not None:
+            code, core.fail_next_write = core.fail_next_write, None
+            raise WriteFailed("failed by the test", code)
+        core.log.extend(result.records)
+        if result.marker is not None:
+            core.log.append(("marker", result.marker))
+        core.appended(result)
+
+    def when_durable(self, shard: Shard, done: Any) -> bool:
+        return False
+
+
+class _ManualWakeups:
+    """No event loop: ``Core.advance`` moves the clock and fires what is due."""
+
+    def soon(self, shard: Shard) -> None:
+        pass
+
+    def at(self, shard: Shard, delay_ms: int) -> None:
+        pass
+
+    def cancel(self, shard: Shard) -> None:
+        pass
+
+
 class Core:
-    """State + clock + timers + answered tokens for one offsets partition."""
+    """The real coordinator runtime over one offsets partition, with a manual clock and an in-memory
+    log: requests go through ``CoordinatorRuntime.run`` as the broker's do, timers through its heap."""
 
     def __init__(self, **cfg: Any) -> None:
         ids = itertools.count(1)
         extra = {"member_id_factory": lambda: f"u{next(ids)}"}
         self.cfg = GroupConfig(extra=extra, **cfg)
-        self.state = shard.ShardState(0)
         self.now = 0
-        self.timers: dict[tuple[Any, ...], int] = {}
         self.answers: dict[int, Any] = {}
+        self.refused: dict[int, BaseException] = {}
         self.log: list[tuple[Any, Any]] = []
         self.results: list[Result] = []
-        self._tokens = itertools.count(1)
         self.fail_next_write: int | None = None
+        self.runtime = CoordinatorRuntime(
+            OFFSETS_TOPIC, shard.GroupShardRules(self.cfg), _MemoryLog(self), _ManualWakeups(),
+            lambda: self.now, context=self.cfg,
+        )
+        self.runtime.on_result = self._seen
+        self.shard = self.runtime.add_shard(0)
+        self.shard.loaded = True
+        self.state: shard.ShardState = self.shard.state
 
     # ------------------------------------------------------------ plumbing
 
+    def _seen(self, r: Result) -> None:
+        for tok, _payload in r.responses:
+            assert tok not in self.answers, f"token {tok} answered twice"
+        self.results.append(r)
+
     def token(self) -> int:
-        return next(self._tokens)
+        """A token for a request the test hands to the rules itself (then ``apply`` their Result)."""
+        waiter = _Answer(self)
+        return waiter.learn_token(self.runtime.new_token(waiter))
+
+    def run(self, handler: Any, request: Any, group: str) -> int:
+        """A request through the runtime, as the broker's go: its token is the runtime's."""
+        waiter = _Answer(self)
+        return waiter.learn_token(self.runtime.run(self.shard, group, handler, request, waiter))
+
+    def appended(self, r: Result) -> None:
+        """Called for each Result whose records were written (a subclass may store them too)."""
 
     def apply(self, r: Result) -> Result:
-        self.results.append(r)
-        for op in r.timers:
-            if op.deadline_ms is None:
-                self.timers.pop(op.key, None)
-            else:
-                self.timers[op.key] = op.deadline_ms
-        if (r.records or r.marker is not None) and self.fail_next_write is not None:
-            err, self.fail_next_write = self.fail_next_write, None
-            return self.apply(shard.on_write_failed(self.state, r.write_ref, err, self.now, self.cfg))
-        self.log.extend(r.records)
-        if r.marker is not None:
-            self.log.append(("marker", r.marker))
-        if r.replay:
-            shard.replay_result(self.state, r, self.now)
-        for tok, payload in r.responses:
-            assert tok not in self.answers, f"token {tok} answered twice"
-            self.answers[tok] = payload
+        self.runtime.process(self.shard, r)
         return r
+
+    @property
+    def timers(self) -> dict[tuple[Any, ...], int]:
+        """Live timers: key -> deadline (ms)."""
+        return {key: entry >> 64 for key, entry in self.shard.deadlines.items()}
 
     def advance(self, to: int) -> None:
         """Move the clock to ``to``, firing every due timer in deadline order."""
         for _ in range(10_000):
-            due = [(d, k) for k, d in self.timers.items() if d <= to]
-            if not due:
+            deadline = self.runtime.next_deadline(self.shard)
+            if deadline is None or deadline > to:
                 break
-            d, k = min(due, key=lambda x: x[0])
-            del self.timers[k]
-            self.now = max(self.now, d)
-            self.apply(shard.on_timer(self.state, k, self.now, self.cfg))
+            self.now = max(self.now, deadline)
+            self.runtime.fire_due(self.shard, self.now)
         else:  # pragma: no cover
             raise AssertionError("timer loop did not settle")
         self.now = to
@@ -125,7 +208,6 @@ class Core:
         version: int = 5,
         client: str = "c",
     ) -> int:
-        tok = self.token()
         req = JoinGroup(
             group_id=group,
             member_id=member_id,
@@ -138,8 +220,7 @@ class Core:
             client_host="/127.0.0.1",
             version=version,
         )
-        self.apply(shard.join_group(self.state, req, tok, self.now, self.cfg))
-        return tok
+        return self.run(shard.join_group, req, group)
 
     def new_member(self, group: str = "g", **kw: Any) -> tuple[str, int]:
         """A v4+ dynamic join including the MEMBER_ID_REQUIRED round trip: (member id, parked token)."""
@@ -160,7 +241,6 @@ class Core:
         ptype: str | None = None,
         pname: str | None = None,
     ) -> int:
-        tok = self.token()
         req = SyncGroup(
             group_id=group,
             generation_id=generation,
@@ -171,22 +251,17 @@ class Core:
             assignments=tuple(SyncAssignment(k, v) for k, v in (assignments or {}).items()),
             version=version,
         )
-        self.apply(shard.sync_group(self.state, req, tok, self.now, self.cfg))
-        return tok
+        return self.run(shard.sync_group, req, group)
 
     def heartbeat(
         self, member_id: str, generation: int, group: str = "g", instance: str | None = None
     ) -> int:
-        tok = self.token()
-        req = Heartbeat(group, generation, member_id, instance, 3)
-        self.apply(shard.heartbeat(self.state, req, tok, self.now, self.cfg))
+        tok = self.run(shard.heartbeat, Heartbeat(group, generation, member_id, instance, 3), group)
         return self.answers[tok].error
 
     def leave(self, *members: tuple[str, str | None], group: str = "g", version: int = 3) -> Any:
-        tok = self.token()
         req = LeaveGroup(group, tuple(LeavingMember(m, i) for m, i in members), version)
-        self.apply(shard.leave_group(self.state, req, tok, self.now, self.cfg))
-        return self.answers[tok]
+        return self.answers[self.run(shard.leave_group, req, group)]
 
     def commit(
         self,
@@ -199,14 +274,12 @@ class Core:
         version: int = 8,
         leader_epoch: int = -1,
     ) -> Any:
-        tok = self.token()
         cps = tuple(
             CommitPartition(p[0], p[1], p[2], leader_epoch, p[3] if len(p) > 3 else "")  # type: ignore[misc]
             for p in parts
         )
         req = OffsetCommit(group, generation, member_id, instance, retention, cps, version)
-        self.apply(shard.offset_commit(self.state, req, tok, self.now, self.cfg))
-        return self.answers[tok]
+        return self.answers[self.run(shard.offset_commit, req, group)]
 
     def txn_commit(
         self,
@@ -219,15 +292,12 @@ class Core:
         instance: str | None = None,
         version: int = 3,
     ) -> Any:
-        tok = self.token()
         cps = tuple(CommitPartition(p[0], p[1], p[2], -1, p[3] if len(p) > 3 else "") for p in parts)  # type: ignore[misc]
         req = TxnOffsetCommit("tx", group, producer, epoch, generation, member_id, instance, cps, version)
-        self.apply(shard.txn_offset_commit(self.state, req, tok, self.now, self.cfg))
-        return self.answers[tok]
+        return self.answers[self.run(shard.txn_offset_commit, req, group)]
 
     def end_txn(self, producer: int = 1000, commit: bool = True, epoch: int = 0) -> Any:
-        tok = self.token()
-        self.apply(shard.end_transaction(self.state, EndTxnMarker(producer, epoch, commit), tok, self.now, self.cfg))
+        tok = self.run(shard.end_transaction, EndTxnMarker(producer, epoch, commit), "")
         return self.answers.get(tok, "unanswered")
 
     def fetch(

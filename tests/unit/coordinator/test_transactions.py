@@ -3,7 +3,7 @@
 
 import itertools
 
-from coordinator import transactions as T
+from coordinator.transactions import rules as T
 from protocol.errors import ErrorCode
 
 MAX = 900_000

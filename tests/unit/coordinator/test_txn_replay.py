@@ -16,7 +16,7 @@ import pytest
 from coordinator import shard
 from coordinator.api import Result
 from coordinator.records import OffsetCommitKey, OffsetCommitValue, encode_key, encode_value
-from coordinator.service import replay_walked
+from coordinator.shard import replay_walked
 from storage.batch import (
     TRANSACTIONAL,
     TransactionalBatch,

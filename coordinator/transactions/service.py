@@ -1,5 +1,5 @@
 """The transaction coordinator's shell: the ``__transaction_state`` partitions, markers, and timers around
-the pure core in ``coordinator/transactions.py``.
+the pure core in ``coordinator/transactions/rules.py``.
 
 Each transition is persisted (Kafka's TransactionLog key and value formats) before it is acted on or
 answered, so a restart finds every transactional id where it was. A transaction that had reached
@@ -25,13 +25,13 @@ import re
 import time
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from clock import wall_ms
-from coordinator import transactions as T
 from coordinator.partitioning import partition_for
-from coordinator.service import CoordinatorError
+from coordinator.runtime.runtime import CoordinatorError
 from coordinator.tasks import Tasks
+from coordinator.transactions import rules as T
 from protocol.errors import ErrorCode
 from protocol.topic_names import OFFSETS_TOPIC, TXN_STATE_TOPIC
 from storage.batch import collect_latest
@@ -39,7 +39,33 @@ from storage.errors import StorageError
 from storage.log import Log, LogConfig
 
 if TYPE_CHECKING:
-    from broker.app import Broker
+    from coordinator.service import GroupCoordinator
+    from storage.committer import GroupCommitter
+
+
+class Producers(Protocol):
+    def allocate(self) -> int: ...
+
+
+class DataPartitions(Protocol):
+    """The data plane as the transaction coordinator writes to it (broker/dataplane/partitions.py)."""
+
+    committer: GroupCommitter
+
+    def write_marker(self, tp: T.TopicPartition, producer_id: int, producer_epoch: int, commit: bool) -> Log | None: ...
+
+    def appended(self, tp: tuple[str, int]) -> None: ...
+
+
+class Host(Protocol):
+    """What the service is given by the broker that runs it: its config, producer ids, the data
+    partitions its markers go to, the group coordinator (markers in the offsets partitions), metrics."""
+
+    config: Any
+    producers: Producers
+    partitions: DataPartitions
+    coordinator: GroupCoordinator
+    metrics: Any
 
 log = logging.getLogger("groupd.transactions")
 
@@ -49,7 +75,7 @@ _PARTITION_DIR = re.compile(rf"{TXN_STATE_TOPIC}-(\d+)")
 class TransactionCoordinator:
     """Broker service: every transactional id's state, its log, and its transactions' markers."""
 
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: Host) -> None:
         self.broker = broker
         self.config = broker.config
         self.root = Path(self.config["log.dirs"])
@@ -121,7 +147,8 @@ class TransactionCoordinator:
 
     def _settle(self, layout: T.Layout) -> None:
         """Write every id found outside its own partition there, durably, then tombstone it where it was."""
-        for step in (layout.moves, {p: [(key, None) for key in keys] for p, keys in layout.clears.items()}):
+        clears: dict[int, list[tuple[bytes, bytes | None]]] = {p: [(key, None) for key in keys] for p, keys in layout.clears.items()}
+        for step in (layout.moves, clears):
             logs = [self.log_of(p) for p in step]
             for lg, records in zip(logs, step.values(), strict=True):
                 lg.append_records(records)

@@ -2,7 +2,7 @@
 TransactionCoordinator and TransactionMetadata define them (transactions v1: the client never bumps
 its epoch itself).
 
-Plain data and synchronous functions, no I/O and no clock: the shell (``broker/txn_coordinator.py``)
+Plain data and synchronous functions, no I/O and no clock: the shell (``coordinator/transactions/service.py``)
 persists each new state before acting on it, writes the markers, and runs the timers. Every function
 returns a Kafka error code, or the state to persist next.
 """
@@ -268,7 +268,7 @@ class Layout:
     transactional id in its own partition (``partition_for(id, partitions)``, Kafka's placement)."""
 
     txns: dict[str, Txn] = field(default_factory=dict)  # every id's current state
-    moves: dict[int, list[tuple[bytes, bytes]]] = field(default_factory=dict)  # home partition -> records to write there
+    moves: dict[int, list[tuple[bytes, bytes | None]]] = field(default_factory=dict)  # home partition -> records to write there
     clears: dict[int, list[bytes]] = field(default_factory=dict)  # partition -> keys to tombstone, once the moves are durable
     skipped: list[str] = field(default_factory=list)  # unreadable records, why
 
