@@ -392,30 +392,21 @@ class _Collector:
         yield from self._scrape_time()
 
     def _authentications(self) -> Iterator[Metric]:
-        family = CounterMetricFamily(
-            "groupd_authentications", "SASL authentications by listener, mechanism and result", labels=["listener", "mechanism", "result"],
-        )
-        for labels, n in sorted(self.m._authentications.items()):
-            family.add_metric(list(labels), n)
-        yield family
+        yield _labelled(CounterMetricFamily, "groupd_authentications", "SASL authentications by listener, mechanism and result",
+                        ["listener", "mechanism", "result"], sorted(self.m._authentications.items()))
 
     def _connection_limits(self) -> Iterator[Metric]:
         m = self.m
-        refused = CounterMetricFamily(
-            "groupd_connections_refused", "Connections closed at accept: over max.connections.per.ip, or the process out of descriptors", labels=["reason"],
-        )
-        for reason, n in sorted(m.connections_refused.items()):
-            refused.add_metric([reason], n)
-        yield refused
+        yield _labelled(CounterMetricFamily, "groupd_connections_refused",
+                        "Connections closed at accept: over max.connections.per.ip, or the process out of descriptors",
+                        ["reason"], sorted(m.connections_refused.items()))
         yield CounterMetricFamily("groupd_connections_closed_idle", "Connections closed after connections.max.idle.ms without traffic", value=m.connections_closed_idle)
         yield CounterMetricFamily("groupd_accept_paused", "Times max.connections was reached and accepting paused", value=m.accept_pauses)
 
     def _transactions(self) -> Iterator[Metric]:
         m = self.m
-        ended = CounterMetricFamily("groupd_transactions_ended", "Transactions whose markers were written, by result", labels=["result"])
-        for result, n in m._txns_ended.items():
-            ended.add_metric([result], n)
-        yield ended
+        yield _labelled(CounterMetricFamily, "groupd_transactions_ended", "Transactions whose markers were written, by result",
+                        ["result"], m._txns_ended.items())
         throttled = CounterMetricFamily("groupd_quota_throttled", "Responses throttled by a client quota, by quota", labels=["quota"])
         muted = CounterMetricFamily("groupd_quota_throttle_seconds", "Time throttled connections were muted, by quota", labels=["quota"])
         for quota, (n, seconds) in sorted(m._throttled.items()):
@@ -426,10 +417,8 @@ class _Collector:
         states: dict[str, int] = {}
         for txn in getattr(getattr(m.broker, "transactions", None), "all", list)():
             states[txn.state_name] = states.get(txn.state_name, 0) + 1
-        gauge = GaugeMetricFamily("groupd_transactional_ids", "Transactional ids known to the coordinator, by state", labels=["state"])
-        for state, n in sorted(states.items()):
-            gauge.add_metric([state], n)
-        yield gauge
+        yield _labelled(GaugeMetricFamily, "groupd_transactional_ids", "Transactional ids known to the coordinator, by state",
+                        ["state"], sorted(states.items()))
 
     def _requests(self) -> Iterator[Metric]:
         m = self.m
@@ -467,26 +456,13 @@ class _Collector:
 
     def _groups_events(self) -> Iterator[Metric]:
         m = self.m
-        transitions = CounterMetricFamily(
-            "groupd_group_state_transitions", "Group state changes (from empty: a new group)", labels=["from", "to"]
-        )
-        for (old, new), n in m._transitions.items():
-            transitions.add_metric([old, new], n)
-        yield transitions
-        started = CounterMetricFamily(
-            "groupd_rebalances_started", "Rebalances begun (Kafka classic-group-rebalance), by cause", labels=["cause"]
-        )
-        for cause, n in m._rebalances_started.items():
-            started.add_metric([cause], n)
-        yield started
-        done = CounterMetricFamily(
-            "groupd_rebalances",
-            "Rebalances completed (group reached Stable at a new generation), by group and cause",
-            labels=["group", "cause"],
-        )
-        for (group, cause), n in m._rebalances.items():
-            done.add_metric([group, cause], n)
-        yield done
+        yield _labelled(CounterMetricFamily, "groupd_group_state_transitions", "Group state changes (from empty: a new group)",
+                        ["from", "to"], m._transitions.items())
+        yield _labelled(CounterMetricFamily, "groupd_rebalances_started", "Rebalances begun (Kafka classic-group-rebalance), by cause",
+                        ["cause"], m._rebalances_started.items())
+        yield _labelled(CounterMetricFamily, "groupd_rebalances",
+                        "Rebalances completed (group reached Stable at a new generation), by group and cause",
+                        ["group", "cause"], m._rebalances.items())
         hist = HistogramMetricFamily(
             "groupd_rebalance_duration_seconds", "From PreparingRebalance to Stable, by cause", labels=["cause"]
         )
@@ -516,10 +492,8 @@ class _Collector:
         partitions = _partitions(broker)
         yield from partitions.families()
         yield GaugeMetricFamily("kafka_brokers", "Brokers in the cluster (kafka_exporter): this one", value=1 if broker is not None else 0)
-        per_topic = GaugeMetricFamily("kafka_topic_partitions", "Partitions of a topic (kafka_exporter)", labels=["topic"])
-        for topic, n in sorted(_topic_partition_counts(broker).items()):
-            per_topic.add_metric([topic], n)
-        yield per_topic
+        yield _labelled(GaugeMetricFamily, "kafka_topic_partitions", "Partitions of a topic (kafka_exporter)",
+                        ["topic"], sorted(_topic_partition_counts(broker).items()))
         yield GaugeMetricFamily(
             "groupd_coordinator_loaded", "1 when every owned offsets partition is loaded", value=int(coordinator_loaded(coordinator))
         )
@@ -531,6 +505,20 @@ def _topic_partition_counts(broker: Any) -> dict[str, int]:
     """Data topics and their partition counts (the topic registry's ``all()``)."""
     every = getattr(getattr(broker, "topics", None), "all", None)
     return {t.name: t.partitions for t in every()} if callable(every) else {}
+
+
+def _labelled(
+    family: type[CounterMetricFamily] | type[GaugeMetricFamily],
+    name: str,
+    doc: str,
+    labels: list[str],
+    rows: Iterable[tuple[Any, float]],
+) -> CounterMetricFamily | GaugeMetricFamily:
+    """A family with one sample a row: (label value, or a tuple of them, in ``labels``' order; value)."""
+    out = family(name, doc, labels=labels)
+    for key, value in rows:
+        out.add_metric(list(key) if isinstance(key, tuple) else [key], value)
+    return out
 
 
 def _hist(name: str, doc: str, h: Histogram) -> HistogramMetricFamily:
