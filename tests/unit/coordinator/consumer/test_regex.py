@@ -41,3 +41,13 @@ def test_a_regex_matches_whole_topic_names():
     assert matching_topics("foo.*", topics) == {"foo", "foo1", "foo-bar"}
     assert matching_topics("foo", topics) == {"foo"}  # not a prefix or substring match
     assert matching_topics(".*bar", topics) == {"foo-bar", "bar"}
+
+
+def test_matching_is_linear_in_the_topic_name():
+    """Kafka matches with RE2/J, which never backtracks. Python's re takes ~2^n steps for ``(a+)+b``
+    against n a's: one heartbeat with that regex and a topic of 40 a's (any client can create one)
+    would hold the event loop for hours. Matched with RE2, the longest legal topic name is nothing."""
+    import re2
+
+    assert matching_topics("(a+)+b", ["a" * 249, "a" * 40 + "b"]) == {"a" * 40 + "b"}
+    assert isinstance(compile_regex("(x+x+)+y"), re2._Regexp)
