@@ -1,0 +1,1 @@
+"""The share coordinator: the durable state of share groups' partitions in ``__share_group_state``."""
