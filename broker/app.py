@@ -15,6 +15,7 @@ from broker.dataplane.internal_topics import InternalTopic
 from broker.dataplane.partitions import PartitionManager
 from broker.dataplane.producers import ProducerIds
 from broker.dataplane.topics import Topic, TopicRegistry
+from broker.memory_persister import MemoryPersister
 from broker.network.acceptor import Acceptor, Admission
 from broker.network.connection import Connection
 from broker.ops import log_end_history, quotas
@@ -24,7 +25,10 @@ from broker.security.listeners import Listener
 from broker.security.sasl import SaslGate, mechanism_factories
 from broker.security.scram_store import ScramStore
 from broker.security.tls import server_context
+from broker.share_groups import ShareGroupShell
 from coordinator.service import GroupCoordinator
+from coordinator.share.config import ShareGroupConfig
+from coordinator.share_state.persister import Persister
 from coordinator.transactions.service import TransactionCoordinator
 from protocol.topic_names import OFFSETS_TOPIC, TXN_STATE_TOPIC
 from storage.errors import StorageError
@@ -73,6 +77,11 @@ class Broker:
         self.coordinator = GroupCoordinator(config, self.metrics)
         self.coordinator.on_append = lambda partition: self.partitions.appended((OFFSETS_TOPIC, partition))  # long polls
         self.services.append(self.coordinator)
+        # share groups (KIP-932): their settings, the share coordinator's port and the async work of their rules
+        self.share_groups = ShareGroupShell(self)
+        self.coordinator.cfg.share_config = self.share_group_config
+        self.share_persister: Persister = MemoryPersister()  # until the share coordinator is wired in
+        self.services.append(self.share_groups)
         self.transactions = TransactionCoordinator(self)
         self.services.append(self.transactions)
         cluster = config["cluster.id"]
@@ -94,6 +103,10 @@ class Broker:
         self.topics.on_create.append(lambda topic: self.coordinator.topics_changed({topic.name}))
         self.topics.on_delete.append(lambda topic: self.coordinator.topics_changed({topic.name}))
         self.topics.on_grow.append(lambda topic, _old: self.coordinator.topics_changed({topic.name}))
+
+    def share_group_config(self, group_id: str) -> ShareGroupConfig:
+        """A share group's settings: the broker's group.share.* keys with the group's share.* overrides."""
+        return self.share_groups.config_for(group_id)
 
     # topic changes go through here so every part of the broker hears about them
     def create_topic(self, name: str, partitions: int, configs: dict[str, str]) -> Topic:

@@ -25,6 +25,7 @@ from broker.handlers import (
     quotas,
     replicas,
     security,
+    share_groups,
     topics,
     transactions,
 )
@@ -86,6 +87,8 @@ ROUTES: dict[str, Handler] = {
     "ListTransactions": transactions.list_transactions,
     "ConsumerGroupHeartbeat": consumer_groups.consumer_group_heartbeat,
     "ConsumerGroupDescribe": consumer_groups.consumer_group_describe,
+    "ShareGroupHeartbeat": share_groups.share_group_heartbeat,
+    "ShareGroupDescribe": share_groups.share_group_describe,
     "ListConfigResources": describe.list_config_resources,
     "DescribeTopicPartitions": describe.describe_topic_partitions,
 }
