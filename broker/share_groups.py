@@ -17,6 +17,7 @@ import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from coordinator import errors as E
 from coordinator import shard as core
 from coordinator.runtime.runtime import CoordinatorError
 from coordinator.share import config as share_config
@@ -50,6 +51,27 @@ class ShareGroupShell:
         if not overrides:
             return self.defaults
         return share_config.with_overrides(self.defaults, overrides, self.broker.config)
+
+    async def delete_state(self, group_id: str) -> int | None:
+        """DeleteGroups' share step (Kafka's deleteShareGroups): None when ``group_id`` is no share group;
+        else NON_EMPTY_GROUP while it has members, or the first error of deleting its partitions' share
+        state (the group then stays), or 0: the caller deletes the group."""
+        plan = await self.broker.coordinator.call(group_id, core.share_delete_prepare, group_id)
+        if plan is None:
+            return None
+        if plan.error:
+            return int(plan.error)
+        return await self._delete_partitions(group_id, plan.topics)
+
+    async def _delete_partitions(self, group_id: str, topics: Any) -> int:
+        persister = self.broker.share_persister
+        keys = [SharePartitionKey(group_id, t, p) for t, ps in topics for p in ps]
+        answers: list[Any] = await asyncio.gather(*(persister.delete(k) for k in keys), return_exceptions=True)
+        for key, answer in zip(keys, answers, strict=True):
+            if answer != 0:
+                log.error("share group %s: deleting the share state of %s-%d failed: %s", group_id, key.topic_id, key.partition, answer)
+                return int(answer) if isinstance(answer, int) else E.UNKNOWN_SERVER_ERROR
+        return 0
 
     def initialize(self, ask: ShareInitialize) -> None:
         """Initialize the partitions a heartbeat asked for, after its answer (Kafka: a timer task)."""

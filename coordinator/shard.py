@@ -72,7 +72,12 @@ from coordinator.records import (
 from coordinator.share import runtime as share
 from coordinator.share.group import ShareGroups
 from coordinator.share.records import is_share_key
-from coordinator.share.runtime import share_group_describe, share_group_heartbeat, share_state_initialized
+from coordinator.share.runtime import (
+    share_delete_prepare,
+    share_group_describe,
+    share_group_heartbeat,
+    share_state_initialized,
+)
 from protocol.topic_names import OFFSETS_TOPIC
 from storage.batch import TxnWalk
 
@@ -102,6 +107,7 @@ __all__ = [
     "replay_result",
     "replay_txn_offset",
     "replay_walked",
+    "share_delete_prepare",
     "share_group_describe",
     "share_group_heartbeat",
     "share_state_initialized",

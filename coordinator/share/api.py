@@ -67,6 +67,15 @@ class ShareStateInitialized:
     ok: bool
 
 
+@value
+class SharePartitionsToDelete:
+    """A share group's partitions whose share state the shell deletes before the group or its offsets go
+    (``error``: NON_EMPTY_GROUP and the like, nothing to delete)."""
+
+    error: int
+    topics: TopicPartitionList
+
+
 @dataclass(slots=True)
 class Outcome:
     """What one call into the share-group core produced; ``records`` are already applied (replayed)."""

@@ -251,6 +251,37 @@ def state_initialized(groups: ShareGroups, topics: Topics, event: ShareStateInit
     return out.outcome
 
 
+def partitions_to_delete(
+    groups: ShareGroups, group_id: str, out: Outcome, now: int, only: frozenset[uuid.UUID] | None = None
+) -> TopicPartitionList:
+    """The group's initializing and initialized partitions (of the topics ``only`` names, or all) move
+    to deleting, recorded in ``out``; returns them (Kafka's sharePartitionDeleteRequests)."""
+    group = groups[group_id]
+    both = _combine(group.initialized, group.initializing)
+    chosen = {t: i for t, i in both.items() if only is None or t in only}
+    if not chosen:
+        return ()
+    w = _Out(groups, now)
+    w.outcome = out
+    w.add(GroupKey(rec.STATE_PARTITION_METADATA, group_id), state_metadata(
+        {t: i for t, i in group.initializing.items() if t not in chosen},
+        {t: i for t, i in group.initialized.items() if t not in chosen},
+        {**group.deleting, **{t: i.name for t, i in chosen.items()}},
+    ))
+    return tuple((t, tuple(sorted(i.partitions))) for t, i in sorted(chosen.items()))
+
+
+def deleted(groups: ShareGroups, group_id: str, topics: frozenset[uuid.UUID], now: int) -> Outcome:
+    """The share state of these deleting topics is gone: they leave the group's deleting set."""
+    out = _Out(groups, now)
+    group = groups.get(group_id)
+    if group is not None and topics & set(group.deleting):
+        out.add(GroupKey(rec.STATE_PARTITION_METADATA, group_id), state_metadata(
+            group.initializing, group.initialized, {t: n for t, n in group.deleting.items() if t not in topics},
+        ))
+    return out.outcome
+
+
 # ---------------------------------------------------------------- fencing
 
 

@@ -27,12 +27,19 @@ from coordinator.share.api import (
     Outcome,
     ShareGroupHeartbeat,
     ShareGroupHeartbeatResponse,
+    SharePartitionsToDelete,
     ShareStateInitialized,
     session_timer,
 )
 from coordinator.share.describe import DescribedShareGroup, describe
 from coordinator.share.group import deletion_records, replay
-from coordinator.share.heartbeat import heartbeat, on_session_timeout, on_topics_changed, state_initialized
+from coordinator.share.heartbeat import (
+    heartbeat,
+    on_session_timeout,
+    on_topics_changed,
+    partitions_to_delete,
+    state_initialized,
+)
 
 if TYPE_CHECKING:
     from coordinator.shard import ShardState
@@ -111,6 +118,20 @@ def describe_as_classic(state: ShardState, group_id: str) -> GroupDescription | 
     if group_id in state.share_groups:
         return GroupDescription(E.NONE, group_id, "Dead", "", "")
     return None
+
+
+def share_delete_prepare(state: ShardState, group_id: str, token: Token, now: int, cfg: GroupConfig) -> Result:
+    """DeleteGroups' first step on a share group (Kafka's sharePartitionDeleteRequests): NON_EMPTY_GROUP
+    while it has members, else its initializing and initialized partitions move to deleting (recorded)
+    and are answered for the shell to delete in the share coordinator. None: not a share group."""
+    group = state.share_groups.get(group_id)
+    if group is None:
+        return Result(responses=((token, None),), replay=False)
+    if group.members:
+        return Result(responses=((token, SharePartitionsToDelete(E.NON_EMPTY_GROUP, ())),), replay=False)
+    out = Outcome()
+    topics = partitions_to_delete(state.share_groups, group_id, out, now)
+    return Result(tuple(out.records), ((token, SharePartitionsToDelete(E.NONE, topics)),), replay=False)
 
 
 def delete_share_group(state: ShardState, group_id: str, token: Token) -> Result | None:

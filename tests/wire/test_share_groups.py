@@ -133,3 +133,29 @@ async def test_share_version_0_refuses_share_apis(tmp_path):
         await c.close()
     finally:
         await b.stop()
+
+
+async def test_list_groups_and_delete_groups(tmp_path):
+    b = await started(tmp_path)
+    try:
+        b.create_topic("orders", 2, {})
+        c = await WireClient.connect(b.port)
+        r = await c.call(76, 1, hb_body("m1", 0, names=("orders",)))
+        await until_assigned(c, "m1", r.member_epoch, 2)
+        listed = await c.call(16, 5, codec.make(codec.request_class(16, 5), states_filter=(), types_filter=("share",)))
+        assert [(g.group_id, g.group_state, g.group_type, g.protocol_type) for g in listed.groups] == [("g", "Stable", "share", "share")]
+        delete = codec.make(codec.request_class(42, 2), groups_names=("g",))
+        (res,) = (await c.call(42, 2, delete)).results
+        assert res.error_code == 68  # NON_EMPTY_GROUP
+        assert len(b.share_persister.states) == 2
+        await c.call(76, 1, hb_body("m1", -1))
+        (res,) = (await c.call(42, 2, delete)).results
+        assert res.error_code == 0
+        assert b.share_persister.states == {}  # the share state went first
+        listed = await c.call(16, 5, codec.make(codec.request_class(16, 5), states_filter=(), types_filter=()))
+        assert listed.groups == ()
+        (g,) = (await c.call(77, 1, describe_body("g"))).groups
+        assert g.error_code == 69
+        await c.close()
+    finally:
+        await b.stop()
