@@ -26,6 +26,7 @@ from broker.handlers import (
     replicas,
     security,
     share_groups,
+    share_offsets,
     topics,
     transactions,
 )
@@ -89,6 +90,9 @@ ROUTES: dict[str, Handler] = {
     "ConsumerGroupDescribe": consumer_groups.consumer_group_describe,
     "ShareGroupHeartbeat": share_groups.share_group_heartbeat,
     "ShareGroupDescribe": share_groups.share_group_describe,
+    "DescribeShareGroupOffsets": share_offsets.describe_share_group_offsets,
+    "AlterShareGroupOffsets": share_offsets.alter_share_group_offsets,
+    "DeleteShareGroupOffsets": share_offsets.delete_share_group_offsets,
     "ListConfigResources": describe.list_config_resources,
     "DescribeTopicPartitions": describe.describe_topic_partitions,
 }

@@ -61,9 +61,10 @@ class ShareGroupShell:
             return None
         if plan.error:
             return int(plan.error)
-        return await self._delete_partitions(group_id, plan.topics)
+        return await self.delete_partitions(group_id, plan.topics)
 
-    async def _delete_partitions(self, group_id: str, topics: Any) -> int:
+    async def delete_partitions(self, group_id: str, topics: Any) -> int:
+        """Delete these partitions' share state; 0, or the first error."""
         persister = self.broker.share_persister
         keys = [SharePartitionKey(group_id, t, p) for t, ps in topics for p in ps]
         answers: list[Any] = await asyncio.gather(*(persister.delete(k) for k in keys), return_exceptions=True)
@@ -71,6 +72,22 @@ class ShareGroupShell:
             if answer != 0:
                 log.error("share group %s: deleting the share state of %s-%d failed: %s", group_id, key.topic_id, key.partition, answer)
                 return int(answer) if isinstance(answer, int) else E.UNKNOWN_SERVER_ERROR
+        return 0
+
+    async def initialize_at(self, group_id: str, state_epoch: int, offsets: Any) -> int:
+        """AlterShareGroupOffsets' second step (Kafka's persisterInitialize): initialize each partition at
+        its new start offset, then record them initialized; any failure leaves them uninitialized and
+        is the answer's error."""
+        persister = self.broker.share_persister
+        keys = [(SharePartitionKey(group_id, t, p), o) for t, pairs in offsets for p, o in pairs]
+        answers: list[Any] = await asyncio.gather(
+            *(persister.initialize(key, state_epoch, o) for key, o in keys), return_exceptions=True
+        )
+        failed = [a for a in answers if a != 0]
+        topics = tuple((t, tuple(p for p, _ in pairs)) for t, pairs in offsets)
+        await self.broker.coordinator.call(group_id, core.share_state_initialized, ShareStateInitialized(group_id, topics, not failed))
+        if failed:
+            return failed[0] if isinstance(failed[0], int) else E.UNKNOWN_SERVER_ERROR
         return 0
 
     def initialize(self, ask: ShareInitialize) -> None:

@@ -73,9 +73,13 @@ from coordinator.share import runtime as share
 from coordinator.share.group import ShareGroups
 from coordinator.share.records import is_share_key
 from coordinator.share.runtime import (
+    share_alter_offsets,
+    share_delete_offsets,
     share_delete_prepare,
     share_group_describe,
     share_group_heartbeat,
+    share_initialized_partitions,
+    share_state_deleted,
     share_state_initialized,
 )
 from protocol.topic_names import OFFSETS_TOPIC
@@ -107,7 +111,11 @@ __all__ = [
     "replay_result",
     "replay_txn_offset",
     "replay_walked",
+    "share_alter_offsets",
+    "share_delete_offsets",
     "share_delete_prepare",
+    "share_initialized_partitions",
+    "share_state_deleted",
     "share_group_describe",
     "share_group_heartbeat",
     "share_state_initialized",

@@ -76,12 +76,54 @@ class SharePartitionsToDelete:
     topics: TopicPartitionList
 
 
+@value
+class AlterShareOffsets:
+    """AlterShareGroupOffsets (api 91): topic name -> (partition, start offset) pairs."""
+
+    group_id: str
+    topics: tuple[tuple[str, tuple[tuple[int, int], ...]], ...]
+
+
+@value
+class AlterShareOffsetsPlan:
+    """The core's answer to AlterShareGroupOffsets: a top-level error, or per-partition results
+    (``(topic name, topic id or None, ((partition, error), ...))``) and the partitions the shell
+    initializes at their new start offsets (``(topic id, ((partition, offset), ...))``)."""
+
+    error: int
+    message: str | None = None
+    results: tuple[tuple[str, uuid.UUID | None, tuple[tuple[int, int], ...]], ...] = ()
+    state_epoch: int = 0
+    offsets: tuple[tuple[uuid.UUID, tuple[tuple[int, int], ...]], ...] = ()
+
+
+@value
+class DeleteShareOffsets:
+    """DeleteShareGroupOffsets (api 92)."""
+
+    group_id: str
+    topic_names: tuple[str, ...]
+
+
+@value
+class DeleteShareOffsetsPlan:
+    """The core's answer to DeleteShareGroupOffsets: a top-level error, or the topics refused
+    (``(name, error, message)``) and those whose share state the shell deletes (``(name, id, partitions)``)."""
+
+    error: int
+    message: str | None = None
+    refused: tuple[tuple[str, int, str], ...] = ()
+    to_delete: tuple[tuple[str, uuid.UUID, tuple[int, ...]], ...] = ()
+
+
 @dataclass(slots=True)
 class Outcome:
     """What one call into the share-group core produced; ``records`` are already applied (replayed)."""
 
     response: ShareGroupHeartbeatResponse | None = None
     records: list[tuple[ShareKey, ShareValue | None]] = field(default_factory=list)
+    plan: AlterShareOffsetsPlan | None = None  # AlterShareGroupOffsets' answer
+    delete_plan: DeleteShareOffsetsPlan | None = None  # DeleteShareGroupOffsets' answer
     timers: list[TimerOp] = field(default_factory=list)
 
 

@@ -34,6 +34,10 @@ from coordinator.share.api import (
     JOIN_EPOCH,
     LEAVE_EPOCH,
     MAX_MEMBER_ID_LENGTH,
+    AlterShareOffsets,
+    AlterShareOffsetsPlan,
+    DeleteShareOffsets,
+    DeleteShareOffsetsPlan,
     Outcome,
     ShareGroupHeartbeat,
     ShareGroupHeartbeatResponse,
@@ -45,6 +49,7 @@ from coordinator.share.api import (
 from coordinator.share.assignor import assign
 from coordinator.share.config import ShareGroupConfig
 from coordinator.share.group import (
+    INITIAL_EPOCH,
     STABLE,
     Assignment,
     InitTopic,
@@ -411,3 +416,83 @@ def _leave(groups: ShareGroups, topics: Topics, request: ShareGroupHeartbeat, ou
         raise _Fail(E.UNKNOWN_MEMBER_ID, f"Member {request.member_id} is not a member of group {group.group_id}.")
     fence(group, request.member_id, topics, out)
     out.outcome.response = ShareGroupHeartbeatResponse(E.NONE, None, request.member_id, request.member_epoch)
+
+
+# ---------------------------------------------------------------- offsets admin
+
+
+def alter_offsets(groups: ShareGroups, topics: Topics, request: AlterShareOffsets, now: int, other_type: bool) -> Outcome:
+    """Kafka's GroupMetadataManager.alterShareGroupOffsets: the group (made if missing) must be empty;
+    known partitions are recorded initializing and handed to the shell to initialize at their new start
+    offsets (StateEpoch = the group epoch); unknown topics or partitions are UNKNOWN_TOPIC_OR_PARTITION."""
+    out = _Out(groups, now)
+    gid = request.group_id
+    if not gid:
+        out.outcome.plan = AlterShareOffsetsPlan(E.INVALID_GROUP_ID, "The group id is invalid.")
+        return out.outcome
+    group = groups.get(gid)
+    if group is None and other_type:
+        out.outcome.plan = AlterShareOffsetsPlan(E.GROUP_ID_NOT_FOUND, f"Group {gid} is not a share group.")
+        return out.outcome
+    if group is not None and group.members:
+        out.outcome.plan = AlterShareOffsetsPlan(E.NON_EMPTY_GROUP, "The group is not empty.")
+        return out.outcome
+    results: list[tuple[str, uuid.UUID | None, tuple[tuple[int, int], ...]]] = []
+    offsets: dict[uuid.UUID, dict[int, int]] = {}
+    initializing: dict[uuid.UUID, InitTopic] = {}
+    for name, parts in request.topics:
+        info = topics.get(name)
+        if info is None:
+            results.append((name, None, tuple((p, E.UNKNOWN_TOPIC_OR_PARTITION) for p, _ in parts)))
+            continue
+        known = {p: o for p, o in parts if p < info.partitions}
+        results.append((name, info.topic_id, tuple((p, E.NONE if p in known else E.UNKNOWN_TOPIC_OR_PARTITION) for p, _ in parts)))
+        offsets.setdefault(info.topic_id, {}).update(known)
+        initializing[info.topic_id] = InitTopic(name, frozenset(known), now)
+    epoch = group.epoch if group is not None else INITIAL_EPOCH
+    initializing = {t: i for t, i in initializing.items() if i.partitions}
+    if initializing:
+        base = group if group is not None else ShareGroup(gid)
+        out.add(GroupKey(rec.STATE_PARTITION_METADATA, gid), state_metadata(
+            _combine(base.initializing, initializing), base.initialized,
+            {t: n for t, n in base.deleting.items() if t not in initializing},
+        ))
+    out.outcome.plan = AlterShareOffsetsPlan(
+        E.NONE, None, tuple(results), epoch,
+        tuple((t, tuple(sorted(ps.items()))) for t, ps in sorted(offsets.items()) if ps),
+    )
+    return out.outcome
+
+
+def delete_offsets(groups: ShareGroups, topics: Topics, request: DeleteShareOffsets, now: int) -> Outcome:
+    """Kafka's initiateDeleteShareGroupOffsets: only an empty share group; each named topic's initialized
+    partitions move to deleting (a topic already deleting is deleted again over all its partitions); a
+    topic unknown or never initialized is UNKNOWN_TOPIC_OR_PARTITION."""
+    out = _Out(groups, now)
+    gid = request.group_id
+    group = groups.get(gid)
+    if group is None:
+        out.outcome.delete_plan = DeleteShareOffsetsPlan(E.GROUP_ID_NOT_FOUND, f"Share group {gid} not found.")
+        return out.outcome
+    if group.members:
+        out.outcome.delete_plan = DeleteShareOffsetsPlan(E.NON_EMPTY_GROUP, "The group is not empty.")
+        return out.outcome
+    refused: list[tuple[str, int, str]] = []
+    to_delete: list[tuple[str, uuid.UUID, tuple[int, ...]]] = []
+    initialized = dict(group.initialized)
+    deleting = dict(group.deleting)
+    for name in request.topic_names:
+        info = topics.get(name)
+        if info is None:
+            refused.append((name, E.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition."))
+        elif info.topic_id in initialized:
+            to_delete.append((name, info.topic_id, tuple(sorted(initialized.pop(info.topic_id).partitions))))
+            deleting[info.topic_id] = name
+        elif info.topic_id in deleting:
+            to_delete.append((name, info.topic_id, tuple(range(info.partitions))))
+        else:
+            refused.append((name, E.UNKNOWN_TOPIC_OR_PARTITION, "There is no offset information to delete."))
+    if group.has_state_metadata:
+        out.add(GroupKey(rec.STATE_PARTITION_METADATA, gid), state_metadata(group.initializing, initialized, deleting))
+    out.outcome.delete_plan = DeleteShareOffsetsPlan(E.NONE, None, tuple(refused), tuple(to_delete))
+    return out.outcome

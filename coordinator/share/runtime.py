@@ -9,6 +9,7 @@ lives in ``ShardState.share_groups``; an id held by a classic or consumer group 
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -24,6 +25,8 @@ from coordinator.api import (
 )
 from coordinator.share.api import (
     SESSION,
+    AlterShareOffsets,
+    DeleteShareOffsets,
     Outcome,
     ShareGroupHeartbeat,
     ShareGroupHeartbeatResponse,
@@ -34,6 +37,9 @@ from coordinator.share.api import (
 from coordinator.share.describe import DescribedShareGroup, describe
 from coordinator.share.group import deletion_records, replay
 from coordinator.share.heartbeat import (
+    alter_offsets,
+    delete_offsets,
+    deleted,
     heartbeat,
     on_session_timeout,
     on_topics_changed,
@@ -146,3 +152,28 @@ def delete_share_group(state: ShardState, group_id: str, token: Token) -> Result
     for key, value in tombstones:
         replay(state.share_groups, key, value, 0)
     return Result(tuple(tombstones), ((token, DeleteGroupResponse(E.NONE)),), replay=False)
+
+
+def share_alter_offsets(state: ShardState, request: AlterShareOffsets, token: Token, now: int, cfg: GroupConfig) -> Result:
+    """AlterShareGroupOffsets' write: answers an AlterShareOffsetsPlan."""
+    outcome = alter_offsets(state.share_groups, state.topics, request, now, other_type(state, request.group_id))
+    return Result(tuple(outcome.records), ((token, outcome.plan),), replay=False)
+
+
+def share_delete_offsets(state: ShardState, request: DeleteShareOffsets, token: Token, now: int, cfg: GroupConfig) -> Result:
+    """DeleteShareGroupOffsets' first write: answers a DeleteShareOffsetsPlan."""
+    outcome = delete_offsets(state.share_groups, state.topics, request, now)
+    return Result(tuple(outcome.records), ((token, outcome.delete_plan),), replay=False)
+
+
+def share_state_deleted(state: ShardState, request: tuple[str, frozenset[uuid.UUID]], token: Token, now: int, cfg: GroupConfig) -> Result:
+    """The share state of these deleting topics is gone: they leave the deleting set; answers None."""
+    group_id, topic_ids = request
+    outcome = deleted(state.share_groups, group_id, topic_ids, now)
+    return Result(tuple(outcome.records), ((token, None),), replay=False)
+
+
+def share_initialized_partitions(state: ShardState, group_id: str) -> dict[uuid.UUID, frozenset[int]]:
+    """A read: the group's initialized partitions (DescribeShareGroupOffsets without topics)."""
+    group = state.share_groups.get(group_id)
+    return {} if group is None else {t: i.partitions for t, i in group.initialized.items()}

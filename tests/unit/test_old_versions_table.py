@@ -72,7 +72,11 @@ KAFKA_39_VALID_VERSIONS: dict[str, tuple[int, int]] = {
 
 
 # KIP-932's APIs: 3.9 had only an unstable v0 (4.0's early access), removed in 4.1; Kafka serves v1 alone
-SINCE_41 = frozenset(("ShareGroupHeartbeat", "ShareGroupDescribe"))
+# and the share group offsets APIs, new in 4.1
+SINCE_41 = frozenset((
+    "ShareGroupHeartbeat", "ShareGroupDescribe", "DescribeShareGroupOffsets", "AlterShareGroupOffsets",
+    "DeleteShareGroupOffsets",
+))
 
 
 def test_every_api_groupd_serves_has_its_39_range():

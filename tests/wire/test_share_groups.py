@@ -5,10 +5,12 @@ times out (short configured timeouts), the share.version gate, and a restart tha
 import asyncio
 
 from broker.app import Broker
+from coordinator.share_state.persister import SharePartitionKey
 from protocol import codec
 from tests.conftest import broker_config
 from tests.harness import WireClient
 from tests.wire.test_groups import wait_loaded
+from tests.wire.test_leader_epochs import produce
 
 FAST = {"group.share.assignment.interval.ms": "0"}
 SHORT = {  # a session of 600 ms (Kafka's bounds allow it once the minimums are lowered)
@@ -156,6 +158,68 @@ async def test_list_groups_and_delete_groups(tmp_path):
         assert listed.groups == ()
         (g,) = (await c.call(77, 1, describe_body("g"))).groups
         assert g.error_code == 69
+        await c.close()
+    finally:
+        await b.stop()
+
+
+def describe_offsets_body(group, topics=None, version=1):
+    cls = codec.request_class(90, version)
+    g_cls, t_cls = codec.nested(cls, "DescribeShareGroupOffsetsRequestGroup"), codec.nested(cls, "DescribeShareGroupOffsetsRequestTopic")
+    ts = None if topics is None else tuple(codec.make(t_cls, topic_name=n, partitions=tuple(ps)) for n, ps in topics)
+    return codec.make(cls, groups=(codec.make(g_cls, group_id=group, topics=ts),))
+
+
+def alter_offsets_body(group, topics):
+    cls = codec.request_class(91, 0)
+    t_cls, p_cls = codec.nested(cls, "AlterShareGroupOffsetsRequestTopic"), codec.nested(cls, "AlterShareGroupOffsetsRequestPartition")
+    return codec.make(cls, group_id=group, topics=tuple(
+        codec.make(t_cls, topic_name=n, partitions=tuple(codec.make(p_cls, partition_index=p, start_offset=o) for p, o in ps))
+        for n, ps in topics
+    ))
+
+
+def delete_offsets_body(group, names):
+    cls = codec.request_class(92, 0)
+    t_cls = codec.nested(cls, "DeleteShareGroupOffsetsRequestTopic")
+    return codec.make(cls, group_id=group, topics=tuple(codec.make(t_cls, topic_name=n) for n in names))
+
+
+async def test_offsets_admin_apis(tmp_path):
+    b = await started(tmp_path)
+    try:
+        tid = b.create_topic("orders", 2, {}).topic_id
+        c = await WireClient.connect(b.port)
+        await produce(c, "orders", 0, 10)
+        r = await c.call(76, 1, hb_body("m1", 0, names=("orders",)))
+        await until_assigned(c, "m1", r.member_epoch, 2)
+        # with a member: NON_EMPTY_GROUP (scenario 49)
+        altered = await c.call(91, 0, alter_offsets_body("g", (("orders", ((0, 5),)),)))
+        assert altered.error_code == 68
+        await c.call(76, 1, hb_body("m1", -1))
+        altered = await c.call(91, 0, alter_offsets_body("g", (("orders", ((0, 5), (9, 1))), ("nope", ((0, 1),)))))
+        assert altered.error_code == 0
+        rows = {(t.topic_name, p.partition_index): p.error_code for t in altered.responses for p in t.partitions}
+        assert rows == {("orders", 0): 0, ("orders", 9): 3, ("nope", 0): 3}
+        assert b.share_persister.states[SharePartitionKey("g", tid, 0)][1] == 5
+        # Describe: the start offset, and lag = end offset - start - delivery complete (0 after an alter)
+        (g,) = (await c.call(90, 1, describe_offsets_body("g", (("orders", (0,)), ("nope", (0,)))))).groups
+        by = {(t.topic_name, p.partition_index): (p.start_offset, p.lag) for t in g.topics for p in t.partitions}
+        assert by[("orders", 0)] == (5, 5)
+        assert by[("nope", 0)] == (-1, -1)
+        (g,) = (await c.call(90, 1, describe_offsets_body("g"))).groups  # every initialized partition
+        assert sorted((t.topic_name, p.partition_index) for t in g.topics for p in t.partitions) == [("orders", 0), ("orders", 1)]
+        (g0,) = (await c.call(90, 0, describe_offsets_body("g", version=0))).groups
+        assert g0.error_code == 0
+        # Delete (scenario 50)
+        deleted = await c.call(92, 0, delete_offsets_body("g", ("orders", "nope")))
+        assert deleted.error_code == 0
+        assert {t.topic_name: t.error_code for t in deleted.responses} == {"orders": 0, "nope": 3}
+        assert not any(k.group_id == "g" for k in b.share_persister.states)
+        again = await c.call(92, 0, delete_offsets_body("g", ("orders",)))
+        assert {t.topic_name: t.error_code for t in again.responses} == {"orders": 3}
+        missing = await c.call(92, 0, delete_offsets_body("nobody", ("orders",)))
+        assert missing.error_code == 69
         await c.close()
     finally:
         await b.stop()
