@@ -334,6 +334,15 @@ class GroupCoordinator:
 
     # ------------------------------------------------------------ metrics sources
 
+    def share_group_counts(self) -> dict[str, tuple[int, int]]:
+        """Share groups by state: state -> (groups, members) (Kafka's share-group-count by state)."""
+        counts = {"Empty": (0, 0), "Stable": (0, 0)}
+        for shard in self.loaded_shards():
+            for g in shard.state.share_groups.values():
+                n, members = counts.get(g.state(), (0, 0))
+                counts[g.state()] = (n + 1, members + len(g.members))
+        return counts
+
     def metrics_snapshot(self) -> list[tuple[str, str, int, dict[tuple[str, int], int]]]:
         rows = []
         for shard in self.loaded_shards():

@@ -3,6 +3,7 @@ assignment while its partitions are initialized, a later heartbeat gets them, le
 times out (short configured timeouts), the share.version gate, and a restart that keeps the group."""
 
 import asyncio
+import logging
 
 from broker.app import Broker
 from coordinator.share_state.persister import SharePartitionKey
@@ -11,6 +12,7 @@ from tests.conftest import broker_config
 from tests.harness import WireClient
 from tests.wire.test_groups import wait_loaded
 from tests.wire.test_leader_epochs import produce
+from tests.wire.test_metrics import http_get, value
 
 FAST = {"group.share.assignment.interval.ms": "0"}
 SHORT = {  # a session of 600 ms (Kafka's bounds allow it once the minimums are lowered)
@@ -220,6 +222,31 @@ async def test_offsets_admin_apis(tmp_path):
         assert {t.topic_name: t.error_code for t in again.responses} == {"orders": 3}
         missing = await c.call(92, 0, delete_offsets_body("nobody", ("orders",)))
         assert missing.error_code == 69
+        await c.close()
+    finally:
+        await b.stop()
+
+
+async def test_metrics_and_log_lines(tmp_path, caplog):
+    b = await started(tmp_path, **{"metrics.listener": "127.0.0.1:0"})
+    try:
+        b.create_topic("orders", 1, {})
+        c = await WireClient.connect(b.port)
+        with caplog.at_level(logging.INFO, logger="groupd.coordinator"):
+            r = await c.call(76, 1, hb_body("m1", 0, names=("orders",)))
+            await c.call(76, 1, hb_body("m2", 0, names=("orders",), group="other"))
+            await c.call(76, 1, hb_body("m2", -1, group="other"))
+            await c.call(76, 1, hb_body("m1", 7))  # a greater epoch: fenced
+        events = [(rec.getMessage(), rec.fields) for rec in caplog.records if hasattr(rec, "fields")]
+        assert ("share member joined", {"group": "g", "member": "m1", "epoch": 2, "request_epoch": 0}) in events
+        assert ("share member left", {"group": "other", "member": "m2", "epoch": -1, "request_epoch": -1}) in events
+        refused = [f for msg, f in events if msg == "share member refused"]
+        assert refused and refused[0]["request_epoch"] == 7 and refused[0]["error"] == 110
+        assert r.error_code == 0
+        _, text = await http_get(b.metrics_server.port, "/metrics")
+        assert value(text, "groupd_share_groups", state="Stable") == 1
+        assert value(text, "groupd_share_groups", state="Empty") == 1
+        assert value(text, "groupd_share_group_members") == 1
         await c.close()
     finally:
         await b.stop()
