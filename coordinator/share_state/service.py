@@ -17,7 +17,6 @@ retention -1: nothing else removes them).
 from __future__ import annotations
 
 import asyncio
-import base64
 import contextlib
 import logging
 import os
@@ -30,11 +29,11 @@ from typing import Any, Protocol
 from clock import wall_ms
 from coordinator import errors as E
 from coordinator.api import Result
-from coordinator.partitioning import partition_for
 from coordinator.runtime.loop import LoopWakeups
 from coordinator.runtime.runtime import CoordinatorError, CoordinatorRuntime, Shard, WriteFailed
 from coordinator.share_state import records as R
 from coordinator.share_state import rules
+from coordinator.share_state.keys import state_partition
 from coordinator.share_state.persister import (
     ReadStateResult,
     ReadSummaryResult,
@@ -51,49 +50,6 @@ from storage.log import Log, LogConfig
 log = logging.getLogger("groupd.share_coordinator")
 
 _PARTITION_DIR = re.compile(rf"{SHARE_STATE_TOPIC}-(\d+)")
-
-
-def topic_id_string(topic_id: uuid.UUID) -> str:
-    """Kafka's Uuid.toString: URL-safe base64 of the 16 bytes, without padding."""
-    return base64.urlsafe_b64encode(topic_id.bytes).rstrip(b"=").decode()
-
-
-def coordinator_key(key: SharePartitionKey) -> str:
-    return f"{key.group_id}:{topic_id_string(key.topic_id)}:{key.partition}"
-
-
-def parse_coordinator_key(text: str) -> SharePartitionKey | None:
-    """Kafka's SharePartitionKey.getInstance(String): ``group:topicId:partition``, the group id itself
-    may hold colons; None where Kafka throws (FindCoordinator answers INVALID_REQUEST)."""
-    tokens = text.split(":")
-    while tokens and tokens[-1] == "":
-        tokens.pop()  # Java's String.split drops trailing empty strings
-    if len(tokens) < 3:
-        return None
-    group_id = ":".join(tokens[:-2])
-    if not group_id.strip():
-        return None
-    raw = tokens[-2]
-    if len(raw) > 24 or not re.fullmatch(r"[A-Za-z0-9_-]*={0,2}", raw):
-        return None
-    try:
-        data = base64.urlsafe_b64decode(raw + "=" * (-len(raw) % 4))
-    except ValueError:
-        return None
-    if len(data) != 16:
-        return None
-    partition = _java_parse_int(tokens[-1])
-    if partition is None:
-        return None
-    return SharePartitionKey(group_id, uuid.UUID(bytes=data), partition)
-
-
-def _java_parse_int(s: str) -> int | None:
-    """Integer.parseInt: an optional sign and ASCII digits, within 32 bits."""
-    if not re.fullmatch(r"[+-]?[0-9]+", s):
-        return None
-    n = int(s)
-    return n if -(2**31) <= n < 2**31 else None
 
 
 class DataPartitions(Protocol):
@@ -226,7 +182,7 @@ class ShareCoordinator:
     # ------------------------------------------------------------ partitions
 
     def partition_for(self, key: SharePartitionKey) -> int:
-        return partition_for(coordinator_key(key), self.num_partitions)
+        return state_partition(key, self.num_partitions)
 
     def log_of(self, partition: int) -> Log:
         """A partition's log, opened (made, the first time) at its first use."""
