@@ -68,3 +68,24 @@ async def test_the_state_topic_is_internal_with_kafkas_configs(tmp_path):
         listed = b.listed_topic("__share_group_state")
         assert listed is not None and listed.partitions == 4
         assert listed.configs["cleanup.policy"] == "delete" and listed.configs["retention.ms"] == "-1"
+
+
+async def test_pruning_deletes_what_later_snapshots_override(tmp_path):
+    overrides = {"share.coordinator.snapshot.update.records.per.snapshot": "2", "share.coordinator.cold.partition.snapshot.interval.ms": "1",
+                 "share.coordinator.state.topic.num.partitions": "1"}
+    async with running(tmp_path, **overrides) as b:
+        topic = b.create_topic("t", 1, {})
+        p = b.share_persister
+        keys = [SharePartitionKey(g, topic.topic_id, 0) for g in ("a", "b")]
+        for k in keys:
+            await p.initialize(k, 0, 0)
+        for i in range(7):
+            await p.write(keys[0], 0, 0, -1, i + 1, (StateBatch(i, i, ACKNOWLEDGED, 1),))
+        lg = b.share_coordinator.logs[0]
+        assert lg.log_end_offset == 9
+        deleted = await b.share_coordinator.prune()  # b is re-snapshotted (cold), a's last snapshot is the oldest needed
+        assert deleted > 0 and lg.log_start_offset > 0
+        before = [await p.read(k, -1) for k in keys]
+    async with running(tmp_path, **overrides) as b:
+        assert [await b.share_persister.read(k, -1) for k in keys] == before
+    assert before[0].batches == (StateBatch(0, 6, ACKNOWLEDGED, 1),)
