@@ -71,16 +71,18 @@ class Broker:
         self.partitions = PartitionManager(config, self.topics, self.producers)
         self.services.append(self.partitions)
         self.services.append(log_end_history.for_broker(self))  # after partitions: it stops first, sampling last
+        # the share coordinator: the durable state of share-partitions, the broker's in-process Persister
+        # (coordinator/share_state/persister.py), which share partitions and the group coordinator call;
+        # started before the group coordinator and stopped after it, which calls it
+        self.share_coordinator = ShareCoordinator(self)
+        self.share_persister = self.share_coordinator
+        self.share_coordinator.on_write = self.metrics.share_state_write
+        self.services.append(self.share_coordinator)
         self.coordinator = GroupCoordinator(config, self.metrics)
         self.coordinator.on_append = lambda partition: self.partitions.appended((OFFSETS_TOPIC, partition))  # long polls
         self.services.append(self.coordinator)
         self.transactions = TransactionCoordinator(self)
         self.services.append(self.transactions)
-        # the share coordinator: the durable state of share-partitions, the broker's in-process Persister
-        # (coordinator/share_state/persister.py), which share partitions and the group coordinator call
-        self.share_coordinator = ShareCoordinator(self)
-        self.share_persister = self.share_coordinator
-        self.services.append(self.share_coordinator)
         cluster = config["cluster.id"]
         self.internal_topics = {
             t.name: t

@@ -21,6 +21,7 @@ import contextlib
 import logging
 import os
 import re
+import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -120,6 +121,8 @@ class ShareCoordinator:
         self.active = False
         self.records_written = 0
         self.loaded_records = 0
+        self.last_pruned: dict[int, int] = {}  # partition -> offset pruned below (Kafka's last-pruned-offset)
+        self.on_write: Callable[[float], None] | None = None  # seconds of each durable write (metrics)
         self._tasks = Tasks()
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -137,7 +140,7 @@ class ShareCoordinator:
             self._load(self.runtime.shards[p], self.log_of(p))
         for shard in self.runtime.shards.values():
             shard.loaded = True
-        states = sum(len(s.state.offsets) for s in self.runtime.shards.values())
+        states = self.states()
         if states:
             log.info("loaded %d share-partition states (%d records) from %d %s partitions",
                      states, self.loaded_records, len(self.logs), SHARE_STATE_TOPIC)
@@ -198,6 +201,10 @@ class ShareCoordinator:
                 shard.log = lg
         return lg
 
+    def states(self) -> int:
+        """Share-partition states held, every partition together."""
+        return sum(len(shard.state.offsets) for shard in self.runtime.shards.values())
+
     def has_records(self) -> bool:
         return any(lg.log_end_offset for lg in self.logs.values())
 
@@ -243,11 +250,14 @@ class ShareCoordinator:
         delivery_complete_count: int, batches: tuple[StateBatch, ...],
     ) -> rules.Answer:
         request = rules.WriteState(key, state_epoch, leader_epoch, start_offset, delivery_complete_count, batches)
+        started = time.perf_counter()
         try:
             answer: rules.Answer = await self._call(key, rules.write, request)
-            return answer
         except CoordinatorError as exc:
             return _failed(exc.code)
+        if self.on_write is not None and answer.error_code == E.NONE:
+            self.on_write(time.perf_counter() - started)
+        return answer
 
     async def delete_state(self, key: SharePartitionKey) -> rules.Answer:
         try:
@@ -320,6 +330,7 @@ class ShareCoordinator:
                 before = lg.log_start_offset
                 lg.delete_records_before(below)
                 deleted += lg.log_start_offset - before
+                self.last_pruned[p] = below
                 log.debug("%s-%d pruned below offset %d", SHARE_STATE_TOPIC, p, below)
         return deleted
 

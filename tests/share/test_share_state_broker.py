@@ -89,3 +89,25 @@ async def test_pruning_deletes_what_later_snapshots_override(tmp_path):
     async with running(tmp_path, **overrides) as b:
         assert [await b.share_persister.read(k, -1) for k in keys] == before
     assert before[0].batches == (StateBatch(0, 6, ACKNOWLEDGED, 1),)
+
+
+async def test_share_coordinator_metrics(tmp_path):
+    """Kafka's share-coordinator-metrics as groupd's: writes and their latency, states held, and the
+    offset each partition was pruned below."""
+    from prometheus_client import generate_latest
+
+    from tests.wire.test_metrics import value
+
+    overrides = {"share.coordinator.cold.partition.snapshot.interval.ms": "1", "share.coordinator.state.topic.num.partitions": "1"}
+    async with running(tmp_path, **overrides) as b:
+        topic = b.create_topic("t", 1, {})
+        key = SharePartitionKey("g", topic.topic_id, 0)
+        await b.share_persister.initialize(key, 0, 0)
+        for i in range(3):
+            assert await b.share_persister.write(key, 0, 0, -1, -1, (StateBatch(i, i, ACKNOWLEDGED, 1),)) == 0
+        assert await b.share_persister.write(SharePartitionKey("h", topic.topic_id, 0), 0, 0, -1, -1, ()) == 42  # not counted
+        await b.share_coordinator.prune()
+        text = generate_latest(b.metrics.registry).decode()
+    assert value(text, "groupd_share_coordinator_write_seconds_count") == 3
+    assert value(text, "groupd_share_partition_states") == 1
+    assert value(text, "groupd_share_coordinator_last_pruned_offset", partition="0") == 4  # the cold snapshot's
