@@ -17,10 +17,7 @@ retention -1: nothing else removes them).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import os
-import re
 import time
 import uuid
 from collections.abc import Callable
@@ -30,6 +27,7 @@ from typing import Any, Protocol
 from clock import wall_ms
 from coordinator import errors as E
 from coordinator.api import Result
+from coordinator.internal_logs import InternalLogs
 from coordinator.runtime.loop import LoopWakeups
 from coordinator.runtime.runtime import CoordinatorError, CoordinatorRuntime, Shard, WriteFailed
 from coordinator.share_state import records as R
@@ -50,7 +48,6 @@ from storage.log import Log, LogConfig
 
 log = logging.getLogger("groupd.share_coordinator")
 
-_PARTITION_DIR = re.compile(rf"{SHARE_STATE_TOPIC}-(\d+)")
 
 
 class DataPartitions(Protocol):
@@ -109,15 +106,15 @@ class ShareCoordinator:
             cold_partition_snapshot_interval_ms=config["share.coordinator.cold.partition.snapshot.interval.ms"],
             partitions_of=self._partitions_of,
         )
-        self._log_config = LogConfig(
+        self._logs = InternalLogs(self.root, SHARE_STATE_TOPIC, LogConfig(
             cleanup_policy="delete", retention_ms=-1, segment_bytes=config["share.coordinator.state.topic.segment.bytes"],
             max_message_bytes=config["message.max.bytes"],
-        )
+        ))
         self.now = now
         self.wakeups = LoopWakeups(None)  # type: ignore[arg-type]  # its loop is start()'s
         self.runtime = CoordinatorRuntime(SHARE_STATE_TOPIC, rules.ShareShardRules(self.cfg), _StateLog(self), self.wakeups, now, context=self.cfg)
         self.wakeups.runtime = self.runtime
-        self.logs: dict[int, Log] = {}  # the partitions opened so far
+        self.logs: dict[int, Log] = self._logs.logs  # the partitions opened so far
         self.active = False
         self.records_written = 0
         self.loaded_records = 0
@@ -132,7 +129,7 @@ class ShareCoordinator:
         self._loop = self.wakeups.loop = asyncio.get_running_loop()
         for p in range(self.num_partitions):
             self.runtime.add_shard(p)
-        for p in self._stored_partitions():
+        for p in self._logs.stored():
             if p >= self.num_partitions:
                 log.warning("%s-%d is past share.coordinator.state.topic.num.partitions (%d): not loaded",
                             SHARE_STATE_TOPIC, p, self.num_partitions)
@@ -155,11 +152,7 @@ class ShareCoordinator:
             if not any(shard.queue for shard in self.runtime.shards.values()):
                 break
             await asyncio.sleep(0.01)
-        for lg in self.logs.values():
-            with contextlib.suppress(StorageError):
-                lg.flush()
-            lg.close()
-        self.logs.clear()
+        self._logs.close()
         for shard in self.runtime.shards.values():
             shard.log = None
 
@@ -189,16 +182,10 @@ class ShareCoordinator:
 
     def log_of(self, partition: int) -> Log:
         """A partition's log, opened (made, the first time) at its first use."""
-        lg = self.logs.get(partition)
-        if lg is None:
-            try:
-                lg = Log.open(self.root / f"{SHARE_STATE_TOPIC}-{partition}", self._log_config)
-            except OSError as exc:
-                raise StorageError(f"{SHARE_STATE_TOPIC}-{partition}: {exc}") from exc
-            self.logs[partition] = lg
-            shard = self.runtime.shards.get(partition)
-            if shard is not None:
-                shard.log = lg
+        lg = self._logs.log_of(partition)
+        shard = self.runtime.shards.get(partition)
+        if shard is not None and shard.log is None:
+            shard.log = lg
         return lg
 
     def states(self) -> int:
@@ -206,13 +193,7 @@ class ShareCoordinator:
         return sum(len(shard.state.offsets) for shard in self.runtime.shards.values())
 
     def has_records(self) -> bool:
-        return any(lg.log_end_offset for lg in self.logs.values())
-
-    def _stored_partitions(self) -> list[int]:
-        if not self.root.is_dir():
-            return []
-        with os.scandir(self.root) as entries:
-            return sorted(int(m[1]) for e in entries if (m := _PARTITION_DIR.fullmatch(e.name)) and e.is_dir())
+        return self._logs.has_records()
 
     def _partitions_of(self, topic_id: uuid.UUID) -> int | None:
         topic = self.broker.topics.by_id(topic_id)

@@ -180,6 +180,7 @@ COORDINATOR_SHELL = {
     "coordinator.runtime.loader",
     "coordinator.transactions.service",
     "coordinator.share_state.service",
+    "coordinator.internal_logs",
 }
 
 
