@@ -29,7 +29,7 @@ from coordinator import errors as E
 from coordinator.api import Result
 from coordinator.internal_logs import InternalLogs
 from coordinator.runtime.loop import LoopWakeups
-from coordinator.runtime.runtime import CoordinatorError, CoordinatorRuntime, Shard, WriteFailed
+from coordinator.runtime.runtime import CoordinatorError, CoordinatorRuntime, Shard, Then, WriteFailed
 from coordinator.share_state import records as R
 from coordinator.share_state import rules
 from coordinator.share_state.keys import state_partition
@@ -283,7 +283,7 @@ class ShareCoordinator:
             return
         for shard in self.runtime.shards.values():
             if any(k.topic_id in topic_ids for k in shard.state.offsets):
-                self.runtime.run(shard, "", rules.topics_deleted, topic_ids, self._loop.create_future())
+                self.runtime.run(shard, "", rules.topics_deleted, topic_ids, Then(_logged_failure))
 
     async def _periodic(self) -> None:
         while True:
@@ -319,3 +319,8 @@ class ShareCoordinator:
 def _failed(code: int) -> rules.Answer:
     code = rules.write_error(code)
     return rules.Answer(code, rules.MESSAGES.get(code))
+
+
+def _logged_failure(_payload: Any, error: BaseException | None) -> None:
+    if error is not None:
+        log.error("tombstoning the share-partitions of a deleted topic failed: %s", error)

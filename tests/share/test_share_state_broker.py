@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 
 from broker.app import Broker
@@ -111,3 +112,20 @@ async def test_share_coordinator_metrics(tmp_path):
     assert value(text, "groupd_share_coordinator_write_seconds_count") == 3
     assert value(text, "groupd_share_partition_states") == 1
     assert value(text, "groupd_share_coordinator_last_pruned_offset", partition="0") == 4  # the cold snapshot's
+
+
+async def test_a_deleted_topic_takes_its_share_partition_states(tmp_path):
+    async with running(tmp_path) as b:
+        gone, kept = b.create_topic("gone", 2, {}), b.create_topic("kept", 1, {})
+        keys = [SharePartitionKey("g", gone.topic_id, p) for p in (0, 1)] + [SharePartitionKey("g", kept.topic_id, 0)]
+        for k in keys:
+            assert await b.share_persister.initialize(k, 0, 0) == 0
+        b.delete_topic("gone")
+        for _ in range(100):
+            if b.share_coordinator.states() == 1:
+                break
+            await asyncio.sleep(0.01)
+        assert b.share_coordinator.states() == 1
+    async with running(tmp_path) as b:  # tombstoned durably
+        assert b.share_coordinator.states() == 1
+        assert (await b.share_persister.read(keys[2], -1)).error_code == 0
