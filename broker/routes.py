@@ -27,6 +27,7 @@ from broker.handlers import (
     security,
     share_groups,
     share_offsets,
+    share_state,
     topics,
     transactions,
 )
@@ -95,6 +96,11 @@ ROUTES: dict[str, Handler] = {
     "DeleteShareGroupOffsets": share_offsets.delete_share_group_offsets,
     "ListConfigResources": describe.list_config_resources,
     "DescribeTopicPartitions": describe.describe_topic_partitions,
+    "InitializeShareGroupState": share_state.initialize_share_group_state,
+    "ReadShareGroupState": share_state.read_share_group_state,
+    "WriteShareGroupState": share_state.write_share_group_state,
+    "DeleteShareGroupState": share_state.delete_share_group_state,
+    "ReadShareGroupStateSummary": share_state.read_share_group_state_summary,
 }
 
 # what the connection looks up on every request: the same table by api key

@@ -71,16 +71,17 @@ KAFKA_39_VALID_VERSIONS: dict[str, tuple[int, int]] = {
 }
 
 
-# KIP-932's APIs: 3.9 had only an unstable v0 (4.0's early access), removed in 4.1; Kafka serves v1 alone
-# and the share group offsets APIs, new in 4.1
-SINCE_41 = frozenset((
+# KIP-932's APIs, stable only since 4.1 (3.9 had unstable early versions; ShareGroupHeartbeat and
+# ShareGroupDescribe v0, 4.0's early access, were removed in 4.1)
+KIP_932 = frozenset((
     "ShareGroupHeartbeat", "ShareGroupDescribe", "DescribeShareGroupOffsets", "AlterShareGroupOffsets",
-    "DeleteShareGroupOffsets",
+    "DeleteShareGroupOffsets", "InitializeShareGroupState", "ReadShareGroupState", "WriteShareGroupState",
+    "DeleteShareGroupState", "ReadShareGroupStateSummary",
 ))
 
 
 def test_every_api_groupd_serves_has_its_39_range():
-    assert {spec.name for spec in API_TABLE.values()} - SINCE_41 == set(KAFKA_39_VALID_VERSIONS)
+    assert {spec.name for spec in API_TABLE.values()} - KIP_932 == set(KAFKA_39_VALID_VERSIONS)
 
 
 @pytest.mark.parametrize("name", sorted(KAFKA_39_VALID_VERSIONS))
