@@ -38,6 +38,9 @@ class ShareGroupShell:
         self.defaults = share_config.from_broker_config(broker.config)
         self.enabled = broker.config["share.version"] >= 1
         self._tasks = Tasks()
+        # group id -> (the overrides mapping the store handed out, the settings made from it): the store
+        # hands out a new mapping when a group's configs change, so a heartbeat costs no rebuild
+        self._configs: dict[str, tuple[Mapping[str, str], ShareGroupConfig]] = {}
 
     async def start(self) -> None:
         pass
@@ -49,8 +52,16 @@ class ShareGroupShell:
         store = getattr(self.broker, "group_configs", None)
         overrides: Mapping[str, str] = store.overrides(group_id) if store is not None else {}
         if not overrides:
+            self._configs.pop(group_id, None)
             return self.defaults
-        return share_config.with_overrides(self.defaults, overrides, self.broker.config)
+        cached = self._configs.get(group_id)
+        if cached is not None and cached[0] is overrides:
+            return cached[1]
+        made = share_config.with_overrides(self.defaults, overrides, self.broker.config)
+        if len(self._configs) >= 100_000:
+            self._configs.clear()
+        self._configs[group_id] = (overrides, made)
+        return made
 
     async def delete_state(self, group_id: str) -> int | None:
         """DeleteGroups' share step (Kafka's deleteShareGroups): None when ``group_id`` is no share group;

@@ -10,6 +10,7 @@ from kio.schema.share_group_describe.v1.request import ShareGroupDescribeRequest
 from kio.schema.share_group_heartbeat.v1.request import ShareGroupHeartbeatRequest
 
 from broker.dispatch import RequestContext, answered_later
+from broker.handlers.consumer_groups import heartbeat_answer, heartbeat_refused
 from broker.handlers.operations import NOT_REQUESTED, authorized_operations
 from coordinator import errors as E
 from coordinator import shard as core
@@ -24,12 +25,8 @@ DISABLED = "Share groups are not enabled (the share.version feature is 0)."
 
 
 def share_group_heartbeat(broker: Broker, ctx: RequestContext, req: ShareGroupHeartbeatRequest) -> Any:
-    def refused(code: int, message: str | None = None) -> Any:
-        return ctx.respond(throttle_time=0, error_code=code, error_message=message, member_id=None,
-                           member_epoch=0, heartbeat_interval=0, assignment=None)
-
     if not broker.share_groups.enabled:
-        return refused(E.UNSUPPORTED_VERSION, DISABLED)
+        return heartbeat_refused(ctx, E.UNSUPPORTED_VERSION, DISABLED)
     request = ShareGroupHeartbeat(
         group_id=req.group_id,
         member_id=req.member_id,
@@ -39,31 +36,12 @@ def share_group_heartbeat(broker: Broker, ctx: RequestContext, req: ShareGroupHe
         client_id=ctx.client_id,
         client_host="/" + ctx.client_host,
     )
-    assignment_cls = ctx.nested("Assignment")
-    partitions_cls = ctx.nested("TopicPartitions")
+    answer = heartbeat_answer(ctx)
 
     def finish(payload: Any, error: BaseException | None) -> Any:
-        if error is not None:
-            if not isinstance(error, CoordinatorError):
-                raise error
-            return refused(error.code)
-        if payload.initialize is not None:
-            broker.share_groups.initialize(payload.initialize)
-        assignment = None
-        if payload.assignment is not None:
-            assignment = codec.make(
-                assignment_cls,
-                topic_partitions=tuple(codec.make(partitions_cls, topic_id=t, partitions=ps) for t, ps in payload.assignment),
-            )
-        return ctx.respond(
-            throttle_time=0,
-            error_code=payload.error,
-            error_message=payload.message,
-            member_id=payload.member_id,
-            member_epoch=payload.member_epoch,
-            heartbeat_interval=payload.heartbeat_interval_ms,
-            assignment=assignment,
-        )
+        if error is None and payload.initialize is not None:
+            broker.share_groups.initialize(payload.initialize)  # once the heartbeat's records are durable
+        return answer(payload, error)
 
     return answered_later(broker, req.group_id, core.share_group_heartbeat, request, finish)
 

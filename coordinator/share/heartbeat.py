@@ -26,7 +26,7 @@ from dataclasses import replace
 
 from coordinator import errors as E
 from coordinator.api import TimerOp
-from coordinator.consumer.heartbeat import Topics, metadata_hash_of
+from coordinator.consumer.heartbeat import Refused, Topics, metadata_hash_of
 from coordinator.consumer.records import GroupKey, MemberKey, TargetAssignmentMetadata
 from coordinator.share import records as rec
 from coordinator.share.api import (
@@ -62,13 +62,6 @@ from coordinator.share.group import (
 )
 
 
-class _Fail(Exception):
-    def __init__(self, error: int, message: str) -> None:
-        super().__init__(message)
-        self.error = error
-        self.message = message
-
-
 class _Out:
     """Records produced by one call, each replayed into the groups as it is added."""
 
@@ -93,18 +86,18 @@ def validate(request: ShareGroupHeartbeat) -> None:
     """KafkaApis.isMemberIdValid, then GroupCoordinatorService.throwIfShareGroupHeartbeatRequestIsInvalid."""
     r = request
     if not r.member_id or len(r.member_id) > MAX_MEMBER_ID_LENGTH:
-        raise _Fail(E.INVALID_REQUEST, "Invalid member id in the request.")
+        raise Refused(E.INVALID_REQUEST, "Invalid member id in the request.")
     if _blank(r.member_id):
-        raise _Fail(E.INVALID_REQUEST, "MemberId can't be empty.")
+        raise Refused(E.INVALID_REQUEST, "MemberId can't be empty.")
     if not r.group_id.strip():
-        raise _Fail(E.INVALID_REQUEST, "GroupId can't be empty.")
+        raise Refused(E.INVALID_REQUEST, "GroupId can't be empty.")
     if _blank(r.rack_id):
-        raise _Fail(E.INVALID_REQUEST, "RackId can't be empty.")
+        raise Refused(E.INVALID_REQUEST, "RackId can't be empty.")
     if r.member_epoch == JOIN_EPOCH:
         if not r.subscribed_topic_names:
-            raise _Fail(E.INVALID_REQUEST, "SubscribedTopicNames must be set in first request.")
+            raise Refused(E.INVALID_REQUEST, "SubscribedTopicNames must be set in first request.")
     elif r.member_epoch < LEAVE_EPOCH:
-        raise _Fail(E.INVALID_REQUEST, "MemberEpoch is invalid.")
+        raise Refused(E.INVALID_REQUEST, "MemberEpoch is invalid.")
 
 
 # ---------------------------------------------------------------- metadata and assignment
@@ -333,11 +326,11 @@ def heartbeat(groups: ShareGroups, topics: Topics, request: ShareGroupHeartbeat,
             group = groups.get(request.group_id)
             if group is None:
                 if request.member_epoch != JOIN_EPOCH:
-                    raise _Fail(E.GROUP_ID_NOT_FOUND, f"Share group {request.group_id} not found.")
+                    raise Refused(E.GROUP_ID_NOT_FOUND, f"Share group {request.group_id} not found.")
                 group = groups[request.group_id] = ShareGroup(request.group_id)
                 created = True
             _join_or_heartbeat(group, topics, request, now, config, out)
-    except _Fail as fail:
+    except Refused as fail:
         # every check that can fail runs before the first record: a refused request writes nothing
         if created and request.group_id in groups and not groups[request.group_id].members:
             del groups[request.group_id]
@@ -350,11 +343,11 @@ def _check_epoch(member: ShareMember, epoch: int) -> None:
     if epoch == JOIN_EPOCH:
         return
     if epoch > member.epoch:
-        raise _Fail(E.FENCED_MEMBER_EPOCH, f"The share group member has a greater member epoch ({epoch}) than the "
+        raise Refused(E.FENCED_MEMBER_EPOCH, f"The share group member has a greater member epoch ({epoch}) than the "
                     f"one known by the group coordinator ({member.epoch}). The member must abandon all its "
                     "partitions and rejoin.")
     if epoch < member.epoch and epoch != member.previous_epoch:
-        raise _Fail(E.FENCED_MEMBER_EPOCH, f"The share group member has a smaller member epoch ({epoch}) than the "
+        raise Refused(E.FENCED_MEMBER_EPOCH, f"The share group member has a smaller member epoch ({epoch}) than the "
                     f"one known by the group coordinator ({member.epoch}), and it does not match the previous "
                     f"member epoch ({member.previous_epoch}). The member must abandon all its partitions and rejoin.")
 
@@ -364,11 +357,11 @@ def _join_or_heartbeat(
 ) -> None:
     g, member_id = group.group_id, request.member_id
     if len(group.members) >= config.max_size and member_id not in group.members:
-        raise _Fail(E.GROUP_MAX_SIZE_REACHED, f"The share group has reached its maximum capacity of {config.max_size} members.")
+        raise Refused(E.GROUP_MAX_SIZE_REACHED, f"The share group has reached its maximum capacity of {config.max_size} members.")
     member = group.members.get(member_id)
     if member is None:
         if request.member_epoch != JOIN_EPOCH:
-            raise _Fail(E.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {g}.")
+            raise Refused(E.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {g}.")
         base = ShareMember(member_id)
     else:
         _check_epoch(member, request.member_epoch)
@@ -411,9 +404,9 @@ def _join_or_heartbeat(
 def _leave(groups: ShareGroups, topics: Topics, request: ShareGroupHeartbeat, out: _Out) -> None:
     group = groups.get(request.group_id)
     if group is None:
-        raise _Fail(E.GROUP_ID_NOT_FOUND, f"Share group {request.group_id} not found.")
+        raise Refused(E.GROUP_ID_NOT_FOUND, f"Share group {request.group_id} not found.")
     if request.member_id not in group.members:
-        raise _Fail(E.UNKNOWN_MEMBER_ID, f"Member {request.member_id} is not a member of group {group.group_id}.")
+        raise Refused(E.UNKNOWN_MEMBER_ID, f"Member {request.member_id} is not a member of group {group.group_id}.")
     fence(group, request.member_id, topics, out)
     out.outcome.response = ShareGroupHeartbeatResponse(E.NONE, None, request.member_id, request.member_epoch)
 

@@ -102,3 +102,23 @@ def assigned(outcome: Outcome) -> set:
     a = outcome.response.assignment
     assert a is not None, "no assignment in the response"
     return {(t, p) for t, ps in a for p in ps}
+
+
+def in_shard(topic_partitions: int = 2):
+    """A shard with a Driver over its share groups and topic T of ``topic_partitions`` partitions."""
+    from coordinator import shard as core
+
+    state = core.ShardState(0)
+    d = Driver(groups=state.share_groups)
+    state.topics = d.topics
+    d.topic("T", topic_partitions)
+    return state, d
+
+
+def call(state, handler, req, now=1000):
+    """A token-carrying shard handler: its Result and its one answer."""
+    from coordinator.api import GroupConfig
+
+    result = handler(state, req, 1, now, GroupConfig())
+    ((_, payload),) = result.responses
+    return result, payload

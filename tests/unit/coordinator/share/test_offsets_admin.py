@@ -9,27 +9,13 @@ from coordinator.consumer.api import ConsumerGroupHeartbeat
 from coordinator.share import records as rec
 from coordinator.share.api import AlterShareOffsets, DeleteShareOffsets
 
-from .driver import Driver, tid
+from .driver import call, in_shard, tid
 
 T = tid("T")
 
 
-def setup():
-    state = core.ShardState(0)
-    d = Driver(groups=state.share_groups)
-    state.topics = d.topics
-    d.topic("T", 2)
-    return state, d
-
-
-def call(state, handler, req, now=1000):
-    result = handler(state, req, 1, now, GroupConfig())
-    ((_, payload),) = result.responses
-    return result, payload
-
-
 def test_s49_alter_offsets():
-    state, d = setup()
+    state, d = in_shard()
     d.join("m1")
     _, plan = call(state, core.share_alter_offsets, AlterShareOffsets("g", (("T", ((0, 5),)),)))
     assert plan.error == E.NON_EMPTY_GROUP
@@ -43,7 +29,7 @@ def test_s49_alter_offsets():
 
 
 def test_s49_alter_makes_a_missing_group_and_refuses_other_types():
-    state, d = setup()
+    state, d = in_shard()
     _, plan = call(state, core.share_alter_offsets, AlterShareOffsets("new", (("T", ((1, 3),)),)))
     assert plan.error == E.NONE and "new" in state.share_groups
     assert state.share_groups["new"].epoch == 1
@@ -58,7 +44,7 @@ def test_s49_alter_makes_a_missing_group_and_refuses_other_types():
 
 
 def test_s50_delete_offsets():
-    state, d = setup()
+    state, d = in_shard()
     u = d.topic("U", 1)
     d.join("m1")
     d.initialized()
@@ -79,7 +65,7 @@ def test_s50_delete_offsets():
 
 
 def test_s50_consumer_group_id():
-    state, d = setup()
+    state, d = in_shard()
     hb = ConsumerGroupHeartbeat("cg", "c1", 0, rebalance_timeout_ms=5000, subscribed_topic_names=("T",), owned=())
     core.consumer_group_heartbeat(state, hb, 1, 1000, GroupConfig())
     _, plan = call(state, core.share_delete_offsets, DeleteShareOffsets("cg", ("T",)))
@@ -87,7 +73,7 @@ def test_s50_consumer_group_id():
 
 
 def test_initialized_partitions_read():
-    state, d = setup()
+    state, d = in_shard()
     d.join("m1")
     assert core.share_initialized_partitions(state, "g") == {}
     d.initialized()

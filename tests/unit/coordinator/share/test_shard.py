@@ -20,27 +20,13 @@ from coordinator.records import decode_key, decode_value, encode_key, encode_val
 from coordinator.share import records as rec
 from coordinator.share.api import ShareGroupHeartbeat
 
-from .driver import Driver, tid
+from .driver import call, in_shard, tid
 
 T = tid("T")
 
 
-def setup():
-    state = core.ShardState(0)
-    d = Driver(groups=state.share_groups)
-    state.topics = d.topics
-    d.topic("T", 2)
-    return state, d
-
-
-def run(state, handler, req, now=1000):
-    result = handler(state, req, 1, now, GroupConfig())
-    ((_, payload),) = result.responses
-    return result, payload
-
-
 def test_list_groups_type_share_and_states():
-    state, d = setup()
+    state, d = in_shard()
     d.join("m1")
     d.join("m2", group="idle")
     d.hb("m2", -1, group="idle")
@@ -52,14 +38,14 @@ def test_list_groups_type_share_and_states():
 
 
 def test_describe_groups_answers_dead():
-    state, d = setup()
+    state, d = in_shard()
     d.join("m1")
     described = core.describe_group(state, "g")
     assert (described.error, described.state) == (E.NONE, "Dead")
 
 
 def test_share_group_describe():
-    state, d = setup()
+    state, d = in_shard()
     d.join("m1", rack_id="r1")
     (g,) = core.share_group_describe(state, ["g"])
     assert (g.error, g.state, g.group_epoch, g.assignment_epoch, g.assignor_name) == (E.NONE, "Stable", 2, 2, "simple")
@@ -72,13 +58,13 @@ def test_share_group_describe():
 
 
 def test_delete_non_empty_then_empty():
-    state, d = setup()
+    state, d = in_shard()
     d.join("m1")
     d.initialized()
-    _, plan = run(state, core.share_delete_prepare, "g")
+    _, plan = call(state, core.share_delete_prepare, "g")
     assert plan.error == E.NON_EMPTY_GROUP
     d.hb("m1", -1)
-    result, plan = run(state, core.share_delete_prepare, "g")
+    result, plan = call(state, core.share_delete_prepare, "g")
     assert (plan.error, plan.topics) == (E.NONE, ((T, (0, 1)),))
     ((key, value),) = result.records
     assert key.kind == rec.STATE_PARTITION_METADATA and value.deleting == (rec.TopicInfo(T, "T"),) and value.initialized == ()
@@ -88,15 +74,15 @@ def test_delete_non_empty_then_empty():
     ]
     assert deleted.responses[0][1].error == E.NONE
     assert "g" not in state.share_groups
-    _, plan = run(state, core.share_delete_prepare, "g")
+    _, plan = call(state, core.share_delete_prepare, "g")
     assert plan is None  # no longer a share group
 
 
 def test_consumer_offset_apis_refuse_a_share_group():
-    state, d = setup()
+    state, d = in_shard()
     d.join("m1")
     commit = OffsetCommit("g", -1, "", None, -1, (CommitPartition("T", 0, 5, -1, None),), 9)
-    _, resp = run(state, core.offset_commit, commit)
+    _, resp = call(state, core.offset_commit, commit)
     assert [p.error for p in resp.partitions] == [E.GROUP_ID_NOT_FOUND]
     assert core.offset_fetch(state, OffsetFetch("g", None, False, 8), 1000).error == E.GROUP_ID_NOT_FOUND
     result = core.offset_delete(state, OffsetDelete("g", (("T", 0),)), 1, 1000)
@@ -104,28 +90,28 @@ def test_consumer_offset_apis_refuse_a_share_group():
 
 
 def test_other_group_types_refuse_a_share_group_id():
-    state, d = setup()
+    state, d = in_shard()
     d.join("m1")
     join = JoinGroup("g", "", None, 10_000, 10_000, "consumer", (Protocol("range", b""),), "c", "h", 9)
-    _, resp = run(state, core.join_group, join)
+    _, resp = call(state, core.join_group, join)
     assert (resp.error, resp.member_id) == (E.INCONSISTENT_GROUP_PROTOCOL, "")
     hb = ConsumerGroupHeartbeat("g", "c1", 0, rebalance_timeout_ms=5000, subscribed_topic_names=("T",), owned=())
-    _, resp = run(state, core.consumer_group_heartbeat, hb)
+    _, resp = call(state, core.consumer_group_heartbeat, hb)
     assert resp.error == E.GROUP_ID_NOT_FOUND
 
 
 def test_share_heartbeat_to_a_consumer_group_id():
-    state, d = setup()
+    state, d = in_shard()
     hb = ConsumerGroupHeartbeat("cg", "c1", 0, rebalance_timeout_ms=5000, subscribed_topic_names=("T",), owned=())
-    run(state, core.consumer_group_heartbeat, hb)
-    _, resp = run(state, core.share_group_heartbeat, ShareGroupHeartbeat("cg", "m1", 0, subscribed_topic_names=("T",)))
+    call(state, core.consumer_group_heartbeat, hb)
+    _, resp = call(state, core.share_group_heartbeat, ShareGroupHeartbeat("cg", "m1", 0, subscribed_topic_names=("T",)))
     assert (resp.error, resp.message) == (E.GROUP_ID_NOT_FOUND, "Group cg is not a share group.")
     (g,) = core.share_group_describe(state, ["cg"])
     assert (g.error, g.message) == (E.GROUP_ID_NOT_FOUND, "Group cg is not a share group.")
 
 
 def test_replay_through_the_shard_and_timers_after_load():
-    state, d = setup()
+    state, d = in_shard()
     d.join("m1")
     d.join("m2")
     d.initialized()
@@ -145,7 +131,7 @@ def test_replay_through_the_shard_and_timers_after_load():
 
 
 def test_unload_forgets_share_groups():
-    state, d = setup()
+    state, d = in_shard()
     d.join("m1")
     core.unload(state)
     assert state.share_groups == {}
