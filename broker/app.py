@@ -108,6 +108,7 @@ class Broker:
             )
         }
         self.topics.on_delete.append(lambda topic: self.coordinator.remove_topic(topic.name))
+        self.topics.on_delete.append(lambda topic: self.coordinator.share_topics_deleted(frozenset({topic.topic_id})))
         self.topics.on_delete.append(lambda topic: self.share_coordinator.topics_deleted(frozenset({topic.topic_id})))
         # consumer-protocol groups assign from the topics and follow their changes
         self.coordinator.topics = self.topics.by_name

@@ -28,6 +28,7 @@ from coordinator.partitioning import partition_for
 from coordinator.runtime import loader as loading
 from coordinator.runtime.loop import LoopWakeups, OffsetsLog
 from coordinator.runtime.runtime import CoordinatorError, CoordinatorRuntime, Shard, Then, Waiter
+from coordinator.share import runtime as share_runtime
 from coordinator.tasks import Tasks
 from protocol.topic_names import OFFSETS_TOPIC
 from storage.committer import GroupCommitter
@@ -326,6 +327,12 @@ class GroupCoordinator:
         regex) get a new assignment at their next heartbeat."""
         for shard in self.loaded_shards():
             self.runtime.process(shard, consumer_runtime.topics_changed(shard.state, names, self.now()))
+            share_runtime.topics_changed(shard.state, names)
+
+    def share_topics_deleted(self, topic_ids: frozenset[Any]) -> None:
+        """Deleted topics leave the share groups' initialized partitions (Kafka's maybeCleanupShareGroupState)."""
+        for shard in self.loaded_shards():
+            self.runtime.process(shard, share_runtime.share_topics_deleted(shard.state, topic_ids, self.now()))
 
     def remove_topic(self, topic: str) -> None:
         """A deleted topic's committed offsets become tombstones (Kafka does this on topic deletion)."""

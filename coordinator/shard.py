@@ -81,6 +81,7 @@ from coordinator.share.runtime import (
     share_initialized_partitions,
     share_state_deleted,
     share_state_initialized,
+    share_topics_deleted,
 )
 from protocol.topic_names import OFFSETS_TOPIC
 from storage.batch import TxnWalk
@@ -119,6 +120,7 @@ __all__ = [
     "share_group_describe",
     "share_group_heartbeat",
     "share_state_initialized",
+    "share_topics_deleted",
     "sync_group",
     "txn_offset_commit",
     "unload",

@@ -489,3 +489,18 @@ def delete_offsets(groups: ShareGroups, topics: Topics, request: DeleteShareOffs
         out.add(GroupKey(rec.STATE_PARTITION_METADATA, gid), state_metadata(group.initializing, initialized, deleting))
     out.outcome.delete_plan = DeleteShareOffsetsPlan(E.NONE, None, tuple(refused), tuple(to_delete))
     return out.outcome
+
+
+def topics_deleted(groups: ShareGroups, topic_ids: frozenset[uuid.UUID], now: int) -> Outcome:
+    """Kafka's maybeCleanupShareGroupState: deleted topics leave every share group's initializing,
+    initialized and deleting sets (the share coordinator deletes their states on its own)."""
+    out = _Out(groups, now)
+    for group in list(groups.values()):
+        held = (set(group.initializing) | set(group.initialized) | set(group.deleting)) & topic_ids
+        if held:
+            out.add(GroupKey(rec.STATE_PARTITION_METADATA, group.group_id), state_metadata(
+                {t: i for t, i in group.initializing.items() if t not in held},
+                {t: i for t, i in group.initialized.items() if t not in held},
+                {t: n for t, n in group.deleting.items() if t not in held},
+            ))
+    return out.outcome

@@ -45,6 +45,7 @@ from coordinator.share.heartbeat import (
     on_topics_changed,
     partitions_to_delete,
     state_initialized,
+    topics_deleted,
 )
 
 if TYPE_CHECKING:
@@ -95,6 +96,11 @@ def on_share_timer(state: ShardState, key: tuple[Any, ...], now: int, cfg: Group
 
 def topics_changed(state: ShardState, names: set[str]) -> None:
     on_topics_changed(state.share_groups, names)
+
+
+def share_topics_deleted(state: ShardState, topic_ids: frozenset[uuid.UUID], now: int) -> Result:
+    """Deleted topics leave the share groups' partition states (a record per group that had them)."""
+    return _result(topics_deleted(state.share_groups, topic_ids, now), None)
 
 
 def rearm_after_load(state: ShardState, now: int, cfg: GroupConfig) -> list[TimerOp]:

@@ -51,11 +51,11 @@ def parts(r):
     return sorted((tp.topic_id, p) for tp in r.assignment.topic_partitions for p in tp.partitions)
 
 
-async def until_assigned(c, member, epoch, want, r=None):
+async def until_assigned(c, member, epoch, want, r=None, group="g"):
     if r is not None and r.assignment is not None and len(parts(r)) == want:
         return r
     for _ in range(100):
-        r = await c.call(76, 1, hb_body(member, epoch))
+        r = await c.call(76, 1, hb_body(member, epoch, group=group))
         assert r.error_code == 0, r
         epoch = r.member_epoch
         if r.assignment is not None and len(parts(r)) == want:
@@ -170,6 +170,12 @@ async def test_list_groups_and_delete_groups(tmp_path):
         assert listed.groups == ()
         (g,) = (await c.call(77, 1, describe_body("g"))).groups
         assert g.error_code == 69
+        # a deleted topic leaves a share group's partitions (Kafka's maybeCleanupShareGroupState)
+        r = await c.call(76, 1, hb_body("m2", 0, names=("orders",), group="h"))
+        await until_assigned(c, "m2", r.member_epoch, 2, group="h")
+        b.delete_topic("orders")
+        shard = b.coordinator.shard_for("h")
+        assert shard.state.share_groups["h"].initialized == {}
         await c.close()
     finally:
         await b.stop()

@@ -135,3 +135,15 @@ def test_unload_forgets_share_groups():
     d.join("m1")
     core.unload(state)
     assert state.share_groups == {}
+
+
+def test_deleted_topics_leave_the_share_partition_states():
+    state, d = in_shard()
+    d.join("m1")
+    d.initialized()
+    u = d.topic("U", 1)
+    d.hb("m1", 2, subscribed_topic_names=("T", "U"))  # U initializing
+    result = core.share_topics_deleted(state, frozenset({T, u}), 2000)
+    ((key, value),) = result.records
+    assert key.kind == rec.STATE_PARTITION_METADATA and value == rec.StatePartitionMetadata((), (), ())
+    assert core.share_topics_deleted(state, frozenset({T}), 3000).records == ()  # nothing left to clean
