@@ -88,15 +88,30 @@ class ShareGroup:
     deleting: dict[uuid.UUID, str] = field(default_factory=dict)
     has_state_metadata: bool = False
     metadata_refresh: bool = True  # transient: recompute the metadata hash at the next heartbeat
+    # transient caches, dropped by the replay of what they are made from (every heartbeat asks)
+    _names: frozenset[str] | None = None  # subscribed_topic_names()
+    _held: dict[uuid.UUID, frozenset[int]] | None = None  # target_partitions()
 
     def state(self) -> str:
         return GROUP_STABLE if self.members else EMPTY
 
     def subscribed_topic_names(self) -> frozenset[str]:
-        names: set[str] = set()
-        for m in self.members.values():
-            names.update(m.subscribed_topic_names)
-        return frozenset(names)
+        if self._names is None:
+            names: set[str] = set()
+            for m in self.members.values():
+                names.update(m.subscribed_topic_names)
+            self._names = frozenset(names)
+        return self._names
+
+    def target_partitions(self) -> dict[uuid.UUID, frozenset[int]]:
+        """Every partition some member's target holds, by topic."""
+        if self._held is None:
+            held: dict[uuid.UUID, set[int]] = {}
+            for target in self.targets.values():
+                for t, ps in target.items():
+                    held.setdefault(t, set()).update(ps)
+            self._held = {t: frozenset(ps) for t, ps in held.items()}
+        return self._held
 
     def state_metadata(self) -> rec.StatePartitionMetadata:
         return state_metadata(self.initializing, self.initialized, self.deleting)
@@ -126,6 +141,10 @@ def replay(groups: ShareGroups, key: rec.ShareKey, value: rec.ShareValue | None,
             return  # a tombstone of a group that is already gone (or replayed a second time)
         group = groups[group_id] = ShareGroup(group_id)
     kind = key.kind
+    if kind == rec.TARGET_ASSIGNMENT_MEMBER:
+        group._held = None
+    elif kind == rec.MEMBER_METADATA:
+        group._names = None
     if kind == rec.GROUP_METADATA:
         if value is None:
             if group.members or group.targets:

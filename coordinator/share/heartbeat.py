@@ -119,13 +119,8 @@ def initialized_assignment_pending(group: ShareGroup) -> bool:
     names = group.subscribed_topic_names()
     if not names:
         return False
-    held: dict[uuid.UUID, set[int]] = {}
-    for target in group.targets.values():
-        for t, ps in target.items():
-            held.setdefault(t, set()).update(ps)
-    return any(
-        info.name in names and held.get(t) != set(info.partitions) for t, info in group.initialized.items()
-    )
+    held = group.target_partitions()
+    return any(info.name in names and held.get(t) != info.partitions for t, info in group.initialized.items())
 
 
 def _assignable(group: ShareGroup, topics: Topics) -> dict[uuid.UUID, frozenset[int]]:
