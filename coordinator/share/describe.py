@@ -44,8 +44,8 @@ def describe(
     """``other_type``: ids held by groups of another type (answered "not a share group")."""
     out = []
     for group_id in group_ids:
-        if not group_id.strip():
-            out.append(DescribedShareGroup(E.INVALID_GROUP_ID, group_id, "Group id can't be empty."))
+        if not group_id:  # GroupCoordinatorService.isGroupIdNotEmpty: no message
+            out.append(DescribedShareGroup(E.INVALID_GROUP_ID, group_id))
             continue
         group = groups.get(group_id)
         if group is None:
