@@ -17,7 +17,8 @@ from coordinator.consumer.heartbeat import TopicInfo
 from coordinator.share.api import ShareGroupHeartbeat, ShareStateInitialized
 from coordinator.share.assignor import assign
 from coordinator.share.config import ShareGroupConfig
-from coordinator.share.heartbeat import heartbeat, state_initialized
+from coordinator.share.heartbeat import heartbeat
+from coordinator.share.partitions import state_initialized
 
 
 def best_of(fn, runs: int = 3) -> float:

@@ -16,8 +16,10 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, field
 
+from coordinator.api import TimerOp
 from coordinator.consumer.records import GroupKey, MemberKey, TargetAssignmentMember, TargetAssignmentMetadata
 from coordinator.share import records as rec
+from coordinator.share.api import Outcome
 
 # Member state (Kafka's MemberState): a share member is always STABLE
 STABLE = 0
@@ -239,3 +241,19 @@ def deletion_records(group: ShareGroup) -> list[tuple[rec.ShareKey, None]]:
     out.append((GroupKey(rec.STATE_PARTITION_METADATA, g), None))
     out.append((GroupKey(rec.GROUP_METADATA, g), None))
     return out
+
+
+class Recorder:
+    """Records produced by one call, each replayed into the groups as it is added."""
+
+    def __init__(self, groups: ShareGroups, now: int) -> None:
+        self.groups = groups
+        self.now = now
+        self.outcome = Outcome()
+
+    def add(self, key: rec.ShareKey, value: rec.ShareValue | None) -> None:
+        self.outcome.records.append((key, value))
+        replay(self.groups, key, value, self.now)
+
+    def timer(self, key: tuple, deadline: int | None) -> None:
+        self.outcome.timers.append(TimerOp(key, deadline))

@@ -1,4 +1,4 @@
-"""ShareGroupHeartbeat (api 76) as a pure function, the session timer, and share-partition initialization.
+"""ShareGroupHeartbeat (api 76) as a pure function, and the session timer.
 
 ``heartbeat(groups, topics, request, now)`` follows Kafka 4.3's GroupMetadataManager.shareGroupHeartbeat:
 validate, find or create the group (only a join, epoch 0, creates one) and the member, check the epoch
@@ -12,70 +12,42 @@ assignment. Leaving (epoch -1) and the session timer fence the member: its three
 group-epoch bump.
 
 Subscribed partitions whose share state is neither initialized nor being initialized (for less than the
-retry interval) are recorded as initializing (ShareGroupStatePartitionMetadata) and handed back in the
-response for the shell to initialize in the share coordinator; its answer comes back through
-``state_initialized``. Until then the partitions are not assignable, so a new group's first heartbeat
-gets an empty assignment.
+retry interval) are recorded as initializing and handed back in the response for the shell to initialize
+in the share coordinator (coordinator/share/partitions.py). Until they are initialized they are not
+assignable, so a new group's first heartbeat gets an empty assignment.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
 from dataclasses import replace
 
 from coordinator import errors as E
-from coordinator.api import TimerOp
 from coordinator.consumer.heartbeat import Refused, Topics, metadata_hash_of
 from coordinator.consumer.records import GroupKey, MemberKey, TargetAssignmentMetadata
 from coordinator.share import records as rec
 from coordinator.share.api import (
-    INITIALIZE_RETRY_INTERVAL_MS,
     JOIN_EPOCH,
     LEAVE_EPOCH,
     MAX_MEMBER_ID_LENGTH,
-    AlterShareOffsets,
-    AlterShareOffsetsPlan,
-    DeleteShareOffsets,
-    DeleteShareOffsetsPlan,
     Outcome,
     ShareGroupHeartbeat,
     ShareGroupHeartbeatResponse,
-    ShareInitialize,
-    ShareStateInitialized,
     TopicPartitionList,
     session_timer,
 )
 from coordinator.share.assignor import assign
 from coordinator.share.config import ShareGroupConfig
 from coordinator.share.group import (
-    INITIAL_EPOCH,
     STABLE,
     Assignment,
-    InitTopic,
+    Recorder,
     ShareGroup,
     ShareGroups,
     ShareMember,
-    replay,
-    state_metadata,
     target_value,
 )
-
-
-class _Out:
-    """Records produced by one call, each replayed into the groups as it is added."""
-
-    def __init__(self, groups: ShareGroups, now: int) -> None:
-        self.groups = groups
-        self.now = now
-        self.outcome = Outcome()
-
-    def add(self, key: rec.ShareKey, value: rec.ShareValue | None) -> None:
-        self.outcome.records.append((key, value))
-        replay(self.groups, key, value, self.now)
-
-    def timer(self, key: tuple, deadline: int | None) -> None:
-        self.outcome.timers.append(TimerOp(key, deadline))
+from coordinator.share.partitions import maybe_initialize
 
 
 def _blank(s: str | None) -> bool:
@@ -107,7 +79,7 @@ def _ids(names: frozenset[str] | tuple[str, ...], topics: Topics) -> frozenset[u
     return frozenset(topics[n].topic_id for n in names if n in topics)
 
 
-def _bump(group: ShareGroup, names: frozenset[str], topics: Topics, out: _Out) -> None:
+def _bump(group: ShareGroup, names: frozenset[str], topics: Topics, out: Recorder) -> None:
     out.add(GroupKey(rec.GROUP_METADATA, group.group_id), rec.ShareGroupMetadata(group.epoch + 1, metadata_hash_of(names, topics)))
 
 
@@ -131,7 +103,7 @@ def _assignable(group: ShareGroup, topics: Topics) -> dict[uuid.UUID, frozenset[
     }
 
 
-def _maybe_new_target(group: ShareGroup, topics: Topics, now: int, interval_ms: int, out: _Out) -> None:
+def _maybe_new_target(group: ShareGroup, topics: Topics, now: int, interval_ms: int, out: Recorder) -> None:
     if group.assignment_epoch >= group.epoch:
         return
     if group.assignment_timestamp != 0 and interval_ms != 0 and now < group.assignment_timestamp + interval_ms:
@@ -145,7 +117,7 @@ def _maybe_new_target(group: ShareGroup, topics: Topics, now: int, interval_ms: 
     out.add(GroupKey(rec.TARGET_ASSIGNMENT_METADATA, group.group_id), TargetAssignmentMetadata(group.epoch, now))
 
 
-def _reconcile(group: ShareGroup, member: ShareMember, topics: Topics, subscription_changed: bool, out: _Out) -> ShareMember:
+def _reconcile(group: ShareGroup, member: ShareMember, topics: Topics, subscription_changed: bool, out: Recorder) -> ShareMember:
     """Kafka's ShareGroupAssignmentBuilder: a new target epoch is taken at once (STABLE), the target
     filtered to the member's subscribed topics; a changed subscription refilters at the same epoch."""
     target_epoch = group.assignment_epoch
@@ -168,117 +140,10 @@ def _as_list(parts: Assignment) -> TopicPartitionList:
     return tuple((t, tuple(sorted(ps))) for t, ps in sorted(parts.items()) if ps)
 
 
-# ---------------------------------------------------------------- initialization
-
-
-def _to_initialize(group: ShareGroup, names: frozenset[str], topics: Topics, now: int) -> dict[uuid.UUID, InitTopic]:
-    """Kafka's subscribedTopicsChangeMap: subscribed partitions neither initialized nor initializing for
-    less than the retry interval."""
-    known: dict[uuid.UUID, set[int]] = {t: set(i.partitions) for t, i in group.initialized.items()}
-    for t, i in group.initializing.items():
-        if now - i.timestamp < INITIALIZE_RETRY_INTERVAL_MS:
-            known.setdefault(t, set()).update(i.partitions)
-    out: dict[uuid.UUID, InitTopic] = {}
-    for name in sorted(names):
-        info = topics.get(name)
-        if info is None:
-            continue
-        have = known.get(info.topic_id, set())
-        if not have or len(have) < info.partitions:
-            missing = frozenset(range(info.partitions)) - have
-            if missing:
-                out[info.topic_id] = InitTopic(name, missing, now)
-    return out
-
-
-def _combine(base: dict[uuid.UUID, InitTopic], more: Mapping[uuid.UUID, InitTopic]) -> dict[uuid.UUID, InitTopic]:
-    """Kafka's combineInitMaps: partitions united, name and timestamp from ``more`` where it has the topic."""
-    out = dict(base)
-    for t, info in more.items():
-        old = out.get(t)
-        out[t] = InitTopic(info.name, info.partitions | (old.partitions if old else frozenset()), info.timestamp)
-    return out
-
-
-def _maybe_initialize(group: ShareGroup, names: frozenset[str], topics: Topics, now: int, out: _Out) -> ShareInitialize | None:
-    if not names or not topics:
-        return None
-    new = _to_initialize(group, names, topics, now)
-    if not new:
-        return None
-    deleting = {t: n for t, n in group.deleting.items() if t not in new}
-    out.add(
-        GroupKey(rec.STATE_PARTITION_METADATA, group.group_id),
-        state_metadata(_combine(group.initializing, new), group.initialized, deleting),
-    )
-    return ShareInitialize(group.group_id, group.epoch, tuple((t, tuple(sorted(i.partitions))) for t, i in sorted(new.items())))
-
-
-def state_initialized(groups: ShareGroups, topics: Topics, event: ShareStateInitialized, now: int) -> Outcome:
-    """The share coordinator's answer to an initialization (Kafka's initializeShareGroupState and
-    uninitializeShareGroupState): the partitions move to initialized, or leave initializing."""
-    out = _Out(groups, now)
-    group = groups.get(event.group_id)
-    if group is None or not event.topics:
-        return out.outcome
-    done = {t: frozenset(ps) for t, ps in event.topics}
-    if event.ok:
-        names = {info.topic_id: name for name, info in topics.items()}
-        enriched = {t: InitTopic(names.get(t, "UNKNOWN"), ps, now) for t, ps in done.items()}
-        initializing = {}
-        for t, info in group.initializing.items():
-            left = info.partitions - done.get(t, frozenset())
-            if left:
-                initializing[t] = InitTopic(info.name, left, info.timestamp)
-        initialized = _combine(group.initialized, enriched)
-    else:
-        if not group.initializing:
-            return out.outcome
-        initializing = {}
-        for t, info in group.initializing.items():
-            left = info.partitions - done.get(t, frozenset())
-            if left:
-                initializing[t] = InitTopic(info.name, left, info.timestamp)
-        initialized = group.initialized
-    out.add(GroupKey(rec.STATE_PARTITION_METADATA, group.group_id), state_metadata(initializing, initialized, group.deleting))
-    return out.outcome
-
-
-def partitions_to_delete(
-    groups: ShareGroups, group_id: str, out: Outcome, now: int, only: frozenset[uuid.UUID] | None = None
-) -> TopicPartitionList:
-    """The group's initializing and initialized partitions (of the topics ``only`` names, or all) move
-    to deleting, recorded in ``out``; returns them (Kafka's sharePartitionDeleteRequests)."""
-    group = groups[group_id]
-    both = _combine(group.initialized, group.initializing)
-    chosen = {t: i for t, i in both.items() if only is None or t in only}
-    if not chosen:
-        return ()
-    w = _Out(groups, now)
-    w.outcome = out
-    w.add(GroupKey(rec.STATE_PARTITION_METADATA, group_id), state_metadata(
-        {t: i for t, i in group.initializing.items() if t not in chosen},
-        {t: i for t, i in group.initialized.items() if t not in chosen},
-        {**group.deleting, **{t: i.name for t, i in chosen.items()}},
-    ))
-    return tuple((t, tuple(sorted(i.partitions))) for t, i in sorted(chosen.items()))
-
-
-def deleted(groups: ShareGroups, group_id: str, topics: frozenset[uuid.UUID], now: int) -> Outcome:
-    """The share state of these deleting topics is gone: they leave the group's deleting set."""
-    out = _Out(groups, now)
-    group = groups.get(group_id)
-    if group is not None and topics & set(group.deleting):
-        out.add(GroupKey(rec.STATE_PARTITION_METADATA, group_id), state_metadata(
-            group.initializing, group.initialized, {t: n for t, n in group.deleting.items() if t not in topics},
-        ))
-    return out.outcome
-
-
 # ---------------------------------------------------------------- fencing
 
 
-def fence(group: ShareGroup, member_id: str, topics: Topics, out: _Out) -> None:
+def fence(group: ShareGroup, member_id: str, topics: Topics, out: Recorder) -> None:
     """Remove a member (Kafka's shareGroupFenceMember): its current assignment, target and metadata
     tombstones, then a group-epoch bump with the hash of what the others subscribe to."""
     g = group.group_id
@@ -292,7 +157,7 @@ def fence(group: ShareGroup, member_id: str, topics: Topics, out: _Out) -> None:
 
 def on_session_timeout(groups: ShareGroups, topics: Topics, group_id: str, member_id: str, now: int) -> Outcome:
     """The session timer fired: the member sent no heartbeat for the session timeout."""
-    out = _Out(groups, now)
+    out = Recorder(groups, now)
     group = groups.get(group_id)
     if group is not None and member_id in group.members:
         fence(group, member_id, topics, out)
@@ -311,7 +176,7 @@ def on_topics_changed(groups: ShareGroups, changed: set[str]) -> None:
 
 
 def heartbeat(groups: ShareGroups, topics: Topics, request: ShareGroupHeartbeat, now: int, config: ShareGroupConfig) -> Outcome:
-    out = _Out(groups, now)
+    out = Recorder(groups, now)
     created = False
     try:
         validate(request)
@@ -348,7 +213,7 @@ def _check_epoch(member: ShareMember, epoch: int) -> None:
 
 
 def _join_or_heartbeat(
-    group: ShareGroup, topics: Topics, request: ShareGroupHeartbeat, now: int, config: ShareGroupConfig, out: _Out
+    group: ShareGroup, topics: Topics, request: ShareGroupHeartbeat, now: int, config: ShareGroupConfig, out: Recorder
 ) -> None:
     g, member_id = group.group_id, request.member_id
     if len(group.members) >= config.max_size and member_id not in group.members:
@@ -392,11 +257,11 @@ def _join_or_heartbeat(
     out.outcome.response = ShareGroupHeartbeatResponse(
         E.NONE, None, member_id, member.epoch, config.heartbeat_interval_ms,
         _as_list(member.assigned) if send else None,
-        _maybe_initialize(group, names, topics, now, out),
+        maybe_initialize(group, names, topics, now, out),
     )
 
 
-def _leave(groups: ShareGroups, topics: Topics, request: ShareGroupHeartbeat, out: _Out) -> None:
+def _leave(groups: ShareGroups, topics: Topics, request: ShareGroupHeartbeat, out: Recorder) -> None:
     group = groups.get(request.group_id)
     if group is None:
         raise Refused(E.GROUP_ID_NOT_FOUND, f"Share group {request.group_id} not found.")
@@ -404,98 +269,3 @@ def _leave(groups: ShareGroups, topics: Topics, request: ShareGroupHeartbeat, ou
         raise Refused(E.UNKNOWN_MEMBER_ID, f"Member {request.member_id} is not a member of group {group.group_id}.")
     fence(group, request.member_id, topics, out)
     out.outcome.response = ShareGroupHeartbeatResponse(E.NONE, None, request.member_id, request.member_epoch)
-
-
-# ---------------------------------------------------------------- offsets admin
-
-
-def alter_offsets(groups: ShareGroups, topics: Topics, request: AlterShareOffsets, now: int, other_type: bool) -> Outcome:
-    """Kafka's GroupMetadataManager.alterShareGroupOffsets: the group (made if missing) must be empty;
-    known partitions are recorded initializing and handed to the shell to initialize at their new start
-    offsets (StateEpoch = the group epoch); unknown topics or partitions are UNKNOWN_TOPIC_OR_PARTITION."""
-    out = _Out(groups, now)
-    gid = request.group_id
-    if not gid:
-        out.outcome.plan = AlterShareOffsetsPlan(E.INVALID_GROUP_ID, "The group id is invalid.")
-        return out.outcome
-    group = groups.get(gid)
-    if group is None and other_type:
-        out.outcome.plan = AlterShareOffsetsPlan(E.GROUP_ID_NOT_FOUND, f"Group {gid} is not a share group.")
-        return out.outcome
-    if group is not None and group.members:
-        out.outcome.plan = AlterShareOffsetsPlan(E.NON_EMPTY_GROUP, "The group is not empty.")
-        return out.outcome
-    results: list[tuple[str, uuid.UUID | None, tuple[tuple[int, int], ...]]] = []
-    offsets: dict[uuid.UUID, dict[int, int]] = {}
-    initializing: dict[uuid.UUID, InitTopic] = {}
-    for name, parts in request.topics:
-        info = topics.get(name)
-        if info is None:
-            results.append((name, None, tuple((p, E.UNKNOWN_TOPIC_OR_PARTITION) for p, _ in parts)))
-            continue
-        known = {p: o for p, o in parts if p < info.partitions}
-        results.append((name, info.topic_id, tuple((p, E.NONE if p in known else E.UNKNOWN_TOPIC_OR_PARTITION) for p, _ in parts)))
-        offsets.setdefault(info.topic_id, {}).update(known)
-        initializing[info.topic_id] = InitTopic(name, frozenset(known), now)
-    epoch = group.epoch if group is not None else INITIAL_EPOCH
-    initializing = {t: i for t, i in initializing.items() if i.partitions}
-    if initializing:
-        base = group if group is not None else ShareGroup(gid)
-        out.add(GroupKey(rec.STATE_PARTITION_METADATA, gid), state_metadata(
-            _combine(base.initializing, initializing), base.initialized,
-            {t: n for t, n in base.deleting.items() if t not in initializing},
-        ))
-    out.outcome.plan = AlterShareOffsetsPlan(
-        E.NONE, None, tuple(results), epoch,
-        tuple((t, tuple(sorted(ps.items()))) for t, ps in sorted(offsets.items()) if ps),
-    )
-    return out.outcome
-
-
-def delete_offsets(groups: ShareGroups, topics: Topics, request: DeleteShareOffsets, now: int) -> Outcome:
-    """Kafka's initiateDeleteShareGroupOffsets: only an empty share group; each named topic's initialized
-    partitions move to deleting (a topic already deleting is deleted again over all its partitions); a
-    topic unknown or never initialized is UNKNOWN_TOPIC_OR_PARTITION."""
-    out = _Out(groups, now)
-    gid = request.group_id
-    group = groups.get(gid)
-    if group is None:
-        out.outcome.delete_plan = DeleteShareOffsetsPlan(E.GROUP_ID_NOT_FOUND, f"Share group {gid} not found.")
-        return out.outcome
-    if group.members:
-        out.outcome.delete_plan = DeleteShareOffsetsPlan(E.NON_EMPTY_GROUP, "The group is not empty.")
-        return out.outcome
-    refused: list[tuple[str, int, str]] = []
-    to_delete: list[tuple[str, uuid.UUID, tuple[int, ...]]] = []
-    initialized = dict(group.initialized)
-    deleting = dict(group.deleting)
-    for name in request.topic_names:
-        info = topics.get(name)
-        if info is None:
-            refused.append((name, E.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition."))
-        elif info.topic_id in initialized:
-            to_delete.append((name, info.topic_id, tuple(sorted(initialized.pop(info.topic_id).partitions))))
-            deleting[info.topic_id] = name
-        elif info.topic_id in deleting:
-            to_delete.append((name, info.topic_id, tuple(range(info.partitions))))
-        else:
-            refused.append((name, E.UNKNOWN_TOPIC_OR_PARTITION, "There is no offset information to delete."))
-    if group.has_state_metadata:
-        out.add(GroupKey(rec.STATE_PARTITION_METADATA, gid), state_metadata(group.initializing, initialized, deleting))
-    out.outcome.delete_plan = DeleteShareOffsetsPlan(E.NONE, None, tuple(refused), tuple(to_delete))
-    return out.outcome
-
-
-def topics_deleted(groups: ShareGroups, topic_ids: frozenset[uuid.UUID], now: int) -> Outcome:
-    """Kafka's maybeCleanupShareGroupState: deleted topics leave every share group's initializing,
-    initialized and deleting sets (the share coordinator deletes their states on its own)."""
-    out = _Out(groups, now)
-    for group in list(groups.values()):
-        held = (set(group.initializing) | set(group.initialized) | set(group.deleting)) & topic_ids
-        if held:
-            out.add(GroupKey(rec.STATE_PARTITION_METADATA, group.group_id), state_metadata(
-                {t: i for t, i in group.initializing.items() if t not in held},
-                {t: i for t, i in group.initialized.items() if t not in held},
-                {t: n for t, n in group.deleting.items() if t not in held},
-            ))
-    return out.outcome

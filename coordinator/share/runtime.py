@@ -36,13 +36,11 @@ from coordinator.share.api import (
 )
 from coordinator.share.describe import DescribedShareGroup, describe
 from coordinator.share.group import deletion_records, replay
-from coordinator.share.heartbeat import (
+from coordinator.share.heartbeat import heartbeat, on_session_timeout, on_topics_changed
+from coordinator.share.partitions import (
     alter_offsets,
     delete_offsets,
     deleted,
-    heartbeat,
-    on_session_timeout,
-    on_topics_changed,
     partitions_to_delete,
     state_initialized,
     topics_deleted,

@@ -11,7 +11,8 @@ from coordinator.records import decode_key, decode_value, encode_key, encode_val
 from coordinator.share.api import Outcome, ShareGroupHeartbeat, ShareStateInitialized
 from coordinator.share.config import ShareGroupConfig
 from coordinator.share.group import ShareGroup, ShareGroups, replay
-from coordinator.share.heartbeat import heartbeat, on_session_timeout, on_topics_changed, state_initialized
+from coordinator.share.heartbeat import heartbeat, on_session_timeout, on_topics_changed
+from coordinator.share.partitions import state_initialized
 
 START = 1_000_000  # a non-zero clock: an assignment timestamp of 0 means "never computed"
 
