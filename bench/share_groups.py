@@ -13,21 +13,13 @@ import sys
 import time
 import uuid
 
+from bench.consumer_protocol import best_of
 from coordinator.consumer.heartbeat import TopicInfo
 from coordinator.share.api import ShareGroupHeartbeat, ShareStateInitialized
 from coordinator.share.assignor import assign
 from coordinator.share.config import ShareGroupConfig
 from coordinator.share.heartbeat import heartbeat
 from coordinator.share.partitions import state_initialized
-
-
-def best_of(fn, runs: int = 3) -> float:
-    best = float("inf")
-    for _ in range(runs):
-        started = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - started)
-    return best
 
 
 def assignment_times(n_members: int, n_partitions: int) -> dict[str, float]:

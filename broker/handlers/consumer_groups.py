@@ -79,16 +79,23 @@ def heartbeat_answer(ctx: RequestContext) -> Callable[[Any, BaseException | None
     return finish
 
 
-def consumer_group_describe(broker: Broker, ctx: RequestContext, req: ConsumerGroupDescribeRequest) -> Any:
-    group_cls, member_cls = ctx.nested("DescribedGroup"), ctx.nested("Member")
+def described_assignment(ctx: RequestContext) -> Callable[[Any], Any]:
+    """A describe answer's Assignment from ``(topic id, topic name, partitions)`` rows (Consumer- and
+    ShareGroupDescribe have the same)."""
     assignment_cls, partitions_cls = ctx.nested("Assignment"), ctx.nested("TopicPartitions")
-    ops = authorized_operations("group", req.include_authorized_operations)
 
     def assignment(parts: Any) -> Any:
         return codec.make(assignment_cls, topic_partitions=tuple(
             codec.make(partitions_cls, topic_id=t, topic_name=name, partitions=ps) for t, name, ps in parts
         ))
 
+    return assignment
+
+
+def consumer_group_describe(broker: Broker, ctx: RequestContext, req: ConsumerGroupDescribeRequest) -> Any:
+    group_cls, member_cls = ctx.nested("DescribedGroup"), ctx.nested("Member")
+    ops = authorized_operations("group", req.include_authorized_operations)
+    assignment = described_assignment(ctx)
     out = []
     for group_id in req.group_ids:
         try:

@@ -10,7 +10,7 @@ from kio.schema.share_group_describe.v1.request import ShareGroupDescribeRequest
 from kio.schema.share_group_heartbeat.v1.request import ShareGroupHeartbeatRequest
 
 from broker.dispatch import RequestContext, answered_later
-from broker.handlers.consumer_groups import heartbeat_answer, heartbeat_refused
+from broker.handlers.consumer_groups import described_assignment, heartbeat_answer, heartbeat_refused
 from broker.handlers.operations import NOT_REQUESTED, authorized_operations
 from coordinator import errors as E
 from coordinator import shard as core
@@ -48,7 +48,6 @@ def share_group_heartbeat(broker: Broker, ctx: RequestContext, req: ShareGroupHe
 
 def share_group_describe(broker: Broker, ctx: RequestContext, req: ShareGroupDescribeRequest) -> Any:
     group_cls, member_cls = ctx.nested("DescribedGroup"), ctx.nested("Member")
-    assignment_cls, partitions_cls = ctx.nested("Assignment"), ctx.nested("TopicPartitions")
 
     def failed(group_id: str, code: int, message: str | None = None) -> Any:
         return codec.make(group_cls, error_code=code, error_message=message, group_id=group_id, group_state="",
@@ -58,11 +57,7 @@ def share_group_describe(broker: Broker, ctx: RequestContext, req: ShareGroupDes
     if not broker.share_groups.enabled:
         return ctx.respond(throttle_time=0, groups=tuple(failed(g, E.UNSUPPORTED_VERSION, DISABLED) for g in req.group_ids))
     ops = authorized_operations("group", req.include_authorized_operations)
-
-    def assignment(parts: Any) -> Any:
-        return codec.make(assignment_cls, topic_partitions=tuple(
-            codec.make(partitions_cls, topic_id=t, topic_name=name, partitions=ps) for t, name, ps in parts
-        ))
+    assignment = described_assignment(ctx)
 
     out = []
     for group_id in req.group_ids:
