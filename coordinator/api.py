@@ -12,7 +12,8 @@ Result stays parked until a later Result answers it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from coordinator.consumer.config import ConsumerConfig
@@ -310,6 +311,24 @@ class GroupConfig:
     offset_metadata_max_bytes: int = 4096
     consumer: ConsumerConfig = field(default_factory=ConsumerConfig)  # the consumer protocol's (KIP-848)
     extra: dict[str, Any] = field(default_factory=dict)
+    # a group's own configs (GROUP resources: only the keys set, already within the broker's bounds); the
+    # shell passes the broker's store, so the core reads them without knowing where they are kept
+    group_overrides: Callable[[str], Mapping[str, str]] = field(default=lambda _group_id: {})
+
+    def consumer_for(self, group_id: str) -> ConsumerConfig:
+        """The consumer-protocol settings of one group: the broker's, with the group's consumer.* configs
+        applied, as GroupMetadataManager reads its session timeout, heartbeat interval and assignment
+        interval per group."""
+        overrides = self.group_overrides(group_id)
+        base = self.consumer
+        if not overrides or not any(key.startswith("consumer.") for key in overrides):
+            return base
+        return replace(
+            base,
+            session_timeout_ms=int(overrides.get("consumer.session.timeout.ms", base.session_timeout_ms)),
+            heartbeat_interval_ms=int(overrides.get("consumer.heartbeat.interval.ms", base.heartbeat_interval_ms)),
+            assignment_interval_ms=int(overrides.get("consumer.assignment.interval.ms", base.assignment_interval_ms)),
+        )
 
     @classmethod
     def from_broker_config(cls, config: Any) -> GroupConfig:
