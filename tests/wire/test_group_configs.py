@@ -301,7 +301,7 @@ async def test_configs_survive_a_restart(tmp_path):
         configs = await described(wire, "kept")
         assert (configs["share.auto.offset.reset"].value, configs["share.auto.offset.reset"].config_source) == ("earliest", SOURCE_GROUP)
         listed = await wire.call(74, 1, {"resource_types": ()})
-        assert (GROUP, "kept") == (listed.config_resources[0].resource_type, listed.config_resources[0].resource_name)
+        assert (listed.config_resources[0].resource_type, listed.config_resources[0].resource_name) == (GROUP, "kept")
         await wire.close()
     finally:
         await b2.stop()
