@@ -52,7 +52,9 @@ def legacy(resources, version=2, validate_only=False):
 def describe(names, keys=None, synonyms=False, documentation=False, version=4):
     cls = codec.request_class(32, version)
     res_cls = codec.nested(cls, "DescribeConfigsResource")
-    body = {"resources": tuple(res_cls(resource_type=GROUP, resource_name=n, configuration_keys=keys) for n in names), "include_synonyms": synonyms}
+    body = {"resources": tuple(res_cls(resource_type=GROUP, resource_name=n, configuration_keys=keys) for n in names)}
+    if version >= 1:
+        body["include_synonyms"] = synonyms
     if version >= 3:
         body["include_documentation"] = documentation
     return codec.make(cls, **body)
@@ -253,7 +255,7 @@ async def test_a_broker_value_set_in_its_config_is_a_static_broker_config(tmp_pa
         await b.stop()
 
 
-@pytest.mark.parametrize("version", [1, 2, 3, 4])
+@pytest.mark.parametrize("version", [0, 1, 2, 3, 4])
 async def test_describe_every_version_and_documentation_from_v3(broker, wire, version):
     resp = await wire.call(32, version, describe(["g"], documentation=True, version=version))
     configs = {c.name: c for c in resp.results[0].configs}
