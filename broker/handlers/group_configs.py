@@ -34,6 +34,7 @@ GROUP = 32
 SOURCE_STATIC_BROKER, SOURCE_DEFAULT, SOURCE_GROUP = 4, 5, 8
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 _OP_NAMES = {APPEND: "APPEND", SUBTRACT: "SUBTRACT"}
+MAX_VALUE_CHARS = 32767  # Short.MAX_VALUE
 
 
 def describe_group(
@@ -101,6 +102,12 @@ def alter_group(broker: Broker, res: Any, validate_only: bool, incremental: bool
                 return ErrorCode.invalid_request, f"Unknown operations type {c.config_operation}"
     else:
         configs = {c.name: c.value for c in res.configs}
+    for name, value in configs.items():
+        # the controller's bound on one record's value (Java's String.length(): UTF-16 units)
+        if value is not None and value != current.get(name) and len(value.encode("utf-16-le")) // 2 > MAX_VALUE_CHARS:
+            return ErrorCode.invalid_config, (
+                f"The configuration value cannot be added because it exceeds the maximum value size of {MAX_VALUE_CHARS} bytes."
+            )
     try:
         new = validate(group_id, configs, broker.config)
     except InvalidRequest as exc:

@@ -234,3 +234,22 @@ def test_lowered_bounds_allow_short_test_intervals():
         "group.consumer.min.heartbeat.interval.ms": "300", "group.consumer.min.session.timeout.ms": "6000",
     })
     assert cfg["group.consumer.heartbeat.interval.ms"] == 300
+
+
+def test_the_coordinator_reads_the_store_and_follows_its_changes(tmp_path):
+    from coordinator.api import GroupConfig
+
+    store = GroupConfigStore(tmp_path, BROKER)
+    cfg = GroupConfig()
+    cfg.group_overrides = store.overrides
+    assert cfg.consumer_for("g") is cfg.consumer
+    store.set("g", {"consumer.heartbeat.interval.ms": "6000", "share.auto.offset.reset": "earliest"})
+    first = cfg.consumer_for("g")
+    assert (first.heartbeat_interval_ms, first.session_timeout_ms) == (6000, 45_000)
+    assert cfg.consumer_for("g") is first  # made once per change
+    store.set("g", {"consumer.heartbeat.interval.ms": "7000"})
+    assert cfg.consumer_for("g").heartbeat_interval_ms == 7000
+    store.set("g", {"share.auto.offset.reset": "earliest"})
+    assert cfg.consumer_for("g") == cfg.consumer
+    store.set("g", {})
+    assert cfg.consumer_for("g") is cfg.consumer

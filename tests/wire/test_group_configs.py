@@ -129,6 +129,9 @@ async def test_deleting_every_key_removes_the_resource(broker, wire):
         ([("share.isolation.level", SUBTRACT, "x")], ErrorCode.invalid_config, "Can't SUBTRACT to key share.isolation.level because its type is not LIST."),
         ([("share.delivery.count.limit", SET, "3"), ("share.delivery.count.limit", SET, "4")], ErrorCode.invalid_request, "Error due to duplicate config keys"),
         ([("share.delivery.count.limit", SET, None)], ErrorCode.invalid_request, "Null value not supported for : share.delivery.count.limit"),
+        # the controller refuses a record value over Short.MAX_VALUE before validating it
+        ([("share.auto.offset.reset", SET, "x" * 32768)], ErrorCode.invalid_config,
+         "The configuration value cannot be added because it exceeds the maximum value size of 32767 bytes."),
     ],
 )
 async def test_refusals_carry_kafkas_code_and_sentence(broker, wire, ops, error, message):
