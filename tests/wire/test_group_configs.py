@@ -8,6 +8,8 @@ as GROUP_CONFIG (8), the others as the broker's value named by the broker key; D
 configs; ListConfigResources lists the groups that have configs, first.
 """
 
+from datetime import timedelta
+
 import pytest
 
 from broker.app import Broker
@@ -271,6 +273,25 @@ async def test_describe_an_empty_group_name_is_invalid_request(broker, wire):
     resp = await wire.call(32, 4, describe(["", "ok"]))
     got = [(r.resource_name, r.error_code, r.error_message, len(r.configs)) for r in resp.results]
     assert got == [("", ErrorCode.invalid_request, "Group name must not be empty", 0), ("ok", ErrorCode.none, None, len(EVERY_KEY))]
+
+
+# ---------------------------------------------------------------- consumer groups honour them
+
+
+async def test_a_consumer_group_heartbeat_answers_the_groups_interval(broker, wire):
+    """GroupMetadataManager answers HeartbeatIntervalMs from the group's consumer.heartbeat.interval.ms."""
+    from tests.wire.test_consumer_groups import hb_body
+
+    broker.create_topic("orders", 1, {})
+    await wait_loaded(broker)
+    await set_configs(wire, "tuned", consumer_heartbeat_interval_ms="7000")
+    tuned = await wire.call(68, 1, hb_body(1, "m1", 0, names=("orders",), owned=(), timeout=30_000, group="tuned"))
+    plain = await wire.call(68, 1, hb_body(1, "m1", 0, names=("orders",), owned=(), timeout=30_000, group="plain"))
+    assert (tuned.error_code, tuned.heartbeat_interval) == (ErrorCode.none, timedelta(milliseconds=7000))
+    assert (plain.error_code, plain.heartbeat_interval) == (ErrorCode.none, timedelta(milliseconds=5000))
+    await set_configs(wire, "tuned", consumer_heartbeat_interval_ms="9000")
+    again = await wire.call(68, 1, hb_body(1, "m1", tuned.member_epoch, group="tuned"))
+    assert again.heartbeat_interval == timedelta(milliseconds=9000)
 
 
 # ---------------------------------------------------------------- lifetime
