@@ -145,6 +145,14 @@ def _canonical(value: int | bool | str) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 
+def shown(name: str, raw: str) -> str:
+    """A stored value as DescribeConfigs shows it: parsed and written back (trimmed, ints as digits)."""
+    try:
+        return _canonical(GROUP_CONFIGS[name].parse(raw))
+    except InvalidConfig:
+        return raw
+
+
 # In GroupConfig.CONFIG_DEF's order: ConfigDef.parse checks them in this order, so the first bad key named
 # is Kafka's. consumer.assignor.offload.enable and its share/streams siblings exist as constants in 4.3 but
 # are not defined, so they are unknown names.

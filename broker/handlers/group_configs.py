@@ -16,11 +16,10 @@ from typing import TYPE_CHECKING, Any
 from broker.dataplane.group_configs import (
     BROKER_DEFAULTS,
     GROUP_CONFIG_KEYS,
-    GROUP_CONFIGS,
     InvalidRequest,
     broker_explicit,
     broker_value,
-    default_value,
+    shown,
     validate,
 )
 from broker.dataplane.topic_configs import InvalidConfig
@@ -50,7 +49,7 @@ def describe_group(
             continue
         synonyms: list[tuple[str, str, int]] = []
         if spec.name in own:
-            synonyms.append((spec.name, _shown(spec.name, own[spec.name]), SOURCE_GROUP))
+            synonyms.append((spec.name, shown(spec.name, own[spec.name]), SOURCE_GROUP))
         if spec.broker_key is not None:
             value = str(broker_value(broker.config, spec.broker_key))
             if broker_explicit(broker.config, spec.broker_key):
@@ -58,8 +57,7 @@ def describe_group(
             synonyms.append((spec.broker_key, str(BROKER_DEFAULTS[spec.broker_key]), SOURCE_DEFAULT))
         else:
             synonyms.append((spec.name, spec.default, SOURCE_DEFAULT))
-        value = synonyms[0][1] if spec.name in own else default_value(broker.config, spec)
-        source = synonyms[0][2]
+        _, value, source = synonyms[0]  # the group's own value, else the broker's (or GroupConfig's default)
         entries.append(codec.make(
             entry_cls, name=spec.name, value=value, read_only=False, config_source=source,
             is_default=source == SOURCE_DEFAULT, is_sensitive=False, config_type=spec.type,
@@ -67,15 +65,6 @@ def describe_group(
             documentation=spec.doc if documentation else None,
         ))
     return ErrorCode.none, None, entries
-
-
-def _shown(name: str, raw: str) -> str:
-    """A stored value as DescribeConfigs shows it: parsed and written back (ConfigDef.convertToString)."""
-    try:
-        value = GROUP_CONFIGS[name].parse(raw)
-    except InvalidConfig:
-        return raw
-    return str(value).lower() if isinstance(value, bool) else str(value)
 
 
 def alter_group(broker: Broker, res: Any, validate_only: bool, incremental: bool) -> tuple[ErrorCode, str | None]:
