@@ -51,7 +51,7 @@ def _result(outcome: Outcome, token: Token | None, now: int) -> Result:
 
 
 def consumer_group_heartbeat(state: ShardState, request: ConsumerGroupHeartbeat, token: Token, now: int, cfg: GroupConfig) -> Result:
-    config = cfg.consumer
+    config = cfg.consumer_for(request.group_id)
     if not config.enabled:
         refusal = ConsumerGroupHeartbeatResponse(E.UNSUPPORTED_VERSION, "The consumer rebalance protocol is disabled.")
         return Result(responses=((token, refusal),), replay=False)
@@ -91,7 +91,7 @@ def rearm_after_load(state: ShardState, now: int, cfg: GroupConfig) -> list[Time
     timers = []
     for group in state.consumer_groups.values():
         for m in group.members.values():
-            timers.append(TimerOp(session_timer(group.group_id, m.member_id), now + cfg.consumer.session_timeout_ms))
+            timers.append(TimerOp(session_timer(group.group_id, m.member_id), now + cfg.consumer_for(group.group_id).session_timeout_ms))
             if m.state == UNREVOKED_PARTITIONS:
                 m.rebalance_timer_epoch = m.epoch
                 timers.append(TimerOp(rebalance_timer(group.group_id, m.member_id), now + max(m.rebalance_timeout_ms, 0)))
