@@ -227,18 +227,20 @@ def _generate(cls: type, top: bool) -> Callable[..., int]:
     if top:  # a walk that runs off the end: kio would fail there too, so the frame is unparseable
         _entity(src, cls, 2, top=True)
         src.flush(2)
-        body = "\n".join(src.lines)
-        source = (
-            "def check(buf, pos):\n    end = len(buf)\n    cuts = None\n    try:\n"
-            f"{body}\n        pass\n    except (IndexError, _struct_error):\n"
-            "        raise _Unparseable(_TRUNCATED) from None\n"
+        return _compile(
+            src, "def walk(buf, pos):\n    end = len(buf)\n    cuts = None\n    try:\n",
+            "\n        pass\n    except (IndexError, _struct_error):\n        raise _Unparseable(_TRUNCATED) from None\n", cls.__qualname__,
         )
-    else:
-        _entity(src, cls, 1, top=False)
-        src.flush(1)
-        source = "def check(buf, pos, end, cuts=None):\n" + "\n".join(src.lines) + "\n    return pos\n"
-    exec(compile(source, f"<bounds {cls.__module__}.{cls.__qualname__}>", "exec"), src.env)  # noqa: S102 - built from kio's field list
-    return src.env["check"]  # type: ignore[return-value]
+    _entity(src, cls, 1, top=False)
+    src.flush(1)
+    return _compile(src, "def walk(buf, pos, end, cuts=None):\n", "\n    return pos\n", cls.__qualname__)
+
+
+def _compile(src: _Source, head: str, tail: str, label: str) -> Callable[..., int]:
+    """The function ``walk`` made of ``head``, the lines, ``tail``."""
+    source = head + "\n".join(src.lines) + tail
+    exec(compile(source, f"<bounds {label}>", "exec"), src.env)  # noqa: S102 - built from kio's field list
+    return src.env["walk"]  # type: ignore[return-value]
 
 
 def _entity(src: _Source, cls: type, ind: int, top: bool) -> None:
@@ -343,9 +345,7 @@ def _tag_walker(cls: type, name: str) -> Walker:
     src = _Source()
     _field(src, cls, field, True, 1)
     src.flush(1)
-    source = "def walk(buf, pos, end, cuts):\n" + "\n".join(src.lines) + "\n    return pos\n"
-    exec(compile(source, f"<bounds {cls.__module__}.{cls.__qualname__}.{name}>", "exec"), src.env)  # noqa: S102 - built from kio's field list
-    return cast(Walker, src.env["walk"])
+    return cast(Walker, _compile(src, "def walk(buf, pos, end, cuts):\n", "\n    return pos\n", f"{cls.__qualname__}.{name}"))
 
 
 @functools.cache

@@ -253,3 +253,12 @@ def test_unknown_tags_in_every_section_of_every_flexible_request(key, version):
             tagged = tagged[:at] + _uvarint(count + 2) + UNKNOWN[1:] + tagged[after:]
         (header, request), (clean_header, clean) = parse_request(tagged), parse_request(frame)
         assert header == clean_header and codec.encode(request) == codec.encode(clean)  # by bytes: a NaN is not equal to itself
+
+
+def test_unknown_tags_bench_measures_every_hot_request(capsys):
+    from bench import unknown_tags_bench
+    from bench.decode_bench import requests
+
+    unknown_tags_bench.main(rounds=1, reps=3)  # it also checks each variant reads as the clean request
+    rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| ") and "µs" in line]
+    assert len(rows) == len(requests()) == 6
