@@ -142,6 +142,7 @@ class _Source:
         self.env: dict[str, object] = {
             "_I16": _I16, "_I32": _I32, "_uv": read_uvarint, "_skip_compact": _skip_compact, "_tags": _tags,
             "_too_many": _too_many, "_null": _null, "_struct_error": struct.error, "_Unparseable": Unparseable, "_TRUNCATED": TRUNCATED,
+            "cuts": None,  # the top-level check cuts nothing (a global: a local would cost a store on every request)
         }
         self.lines: list[str] = []
         self.skip = 0  # fixed-size bytes not yet added to pos
@@ -228,7 +229,7 @@ def _generate(cls: type, top: bool) -> Callable[..., int]:
         _entity(src, cls, 2, top=True)
         src.flush(2)
         return _compile(
-            src, "def walk(buf, pos):\n    end = len(buf)\n    cuts = None\n    try:\n",
+            src, "def walk(buf, pos):\n    end = len(buf)\n    try:\n",
             "\n        pass\n    except (IndexError, _struct_error):\n        raise _Unparseable(_TRUNCATED) from None\n", cls.__qualname__,
         )
     _entity(src, cls, 1, top=False)

@@ -50,18 +50,17 @@ def parse_request(body: bytes, api_key: int | None = None, api_version: int = 0)
     if readers is None:
         readers = _readers_of(api_key, api_version)
     read_header, check_body, read_body = readers
-    try:
+    try:  # costs nothing unless kio raises (Python 3.11's exceptions are zero-cost until raised)
         kio_header, used = read_header(body, 0)
         if check_body is not None:
             check_body(body, used)
         request, _ = read_body(body, used)
+        return RequestHeader(api_key, api_version, kio_header.correlation_id, kio_header.client_id), request
     except KeyError:  # kio's "Unknown tagged field tag: N", where Kafka's reader skips the field
         stripped = unknown_tags.strip(body, codec.request_header_class(api_key, api_version), codec.request_class(api_key, api_version))
         if stripped is None:
             raise
-        kio_header, used = read_header(stripped, 0)
-        request, _ = read_body(stripped, used)
-    return RequestHeader(api_key, api_version, kio_header.correlation_id, kio_header.client_id), request
+    return parse_request(stripped, api_key, api_version)  # read again, without them
 
 
 # (api key, version) -> the header's kio reader, the body's bounds check (protocol/bounds; None when the
