@@ -9,9 +9,7 @@ kept, CPU time counted. See docs/malformed-requests.md.
 
 from __future__ import annotations
 
-import time
-
-from bench.decode_bench import requests
+from bench.decode_bench import _per_decode_us, requests
 from protocol import codec
 from protocol.bounds import read_uvarint
 from protocol.fastwrite import _uvarint
@@ -37,13 +35,6 @@ def variants(key: int, version: int, values: dict) -> dict[str, bytes]:
     for at in reversed(sections):
         everywhere = _add_unknown(everywhere, at)
     return {"clean": frame, "top": _add_unknown(frame, len(frame) - 1), "everywhere": everywhere, "sections": bytes([len(sections)])}
-
-
-def _per_decode_us(body: bytes, key: int, version: int, reps: int) -> float:
-    started = time.process_time()
-    for _ in range(reps):
-        parse_request(body, key, version)
-    return (time.process_time() - started) / reps * 1e6
 
 
 def main(rounds: int = 9, reps: int = 5_000) -> None:
