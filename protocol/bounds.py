@@ -327,16 +327,11 @@ def _field(src: _Source, cls: type, field: object, flexible: bool, ind: int, tai
 
 
 @functools.cache
-def _nested(cls: type) -> Walker:
-    """The whole walk of ``cls`` within [pos, end), tagged sections included: the unknown tags' rewrite
-    and the tests' reference."""
-    return cast(Walker, _generate(cls, top=False))
-
-
 def walker(cls: type) -> Walker:
-    """The whole walk of an entity of ``cls`` (buffer, offset, end, ``Cuts`` or None) -> offset after it.
-    Raises Unparseable, or IndexError / struct.error where it runs off the end."""
-    return _nested(cls)
+    """The whole walk of an entity of ``cls`` (buffer, offset, end, ``Cuts`` or None) -> offset after it,
+    every tagged section included: the unknown tags' rewrite, and the tests' reference. Raises
+    Unparseable, or IndexError / struct.error where it runs off the end."""
+    return cast(Walker, _generate(cls, top=False))
 
 
 @functools.cache
