@@ -335,7 +335,7 @@ class GroupCoordinator:
 
     # ------------------------------------------------------------ metrics sources
 
-    def metrics_snapshot(self) -> list[tuple[str, str, int, dict[tuple[str, int], int]]]:
+    def metrics_snapshot(self) -> list[tuple[str, str, int, dict[tuple[str, int], int], str]]:
         rows = []
         for shard in self.loaded_shards():
             consumer_groups = shard.state.consumer_groups
@@ -343,10 +343,10 @@ class GroupCoordinator:
                 offsets = {(t, p): v.offset for t, ps in g.offsets.items() for p, v in ps.items()}
                 cg = consumer_groups.get(g.group_id)
                 if cg is not None:  # the member-less holder of a consumer-protocol group's offsets
-                    rows.append((g.group_id, cg.state(), len(cg.members), offsets))
+                    rows.append((g.group_id, cg.state(), len(cg.members), offsets, "consumer"))
                 else:
-                    rows.append((g.group_id, g.state, len(g.members), offsets))
+                    rows.append((g.group_id, g.state, len(g.members), offsets, "classic"))
             for cg in consumer_groups.values():
                 if cg.group_id not in shard.state.groups:
-                    rows.append((cg.group_id, cg.state(), len(cg.members), {}))
+                    rows.append((cg.group_id, cg.state(), len(cg.members), {}, "consumer"))
         return rows
