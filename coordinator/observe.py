@@ -79,7 +79,6 @@ class GroupObserver:
         if log.isEnabledFor(logging.INFO):
             log_transition(log, group_id, before, after, group)
 
-
     def _consumer_after(self, state: Any, group_id: str, before: Any) -> str | None:
         """Kafka's consumer-group-rebalance sensor: a group epoch bumped by a heartbeat (a member joined,
         a subscription or the subscribed topics' metadata changed) or a regex resolution; not a bump

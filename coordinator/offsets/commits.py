@@ -32,7 +32,7 @@ from coordinator.group import COMPLETING, CONSUMER, DEAD, EMPTY, PREPARING, STAB
 from coordinator.offsets.consumer_expiry import (
     DroppedConsumerGroup,
     drop_consumer_group,
-    is_expired_group,
+    is_empty,
     restore_consumer_groups,
     subscribed_topics,
 )
@@ -332,14 +332,14 @@ def expire_offsets(state: ShardState, now: int, cfg: GroupConfig) -> Result:
         if not all_expired:
             continue
         if cg is not None:
-            if is_expired_group(cg):
+            if is_empty(cg):
                 gone.append(drop_consumer_group(state, cg, records))
         elif g.state == EMPTY:
             records.append((GroupMetadataKey(gid), None))
             timers.extend(_cancel_pending(g))
             _drop_group(state, g)
             dropped.append(g)
-    for cg in [cg for gid, cg in consumer_groups.items() if gid not in state.groups and is_expired_group(cg)]:
+    for cg in [cg for gid, cg in consumer_groups.items() if gid not in state.groups and is_empty(cg)]:
         gone.append(drop_consumer_group(state, cg, records))  # no offsets at all: Kafka deletes it if Empty
     if not records:
         return Result(timers=tuple(timers), replay=False)

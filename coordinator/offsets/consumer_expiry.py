@@ -35,7 +35,7 @@ def subscribed_topics(group: ConsumerGroup) -> frozenset[str]:
     return frozenset().union(*(subscribed_names(group, m) for m in group.members.values()))
 
 
-def is_expired_group(group: ConsumerGroup) -> bool:
+def is_empty(group: ConsumerGroup) -> bool:
     """Kafka's ConsumerGroup.isEmpty: the group is in state Empty (it has no members)."""
     return not group.members
 
