@@ -445,8 +445,12 @@ class GroupShardRules:
 
     def replay(self, state: ShardState, result: Result, now: int) -> None:
         if result.producer is None and result.marker is None:
+            # an expiry's consumer-group tombstones were applied when made (coordinator/offsets/
+            # consumer_expiry.py): applied again, they would hit a group of that id made meanwhile
+            made = isinstance(result.write_ref, tuple) and result.write_ref[:1] == ("expire",)
             for key, value in result.records:
-                replay(state, key, value, now)
+                if not made or isinstance(key, (OffsetCommitKey, GroupMetadataKey)):
+                    replay(state, key, value, now)
         else:
             replay_result(state, result, now)
 
