@@ -59,7 +59,7 @@ def groupd_overrides(fsync: bool, data: Path, port: int) -> dict[str, str]:
         "listeners": f"PLAINTEXT://127.0.0.1:{port}", "log.dirs": str(data), "metrics.listener": "",
         "group.initial.rebalance.delay.ms": "0", "log.level": "WARN",
         # consumer-protocol members heartbeat at the classic steady scenario's 0.5 s (Kafka: 5 s)
-        "group.consumer.heartbeat.interval.ms": "500",
+        "group.consumer.heartbeat.interval.ms": "500", "group.consumer.min.heartbeat.interval.ms": "500",
     }
     if not fsync:
         overrides["log.flush.interval.messages"] = str(2**62)

@@ -121,7 +121,7 @@ async def test_consumer_protocol_side_by_side_runs_without_errors(tmp_path):
     with the classic protocol, groups of 3 timed to Stable; both sides counted, ratios reported."""
     from bench import consumer_scenarios
 
-    b = await start_broker(tmp_path, **{"group.consumer.heartbeat.interval.ms": "100", "group.consumer.assignment.interval.ms": "0"})
+    b = await start_broker(tmp_path, **{"group.consumer.heartbeat.interval.ms": "100", "group.consumer.min.heartbeat.interval.ms": "100", "group.consumer.assignment.interval.ms": "0"})
     try:
         out = await consumer_scenarios.side_by_side("127.0.0.1", b.port, members=6, group_size=3, seconds=0.5, groups_of_3=2, pid=os.getpid())
         assert (out["members"], out["consumer_groups_stable"], out["classic_groups_stable"]) == (6, 2, 2)
