@@ -108,7 +108,7 @@ async def produce(broker: Broker, ctx: RequestContext, req: ProduceRequest) -> A
                 continue
             records = pd.records
             if ctx.version < 3:  # message sets (magic 0/1) become a v2 batch, as Kafka 3.9's LogValidator
-                records, error = old_versions.produced_records(broker, records)
+                records, error = old_versions.produced_records(broker, name, records)
                 if error != ErrorCode.none:
                     results.append((key, pd.index, error, -1, -1, None))
                     continue
@@ -239,15 +239,20 @@ def _fetch_once(broker: Broker, ctx: RequestContext, req: Any, wanted: list, bud
                 epoch = p.last_fetched_epoch if last_epochs else UNDEFINED_EPOCH
                 if epoch > UNDEFINED_EPOCH and not (epoch == LEADER_EPOCH and start <= p.fetch_offset <= hw):
                     error, diverging = fetch_divergence(p.last_fetched_epoch, p.fetch_offset, start, lg.log_end_offset)
+                # Fetch below v10: a zstd topic is refused, and v0-3 where down-conversion is off (3.9)
+                refusal = old_versions.fetch_refusal(broker, name, ctx.version) if ctx.version < 10 else ErrorCode.none
                 try:
                     limit = min(p.partition_max_bytes, budget - total)
                     if error == ErrorCode.none and diverging is None and (limit > 0 or total == 0):
                         # READ_COMMITTED: nothing at or past the first offset of an open transaction
                         data = lg.read(p.fetch_offset, max(limit, 1), lso if read_committed else None)
-                        if magic is not None:  # Fetch v0-3: magic 0/1 message sets, as Kafka 3.9 down-converts
-                            data, error = old_versions.down_converted(broker, data, magic, p.fetch_offset)
+                        if magic is not None and refusal == ErrorCode.none:
+                            # Fetch v0-3: magic 0/1 message sets, as Kafka 3.9 down-converts
+                            data, refusal = old_versions.down_converted(broker, data, magic, p.fetch_offset)
                 except OffsetOutOfRange:
                     error = ErrorCode.offset_out_of_range
+                if refusal != ErrorCode.none:  # Kafka's FetchResponse.partitionResponse(tp, error)
+                    error, hw, lso, start, data, diverging = refusal, -1, -1, -1, b"", None
                 if read_committed and error == ErrorCode.none:
                     # the aborted transactions the data may hold, for the client to drop their records
                     found = txns.aborted_between(p.fetch_offset, lso) if txns is not None and data else ()
