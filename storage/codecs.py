@@ -156,7 +156,11 @@ def _read_lz4_frame(data: memoryview, ignore_checksum: bool) -> bytes:
         raise CorruptBatch("LZ4 frame descriptor checksum mismatch")
     pos += 1
     block_checksum = bool(flg & 0x10)
-    buffer = bytearray(max_block)
+    # each compressed block is handed to cramjam as a one-block standard frame: its block decoder into
+    # a buffer cannot be told the data carries no size prefix (a 4 MiB buffer misreads a block's first
+    # bytes as one), and a frame's decoder returns exactly what the block holds
+    descriptor = bytes((0x60, bd))
+    single = _U32LE.pack(LZ4_MAGIC) + descriptor + bytes(((xxh32(descriptor) >> 8) & 0xFF,))
     out = bytearray()
     while True:
         if pos + 4 > len(data):
@@ -172,8 +176,7 @@ def _read_lz4_frame(data: memoryview, ignore_checksum: bool) -> bytes:
         if word & _UNCOMPRESSED:
             out += block
         else:
-            n = cramjam.lz4.decompress_block_into(bytes(block), buffer)
-            out += memoryview(buffer)[:n]
+            out += cramjam.lz4.decompress(single + data[pos - 4 : pos + size].tobytes() + b"\x00\x00\x00\x00")
         pos += size
         if block_checksum:
             if pos + 4 > len(data) or _U32LE.unpack_from(data, pos)[0] != xxh32(block):

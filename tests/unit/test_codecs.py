@@ -137,3 +137,12 @@ def test_damage_is_a_corrupt_batch(codec):
         data[i] ^= 0xA5
     with pytest.raises(CorruptBatch):
         codecs.decompress(codec, bytes(data[: len(data) // 2]), 1)
+
+
+def test_lz4_frame_of_sarama_122_with_4m_blocks_and_a_content_checksum():
+    """Sarama 1.22's (pierrec/lz4) magic 1 wrapper value of one message (k0, v0): FLG 0x64 (a content
+    checksum), BD 0x70 (4 MiB blocks); its block starts with bytes that read as a small size prefix."""
+    frame = bytes.fromhex("04224d186470b92100000016000100f00c1a3369e0650100000001a21c1014e6"
+                          "000000026b3000000002763000000000dc47b2f3")
+    inner = codecs.decompress(LZ4, frame, 1)
+    assert len(inner) == 38 and inner[:8] == bytes(8) and inner.endswith(b"\x00\x00\x00\x02k0\x00\x00\x00\x02v0")
