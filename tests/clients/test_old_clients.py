@@ -173,6 +173,19 @@ def test_kafka_go_02_writer_and_group_reader_resume(go_clients, broker_process):
     assert sorted(second, key=lambda v: int(v[1:])) == [f"v{i}" for i in range(200, 250)]
 
 
+@pytest.mark.parametrize("codec", ["snappy", "lz4"])
+def test_kafka_go_02_snappy_and_lz4_writer_and_reader(go_clients, broker_process, codec):
+    """kafka-go 0.2's writer compresses magic 1 sets with its own codecs: snappy as one raw block (no
+    xerial stream: snappy-java's reader takes that too), lz4 with pierrec/lz4's frame; its group reader
+    reads them back through Fetch v2, down-converted to wrappers of the same codec."""
+    kgo, bs = go_clients["kafkago_client"], broker_process.bootstrap
+    topic = f"kg-{codec}"
+    create_topic(bs, topic, 1)
+    assert "WRITTEN 100" in run(kgo, "write", bs, topic, "0", "100", codec)
+    got = [line.split()[3] for line in run(kgo, "read", bs, topic, f"{topic}-g", "100").splitlines() if line.startswith("MSG")]
+    assert got == [f"v{i}" for i in range(100)]
+
+
 @pytest.mark.scenario("kafka-python api_version=(0, 10)", 16)
 def test_kafka_python_with_api_version_0_10_forced(broker_process):
     """kafka-python told the broker is 0.10: magic 1 message sets (Produce v2, gzip), Fetch v2-3, a
