@@ -135,6 +135,7 @@ def test_sarama_group_of_three_commits_and_a_restart_resumes_exactly(go_clients,
     assert sorted(again.values, key=lambda v: int(v[1:])) == [f"v{i}" for i in range(300, 600)]
 
 
+@pytest.mark.scenario("sarama", 16)
 @pytest.mark.parametrize("codec", ["snappy", "lz4"])
 def test_sarama_snappy_and_lz4_message_sets_round_trip(go_clients, broker_process, codec):
     """Sarama 1.22 at 0.10.2 writes snappy (go-xerial-snappy's stream) and lz4 (pierrec/lz4's frame)
@@ -173,6 +174,7 @@ def test_kafka_go_02_writer_and_group_reader_resume(go_clients, broker_process):
     assert sorted(second, key=lambda v: int(v[1:])) == [f"v{i}" for i in range(200, 250)]
 
 
+@pytest.mark.scenario("kafka-go", 16)
 @pytest.mark.parametrize("codec", ["snappy", "lz4"])
 def test_kafka_go_02_snappy_and_lz4_writer_and_reader(go_clients, broker_process, codec):
     """kafka-go 0.2's writer compresses magic 1 sets with its own codecs: snappy as one raw block (no
@@ -241,6 +243,7 @@ def _write(bs: str, topic: str, values: list[str], compression: str, **config) -
     producer.close()
 
 
+@pytest.mark.scenario("kafka-python api_version=(0, 10)", 16)
 @pytest.mark.parametrize("compression", ["snappy", "lz4"])
 @pytest.mark.parametrize(("api_version", "magic"), [((0, 10), 1), ((0, 9), 0)])
 def test_kafka_python_old_formats_with_snappy_and_lz4(tmp_path, monkeypatch, compression, api_version, magic):
