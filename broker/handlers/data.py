@@ -92,6 +92,16 @@ def _produce_partition(broker: Broker, topic: str, index: int, records: bytes | 
     return ErrorCode.none, base, lg.log_start_offset, lg
 
 
+ZSTD, ZSTD_PRODUCE_VERSION = 4, 7
+
+
+def _first_batch_codec(records: bytes) -> int:
+    """The compression codec of the first record batch v2 in ``records`` (-1: not a v2 batch)."""
+    if len(records) < 23 or records[16] != 2:
+        return -1
+    return records[22] & 0x07
+
+
 async def produce(broker: Broker, ctx: RequestContext, req: ProduceRequest) -> Any:
     by_id = ctx.version >= 13  # KIP-516: topics named by id, and answered by id
     results: list[tuple[Any, int, ErrorCode, int, int, Any]] = []  # (topic name or id, partition, error, base, start, log)
@@ -107,6 +117,10 @@ async def produce(broker: Broker, ctx: RequestContext, req: ProduceRequest) -> A
                 results.append((key, pd.index, ErrorCode.invalid_required_acks, -1, -1, None))
                 continue
             records = pd.records
+            if 3 <= ctx.version < ZSTD_PRODUCE_VERSION and records and _first_batch_codec(records) == ZSTD:
+                # Kafka's ProduceRequest.validateRecords: zstd batches need Produce v7 (KIP-110)
+                results.append((key, pd.index, ErrorCode.unsupported_compression_type, -1, -1, None))
+                continue
             if ctx.version < 3:  # message sets (magic 0/1) become a v2 batch, as Kafka 3.9's LogValidator
                 records, error = old_versions.produced_records(broker, name, records)
                 if error != ErrorCode.none:
