@@ -120,6 +120,8 @@ def target_steps(quick: bool, scale_groups: int = 0) -> list[tuple[str, str, Any
     converted = 10_000 if quick else 20_000
     steps.append(("down_conversion", f"down-conversion: {converted:,} records fetched as v3 and as v12",
                   lambda h, p, pid: scenarios.down_conversion(h, p, records=converted, max_seconds=60, pid=pid), 150))
+    steps.append(("down_conversion_lz4", f"down-conversion: {converted:,} records in lz4 batches fetched as v3 and as v12",
+                  lambda h, p, pid: scenarios.down_conversion(h, p, records=converted, max_seconds=60, pid=pid, compression="lz4"), 150))
     steps.append(("churn", "churn: 50 groups joining and leaving", lambda h, p, pid: scenarios.churn(h, p, 50, max_seconds=3 if quick else 8), 60))
     # the consumer protocol (KIP-848) and the classic one on the same broker, as ratios
     steps.append(("consumer_protocol", "consumer protocol vs classic: 1,000 members heartbeating, groups of 3 to Stable",
@@ -196,12 +198,13 @@ def markdown(results: dict[str, Any]) -> str:
         r = (target or {}).get("fetch_wakeup", {})
         cells.append(f"p50 {r['p50_ms']} ms, p99 {r['p99_ms']} ms" if "p50_ms" in r else "n/a")
     rows.append("| fetch long-poll wake-up (produce -> fetch returns) | " + " | ".join(cells) + " |")
-    cells = []
-    for target in (on, off, tansu):
-        r = (target or {}).get("down_conversion", {})
-        cpu = f", broker CPU {r['fetch_v3_broker_cpu_s_per_gb']} vs {r['fetch_v12_broker_cpu_s_per_gb']} s/GB" if "fetch_v3_broker_cpu_s_per_gb" in r else ""
-        cells.append(f"v3 {r['fetch_v3_mb_s']} MB/s vs v12 {r['fetch_v12_mb_s']} MB/s ({r['v3_over_v12']}x){cpu}" if "v3_over_v12" in r else "n/a")
-    rows.append("| Fetch v3 (down-converted to magic 1) vs Fetch v12, same 1 KiB records | " + " | ".join(cells) + " |")
+    for key, label in (("down_conversion", "same 1 KiB records"), ("down_conversion_lz4", "same 1 KiB records in lz4 batches")):
+        cells = []
+        for target in (on, off, tansu):
+            r = (target or {}).get(key, {})
+            cpu = f", broker CPU {r['fetch_v3_broker_cpu_s_per_gb']} vs {r['fetch_v12_broker_cpu_s_per_gb']} s/GB" if "fetch_v3_broker_cpu_s_per_gb" in r else ""
+            cells.append(f"v3 {r['fetch_v3_mb_s']} MB/s vs v12 {r['fetch_v12_mb_s']} MB/s ({r['v3_over_v12']}x){cpu}" if "v3_over_v12" in r else "n/a")
+        rows.append(f"| Fetch v3 (down-converted to magic 1) vs Fetch v12, {label} | " + " | ".join(cells) + " |")
     rows += ["", consumer_protocol_table(on, off, tansu)]
     rows.append("")
     if on is not None and "scale" in on:

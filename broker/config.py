@@ -193,6 +193,7 @@ KEYS: dict[str, Key] = {
         _int_key("log.retention.check.interval.ms", 300_000, 1, INT64_MAX, "how often retention runs"),
         _int_key("log.cleaner.delete.retention.ms", 86_400_000, 0, INT64_MAX, "how long tombstones survive compaction"),
         _int_key("message.max.bytes", 1_048_588, 0, INT32_MAX, "largest record batch accepted"),
+        Key("log.message.downconversion.enable", _bool, "true", doc="Fetch v0-3 (magic 0/1 readers) get converted records; false: UNSUPPORTED_VERSION (topics: message.downconversion.enable)"),
         # observability
         Key("metrics.listener", _host_port, "127.0.0.1:9404", doc="host:port of /metrics and /healthz (empty: off)"),
         _int_key("metrics.max.group.series", 1000, 0, INT32_MAX, "groups with their own metric series; the rest sum under __overflow__"),

@@ -5,6 +5,8 @@ without errors, so `make bench` cannot rot unnoticed."""
 
 import os
 
+import pytest
+
 from bench import scenarios
 from tests.wire.test_groups import start_broker
 
@@ -105,13 +107,15 @@ def test_the_table_shows_the_machine_at_both_ends_of_the_run():
     assert "At the run's end" not in markdown({"date": "d", "machine": "m", "calibration": start, "targets": []})
 
 
-async def test_down_conversion_reads_every_record_both_ways(tmp_path):
+@pytest.mark.parametrize("compression", ["none", "lz4"])
+async def test_down_conversion_reads_every_record_both_ways(tmp_path, compression):
     """bench's down_conversion scenario: a Fetch v12 and a Fetch v3 reader each reach the log end."""
     b = await start_broker(tmp_path)
     try:
-        out = await scenarios.down_conversion("127.0.0.1", b.port, records=400, record_bytes=100, max_seconds=20)
+        out = await scenarios.down_conversion("127.0.0.1", b.port, records=400, record_bytes=100, max_seconds=20, compression=compression)
     finally:
         await b.stop()
+    assert out["compression"] == compression
     assert out["fetch_v12_records"] == out["fetch_v3_records"] == 400
     assert out["fetch_v3_mb_s"] > 0 and out["fetch_v12_mb_s"] > 0 and out["v3_over_v12"] > 0
 
