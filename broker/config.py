@@ -152,6 +152,7 @@ KEYS: dict[str, Key] = {
         _int_key("group.consumer.max.size", INT32_MAX, 1, INT32_MAX, "members per consumer-protocol group"),
         Key("group.consumer.assignors", _names(*_ASSIGNORS), "uniform,range", doc="server-side assignors (`uniform`, `range`, or Kafka's class names); the first is the default"),
         _int_key("group.consumer.assignment.interval.ms", 1_000, 0, 15_000, "least time between two target assignments of a group (0: every change)"),
+        Key("group.consumer.migration.policy", _choice("bidirectional", "upgrade", "downgrade", "disabled"), "bidirectional", doc="online conversion between classic and consumer-protocol groups: `bidirectional`, `upgrade` (classic to consumer only), `downgrade` (consumer to classic only) or `disabled`; empty groups convert under any policy"),
         # offsets store
         _int_key("offsets.topic.num.partitions", 50, 1, INT32_MAX, "partitions of __consumer_offsets"),
         _int_key("offsets.retention.minutes", 10080, 1, INT32_MAX, "how long committed offsets of an empty group live"),
