@@ -77,14 +77,34 @@ def consumer_group_heartbeat(state: ShardState, request: ConsumerGroupHeartbeat,
     if not config.enabled:
         refusal = ConsumerGroupHeartbeatResponse(E.UNSUPPORTED_VERSION, "The consumer rebalance protocol is disabled.")
         return Result(responses=((token, refusal),), replay=False)
-    classic = state.groups.get(request.group_id)
-    if classic is not None and classic.members and request.group_id not in state.consumer_groups:
-        return _into_classic_group(state, classic, request, token, now, cfg)
+    gid = request.group_id
+    classic = state.groups.get(gid)
+    if classic is not None and gid not in state.consumer_groups:
+        if classic.members:
+            return _into_classic_group(state, classic, request, token, now, cfg)
+        if request.member_epoch == JOIN_EPOCH:
+            return _replacing_empty_classic_group(state, classic, request, token, now, cfg)
     if request.member_epoch == LEAVE_EPOCH:
         left = _leave_downgrading(state, request, token, now, cfg)
         if left is not None:
             return left
     return _result(heartbeat(state.consumer_groups, state.topics, request, now, config), token, now)
+
+
+def _replacing_empty_classic_group(
+    state: ShardState, classic: Group, request: ConsumerGroupHeartbeat, token: Token, now: int, cfg: GroupConfig,
+) -> Result:
+    """A join naming an empty classic group (or one holding only offsets): the consumer group replaces
+    it under any migration policy, the classic group's tombstone first (Kafka's
+    maybeDeleteEmptyClassicGroup); its offsets stay."""
+    joined = _result(heartbeat(state.consumer_groups, state.topics, request, now, cfg.consumer), token, now)
+    if request.group_id not in state.consumer_groups:
+        return joined  # refused: nothing changes
+    conversion = Conversion()
+    retire_classic(state, classic, conversion, now)
+    return Result(
+        tuple(conversion.records) + joined.records, joined.responses, tuple(conversion.timers) + joined.timers, replay=False,
+    )
 
 
 def _into_classic_group(

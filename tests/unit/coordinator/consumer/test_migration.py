@@ -233,8 +233,12 @@ def test_s28_empty_classic_groups_convert_under_any_policy(policy):
     (a,) = classic_group(c, 1)
     c.leave((a, None))
     assert c.group().state == "Empty"
+    c.commit(("T", 0, 7))
+    start = len(c.log)
     assert hb(c, "c1", 0).error == 0
     assert cg(c).members["c1"].epoch == 2
+    assert c.log[start] == (GroupMetadataKey("g"), None)  # maybeDeleteEmptyClassicGroup: its tombstone first
+    assert c.fetch(topics={"T": (0,)}).partitions[0].offset == 7  # offsets stay
 
 
 # ---------------------------------------------------------------- 29, 30: classic members in a consumer group
