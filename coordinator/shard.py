@@ -442,7 +442,7 @@ class GroupShardRules:
 
     def on_timer(self, state: ShardState, key: tuple[Any, ...], now: int) -> Result:
         result = on_timer(state, key, now, self.cfg)
-        if key[0] in (consumer.SESSION, consumer.REBALANCE) and result.records:
+        if key[0] in (consumer.SESSION, consumer.REBALANCE, consumer.JOIN, consumer.SYNC) and result.records:
             group_event(log, "consumer member removed", key[1], key[2], reason=key[0].removeprefix("consumer-") + " timeout")
         return result
 

@@ -128,6 +128,9 @@ def join(state: ShardState, req: JoinGroup, token: Token, now: int, cfg: GroupCo
 def _join(state: ShardState, group: ConsumerGroup, req: JoinGroup, token: Token, now: int, cfg: GroupConfig, new_id: str, out: _Out) -> Result:
     config = cfg.consumer
     g = group.group_id
+    if not cfg.min_session_timeout_ms <= req.session_timeout_ms <= cfg.max_session_timeout_ms:
+        # checked for every JoinGroup before the group is looked at (GroupCoordinatorService.joinGroup)
+        raise _Fail(E.INVALID_SESSION_TIMEOUT, f"Session timeout {req.session_timeout_ms} ms is out of bounds.")
     if config.migration_policy == "disabled":
         raise _Fail(E.INCONSISTENT_GROUP_PROTOCOL, f"Group {g} is a consumer group: classic members may not join it.")
     unknown = req.member_id == ""

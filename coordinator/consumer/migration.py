@@ -21,6 +21,7 @@ here, as Kafka's conversion sets it directly, and is rebuilt from its GroupMetad
 
 from __future__ import annotations
 
+import logging
 import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -47,6 +48,8 @@ from coordinator.records import GroupMetadataKey
 
 if TYPE_CHECKING:
     from coordinator.shard import ShardState
+
+log = logging.getLogger("groupd.coordinator")
 
 
 
@@ -243,6 +246,8 @@ def downgrade(
     for cm in classic.members.values():
         cm.hb_deadline = now + cm.session_timeout
         out.timers.append(TimerOp(("hb", gid, cm.member_id), cm.hb_deadline))
+    log.info("consumer group %s downgraded to a classic group at generation %d (%d members): member %s %s",
+             gid, classic.generation, len(classic.members), leaving_id, "was replaced" if replaced else "left")
     if not replaced:
         prepare_rebalance(classic, now, cfg, out, "leave", f"group {gid} downgraded from consumer to classic: member {leaving_id} left")
     conv.responses += out.responses

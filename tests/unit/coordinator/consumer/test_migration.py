@@ -329,6 +329,7 @@ def test_s29_join_refusals():
     assert classic_join(c2, "x", protocols=proto("T", name="roundrobin")).error == E.INCONSISTENT_GROUP_PROTOCOL
     assert classic_join(c2, "x", protocols=(Protocol("range", b"\x00\x00\x00"),)).error == E.INCONSISTENT_GROUP_PROTOCOL
     assert classic_join(c2, "x", instance="i9").error == E.UNKNOWN_MEMBER_ID  # a known id for an unknown instance
+    assert classic_join(c2, "x", session=1000).error == E.INVALID_SESSION_TIMEOUT  # below group.min.session.timeout.ms
     assert classic_join(c2, version=3).error == 0  # before v4 a member gets its id with the answer
 
 
