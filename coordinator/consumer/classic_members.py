@@ -265,6 +265,9 @@ def heartbeat(state: ShardState, req: Heartbeat, token: Token, now: int, cfg: Gr
                         f"member epoch {member.epoch} of member {member.member_id}.")
         assert member.classic is not None
         out.timer(session_timer(group.group_id, member.member_id), now + member.classic.session_timeout_ms)
+        # A group of classic members only has no ConsumerGroupHeartbeat to compute a target the group
+        # epoch is waiting for (a member left): their heartbeats do it, under the same batching interval.
+        _maybe_new_target(group, state.topics, now, cfg.consumer, out)
         if (
             member.epoch < group.assignment_epoch
             or member.state == UNREVOKED_PARTITIONS

@@ -383,6 +383,20 @@ def test_s29_leave_group():
     assert c.leave(("", "i2"), version=2).error == E.UNKNOWN_MEMBER_ID
 
 
+def test_s29_classic_members_alone_catch_up_after_one_leaves():
+    c = core("upgrade")
+    mid, gen = consumer_group_with_classic_member(c)
+    synced(c, mid, gen)
+    hb(c, "c1", -1)  # policy upgrade: a consumer group of one classic member, its epoch moved on
+    assert cg(c).epoch == gen + 1 and cg(c).assignment_epoch == gen
+    # nobody sends ConsumerGroupHeartbeat: the classic member's heartbeat computes the new target
+    assert c.heartbeat(mid, gen) == E.REBALANCE_IN_PROGRESS
+    assert cg(c).assignment_epoch == gen + 1
+    joined = classic_join(c, mid)
+    assert joined.generation_id == gen + 1
+    assert set(partitions(synced(c, mid, gen + 1).assignment)["T"]) == set(range(6))
+
+
 def test_s29_a_classic_static_member_replaces_itself():
     c = core()
     hb(c, "c1", 0)
