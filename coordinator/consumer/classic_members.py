@@ -126,7 +126,7 @@ def join(state: ShardState, req: JoinGroup, token: Token, now: int, cfg: GroupCo
 
 
 def _join(state: ShardState, group: ConsumerGroup, req: JoinGroup, token: Token, now: int, cfg: GroupConfig, new_id: str, out: _Out) -> Result:
-    config = cfg.consumer
+    config = cfg.consumer_for(group.group_id)  # the group's own consumer.* configs, if any
     g = group.group_id
     if not cfg.min_session_timeout_ms <= req.session_timeout_ms <= cfg.max_session_timeout_ms:
         # checked for every JoinGroup before the group is looked at (GroupCoordinatorService.joinGroup)
@@ -267,7 +267,7 @@ def heartbeat(state: ShardState, req: Heartbeat, token: Token, now: int, cfg: Gr
         out.timer(session_timer(group.group_id, member.member_id), now + member.classic.session_timeout_ms)
         # A group of classic members only has no ConsumerGroupHeartbeat to compute a target the group
         # epoch is waiting for (a member left): their heartbeats do it, under the same batching interval.
-        _maybe_new_target(group, state.topics, now, cfg.consumer, out)
+        _maybe_new_target(group, state.topics, now, cfg.consumer_for(group.group_id), out)
         if (
             member.epoch < group.assignment_epoch
             or member.state == UNREVOKED_PARTITIONS

@@ -73,7 +73,7 @@ def _result(outcome: Outcome, token: Token | None, now: int) -> Result:
 
 
 def consumer_group_heartbeat(state: ShardState, request: ConsumerGroupHeartbeat, token: Token, now: int, cfg: GroupConfig) -> Result:
-    config = cfg.consumer
+    config = cfg.consumer_for(request.group_id)
     if not config.enabled:
         refusal = ConsumerGroupHeartbeatResponse(E.UNSUPPORTED_VERSION, "The consumer rebalance protocol is disabled.")
         return Result(responses=((token, refusal),), replay=False)
@@ -97,7 +97,7 @@ def _replacing_empty_classic_group(
     """A join naming an empty classic group (or one holding only offsets): the consumer group replaces
     it under any migration policy, the classic group's tombstone first (Kafka's
     maybeDeleteEmptyClassicGroup); its offsets stay."""
-    joined = _result(heartbeat(state.consumer_groups, state.topics, request, now, cfg.consumer), token, now)
+    joined = _result(heartbeat(state.consumer_groups, state.topics, request, now, cfg.consumer_for(request.group_id)), token, now)
     if request.group_id not in state.consumer_groups:
         return joined  # refused: nothing changes
     conversion = Conversion()
@@ -113,7 +113,7 @@ def _into_classic_group(
     """A heartbeat naming a live classic group: a valid join (epoch 0) upgrades it when allowed (spec
     §1.13); anything else, or a refused upgrade, is GROUP_ID_NOT_FOUND. The upgrade stands only if the
     join itself succeeds."""
-    config = cfg.consumer
+    config = cfg.consumer_for(request.group_id)
     try:
         validate(request, config)
     except Fail as fail:
@@ -206,7 +206,7 @@ def rearm_after_load(state: ShardState, now: int, cfg: GroupConfig) -> list[Time
     timers = []
     for group in state.consumer_groups.values():
         for m in group.members.values():
-            session = m.classic.session_timeout_ms if m.classic is not None else cfg.consumer.session_timeout_ms
+            session = m.classic.session_timeout_ms if m.classic is not None else cfg.consumer_for(group.group_id).session_timeout_ms
             timers.append(TimerOp(session_timer(group.group_id, m.member_id), now + session))
             if m.state == UNREVOKED_PARTITIONS:
                 m.rebalance_timer_epoch = m.epoch
