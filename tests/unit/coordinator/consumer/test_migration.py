@@ -26,7 +26,7 @@ import pytest
 
 from coordinator import errors as E
 from coordinator import shard
-from coordinator.api import Protocol
+from coordinator.api import OffsetFetch, Protocol
 from coordinator.consumer import records as rec
 from coordinator.consumer.api import ConsumerGroupHeartbeat
 from coordinator.consumer.config import ConsumerConfig
@@ -184,6 +184,9 @@ def test_s27_upgrade_keeps_offsets_and_members_reconcile_through_join_and_sync()
     assert c.fetch(topics={"T": (0,)}).partitions[0].offset == 42
     assert c.commit(("T", 0, 43), generation=epoch, member_id=a, version=8).partitions[0].error == 0
     assert c.commit(("T", 0, 43), generation=epoch + 1, member_id=a, version=8).partitions[0].error == E.ILLEGAL_GENERATION
+    fetched = shard.offset_fetch(c.state, OffsetFetch("g", None, False, 9, a, epoch + 1), c.now)
+    assert fetched.error == E.ILLEGAL_GENERATION  # a classic member's wrong epoch is a wrong generation
+    assert shard.offset_fetch(c.state, OffsetFetch("g", None, False, 9, a, epoch), c.now).error == 0
 
 
 @pytest.mark.parametrize("policy", ["downgrade", "disabled"])
@@ -528,6 +531,10 @@ def test_s32_replay_after_upgrade_and_after_downgrade_rebuilds_the_same_groups()
     assert consumer_view(again) == consumer_view(c.state)
     assert {gid: g.offsets for gid, g in again.groups.items()} == {gid: g.offsets for gid, g in c.state.groups.items()}
     assert all(not g.members for g in again.groups.values())
+    # after a load, classic members' sessions run on their own session timeout again
+    rearmed = {op.key: op.deadline_ms for op in shard.on_loaded(again, 7, c.cfg).timers}
+    assert rearmed[("consumer-session", "g", a)] == 7 + SESSION
+    assert rearmed[("consumer-session", "g", "c1")] == 7 + 45_000
     # classic members rejoin, the consumer member leaves: back to a classic group
     for mid in (a, b):
         classic_join(c, mid)
