@@ -60,7 +60,13 @@ def member_timers(group_id: str, member_id: str) -> tuple[tuple[str, str, str], 
 
 
 class UpgradeRefused(Exception):
-    """The classic group cannot become a consumer group: GROUP_ID_NOT_FOUND with this message."""
+    """The classic group cannot become a consumer group: GROUP_ID_NOT_FOUND with ``message``; ``reason``
+    is what the log says (Kafka logs why validateOnlineUpgrade refused and answers "not a consumer group")."""
+
+    def __init__(self, message: str, reason: str | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.reason = reason or message
 
 
 @dataclass(slots=True)
@@ -106,10 +112,10 @@ def _classic_metadata(m: ClassicMember) -> rec.ClassicMemberMetadata:
 def upgrade(state: ShardState, classic: Group, topics: Topics, config: ConsumerConfig) -> Conversion:
     """Build the consumer group of a classic one (raises UpgradeRefused, leaving everything untouched).
     The classic group itself is left to ``retire_classic`` once the joining heartbeat succeeded."""
+    gid, gen = classic.group_id, classic.generation
     reason = upgrade_refusal(classic, config)
     if reason is not None:
-        raise UpgradeRefused(reason)
-    gid, gen = classic.group_id, classic.generation
+        raise UpgradeRefused(f"Group {gid} is not a consumer group.", reason)
     members: list[Member] = []
     for cm in classic.members.values():
         try:

@@ -124,8 +124,8 @@ def _into_classic_group(
             raise UpgradeRefused(f"Group {gid} is not a consumer group.")
         conversion = upgrade(state, classic, state.topics, config)
     except UpgradeRefused as refused:
-        log.info("consumer heartbeat to classic group %s refused: %s", gid, refused)
-        return Result(responses=((token, ConsumerGroupHeartbeatResponse(E.GROUP_ID_NOT_FOUND, str(refused))),), replay=False)
+        log.info("consumer heartbeat to classic group %s refused: %s", gid, refused.reason)
+        return Result(responses=((token, ConsumerGroupHeartbeatResponse(E.GROUP_ID_NOT_FOUND, refused.message)),), replay=False)
     joined = heartbeat(state.consumer_groups, state.topics, request, now, config)
     if joined.response is not None and joined.response.error:
         state.consumer_groups.pop(gid, None)  # the conversion is dropped with the failed join

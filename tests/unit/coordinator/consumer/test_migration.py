@@ -195,7 +195,7 @@ def test_s28_upgrade_refused_by_policy(policy):
     classic_group(c)
     start = len(c.log)
     resp = hb(c, "c1", 0)
-    assert resp.error == E.GROUP_ID_NOT_FOUND and "online upgrade is disabled" in resp.message
+    assert resp.error == E.GROUP_ID_NOT_FOUND and resp.message == "Group g is not a consumer group."
     assert c.log[start:] == [] and "g" not in c.state.consumer_groups and c.group().state == "Stable"
 
 
@@ -211,6 +211,10 @@ def test_s28_upgrade_refused_when_the_group_cannot_be_read_as_a_consumer_group(w
     start = len(c.log)
     resp = hb(c, "c1", 0)
     assert resp.error == E.GROUP_ID_NOT_FOUND, why
+    if why == "malformed":
+        assert "malformed" in resp.message
+    elif why == "user data":
+        assert "custom assignor" in resp.message
     assert c.log[start:] == [] and "g" not in c.state.consumer_groups and len(c.group().members) >= 2
 
 
