@@ -158,6 +158,7 @@ KEYS: dict[str, Key] = {
         _int_key("group.consumer.assignment.interval.ms", 1_000, 0, INT32_MAX, "least time between two target assignments of a group (0: every change)"),
         _int_key("group.consumer.min.assignment.interval.ms", 0, 0, INT32_MAX, "least consumer.assignment.interval.ms a group config may set"),
         _int_key("group.consumer.max.assignment.interval.ms", 15_000, 0, INT32_MAX, "largest consumer.assignment.interval.ms a group config may set"),
+        Key("group.consumer.migration.policy", _choice("bidirectional", "upgrade", "downgrade", "disabled"), "bidirectional", doc="online conversion between classic and consumer-protocol groups: `bidirectional`, `upgrade` (classic to consumer only), `downgrade` (consumer to classic only) or `disabled`; empty groups convert under any policy"),
         # offsets store
         _int_key("offsets.topic.num.partitions", 50, 1, INT32_MAX, "partitions of __consumer_offsets"),
         _int_key("offsets.retention.minutes", 10080, 1, INT32_MAX, "how long committed offsets of an empty group live"),

@@ -49,7 +49,6 @@ NOT_APPLICABLE = {
     ("kafkajs", 15): "kafkajs does not validate positions (OffsetForLeaderEpoch is not implemented)",
     **{("groupd-groups", n): "manages groups, not topics" for n in (1, 2)},
     (CONSUMER_PROTOCOL, 8): "the broker assigns, incrementally, for every consumer-protocol group (no client assignor)",
-    (CONSUMER_PROTOCOL, 10): "a group of classic and consumer-protocol members needs the online migration, not done yet",
 }
 
 
