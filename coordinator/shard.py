@@ -451,11 +451,11 @@ class GroupShardRules:
 
     def replay(self, state: ShardState, result: Result, now: int) -> None:
         if result.producer is None and result.marker is None:
-            # an expiry's consumer-group tombstones were applied when made (coordinator/offsets/
-            # consumer_expiry.py): applied again, they would hit a group of that id made meanwhile
-            made = isinstance(result.write_ref, tuple) and result.write_ref[:1] == ("expire",)
+            # Consumer-group records are applied when they are made, on every path (heartbeats,
+            # conversions, DeleteGroups, expiry): applied again once durable, a tombstone would hit a
+            # group of the same id made meanwhile. Only offsets and classic metadata replay here.
             for key, value in result.records:
-                if not made or isinstance(key, (OffsetCommitKey, GroupMetadataKey)):
+                if isinstance(key, (OffsetCommitKey, GroupMetadataKey)):
                     replay(state, key, value, now)
         else:
             replay_result(state, result, now)

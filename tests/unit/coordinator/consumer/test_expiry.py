@@ -176,3 +176,18 @@ def test_the_expiry_replayed_once_durable_leaves_a_group_made_meanwhile_alone():
     shard.GroupShardRules(c.cfg).replay(c.state, result, c.now)
     group = c.state.consumer_groups["g"]
     assert list(group.members) == ["m2"] and group.assignment_epoch == group.epoch
+
+
+def test_a_deletion_with_offsets_replayed_once_durable_leaves_a_group_made_meanwhile_alone():
+    """DeleteGroups of an Empty consumer group holding offsets: its consumer tombstones are applied when
+    made, its offset tombstones once durable; a group of the same id made in between keeps its members."""
+    c, d = setup()
+    d.join("m1")
+    assert commit(c, "m1", c.state.consumer_groups["g"].members["m1"].epoch, ("T", 0, 1)) == {("T", 0): E.NONE}
+    d.hb("m1", -1)
+    result = shard.delete_group(c.state, "g", 7, c.now)  # made, not yet durable
+    assert "g" not in c.state.consumer_groups and result.replay
+    d.join("m2")
+    shard.GroupShardRules(c.cfg).replay(c.state, result, c.now)
+    group = c.state.consumer_groups["g"]
+    assert list(group.members) == ["m2"] and group.assignment_epoch == group.epoch
