@@ -295,9 +295,8 @@ def type_of(state: ShardState, group_id: str) -> GroupType:
 
 
 def join_group(state: ShardState, req: Any, token: int, now: int, cfg: GroupConfig) -> Result:
-    """A classic JoinGroup; refused with INCONSISTENT_GROUP_PROTOCOL while a consumer-protocol group of
-    that id has members (Kafka converts such groups online, KIP-848 migration, which is not done here:
-    its answer under ``group.consumer.migration.policy=disabled``)."""
+    """A classic JoinGroup; into a consumer-protocol group with members, the member joins it as a classic
+    member (KIP-848 migration, coordinator/consumer/classic_members.py)."""
     cg = state.consumer_groups.get(req.group_id)
     if cg is None:
         if req.group_id in state.share_groups:  # Kafka: a group of another type is not joined
@@ -305,7 +304,7 @@ def join_group(state: ShardState, req: Any, token: int, now: int, cfg: GroupConf
         g = state.groups.get(req.group_id)  # type_of, inlined: every request of the type passes here
         return (CLASSIC if g is None else GROUP_TYPES[g.group_type]).join_group(state, req, token, now, cfg)
     if cg.members:
-        return Result(responses=((token, JoinGroupResponse(E.INCONSISTENT_GROUP_PROTOCOL, member_id=req.member_id)),), replay=False)
+        return consumer.classic_join_group(state, req, token, now, cfg)
     # an empty consumer group becomes a classic one (Kafka converts empty groups under any migration
     # policy): its records are tombstoned, its offsets stay
     tombstones = consumer_deletion_records(cg)
@@ -358,17 +357,24 @@ def delete_group(state: ShardState, group_id: str, token: Token, now: int) -> Re
     return Result(tuple(tombstones), ((token, DeleteGroupResponse(E.NONE)),), replay=False)
 
 
+# SyncGroup, Heartbeat and LeaveGroup naming a consumer-protocol group serve its classic members
 def sync_group(state: ShardState, req: Any, token: int, now: int, cfg: GroupConfig) -> Result:
+    if req.group_id in state.consumer_groups:
+        return consumer.classic_sync_group(state, req, token, now, cfg)
     g = state.groups.get(req.group_id)  # type_of, inlined: every request of the type passes here
     return (CLASSIC if g is None else GROUP_TYPES[g.group_type]).sync_group(state, req, token, now, cfg)
 
 
 def heartbeat(state: ShardState, req: Any, token: int, now: int, cfg: GroupConfig) -> Result:
+    if req.group_id in state.consumer_groups:
+        return consumer.classic_heartbeat(state, req, token, now, cfg)
     g = state.groups.get(req.group_id)  # type_of, inlined: every request of the type passes here
     return (CLASSIC if g is None else GROUP_TYPES[g.group_type]).heartbeat(state, req, token, now, cfg)
 
 
 def leave_group(state: ShardState, req: Any, token: int, now: int, cfg: GroupConfig) -> Result:
+    if req.group_id in state.consumer_groups:
+        return consumer.classic_leave_group(state, req, token, now, cfg)
     g = state.groups.get(req.group_id)  # type_of, inlined: every request of the type passes here
     return (CLASSIC if g is None else GROUP_TYPES[g.group_type]).leave_group(state, req, token, now, cfg)
 
@@ -470,7 +476,7 @@ class GroupShardRules:
 
     def on_timer(self, state: ShardState, key: tuple[Any, ...], now: int) -> Result:
         result = on_timer(state, key, now, self.cfg)
-        if key[0] in (consumer.SESSION, consumer.REBALANCE) and result.records:
+        if key[0] in (consumer.SESSION, consumer.REBALANCE, consumer.JOIN, consumer.SYNC) and result.records:
             group_event(log, "consumer member removed", key[1], key[2], reason=key[0].removeprefix("consumer-") + " timeout")
         elif key[0] in share.TIMER_KINDS and result.records:
             group_event(log, "share member removed", key[1], key[2], reason="session timeout")
@@ -481,8 +487,12 @@ class GroupShardRules:
 
     def replay(self, state: ShardState, result: Result, now: int) -> None:
         if result.producer is None and result.marker is None:
+            # Consumer-group records are applied when they are made, on every path (heartbeats,
+            # conversions, DeleteGroups, expiry): applied again once durable, a tombstone would hit a
+            # group of the same id made meanwhile. Only offsets and classic metadata replay here.
             for key, value in result.records:
-                replay(state, key, value, now)
+                if isinstance(key, (OffsetCommitKey, GroupMetadataKey)):
+                    replay(state, key, value, now)
         else:
             replay_result(state, result, now)
 
