@@ -10,6 +10,7 @@ from coordinator.share_state.persister import SharePartitionKey
 from protocol import codec
 from tests.conftest import broker_config
 from tests.harness import WireClient
+from tests.wire.test_group_configs import GROUP, SET, incremental
 from tests.wire.test_groups import wait_loaded
 from tests.wire.test_leader_epochs import produce
 from tests.wire.test_metrics import http_get, value
@@ -263,6 +264,23 @@ async def test_metrics_and_log_lines(tmp_path, caplog):
         assert value(text, "groupd_share_groups", state="Stable") == 1
         assert value(text, "groupd_share_groups", state="Empty") == 1
         assert value(text, "groupd_share_group_members") == 1
+        await c.close()
+    finally:
+        await b.stop()
+
+
+async def test_a_groups_share_configs_are_honoured(tmp_path):
+    b = await started(tmp_path)
+    try:
+        b.create_topic("orders", 1, {})
+        c = await WireClient.connect(b.port)
+        altered = await c.call(44, 1, incremental([(GROUP, "g", [("share.heartbeat.interval.ms", SET, "7000")])]))
+        assert altered.responses[0].error_code == 0
+        r = await c.call(76, 1, hb_body("m1", 0, names=("orders",)))
+        assert (r.error_code, codec.millis(r.heartbeat_interval)) == (0, 7000)
+        other = await c.call(76, 1, hb_body("m1", 0, names=("orders",), group="other"))
+        assert codec.millis(other.heartbeat_interval) == 5000  # the broker's key elsewhere
+        assert b.share_group_config("g").heartbeat_interval_ms == 7000
         await c.close()
     finally:
         await b.stop()
