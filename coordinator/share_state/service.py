@@ -158,7 +158,7 @@ class ShareCoordinator:
 
     def _load(self, shard: Shard, lg: Log) -> None:
         """Replay the partition record by record: a snapshot replaces a key's state, an update merges
-        into it, a tombstone removes it; a damaged record stops the partition's load (logged)."""
+        into it, a tombstone removes it; a damaged record fails the partition (logged)."""
         state, cfg = shard.state, self.cfg
         try:
             for header, batch in lg.batches():
@@ -173,7 +173,11 @@ class ShareCoordinator:
                     rules.replay(state, key, R.decode_value(key.kind, rec.value), cfg, rec.offset)
                     self.loaded_records += 1
         except Exception as exc:  # noqa: BLE001 - one bad record must not stop the broker
-            log.error("%s-%d: load stopped at a damaged record: %s", SHARE_STATE_TOPIC, shard.partition, exc)
+            # a state built on part of the log must not be written over: the partition answers
+            # NOT_COORDINATOR, as Kafka's shard whose load failed
+            shard.failed = f"damaged record: {exc}"
+            log.error("%s-%d: load stopped at a damaged record, its share-partitions are unavailable: %s",
+                      SHARE_STATE_TOPIC, shard.partition, exc)
 
     # ------------------------------------------------------------ partitions
 
@@ -207,6 +211,8 @@ class ShareCoordinator:
         if not self.active or self._loop is None:
             raise CoordinatorError(E.COORDINATOR_NOT_AVAILABLE)
         shard = self.runtime.shards[self.partition_for(key)]
+        if shard.failed:
+            raise CoordinatorError(E.NOT_COORDINATOR)
         future: asyncio.Future[Any] = self._loop.create_future()
         self.runtime.run(shard, key.group_id, handler, request, future)
         return await future
@@ -306,8 +312,13 @@ class ShareCoordinator:
         await asyncio.gather(*waits, return_exceptions=True)
         deleted = 0
         for p, lg in list(self.logs.items()):
-            below = rules.redundant_below(self.runtime.shards[p].state)
-            if below is not None and below > lg.log_start_offset:
+            shard = self.runtime.shards[p]
+            below = rules.redundant_below(shard.state)
+            if below is None or below <= lg.log_start_offset or shard.failed:
+                continue
+            # the snapshots that make the records below redundant are appended: durable before those go
+            await self.broker.partitions.committer.durable(lg)
+            if lg.log_start_offset < below:
                 before = lg.log_start_offset
                 lg.delete_records_before(below)
                 deleted += lg.log_start_offset - before

@@ -129,3 +129,23 @@ async def test_a_deleted_topic_takes_its_share_partition_states(tmp_path):
     async with running(tmp_path) as b:  # tombstoned durably
         assert b.share_coordinator.states() == 1
         assert (await b.share_persister.read(keys[2], -1)).error_code == 0
+
+
+async def test_a_damaged_record_makes_its_partition_unavailable_not_partial(tmp_path):
+    overrides = {"share.coordinator.state.topic.num.partitions": "2"}
+    async with running(tmp_path, **overrides) as b:
+        topic = b.create_topic("t", 1, {})
+        keys = {}
+        for g in ("a", "b", "c", "d"):
+            k = SharePartitionKey(g, topic.topic_id, 0)
+            keys.setdefault(b.share_coordinator.partition_for(k), k)
+            assert await b.share_persister.initialize(k, 0, 0) == 0
+        assert set(keys) == {0, 1}
+        bad = keys[0]
+        lg = b.share_coordinator.logs[0]
+        lg.append_records([(R.encode_key(R.update_key(bad)), b"\x00\x00\x01")])  # a value cut short
+        lg.flush()
+    async with running(tmp_path, **overrides) as b:
+        assert await b.share_persister.write(keys[0], 0, 0, 1, -1, ()) == 16  # NOT_COORDINATOR
+        assert (await b.share_persister.read(keys[0], -1)).error_code == 16
+        assert (await b.share_persister.read(keys[1], -1)).error_code == 0
