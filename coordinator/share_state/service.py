@@ -8,10 +8,10 @@ SharePartitionKey.asCoordinatorKey, the topic id in Kafka's base64 form). Each a
 record is durable (the broker's group committer, as the transaction coordinator's writes). A partition's
 log is opened at its first write, as the transaction state's are; start-up replays every partition found
 on disk, record by record (an update is a delta over the snapshot before it), so a restart keeps every
-state. Every ``share.coordinator.state.topic.prune.interval.ms`` (5 minutes) share-partitions not
-snapshotted for ``share.coordinator.cold.partition.snapshot.interval.ms`` are snapshotted again and each
-partition's records below the oldest last snapshot are deleted (the topic's cleanup.policy is delete,
-retention -1: nothing else removes them).
+state. Every ``share.coordinator.cold.partition.snapshot.interval.ms`` (5 minutes) share-partitions not
+snapshotted that long are snapshotted again, and every ``share.coordinator.state.topic.prune.interval.ms``
+(5 minutes) each partition's records below the oldest last snapshot of its keys are deleted (the topic's
+cleanup.policy is delete, retention -1: nothing else removes them).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -142,8 +142,10 @@ class ShareCoordinator:
             log.info("loaded %d share-partition states (%d records) from %d %s partitions",
                      states, self.loaded_records, len(self.logs), SHARE_STATE_TOPIC)
         self.active = True
+        # Kafka's two periodic jobs, each on its own interval
         if self.prune_interval_ms > 0:
-            self._tasks.spawn(self._periodic())
+            self._tasks.spawn(self._every(self.prune_interval_ms, self.prune, "pruning"))
+        self._tasks.spawn(self._every(self.cfg.cold_partition_snapshot_interval_ms, self.snapshot_cold, "snapshotting cold share-partitions of"))
 
     async def stop(self) -> None:
         self.active = False
@@ -291,25 +293,30 @@ class ShareCoordinator:
             if any(k.topic_id in topic_ids for k in shard.state.offsets):
                 self.runtime.run(shard, "", rules.topics_deleted, topic_ids, Then(_logged_failure))
 
-    async def _periodic(self) -> None:
+    async def _every(self, interval_ms: int, job: Callable[[], Awaitable[Any]], what: str) -> None:
         while True:
-            await asyncio.sleep(self.prune_interval_ms / 1000)
+            await asyncio.sleep(interval_ms / 1000)
             try:
-                await self.prune()
+                await job()
             except Exception:  # the job must outlive one bad pass
-                log.exception("pruning %s failed", SHARE_STATE_TOPIC)
+                log.exception("%s %s failed", what, SHARE_STATE_TOPIC)
 
-    async def prune(self) -> int:
-        """Snapshot cold share-partitions, then delete each partition's records below the oldest last
-        snapshot of its keys; the number of records deleted."""
+    async def snapshot_cold(self) -> None:
+        """Kafka's snapshotColdPartitions on every shard: share-partitions unsnapshotted for
+        ``share.coordinator.cold.partition.snapshot.interval.ms`` are snapshotted again, so that an idle
+        one does not hold back the pruning of its partition."""
         assert self._loop is not None
         waits = []
         for shard in self.runtime.shards.values():
-            if shard.state.offsets:
+            if shard.state.offsets and not shard.failed:
                 future: asyncio.Future[Any] = self._loop.create_future()
                 self.runtime.run(shard, "", rules.snapshot_cold_partitions, None, future)
                 waits.append(future)
         await asyncio.gather(*waits, return_exceptions=True)
+
+    async def prune(self) -> int:
+        """Delete each partition's records below the oldest last snapshot of its keys (Kafka's record
+        pruning, every ``share.coordinator.state.topic.prune.interval.ms``); the number deleted."""
         deleted = 0
         for p, lg in list(self.logs.items()):
             shard = self.runtime.shards[p]

@@ -72,8 +72,7 @@ async def test_the_state_topic_is_internal_with_kafkas_configs(tmp_path):
 
 
 async def test_pruning_deletes_what_later_snapshots_override(tmp_path):
-    overrides = {"share.coordinator.snapshot.update.records.per.snapshot": "2", "share.coordinator.cold.partition.snapshot.interval.ms": "1",
-                 "share.coordinator.state.topic.num.partitions": "1"}
+    overrides = {"share.coordinator.snapshot.update.records.per.snapshot": "2", "share.coordinator.state.topic.num.partitions": "1"}
     async with running(tmp_path, **overrides) as b:
         topic = b.create_topic("t", 1, {})
         p = b.share_persister
@@ -84,7 +83,9 @@ async def test_pruning_deletes_what_later_snapshots_override(tmp_path):
             await p.write(keys[0], 0, 0, -1, i + 1, (StateBatch(i, i, ACKNOWLEDGED, 1),))
         lg = b.share_coordinator.logs[0]
         assert lg.log_end_offset == 9
-        deleted = await b.share_coordinator.prune()  # b is re-snapshotted (cold), a's last snapshot is the oldest needed
+        b.share_coordinator.cfg.cold_partition_snapshot_interval_ms = 0  # every share-partition counts as cold now
+        await b.share_coordinator.snapshot_cold()  # both re-snapshotted: every record before is redundant
+        deleted = await b.share_coordinator.prune()
         assert deleted > 0 and lg.log_start_offset > 0
         before = [await p.read(k, -1) for k in keys]
     async with running(tmp_path, **overrides) as b:
@@ -99,7 +100,7 @@ async def test_share_coordinator_metrics(tmp_path):
 
     from tests.wire.test_metrics import value
 
-    overrides = {"share.coordinator.cold.partition.snapshot.interval.ms": "1", "share.coordinator.state.topic.num.partitions": "1"}
+    overrides = {"share.coordinator.state.topic.num.partitions": "1"}
     async with running(tmp_path, **overrides) as b:
         topic = b.create_topic("t", 1, {})
         key = SharePartitionKey("g", topic.topic_id, 0)
@@ -107,6 +108,8 @@ async def test_share_coordinator_metrics(tmp_path):
         for i in range(3):
             assert await b.share_persister.write(key, 0, 0, -1, -1, (StateBatch(i, i, ACKNOWLEDGED, 1),)) == 0
         assert await b.share_persister.write(SharePartitionKey("h", topic.topic_id, 0), 0, 0, -1, -1, ()) == 42  # not counted
+        b.share_coordinator.cfg.cold_partition_snapshot_interval_ms = 0
+        await b.share_coordinator.snapshot_cold()
         await b.share_coordinator.prune()
         text = generate_latest(b.metrics.registry).decode()
     assert value(text, "groupd_share_coordinator_write_seconds_count") == 3
@@ -176,3 +179,21 @@ async def test_concurrent_writes_across_snapshots_replay_to_what_was_answered(tm
     async with running(tmp_path, **overrides) as b:
         assert [await b.share_persister.read(k, -1) for k in keys] == before
     assert before[0].batches == (StateBatch(0, 39, ACKNOWLEDGED, 1), StateBatch(40, 40, AVAILABLE, 1))
+
+
+async def test_pruning_runs_every_prune_interval(tmp_path):
+    overrides = {"share.coordinator.snapshot.update.records.per.snapshot": "1", "share.coordinator.state.topic.num.partitions": "1",
+                 "share.coordinator.state.topic.prune.interval.ms": "20"}
+    async with running(tmp_path, **overrides) as b:
+        topic = b.create_topic("t", 1, {})
+        key = SharePartitionKey("g", topic.topic_id, 0)
+        await b.share_persister.initialize(key, 0, 0)
+        for i in range(6):  # update, snapshot, update, snapshot, ...: the last snapshot is at offset 6
+            await b.share_persister.write(key, 0, 0, -1, -1, (StateBatch(i, i, ACKNOWLEDGED, 1),))
+        lg = b.share_coordinator.logs[0]
+        for _ in range(200):
+            if lg.log_start_offset:
+                break
+            await asyncio.sleep(0.01)
+        assert lg.log_start_offset == 6 and b.share_coordinator.last_pruned == {0: 6}
+        assert (await b.share_persister.read(key, -1)).batches == (StateBatch(0, 5, ACKNOWLEDGED, 1),)
