@@ -32,7 +32,7 @@ from coordinator.runtime.loop import LoopWakeups
 from coordinator.runtime.runtime import CoordinatorError, CoordinatorRuntime, Shard, Then, WriteFailed
 from coordinator.share_state import records as R
 from coordinator.share_state import rules
-from coordinator.share_state.keys import state_partition
+from coordinator.share_state.keys import coordinator_key, state_partition
 from coordinator.share_state.persister import (
     ReadStateResult,
     ReadSummaryResult,
@@ -216,7 +216,11 @@ class ShareCoordinator:
         if shard.failed:
             raise CoordinatorError(E.NOT_COORDINATOR)
         future: asyncio.Future[Any] = self._loop.create_future()
-        self.runtime.run(shard, key.group_id, handler, request, future)
+        try:
+            self.runtime.run(shard, key.group_id, handler, request, future)
+        except Exception as exc:  # a bug in the rules: this request fails, the broker goes on
+            log.exception("share-state %s of %s failed", handler.__name__, coordinator_key(key))
+            raise CoordinatorError(E.UNKNOWN_SERVER_ERROR) from exc
         return await future
 
     async def initialize_state(self, key: SharePartitionKey, state_epoch: int, start_offset: int) -> rules.Answer:

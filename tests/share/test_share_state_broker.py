@@ -197,3 +197,22 @@ async def test_pruning_runs_every_prune_interval(tmp_path):
             await asyncio.sleep(0.01)
         assert lg.log_start_offset == 6 and b.share_coordinator.last_pruned == {0: 6}
         assert (await b.share_persister.read(key, -1)).batches == (StateBatch(0, 5, ACKNOWLEDGED, 1),)
+
+
+async def test_a_failing_rule_fails_its_request_only(tmp_path, monkeypatch, caplog):
+    from coordinator.share_state import rules
+
+    async with running(tmp_path) as b:
+        topic = b.create_topic("t", 1, {})
+        key = SharePartitionKey("g", topic.topic_id, 0)
+        assert await b.share_persister.initialize(key, 0, 0) == 0
+
+        def broken(*_args):
+            raise RuntimeError("boom")
+
+        monkeypatch.setattr(rules, "write", broken)
+        assert await b.share_persister.write(key, 0, 0, -1, -1, ()) == -1  # UNKNOWN_SERVER_ERROR
+        assert "share-state broken of g:" in caplog.text
+        monkeypatch.undo()
+        assert await b.share_persister.write(key, 0, 0, 5, -1, ()) == 0
+        assert (await b.share_persister.read(key, -1)).start_offset == 5
