@@ -31,14 +31,19 @@ def _batches(i: int) -> tuple[StateBatch, ...]:
     return (StateBatch(i, i, ACKNOWLEDGED, 1), StateBatch(i + 1, i + 4, AVAILABLE, 1))
 
 
-async def writes(root: Path, writers: int, seconds: float) -> dict[str, float]:
+async def _started(root: Path, keys: int) -> tuple[Broker, list[SharePartitionKey]]:
+    """A broker with ``keys`` share-partitions initialized over an 8-partition topic."""
     b = Broker(_config(root))
     await b.start()
+    topic = b.create_topic("bench", 8, {})
+    ks = [SharePartitionKey(f"g{i}", topic.topic_id, i % 8) for i in range(keys)]
+    await asyncio.gather(*(b.share_persister.initialize(k, 0, 0) for k in ks))
+    return b, ks
+
+
+async def writes(root: Path, writers: int, seconds: float) -> dict[str, float]:
+    b, keys = await _started(root, writers)
     try:
-        topic = b.create_topic("bench", 8, {})
-        keys = [SharePartitionKey(f"g{i}", topic.topic_id, i % 8) for i in range(writers)]
-        for k in keys:
-            await b.share_persister.initialize(k, 0, 0)
         deadline = time.perf_counter() + seconds
         latencies: list[float] = []
 
@@ -65,12 +70,8 @@ async def writes(root: Path, writers: int, seconds: float) -> dict[str, float]:
 
 
 async def load(root: Path, states: int, updates: int) -> dict[str, float]:
-    b = Broker(_config(root))
-    await b.start()
+    b, keys = await _started(root, states)
     try:
-        topic = b.create_topic("bench", 8, {})
-        keys = [SharePartitionKey(f"g{i}", topic.topic_id, i % 8) for i in range(states)]
-        await asyncio.gather(*(b.share_persister.initialize(k, 0, 0) for k in keys))
 
         async def history(k: SharePartitionKey) -> None:
             for i in range(updates):
