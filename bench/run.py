@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench import scenarios
+from bench import consumer_scenarios, scenarios
 from bench.__main__ import use_uvloop
 from bench.calibrate import calibrate, describe
 from bench.progress import Progress
@@ -58,6 +58,8 @@ def groupd_overrides(fsync: bool, data: Path, port: int) -> dict[str, str]:
     overrides = {
         "listeners": f"PLAINTEXT://127.0.0.1:{port}", "log.dirs": str(data), "metrics.listener": "",
         "group.initial.rebalance.delay.ms": "0", "log.level": "WARN",
+        # consumer-protocol members heartbeat at the classic steady scenario's 0.5 s (Kafka: 5 s)
+        "group.consumer.heartbeat.interval.ms": "500", "group.consumer.min.heartbeat.interval.ms": "500",
     }
     if not fsync:
         overrides["log.flush.interval.messages"] = str(2**62)
@@ -118,7 +120,13 @@ def target_steps(quick: bool, scale_groups: int = 0) -> list[tuple[str, str, Any
     converted = 10_000 if quick else 20_000
     steps.append(("down_conversion", f"down-conversion: {converted:,} records fetched as v3 and as v12",
                   lambda h, p, pid: scenarios.down_conversion(h, p, records=converted, max_seconds=60, pid=pid), 150))
+    steps.append(("down_conversion_lz4", f"down-conversion: {converted:,} records in lz4 batches fetched as v3 and as v12",
+                  lambda h, p, pid: scenarios.down_conversion(h, p, records=converted, max_seconds=60, pid=pid, compression="lz4"), 150))
     steps.append(("churn", "churn: 50 groups joining and leaving", lambda h, p, pid: scenarios.churn(h, p, 50, max_seconds=3 if quick else 8), 60))
+    # the consumer protocol (KIP-848) and the classic one on the same broker, as ratios
+    steps.append(("consumer_protocol", "consumer protocol vs classic: 1,000 members heartbeating, groups of 3 to Stable",
+                  lambda h, p, pid: consumer_scenarios.side_by_side(h, p, 1000, 10, seconds=5 if quick else 10,
+                                                                    groups_of_3=10 if quick else 20, pid=pid), 240))
     if scale_groups:
         steps.append(("scale", f"scale: {scale_groups:,} groups held, heartbeats timed",
                       lambda h, p, pid: scenarios.scale(h, p, scale_groups, pid=pid, hb_seconds=5, max_seconds=300), 400))
@@ -190,12 +198,14 @@ def markdown(results: dict[str, Any]) -> str:
         r = (target or {}).get("fetch_wakeup", {})
         cells.append(f"p50 {r['p50_ms']} ms, p99 {r['p99_ms']} ms" if "p50_ms" in r else "n/a")
     rows.append("| fetch long-poll wake-up (produce -> fetch returns) | " + " | ".join(cells) + " |")
-    cells = []
-    for target in (on, off, tansu):
-        r = (target or {}).get("down_conversion", {})
-        cpu = f", broker CPU {r['fetch_v3_broker_cpu_s_per_gb']} vs {r['fetch_v12_broker_cpu_s_per_gb']} s/GB" if "fetch_v3_broker_cpu_s_per_gb" in r else ""
-        cells.append(f"v3 {r['fetch_v3_mb_s']} MB/s vs v12 {r['fetch_v12_mb_s']} MB/s ({r['v3_over_v12']}x){cpu}" if "v3_over_v12" in r else "n/a")
-    rows.append("| Fetch v3 (down-converted to magic 1) vs Fetch v12, same 1 KiB records | " + " | ".join(cells) + " |")
+    for key, label in (("down_conversion", "same 1 KiB records"), ("down_conversion_lz4", "same 1 KiB records in lz4 batches")):
+        cells = []
+        for target in (on, off, tansu):
+            r = (target or {}).get(key, {})
+            cpu = f", broker CPU {r['fetch_v3_broker_cpu_s_per_gb']} vs {r['fetch_v12_broker_cpu_s_per_gb']} s/GB" if "fetch_v3_broker_cpu_s_per_gb" in r else ""
+            cells.append(f"v3 {r['fetch_v3_mb_s']} MB/s vs v12 {r['fetch_v12_mb_s']} MB/s ({r['v3_over_v12']}x){cpu}" if "v3_over_v12" in r else "n/a")
+        rows.append(f"| Fetch v3 (down-converted to magic 1) vs Fetch v12, {label} | " + " | ".join(cells) + " |")
+    rows += ["", consumer_protocol_table(on, off, tansu)]
     rows.append("")
     if on is not None and "scale" in on:
         sc = on["scale"]
@@ -217,6 +227,29 @@ def markdown(results: dict[str, Any]) -> str:
             if key in rp:
                 rows.append(f"| start-up replay, {label} | records/s | {rp[key]['per_second']} ({rp[key]['count']} records) | | n/a | |")
     return "\n".join(rows) + "\n"
+
+
+def consumer_protocol_table(*targets: dict[str, Any] | None) -> str:
+    """The consumer protocol (KIP-848) against the classic one on each broker: ratios consumer / classic."""
+    rows = ["| consumer protocol vs classic (same broker) | groupd fsync on | groupd fsync off | Tansu (memory) |", "| --- | --- | --- | --- |"]
+    cells: dict[str, list[str]] = {"hb": [], "cpu": [], "stable": []}
+    for target in targets:
+        r = (target or {}).get("consumer_protocol", {})
+        if "consumer" not in r:
+            for k in cells:
+                cells[k].append(str(r.get("error", "n/a"))[:60])
+            continue
+        c, k = r["consumer"], r["classic"]
+        cells["hb"].append(f"p99 {c['p99_ms']} vs {k['p99_ms']} ms ({r['p99_consumer_over_classic']}x), {c['per_second']}/s vs {k['per_second']}/s")
+        cells["cpu"].append(f"{c.get('broker_cpu_us_per_heartbeat')} vs {k.get('broker_cpu_us_per_heartbeat')} us ({r.get('cpu_consumer_over_classic')}x); "
+                            f"{c.get('broker_cpu_pct_per_1000_members')}% vs {k.get('broker_cpu_pct_per_1000_members')}% of a core per 1,000 members")
+        s, j = r["to_stable"]["consumer"], r["to_stable"]["classic"]
+        cells["stable"].append(f"p50 {s['p50_ms']} vs {j['p50_ms']} ms ({r['to_stable']['p50_consumer_over_classic']}x), p99 {s['p99_ms']} vs {j['p99_ms']} ms")
+    members = next((t["consumer_protocol"]["members"] for t in targets if t and "members" in t.get("consumer_protocol", {})), 1000)
+    rows.append(f"| {members} members in groups of 10 heartbeating every 0.5 s: consumer vs classic | " + " | ".join(cells["hb"]) + " |")
+    rows.append("| broker CPU per heartbeat: consumer vs classic | " + " | ".join(cells["cpu"]) + " |")
+    rows.append("| a group of 3, first heartbeat to Stable vs first JoinGroup to last SyncGroup | " + " | ".join(cells["stable"]) + " |")
+    return "\n".join(rows)
 
 
 def total_steps(quick: bool) -> int:

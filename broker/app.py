@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Protocol
 
 from broker.config import Config
+from broker.dataplane.group_configs import GroupConfigStore
 from broker.dataplane.internal_topics import InternalTopic
 from broker.dataplane.partitions import PartitionManager
 from broker.dataplane.producers import ProducerIds
@@ -66,6 +67,7 @@ class Broker:
         self._loop: asyncio.AbstractEventLoop | None = None  # set by start()
         self.topics.reserved = (OFFSETS_TOPIC, TXN_STATE_TOPIC, SHARE_STATE_TOPIC)  # the coordinators' own logs: never a data topic's
         self.scram = ScramStore(config["log.dirs"])
+        self.group_configs = GroupConfigStore(config["log.dirs"], config)  # GROUP resources' configs
         self.producers = ProducerIds(config["log.dirs"])
         self.quotas = quotas.load(config["log.dirs"], config["quota.window.num"], config["quota.window.size.seconds"] * 1000)
         self.partitions = PartitionManager(config, self.topics, self.producers)
@@ -80,6 +82,7 @@ class Broker:
         self.services.append(self.share_coordinator)
         self.coordinator = GroupCoordinator(config, self.metrics)
         self.coordinator.on_append = lambda partition: self.partitions.appended((OFFSETS_TOPIC, partition))  # long polls
+        self.coordinator.cfg.group_overrides = self.group_configs.overrides  # consumer.* group configs
         self.services.append(self.coordinator)
         self.transactions = TransactionCoordinator(self)
         self.services.append(self.transactions)
@@ -208,6 +211,7 @@ class Broker:
         began = time.perf_counter()
         self.topics.load()
         self.scram.load()
+        self.group_configs.load()
         for service in self.services:
             await service.start()
         self._loop = asyncio.get_running_loop()  # kept: get_running_loop() is a getpid(2) on 3.11

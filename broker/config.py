@@ -148,10 +148,17 @@ KEYS: dict[str, Key] = {
         _int_key("group.max.size", INT32_MAX, 1, INT32_MAX, "members per group"),
         Key("group.coordinator.rebalance.protocols", _names("classic", "consumer"), "classic,consumer", doc="group protocols served: `classic` (JoinGroup/SyncGroup) and `consumer` (KIP-848 ConsumerGroupHeartbeat)"),
         _int_key("group.consumer.session.timeout.ms", 45_000, 1, INT32_MAX, "consumer-protocol member removed after this long without a heartbeat"),
+        _int_key("group.consumer.min.session.timeout.ms", 45_000, 1, INT32_MAX, "least consumer.session.timeout.ms a group config may set"),
+        _int_key("group.consumer.max.session.timeout.ms", 60_000, 1, INT32_MAX, "largest consumer.session.timeout.ms a group config may set"),
         _int_key("group.consumer.heartbeat.interval.ms", 5_000, 1, INT32_MAX, "heartbeat interval given to consumer-protocol members"),
+        _int_key("group.consumer.min.heartbeat.interval.ms", 5_000, 1, INT32_MAX, "least consumer.heartbeat.interval.ms a group config may set"),
+        _int_key("group.consumer.max.heartbeat.interval.ms", 15_000, 1, INT32_MAX, "largest consumer.heartbeat.interval.ms a group config may set"),
         _int_key("group.consumer.max.size", INT32_MAX, 1, INT32_MAX, "members per consumer-protocol group"),
         Key("group.consumer.assignors", _names(*_ASSIGNORS), "uniform,range", doc="server-side assignors (`uniform`, `range`, or Kafka's class names); the first is the default"),
-        _int_key("group.consumer.assignment.interval.ms", 1_000, 0, 15_000, "least time between two target assignments of a group (0: every change)"),
+        _int_key("group.consumer.assignment.interval.ms", 1_000, 0, INT32_MAX, "least time between two target assignments of a group (0: every change)"),
+        _int_key("group.consumer.min.assignment.interval.ms", 0, 0, INT32_MAX, "least consumer.assignment.interval.ms a group config may set"),
+        _int_key("group.consumer.max.assignment.interval.ms", 15_000, 0, INT32_MAX, "largest consumer.assignment.interval.ms a group config may set"),
+        Key("group.consumer.migration.policy", _choice("bidirectional", "upgrade", "downgrade", "disabled"), "bidirectional", doc="online conversion between classic and consumer-protocol groups: `bidirectional`, `upgrade` (classic to consumer only), `downgrade` (consumer to classic only) or `disabled`; empty groups convert under any policy"),
         # offsets store
         _int_key("offsets.topic.num.partitions", 50, 1, INT32_MAX, "partitions of __consumer_offsets"),
         _int_key("offsets.retention.minutes", 10080, 1, INT32_MAX, "how long committed offsets of an empty group live"),
@@ -193,6 +200,7 @@ KEYS: dict[str, Key] = {
         _int_key("log.retention.check.interval.ms", 300_000, 1, INT64_MAX, "how often retention runs"),
         _int_key("log.cleaner.delete.retention.ms", 86_400_000, 0, INT64_MAX, "how long tombstones survive compaction"),
         _int_key("message.max.bytes", 1_048_588, 0, INT32_MAX, "largest record batch accepted"),
+        Key("log.message.downconversion.enable", _bool, "true", doc="Fetch v0-3 (magic 0/1 readers) get converted records; false: UNSUPPORTED_VERSION (topics: message.downconversion.enable)"),
         # observability
         Key("metrics.listener", _host_port, "127.0.0.1:9404", doc="host:port of /metrics and /healthz (empty: off)"),
         _int_key("metrics.max.group.series", 1000, 0, INT32_MAX, "groups with their own metric series; the rest sum under __overflow__"),
@@ -338,8 +346,7 @@ def build_config(raw: Mapping[str, str]) -> Config:
         )
     if values["group.min.session.timeout.ms"] > values["group.max.session.timeout.ms"]:
         raise ConfigError("group.min.session.timeout.ms must not exceed group.max.session.timeout.ms")
-    if values["group.consumer.heartbeat.interval.ms"] >= values["group.consumer.session.timeout.ms"]:
-        raise ConfigError("group.consumer.heartbeat.interval.ms must be lower than group.consumer.session.timeout.ms")
+    _check_consumer_bounds(values)
     try:
         values["listeners"] = _listeners.resolve(
             values["listeners"], values["advertised.listeners"], values["listener.security.protocol.map"],
@@ -348,6 +355,21 @@ def build_config(raw: Mapping[str, str]) -> Config:
     except _listeners.ListenerError as exc:
         raise ConfigError(str(exc)) from None
     return Config(values)
+
+
+def _check_consumer_bounds(values: Mapping[str, Any]) -> None:
+    """GroupCoordinatorConfig's requirements on the group.consumer.* keys, in its order and words: each
+    value within its min and max keys, and the heartbeat shorter than the session."""
+    for kind in ("heartbeat.interval", "session.timeout", "assignment.interval"):
+        key, low, high = (f"group.consumer.{prefix}{kind}.ms" for prefix in ("", "min.", "max."))
+        if values[high] < values[low]:
+            raise ConfigError(f"{high} must be greater than or equal to {low}")
+        if values[key] < values[low]:
+            raise ConfigError(f"{key} must be greater than or equal to {low}")
+        if values[key] > values[high]:
+            raise ConfigError(f"{key} must be less than or equal to {high}")
+        if kind == "session.timeout" and values["group.consumer.heartbeat.interval.ms"] >= values[key]:
+            raise ConfigError(f"group.consumer.heartbeat.interval.ms must be less than {key}")
 
 
 def load_config(path: str | Path | None = None, overrides: Iterable[str] = ()) -> Config:

@@ -12,7 +12,8 @@ Result stays parked until a later Result answers it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from coordinator.consumer.config import ConsumerConfig
@@ -310,6 +311,37 @@ class GroupConfig:
     offset_metadata_max_bytes: int = 4096
     consumer: ConsumerConfig = field(default_factory=ConsumerConfig)  # the consumer protocol's (KIP-848)
     extra: dict[str, Any] = field(default_factory=dict)
+    # a group's own configs (GROUP resources: only the keys set, already within the broker's bounds; a new
+    # mapping whenever they change); the shell passes the broker's store, so the core reads them without
+    # knowing where they are kept
+    group_overrides: Callable[[str], Mapping[str, str]] = field(default=lambda _group_id: {})
+    # group id -> (the overrides it was made from, its ConsumerConfig): one heartbeat of a configured group
+    # then costs a lookup, not a new ConsumerConfig
+    _consumer_of: dict[str, tuple[Mapping[str, str], ConsumerConfig]] = field(default_factory=dict, repr=False, compare=False)
+
+    def consumer_for(self, group_id: str) -> ConsumerConfig:
+        """The consumer-protocol settings of one group: the broker's, with the group's consumer.* configs
+        applied, as GroupMetadataManager reads its session timeout, heartbeat interval and assignment
+        interval per group."""
+        overrides = self.group_overrides(group_id)
+        if not overrides:
+            if self._consumer_of:
+                self._consumer_of.pop(group_id, None)
+            return self.consumer
+        cached = self._consumer_of.get(group_id)
+        if cached is not None and cached[0] is overrides:
+            return cached[1]
+        base = self.consumer
+        config = base
+        if any(key.startswith("consumer.") for key in overrides):
+            config = replace(
+                base,
+                session_timeout_ms=int(overrides.get("consumer.session.timeout.ms", base.session_timeout_ms)),
+                heartbeat_interval_ms=int(overrides.get("consumer.heartbeat.interval.ms", base.heartbeat_interval_ms)),
+                assignment_interval_ms=int(overrides.get("consumer.assignment.interval.ms", base.assignment_interval_ms)),
+            )
+        self._consumer_of[group_id] = (overrides, config)
+        return config
 
     @classmethod
     def from_broker_config(cls, config: Any) -> GroupConfig:

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 
 from coordinator import errors as E
+from coordinator.consumer.group import INITIAL_EPOCH
 from coordinator.group import COMPLETING, PREPARING, STABLE
 from coordinator.logfields import group_event, log_member_event, log_transition
 from coordinator.runtime.runtime import Shard
@@ -31,11 +32,19 @@ class GroupObserver:
     def __init__(self, metrics: Any = None) -> None:
         self.metrics = metrics
 
-    def before(self, state: Any, group_id: str) -> str | None:
+    def before(self, state: Any, group_id: str) -> Any:
+        """The classic group's state, or with a consumer-protocol group of that id (state, its epoch,
+        its member count), for ``after`` to compare."""
         group = state.groups.get(group_id)
-        return group.state if group is not None else None
+        classic = group.state if group is not None else None
+        consumer = state.consumer_groups.get(group_id)
+        if consumer is None:
+            return classic
+        return classic, consumer.epoch, len(consumer.members)
 
-    def after(self, shard: Shard, group_id: str, before: str | None) -> None:
+    def after(self, shard: Shard, group_id: str, before: Any) -> None:
+        if type(before) is tuple or group_id in shard.state.consumer_groups:
+            before = self._consumer_after(shard.state, group_id, before)
         group = shard.state.groups.get(group_id)
         if group is None and before is None:
             return  # no classic group before or after (a consumer-protocol group's request)
@@ -69,6 +78,17 @@ class GroupObserver:
                 metrics.group_removed(group_id)
         if log.isEnabledFor(logging.INFO):
             log_transition(log, group_id, before, after, group)
+
+    def _consumer_after(self, state: Any, group_id: str, before: Any) -> str | None:
+        """Kafka's consumer-group-rebalance sensor: a group epoch bumped by a heartbeat (a member joined,
+        a subscription or the subscribed topics' metadata changed) or a regex resolution; not a bump
+        that removes a member (Kafka's consumerGroupFenceMember does not record it). A new group starts
+        at epoch 1 (INITIAL_EPOCH). Returns the classic part of ``before``."""
+        classic, epoch, members = before if type(before) is tuple else (before, INITIAL_EPOCH, 0)
+        consumer = state.consumer_groups.get(group_id)
+        if consumer is not None and self.metrics is not None and consumer.epoch > epoch and len(consumer.members) >= members:
+            self.metrics.consumer_group_rebalance()
+        return classic
 
 
 def logs_member_event(handler: Callable[..., Any]) -> bool:

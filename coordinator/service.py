@@ -25,6 +25,7 @@ from coordinator.api import EndTxnMarker, GroupConfig, Result
 from coordinator.consumer import runtime as consumer_runtime
 from coordinator.observe import MEMBER_EVENTS, GroupObserver, logs_member_event, member_event
 from coordinator.partitioning import partition_for
+from coordinator.records import OffsetCommitKey
 from coordinator.runtime import loader as loading
 from coordinator.runtime.loop import LoopWakeups, OffsetsLog
 from coordinator.runtime.runtime import CoordinatorError, CoordinatorRuntime, Shard, Then, Waiter
@@ -313,7 +314,7 @@ class GroupCoordinator:
                 try:
                     result = core.expire_offsets(shard.state, self.now(), self.cfg)
                     if result.records and self.metrics is not None:
-                        self.metrics.offsets_expired(sum(1 for k, v in result.records if v is None))
+                        self.metrics.offsets_expired(sum(1 for k, _ in result.records if isinstance(k, OffsetCommitKey)))
                     self.runtime.process(shard, result)
                     shard.log.compact(self.now(), self.config["offsets.retain.uncompacted.hours"] * 3_600_000)
                 except StorageError as exc:  # e.g. no room for a compacted segment: tried again next time
@@ -334,7 +335,7 @@ class GroupCoordinator:
 
     # ------------------------------------------------------------ metrics sources
 
-    def metrics_snapshot(self) -> list[tuple[str, str, int, dict[tuple[str, int], int]]]:
+    def metrics_snapshot(self) -> list[tuple[str, str, int, dict[tuple[str, int], int], str]]:
         rows = []
         for shard in self.loaded_shards():
             consumer_groups = shard.state.consumer_groups
@@ -342,10 +343,10 @@ class GroupCoordinator:
                 offsets = {(t, p): v.offset for t, ps in g.offsets.items() for p, v in ps.items()}
                 cg = consumer_groups.get(g.group_id)
                 if cg is not None:  # the member-less holder of a consumer-protocol group's offsets
-                    rows.append((g.group_id, cg.state(), len(cg.members), offsets))
+                    rows.append((g.group_id, cg.state(), len(cg.members), offsets, "consumer"))
                 else:
-                    rows.append((g.group_id, g.state, len(g.members), offsets))
+                    rows.append((g.group_id, g.state, len(g.members), offsets, "classic"))
             for cg in consumer_groups.values():
                 if cg.group_id not in shard.state.groups:
-                    rows.append((cg.group_id, cg.state(), len(cg.members), {}))
+                    rows.append((cg.group_id, cg.state(), len(cg.members), {}, "consumer"))
         return rows

@@ -266,15 +266,14 @@ def type_of(state: ShardState, group_id: str) -> GroupType:
 
 
 def join_group(state: ShardState, req: Any, token: int, now: int, cfg: GroupConfig) -> Result:
-    """A classic JoinGroup; refused with INCONSISTENT_GROUP_PROTOCOL while a consumer-protocol group of
-    that id has members (Kafka converts such groups online, KIP-848 migration, which is not done here:
-    its answer under ``group.consumer.migration.policy=disabled``)."""
+    """A classic JoinGroup; into a consumer-protocol group with members, the member joins it as a classic
+    member (KIP-848 migration, coordinator/consumer/classic_members.py)."""
     cg = state.consumer_groups.get(req.group_id)
     if cg is None:
         g = state.groups.get(req.group_id)  # type_of, inlined: every request of the type passes here
         return (CLASSIC if g is None else GROUP_TYPES[g.group_type]).join_group(state, req, token, now, cfg)
     if cg.members:
-        return Result(responses=((token, JoinGroupResponse(E.INCONSISTENT_GROUP_PROTOCOL, member_id=req.member_id)),), replay=False)
+        return consumer.classic_join_group(state, req, token, now, cfg)
     # an empty consumer group becomes a classic one (Kafka converts empty groups under any migration
     # policy): its records are tombstoned, its offsets stay
     tombstones = consumer_deletion_records(cg)
@@ -326,17 +325,24 @@ def delete_group(state: ShardState, group_id: str, token: Token, now: int) -> Re
     return Result(tuple(tombstones), ((token, DeleteGroupResponse(E.NONE)),), replay=False)
 
 
+# SyncGroup, Heartbeat and LeaveGroup naming a consumer-protocol group serve its classic members
 def sync_group(state: ShardState, req: Any, token: int, now: int, cfg: GroupConfig) -> Result:
+    if req.group_id in state.consumer_groups:
+        return consumer.classic_sync_group(state, req, token, now, cfg)
     g = state.groups.get(req.group_id)  # type_of, inlined: every request of the type passes here
     return (CLASSIC if g is None else GROUP_TYPES[g.group_type]).sync_group(state, req, token, now, cfg)
 
 
 def heartbeat(state: ShardState, req: Any, token: int, now: int, cfg: GroupConfig) -> Result:
+    if req.group_id in state.consumer_groups:
+        return consumer.classic_heartbeat(state, req, token, now, cfg)
     g = state.groups.get(req.group_id)  # type_of, inlined: every request of the type passes here
     return (CLASSIC if g is None else GROUP_TYPES[g.group_type]).heartbeat(state, req, token, now, cfg)
 
 
 def leave_group(state: ShardState, req: Any, token: int, now: int, cfg: GroupConfig) -> Result:
+    if req.group_id in state.consumer_groups:
+        return consumer.classic_leave_group(state, req, token, now, cfg)
     g = state.groups.get(req.group_id)  # type_of, inlined: every request of the type passes here
     return (CLASSIC if g is None else GROUP_TYPES[g.group_type]).leave_group(state, req, token, now, cfg)
 
@@ -436,7 +442,7 @@ class GroupShardRules:
 
     def on_timer(self, state: ShardState, key: tuple[Any, ...], now: int) -> Result:
         result = on_timer(state, key, now, self.cfg)
-        if key[0] in (consumer.SESSION, consumer.REBALANCE) and result.records:
+        if key[0] in (consumer.SESSION, consumer.REBALANCE, consumer.JOIN, consumer.SYNC) and result.records:
             group_event(log, "consumer member removed", key[1], key[2], reason=key[0].removeprefix("consumer-") + " timeout")
         return result
 
@@ -445,8 +451,12 @@ class GroupShardRules:
 
     def replay(self, state: ShardState, result: Result, now: int) -> None:
         if result.producer is None and result.marker is None:
+            # an expiry's consumer-group tombstones were applied when made (coordinator/offsets/
+            # consumer_expiry.py): applied again, they would hit a group of that id made meanwhile
+            made = isinstance(result.write_ref, tuple) and result.write_ref[:1] == ("expire",)
             for key, value in result.records:
-                replay(state, key, value, now)
+                if not made or isinstance(key, (OffsetCommitKey, GroupMetadataKey)):
+                    replay(state, key, value, now)
         else:
             replay_result(state, result, now)
 

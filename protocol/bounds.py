@@ -15,6 +15,11 @@ strings and byte fields by their lengths (kio checks those against the buffer it
 array count. It stops where nothing further can allocate: after the last array, and inside the last
 element of the last array after that element's own last array; a request without arrays (a Heartbeat)
 has no checker at all, so the hot path pays only for what can allocate.
+
+The same generated walk, taken whole (``walker``), finds the tagged fields a request carries that kio's
+schema does not know: Kafka's readers skip them, kio refuses them, and ``protocol/unknown_tags`` cuts
+them out before kio reads the request again. A known tagged value is walked in place, as Kafka reads it
+(its size is not consulted); an unknown one is stepped over by its size, which must fit what is left.
 """
 
 from __future__ import annotations
@@ -36,11 +41,31 @@ from kio.serial._introspect import (
     is_optional,
 )
 
+from protocol.fastwrite import _uvarint
+
 Checker = Callable[[bytes, int], None]
+
+
+class Cuts:
+    """What a whole walk found to cut: ``spans`` (start, stop, replacement) of the buffer, in the order
+    the walk met them (an unknown tag's bytes, then its section's rewritten count), and ``tags`` (the
+    entity class whose section held it, the tag) for each unknown tag."""
+
+    __slots__ = ("spans", "tags")
+
+    def __init__(self) -> None:
+        self.spans: list[tuple[int, int, bytes]] = []
+        self.tags: list[tuple[type, int]] = []
+
+
+Walker = Callable[[bytes, int, int, "Cuts | None"], int]
 
 
 class Unparseable(ValueError):
     """The request breaks a rule of Kafka's readers: the connection is closed, as Kafka closes it."""
+
+
+TRUNCATED = "truncated: the request ends inside a field"
 
 
 # kafka type -> bytes on the wire, for the fixed-size primitives a request can carry
@@ -116,7 +141,8 @@ class _Source:
     def __init__(self) -> None:
         self.env: dict[str, object] = {
             "_I16": _I16, "_I32": _I32, "_uv": read_uvarint, "_skip_compact": _skip_compact, "_tags": _tags,
-            "_too_many": _too_many, "_null": _null, "_struct_error": struct.error, "_Unparseable": Unparseable,
+            "_too_many": _too_many, "_null": _null, "_struct_error": struct.error, "_Unparseable": Unparseable, "_TRUNCATED": TRUNCATED,
+            "cuts": None,  # the top-level check cuts nothing (a global: a local would cost a store on every request)
         }
         self.lines: list[str] = []
         self.skip = 0  # fixed-size bytes not yet added to pos
@@ -144,18 +170,32 @@ def _skip_compact(buf: bytes, pos: int) -> int:
     return pos + raw - 1 if raw > 1 else pos
 
 
-def _tags(buf: bytes, pos: int, end: int, known: dict[int, Callable[[bytes, int, int], int]] | None) -> int:
-    """Past a tagged-fields section that is not empty: each value's size must fit what is left, and
-    known ones that hold arrays are checked within their own bytes."""
+def _tags(buf: bytes, pos: int, end: int, known: dict[int, Walker] | None, cuts: Cuts | None, owner: type) -> int:
+    """Past a tagged-fields section that is not empty. A known tag's value is walked where it lies, as
+    Kafka's generated reader reads it (the size is not used); any other tag is stepped over by its size,
+    which must fit what is left (Kafka's ``readUnknownTaggedField``). With ``cuts``, each unknown tag's
+    bytes are listed to be cut and the section's count is rewritten to what stays. Order and repeats are
+    not checked: Kafka's reader checks neither (a repeated known tag: the last value is kept)."""
+    start = pos
     count, pos = read_uvarint(buf, pos)
+    counted = pos
+    dropped = 0
     for _ in range(count):
+        entry = pos
         tag, pos = read_uvarint(buf, pos)
         size, pos = read_uvarint(buf, pos)
-        if size > end - pos:
-            _too_many("tagged field", size, end - pos)
         if known is not None and tag in known:
-            known[tag](buf, pos, pos + size)
+            pos = known[tag](buf, pos, end, cuts)
+            continue
+        if size > end - pos:
+            raise Unparseable(f"unknown tagged field {tag}: error reading byte array of {size} byte(s): only {end - pos} byte(s) available")
         pos += size
+        if cuts is not None:
+            cuts.spans.append((entry, pos, b""))
+            cuts.tags.append((owner, tag))
+            dropped += 1
+    if dropped:
+        cuts.spans.append((start, counted, _uvarint(count - dropped)))  # type: ignore[union-attr]  # dropped > 0 only with cuts
     return pos
 
 
@@ -188,18 +228,20 @@ def _generate(cls: type, top: bool) -> Callable[..., int]:
     if top:  # a walk that runs off the end: kio would fail there too, so the frame is unparseable
         _entity(src, cls, 2, top=True)
         src.flush(2)
-        body = "\n".join(src.lines)
-        source = (
-            "def check(buf, pos):\n    end = len(buf)\n    try:\n"
-            f"{body}\n        pass\n    except (IndexError, _struct_error):\n"
-            "        raise _Unparseable('truncated: the request ends inside a field') from None\n"
+        return _compile(
+            src, "def walk(buf, pos):\n    end = len(buf)\n    try:\n",
+            "\n        pass\n    except (IndexError, _struct_error):\n        raise _Unparseable(_TRUNCATED) from None\n", cls.__qualname__,
         )
-    else:
-        _entity(src, cls, 1, top=False)
-        src.flush(1)
-        source = "def check(buf, pos, end):\n" + "\n".join(src.lines) + "\n    return pos\n"
-    exec(compile(source, f"<bounds {cls.__module__}.{cls.__qualname__}>", "exec"), src.env)  # noqa: S102 - built from kio's field list
-    return src.env["check"]  # type: ignore[return-value]
+    _entity(src, cls, 1, top=False)
+    src.flush(1)
+    return _compile(src, "def walk(buf, pos, end, cuts=None):\n", "\n    return pos\n", cls.__qualname__)
+
+
+def _compile(src: _Source, head: str, tail: str, label: str) -> Callable[..., int]:
+    """The function ``walk`` made of ``head``, the lines, ``tail``."""
+    source = head + "\n".join(src.lines) + tail
+    exec(compile(source, f"<bounds {label}>", "exec"), src.env)  # noqa: S102 - built from kio's field list
+    return src.env["walk"]  # type: ignore[return-value]
 
 
 def _entity(src: _Source, cls: type, ind: int, top: bool) -> None:
@@ -218,8 +260,8 @@ def _entity(src: _Source, cls: type, ind: int, top: bool) -> None:
     for i, field in enumerate(plain):
         _field(src, cls, field, flexible, ind, tail=not walk_all and i == len(plain) - 1)
     if flexible and walk_all:
-        known = {get_field_tag(f): _nested(classify_field(f).type_) for f in tagged if _field_needs_check(f)}
-        src.line(f"if buf[pos]: pos = _tags(buf, pos, end, {src.name(known or None)})", ind)
+        known = {get_field_tag(f): _tag_walker(cls, f.name) for f in tagged}
+        src.line(f"if buf[pos]: pos = _tags(buf, pos, end, {src.name(known or None)}, cuts, {src.name(cls)})", ind)
         src.line("else: pos += 1", ind)
     src.flush(ind)
 
@@ -243,6 +285,8 @@ def _field(src: _Source, cls: type, field: object, flexible: bool, ind: int, tai
     kind = classify_field(field)  # type: ignore[arg-type]
     name = f"{cls.__name__}.{field.name}"  # type: ignore[attr-defined]
     kafka_type = field.metadata.get("kafka_type", "")  # type: ignore[attr-defined]
+    if cls.__name__ == "RequestHeader" and field.name == "client_id":  # type: ignore[attr-defined]
+        flexible = False  # Kafka's RequestHeader.json: ClientId keeps its int16 length in header v2 too
     if isinstance(kind, PrimitiveField):
         if kafka_type in _FIXED_SIZE:
             src.skip += _FIXED_SIZE[kafka_type]
@@ -283,9 +327,21 @@ def _field(src: _Source, cls: type, field: object, flexible: bool, ind: int, tai
 
 
 @functools.cache
-def _nested(cls: type) -> Callable[[bytes, int, int], int]:
-    """The whole walk of ``cls`` within [pos, end): a tagged value's, and the tests' reference."""
-    return _generate(cls, top=False)
+def walker(cls: type) -> Walker:
+    """The whole walk of an entity of ``cls`` (buffer, offset, end, ``Cuts`` or None) -> offset after it,
+    every tagged section included: the unknown tags' rewrite, and the tests' reference. Raises
+    Unparseable, or IndexError / struct.error where it runs off the end."""
+    return cast(Walker, _generate(cls, top=False))
+
+
+@functools.cache
+def _tag_walker(cls: type, name: str) -> Walker:
+    """The walk of one known tagged field's value where it lies, in Kafka's flexible form."""
+    field = next(f for f in fields(cls) if f.name == name)
+    src = _Source()
+    _field(src, cls, field, True, 1)
+    src.flush(1)
+    return cast(Walker, _compile(src, "def walk(buf, pos, end, cuts):\n", "\n    return pos\n", f"{cls.__qualname__}.{name}"))
 
 
 @functools.cache

@@ -6,7 +6,7 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
-from protocol import bounds, codec
+from protocol import bounds, codec, unknown_tags
 from protocol.api_table import API_TABLE
 from protocol.framing import HEADER_PREFIX
 
@@ -40,7 +40,9 @@ def parse_request(body: bytes, api_key: int | None = None, api_version: int = 0)
 
     Raises UnknownApi/UnsupportedVersion before touching the body, bounds.Unparseable when a count is
     null where the schema forbids it or larger than the bytes left (before kio reserves memory for it),
-    and kio's errors when the body does not decode.
+    and kio's errors when the body does not decode. Tagged fields kio does not know (in the header or
+    anywhere in the body) are skipped as Kafka skips them: only when kio refuses the frame for one is it
+    walked and rewritten without them (protocol/unknown_tags), so the common path is kio's read alone.
     """
     if api_key is None:
         api_key, api_version, _ = peek_header(body)
@@ -48,11 +50,17 @@ def parse_request(body: bytes, api_key: int | None = None, api_version: int = 0)
     if readers is None:
         readers = _readers_of(api_key, api_version)
     read_header, check_body, read_body = readers
-    kio_header, used = read_header(body, 0)
-    if check_body is not None:
-        check_body(body, used)
-    request, _ = read_body(body, used)
-    return RequestHeader(api_key, api_version, kio_header.correlation_id, kio_header.client_id), request
+    try:  # costs nothing unless kio raises (Python 3.11's exceptions are zero-cost until raised)
+        kio_header, used = read_header(body, 0)
+        if check_body is not None:
+            check_body(body, used)
+        request, _ = read_body(body, used)
+        return RequestHeader(api_key, api_version, kio_header.correlation_id, kio_header.client_id), request
+    except KeyError:  # kio's "Unknown tagged field tag: N", where Kafka's reader skips the field
+        stripped = unknown_tags.strip(body, codec.request_header_class(api_key, api_version), codec.request_class(api_key, api_version))
+        if stripped is None:
+            raise
+    return parse_request(stripped, api_key, api_version)  # read again, without them
 
 
 # (api key, version) -> the header's kio reader, the body's bounds check (protocol/bounds; None when the

@@ -49,7 +49,6 @@ NOT_APPLICABLE = {
     ("kafkajs", 15): "kafkajs does not validate positions (OffsetForLeaderEpoch is not implemented)",
     **{("groupd-groups", n): "manages groups, not topics" for n in (1, 2)},
     (CONSUMER_PROTOCOL, 8): "the broker assigns, incrementally, for every consumer-protocol group (no client assignor)",
-    (CONSUMER_PROTOCOL, 10): "a group of classic and consumer-protocol members needs the online migration, not done yet",
 }
 
 
@@ -58,11 +57,11 @@ NOT_APPLICABLE = {
 # run (tests/clients/test_old_clients.py). Debian packages give the versions of the Go ones.
 OLD_VERSIONS_SCENARIO = 16
 OLD_CLIENTS = {
-    "sarama": ("golang-github-shopify-sarama-dev", "defaults (Version 0.10.2, the least its groups take): Produce v2 gzip message sets, "
+    "sarama": ("golang-github-shopify-sarama-dev", "defaults (Version 0.10.2, the least its groups take): Produce v2 gzip message sets (snappy and lz4 too), "
                "Fetch v3, OffsetCommit v1, Metadata v1; a group of three, a broker restart, resumed exactly"),
-    "kafka-go": ("golang-github-segmentio-kafka-go-dev", "0.2 writer (Produce v2) and group reader (Fetch v2, OffsetCommit v2), resumed exactly"),
+    "kafka-go": ("golang-github-segmentio-kafka-go-dev", "0.2 writer (Produce v2; uncompressed, snappy, lz4) and group reader (Fetch v2, OffsetCommit v2), resumed exactly"),
     "burrow": ("burrow", "reads __consumer_offsets (Fetch v3, down-converted), log end offsets by ListOffsets v0: the group's lag"),
-    "kafka-python api_version=(0, 10)": (None, "magic 1 gzip message sets, Fetch v2-3, JoinGroup v0-1, OffsetCommit v2; resumed at the commit"),
+    "kafka-python api_version=(0, 10)": (None, "magic 1 gzip, snappy and lz4 message sets (and 0.9's magic 0), Fetch v2-3 (0.9: v1), JoinGroup v0-1, OffsetCommit v2; resumed at the commit"),
 }
 
 

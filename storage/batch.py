@@ -8,16 +8,15 @@ rewrite baseOffset (and the leader epoch) without recomputing it.
 
 from __future__ import annotations
 
-import gzip
 import struct
-import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from crc32c import crc32c
 
-from storage.errors import CorruptBatch, UnsupportedCompression, UnsupportedMagic
+from storage import codecs
+from storage.errors import CorruptBatch, UnsupportedMagic
 
 _HEADER = struct.Struct(">qiibIhiqqqhii")
 BATCH_OVERHEAD = _HEADER.size  # 61
@@ -300,15 +299,7 @@ def _small_records(records: Sequence[tuple[bytes | None, bytes | None]]) -> byte
 
 
 def _decompress(codec: int, data: bytes) -> bytes:
-    if codec == 0:
-        return data
-    if codec == 1:
-        try:
-            return gzip.decompress(data)
-        except (OSError, EOFError, zlib.error) as exc:
-            raise CorruptBatch(f"gzip records cannot be decompressed: {exc}") from exc
-    names = {2: "snappy", 3: "lz4", 4: "zstd"}
-    raise UnsupportedCompression(f"{names.get(codec, codec)} batches cannot be decoded here")
+    return data if codec == 0 else codecs.decompress(codec, data, 2)
 
 
 def iter_records(batch: bytes | memoryview, header: BatchHeader | None = None) -> Iterator[Record]:

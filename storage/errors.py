@@ -23,3 +23,7 @@ class OffsetOutOfRange(StorageError):
 
 class RecordTooLarge(StorageError):
     pass
+
+
+class InvalidRecord(StorageError):
+    """A produced record Kafka's LogValidator refuses (INVALID_RECORD), though intact."""

@@ -5,41 +5,36 @@ does groupd, the same way:
 
 - In (Kafka's LogValidator with a v2 log): every message of a produced set becomes a record of one v2
   batch, offsets assigned by the log as for any batch, each message's timestamp kept (magic 0 has none:
-  -1), the wrapper's compression kept (the batch is compressed with the same codec), no producer id.
-  A wrapper stamped LogAppendTime gives its inner messages its own timestamp.
+  -1), no producer id. A wrapper stamped LogAppendTime gives its inner messages its own timestamp. The
+  batch is compressed with the topic's compression.type, or with the set's codec for ``producer``.
 - Out (Kafka's RecordsUtil.downConvert, ``message.downconversion.enable``): every v2 batch becomes
   magic 1 messages (Fetch v2-3) or magic 0 (Fetch v0-1), offsets and timestamps kept, headers dropped
   (the old formats have none), control batches left out. An uncompressed batch gives one message per
   record at or past the fetch offset; a compressed one gives one wrapper message, compressed with the
-  batch's codec, holding all its records (inner offsets relative for magic 1, absolute for magic 0; the
-  wrapper's offset is its last inner one).
+  batch's codec, holding all its records. zstd has no old-format wrapper (see ``down_convert``).
 
 Layout of one entry: offset i64, size i32, crc u32 (CRC-32 of what follows), magic i8, attributes i8
 (codec in bits 0-2; magic 1: bit 3 = LogAppendTime), timestamp i64 (magic 1 only), key and value as
-i32-length bytes (-1 = null).
-
-Codecs here: none and gzip (the standard library's). A set compressed with snappy or lz4 is refused
-with ``UnsupportedCompression`` (Produce answers UNSUPPORTED_COMPRESSION_TYPE); such a v2 batch is
-down-converted uncompressed.
+i32-length bytes (-1 = null). Codecs and their old-format framing: storage/codecs.py.
 """
 
 from __future__ import annotations
 
-import gzip
 import struct
 import zlib
 from collections.abc import Iterator
 
 from crc32c import crc32c
 
-from storage.batch import BATCH_OVERHEAD, build_batch, iter_batches, iter_records
-from storage.errors import CorruptBatch, UnsupportedCompression
+from storage import codecs
+from storage.batch import BATCH_OVERHEAD, BatchHeader, build_batch, iter_batches, iter_records
+from storage.errors import CorruptBatch, InvalidRecord, UnsupportedCompression
 
 _ENTRY = struct.Struct(">qi")  # offset, message size
 _CRC_MAGIC_ATTR = struct.Struct(">Ibb")
 _I64 = struct.Struct(">q")
 _I32 = struct.Struct(">i")
-NONE, GZIP = 0, 1
+NONE = codecs.NONE
 LOG_APPEND_TIME = 0x08
 NO_TIMESTAMP = -1
 
@@ -98,44 +93,47 @@ def read_messages(data: bytes | memoryview) -> Iterator[Message]:
         raise CorruptBatch("trailing bytes after the last message")
 
 
-def _decompress(codec: int, data: bytes | None) -> bytes:
-    if codec == GZIP:
-        try:
-            return gzip.decompress(data or b"")
-        except (OSError, EOFError, zlib.error) as exc:
-            raise CorruptBatch(f"gzip message set cannot be decompressed: {exc}") from exc
-    names = {2: "snappy", 3: "lz4", 4: "zstd"}
-    raise UnsupportedCompression(f"{names.get(codec, codec)} message sets are not supported here")
+def to_record_batch(data: bytes | memoryview, target: int | None = None) -> bytes:
+    """A produced message set as one v2 batch (base offset 0: the log assigns it), compressed with
+    ``target`` (a topic's compression.type), or with the set's own codec when ``target`` is None (the
+    topic's ``producer``).
 
-
-def to_record_batch(data: bytes | memoryview) -> bytes:
-    """A produced message set as one v2 batch (base offset 0: the log assigns it)."""
+    As Kafka's LogValidator: the set's codec is its last compressed message's; a compressed set must be
+    that one wrapper alone, holding only uncompressed messages, and zstd has no magic 0/1 wrapper; each
+    of these is ``InvalidRecord`` (INVALID_RECORD)."""
+    outer = list(read_messages(data))
+    source = NONE
+    for m in outer:
+        if m.codec != NONE:
+            source = m.codec
+    if source != NONE and len(outer) > 1:
+        raise InvalidRecord("Compressed outer record has more than one batch")
     records: list[tuple[bytes | None, bytes | None]] = []
     stamps: list[int] = []
-    codec = NONE
-    for m in read_messages(data):
+    for m in outer:
         if m.codec == NONE:
             records.append((m.key, m.value))
             stamps.append(m.timestamp)
             continue
-        codec = m.codec
-        for inner in read_messages(_decompress(m.codec, m.value)):
+        if m.codec == codecs.ZSTD:
+            raise InvalidRecord("Invalid wrapper compressionType found in legacy deep record iterator")
+        if m.value is None:
+            raise InvalidRecord("Found invalid compressed record set with null value")
+        for inner in read_messages(codecs.decompress(m.codec, m.value, m.magic)):
             if inner.codec != NONE:
-                raise CorruptBatch("a compressed message inside a compressed message")
+                raise InvalidRecord("Compressed outer record should not have an inner record with a compression attribute set")
             records.append((inner.key, inner.value))
             stamps.append(m.timestamp if m.log_append_time else inner.timestamp)
     if not records:
         raise CorruptBatch("an empty message set")
-    base_ts = stamps[0]
-    batch = build_batch(records, timestamp_ms=base_ts, timestamps=stamps)
-    if codec == NONE:
-        return batch
-    return _compressed(batch, codec)
+    batch = build_batch(records, timestamp_ms=stamps[0], timestamps=stamps)
+    codec = source if target is None else target
+    return batch if codec == NONE else compressed_batch(batch, codec)
 
 
-def _compressed(batch: bytes, codec: int) -> bytes:
-    """``batch`` (uncompressed v2) with its records gzipped and the codec in its attributes."""
-    body = gzip.compress(batch[BATCH_OVERHEAD:], compresslevel=6)
+def compressed_batch(batch: bytes, codec: int) -> bytes:
+    """``batch`` (uncompressed v2) with its records compressed by ``codec`` and the codec in its attributes."""
+    body = codecs.compress(codec, batch[BATCH_OVERHEAD:], 2)
     head = bytearray(batch[:BATCH_OVERHEAD])
     attributes = struct.unpack_from(">h", head, 21)[0] | codec
     struct.pack_into(">h", head, 21, attributes)
@@ -149,12 +147,6 @@ _HEAD_V0 = struct.Struct(">bb")  # magic, attributes
 _HEAD_V1 = struct.Struct(">bbq")  # magic, attributes, timestamp
 _ENTRY_CRC = struct.Struct(">qiI")  # offset, message size, crc
 _NULL = _I32.pack(-1)
-
-
-def _message(offset: int, magic: int, attributes: int, timestamp: int, key: bytes | None, value: bytes | None) -> bytes:
-    out = bytearray()
-    _append_message(out, offset, magic, attributes, timestamp, key, value)
-    return bytes(out)
 
 
 def _append_message(out: bytearray, offset: int, magic: int, attributes: int, timestamp: int, key: bytes | None, value: bytes | None) -> None:
@@ -179,29 +171,72 @@ def _append_message(out: bytearray, offset: int, magic: int, attributes: int, ti
         out += value
 
 
+CHUNK_BYTES = 128 * 1024  # LazyDownConversionRecordsSend's MAX_READ_SIZE: stored bytes converted at once
+
+
 def down_convert(data: bytes | memoryview, magic: int, first_offset: int) -> tuple[bytes, int]:
     """Stored v2 batches as a magic 0/1 message set; returns (bytes, records converted). A batch cut at
-    the end of ``data`` (a fetch's size limit) is left out, as a partial batch is for a client."""
+    the end of ``data`` (a fetch's size limit) is left out, as a partial batch is for a client.
+
+    zstd has no old-format wrapper, and Kafka 3.9 converts lazily (LazyDownConversionRecords): the
+    first batch that gives any message is converted alone, and a zstd one there raises
+    ``UnsupportedCompression`` (the partition answers UNSUPPORTED_COMPRESSION_TYPE); after it, batches
+    are converted in chunks of up to 128 KiB of stored bytes, and a chunk holding a zstd batch ends the
+    answer before that chunk (the client fetches again from there and is refused then)."""
+    view = memoryview(data)
+    batches = list(iter_batches(data))
     out = bytearray()
     converted = 0
-    for pos, header in iter_batches(data):
-        if header.is_control:
-            continue
-        batch = memoryview(data)[pos : pos + header.size]
-        records = list(iter_records(batch, header))
-        log_append = header.timestamp_type == 1
-        attr_ts = LOG_APPEND_TIME if (log_append and magic == 1) else 0
-        codec = header.compression if header.compression == GZIP else NONE
-        if codec == NONE:
-            for r in records:
-                if r.offset >= first_offset:
-                    _append_message(out, r.offset, magic, attr_ts, r.timestamp, r.key, r.value)
-                    converted += 1
-            continue
-        inner = bytearray()
-        for i, r in enumerate(records):
-            _append_message(inner, i if magic == 1 else r.offset, magic, 0, r.timestamp, r.key, r.value)
-        wrapper_ts = header.max_timestamp if magic == 1 else NO_TIMESTAMP
-        out += _message(records[-1].offset, magic, codec | attr_ts, wrapper_ts, None, gzip.compress(bytes(inner), compresslevel=6))
-        converted += len(records)
+    i = 0
+    while i < len(batches) and not converted:
+        pos, header = batches[i]
+        converted = _convert_batch(out, view, pos, header, magic, first_offset)
+        i += 1
+    while i < len(batches):
+        start, chunk = len(out), batches[i][1].size
+        j = i + 1
+        while j < len(batches) and chunk + batches[j][1].size <= CHUNK_BYTES:
+            chunk += batches[j][1].size
+            j += 1
+        count = 0
+        try:
+            for pos, header in batches[i:j]:
+                count += _convert_batch(out, view, pos, header, magic, first_offset)
+        except UnsupportedCompression:
+            del out[start:]
+            break
+        converted += count
+        i = j
     return bytes(out), converted
+
+
+def _convert_batch(out: bytearray, view: memoryview, pos: int, header: BatchHeader, magic: int, first_offset: int) -> int:
+    """One v2 batch appended to ``out`` as Kafka's RecordsUtil.convertRecordBatch writes it; the records
+    written. Control batches give nothing; so do an uncompressed batch's records below ``first_offset``.
+    A compressed batch gives one wrapper of all its records, compressed with its codec: inner offsets
+    relative to its first record for magic 1, absolute for magic 0; the wrapper's offset its last
+    record's, its timestamp (magic 1) the records' largest, or the batch's LogAppendTime."""
+    if header.is_control:
+        return 0
+    if header.compression == codecs.ZSTD:
+        raise UnsupportedCompression("Down-conversion of zstandard-compressed batches is not supported")
+    records = list(iter_records(view[pos : pos + header.size], header))
+    log_append = header.timestamp_type == 1 and magic == 1
+    attr_ts = LOG_APPEND_TIME if log_append else 0
+    if header.compression == NONE:
+        count = 0
+        for r in records:
+            if r.offset >= first_offset:
+                _append_message(out, r.offset, magic, attr_ts, r.timestamp, r.key, r.value)
+                count += 1
+        return count
+    if not records:
+        return 0
+    base = records[0].offset if magic == 1 else 0
+    inner = bytearray()
+    for r in records:
+        _append_message(inner, r.offset - base, magic, attr_ts, r.timestamp, r.key, r.value)
+    wrapper_ts = max(r.timestamp for r in records) if magic == 1 else NO_TIMESTAMP
+    body = codecs.compress(header.compression, bytes(inner), magic)
+    _append_message(out, records[-1].offset, magic, header.compression | attr_ts, wrapper_ts, None, body)
+    return len(records)

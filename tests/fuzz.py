@@ -4,7 +4,8 @@ purpose, fired at a broker in a child process while a well-behaved client keeps 
 Kafka's rule for bad input is an error code or a closed connection, never a dead broker. Each frame starts
 from a valid request (odd but well-typed values, ``Values``) and gets one or more mutations: a length or
 count field (found by walking the request with kio's schema) set to a huge, negative, null or off-by-one
-value, bytes overwritten or flipped, the body cut short or spliced, the version swapped. A frame is
+value, bytes overwritten or flipped, the body cut short or spliced, the version swapped, tagged fields
+kio does not know put into a tagged section (well-formed: to be skipped; or sized past the end). A frame is
 answered, closes its connection, or is still being served when its short wait ends; the broker must not
 die and its log must hold no traceback.
 
@@ -223,7 +224,7 @@ class Mutator:
                     self.bases.append(Base(key, version, payload[:used], body, length_fields(codec.request_class(key, version), body)))
         self.kinds = [
             (self._length, 40), (self._overwrite, 15), (self._flip, 10), (self._truncate, 8), (self._splice, 8),
-            (self._version, 6), (self._client_id, 3), (self._as_is, 5), (self._frame_size, 2),
+            (self._version, 6), (self._client_id, 3), (self._as_is, 5), (self._frame_size, 2), (self._tags, 6),
         ]
         self._weights = [w for _, w in self.kinds]
         self._choices = [k for k, _ in self.kinds]
@@ -258,6 +259,29 @@ class Mutator:
             lo, hi = (-(2**15), 2**15 - 1) if f.form == "i16" else (-(2**31), 2**31 - 1)
             value = min(max(self.r.choice([*pool, f.value + 1, f.value - 1, f.value * 1000]), lo), hi)
             struct.pack_into(form, body, f.pos, value)
+        return None
+
+    def _tags(self, s: dict) -> None:
+        """Unknown tagged fields put into a section of the header or the body: well-formed (Kafka skips
+        them and serves the request), one whose size runs past the end, or a low tag with odd bytes."""
+        base = s["base"]
+        if not codec.is_flexible(base.key, base.version) or len(s["body"]) != len(base.body) or len(s["header"]) != len(base.header):
+            return self._overwrite(s)  # no sections, or a frame already cut
+        sections = [("body", f.pos) for f in base.lengths if f.what == "tags"] + [("header", len(base.header) - 1)]
+        where, at = self.r.choice(sections)
+        part = s[where]
+        try:
+            count, after = read_uvarint(part, at)
+        except (IndexError, ValueError):  # an earlier mutation overwrote the count
+            return self._overwrite(s)
+        added = []
+        for _ in range(self.r.randint(1, 3)):
+            roll = self.r.random()
+            tag = self.r.choice([0, 1, 2, 7, 127, 128, 9999, 2**31 - 1]) if roll < 0.3 else self.r.randint(3, 5000)
+            value = self.r.randbytes(self.r.choice([0, 1, 2, 16, 130]))
+            size = len(value) + (self.r.choice([1, 1000, 2**31]) if roll > 0.85 else 0)  # past the end
+            added.append(write_uvarint(tag) + write_uvarint(size) + value)
+        part[at:after] = write_uvarint(count + len(added)) + b"".join(added)
         return None
 
     def _overwrite(self, s: dict) -> None:

@@ -1,4 +1,4 @@
-"""groupd-configs: client quotas and SCRAM credentials, like Kafka's kafka-configs.sh.
+"""groupd-configs: client quotas, SCRAM credentials and group configs, like Kafka's kafka-configs.sh.
 
 Kafka's own tool is Java and the Python clients have no API for client quotas, so this one speaks
 DescribeClientQuotas/AlterClientQuotas and Describe/AlterUserScramCredentials itself (through kio, as
@@ -9,6 +9,11 @@ the broker does). It works against groupd and Apache Kafka alike. kafka-configs.
     groupd-configs --bootstrap-server H:P --entity-type users --entity-name alice --alter \\
         --add-config 'SCRAM-SHA-256=[iterations=8192,password=alice-secret]'
     groupd-configs --bootstrap-server H:P --entity-type users --entity-default --describe
+    groupd-configs --bootstrap-server H:P --entity-type groups --entity-name G --alter \\
+        --add-config share.auto.offset.reset=earliest
+    groupd-configs --bootstrap-server H:P --group G --describe --all
+
+Group configs (tools/group_configs.py) go through DescribeConfigs and IncrementalAlterConfigs.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from broker.security.scram import BY_NAME, BY_TYPE, salted_password
 from protocol import codec
 from protocol.api_table import ApiKey
 from protocol.request import encode_request
+from tools import group_configs
 
 ENTITY_TYPES = {"clients": "client-id", "users": "user", "ips": "ip"}
 DEFAULT_ITERATIONS = 4096  # kafka-configs.sh's default
@@ -152,23 +158,42 @@ def _scram_result(resp: Any) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="groupd-configs", description="Client quotas and SCRAM credentials, like kafka-configs.sh")
+    p = argparse.ArgumentParser(prog="groupd-configs", description="Client quotas, SCRAM credentials and group configs, like kafka-configs.sh")
     p.add_argument("--bootstrap-server", required=True)
-    p.add_argument("--entity-type", action="append", choices=sorted(ENTITY_TYPES), required=True)
+    p.add_argument("--entity-type", action="append", choices=sorted([*ENTITY_TYPES, "groups"]))
     p.add_argument("--entity-name", action="append")
     p.add_argument("--entity-default", action="store_true", help="the default entity of the last --entity-type")
+    p.add_argument("--group", help="the same as --entity-type groups --entity-name GROUP")
     action = p.add_mutually_exclusive_group(required=True)
     action.add_argument("--describe", action="store_true")
     action.add_argument("--alter", action="store_true")
+    p.add_argument("--all", action="store_true", help="with --describe: every config, not only the entity's own")
     p.add_argument("--add-config", default="")
     p.add_argument("--delete-config", default="")
     args = p.parse_args(argv)
-    if len(args.entity_name or []) + args.entity_default != len(args.entity_type):
+    if args.group is not None:
+        args.entity_type, args.entity_name = [*(args.entity_type or []), "groups"], [*(args.entity_name or []), args.group]
+    if not args.entity_type:
+        p.error("give --entity-type (or --group)")
+    groups = "groups" in args.entity_type
+    if groups and (len(args.entity_type) != 1 or args.entity_default or len(args.entity_name or []) > 1):
+        p.error("groups take one --entity-name, alone (no --entity-default)")
+    if not groups and len(args.entity_name or []) + args.entity_default != len(args.entity_type):
         p.error("give one --entity-name (or --entity-default, last) per --entity-type")
     if args.alter and not (args.add_config or args.delete_config):
         p.error("--alter needs --add-config or --delete-config")
+    if groups and args.alter and not args.entity_name:
+        p.error("--alter of groups needs --entity-name")
     client = Client(args.bootstrap_server)
     try:
+        if groups:
+            name = args.entity_name[0] if args.entity_name else None
+            lines = (
+                group_configs.describe(client, name, args.all) if args.describe
+                else group_configs.alter(client, args.entity_name[0], args.add_config, args.delete_config)
+            )
+            print("\n".join(lines))
+            return 0
         entity = _entity(args)
         lines = describe(client, entity) if args.describe else alter(client, entity, args.add_config, args.delete_config)
         print("\n".join(lines))

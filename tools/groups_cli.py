@@ -20,6 +20,7 @@ import sys
 from collections.abc import Callable
 from typing import Any, NoReturn
 
+from tools import consumer_describe
 from tools import groups_output as show
 from tools import offset_reset as reset
 
@@ -180,6 +181,7 @@ class GroupService:
         self.timeout_ms = timeout_ms
         self.admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="groupd-groups", request_timeout_ms=max(timeout_ms, 1000),
                                       bootstrap_timeout_ms=timeout_ms, **settings)
+        self.settings = settings
         self.warnings: list[str] = []
 
     def close(self) -> None:
@@ -191,7 +193,37 @@ class GroupService:
         return [g for g in groups if g.get("protocol_type") in ("consumer", "")]
 
     def describe(self, groups: list[str]) -> dict[str, dict[str, Any]]:
-        return self.admin.describe_groups(groups)
+        """As Kafka's admin client describes consumer groups: ConsumerGroupDescribe first, DescribeGroups
+        for the groups it does not know (classic ones)."""
+        found = self.describe_consumer_groups(groups)
+        rest = [g for g in groups if g not in found]
+        out = dict(self.admin.describe_groups(rest)) if rest else {}
+        out.update(found)
+        return out
+
+    def describe_consumer_groups(self, groups: list[str]) -> dict[str, dict[str, Any]]:
+        """The consumer-protocol groups among ``groups``, from their coordinators (tools/consumer_describe.py);
+        none when the listener needs SASL or the broker does not answer API 69 (an older Kafka)."""
+        if not groups or not consumer_describe.speaks_plainly(self.settings):
+            return {}
+        by_coordinator: dict[tuple[str, int], list[str]] = {}
+        for group in groups:
+            broker = self.coordinator(group)
+            if broker is not None:
+                by_coordinator.setdefault((broker.host, broker.port), []).append(group)
+        found: dict[str, dict[str, Any]] = {}
+        ctx = consumer_describe.tls_context(self.settings)
+        for (host, port), ids in by_coordinator.items():
+            try:
+                found.update(consumer_describe.describe(host, port, ids, ctx, self.timeout_ms / 1000))
+            except (OSError, ValueError, EOFError):
+                continue  # no ConsumerGroupDescribe there: DescribeGroups answers alone
+        return found
+
+    def coordinator(self, group: str) -> Any:
+        manager = self.admin._manager  # kafka-python keeps FindCoordinator behind its admin client
+        node_id = manager.run(self.admin._find_coordinator_id, group)
+        return manager.cluster.broker_metadata(node_id)
 
     def committed(self, group: str) -> dict[Any, Any]:
         return {tp: om for tp, om in self.admin.list_group_offsets({group: None}).get(group, {}).items() if om.offset >= 0}
@@ -241,9 +273,7 @@ class GroupService:
 
     def coordinator_text(self, group: str) -> str:
         """``host:port  (id)`` of the group's coordinator, as Kafka's ``--describe --state`` shows it."""
-        manager = self.admin._manager  # kafka-python keeps FindCoordinator behind its admin client
-        node_id = manager.run(self.admin._find_coordinator_id, group)
-        broker = manager.cluster.broker_metadata(node_id)
+        broker = self.coordinator(group)
         return MISSING if broker is None else f"{broker.host}:{broker.port}  ({broker.node_id})"
 
     # --- changing
@@ -412,7 +442,7 @@ def _describe(service: GroupService, a: argparse.Namespace, groups: list[str], o
         elif state in ("PreparingRebalance", "CompletingRebalance", "Assigning", "Reconciling"):
             err(f"\nWarning: Consumer group '{group}' is rebalancing.\n")
         if a.members:
-            out(show.format_members(group, desc.get("members") or [], a.verbose, _assigned))
+            out(show.format_members(group, desc.get("members") or [], a.verbose, _assigned, desc.get("assignment_epoch")))
         elif a.state is not None:
             out(show.format_state(group, desc, service.coordinator_text(group), a.verbose))
         elif a.status:

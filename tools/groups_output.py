@@ -69,30 +69,47 @@ def assignment_text(partitions: list[tuple[str, int]]) -> str:
     return ";".join(sorted(f"{t}:" + ",".join(str(p) for p in sorted(ps)) for t, ps in by_topic.items())) or MISSING
 
 
-def format_members(group: str, members: list[dict[str, Any]], verbose: bool, assigned: Callable[[dict[str, Any]], list[tuple[str, int]]]) -> str:
+def format_members(group: str, members: list[dict[str, Any]], verbose: bool, assigned: Callable[[dict[str, Any]], list[tuple[str, int]]],
+                   target_epoch: int | None = None) -> str:
+    """``--describe --members``; with ``--verbose`` Kafka 4's epochs and assignments: a consumer-protocol
+    member's epoch and current assignment, the group's target assignment epoch and the member's target
+    (``-`` for a classic group), and UPGRADED when classic members sit in a consumer group (KIP-848's
+    migration: ``true`` for the members speaking the consumer protocol)."""
     with_instance = any(m.get("group_instance_id") for m in members)
+    with_upgraded = verbose and any(m.get("member_type") == 0 for m in members)
     gw = max([15, len(group)])
     cw = max([15] + [len(m.get("member_id") or "") for m in members])
     iw = max([17] + [len(m.get("group_instance_id") or "") for m in members])
     hw = max([15] + [len(m.get("client_host") or "") for m in members])
     lw = max([15] + [len(m.get("client_id") or "") for m in members])
     aw = max([20] + [len(assignment_text(assigned(m))) for m in members])
+    tw = max([20] + [len(assignment_text(_target(m))) for m in members])
     widths = [gw, cw] + ([iw] if with_instance else []) + [hw, lw, 15]
     header = ["GROUP", "CONSUMER-ID"] + (["GROUP-INSTANCE-ID"] if with_instance else []) + ["HOST", "CLIENT-ID", "#PARTITIONS"]
-    extra_widths = [15, aw, 15, 20]
+    extra_widths = [15, aw, 15, tw] + ([0] if with_upgraded else [])
 
     def row(values: list[Any], extra: list[Any]) -> str:
         text = _line(widths, values) + " "
         if verbose:
-            text += _line([*extra_widths[:-1], 0], extra[:-1] + [f"{_v(extra[-1]):<20}"])
+            text += _line(extra_widths, extra) if with_upgraded else _line([*extra_widths[:-1], 0], extra[:-1] + [f"{_v(extra[-1]):<{tw}}"])
         return text
 
-    lines = [row(header, ["CURRENT-EPOCH", "CURRENT-ASSIGNMENT", "TARGET-EPOCH", "TARGET-ASSIGNMENT"])]
+    lines = [row(header, ["CURRENT-EPOCH", "CURRENT-ASSIGNMENT", "TARGET-EPOCH", "TARGET-ASSIGNMENT", "UPGRADED"][:len(extra_widths)])]
     for m in members:
         parts = assigned(m)
         values = [group, m.get("member_id")] + ([m.get("group_instance_id") or ""] if with_instance else []) + [m.get("client_host"), m.get("client_id"), len(parts)]
-        lines.append(row(values, [None, assignment_text(parts), None, None]))
+        consumer = "member_epoch" in m
+        extra = [m.get("member_epoch"), assignment_text(parts), target_epoch if consumer else None,
+                 assignment_text(_target(m)) if consumer else None]
+        if with_upgraded:
+            extra.append("false" if m.get("member_type") == 0 else "true")
+        lines.append(row(values, extra))
     return "\n" + "\n".join(lines) + "\n"
+
+
+def _target(member: dict[str, Any]) -> list[tuple[str, int]]:
+    target = member.get("target_assignment") or {}
+    return [(e["topic"], p) for e in target.get("assigned_partitions") or [] for p in e["partitions"]]
 
 
 def format_state(group: str, desc: dict[str, Any], coordinator: str, verbose: bool) -> str:
@@ -103,7 +120,7 @@ def format_state(group: str, desc: dict[str, Any], coordinator: str, verbose: bo
     if verbose:
         widths = [gw, cw, 20, 20, 15, 25, 0]
         header = ["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "GROUP-EPOCH", "TARGET-ASSIGNMENT-EPOCH", "#MEMBERS"]
-        row = [group, coordinator, strategy, desc.get("group_state"), None, None, members]
+        row = [group, coordinator, strategy, desc.get("group_state"), desc.get("group_epoch"), desc.get("assignment_epoch"), members]
     else:
         widths = [gw, cw, 20, 20, 0]
         header = ["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"]

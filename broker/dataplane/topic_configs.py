@@ -103,6 +103,8 @@ TOPIC_CONFIGS: dict[str, TopicConfigSpec] = {
     "local.retention.ms": TopicConfigSpec("-2", LONG, _number(LONG, -2)),
     "max.compaction.lag.ms": TopicConfigSpec(LONG_MAX, LONG, _number(LONG, 1)),
     "max.message.bytes": TopicConfigSpec("1048588", INT, _number(INT, 0)),
+    # Kafka 3.9's (gone in 4.0, with the Fetch versions it governs): whether Fetch v0-3 get converted records
+    "message.downconversion.enable": TopicConfigSpec("true", BOOLEAN, _boolean),
     "message.timestamp.after.max.ms": TopicConfigSpec("3600000", LONG, _number(LONG, 0)),
     "message.timestamp.before.max.ms": TopicConfigSpec(LONG_MAX, LONG, _number(LONG, 0)),
     "message.timestamp.type": TopicConfigSpec("CreateTime", STRING, _one_of("CreateTime", "LogAppendTime")),
@@ -134,6 +136,7 @@ BROKER_SYNONYMS: dict[str, str] = {
     "segment.ms": "log.roll.ms",
     "max.message.bytes": "message.max.bytes",
     "delete.retention.ms": "log.cleaner.delete.retention.ms",
+    "message.downconversion.enable": "log.message.downconversion.enable",
 }
 
 
@@ -143,7 +146,8 @@ def effective_topic_config(broker_config, topic_configs: dict[str, str], key: st
         return topic_configs[key], True
     synonym = BROKER_SYNONYMS.get(key)
     if synonym is not None:
-        return str(broker_config[synonym]), False
+        value = broker_config[synonym]
+        return (str(value).lower() if isinstance(value, bool) else str(value)), False
     return DYNAMIC_BROKER_DEFAULTS.get(key, TOPIC_CONFIGS[key].default), False
 
 

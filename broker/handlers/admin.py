@@ -21,6 +21,7 @@ from broker.dataplane.topic_configs import (
     validate_topic_configs,
 )
 from broker.dispatch import RequestContext
+from broker.handlers.group_configs import GROUP, alter_group, describe_group, duplicated_groups
 from broker.handlers.topics import THROTTLED, mutations, throttle_time
 from clock import wall_ms
 from protocol import codec
@@ -122,6 +123,9 @@ def describe_configs(broker: Broker, ctx: RequestContext, req: DescribeConfigsRe
                         entry_cls, name=key, value=text, read_only=True, config_source=SOURCE_STATIC_BROKER, is_default=False,
                         is_sensitive=False, synonyms=(), config_type=TYPE_STRING, documentation=spec.doc if ctx.version >= 3 and req.include_documentation else None,
                     ))
+        elif res.resource_type == GROUP:
+            documentation = ctx.version >= 3 and req.include_documentation
+            error, message, entries = describe_group(broker, res.resource_name, wanted, synonym_cls, entry_cls, documentation)
         else:
             error, message = ErrorCode.invalid_request, f"Unsupported resource type {res.resource_type}"
         results.append(codec.make(
@@ -135,12 +139,19 @@ def describe_configs(broker: Broker, ctx: RequestContext, req: DescribeConfigsRe
 ConfigsUpdate = Callable[[Any, dict[str, str]], dict[str, str | None]]
 
 
-def _alter_configs(broker: Broker, ctx: RequestContext, req: Any, update: ConfigsUpdate) -> Any:
+def _alter_configs(broker: Broker, ctx: RequestContext, req: Any, update: ConfigsUpdate, incremental: bool) -> Any:
     """AlterConfigs and IncrementalAlterConfigs: the same checks, validation and storage per resource."""
     resp_cls = ctx.nested("AlterConfigsResourceResponse")
     out = []
+    twice = duplicated_groups(req.resources)
     for res in req.resources:
-        error, message = _alter_resource(broker, res, req.validate_only, update)
+        if res.resource_type == GROUP:
+            error, message = (
+                (ErrorCode.invalid_request, "Each resource must appear at most once.") if res.resource_name in twice
+                else alter_group(broker, res, req.validate_only, incremental)
+            )
+        else:
+            error, message = _alter_resource(broker, res, req.validate_only, update)
         out.append(codec.make(resp_cls, error_code=error, error_message=message, resource_type=res.resource_type, resource_name=res.resource_name))
     return ctx.respond(throttle_time=0, responses=tuple(out))
 
@@ -170,7 +181,7 @@ def _replace(res: Any, current: dict[str, str]) -> dict[str, str | None]:
 def alter_configs(broker: Broker, ctx: RequestContext, req: AlterConfigsRequest) -> Any:
     """The legacy AlterConfigs: the given set replaces the topic's overrides, as Kafka overwrites every
     existing one; keys left out go back to their defaults."""
-    return _alter_configs(broker, ctx, req, _replace)
+    return _alter_configs(broker, ctx, req, _replace, incremental=False)
 
 
 def incremental_alter_configs(broker: Broker, ctx: RequestContext, req: IncrementalAlterConfigsRequest) -> Any:
@@ -191,4 +202,4 @@ def incremental_alter_configs(broker: Broker, ctx: RequestContext, req: Incremen
                 raise InvalidConfig(f"Operation {c.config_operation} is not valid for {c.name}")
         return configs
 
-    return _alter_configs(broker, ctx, req, apply_ops)
+    return _alter_configs(broker, ctx, req, apply_ops, incremental=True)

@@ -92,6 +92,16 @@ def _produce_partition(broker: Broker, topic: str, index: int, records: bytes | 
     return ErrorCode.none, base, lg.log_start_offset, lg
 
 
+ZSTD, ZSTD_PRODUCE_VERSION = 4, 7
+
+
+def _first_batch_codec(records: bytes) -> int:
+    """The compression codec of the first record batch v2 in ``records`` (-1: not a v2 batch)."""
+    if len(records) < 23 or records[16] != 2:
+        return -1
+    return records[22] & 0x07
+
+
 async def produce(broker: Broker, ctx: RequestContext, req: ProduceRequest) -> Any:
     by_id = ctx.version >= 13  # KIP-516: topics named by id, and answered by id
     results: list[tuple[Any, int, ErrorCode, int, int, Any]] = []  # (topic name or id, partition, error, base, start, log)
@@ -107,8 +117,12 @@ async def produce(broker: Broker, ctx: RequestContext, req: ProduceRequest) -> A
                 results.append((key, pd.index, ErrorCode.invalid_required_acks, -1, -1, None))
                 continue
             records = pd.records
+            if 3 <= ctx.version < ZSTD_PRODUCE_VERSION and records and _first_batch_codec(records) == ZSTD:
+                # Kafka's ProduceRequest.validateRecords: zstd batches need Produce v7 (KIP-110)
+                results.append((key, pd.index, ErrorCode.unsupported_compression_type, -1, -1, None))
+                continue
             if ctx.version < 3:  # message sets (magic 0/1) become a v2 batch, as Kafka 3.9's LogValidator
-                records, error = old_versions.produced_records(broker, records)
+                records, error = old_versions.produced_records(broker, name, records)
                 if error != ErrorCode.none:
                     results.append((key, pd.index, error, -1, -1, None))
                     continue
@@ -239,15 +253,20 @@ def _fetch_once(broker: Broker, ctx: RequestContext, req: Any, wanted: list, bud
                 epoch = p.last_fetched_epoch if last_epochs else UNDEFINED_EPOCH
                 if epoch > UNDEFINED_EPOCH and not (epoch == LEADER_EPOCH and start <= p.fetch_offset <= hw):
                     error, diverging = fetch_divergence(p.last_fetched_epoch, p.fetch_offset, start, lg.log_end_offset)
+                # Fetch below v10: a zstd topic is refused, and v0-3 where down-conversion is off (3.9)
+                refusal = old_versions.fetch_refusal(broker, name, ctx.version) if ctx.version < 10 else ErrorCode.none
                 try:
                     limit = min(p.partition_max_bytes, budget - total)
                     if error == ErrorCode.none and diverging is None and (limit > 0 or total == 0):
                         # READ_COMMITTED: nothing at or past the first offset of an open transaction
                         data = lg.read(p.fetch_offset, max(limit, 1), lso if read_committed else None)
-                        if magic is not None:  # Fetch v0-3: magic 0/1 message sets, as Kafka 3.9 down-converts
-                            data, error = old_versions.down_converted(broker, data, magic, p.fetch_offset)
+                        if magic is not None and refusal == ErrorCode.none:
+                            # Fetch v0-3: magic 0/1 message sets, as Kafka 3.9 down-converts
+                            data, refusal = old_versions.down_converted(broker, data, magic, p.fetch_offset)
                 except OffsetOutOfRange:
                     error = ErrorCode.offset_out_of_range
+                if refusal != ErrorCode.none:  # Kafka's FetchResponse.partitionResponse(tp, error)
+                    error, hw, lso, start, data, diverging = refusal, -1, -1, -1, b"", None
                 if read_committed and error == ErrorCode.none:
                     # the aborted transactions the data may hold, for the client to drop their records
                     found = txns.aborted_between(p.fetch_offset, lso) if txns is not None and data else ()

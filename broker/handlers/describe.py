@@ -114,9 +114,9 @@ def list_config_resources(broker: Broker, ctx: RequestContext, req: ListConfigRe
     """The resources of the asked types (none asked: every supported type), as KafkaApis lists them.
 
     Kafka's order is fixed: groups, client metrics, the brokers as broker loggers, the brokers, the topics.
-    It lists the groups that have dynamic configs and the client-metrics subscriptions, and groupd keeps
-    neither (IncrementalAlterConfigs takes topics only), so those two are always empty. A type the version
-    does not support answers UNSUPPORTED_VERSION with no resources.
+    It lists the groups that have configs (GroupConfigManager's, in name order here) and the client-metrics
+    subscriptions, which groupd does not keep (always none). A type the version does not support answers
+    UNSUPPORTED_VERSION with no resources.
     """
     supported = _SUPPORTED_TYPES[ctx.version]
     wanted = (frozenset(req.resource_types) if ctx.version >= 1 else frozenset()) or supported
@@ -124,7 +124,8 @@ def list_config_resources(broker: Broker, ctx: RequestContext, req: ListConfigRe
         return ctx.respond(throttle_time=0, error_code=ErrorCode.unsupported_version, config_resources=())
     entry = ctx.nested("ConfigResource")
     node = str(broker.node_id)
-    found = [(kind, node) for kind in (BROKER_LOGGER, BROKER) if kind in wanted]
+    found = [(GROUP, group_id) for group_id in broker.group_configs.group_ids()] if GROUP in wanted else []
+    found += [(kind, node) for kind in (BROKER_LOGGER, BROKER) if kind in wanted]
     if TOPIC in wanted:
         # Kafka walks its metadata image's map (no defined order); groupd sorts
         found += [(TOPIC, name) for name in sorted(t.name for t in broker.listed_topics())]

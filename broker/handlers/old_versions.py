@@ -18,12 +18,13 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
+from broker.dataplane.topic_configs import effective_topic_config
 from broker.dispatch import RequestContext
 from clock import wall_ms
 from protocol.errors import ErrorCode
-from storage import message_sets
+from storage import codecs, message_sets
 from storage.batch import parse_header
-from storage.errors import CorruptBatch, UnsupportedCompression
+from storage.errors import CorruptBatch, InvalidRecord, UnsupportedCompression
 
 if TYPE_CHECKING:
     from broker.app import Broker
@@ -105,15 +106,25 @@ def offset_fetch_v0(ctx: RequestContext, req: Any) -> Any:
     return ctx.respond(topics=ctx.by_topic("OffsetFetchResponseTopic", "OffsetFetchResponsePartition", rows))
 
 
-def produced_records(broker: Broker, records: bytes | None) -> tuple[bytes | None, ErrorCode]:
+def topic_setting(broker: Broker, topic: str, key: str) -> str | None:
+    """A topic config's value in force (the topic's, else the broker's default), None for no topic."""
+    found = broker.listed_topic(topic)
+    return None if found is None else effective_topic_config(broker.config, found.configs, key)[0]
+
+
+def produced_records(broker: Broker, topic: str, records: bytes | None) -> tuple[bytes | None, ErrorCode]:
     """Produce v0-2's records: a message set (magic 0/1) becomes one v2 batch (LogValidator's
-    conversion), counted in the conversion metric; v2 batches pass as they are, as Kafka 3.9 let them."""
+    conversion), compressed as the topic's compression.type says (``producer``: the set's own codec),
+    counted in the conversion metric; v2 batches pass as they are, as Kafka 3.9 let them."""
     if not records or not message_sets.is_message_set(records):
         return records, ErrorCode.none
+    target = codecs.BY_NAME.get(topic_setting(broker, topic, "compression.type") or "producer")
     try:
-        batch = message_sets.to_record_batch(records)
+        batch = message_sets.to_record_batch(records, target)
     except UnsupportedCompression:
         return None, ErrorCode.unsupported_compression_type
+    except InvalidRecord:
+        return None, ErrorCode.invalid_record
     except CorruptBatch:
         return None, ErrorCode.corrupt_message
     if broker.metrics is not None:
@@ -127,15 +138,32 @@ def fetch_magic(version: int) -> int | None:
     return None if version >= 4 else 0 if version <= 1 else 1
 
 
-def down_converted(broker: Broker, data: bytes, magic: int, fetch_offset: int) -> tuple[bytes | None, ErrorCode]:
-    """Stored batches for a Fetch v0-3 reader, counted in the down-conversion metric; None and
-    UNSUPPORTED_COMPRESSION_TYPE where a batch's codec cannot be read here."""
+ZSTD_FETCH_VERSION = 10  # Fetch v10 (KIP-110) is the first a zstd topic is served to
+
+
+def fetch_refusal(broker: Broker, topic: str, version: int) -> ErrorCode:
+    """Kafka 3.9's KafkaApis.maybeConvertFetchedData, before any conversion: a topic whose
+    compression.type is zstd answers a Fetch below v10 UNSUPPORTED_COMPRESSION_TYPE (whatever its
+    batches hold), and a v0-3 fetch of a topic with message.downconversion.enable=false (or the broker's
+    log.message.downconversion.enable) UNSUPPORTED_VERSION."""
+    if version >= ZSTD_FETCH_VERSION:
+        return ErrorCode.none
+    if topic_setting(broker, topic, "compression.type") == "zstd":
+        return ErrorCode.unsupported_compression_type
+    if fetch_magic(version) is not None and topic_setting(broker, topic, "message.downconversion.enable") == "false":
+        return ErrorCode.unsupported_version
+    return ErrorCode.none
+
+
+def down_converted(broker: Broker, data: bytes, magic: int, fetch_offset: int) -> tuple[bytes, ErrorCode]:
+    """Stored batches for a Fetch v0-3 reader, counted in the down-conversion metric;
+    UNSUPPORTED_COMPRESSION_TYPE where the first batch to convert is zstd (storage/message_sets.py)."""
     if not data:
         return data, ErrorCode.none
     try:
         converted, count = message_sets.down_convert(data, magic, fetch_offset)
     except UnsupportedCompression:
-        return None, ErrorCode.unsupported_compression_type
+        return b"", ErrorCode.unsupported_compression_type
     if broker.metrics is not None:
         broker.metrics.down_converted(count)
     return converted, ErrorCode.none

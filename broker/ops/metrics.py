@@ -20,6 +20,8 @@ coordinator shell (``coordinator/``)
     ``join_phase(duration_s)``, ``sync_phase(duration_s)``: PreparingRebalance and CompletingRebalance
         durations. ``heartbeat()``. ``commit(n, duration_s=None)``: one commit of ``n`` offsets, made
         durable in ``duration_s``. ``offsets_expired(n)``. ``group_removed(group)``: frees its series.
+    ``consumer_group_rebalance()``: a consumer-protocol group's epoch was bumped by a heartbeat (or a
+        regex resolution), not by a member's removal: Kafka's consumer-group-rebalance sensor.
     ``offsets_durable(group, rows, now_ms, log_end)``: (topic, partition, offset) rows of a commit made
         durable, for the live consumer status (``broker/ops/consumer_status.py``, Burrow's rules).
 data plane (``broker/handlers/data.py``)
@@ -40,7 +42,7 @@ transaction coordinator (``coordinator/transactions/service.py``)
 Scrape-time sources (duck-typed; absent ones are skipped):
     ``broker.coordinator.metrics_snapshot()`` -> iterable of objects (or tuples) with ``group_id``,
         ``state`` (Kafka state name), ``members`` (int), ``offsets`` (mapping (topic, partition) ->
-        committed offset).
+        committed offset), and optionally ``protocol`` (``classic``, the default, or ``consumer``).
     ``broker.coordinator.is_loaded()`` (or ``loaded()``/``loaded``): every owned offsets partition loaded.
     ``broker.transactions.all()`` -> transactions with a ``state_name``: open ones counted by state.
     ``broker.partition_metrics()`` -> iterable of (topic, partition, log_start_offset, high_watermark,
@@ -65,6 +67,8 @@ from clock import wall_ms
 
 OVERFLOW = "__overflow__"
 GROUP_STATES = ("Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead")
+CONSUMER_GROUP_STATES = ("Empty", "Assigning", "Reconciling", "Stable", "Dead")  # Kafka's ConsumerGroupState
+GROUP_PROTOCOLS = ("classic", "consumer")  # Kafka's group-count protocol tag values
 REBALANCE_CAUSES = ("join", "leave", "session_expiry", "metadata_change")
 TXN_RESULTS = ("commit", "abort", "timeout", "fenced")
 
@@ -175,6 +179,7 @@ class Metrics:
         self._offsets_committed = 0
         self._commit_seconds = Histogram(LATENCY_BUCKETS)
         self._offsets_expired = 0
+        self._consumer_rebalances = 0
         self._down_converted = 0  # records converted to magic 0/1 for Fetch v0-3
         self._up_converted = 0  # records converted from magic 0/1 by Produce v0-2
         self._store_append = Histogram(LATENCY_BUCKETS)
@@ -298,6 +303,9 @@ class Metrics:
     def offsets_expired(self, n: int) -> None:
         self._offsets_expired += n
 
+    def consumer_group_rebalance(self) -> None:
+        self._consumer_rebalances += 1
+
     def group_removed(self, group: str) -> None:
         """A deleted group gives its series slot back (its per-group counters go with it)."""
         self._in_rebalance.pop(group, None)
@@ -381,6 +389,13 @@ def coordinator_loaded(coordinator: Any) -> bool:
 
 def _field(item: Any, name: str, index: int) -> Any:
     return item[index] if isinstance(item, tuple) else getattr(item, name)
+
+
+def _protocol(item: Any) -> str:
+    """A snapshot row's group protocol: classic unless it says consumer (older rows have no such field)."""
+    if isinstance(item, tuple):
+        return item[4] if len(item) > 4 else "classic"
+    return getattr(item, "protocol", "classic")
 
 
 class _Collector:
@@ -498,6 +513,9 @@ class _Collector:
         yield CounterMetricFamily("groupd_offsets_committed", "Partition offsets committed", value=m._offsets_committed)
         yield _hist("groupd_offset_commit_duration_seconds", "Commit request to durable offsets", m._commit_seconds)
         yield CounterMetricFamily("groupd_offsets_expired", "Committed offsets removed by retention", value=m._offsets_expired)
+        yield CounterMetricFamily("groupd_consumer_group_rebalances",
+                                  "Consumer-protocol group epochs bumped by heartbeats (Kafka consumer-group-rebalance-count; rate() for -rate)",
+                                  value=m._consumer_rebalances)
         yield CounterMetricFamily("groupd_fetch_message_conversions", "Records down-converted to magic 0/1 for Fetch v0-3 readers", value=m._down_converted)
         yield CounterMetricFamily("groupd_produce_message_conversions", "Records of Produce v0-2 message sets converted to record batches v2", value=m._up_converted)
 
@@ -577,6 +595,8 @@ def _partitions(broker: Any) -> _Partitions:
 
 def _group_families(m: Metrics, groups: Iterable[Any], hwms: dict[tuple[str, int], int]) -> Iterator[Metric]:
     by_state = dict.fromkeys(GROUP_STATES, 0)
+    consumer_by_state = dict.fromkeys(CONSUMER_GROUP_STATES, 0)
+    by_protocol = dict.fromkeys(GROUP_PROTOCOLS, 0)
     members_total = 0
     offsets_total = 0
     overflow_groups = 0
@@ -605,7 +625,12 @@ def _group_families(m: Metrics, groups: Iterable[Any], hwms: dict[tuple[str, int
         state = _field(g, "state", 1)
         n_members = _field(g, "members", 2)
         offsets = _field(g, "offsets", 3)
-        by_state[state] = by_state.get(state, 0) + 1
+        protocol = _protocol(g)
+        by_protocol[protocol] = by_protocol.get(protocol, 0) + 1
+        if protocol == "consumer":
+            consumer_by_state[state] = consumer_by_state.get(state, 0) + 1
+        else:
+            by_state[state] = by_state.get(state, 0) + 1
         members_total += n_members
         offsets_total += len(offsets)
         label = m.group_label(group_id)
@@ -638,12 +663,11 @@ def _group_families(m: Metrics, groups: Iterable[Any], hwms: dict[tuple[str, int
         lag_sum.add_metric([OVERFLOW], overflow_lag)
         offset_sum.add_metric([OVERFLOW], overflow_offsets)
         lag.add_metric([OVERFLOW, OVERFLOW, "-1"], overflow_lag)
-    states = GaugeMetricFamily(
-        "groupd_groups", "Groups by state (Kafka NumGroupsStable, NumGroupsPreparingRebalance, ...)", labels=["state"]
-    )
-    for state, n in by_state.items():
-        states.add_metric([state], n)
-    yield states
+    yield _labelled(GaugeMetricFamily, "groupd_groups", "Classic groups by state (Kafka NumGroupsStable, NumGroupsPreparingRebalance, ...)",
+                    ["state"], by_state.items())
+    yield _labelled(GaugeMetricFamily, "groupd_group_count", "Groups by rebalance protocol (Kafka group-count)", ["protocol"], by_protocol.items())
+    yield _labelled(GaugeMetricFamily, "groupd_consumer_group_count", "Consumer-protocol groups by state (Kafka consumer-group-count)",
+                    ["state"], consumer_by_state.items())
     yield GaugeMetricFamily("groupd_members", "Members over all groups", value=members_total)
     yield GaugeMetricFamily("groupd_offsets", "Committed offsets held (Kafka NumOffsets)", value=offsets_total)
     yield GaugeMetricFamily(

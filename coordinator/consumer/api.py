@@ -67,3 +67,13 @@ def session_timer(group_id: str, member_id: str) -> tuple[str, str, str]:
 
 def rebalance_timer(group_id: str, member_id: str) -> tuple[str, str, str]:
     return ("consumer-rebalance", group_id, member_id)
+
+
+def join_timer(group_id: str, member_id: str) -> tuple[str, str, str]:
+    """A classic member answered REBALANCE_IN_PROGRESS must send JoinGroup within its rebalance timeout."""
+    return ("consumer-join", group_id, member_id)
+
+
+def sync_timer(group_id: str, member_id: str) -> tuple[str, str, str]:
+    """A classic member that joined must send SyncGroup within its JoinGroup's rebalance timeout."""
+    return ("consumer-sync", group_id, member_id)

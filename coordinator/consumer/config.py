@@ -21,6 +21,16 @@ class ConsumerConfig:
     assignment_interval_ms: int = 1_000
     regex_refresh_interval_ms: int = 600_000
     enabled: bool = True  # "consumer" is in group.coordinator.rebalance.protocols
+    # group.consumer.migration.policy: bidirectional, upgrade, downgrade or disabled (KIP-848 online migration)
+    migration_policy: str = "bidirectional"
+
+    def upgrade_enabled(self) -> bool:
+        """A non-empty classic group may become a consumer group (ConsumerGroupMigrationPolicy.isUpgradeEnabled)."""
+        return self.migration_policy in ("bidirectional", "upgrade")
+
+    def downgrade_enabled(self) -> bool:
+        """A consumer group left with only classic members may become a classic group."""
+        return self.migration_policy in ("bidirectional", "downgrade")
 
     @classmethod
     def from_broker_config(cls, config: Any) -> ConsumerConfig:
@@ -33,4 +43,5 @@ class ConsumerConfig:
             assignors=assignors,
             assignment_interval_ms=get("group.consumer.assignment.interval.ms"),
             enabled="consumer" in get("group.coordinator.rebalance.protocols"),
+            migration_policy=get("group.consumer.migration.policy"),
         )

@@ -68,6 +68,7 @@ class Member:
     assigned: Partitions = field(default_factory=dict)
     pending_revocation: Partitions = field(default_factory=dict)
     rebalance_timer_epoch: int | None = None  # transient: the epoch at which the rebalance timer was armed
+    join_timer_set: bool = False  # transient: a classic member's join timer runs (it was told to rejoin)
 
     def metadata_value(self) -> rec.MemberMetadata:
         return rec.MemberMetadata(

@@ -36,8 +36,10 @@ from coordinator.consumer.api import (
     ConsumerGroupHeartbeatResponse,
     Outcome,
     TopicPartitionList,
+    join_timer,
     rebalance_timer,
     session_timer,
+    sync_timer,
 )
 from coordinator.consumer.assignors import AssignorError, MemberSpec, assign
 from coordinator.consumer.config import ConsumerConfig
@@ -239,6 +241,8 @@ def _reconcile(
     ):
         out.add(rec.MemberKey(rec.CURRENT_MEMBER_ASSIGNMENT, group.group_id, member.member_id), result.assignment_value())
     updated = group.members[member.member_id]
+    if updated.classic is not None:
+        return updated  # members using the classic protocol have join and sync timers instead (GMM maybeReconcile)
     key = rebalance_timer(group.group_id, member.member_id)
     if updated.state == UNREVOKED_PARTITIONS:
         if was_state != UNREVOKED_PARTITIONS or was_epoch != updated.epoch:
@@ -258,8 +262,14 @@ def _as_list(parts: Partitions) -> TopicPartitionList:
 
 
 def fence(group: ConsumerGroup, member_id: str, topics: Topics, out: _Out) -> None:
-    """Remove a member: its current assignment, target and metadata tombstones (in the order replay
-    needs), tombstones of regexes nobody uses any more, then a group-epoch bump."""
+    """Remove a member (``remove_member``), then bump the group epoch."""
+    remove_member(group, member_id, out)
+    _bump(group, topics, out)
+
+
+def remove_member(group: ConsumerGroup, member_id: str, out: _Out) -> None:
+    """A member's current assignment, target and metadata tombstones (in the order replay needs),
+    tombstones of regexes nobody uses any more, and its timers cancelled."""
     g = group.group_id
     member = group.members[member_id]
     out.add(rec.MemberKey(rec.CURRENT_MEMBER_ASSIGNMENT, g, member_id), None)
@@ -268,9 +278,11 @@ def fence(group: ConsumerGroup, member_id: str, topics: Topics, out: _Out) -> No
     regex = member.subscribed_topic_regex
     if regex and regex in group.regexes and group.regex_users(regex) == 0:
         out.add(rec.RegexKey(g, regex), None)
-    _bump(group, topics, out)
     out.timer(session_timer(g, member_id), None)
     out.timer(rebalance_timer(g, member_id), None)
+    if member.classic is not None:
+        out.timer(join_timer(g, member_id), None)
+        out.timer(sync_timer(g, member_id), None)
 
 
 def on_session_timeout(groups: ConsumerGroups, topics: Topics, group_id: str, member_id: str, now: int) -> Outcome:
@@ -337,27 +349,38 @@ def _static_member(group: ConsumerGroup, request: ConsumerGroupHeartbeat, out: _
         if old_id is None:
             return None
         old = group.members[old_id]
-        if old.epoch != STATIC_LEAVE_EPOCH:
+        if old.classic is None and old.epoch != STATIC_LEAVE_EPOCH:
+            # a classic static member is replaced at once: only two consumer-protocol members need the leave
             raise _Fail(E.UNRELEASED_INSTANCE_ID, f"Static member {old_id} with instance id "
                         f"{request.instance_id} is not released yet; it must leave with epoch -2 first.")
-        g = group.group_id
-        new = replace(old, member_id=request.member_id, epoch=0, previous_epoch=0, rebalance_timer_epoch=None)
-        target = group.targets.get(old_id, {})
-        out.add(rec.MemberKey(rec.CURRENT_MEMBER_ASSIGNMENT, g, old_id), None)
-        out.add(rec.MemberKey(rec.TARGET_ASSIGNMENT_MEMBER, g, old_id), None)
-        out.add(rec.MemberKey(rec.MEMBER_METADATA, g, old_id), None)
-        out.add(rec.MemberKey(rec.MEMBER_METADATA, g, new.member_id), new.metadata_value())
-        out.add(rec.MemberKey(rec.TARGET_ASSIGNMENT_MEMBER, g, new.member_id), target_value(target))
-        out.add(rec.MemberKey(rec.CURRENT_MEMBER_ASSIGNMENT, g, new.member_id), new.assignment_value())
-        out.timer(session_timer(g, old_id), None)
-        out.timer(rebalance_timer(g, old_id), None)
-        return group.members[new.member_id]
+        return replace_static_member(group, old_id, request.member_id, out)
     if old_id is None:
         raise _Fail(E.UNKNOWN_MEMBER_ID, f"Instance id {request.instance_id} is unknown.")
     if old_id != request.member_id:
         raise _Fail(E.FENCED_INSTANCE_ID, f"Static member {request.member_id} with instance id "
                     f"{request.instance_id} was fenced by member {old_id}.")
     return group.members[old_id]
+
+
+def replace_static_member(group: ConsumerGroup, old_id: str, new_id: str, out: _Out) -> Member:
+    """A static member's new incarnation: a copy of the old member (its assignment too) under ``new_id``
+    at epoch 0; the old member's records tombstoned, its timers cancelled (Kafka's replaceMember)."""
+    g = group.group_id
+    old = group.members[old_id]
+    new = replace(old, member_id=new_id, epoch=0, previous_epoch=0, rebalance_timer_epoch=None, join_timer_set=False)
+    target = group.targets.get(old_id, {})
+    out.add(rec.MemberKey(rec.CURRENT_MEMBER_ASSIGNMENT, g, old_id), None)
+    out.add(rec.MemberKey(rec.TARGET_ASSIGNMENT_MEMBER, g, old_id), None)
+    out.add(rec.MemberKey(rec.MEMBER_METADATA, g, old_id), None)
+    out.add(rec.MemberKey(rec.MEMBER_METADATA, g, new.member_id), new.metadata_value())
+    out.add(rec.MemberKey(rec.TARGET_ASSIGNMENT_MEMBER, g, new.member_id), target_value(target))
+    out.add(rec.MemberKey(rec.CURRENT_MEMBER_ASSIGNMENT, g, new.member_id), new.assignment_value())
+    out.timer(session_timer(g, old_id), None)
+    out.timer(rebalance_timer(g, old_id), None)
+    if old.classic is not None:
+        out.timer(join_timer(g, old_id), None)
+        out.timer(sync_timer(g, old_id), None)
+    return group.members[new.member_id]
 
 
 def _check_epoch(member: Member, request: ConsumerGroupHeartbeat) -> None:

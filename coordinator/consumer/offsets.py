@@ -14,7 +14,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from coordinator import errors as E
-from coordinator.consumer.group import ConsumerGroup
+from coordinator.consumer.group import ConsumerGroup, Member
 
 
 def commit_error(
@@ -36,18 +36,25 @@ def commit_error(
         return E.UNSUPPORTED_VERSION  # a consumer-protocol member must commit with v9+
     if epoch == member.epoch:
         return E.NONE
+    stale = _stale(member)
     if epoch > member.epoch:
-        return E.STALE_MEMBER_EPOCH
+        return stale
     for topic, partition in partitions:
         info = topics.get(topic)
         if info is None:
-            return E.STALE_MEMBER_EPOCH
+            return stale
         assigned = member.assigned.get(info.topic_id, {}).get(partition)
         if assigned is None:
             assigned = member.pending_revocation.get(info.topic_id, {}).get(partition)
         if assigned is None or assigned > epoch:
-            return E.STALE_MEMBER_EPOCH
+            return stale
     return E.NONE
+
+
+def _stale(member: Member) -> int:
+    """A wrong epoch: STALE_MEMBER_EPOCH, or ILLEGAL_GENERATION for a member using the classic protocol
+    (its epoch is its generation; ConsumerGroup.throwIfMemberEpochIsInvalid)."""
+    return E.ILLEGAL_GENERATION if member.classic is not None else E.STALE_MEMBER_EPOCH
 
 
 def fetch_error(group: ConsumerGroup, member_id: str | None, epoch: int) -> int:
@@ -57,5 +64,5 @@ def fetch_error(group: ConsumerGroup, member_id: str | None, epoch: int) -> int:
     if member is None:
         return E.UNKNOWN_MEMBER_ID
     if epoch != member.epoch:
-        return E.STALE_MEMBER_EPOCH
+        return _stale(member)
     return E.NONE

@@ -29,6 +29,13 @@ from coordinator.api import (
 from coordinator.classic.rules import validate_member
 from coordinator.consumer import offsets as consumer_offsets
 from coordinator.group import COMPLETING, CONSUMER, DEAD, EMPTY, PREPARING, STABLE, Group
+from coordinator.offsets.consumer_expiry import (
+    DroppedConsumerGroup,
+    drop_consumer_group,
+    is_empty,
+    restore_consumer_groups,
+    subscribed_topics,
+)
 from coordinator.records import GroupMetadataKey, OffsetCommitKey, OffsetCommitValue
 
 if TYPE_CHECKING:
@@ -279,25 +286,32 @@ def delete_failed(state: ShardState, ref: tuple[Any, ...], error: int) -> Result
 
 
 def expire_offsets(state: ShardState, now: int, cfg: GroupConfig) -> Result:
-    """The periodic retention check (KIP-211): expired offsets and groups left Empty without offsets become
-    tombstones."""
+    """The periodic retention check (KIP-211; Kafka 4.x's GroupCoordinatorShard.cleanupGroupMetadata):
+    expired offsets and groups left Empty without offsets become tombstones. A consumer-protocol group's
+    offsets (held by a member-less group of the same id) follow its own rules, coordinator/offsets/
+    consumer_expiry.py: commit time as the base in every state, its subscribed topics kept, and once it
+    is Empty with no offsets left the group goes with its own tombstones."""
     retention = cfg.offsets_retention_ms
     records: list[tuple[Any, None]] = []
     timers: list[TimerOp] = []
     dropped: list[Group] = []
+    gone: list[DroppedConsumerGroup] = []
     open_txns = state.open_txns
+    consumer_groups = state.consumer_groups
     for g in list(state.groups.values()):
         if g.pending_commits:
             continue  # never expire under a commit still being written
         gid = g.group_id
+        cg = consumer_groups.get(gid) if consumer_groups and not g.members else None
+        subscribed = subscribed_topics(cg) if cg is not None else None
         all_expired = True
         if g.offsets:
-            base = _expiry_base(g)
+            base = _expiry_base(g) if cg is None else None
             if base is False:
                 all_expired = False
             else:
                 for topic, ps in g.offsets.items():
-                    if g.is_subscribed(topic):
+                    if g.is_subscribed(topic) if subscribed is None else topic in subscribed:
                         all_expired = False
                         continue
                     for p, v in ps.items():
@@ -315,14 +329,21 @@ def expire_offsets(state: ShardState, now: int, cfg: GroupConfig) -> Result:
                             all_expired = False
             if open_txns and gid in open_txns:
                 all_expired = False  # Kafka 4.x keeps a group with committed offsets during a transaction
-        if all_expired and g.state == EMPTY:
+        if not all_expired:
+            continue
+        if cg is not None:
+            if is_empty(cg):
+                gone.append(drop_consumer_group(state, cg, records))
+        elif g.state == EMPTY:
             records.append((GroupMetadataKey(gid), None))
             timers.extend(_cancel_pending(g))
             _drop_group(state, g)
             dropped.append(g)
+    for cg in [cg for gid, cg in consumer_groups.items() if gid not in state.groups and is_empty(cg)]:
+        gone.append(drop_consumer_group(state, cg, records))  # no offsets at all: Kafka deletes it if Empty
     if not records:
         return Result(timers=tuple(timers), replay=False)
-    return Result(tuple(records), (), tuple(timers), ("expire", tuple(dropped)), True)
+    return Result(tuple(records), (), tuple(timers), ("expire", tuple(dropped), tuple(gone)), True)
 
 
 def expire_failed(state: ShardState, ref: tuple[Any, ...]) -> Result:
@@ -333,6 +354,7 @@ def expire_failed(state: ShardState, ref: tuple[Any, ...]) -> Result:
         if g.group_id not in state.groups:
             g.state = EMPTY
             state.groups[g.group_id] = g
+    restore_consumer_groups(state, ref[2])
     return Result(replay=False)
 
 

@@ -15,7 +15,11 @@ from tests.harness import BrokerProcess
 pytestmark = pytest.mark.client
 
 # Short broker-side intervals so reconciliation steps take well under a second (Kafka: 5 s, 45 s)
-CONSUMER_PROTOCOL = {"group.consumer.heartbeat.interval.ms": "300", "group.consumer.session.timeout.ms": "6000"}
+CONSUMER_PROTOCOL = {
+    "group.consumer.heartbeat.interval.ms": "300", "group.consumer.session.timeout.ms": "6000",
+    # below Kafka's bounds (5000 and 45000), so the bounds come down too, as Kafka requires
+    "group.consumer.min.heartbeat.interval.ms": "300", "group.consumer.min.session.timeout.ms": "6000",
+}
 
 
 @pytest.fixture

@@ -5,6 +5,7 @@ from kafka import KafkaAdminClient, KafkaProducer
 from kafka.admin import NewTopic
 
 from tests.clients.kp import ChildConsumer, wait_until
+from tests.clients.test_consumer_protocol import kip848_broker  # noqa: F401  (a fixture, for the consumer-protocol test)
 from tools.groups_cli import main
 
 pytestmark = pytest.mark.client
@@ -247,3 +248,52 @@ def test_command_config_reaches_a_sasl_listener(tmp_path, capsys):
             member.stop()
     finally:
         proc.kill()
+
+
+@pytest.mark.scenario("groupd-groups", 9)
+def test_consumer_protocol_groups_show_epochs_and_assignments(kip848_broker, capsys):  # noqa: F811
+    """A KIP-848 group, as Kafka 4's tool shows it (DescribeConsumerGroupTest): its type in --list, and from
+    ConsumerGroupDescribe each member's epoch and current assignment, the group's target assignment epoch
+    and each member's target (--members --verbose), the assignor, group epoch and target assignment epoch
+    (--state --verbose)."""
+    from tests.clients.test_consumer_protocol import consumer, owned, poll_until
+    from tests.clients.test_consumer_protocol import produce as produce_records
+    from tests.clients.test_other_clients import create_topic
+
+    bs = kip848_broker.bootstrap
+    create_topic(bs, "kcli", 2)
+    produce_records(bs, "kcli", 10)
+    members = [consumer(bs, "kcli-g", ["kcli"], **{"enable.auto.commit": False}) for _ in range(2)]
+    try:
+        assert poll_until(members, lambda: all(len(owned(c)) == 1 for c in members), 60)
+        code, out, _ = run(capsys, "--bootstrap-server", bs, "--list", "--type", "--state")
+        assert ["kcli-g", "Consumer", "Stable"] in [line.split() for line in out.splitlines()]
+        code, out, _ = run(capsys, "--bootstrap-server", bs, "--describe", "--group", "kcli-g", "--state", "--verbose")
+        lines = [line for line in out.splitlines() if line.strip()]
+        assert code == 0 and _words(lines[0]) == _words(" ".join(STATE_VERBOSE)), out
+        state = lines[1].split()
+        assert state[0] == "kcli-g" and state[3:5] == ["uniform", "Stable"] and state[-1] == "2", out
+        group_epoch, target_epoch = int(state[5]), int(state[6])
+        assert group_epoch == target_epoch >= 2
+        code, out, _ = run(capsys, "--bootstrap-server", bs, "--describe", "--group", "kcli-g", "--members", "--verbose")
+        lines = [line for line in out.splitlines() if line.strip()]
+        assert code == 0 and lines[0].split() == MEMBERS_VERBOSE, out
+        assignments = set()
+        for line in lines[1:]:
+            cols = line.split()
+            assert len(cols) == len(MEMBERS_VERBOSE) and cols[0] == "kcli-g" and cols[4] == "1", line
+            current_epoch, current, epoch, target = int(cols[5]), cols[6], int(cols[7]), cols[8]
+            assert current_epoch == epoch == target_epoch and current == target, line
+            assignments.add(current)
+        assert assignments == {"kcli:0", "kcli:1"}
+        code, out, _ = run(capsys, "--bootstrap-server", bs, "--describe", "--group", "kcli-g", "--members")
+        assert [len(r) for r in rows(out)] == [len(MEMBERS)] * 2, out
+        code, out, _ = run(capsys, "--bootstrap-server", bs, "--describe", "--group", "kcli-g")
+        assert sorted(int(r[2]) for r in rows(out)) == [0, 1] and all(r[6] != "-" for r in rows(out)), out
+        code, out, _ = run(capsys, "--bootstrap-server", bs, "--delete", "--group", "kcli-g")
+        assert code == 1 and "NonEmptyGroupError" in out
+    finally:
+        for c in members:
+            c.close()
+    code, out, err = run(capsys, "--bootstrap-server", bs, "--describe", "--group", "kcli-g", "--state", "--verbose")
+    assert "Consumer group 'kcli-g' has no active members." in err and " Empty " in out, out

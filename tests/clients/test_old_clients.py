@@ -136,6 +136,25 @@ def test_sarama_group_of_three_commits_and_a_restart_resumes_exactly(go_clients,
 
 
 @pytest.mark.scenario("sarama", 16)
+@pytest.mark.parametrize("codec", ["snappy", "lz4"])
+def test_sarama_snappy_and_lz4_message_sets_round_trip(go_clients, broker_process, codec):
+    """Sarama 1.22 at 0.10.2 writes snappy (go-xerial-snappy's stream) and lz4 (pierrec/lz4's frame)
+    magic 1 sets with Produce v2; its group reads them back with Fetch v3, down-converted from the
+    stored v2 batches to wrappers of the same codec."""
+    sarama, bs = go_clients["sarama_client"], broker_process.bootstrap
+    topic = f"sar-{codec}"
+    create_topic(bs, topic, 2)
+    assert "PRODUCED 200" in run(sarama, "produce", bs, topic, "0", "200", codec)
+    member = GoConsumer(sarama, bs, topic, f"{topic}-g")
+    try:
+        wait_until(lambda: len(set(member.values)) == 200, 60, f"200 {codec} records")
+        member.close()
+    finally:
+        member.kill()
+    assert sorted(set(member.values), key=lambda v: int(v[1:])) == [f"v{i}" for i in range(200)]
+
+
+@pytest.mark.scenario("sarama", 16)
 def test_sarama_client_finds_a_controller(go_clients, broker_process):
     """Metadata v1's controller id: this node, so Sarama's Controller() has a broker to return."""
     assert run(go_clients["sarama_client"], "controller", broker_process.bootstrap).split() == ["CONTROLLER", "1"]
@@ -153,6 +172,20 @@ def test_kafka_go_02_writer_and_group_reader_resume(go_clients, broker_process):
     assert "WRITTEN 50" in run(kgo, "write", bs, "kg", "200", "50")
     second = [line.split()[3] for line in run(kgo, "read", bs, "kg", "kgg", "50").splitlines() if line.startswith("MSG")]
     assert sorted(second, key=lambda v: int(v[1:])) == [f"v{i}" for i in range(200, 250)]
+
+
+@pytest.mark.scenario("kafka-go", 16)
+@pytest.mark.parametrize("codec", ["snappy", "lz4"])
+def test_kafka_go_02_snappy_and_lz4_writer_and_reader(go_clients, broker_process, codec):
+    """kafka-go 0.2's writer compresses magic 1 sets with its own codecs: snappy as one raw block (no
+    xerial stream: snappy-java's reader takes that too), lz4 with pierrec/lz4's frame; its group reader
+    reads them back through Fetch v2, down-converted to wrappers of the same codec."""
+    kgo, bs = go_clients["kafkago_client"], broker_process.bootstrap
+    topic = f"kg-{codec}"
+    create_topic(bs, topic, 1)
+    assert "WRITTEN 100" in run(kgo, "write", bs, topic, "0", "100", codec)
+    got = [line.split()[3] for line in run(kgo, "read", bs, topic, f"{topic}-g", "100").splitlines() if line.startswith("MSG")]
+    assert got == [f"v{i}" for i in range(100)]
 
 
 @pytest.mark.scenario("kafka-python api_version=(0, 10)", 16)
@@ -183,6 +216,70 @@ def test_kafka_python_with_api_version_0_10_forced(broker_process):
 
     assert consume(60) == [f"v{i}" for i in range(60)]  # one key: one partition, in order
     assert consume(40) == [f"v{i}" for i in range(60, 100)]
+
+
+
+def _read_all(bs: str, topic: str, n: int, **config) -> list[str]:
+    from kafka import KafkaConsumer
+
+    c = KafkaConsumer(topic, bootstrap_servers=bs, auto_offset_reset="earliest", enable_auto_commit=False,
+                      consumer_timeout_ms=15000, **config)
+    got = []
+    for m in c:
+        got.append(m.value.decode())
+        if len(got) == n:
+            break
+    c.close()
+    return got
+
+
+def _write(bs: str, topic: str, values: list[str], compression: str, **config) -> None:
+    from kafka import KafkaProducer
+
+    producer = KafkaProducer(bootstrap_servers=bs, compression_type=compression, linger_ms=20, **config)
+    for v in values:
+        producer.send(topic, key=b"k", value=v.encode())
+    producer.flush(15)
+    producer.close()
+
+
+@pytest.mark.scenario("kafka-python api_version=(0, 10)", 16)
+@pytest.mark.parametrize("compression", ["snappy", "lz4"])
+@pytest.mark.parametrize(("api_version", "magic"), [((0, 10), 1), ((0, 9), 0)])
+def test_kafka_python_old_formats_with_snappy_and_lz4(tmp_path, monkeypatch, compression, api_version, magic):
+    """kafka-python told the broker is 0.10 (magic 1: Produce v2, Fetch v3) or 0.9 (magic 0: Produce v1,
+    Fetch v1) writes snappy and lz4 message sets (magic 0's LZ4 frame with Kafka's broken header
+    checksum); a current kafka-python reads them as v2 batches, and the old one reads back both its own
+    records and a current producer's compressed v2 batches, down-converted to wrappers of their codec."""
+    import kafka.codec
+
+    from tests.clients.test_operator_metrics import scrape, value
+    from tests.harness import BrokerProcess, free_port
+    from tests.legacy_sets import XxhashShim
+
+    monkeypatch.setattr(kafka.codec, "xxhash", XxhashShim())  # kafka-python's magic-0 LZ4 wants the xxhash package
+    mport = free_port()
+    broker = BrokerProcess(tmp_path / "data", {"metrics.listener": f"127.0.0.1:{mport}"}).start()
+    try:
+        _old_formats_round(broker.bootstrap, compression, api_version)
+        samples = scrape(mport)  # the broker converted every record of the old client's both ways
+        assert value(samples, "groupd_produce_message_conversions_total") == 300
+        assert value(samples, "groupd_fetch_message_conversions_total") >= 600
+    finally:
+        broker.kill()
+
+
+def _old_formats_round(bs: str, compression: str, api_version: tuple[int, int]) -> None:
+    magic = 0 if api_version < (0, 10) else 1
+    old, new = f"old-{compression}-{magic}", f"new-{compression}-{magic}"
+    create_topic(bs, old, 1)
+    create_topic(bs, new, 1)
+    values = [f"v{i}" for i in range(300)]
+    _write(bs, old, values, compression, api_version=api_version)
+    _write(bs, new, values, compression)
+    assert _read_all(bs, old, 300) == values  # Fetch v12+: the stored v2 batches
+    assert _read_all(bs, old, 300, api_version=api_version) == values
+    assert _read_all(bs, new, 300, api_version=api_version) == values
 
 
 BURROW_CONFIG = """

@@ -102,7 +102,7 @@ def test_iter_batches_stops_at_incomplete():
         list(iter_batches(b"\x00" * 70))
 
 
-def test_gzip_records_decoded_and_others_refused():
+def test_gzip_records_decoded_and_an_unknown_codec_refused():
     plain = build_batch([(b"k", b"v"), (b"k2", None)], timestamp_ms=10)
     h = parse_header(plain)
     compressed = gzip.compress(plain[BATCH_OVERHEAD:])
@@ -113,10 +113,18 @@ def test_gzip_records_decoded_and_others_refused():
     assert validate_batch(buf).compression == 1
     assert [(r.key, r.value) for r in iter_records(buf)] == [(b"k", b"v"), (b"k2", None)]
     assert h.record_count == 2
-    for codec in (2, 3, 4):
-        struct.pack_into(">h", buf, 21, codec)
-        with pytest.raises(UnsupportedCompression):
-            list(iter_records(buf))
+    struct.pack_into(">h", buf, 21, 5)  # no codec has id 5
+    with pytest.raises(UnsupportedCompression):
+        list(iter_records(buf))
+
+
+@pytest.mark.parametrize("codec", [2, 3, 4])
+def test_snappy_lz4_and_zstd_batches_decoded(codec):
+    from storage.message_sets import compressed_batch
+
+    buf = compressed_batch(build_batch([(b"k", b"v"), (b"k2", None)], timestamp_ms=10), codec)
+    assert validate_batch(buf).compression == codec
+    assert [(r.key, r.value) for r in iter_records(buf)] == [(b"k", b"v"), (b"k2", None)]
 
 
 def test_log_append_time_uses_max_timestamp():

@@ -22,7 +22,7 @@ REQUESTS = sorted(
 
 @pytest.mark.parametrize("cls", REQUESTS, ids=lambda c: c.__module__.split("schema.")[-1])
 def test_walk_ends_where_kio_ends_and_accepts_what_kio_writes(cls):
-    whole = bounds._nested(cls)  # the full walk, top-level tail included
+    whole = bounds.walker(cls)  # the full walk, top-level tail included
     check = bounds.checker(cls)
 
     @settings(max_examples=20, deadline=None, suppress_health_check=list(HealthCheck))

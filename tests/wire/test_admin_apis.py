@@ -312,6 +312,7 @@ KAFKA_TOPIC_CONFIGS = {  # name: (default, DescribeConfigs type)
     "follower.replication.throttled.replicas": ("", 7), "index.interval.bytes": ("4096", 3),
     "leader.replication.throttled.replicas": ("", 7), "local.retention.bytes": ("-2", 5), "local.retention.ms": ("-2", 5),
     "max.compaction.lag.ms": ("9223372036854775807", 5), "max.message.bytes": ("1048588", 3),
+    "message.downconversion.enable": ("true", 1),  # Kafka 3.9's (gone in 4.0 with Fetch v0-3), served here
     "message.timestamp.after.max.ms": ("3600000", 5), "message.timestamp.before.max.ms": ("9223372036854775807", 5),
     "message.timestamp.type": ("CreateTime", 2), "min.cleanable.dirty.ratio": ("0.5", 6), "min.compaction.lag.ms": ("0", 5),
     "min.insync.replicas": ("1", 3), "preallocate": ("false", 1), "remote.log.copy.disable": ("false", 1),

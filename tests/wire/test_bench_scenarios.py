@@ -5,6 +5,8 @@ without errors, so `make bench` cannot rot unnoticed."""
 
 import os
 
+import pytest
+
 from bench import scenarios
 from tests.wire.test_groups import start_broker
 
@@ -105,12 +107,33 @@ def test_the_table_shows_the_machine_at_both_ends_of_the_run():
     assert "At the run's end" not in markdown({"date": "d", "machine": "m", "calibration": start, "targets": []})
 
 
-async def test_down_conversion_reads_every_record_both_ways(tmp_path):
+@pytest.mark.parametrize("compression", ["none", "lz4"])
+async def test_down_conversion_reads_every_record_both_ways(tmp_path, compression):
     """bench's down_conversion scenario: a Fetch v12 and a Fetch v3 reader each reach the log end."""
     b = await start_broker(tmp_path)
     try:
-        out = await scenarios.down_conversion("127.0.0.1", b.port, records=400, record_bytes=100, max_seconds=20)
+        out = await scenarios.down_conversion("127.0.0.1", b.port, records=400, record_bytes=100, max_seconds=20, compression=compression)
     finally:
         await b.stop()
+    assert out["compression"] == compression
     assert out["fetch_v12_records"] == out["fetch_v3_records"] == 400
     assert out["fetch_v3_mb_s"] > 0 and out["fetch_v12_mb_s"] > 0 and out["v3_over_v12"] > 0
+
+
+async def test_consumer_protocol_side_by_side_runs_without_errors(tmp_path):
+    """bench/consumer_scenarios.py: consumer-protocol members reach Stable and heartbeat, the same groups
+    with the classic protocol, groups of 3 timed to Stable; both sides counted, ratios reported."""
+    from bench import consumer_scenarios
+
+    b = await start_broker(tmp_path, **{"group.consumer.heartbeat.interval.ms": "100", "group.consumer.min.heartbeat.interval.ms": "100", "group.consumer.assignment.interval.ms": "0"})
+    try:
+        out = await consumer_scenarios.side_by_side("127.0.0.1", b.port, members=6, group_size=3, seconds=0.5, groups_of_3=2, pid=os.getpid())
+        assert (out["members"], out["consumer_groups_stable"], out["classic_groups_stable"]) == (6, 2, 2)
+        assert out["interval_s"] == 0.1
+        for side in ("consumer", "classic"):
+            assert out[side]["count"] >= 6 and out[side]["errors"] == 0, out
+        assert out["p99_consumer_over_classic"] > 0 and out["cpu_consumer_over_classic"] > 0
+        assert (out["to_stable"]["consumer"]["count"], out["to_stable"]["consumer"]["errors"]) == (2, 0)
+        assert (out["to_stable"]["classic"]["count"], out["to_stable"]["classic"]["errors"]) == (2, 0)
+    finally:
+        await b.stop()

@@ -147,6 +147,17 @@ async def test_corrupt_and_old_magic_refused(broker, wire):
     assert broker.partitions.get("bad", 0).log_end_offset == 0
 
 
+@pytest.mark.parametrize(("version", "error"), [(3, ErrorCode.unsupported_compression_type), (6, ErrorCode.unsupported_compression_type), (7, ErrorCode.none)])
+async def test_a_zstd_batch_needs_produce_v7(broker, wire, version, error):
+    """Kafka's ProduceRequest.validateRecords: a zstd batch in Produce v3-6 is UNSUPPORTED_COMPRESSION_TYPE."""
+    from storage.message_sets import compressed_batch
+
+    broker.create_topic("z", 1, {})
+    resp = await wire.call(0, version, produce_body("z", 0, compressed_batch(build_batch([(None, b"v")], timestamp_ms=1), 4), version=version))
+    assert part(resp).error_code == error
+    assert broker.partitions.get("z", 0).log_end_offset == (1 if error == ErrorCode.none else 0)
+
+
 async def test_acks_zero_gets_no_response_and_the_next_request_is_answered(broker, wire):
     broker.create_topic("a0", 1, {})
     wire.send(0, 9, produce_body("a0", 0, build_batch([(None, b"v")], timestamp_ms=1), acks=0))

@@ -45,6 +45,7 @@ class FakeGroup:
     state: str
     members: int
     offsets: dict = field(default_factory=dict)
+    protocol: str = "classic"
 
 
 class FakeCoordinator:
@@ -256,3 +257,27 @@ def test_group_event_logs_with_fields(caplog):
     with caplog.at_level(logging.INFO, logger="groupd.test"):
         group_event(logging.getLogger("groupd.test"), "rebalance done", "g9", "m-2", 7, cause="join")
     assert caplog.records[-1].fields == {"group": "g9", "member": "m-2", "generation": 7, "cause": "join"}
+
+
+async def test_groups_by_protocol_and_consumer_groups_by_state(tmp_path):
+    """Kafka's group-count{protocol} and consumer-group-count{state} (GroupCoordinatorMetrics); the
+    NumGroups<State> gauges (groupd_groups) count classic groups only, as Kafka's do."""
+    b = await metrics_broker(tmp_path)
+    try:
+        b.coordinator = FakeCoordinator([
+            FakeGroup("c1", "Stable", 2, {}),
+            FakeGroup("k1", "Stable", 3, {}, "consumer"),
+            FakeGroup("k2", "Reconciling", 2, {}, "consumer"),
+            FakeGroup("k3", "Empty", 0, {("t", 0): 1}, "consumer"),
+        ])
+        b.metrics.consumer_group_rebalance()
+        _, text = await http_get(b.metrics_server.port, "/metrics")
+        assert value(text, "groupd_group_count", protocol="classic") == 1
+        assert value(text, "groupd_group_count", protocol="consumer") == 3
+        assert {s: value(text, "groupd_consumer_group_count", state=s) for s in ("Empty", "Assigning", "Reconciling", "Stable", "Dead")} == {
+            "Empty": 1, "Assigning": 0, "Reconciling": 1, "Stable": 1, "Dead": 0}
+        assert value(text, "groupd_groups", state="Stable") == 1 and value(text, "groupd_groups", state="Empty") == 0
+        assert value(text, "groupd_consumer_group_rebalances_total") == 1
+        assert value(text, "groupd_members") == 7
+    finally:
+        await b.stop()

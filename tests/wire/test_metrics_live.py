@@ -49,3 +49,30 @@ def _member(member_id):
     from protocol import codec
 
     return codec.nested(codec.request_class(13, 3), "MemberIdentity")(member_id=member_id, group_instance_id=None)
+
+
+async def test_scrape_sees_consumer_protocol_groups(tmp_path):
+    """Two members join a consumer-protocol group through real heartbeats: two rebalances in Kafka's
+    sense (group epoch bumps), a consumer group counted by protocol and by state."""
+    from tests.wire.test_consumer_groups import hb_body
+
+    b = await metrics_broker(tmp_path, **{"group.consumer.assignment.interval.ms": "0"})
+    try:
+        await wait_loaded(b)
+        b.create_topic("mt", 2, {})
+        c = await WireClient.connect(b.port)
+        assert (await c.call(68, 1, hb_body(1, "m1", 0, names=("mt",), owned=(), timeout=30_000, group="kg"))).member_epoch == 2
+        assert (await c.call(68, 1, hb_body(1, "m2", 0, names=("mt",), owned=(), timeout=30_000, group="kg"))).member_epoch == 3
+        _, text = await http_get(b.metrics_server.port, "/metrics")
+        assert total(text, "groupd_consumer_group_rebalances_total") == 2
+        assert total(text, "groupd_group_count", protocol="consumer") == 1
+        assert total(text, "groupd_consumer_group_count", state="Reconciling") == 1
+        assert total(text, "groupd_consumer_group_count", state="Stable") == 0
+        await c.call(68, 1, hb_body(1, "m1", -1, group="kg"))
+        await c.call(68, 1, hb_body(1, "m2", -1, group="kg"))
+        _, text = await http_get(b.metrics_server.port, "/metrics")
+        assert total(text, "groupd_consumer_group_rebalances_total") == 2, "leaving is not a rebalance in Kafka's sensor"
+        assert total(text, "groupd_consumer_group_count", state="Empty") == 1
+        await c.close()
+    finally:
+        await b.stop()

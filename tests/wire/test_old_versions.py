@@ -20,6 +20,7 @@ from protocol import codec
 from protocol.errors import ErrorCode
 from storage.batch import build_batch
 from tests.harness import WireClient
+from tests.legacy_sets import XxhashShim, legacy_set, read_legacy
 from tests.wire.test_groups import wait_loaded
 
 UNSUPPORTED_VERSION = ErrorCode.unsupported_version  # 35
@@ -214,24 +215,6 @@ async def test_log_dir_apis_v0(b, wire):
     assert resp.results[0].partitions[0].error_code != 0  # not a log dir of this broker
 
 
-def _legacy_set(magic, codec, rows):
-    from kafka.record.legacy_records import LegacyRecordBatchBuilder
-
-    builder = LegacyRecordBatchBuilder(magic, codec, 1 << 20)
-    for i, (k, v, ts) in enumerate(rows):
-        builder.append(i, ts if magic else None, k, v)
-    return bytes(builder.build())
-
-
-def _read_legacy(data):
-    from kafka.record import MemoryRecords
-
-    records, out = MemoryRecords(bytes(data)), []
-    while records.has_next():
-        out += [(r.offset, r.timestamp, r.key, r.value) for r in records.next_batch()]
-    return out
-
-
 def produce_old(version, topic, records, acks=-1):
     p = _nested(0, version, "PartitionProduceData", index=0, records=records)
     return _req(0, version, acks=acks, timeout=5000, topic_data=(_nested(0, version, "TopicProduceData", name=topic, partition_data=(p,)),))
@@ -246,12 +229,24 @@ def fetch_old(version, topic, offset):
 ROWS = [(b"a", b"1", 1_700_000_000_000), (b"b", b"2", 1_700_000_000_001)]
 
 
-@pytest.mark.parametrize(("version", "magic", "codec"), [(0, 0, 0), (1, 0, 1), (2, 1, 0), (2, 1, 1)])
+@pytest.fixture(autouse=True)
+def _kafka_python_xxhash(monkeypatch):
+    import kafka.codec
+
+    monkeypatch.setattr(kafka.codec, "xxhash", XxhashShim())
+
+
+NONE, GZIP, SNAPPY, LZ4, ZSTD = 0, 1, 2, 3, 4
+
+
+@pytest.mark.parametrize(("version", "magic", "codec"), [
+    (0, 0, NONE), (1, 0, GZIP), (2, 1, NONE), (2, 1, GZIP), (0, 0, SNAPPY), (1, 0, LZ4), (2, 1, SNAPPY), (2, 1, LZ4),
+])
 async def test_produce_v0_to_v2_message_sets_are_stored_as_v2_batches(b, wire, version, magic, codec):
-    resp = await wire.call(0, version, produce_old(version, "t", _legacy_set(magic, codec, ROWS)))
+    resp = await wire.call(0, version, produce_old(version, "t", legacy_set(magic, codec, ROWS)))
     p = resp.responses[0].partition_responses[0]
     assert p.error_code == 0 and p.base_offset == 0
-    resp = await wire.call(0, version, produce_old(version, "t", _legacy_set(magic, codec, ROWS)))
+    resp = await wire.call(0, version, produce_old(version, "t", legacy_set(magic, codec, ROWS)))
     assert resp.responses[0].partition_responses[0].base_offset == 2
     from storage.batch import iter_batches, iter_records
 
@@ -266,9 +261,113 @@ async def test_produce_v0_to_v2_message_sets_are_stored_as_v2_batches(b, wire, v
     assert b.metrics._up_converted == 4
 
 
-async def test_produce_v2_of_a_snappy_set_is_unsupported_compression(b, wire):
-    resp = await wire.call(0, 2, produce_old(2, "t", _legacy_set(1, 2, ROWS)))
-    assert resp.responses[0].partition_responses[0].error_code == ErrorCode.unsupported_compression_type
+async def _stored(wire, topic):
+    """(codec, records) of every batch of partition 0, read by Fetch v12 (no conversion)."""
+    from storage.batch import iter_batches, iter_records
+
+    fetched = await wire.call(1, 12, fetch_old(12, topic, 0))
+    data = bytes(fetched.responses[0].partitions[0].records)
+    return [(h.compression, [(r.key, r.value) for r in iter_records(memoryview(data)[pos:pos + h.size], h)])
+            for pos, h in iter_batches(data)]
+
+
+async def test_produce_v2_of_a_set_into_a_compressed_topic_is_stored_with_the_topics_codec(b, wire):
+    b.create_topic("g", 1, {"compression.type": "gzip"})
+    b.create_topic("u", 1, {"compression.type": "uncompressed"})
+    assert (await wire.call(0, 2, produce_old(2, "g", legacy_set(1, SNAPPY, ROWS)))).responses[0].partition_responses[0].error_code == 0
+    assert (await wire.call(0, 2, produce_old(2, "u", legacy_set(1, LZ4, ROWS)))).responses[0].partition_responses[0].error_code == 0
+    rows = [(k, v) for k, v, _ in ROWS]
+    assert await _stored(wire, "g") == [(GZIP, rows)]
+    assert await _stored(wire, "u") == [(NONE, rows)]
+
+
+async def test_produce_v2_of_two_compressed_wrappers_is_invalid_record(b, wire):
+    resp = await wire.call(0, 2, produce_old(2, "t", legacy_set(1, SNAPPY, ROWS) + legacy_set(1, LZ4, ROWS)))
+    assert resp.responses[0].partition_responses[0].error_code == ErrorCode.invalid_record
+
+
+def _v2(codec, rows, base=0):
+    from storage import message_sets
+
+    batch = build_batch([(k, v) for k, v, _ in rows], timestamp_ms=rows[0][2], timestamps=[t for *_, t in rows], base_offset=base)
+    return batch if codec == NONE else message_sets.compressed_batch(batch, codec)
+
+
+async def _produce_v3(wire, topic, records):
+    body = _req(0, 7, transactional_id=None, acks=-1, timeout=5000, topic_data=(
+        _nested(0, 7, "TopicProduceData", name=topic, partition_data=(_nested(0, 7, "PartitionProduceData", index=0, records=records),)),))
+    assert (await wire.call(0, 7, body)).responses[0].partition_responses[0].error_code == 0
+
+
+@pytest.mark.parametrize(("version", "magic"), [(0, 0), (1, 0), (2, 1), (3, 1)])
+@pytest.mark.parametrize("codec", [SNAPPY, LZ4])
+async def test_fetch_v0_to_v3_down_converts_a_compressed_batch_to_one_wrapper_of_its_codec(b, wire, version, magic, codec):
+    from storage import message_sets
+
+    await _produce_v3(wire, "t", _v2(codec, ROWS))
+    p = (await wire.call(1, version, fetch_old(version, "t", 1))).responses[0].partitions[0]
+    assert p.error_code == 0 and p.high_watermark == 2
+    wrappers = list(message_sets.read_messages(bytes(p.records)))
+    assert [(w.offset, w.magic, w.codec) for w in wrappers] == [(1, magic, codec)]
+    got = read_legacy(p.records)  # kafka-python reads the wrapper; a compressed batch keeps all its records
+    assert [(o, k, v) for o, _, k, v in got] == [(0, b"a", b"1"), (1, b"b", b"2")]
+    assert [t for _, t, _, _ in got] == ([ts for *_, ts in ROWS] if magic else [None, None])
+
+
+def _refused(p, error):
+    """Kafka's FetchResponse.partitionResponse(tp, error): no records, high watermark -1."""
+    assert (p.error_code, p.high_watermark, bytes(p.records or b"")) == (error, -1, b"")
+    assert getattr(p, "last_stable_offset", -1) == -1 and getattr(p, "log_start_offset", -1) == -1  # v4+, v5+
+
+
+@pytest.mark.parametrize("version", [0, 3, 4, 9])
+async def test_a_zstd_topic_is_refused_below_fetch_v10_whatever_its_batches_hold(b, wire, version):
+    b.create_topic("z", 1, {"compression.type": "zstd"})
+    await _produce_v3(wire, "z", _v2(NONE, ROWS))
+    _refused((await wire.call(1, version, fetch_old(version, "z", 0))).responses[0].partitions[0], ErrorCode.unsupported_compression_type)
+    p = (await wire.call(1, 10, fetch_old(10, "z", 0))).responses[0].partitions[0]
+    assert p.error_code == 0 and p.high_watermark == 2
+
+
+async def test_a_stored_zstd_batch_refuses_a_v0_to_v3_fetch_where_it_comes_first(b, wire):
+    await _produce_v3(wire, "t", _v2(GZIP, ROWS))
+    await _produce_v3(wire, "t", _v2(ZSTD, ROWS))
+    p = (await wire.call(1, 3, fetch_old(3, "t", 0))).responses[0].partitions[0]
+    assert p.error_code == 0 and [o for o, *_ in read_legacy(p.records)] == [0, 1]  # up to the zstd batch
+    _refused((await wire.call(1, 3, fetch_old(3, "t", 2))).responses[0].partitions[0], ErrorCode.unsupported_compression_type)
+    p = (await wire.call(1, 12, fetch_old(12, "t", 2))).responses[0].partitions[0]
+    assert p.error_code == 0 and len(bytes(p.records)) > 0
+
+
+async def test_message_downconversion_enable_false_refuses_fetch_v0_to_v3_only(b, wire):
+    from tests.wire.test_admin_apis import _described
+
+    b.create_topic("off", 1, {"message.downconversion.enable": "false"})
+    await _produce_v3(wire, "off", _v2(NONE, ROWS))
+    for version in (0, 3):
+        _refused((await wire.call(1, version, fetch_old(version, "off", 0))).responses[0].partitions[0], UNSUPPORTED_VERSION)
+    assert (await wire.call(1, 4, fetch_old(4, "off", 0))).responses[0].partitions[0].error_code == 0
+    assert (await _described(wire, "t"))["message.downconversion.enable"].value == "true"  # Kafka 3.9's default
+
+
+async def test_the_brokers_log_message_downconversion_enable_is_every_topics_default(tmp_path):
+    from broker.app import Broker
+    from tests.conftest import broker_config
+
+    broker = Broker(broker_config(tmp_path, **{"log.message.downconversion.enable": "false"}))
+    await broker.start()
+    try:
+        await wait_loaded(broker)
+        broker.create_topic("t", 1, {})
+        broker.create_topic("on", 1, {"message.downconversion.enable": "true"})
+        wire = await WireClient.connect(broker.port)
+        try:
+            _refused((await wire.call(1, 2, fetch_old(2, "t", 0))).responses[0].partitions[0], UNSUPPORTED_VERSION)
+            assert (await wire.call(1, 2, fetch_old(2, "on", 0))).responses[0].partitions[0].error_code == 0
+        finally:
+            await wire.close()
+    finally:
+        await broker.stop()
 
 
 @pytest.mark.parametrize(("version", "magic"), [(0, 0), (1, 0), (2, 1), (3, 1)])
@@ -277,7 +376,7 @@ async def test_fetch_v0_to_v3_down_converts_to_message_sets(b, wire, version, ma
     resp = await wire.call(1, version, fetch_old(version, "t", 1))
     p = resp.responses[0].partitions[0]
     assert p.error_code == 0 and p.high_watermark == 3
-    got = _read_legacy(p.records)
+    got = read_legacy(p.records)
     assert [(o, k, v) for o, _, k, v in got] == [(1, b"k", b"v"), (2, b"k", b"v")]
     assert [t for _, t, _, _ in got] == ([1000, 1000] if magic else [None, None])
     assert b.metrics._down_converted == 2

@@ -2,7 +2,9 @@
 // old-version tests, with its defaults: the writer sends Produce v2 (magic 1 message sets), the group
 // reader JoinGroup v1, SyncGroup/Heartbeat/LeaveGroup v0, OffsetFetch v1, OffsetCommit v2 and Fetch v2.
 //
-//	write <bootstrap> <topic> <first> <count>   one message "v<i>" per i, keyed "k<i>"
+//	write <bootstrap> <topic> <first> <count> [snappy|lz4]
+//	                                            one message "v<i>" per i, keyed "k<i>"; compressed with
+//	                                            kafka-go's codec (snappy: a raw block, no xerial stream)
 //	read <bootstrap> <topic> <group> <count>    reads <count> messages in the group ("MSG <partition>
 //	                                            <offset> <value>" each), commits them, closes
 package main
@@ -15,6 +17,8 @@ import (
 	"time"
 
 	kafka "github.com/segmentio/kafka-go"
+	"github.com/segmentio/kafka-go/lz4"
+	"github.com/segmentio/kafka-go/snappy"
 )
 
 func fail(err error) {
@@ -22,8 +26,18 @@ func fail(err error) {
 	os.Exit(1)
 }
 
-func write(bootstrap, topic string, first, count int) {
-	w := kafka.NewWriter(kafka.WriterConfig{Brokers: []string{bootstrap}, Topic: topic})
+func write(bootstrap, topic string, first, count int, codec string) {
+	config := kafka.WriterConfig{Brokers: []string{bootstrap}, Topic: topic}
+	switch codec {
+	case "snappy":
+		config.CompressionCodec = snappy.NewCompressionCodec()
+	case "lz4":
+		config.CompressionCodec = lz4.NewCompressionCodec()
+	case "":
+	default:
+		fail(fmt.Errorf("unknown codec %s", codec))
+	}
+	w := kafka.NewWriter(config)
 	msgs := make([]kafka.Message, 0, count)
 	for i := first; i < first+count; i++ {
 		msgs = append(msgs, kafka.Message{Key: []byte("k" + strconv.Itoa(i)), Value: []byte("v" + strconv.Itoa(i))})
@@ -65,7 +79,11 @@ func main() {
 	case "write":
 		first, _ := strconv.Atoi(os.Args[4])
 		count, _ := strconv.Atoi(os.Args[5])
-		write(os.Args[2], os.Args[3], first, count)
+		codec := ""
+		if len(os.Args) > 6 {
+			codec = os.Args[6]
+		}
+		write(os.Args[2], os.Args[3], first, count, codec)
 	case "read":
 		count, _ := strconv.Atoi(os.Args[5])
 		read(os.Args[2], os.Args[3], os.Args[4], count)

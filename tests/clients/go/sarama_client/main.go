@@ -35,11 +35,18 @@ func fail(err error) {
 	os.Exit(1)
 }
 
-func produce(bootstrap, topic string, first, count int, gzip bool) {
+// codecs: the message-set compressions the produce command takes by name
+var codecs = map[string]sarama.CompressionCodec{
+	"": sarama.CompressionNone, "gzip": sarama.CompressionGZIP, "snappy": sarama.CompressionSnappy, "lz4": sarama.CompressionLZ4,
+}
+
+func produce(bootstrap, topic string, first, count int, codec string) {
 	c := config()
-	if gzip {
-		c.Producer.Compression = sarama.CompressionGZIP
+	compression, ok := codecs[codec]
+	if !ok {
+		fail(fmt.Errorf("unknown codec %s", codec))
 	}
+	c.Producer.Compression = compression
 	c.Producer.RequiredAcks = sarama.WaitForAll
 	p, err := sarama.NewSyncProducer([]string{bootstrap}, c)
 	if err != nil {
@@ -133,7 +140,11 @@ func main() {
 	case "produce":
 		first, _ := strconv.Atoi(os.Args[4])
 		count, _ := strconv.Atoi(os.Args[5])
-		produce(os.Args[2], os.Args[3], first, count, len(os.Args) > 6 && os.Args[6] == "gzip")
+		codec := ""
+		if len(os.Args) > 6 {
+			codec = os.Args[6]
+		}
+		produce(os.Args[2], os.Args[3], first, count, codec)
 	case "consume":
 		consume(os.Args[2], os.Args[3], os.Args[4])
 	case "controller":

@@ -74,12 +74,18 @@ def test_s25_fetch_epochs():
     assert core.offset_fetch(state, OffsetFetch("g", None, False, 9, "m1", 2), 1000).error == E.NONE
 
 
-def test_s30_classic_join_into_a_live_consumer_group_is_inconsistent():
+def test_s30_classic_join_into_a_live_consumer_group_is_inconsistent_under_policy_disabled():
+    from coordinator.consumer.config import ConsumerConfig
+
     state, d = setup()
     d.join("m1")
     req = JoinGroup("g", "", None, 10_000, 10_000, "consumer", (Protocol("range", b""),), "c", "/h", 5)
-    (_, resp), = core.join_group(state, req, 7, 1000, GroupConfig()).responses
+    disabled = GroupConfig(consumer=ConsumerConfig(migration_policy="disabled"))
+    (_, resp), = core.join_group(state, req, 7, 1000, disabled).responses
     assert resp.error == E.INCONSISTENT_GROUP_PROTOCOL
+    # under the default policy (bidirectional) the classic member is asked for its member id
+    (_, resp), = core.join_group(state, req, 7, 1000, GroupConfig()).responses
+    assert resp.error == E.MEMBER_ID_REQUIRED and resp.member_id
 
 
 def test_s22_list_and_describe_groups_see_consumer_groups():
