@@ -25,6 +25,7 @@ from broker.handlers import (
     quotas,
     replicas,
     security,
+    share_state,
     topics,
     transactions,
 )
@@ -88,6 +89,11 @@ ROUTES: dict[str, Handler] = {
     "ConsumerGroupDescribe": consumer_groups.consumer_group_describe,
     "ListConfigResources": describe.list_config_resources,
     "DescribeTopicPartitions": describe.describe_topic_partitions,
+    "InitializeShareGroupState": share_state.initialize_share_group_state,
+    "ReadShareGroupState": share_state.read_share_group_state,
+    "WriteShareGroupState": share_state.write_share_group_state,
+    "DeleteShareGroupState": share_state.delete_share_group_state,
+    "ReadShareGroupStateSummary": share_state.read_share_group_state_summary,
 }
 
 # what the connection looks up on every request: the same table by api key

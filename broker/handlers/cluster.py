@@ -15,10 +15,11 @@ from broker.dataplane.topics import TopicError, validate_name
 from broker.dispatch import RequestContext
 from broker.handlers.operations import NOT_REQUESTED, authorized_operations
 from coordinator.partitioning import partition_for
+from coordinator.share_state.keys import parse_coordinator_key
 from protocol import codec
 from protocol.api_table import API_TABLE
 from protocol.errors import ErrorCode
-from protocol.topic_names import INTERNAL_TOPICS, OFFSETS_TOPIC, TXN_STATE_TOPIC
+from protocol.topic_names import INTERNAL_TOPICS, OFFSETS_TOPIC, SHARE_STATE_TOPIC, TXN_STATE_TOPIC
 
 if TYPE_CHECKING:
     from broker.app import Broker
@@ -188,6 +189,13 @@ def _message(err: ErrorCode) -> str:
 
 
 def _coordinator_for(broker: Broker, version: int, key_type: int, key: str, address: tuple[str, int] | None) -> tuple[ErrorCode, int, str, int]:
+    if key_type == KEY_TYPE_SHARE and version >= 6:  # the share coordinator, for "group:topicId:partition"
+        if parse_coordinator_key(key) is None:  # Kafka's SharePartitionKey.validate
+            return ErrorCode.invalid_request, -1, "", -1
+        if address is None:
+            return ErrorCode.coordinator_not_available, -1, "", -1
+        broker.internal_topics[SHARE_STATE_TOPIC].exists(create=True)  # Kafka creates it at the first lookup
+        return ErrorCode.none, broker.node_id, *address  # this node owns every __share_group_state partition
     if key_type in (KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION) and address is None:
         return ErrorCode.coordinator_not_available, -1, "", -1  # no endpoint on the request's listener
     if key_type == KEY_TYPE_GROUP:
@@ -199,6 +207,4 @@ def _coordinator_for(broker: Broker, version: int, key_type: int, key: str, addr
     if key_type == KEY_TYPE_TRANSACTION:  # this node coordinates every transactional id
         broker.internal_topics[TXN_STATE_TOPIC].exists(create=True)  # and __transaction_state, at the first
         return ErrorCode.none, broker.node_id, *address
-    if key_type == KEY_TYPE_SHARE and version >= 6:
-        return ErrorCode.coordinator_not_available, -1, "", -1
-    return ErrorCode.invalid_request, -1, "", -1
+    return ErrorCode.invalid_request, -1, "", -1  # a share key before v6, or an unknown key type

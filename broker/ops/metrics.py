@@ -31,6 +31,9 @@ storage (``storage/``)
     ``store_append(seconds, batch_records)``, ``store_fsync(seconds)``.
 SASL connections (``broker/network/secure_connection.py``)
     ``authentication(listener, mechanism, result)``: result is success or failure.
+share coordinator (``coordinator/share_state/service.py``)
+    ``share_state_write(seconds)``: a WriteShareGroupState (or a Read persisting a leader epoch) made
+        durable; scrape time reads ``broker.share_coordinator.states()`` and ``.last_pruned``.
 transaction coordinator (``coordinator/transactions/service.py``)
     ``transaction_ended(result)``: markers written; ``result`` in ``TXN_RESULTS`` (commit, abort by the
         producer, abort of a timed-out transaction, abort fencing an older producer).
@@ -183,6 +186,7 @@ class Metrics:
         self._store_batch = Histogram(BATCH_BUCKETS)
         self._store_fsync = Histogram(LATENCY_BUCKETS)
         self._txns_ended: dict[str, int] = dict.fromkeys(TXN_RESULTS, 0)
+        self._share_state_writes = Histogram(LATENCY_BUCKETS)
         self._throttled: dict[str, list[float]] = {}  # quota key -> [responses throttled, seconds muted]
         self._authentications: dict[tuple[str, str, str], int] = {}
         self._topics_in: dict[str, list[int]] = {}  # topic -> [records, bytes]
@@ -325,6 +329,9 @@ class Metrics:
     def transaction_ended(self, result: str) -> None:
         self._txns_ended[result] += 1
 
+    def share_state_write(self, seconds: float) -> None:
+        self._share_state_writes.observe(seconds)
+
     def throttled(self, quota: str, ms: int) -> None:
         row = self._throttled.setdefault(quota, [0, 0.0])
         row[0] += 1
@@ -402,6 +409,7 @@ class _Collector:
         yield from self._groups_events()
         yield from self._store()
         yield from self._transactions()
+        yield from self._share_coordinator()
         yield from self._authentications()
         yield from self._connection_limits()
         yield from self._scrape_time()
@@ -434,6 +442,20 @@ class _Collector:
             states[txn.state_name] = states.get(txn.state_name, 0) + 1
         yield _labelled(GaugeMetricFamily, "groupd_transactional_ids", "Transactional ids known to the coordinator, by state",
                         ["state"], sorted(states.items()))
+
+    def _share_coordinator(self) -> Iterator[Metric]:
+        """Kafka's share-coordinator-metrics: write-total and write-latency, last-pruned-offset."""
+        m = self.m
+        yield _hist("groupd_share_coordinator_write_seconds",
+                    "Share-group state writes, from the call to the durable answer (Kafka write-total, write-latency)", m._share_state_writes)
+        share = getattr(m.broker, "share_coordinator", None)
+        if share is None:
+            return
+        yield GaugeMetricFamily("groupd_share_partition_states", "Share-partition states held by the share coordinator",
+                                value=share.states())
+        yield _labelled(GaugeMetricFamily, "groupd_share_coordinator_last_pruned_offset",
+                        "Offset below which a __share_group_state partition was pruned (Kafka last-pruned-offset)",
+                        ["partition"], ((str(p), off) for p, off in sorted(share.last_pruned.items())))
 
     def _requests(self) -> Iterator[Metric]:
         m = self.m

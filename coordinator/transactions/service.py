@@ -20,14 +20,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
-import re
 import time
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from clock import wall_ms
+from coordinator.internal_logs import InternalLogs
 from coordinator.partitioning import partition_for
 from coordinator.runtime.runtime import CoordinatorError
 from coordinator.tasks import Tasks
@@ -69,7 +68,6 @@ class Host(Protocol):
 
 log = logging.getLogger("groupd.transactions")
 
-_PARTITION_DIR = re.compile(rf"{TXN_STATE_TOPIC}-(\d+)")
 
 
 class TransactionCoordinator:
@@ -80,8 +78,9 @@ class TransactionCoordinator:
         self.config = broker.config
         self.root = Path(self.config["log.dirs"])
         self.num_partitions: int = self.config["transaction.state.log.num.partitions"]
-        self._log_config = LogConfig(cleanup_policy="compact", segment_bytes=self.config["transaction.state.log.segment.bytes"])
-        self.logs: dict[int, Log] = {}  # the partitions opened so far
+        self._logs = InternalLogs(self.root, TXN_STATE_TOPIC, LogConfig(
+            cleanup_policy="compact", segment_bytes=self.config["transaction.state.log.segment.bytes"]))
+        self.logs: dict[int, Log] = self._logs.logs  # the partitions opened so far
         self.txns: dict[str, T.Txn] = {}
         self.by_producer: dict[int, str] = {}
         self._busy: set[str] = set()
@@ -90,7 +89,7 @@ class TransactionCoordinator:
     # ------------------------------------------------------------ lifecycle
 
     async def start(self) -> None:
-        for p in self._stored_partitions():
+        for p in self._logs.stored():  # those past the configured count too: their ids are moved home
             self.log_of(p)
         found: dict[int, dict[bytes, bytes | None]] = {}
         for p, lg in self.logs.items():
@@ -113,11 +112,7 @@ class TransactionCoordinator:
 
     async def stop(self) -> None:
         await self._tasks.cancel_all()
-        for lg in self.logs.values():
-            with contextlib.suppress(StorageError):
-                lg.flush()
-            lg.close()
-        self.logs.clear()
+        self._logs.close()
 
     # ------------------------------------------------------------ partitions
 
@@ -126,24 +121,10 @@ class TransactionCoordinator:
 
     def log_of(self, partition: int) -> Log:
         """A partition's log, opened (made, the first time) at its first use."""
-        lg = self.logs.get(partition)
-        if lg is None:
-            try:
-                lg = Log.open(self.root / f"{TXN_STATE_TOPIC}-{partition}", self._log_config)
-            except OSError as exc:
-                raise StorageError(f"{TXN_STATE_TOPIC}-{partition}: {exc}") from exc
-            self.logs[partition] = lg
-        return lg
+        return self._logs.log_of(partition)
 
     def has_records(self) -> bool:
-        return any(lg.log_end_offset for lg in self.logs.values())
-
-    def _stored_partitions(self) -> list[int]:
-        """Every partition on disk, those past the configured count too (their ids are moved home)."""
-        if not self.root.is_dir():
-            return []
-        with os.scandir(self.root) as entries:
-            return sorted(int(m[1]) for e in entries if (m := _PARTITION_DIR.fullmatch(e.name)) and e.is_dir())
+        return self._logs.has_records()
 
     def _settle(self, layout: T.Layout) -> None:
         """Write every id found outside its own partition there, durably, then tombstone it where it was."""
