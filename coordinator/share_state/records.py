@@ -24,6 +24,7 @@ from coordinator.share_state.persister import SharePartitionKey, StateBatch
 from coordinator.values import value
 
 _I = struct.Struct(">i")
+_BATCH = struct.Struct(">qqbh")  # FirstOffset, LastOffset, DeliveryState, DeliveryCount
 
 SHARE_SNAPSHOT = 0
 SHARE_UPDATE = 1
@@ -143,8 +144,8 @@ def decode_value(kind: int, data: bytes | None) -> ShareStateValue | None:
     if kind == SHARE_SNAPSHOT:
         created, written = r.int64(), r.int64()
     batches = []
-    for _ in range(r.array_len()):
-        first, last, state, count = r.int64(), r.int64(), r.int8(), r.int16()
+    for _ in range(r.array_len()):  # the start-up replay's loop: one unpack a batch
+        first, last, state, count = _BATCH.unpack_from(r.data, r._take(_BATCH.size))
         r.tagged()
         batches.append(StateBatch(first, last, state, count))
     tags = r.tagged()

@@ -8,10 +8,10 @@ SharePartitionKey.asCoordinatorKey, the topic id in Kafka's base64 form). Each a
 record is durable (the broker's group committer, as the transaction coordinator's writes). A partition's
 log is opened at its first write, as the transaction state's are; start-up replays every partition found
 on disk, record by record (an update is a delta over the snapshot before it), so a restart keeps every
-state. Every ``share.coordinator.state.topic.prune.interval.ms`` (5 minutes) share-partitions not
-snapshotted for ``share.coordinator.cold.partition.snapshot.interval.ms`` are snapshotted again and each
-partition's records below the oldest last snapshot are deleted (the topic's cleanup.policy is delete,
-retention -1: nothing else removes them).
+state. Every ``share.coordinator.cold.partition.snapshot.interval.ms`` (5 minutes) share-partitions not
+snapshotted that long are snapshotted again, and every ``share.coordinator.state.topic.prune.interval.ms``
+(5 minutes) each partition's records below the oldest last snapshot of its keys are deleted (the topic's
+cleanup.policy is delete, retention -1: nothing else removes them).
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -32,7 +32,7 @@ from coordinator.runtime.loop import LoopWakeups
 from coordinator.runtime.runtime import CoordinatorError, CoordinatorRuntime, Shard, Then, WriteFailed
 from coordinator.share_state import records as R
 from coordinator.share_state import rules
-from coordinator.share_state.keys import state_partition
+from coordinator.share_state.keys import coordinator_key, state_partition
 from coordinator.share_state.persister import (
     ReadStateResult,
     ReadSummaryResult,
@@ -142,8 +142,10 @@ class ShareCoordinator:
             log.info("loaded %d share-partition states (%d records) from %d %s partitions",
                      states, self.loaded_records, len(self.logs), SHARE_STATE_TOPIC)
         self.active = True
+        # Kafka's two periodic jobs, each on its own interval
         if self.prune_interval_ms > 0:
-            self._tasks.spawn(self._periodic())
+            self._tasks.spawn(self._every(self.prune_interval_ms, self.prune, "pruning"))
+        self._tasks.spawn(self._every(self.cfg.cold_partition_snapshot_interval_ms, self.snapshot_cold, "snapshotting cold share-partitions of"))
 
     async def stop(self) -> None:
         self.active = False
@@ -158,7 +160,7 @@ class ShareCoordinator:
 
     def _load(self, shard: Shard, lg: Log) -> None:
         """Replay the partition record by record: a snapshot replaces a key's state, an update merges
-        into it, a tombstone removes it; a damaged record stops the partition's load (logged)."""
+        into it, a tombstone removes it; a damaged record fails the partition (logged)."""
         state, cfg = shard.state, self.cfg
         try:
             for header, batch in lg.batches():
@@ -173,7 +175,11 @@ class ShareCoordinator:
                     rules.replay(state, key, R.decode_value(key.kind, rec.value), cfg, rec.offset)
                     self.loaded_records += 1
         except Exception as exc:  # noqa: BLE001 - one bad record must not stop the broker
-            log.error("%s-%d: load stopped at a damaged record: %s", SHARE_STATE_TOPIC, shard.partition, exc)
+            # a state built on part of the log must not be written over: the partition answers
+            # NOT_COORDINATOR, as Kafka's shard whose load failed
+            shard.failed = f"damaged record: {exc}"
+            log.error("%s-%d: load stopped at a damaged record, its share-partitions are unavailable: %s",
+                      SHARE_STATE_TOPIC, shard.partition, exc)
 
     # ------------------------------------------------------------ partitions
 
@@ -207,8 +213,14 @@ class ShareCoordinator:
         if not self.active or self._loop is None:
             raise CoordinatorError(E.COORDINATOR_NOT_AVAILABLE)
         shard = self.runtime.shards[self.partition_for(key)]
+        if shard.failed:
+            raise CoordinatorError(E.NOT_COORDINATOR)
         future: asyncio.Future[Any] = self._loop.create_future()
-        self.runtime.run(shard, key.group_id, handler, request, future)
+        try:
+            self.runtime.run(shard, key.group_id, handler, request, future)
+        except Exception as exc:  # a bug in the rules: this request fails, the broker goes on
+            log.exception("share-state %s of %s failed", handler.__name__, coordinator_key(key))
+            raise CoordinatorError(E.UNKNOWN_SERVER_ERROR) from exc
         return await future
 
     async def initialize_state(self, key: SharePartitionKey, state_epoch: int, start_offset: int) -> rules.Answer:
@@ -285,29 +297,39 @@ class ShareCoordinator:
             if any(k.topic_id in topic_ids for k in shard.state.offsets):
                 self.runtime.run(shard, "", rules.topics_deleted, topic_ids, Then(_logged_failure))
 
-    async def _periodic(self) -> None:
+    async def _every(self, interval_ms: int, job: Callable[[], Awaitable[Any]], what: str) -> None:
         while True:
-            await asyncio.sleep(self.prune_interval_ms / 1000)
+            await asyncio.sleep(interval_ms / 1000)
             try:
-                await self.prune()
+                await job()
             except Exception:  # the job must outlive one bad pass
-                log.exception("pruning %s failed", SHARE_STATE_TOPIC)
+                log.exception("%s %s failed", what, SHARE_STATE_TOPIC)
 
-    async def prune(self) -> int:
-        """Snapshot cold share-partitions, then delete each partition's records below the oldest last
-        snapshot of its keys; the number of records deleted."""
+    async def snapshot_cold(self) -> None:
+        """Kafka's snapshotColdPartitions on every shard: share-partitions unsnapshotted for
+        ``share.coordinator.cold.partition.snapshot.interval.ms`` are snapshotted again, so that an idle
+        one does not hold back the pruning of its partition."""
         assert self._loop is not None
         waits = []
         for shard in self.runtime.shards.values():
-            if shard.state.offsets:
+            if shard.state.offsets and not shard.failed:
                 future: asyncio.Future[Any] = self._loop.create_future()
                 self.runtime.run(shard, "", rules.snapshot_cold_partitions, None, future)
                 waits.append(future)
         await asyncio.gather(*waits, return_exceptions=True)
+
+    async def prune(self) -> int:
+        """Delete each partition's records below the oldest last snapshot of its keys (Kafka's record
+        pruning, every ``share.coordinator.state.topic.prune.interval.ms``); the number deleted."""
         deleted = 0
         for p, lg in list(self.logs.items()):
-            below = rules.redundant_below(self.runtime.shards[p].state)
-            if below is not None and below > lg.log_start_offset:
+            shard = self.runtime.shards[p]
+            below = rules.redundant_below(shard.state)
+            if below is None or below <= lg.log_start_offset or shard.failed:
+                continue
+            # the snapshots that make the records below redundant are appended: durable before those go
+            await self.broker.partitions.committer.durable(lg)
+            if lg.log_start_offset < below:
                 before = lg.log_start_offset
                 lg.delete_records_before(below)
                 deleted += lg.log_start_offset - before

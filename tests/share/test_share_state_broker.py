@@ -72,8 +72,7 @@ async def test_the_state_topic_is_internal_with_kafkas_configs(tmp_path):
 
 
 async def test_pruning_deletes_what_later_snapshots_override(tmp_path):
-    overrides = {"share.coordinator.snapshot.update.records.per.snapshot": "2", "share.coordinator.cold.partition.snapshot.interval.ms": "1",
-                 "share.coordinator.state.topic.num.partitions": "1"}
+    overrides = {"share.coordinator.snapshot.update.records.per.snapshot": "2", "share.coordinator.state.topic.num.partitions": "1"}
     async with running(tmp_path, **overrides) as b:
         topic = b.create_topic("t", 1, {})
         p = b.share_persister
@@ -84,7 +83,9 @@ async def test_pruning_deletes_what_later_snapshots_override(tmp_path):
             await p.write(keys[0], 0, 0, -1, i + 1, (StateBatch(i, i, ACKNOWLEDGED, 1),))
         lg = b.share_coordinator.logs[0]
         assert lg.log_end_offset == 9
-        deleted = await b.share_coordinator.prune()  # b is re-snapshotted (cold), a's last snapshot is the oldest needed
+        b.share_coordinator.cfg.cold_partition_snapshot_interval_ms = 0  # every share-partition counts as cold now
+        await b.share_coordinator.snapshot_cold()  # both re-snapshotted: every record before is redundant
+        deleted = await b.share_coordinator.prune()
         assert deleted > 0 and lg.log_start_offset > 0
         before = [await p.read(k, -1) for k in keys]
     async with running(tmp_path, **overrides) as b:
@@ -99,7 +100,7 @@ async def test_share_coordinator_metrics(tmp_path):
 
     from tests.wire.test_metrics import value
 
-    overrides = {"share.coordinator.cold.partition.snapshot.interval.ms": "1", "share.coordinator.state.topic.num.partitions": "1"}
+    overrides = {"share.coordinator.state.topic.num.partitions": "1"}
     async with running(tmp_path, **overrides) as b:
         topic = b.create_topic("t", 1, {})
         key = SharePartitionKey("g", topic.topic_id, 0)
@@ -107,6 +108,8 @@ async def test_share_coordinator_metrics(tmp_path):
         for i in range(3):
             assert await b.share_persister.write(key, 0, 0, -1, -1, (StateBatch(i, i, ACKNOWLEDGED, 1),)) == 0
         assert await b.share_persister.write(SharePartitionKey("h", topic.topic_id, 0), 0, 0, -1, -1, ()) == 42  # not counted
+        b.share_coordinator.cfg.cold_partition_snapshot_interval_ms = 0
+        await b.share_coordinator.snapshot_cold()
         await b.share_coordinator.prune()
         text = generate_latest(b.metrics.registry).decode()
     assert value(text, "groupd_share_coordinator_write_seconds_count") == 3
@@ -129,3 +132,87 @@ async def test_a_deleted_topic_takes_its_share_partition_states(tmp_path):
     async with running(tmp_path) as b:  # tombstoned durably
         assert b.share_coordinator.states() == 1
         assert (await b.share_persister.read(keys[2], -1)).error_code == 0
+
+
+async def test_a_damaged_record_makes_its_partition_unavailable_not_partial(tmp_path):
+    overrides = {"share.coordinator.state.topic.num.partitions": "2"}
+    async with running(tmp_path, **overrides) as b:
+        topic = b.create_topic("t", 1, {})
+        keys = {}
+        for g in ("a", "b", "c", "d"):
+            k = SharePartitionKey(g, topic.topic_id, 0)
+            keys.setdefault(b.share_coordinator.partition_for(k), k)
+            assert await b.share_persister.initialize(k, 0, 0) == 0
+        assert set(keys) == {0, 1}
+        bad = keys[0]
+        lg = b.share_coordinator.logs[0]
+        lg.append_records([(R.encode_key(R.update_key(bad)), b"\x00\x00\x01")])  # a value cut short
+        lg.flush()
+    async with running(tmp_path, **overrides) as b:
+        assert await b.share_persister.write(keys[0], 0, 0, 1, -1, ()) == 16  # NOT_COORDINATOR
+        assert (await b.share_persister.read(keys[0], -1)).error_code == 16
+        assert (await b.share_persister.read(keys[1], -1)).error_code == 0
+
+
+async def test_concurrent_writes_across_snapshots_replay_to_what_was_answered(tmp_path):
+    """Writes arriving before earlier ones are durable build on them (a snapshot taken meanwhile holds
+    every earlier update): what a restart replays is what the last answers reflected."""
+    overrides = {"share.coordinator.snapshot.update.records.per.snapshot": "3", "share.coordinator.state.topic.num.partitions": "1"}
+    async with running(tmp_path, **overrides) as b:
+        topic = b.create_topic("t", 2, {})
+        keys = [SharePartitionKey("g", topic.topic_id, p) for p in (0, 1)]
+        for k in keys:
+            await b.share_persister.initialize(k, 0, 0)
+
+        async def writes(k, n):
+            codes = []
+            for i in range(n):
+                codes.append(await b.share_persister.write(k, 0, 0, -1, i + 1, (StateBatch(i, i, ACKNOWLEDGED, 1), StateBatch(i + 1, i + 1, AVAILABLE, 1))))
+            return codes
+
+        # two writers per key, interleaved over the same offsets, none waiting for the other's durability
+        results = await asyncio.gather(writes(keys[0], 40), writes(keys[0], 40), writes(keys[1], 40), writes(keys[1], 25))
+        assert {c for codes in results for c in codes} == {0}
+        before = [await b.share_persister.read(k, -1) for k in keys]
+        kinds = {k.kind for k, _v in stored_records(b, 0)}
+        assert kinds == {R.SHARE_SNAPSHOT, R.SHARE_UPDATE}
+    async with running(tmp_path, **overrides) as b:
+        assert [await b.share_persister.read(k, -1) for k in keys] == before
+    assert before[0].batches == (StateBatch(0, 39, ACKNOWLEDGED, 1), StateBatch(40, 40, AVAILABLE, 1))
+
+
+async def test_pruning_runs_every_prune_interval(tmp_path):
+    overrides = {"share.coordinator.snapshot.update.records.per.snapshot": "1", "share.coordinator.state.topic.num.partitions": "1",
+                 "share.coordinator.state.topic.prune.interval.ms": "20"}
+    async with running(tmp_path, **overrides) as b:
+        topic = b.create_topic("t", 1, {})
+        key = SharePartitionKey("g", topic.topic_id, 0)
+        await b.share_persister.initialize(key, 0, 0)
+        for i in range(6):  # update, snapshot, update, snapshot, ...: the last snapshot is at offset 6
+            await b.share_persister.write(key, 0, 0, -1, -1, (StateBatch(i, i, ACKNOWLEDGED, 1),))
+        lg = b.share_coordinator.logs[0]
+        for _ in range(300):  # the job may have run meanwhile, pruning less: it catches up on its next run
+            if lg.log_start_offset == 6:
+                break
+            await asyncio.sleep(0.01)
+        assert lg.log_start_offset == 6 and b.share_coordinator.last_pruned == {0: 6}
+        assert (await b.share_persister.read(key, -1)).batches == (StateBatch(0, 5, ACKNOWLEDGED, 1),)
+
+
+async def test_a_failing_rule_fails_its_request_only(tmp_path, monkeypatch, caplog):
+    from coordinator.share_state import rules
+
+    async with running(tmp_path) as b:
+        topic = b.create_topic("t", 1, {})
+        key = SharePartitionKey("g", topic.topic_id, 0)
+        assert await b.share_persister.initialize(key, 0, 0) == 0
+
+        def broken(*_args):
+            raise RuntimeError("boom")
+
+        monkeypatch.setattr(rules, "write", broken)
+        assert await b.share_persister.write(key, 0, 0, -1, -1, ()) == -1  # UNKNOWN_SERVER_ERROR
+        assert "share-state broken of g:" in caplog.text
+        monkeypatch.undo()
+        assert await b.share_persister.write(key, 0, 0, 5, -1, ()) == 0
+        assert (await b.share_persister.read(key, -1)).start_offset == 5

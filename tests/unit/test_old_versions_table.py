@@ -68,6 +68,12 @@ KAFKA_39_VALID_VERSIONS: dict[str, tuple[int, int]] = {
     "ConsumerGroupDescribe": (0, 0),  # v1 (MemberType) came with Kafka 4.1
     "ListConfigResources": (0, 0),  # ListClientMetricsResources in 3.9
     "DescribeTopicPartitions": (0, 0),
+    # KIP-932's share coordinator RPCs: v0 in 3.9, marked latestVersionUnstable (early access, unadvertised)
+    "InitializeShareGroupState": (0, 0),
+    "ReadShareGroupState": (0, 0),
+    "WriteShareGroupState": (0, 0),
+    "DeleteShareGroupState": (0, 0),
+    "ReadShareGroupStateSummary": (0, 0),
 }
 
 

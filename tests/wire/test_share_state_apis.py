@@ -140,3 +140,27 @@ async def test_the_state_partition_matches_kafkas_formula(broker, topic):
     assert broker.share_coordinator.partition_for(key) == expected
     assert await broker.share_persister.initialize(key, 0, -1) == 0
     assert set(broker.share_coordinator.logs) == {expected}
+
+
+async def test_the_state_topic_is_read_as_kafkas_internal_topic(wire, broker, topic):
+    """Fetch reads ``__share_group_state`` (tools that follow it decode Kafka's records), Produce to it
+    is refused, Metadata lists it as internal once it holds a record."""
+    from coordinator.share_state import records as R
+    from coordinator.share_state.persister import SharePartitionKey
+    from storage.batch import build_batch, iter_records, split_batches
+    from tests.wire.test_data_plane import fetch_body, produce_body
+
+    key = SharePartitionKey("g", topic, 1)
+    p = broker.share_coordinator.partition_for(key)
+    await wire.call(INIT, 0, body(INIT, 0, "g", [(topic, [{"partition": 1, "state_epoch": 0, "start_offset": 3}])]))
+    resp = await wire.call(1, 11, fetch_body("__share_group_state", p, 0))
+    data = resp.responses[0].partitions[0]
+    assert data.error_code == 0
+    [record] = [r for batch in split_batches(data.records) for r in iter_records(batch)]
+    assert R.decode_key(bytes(record.key)) == R.snapshot_key(key)
+    assert R.decode_value(R.SHARE_SNAPSHOT, bytes(record.value)).start_offset == 3
+    resp = await wire.call(0, 9, produce_body("__share_group_state", p, build_batch([(b"k", b"v")], timestamp_ms=0)))
+    assert resp.responses[0].partition_responses[0].error_code == ErrorCode.invalid_topic_exception
+    md = await wire.call(3, 12, {"topics": None, "allow_auto_topic_creation": False, "include_topic_authorized_operations": False})
+    [state] = [t for t in md.topics if t.name == "__share_group_state"]
+    assert state.is_internal and len(state.partitions) == 50
