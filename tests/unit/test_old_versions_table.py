@@ -77,12 +77,11 @@ KAFKA_39_VALID_VERSIONS: dict[str, tuple[int, int]] = {
 }
 
 
-# KIP-932's APIs, stable only since 4.1 (3.9 had unstable early versions; ShareGroupHeartbeat and
-# ShareGroupDescribe v0, 4.0's early access, were removed in 4.1)
+# KIP-932's share-group APIs: ShareGroupHeartbeat and ShareGroupDescribe v0 (4.0's early access) were
+# removed in 4.1, which serves v1 alone; the share group offsets APIs are new in 4.1
 KIP_932 = frozenset((
     "ShareGroupHeartbeat", "ShareGroupDescribe", "DescribeShareGroupOffsets", "AlterShareGroupOffsets",
-    "DeleteShareGroupOffsets", "InitializeShareGroupState", "ReadShareGroupState", "WriteShareGroupState",
-    "DeleteShareGroupState", "ReadShareGroupStateSummary",
+    "DeleteShareGroupOffsets",
 ))
 
 
