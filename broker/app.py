@@ -25,7 +25,9 @@ from broker.security.listeners import Listener
 from broker.security.sasl import SaslGate, mechanism_factories
 from broker.security.scram_store import ScramStore
 from broker.security.tls import server_context
+from broker.share_groups import ShareGroupShell
 from coordinator.service import GroupCoordinator
+from coordinator.share.config import ShareGroupConfig
 from coordinator.share_state.service import ShareCoordinator
 from coordinator.transactions.service import TransactionCoordinator
 from protocol.topic_names import OFFSETS_TOPIC, SHARE_STATE_TOPIC, TXN_STATE_TOPIC
@@ -84,6 +86,10 @@ class Broker:
         self.coordinator.on_append = lambda partition: self.partitions.appended((OFFSETS_TOPIC, partition))  # long polls
         self.coordinator.cfg.group_overrides = self.group_configs.overrides  # consumer.* group configs
         self.services.append(self.coordinator)
+        # share groups (KIP-932): their settings, the share coordinator's port and the async work of their rules
+        self.share_groups = ShareGroupShell(self)
+        self.coordinator.cfg.share_config = self.share_group_config
+        self.services.append(self.share_groups)
         self.transactions = TransactionCoordinator(self)
         self.services.append(self.transactions)
         cluster = config["cluster.id"]
@@ -105,12 +111,17 @@ class Broker:
             )
         }
         self.topics.on_delete.append(lambda topic: self.coordinator.remove_topic(topic.name))
+        self.topics.on_delete.append(lambda topic: self.coordinator.share_topics_deleted(frozenset({topic.topic_id})))
         self.topics.on_delete.append(lambda topic: self.share_coordinator.topics_deleted(frozenset({topic.topic_id})))
         # consumer-protocol groups assign from the topics and follow their changes
         self.coordinator.topics = self.topics.by_name
         self.topics.on_create.append(lambda topic: self.coordinator.topics_changed({topic.name}))
         self.topics.on_delete.append(lambda topic: self.coordinator.topics_changed({topic.name}))
         self.topics.on_grow.append(lambda topic, _old: self.coordinator.topics_changed({topic.name}))
+
+    def share_group_config(self, group_id: str) -> ShareGroupConfig:
+        """A share group's settings: the broker's group.share.* keys with the group's share.* overrides."""
+        return self.share_groups.config_for(group_id)
 
     # topic changes go through here so every part of the broker hears about them
     def create_topic(self, name: str, partitions: int, configs: dict[str, str]) -> Topic:

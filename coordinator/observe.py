@@ -23,6 +23,7 @@ log = logging.getLogger("groupd.coordinator")
 MEMBER_EVENTS = {
     "join_group": "member joined", "sync_group": "member synced", "leave_group": "members left",
     "consumer_group_heartbeat": "",  # joins, leaves and refusals only (see _consumer_heartbeat)
+    "share_group_heartbeat": "",  # the same for share groups
 }
 _CONSUMER_EPOCHS = {0: "consumer member joined", -1: "consumer member left", -2: "static consumer member left"}
 _CONSUMER_REFUSALS = frozenset((E.FENCED_MEMBER_EPOCH, E.UNKNOWN_MEMBER_ID, E.UNRELEASED_INSTANCE_ID, E.FENCED_INSTANCE_ID, E.GROUP_MAX_SIZE_REACHED))
@@ -109,6 +110,9 @@ def member_event(handler: Callable[..., Any], group_id: str, request: Any, paylo
     if name == "consumer_group_heartbeat":
         _consumer_heartbeat(group_id, request, payload)
         return
+    if name == "share_group_heartbeat":
+        _consumer_heartbeat(group_id, request, payload, "share")
+        return
     if name == "leave_group":
         for m in getattr(payload, "members", ()) or getattr(request, "members", ()):
             log_member_event(log, event, group_id, m.member_id, None, getattr(m, "error", 0), m.group_instance_id)
@@ -120,14 +124,15 @@ def member_event(handler: Callable[..., Any], group_id: str, request: Any, paylo
     log_member_event(log, event, group_id, member, generation, payload.error, getattr(request, "group_instance_id", None))
 
 
-def _consumer_heartbeat(group_id: str, request: Any, payload: Any) -> None:
-    """A consumer-protocol heartbeat is an event when it joins, leaves or is refused as stale."""
+def _consumer_heartbeat(group_id: str, request: Any, payload: Any, kind: str = "consumer") -> None:
+    """A consumer-protocol (or share) heartbeat is an event when it joins, leaves or is refused as stale."""
     event = _CONSUMER_EPOCHS.get(request.member_epoch)
     if payload.error in _CONSUMER_REFUSALS:
         event = "consumer member refused"
     if event is None:
         return
     group_event(
-        log, event, group_id, payload.member_id or request.member_id, error=payload.error or None,
-        epoch=payload.member_epoch, request_epoch=request.member_epoch, instance=request.instance_id,
+        log, event.replace("consumer", kind, 1), group_id, payload.member_id or request.member_id,
+        error=payload.error or None, epoch=payload.member_epoch, request_epoch=request.member_epoch,
+        instance=getattr(request, "instance_id", None),
     )

@@ -29,6 +29,7 @@ from coordinator.records import OffsetCommitKey
 from coordinator.runtime import loader as loading
 from coordinator.runtime.loop import LoopWakeups, OffsetsLog
 from coordinator.runtime.runtime import CoordinatorError, CoordinatorRuntime, Shard, Then, Waiter
+from coordinator.share import runtime as share_runtime
 from coordinator.tasks import Tasks
 from protocol.topic_names import OFFSETS_TOPIC
 from storage.committer import GroupCommitter
@@ -327,6 +328,12 @@ class GroupCoordinator:
         regex) get a new assignment at their next heartbeat."""
         for shard in self.loaded_shards():
             self.runtime.process(shard, consumer_runtime.topics_changed(shard.state, names, self.now()))
+            share_runtime.topics_changed(shard.state, names)
+
+    def share_topics_deleted(self, topic_ids: frozenset[Any]) -> None:
+        """Deleted topics leave the share groups' initialized partitions (Kafka's maybeCleanupShareGroupState)."""
+        for shard in self.loaded_shards():
+            self.runtime.process(shard, share_runtime.share_topics_deleted(shard.state, topic_ids, self.now()))
 
     def remove_topic(self, topic: str) -> None:
         """A deleted topic's committed offsets become tombstones (Kafka does this on topic deletion)."""
@@ -334,6 +341,15 @@ class GroupCoordinator:
             self.runtime.process(shard, core.remove_topic_offsets(shard.state, {topic}))
 
     # ------------------------------------------------------------ metrics sources
+
+    def share_group_counts(self) -> dict[str, tuple[int, int]]:
+        """Share groups by state: state -> (groups, members) (Kafka's share-group-count by state)."""
+        counts = {"Empty": (0, 0), "Stable": (0, 0)}
+        for shard in self.loaded_shards():
+            for g in shard.state.share_groups.values():
+                n, members = counts.get(g.state(), (0, 0))
+                counts[g.state()] = (n + 1, members + len(g.members))
+        return counts
 
     def metrics_snapshot(self) -> list[tuple[str, str, int, dict[tuple[str, int], int], str]]:
         rows = []

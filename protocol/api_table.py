@@ -65,11 +65,16 @@ class ApiKey(IntEnum):
     CONSUMER_GROUP_DESCRIBE = 69
     LIST_CONFIG_RESOURCES = 74
     DESCRIBE_TOPIC_PARTITIONS = 75
+    SHARE_GROUP_HEARTBEAT = 76
+    SHARE_GROUP_DESCRIBE = 77
     INITIALIZE_SHARE_GROUP_STATE = 83
     READ_SHARE_GROUP_STATE = 84
     WRITE_SHARE_GROUP_STATE = 85
     DELETE_SHARE_GROUP_STATE = 86
     READ_SHARE_GROUP_STATE_SUMMARY = 87
+    DESCRIBE_SHARE_GROUP_OFFSETS = 90
+    ALTER_SHARE_GROUP_OFFSETS = 91
+    DELETE_SHARE_GROUP_OFFSETS = 92
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,12 +142,17 @@ _DECLARED = (
     ApiSpec(ApiKey.CONSUMER_GROUP_DESCRIBE, "ConsumerGroupDescribe", 0, 1),
     ApiSpec(ApiKey.LIST_CONFIG_RESOURCES, "ListConfigResources", 0, 1),  # v0 was ListClientMetricsResources
     ApiSpec(ApiKey.DESCRIBE_TOPIC_PARTITIONS, "DescribeTopicPartitions", 0, 0),
+    ApiSpec(ApiKey.SHARE_GROUP_HEARTBEAT, "ShareGroupHeartbeat", 1, 1),  # KIP-932 (coordinator/share/)
+    ApiSpec(ApiKey.SHARE_GROUP_DESCRIBE, "ShareGroupDescribe", 1, 1),
     # the share coordinator's inter-broker RPCs (KIP-932; coordinator/share_state/), listed as Kafka lists them
     ApiSpec(ApiKey.INITIALIZE_SHARE_GROUP_STATE, "InitializeShareGroupState", 0, 0),
     ApiSpec(ApiKey.READ_SHARE_GROUP_STATE, "ReadShareGroupState", 0, 0),
     ApiSpec(ApiKey.WRITE_SHARE_GROUP_STATE, "WriteShareGroupState", 0, 1),  # v1: DeliveryCompleteCount (KIP-1226)
     ApiSpec(ApiKey.DELETE_SHARE_GROUP_STATE, "DeleteShareGroupState", 0, 0),
     ApiSpec(ApiKey.READ_SHARE_GROUP_STATE_SUMMARY, "ReadShareGroupStateSummary", 0, 1),
+    ApiSpec(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, "DescribeShareGroupOffsets", 0, 1),
+    ApiSpec(ApiKey.ALTER_SHARE_GROUP_OFFSETS, "AlterShareGroupOffsets", 0, 0),
+    ApiSpec(ApiKey.DELETE_SHARE_GROUP_OFFSETS, "DeleteShareGroupOffsets", 0, 0),
 )
 
 # the keys as plain ints: encoded into ApiVersions and compared on every request

@@ -97,6 +97,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--type", nargs="?", const="", default=None, help="With --list: group types, optionally filtered (classic,consumer).")
     p.add_argument("--status", action="store_true", help="groupd: with --describe, the broker's live consumer status per partition (Burrow's rules).")
     p.add_argument("--metrics-url", help="groupd: the broker's /metrics for --status (default http://<bootstrap host>:9404/metrics).")
+    p.add_argument("--share", action="store_true", help="Share groups (KIP-932): --list and --describe as Kafka's kafka-share-groups.sh shows them.")
     return p
 
 
@@ -153,6 +154,10 @@ def check_args(a: argparse.Namespace, usage: Callable[[str], NoReturn]) -> None:
         usage("Option [group] can't be used with option [list]")
     if a.topic and (a.list or a.describe):
         usage("Option [topic] can't be used with option [list] or [describe]")
+    if a.share and not (a.list or a.describe):
+        usage("Option [share] may be used with [list] or [describe] only")
+    if a.share and (a.type is not None or a.status or a.command_config):
+        usage("Option [share] can't be used with [type], [status] or [command-config]")
 
 
 def _parse_filter(value: str | None, valid: tuple[str, ...], what: str) -> list[str]:
@@ -374,6 +379,13 @@ def _status_rows(url: str, group: str) -> list[dict[str, Any]]:
 
 
 def run(a: argparse.Namespace, out: Callable[[str], None], err: Callable[[str], None]) -> int:
+    if a.share:
+        from tools import share_groups
+
+        try:
+            return share_groups.run(a, out, err)
+        except share_groups.ShareAdminError as exc:
+            raise CommandError(str(exc)) from None
     settings: dict[str, Any] = {}
     if a.command_config:
         from broker.config import parse_properties

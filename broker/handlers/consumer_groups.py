@@ -3,6 +3,7 @@ kio entities of both versions <-> the core's version-free requests (coordinator/
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.consumer_group_describe.v1.request import ConsumerGroupDescribeRequest
@@ -39,6 +40,18 @@ def consumer_group_heartbeat(broker: Broker, ctx: RequestContext, req: ConsumerG
         client_host="/" + ctx.client_host,
         version=ctx.version,
     )
+    finish = heartbeat_answer(ctx)
+    return answered_later(broker, req.group_id, core.consumer_group_heartbeat, request, finish)
+
+
+def heartbeat_refused(ctx: RequestContext, code: int, message: str | None = None) -> Any:
+    """A heartbeat's refusal (ConsumerGroupHeartbeat and ShareGroupHeartbeat have the same answer)."""
+    return ctx.respond(throttle_time=0, error_code=code, error_message=message, member_id=None,
+                       member_epoch=0, heartbeat_interval=0, assignment=None)
+
+
+def heartbeat_answer(ctx: RequestContext) -> Callable[[Any, BaseException | None], Any]:
+    """The ``finish`` of a heartbeat: the core's answer (or the coordinator's refusal) as the response."""
     assignment_cls = ctx.nested("Assignment")
     partitions_cls = ctx.nested("TopicPartitions")
 
@@ -46,8 +59,7 @@ def consumer_group_heartbeat(broker: Broker, ctx: RequestContext, req: ConsumerG
         if error is not None:
             if not isinstance(error, CoordinatorError):
                 raise error
-            return ctx.respond(throttle_time=0, error_code=error.code, error_message=None, member_id=None,
-                               member_epoch=0, heartbeat_interval=0, assignment=None)
+            return heartbeat_refused(ctx, error.code)
         assignment = None
         if payload.assignment is not None:
             assignment = codec.make(
@@ -64,19 +76,26 @@ def consumer_group_heartbeat(broker: Broker, ctx: RequestContext, req: ConsumerG
             assignment=assignment,
         )
 
-    return answered_later(broker, req.group_id, core.consumer_group_heartbeat, request, finish)
+    return finish
 
 
-def consumer_group_describe(broker: Broker, ctx: RequestContext, req: ConsumerGroupDescribeRequest) -> Any:
-    group_cls, member_cls = ctx.nested("DescribedGroup"), ctx.nested("Member")
+def described_assignment(ctx: RequestContext) -> Callable[[Any], Any]:
+    """A describe answer's Assignment from ``(topic id, topic name, partitions)`` rows (Consumer- and
+    ShareGroupDescribe have the same)."""
     assignment_cls, partitions_cls = ctx.nested("Assignment"), ctx.nested("TopicPartitions")
-    ops = authorized_operations("group", req.include_authorized_operations)
 
     def assignment(parts: Any) -> Any:
         return codec.make(assignment_cls, topic_partitions=tuple(
             codec.make(partitions_cls, topic_id=t, topic_name=name, partitions=ps) for t, name, ps in parts
         ))
 
+    return assignment
+
+
+def consumer_group_describe(broker: Broker, ctx: RequestContext, req: ConsumerGroupDescribeRequest) -> Any:
+    group_cls, member_cls = ctx.nested("DescribedGroup"), ctx.nested("Member")
+    ops = authorized_operations("group", req.include_authorized_operations)
+    assignment = described_assignment(ctx)
     out = []
     for group_id in req.group_ids:
         try:

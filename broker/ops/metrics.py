@@ -539,6 +539,13 @@ class _Collector:
         )
         snapshot = getattr(coordinator, "metrics_snapshot", None)
         yield from _group_families(m, snapshot() if callable(snapshot) else (), partitions.high_watermarks)
+        share = getattr(coordinator, "share_group_counts", None)
+        if callable(share):
+            counts = share()
+            yield _labelled(GaugeMetricFamily, "groupd_share_groups", "Share groups by state (Kafka share-group-count)",
+                            ["state"], sorted((state, n) for state, (n, _) in counts.items()))
+            yield GaugeMetricFamily("groupd_share_group_members", "Members over all share groups",
+                                    value=sum(members for _, members in counts.values()))
 
 
 def _topic_partition_counts(broker: Any) -> dict[str, int]:

@@ -45,9 +45,9 @@ from coordinator.consumer.embedded import (
 )
 from coordinator.consumer.group import UNRELEASED_PARTITIONS, UNREVOKED_PARTITIONS, ConsumerGroup, Member
 from coordinator.consumer.heartbeat import (
+    Refused,
     Topics,
     _bump,
-    _Fail,
     _maybe_new_target,
     _Out,
     _reconcile,
@@ -93,9 +93,9 @@ def _static(group: ConsumerGroup, member_id: str, instance_id: str) -> Member:
     """The static member of ``instance_id``, which must be ``member_id`` (UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID)."""
     owner = group.static_members.get(instance_id)
     if owner is None:
-        raise _Fail(E.UNKNOWN_MEMBER_ID, f"Member with instance id {instance_id} is not a member of group {group.group_id}.")
+        raise Refused(E.UNKNOWN_MEMBER_ID, f"Member with instance id {instance_id} is not a member of group {group.group_id}.")
     if owner != member_id:
-        raise _Fail(E.FENCED_INSTANCE_ID, f"Static member {member_id} with instance id {instance_id} was fenced by member {owner}.")
+        raise Refused(E.FENCED_INSTANCE_ID, f"Static member {member_id} with instance id {instance_id} was fenced by member {owner}.")
     return group.members[owner]
 
 
@@ -104,11 +104,11 @@ def _find(group: ConsumerGroup, member_id: str, instance_id: str | None) -> Memb
     if instance_id is None:
         member = group.members.get(member_id)
         if member is None:
-            raise _Fail(E.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {group.group_id}.")
+            raise Refused(E.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {group.group_id}.")
     else:
         member = _static(group, member_id, instance_id)
     if member.classic is None:
-        raise _Fail(E.UNKNOWN_MEMBER_ID, f"Member {member.member_id} does not use the classic protocol.")
+        raise Refused(E.UNKNOWN_MEMBER_ID, f"Member {member.member_id} does not use the classic protocol.")
     return member
 
 
@@ -121,7 +121,7 @@ def join(state: ShardState, req: JoinGroup, token: Token, now: int, cfg: GroupCo
     out = _Out(state.consumer_groups)
     try:
         return _join(state, group, req, token, now, cfg, new_id or str(uuid.uuid4()), out)
-    except _Fail as fail:
+    except Refused as fail:
         return _result(out, token, JoinGroupResponse(fail.error, member_id=req.member_id))
 
 
@@ -130,24 +130,24 @@ def _join(state: ShardState, group: ConsumerGroup, req: JoinGroup, token: Token,
     g = group.group_id
     if not cfg.min_session_timeout_ms <= req.session_timeout_ms <= cfg.max_session_timeout_ms:
         # checked for every JoinGroup before the group is looked at (GroupCoordinatorService.joinGroup)
-        raise _Fail(E.INVALID_SESSION_TIMEOUT, f"Session timeout {req.session_timeout_ms} ms is out of bounds.")
+        raise Refused(E.INVALID_SESSION_TIMEOUT, f"Session timeout {req.session_timeout_ms} ms is out of bounds.")
     if config.migration_policy == "disabled":
-        raise _Fail(E.INCONSISTENT_GROUP_PROTOCOL, f"Group {g} is a consumer group: classic members may not join it.")
+        raise Refused(E.INCONSISTENT_GROUP_PROTOCOL, f"Group {g} is a consumer group: classic members may not join it.")
     unknown = req.member_id == ""
     member_id = new_id if unknown else req.member_id
     instance = req.group_instance_id
     returning_static = instance is not None and instance in group.static_members
     if not returning_static and len(group.members) >= config.max_size and member_id not in group.members:
-        raise _Fail(E.GROUP_MAX_SIZE_REACHED, f"The consumer group has reached its maximum capacity of {config.max_size} members.")
+        raise Refused(E.GROUP_MAX_SIZE_REACHED, f"The consumer group has reached its maximum capacity of {config.max_size} members.")
     if not req.protocols or not supports_protocols(group, req.protocol_type, {p.name for p in req.protocols}):
-        raise _Fail(E.INCONSISTENT_GROUP_PROTOCOL, f"Member {member_id}'s protocols are not supported.")
+        raise Refused(E.INCONSISTENT_GROUP_PROTOCOL, f"Member {member_id}'s protocols are not supported.")
     if unknown and instance is None and req.version >= 4:
         # JoinGroupRequest.requiresKnownMemberId: the member rejoins with the id it is given
         return Result(responses=((token, JoinGroupResponse(E.MEMBER_ID_REQUIRED, member_id=member_id)),), replay=False)
     try:
         subscription = parse_subscription(req.protocols[0].metadata)
     except MalformedProtocol:
-        raise _Fail(E.INCONSISTENT_GROUP_PROTOCOL, f"Member {member_id}'s subscription is malformed.") from None
+        raise Refused(E.INCONSISTENT_GROUP_PROTOCOL, f"Member {member_id}'s subscription is malformed.") from None
 
     replaced: str | None = None
     if instance is None:
@@ -203,7 +203,7 @@ def _must_rejoin(group: ConsumerGroup, member: Member, now: int, out: _Out) -> N
     if not member.join_timer_set:
         member.join_timer_set = True
         out.timer(join_timer(group.group_id, member.member_id), now + max(member.rebalance_timeout_ms, 0))
-    raise _Fail(E.REBALANCE_IN_PROGRESS, f"A new rebalance is triggered in group {group.group_id} and member "
+    raise Refused(E.REBALANCE_IN_PROGRESS, f"A new rebalance is triggered in group {group.group_id} and member "
                 f"{member.member_id} should rejoin to catch up.")
 
 
@@ -213,22 +213,22 @@ def sync(state: ShardState, req: SyncGroup, token: Token, now: int, cfg: GroupCo
     group = state.consumer_groups[req.group_id]
     try:
         if req.version >= 5 and (req.protocol_type is None or req.protocol_name is None):
-            raise _Fail(E.INCONSISTENT_GROUP_PROTOCOL, "SyncGroup v5+ names its protocol type and name.")
+            raise Refused(E.INCONSISTENT_GROUP_PROTOCOL, "SyncGroup v5+ names its protocol type and name.")
         if not group.members:
-            raise _Fail(E.UNKNOWN_MEMBER_ID, f"Group {group.group_id} is empty.")
+            raise Refused(E.UNKNOWN_MEMBER_ID, f"Group {group.group_id} is empty.")
         member = _find(group, req.member_id, req.group_instance_id)
         if req.generation_id != member.epoch:
-            raise _Fail(E.ILLEGAL_GENERATION, f"The request generation id {req.generation_id} is not equal to the "
+            raise Refused(E.ILLEGAL_GENERATION, f"The request generation id {req.generation_id} is not equal to the "
                         f"member epoch {member.epoch} of member {member.member_id}.")
         assert member.classic is not None
         first = member.classic.protocols[0]
         if (req.protocol_type is not None and req.protocol_type != CONSUMER) or (
             req.protocol_name is not None and req.protocol_name != first.name
         ):
-            raise _Fail(E.INCONSISTENT_GROUP_PROTOCOL, f"The protocol of member {member.member_id}'s request does not match.")
+            raise Refused(E.INCONSISTENT_GROUP_PROTOCOL, f"The protocol of member {member.member_id}'s request does not match.")
         if group.assignment_epoch > member.epoch and member.state != UNREVOKED_PARTITIONS:
             _must_rejoin(group, member, now, out)
-    except _Fail as fail:
+    except Refused as fail:
         return _result(out, token, SyncGroupResponse(fail.error))
     names = {info.topic_id: name for name, info in state.topics.items()}
     assigned = tuple((names[t], tuple(sorted(ps))) for t, ps in sorted(member.assigned.items()) if t in names)
@@ -261,7 +261,7 @@ def heartbeat(state: ShardState, req: Heartbeat, token: Token, now: int, cfg: Gr
     try:
         member = _find(group, req.member_id, req.group_instance_id)
         if req.generation_id != member.epoch:
-            raise _Fail(E.ILLEGAL_GENERATION, f"The request generation id {req.generation_id} is not equal to the "
+            raise Refused(E.ILLEGAL_GENERATION, f"The request generation id {req.generation_id} is not equal to the "
                         f"member epoch {member.epoch} of member {member.member_id}.")
         assert member.classic is not None
         out.timer(session_timer(group.group_id, member.member_id), now + member.classic.session_timeout_ms)
@@ -274,7 +274,7 @@ def heartbeat(state: ShardState, req: Heartbeat, token: Token, now: int, cfg: Gr
             or (member.state == UNRELEASED_PARTITIONS and not _waiting_on_unreleased(group, member))
         ):
             _must_rejoin(group, member, now, out)
-    except _Fail as fail:
+    except Refused as fail:
         return _result(out, token, HeartbeatResponse(fail.error))
     return _result(out, token, HeartbeatResponse(E.NONE))
 
@@ -302,7 +302,7 @@ def leave(state: ShardState, req: LeaveGroup, token: Token, now: int, cfg: Group
             remove_member(group, member_id, out)
             removed = True
             answers.append(LeftMember(member_id, x.group_instance_id, E.NONE))
-        except _Fail as fail:
+        except Refused as fail:
             answers.append(LeftMember(member_id, x.group_instance_id, fail.error))
     if removed:
         _bump(group, state.topics, out)

@@ -80,7 +80,9 @@ class TopicInfo:
 Topics = Mapping[str, TopicLike]
 
 
-class _Fail(Exception):
+class Refused(Exception):
+    """A request refused with Kafka's error code and message (consumer and share heartbeats alike)."""
+
     def __init__(self, error: int, message: str) -> None:
         super().__init__(message)
         self.error = error
@@ -110,26 +112,26 @@ def validate(request: ConsumerGroupHeartbeat, config: ConsumerConfig) -> None:
     """Kafka's GroupCoordinatorService.throwIfConsumerGroupHeartbeatRequestIsInvalid."""
     r = request
     if not r.group_id.strip():
-        raise _Fail(E.INVALID_REQUEST, "GroupId can't be empty.")
+        raise Refused(E.INVALID_REQUEST, "GroupId can't be empty.")
     if _blank(r.instance_id):
-        raise _Fail(E.INVALID_REQUEST, "InstanceId can't be empty.")
+        raise Refused(E.INVALID_REQUEST, "InstanceId can't be empty.")
     if _blank(r.rack_id):
-        raise _Fail(E.INVALID_REQUEST, "RackId can't be empty.")
+        raise Refused(E.INVALID_REQUEST, "RackId can't be empty.")
     if (r.version >= 1 or r.member_epoch > 0 or r.member_epoch == LEAVE_EPOCH) and not r.member_id.strip():
-        raise _Fail(E.INVALID_REQUEST, "MemberId can't be empty.")
+        raise Refused(E.INVALID_REQUEST, "MemberId can't be empty.")
     if r.member_epoch == JOIN_EPOCH:
         if r.rebalance_timeout_ms == -1:
-            raise _Fail(E.INVALID_REQUEST, "RebalanceTimeoutMs must be provided in first request.")
+            raise Refused(E.INVALID_REQUEST, "RebalanceTimeoutMs must be provided in first request.")
         if r.owned is None or r.owned:
-            raise _Fail(E.INVALID_REQUEST, "TopicPartitions must be empty when (re-)joining.")
+            raise Refused(E.INVALID_REQUEST, "TopicPartitions must be empty when (re-)joining.")
         if r.subscribed_topic_names is None and r.subscribed_topic_regex is None:
-            raise _Fail(E.INVALID_REQUEST, "SubscribedTopicNames or SubscribedTopicRegex must be set in first request.")
+            raise Refused(E.INVALID_REQUEST, "SubscribedTopicNames or SubscribedTopicRegex must be set in first request.")
     elif r.member_epoch == STATIC_LEAVE_EPOCH and r.instance_id is None:
-        raise _Fail(E.INVALID_REQUEST, "InstanceId can't be null.")
+        raise Refused(E.INVALID_REQUEST, "InstanceId can't be null.")
     elif r.member_epoch < STATIC_LEAVE_EPOCH:
-        raise _Fail(E.INVALID_REQUEST, f"MemberEpoch is {r.member_epoch}, but must be greater than or equal to -2.")
+        raise Refused(E.INVALID_REQUEST, f"MemberEpoch is {r.member_epoch}, but must be greater than or equal to -2.")
     if r.server_assignor is not None and r.server_assignor not in config.assignors:
-        raise _Fail(E.UNSUPPORTED_ASSIGNOR, f"ServerAssignor {r.server_assignor} is not supported. "
+        raise Refused(E.UNSUPPORTED_ASSIGNOR, f"ServerAssignor {r.server_assignor} is not supported. "
                     f"Supported assignors: {', '.join(config.assignors)}.")
 
 
@@ -158,6 +160,11 @@ def metadata_hash(group: ConsumerGroup, topics: Topics) -> int:
     names: set[str] = set()
     for m in group.members.values():
         names |= subscribed_names(group, m)
+    return metadata_hash_of(names, topics)
+
+
+def metadata_hash_of(names: set[str] | frozenset[str], topics: Topics) -> int:
+    """The hash of these topics' metadata (consumer and share groups alike)."""
     present = sorted(n for n in names if n in topics)
     if not present:
         return 0
@@ -204,7 +211,7 @@ def _maybe_new_target(group: ConsumerGroup, topics: Topics, now: int, config: Co
     try:
         targets = assign(preferred_assignor(group, config), specs, counts)
     except AssignorError as exc:
-        raise _Fail(E.UNKNOWN_SERVER_ERROR, f"Failed to compute a new target assignment: {exc}") from None
+        raise Refused(E.UNKNOWN_SERVER_ERROR, f"Failed to compute a new target assignment: {exc}") from None
     for mid in group.members:
         new = {t: ps for t, ps in targets.get(mid, {}).items() if ps}
         if new != {t: ps for t, ps in group.targets.get(mid, {}).items() if ps}:
@@ -230,7 +237,7 @@ def _reconcile(
         subscription_changed, group.owner_epoch,
     )
     if result == FENCED:
-        raise _Fail(E.FENCED_MEMBER_EPOCH, "The consumer group member is in an unknown state; "
+        raise Refused(E.FENCED_MEMBER_EPOCH, "The consumer group member is in an unknown state; "
                     "it must abandon all its partitions and rejoin.")
     assert isinstance(result, Member)
     if result is member:
@@ -325,11 +332,11 @@ def heartbeat(
             group = groups.get(request.group_id)
             if group is None:
                 if request.member_epoch != JOIN_EPOCH:
-                    raise _Fail(E.GROUP_ID_NOT_FOUND, f"Group {request.group_id} not found.")
+                    raise Refused(E.GROUP_ID_NOT_FOUND, f"Group {request.group_id} not found.")
                 group = groups[request.group_id] = ConsumerGroup(request.group_id)
                 created = True
             _join_or_heartbeat(group, topics, request, now, config, new_member_id, out)
-    except _Fail as fail:
+    except Refused as fail:
         # Every check that can fail runs before the first record, so a failed request writes nothing;
         # the one exception is an assignor failure (a subscribed topic missing from the metadata, which
         # the subscription filtering rules out): the member's update then stands, answered with the error.
@@ -351,13 +358,13 @@ def _static_member(group: ConsumerGroup, request: ConsumerGroupHeartbeat, out: _
         old = group.members[old_id]
         if old.classic is None and old.epoch != STATIC_LEAVE_EPOCH:
             # a classic static member is replaced at once: only two consumer-protocol members need the leave
-            raise _Fail(E.UNRELEASED_INSTANCE_ID, f"Static member {old_id} with instance id "
+            raise Refused(E.UNRELEASED_INSTANCE_ID, f"Static member {old_id} with instance id "
                         f"{request.instance_id} is not released yet; it must leave with epoch -2 first.")
         return replace_static_member(group, old_id, request.member_id, out)
     if old_id is None:
-        raise _Fail(E.UNKNOWN_MEMBER_ID, f"Instance id {request.instance_id} is unknown.")
+        raise Refused(E.UNKNOWN_MEMBER_ID, f"Instance id {request.instance_id} is unknown.")
     if old_id != request.member_id:
-        raise _Fail(E.FENCED_INSTANCE_ID, f"Static member {request.member_id} with instance id "
+        raise Refused(E.FENCED_INSTANCE_ID, f"Static member {request.member_id} with instance id "
                     f"{request.instance_id} was fenced by member {old_id}.")
     return group.members[old_id]
 
@@ -388,14 +395,14 @@ def _check_epoch(member: Member, request: ConsumerGroupHeartbeat) -> None:
     previous epoch (the last response was lost) and the member owns nothing beyond its assignment."""
     epoch = request.member_epoch
     if epoch > member.epoch:
-        raise _Fail(E.FENCED_MEMBER_EPOCH, f"The consumer group member has a greater member epoch ({epoch}) "
+        raise Refused(E.FENCED_MEMBER_EPOCH, f"The consumer group member has a greater member epoch ({epoch}) "
                     f"than the one known by the group coordinator ({member.epoch}).")
     if epoch < member.epoch:
         ok = epoch == member.previous_epoch and request.owned is not None and all(
             all(p in member.assigned.get(t, {}) for p in ps) for t, ps in request.owned
         )
         if not ok:
-            raise _Fail(E.FENCED_MEMBER_EPOCH, f"The consumer group member has a smaller member epoch ({epoch}) "
+            raise Refused(E.FENCED_MEMBER_EPOCH, f"The consumer group member has a smaller member epoch ({epoch}) "
                         f"than the one known by the group coordinator ({member.epoch}).")
 
 
@@ -414,18 +421,18 @@ def _join_or_heartbeat(
     # size: a static member coming back never counts against group.consumer.max.size
     returning_static = request.instance_id is not None and request.instance_id in group.static_members
     if not returning_static and len(group.members) >= config.max_size and member_id not in group.members:
-        raise _Fail(E.GROUP_MAX_SIZE_REACHED, f"The consumer group has reached its maximum capacity of "
+        raise Refused(E.GROUP_MAX_SIZE_REACHED, f"The consumer group has reached its maximum capacity of "
                     f"{config.max_size} members.")
     if request.instance_id is not None:
         member = _static_member(group, request, out)
     else:
         member = group.members.get(member_id)
         if member is None and request.member_epoch != JOIN_EPOCH:
-            raise _Fail(E.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {g}.")
+            raise Refused(E.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {g}.")
     if member is not None and request.member_epoch != JOIN_EPOCH:
         _check_epoch(member, request)
     if member is not None and member.state == UNKNOWN and (request.owned is None or any(ps for _, ps in request.owned)):
-        raise _Fail(E.FENCED_MEMBER_EPOCH, "The consumer group member is in an unknown state; "
+        raise Refused(E.FENCED_MEMBER_EPOCH, "The consumer group member is in an unknown state; "
                     "it must abandon all its partitions and rejoin.")
     is_new = member is None
     base = member if member is not None else Member(member_id, epoch=0, previous_epoch=0)
@@ -436,7 +443,7 @@ def _join_or_heartbeat(
         try:
             compile_regex(regex)
         except InvalidRegex as exc:
-            raise _Fail(E.INVALID_REGULAR_EXPRESSION, str(exc)) from None
+            raise Refused(E.INVALID_REGULAR_EXPRESSION, str(exc)) from None
 
     updated = replace(
         base,
@@ -495,17 +502,17 @@ def _join_or_heartbeat(
 def _leave(groups: ConsumerGroups, topics: Topics, request: ConsumerGroupHeartbeat, out: _Out) -> None:
     group = groups.get(request.group_id)
     if group is None:
-        raise _Fail(E.GROUP_ID_NOT_FOUND, f"Group {request.group_id} not found.")
+        raise Refused(E.GROUP_ID_NOT_FOUND, f"Group {request.group_id} not found.")
     member_id = request.member_id
     if request.instance_id is not None:
         owner = group.static_members.get(request.instance_id)
         if owner is None:
-            raise _Fail(E.UNKNOWN_MEMBER_ID, f"Instance id {request.instance_id} is unknown.")
+            raise Refused(E.UNKNOWN_MEMBER_ID, f"Instance id {request.instance_id} is unknown.")
         if owner != member_id:
-            raise _Fail(E.FENCED_INSTANCE_ID, f"Static member {member_id} with instance id "
+            raise Refused(E.FENCED_INSTANCE_ID, f"Static member {member_id} with instance id "
                         f"{request.instance_id} was fenced by member {owner}.")
     elif member_id not in group.members:
-        raise _Fail(E.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {group.group_id}.")
+        raise Refused(E.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {group.group_id}.")
     member = group.members[member_id]
     if request.member_epoch == STATIC_LEAVE_EPOCH:
         # the member stays, holding its partitions for its replacement; no bump

@@ -26,7 +26,7 @@ from coordinator.consumer.api import (
 )
 from coordinator.consumer.describe import DescribedConsumerGroup, describe
 from coordinator.consumer.group import UNREVOKED_PARTITIONS, replay
-from coordinator.consumer.heartbeat import _Fail as Fail
+from coordinator.consumer.heartbeat import Refused as Fail
 from coordinator.consumer.heartbeat import (
     heartbeat,
     on_rebalance_timeout,
@@ -76,6 +76,9 @@ def consumer_group_heartbeat(state: ShardState, request: ConsumerGroupHeartbeat,
     config = cfg.consumer_for(request.group_id)
     if not config.enabled:
         refusal = ConsumerGroupHeartbeatResponse(E.UNSUPPORTED_VERSION, "The consumer rebalance protocol is disabled.")
+        return Result(responses=((token, refusal),), replay=False)
+    if request.group_id in state.share_groups:
+        refusal = ConsumerGroupHeartbeatResponse(E.GROUP_ID_NOT_FOUND, f"Group {request.group_id} is not a consumer group.")
         return Result(responses=((token, refusal),), replay=False)
     gid = request.group_id
     classic = state.groups.get(gid)

@@ -17,7 +17,8 @@ from __future__ import annotations
 import struct
 import uuid
 
-from coordinator.consumer.records import _R, _W
+from coordinator.consumer.records import SchemaReader as _R
+from coordinator.consumer.records import SchemaWriter as _W
 from coordinator.record_codec import RecordFormatError, key_version
 from coordinator.share_state.persister import SharePartitionKey, StateBatch
 from coordinator.values import value
