@@ -8,7 +8,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable
-from typing import Protocol
+from typing import Any, Protocol
 
 from broker.config import Config
 from broker.dataplane.internal_topics import InternalTopic
@@ -24,7 +24,9 @@ from broker.security.listeners import Listener
 from broker.security.sasl import SaslGate, mechanism_factories
 from broker.security.scram_store import ScramStore
 from broker.security.tls import server_context
+from broker.share.manager import SharePartitionManager
 from coordinator.service import GroupCoordinator
+from coordinator.share.config import ShareGroupConfig
 from coordinator.transactions.service import TransactionCoordinator
 from protocol.topic_names import OFFSETS_TOPIC, TXN_STATE_TOPIC
 from storage.errors import StorageError
@@ -75,6 +77,10 @@ class Broker:
         self.services.append(self.coordinator)
         self.transactions = TransactionCoordinator(self)
         self.services.append(self.transactions)
+        # KIP-932 share-partitions and sessions; the persister is the share coordinator's once it is wired
+        self.share_persister: Any = getattr(self, "share_persister", None)
+        self.share_partitions = SharePartitionManager(self, lambda: self.share_persister, self._share_config)
+        self.services.append(self.share_partitions)
         cluster = config["cluster.id"]
         self.internal_topics = {
             t.name: t
@@ -229,6 +235,12 @@ class Broker:
 
     def connection_closed(self, conn: Connection) -> None:
         self._connections.discard(conn)
+        self.share_partitions.connection_closed(conn.id)
+
+    def _share_config(self, group_id: str) -> ShareGroupConfig:
+        """A share group's settings: the share group branch's Broker.share_group_config when present."""
+        of = getattr(self, "share_group_config", None)
+        return of(group_id) if of is not None else ShareGroupConfig()
 
     def _idle_sweep_s(self) -> float:
         """How often idle connections are looked for: a tenth of connections.max.idle.ms, within

@@ -25,6 +25,7 @@ from broker.handlers import (
     quotas,
     replicas,
     security,
+    share,
     topics,
     transactions,
 )
@@ -88,6 +89,8 @@ ROUTES: dict[str, Handler] = {
     "ConsumerGroupDescribe": consumer_groups.consumer_group_describe,
     "ListConfigResources": describe.list_config_resources,
     "DescribeTopicPartitions": describe.describe_topic_partitions,
+    "ShareFetch": share.share_fetch,
+    "ShareAcknowledge": share.share_acknowledge,
 }
 
 # what the connection looks up on every request: the same table by api key

@@ -65,6 +65,8 @@ class ApiKey(IntEnum):
     CONSUMER_GROUP_DESCRIBE = 69
     LIST_CONFIG_RESOURCES = 74
     DESCRIBE_TOPIC_PARTITIONS = 75
+    SHARE_FETCH = 78
+    SHARE_ACKNOWLEDGE = 79
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,6 +134,8 @@ _DECLARED = (
     ApiSpec(ApiKey.CONSUMER_GROUP_DESCRIBE, "ConsumerGroupDescribe", 0, 1),
     ApiSpec(ApiKey.LIST_CONFIG_RESOURCES, "ListConfigResources", 0, 1),  # v0 was ListClientMetricsResources
     ApiSpec(ApiKey.DESCRIBE_TOPIC_PARTITIONS, "DescribeTopicPartitions", 0, 0),
+    ApiSpec(ApiKey.SHARE_FETCH, "ShareFetch", 1, 2),  # KIP-932 (broker/share/); v0 was 4.0's early access, removed in 4.1
+    ApiSpec(ApiKey.SHARE_ACKNOWLEDGE, "ShareAcknowledge", 1, 2),
 )
 
 # the keys as plain ints: encoded into ApiVersions and compared on every request
