@@ -27,8 +27,9 @@ from broker.security.tls import server_context
 from broker.share.manager import SharePartitionManager
 from coordinator.service import GroupCoordinator
 from coordinator.share.config import ShareGroupConfig
+from coordinator.share_state.service import ShareCoordinator
 from coordinator.transactions.service import TransactionCoordinator
-from protocol.topic_names import OFFSETS_TOPIC, TXN_STATE_TOPIC
+from protocol.topic_names import OFFSETS_TOPIC, SHARE_STATE_TOPIC, TXN_STATE_TOPIC
 from storage.errors import StorageError
 from storage.log import Log
 
@@ -65,7 +66,7 @@ class Broker:
         self._connections: set[Connection] = set()
         self._unflushed: list[Connection] = []
         self._loop: asyncio.AbstractEventLoop | None = None  # set by start()
-        self.topics.reserved = (OFFSETS_TOPIC, TXN_STATE_TOPIC)  # the coordinators' own logs: never a data topic's
+        self.topics.reserved = (OFFSETS_TOPIC, TXN_STATE_TOPIC, SHARE_STATE_TOPIC)  # the coordinators' own logs: never a data topic's
         self.scram = ScramStore(config["log.dirs"])
         self.producers = ProducerIds(config["log.dirs"])
         self.quotas = quotas.load(config["log.dirs"], config["quota.window.num"], config["quota.window.size.seconds"] * 1000)
@@ -77,8 +78,12 @@ class Broker:
         self.services.append(self.coordinator)
         self.transactions = TransactionCoordinator(self)
         self.services.append(self.transactions)
-        # KIP-932 share-partitions and sessions; the persister is the share coordinator's once it is wired
-        self.share_persister: Any = getattr(self, "share_persister", None)
+        # the share coordinator: the durable state of share-partitions, the broker's in-process Persister
+        # (coordinator/share_state/persister.py), which share partitions and the group coordinator call
+        self.share_coordinator = ShareCoordinator(self)
+        self.share_persister: Any = self.share_coordinator
+        self.services.append(self.share_coordinator)
+        # KIP-932 share-partitions and sessions, over the persister (read at each use: tests swap it)
         self.share_partitions = SharePartitionManager(self, lambda: self.share_persister, self._share_config)
         self.services.append(self.share_partitions)
         cluster = config["cluster.id"]
@@ -92,9 +97,15 @@ class Broker:
                 InternalTopic.of(cluster, TXN_STATE_TOPIC, config["transaction.state.log.num.partitions"], {
                     "cleanup.policy": "compact", "compression.type": "uncompressed", "segment.bytes": str(config["transaction.state.log.segment.bytes"]),
                 }, self.transactions.has_records),
+                # ShareCoordinatorService.shareGroupStateTopicConfigs (KIP-932)
+                InternalTopic.of(cluster, SHARE_STATE_TOPIC, config["share.coordinator.state.topic.num.partitions"], {
+                    "cleanup.policy": "delete", "compression.type": "producer", "retention.ms": "-1",
+                    "segment.bytes": str(config["share.coordinator.state.topic.segment.bytes"]),
+                }, self.share_coordinator.has_records),
             )
         }
         self.topics.on_delete.append(lambda topic: self.coordinator.remove_topic(topic.name))
+        self.topics.on_delete.append(lambda topic: self.share_coordinator.topics_deleted(frozenset({topic.topic_id})))
         # consumer-protocol groups assign from the topics and follow their changes
         self.coordinator.topics = self.topics.by_name
         self.topics.on_create.append(lambda topic: self.coordinator.topics_changed({topic.name}))
@@ -114,7 +125,7 @@ class Broker:
     # ------------------------------------------------------------ the coordinators' logs as topics
 
     def internal_topic(self, name: str | None, topic_id: uuid.UUID | None = None) -> InternalTopic | None:
-        """``__consumer_offsets`` or ``__transaction_state``, by name (or, without one, by id), created
+        """``__consumer_offsets``, ``__transaction_state`` or ``__share_group_state``, by name (or, without one, by id), created
         or not."""
         if name is None:
             return next((t for t in self.internal_topics.values() if t.topic_id == topic_id), None)
@@ -138,18 +149,19 @@ class Broker:
 
     def readable_log(self, topic: str, partition: int) -> Log | None:
         """The log Fetch and ListOffsets read: a data partition's, an offsets partition this node owns
-        (loaded), or a ``__transaction_state`` partition. Produce, DeleteRecords and retention only
+        (loaded), or a ``__transaction_state`` or ``__share_group_state`` partition. Produce, DeleteRecords and retention only
         ever see the data partitions."""
         if topic == OFFSETS_TOPIC:
             shard = self.coordinator.shards.get(partition)
             if shard is None or not shard.loaded or not self.coordinator.owns(partition) or not self.internal_topics[topic].exists():
                 return None
             return shard.log
-        if topic == TXN_STATE_TOPIC:
-            if not 0 <= partition < self.transactions.num_partitions or not self.internal_topics[topic].exists():
+        if topic in (TXN_STATE_TOPIC, SHARE_STATE_TOPIC):
+            owner = self.transactions if topic == TXN_STATE_TOPIC else self.share_coordinator
+            if not 0 <= partition < owner.num_partitions or not self.internal_topics[topic].exists():
                 return None
             try:
-                return self.transactions.log_of(partition)
+                return owner.log_of(partition)
             except StorageError:
                 log.exception("%s-%d cannot be opened", topic, partition)
                 return None

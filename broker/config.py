@@ -169,6 +169,12 @@ KEYS: dict[str, Key] = {
         _int_key("transaction.remove.expired.transaction.cleanup.interval.ms", 3_600_000, 1, INT32_MAX, "how often expired transactional ids are forgotten"),
         _int_key("transaction.state.log.num.partitions", 50, 1, INT32_MAX, "partitions of __transaction_state (should not change after deployment; ids found elsewhere are moved at start-up)"),
         _int_key("transaction.state.log.segment.bytes", 104_857_600, 1024, INT32_MAX, "segment size of __transaction_state partitions"),
+        # the share coordinator (ShareCoordinatorConfig)
+        _int_key("share.coordinator.state.topic.num.partitions", 50, 1, INT32_MAX, "partitions of __share_group_state (should not change after deployment)"),
+        _int_key("share.coordinator.state.topic.segment.bytes", 104_857_600, 1024, INT32_MAX, "segment size of __share_group_state partitions"),
+        _int_key("share.coordinator.snapshot.update.records.per.snapshot", 500, 0, 500, "ShareUpdate records of a share-partition before its state is written whole again (a ShareSnapshot)"),
+        _int_key("share.coordinator.state.topic.prune.interval.ms", 300_000, 0, INT32_MAX, "how often records overridden by later snapshots are deleted from __share_group_state (0: never)"),
+        _int_key("share.coordinator.cold.partition.snapshot.interval.ms", 300_000, 1, INT32_MAX, "a share-partition unsnapshotted this long is snapshotted again, so pruning can pass it"),
         # client quotas (their values: AlterClientQuotas)
         _int_key("quota.window.num", 11, 1, INT32_MAX, "samples a client's byte rate is measured over"),
         _int_key("quota.window.size.seconds", 1, 1, INT32_MAX, "length of one sample"),

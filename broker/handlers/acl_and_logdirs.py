@@ -20,7 +20,7 @@ from kio.schema.list_partition_reassignments.v0.request import ListPartitionReas
 from broker.dispatch import RequestContext
 from protocol import codec
 from protocol.errors import ErrorCode
-from protocol.topic_names import OFFSETS_TOPIC, TXN_STATE_TOPIC
+from protocol.topic_names import OFFSETS_TOPIC, SHARE_STATE_TOPIC, TXN_STATE_TOPIC
 
 if TYPE_CHECKING:
     from broker.app import Broker
@@ -60,6 +60,8 @@ def stored_logs(broker: Broker) -> dict[tuple[str, int], Log]:
             logs[(OFFSETS_TOPIC, p)] = shard.log
     for p, lg in broker.transactions.logs.items():
         logs[(TXN_STATE_TOPIC, p)] = lg
+    for p, lg in broker.share_coordinator.logs.items():
+        logs[(SHARE_STATE_TOPIC, p)] = lg
     return logs
 
 

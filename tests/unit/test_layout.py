@@ -179,6 +179,7 @@ COORDINATOR_SHELL = {
     "coordinator.runtime.loop",
     "coordinator.runtime.loader",
     "coordinator.transactions.service",
+    "coordinator.share_state.service",
 }
 
 
