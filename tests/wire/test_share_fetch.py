@@ -21,9 +21,10 @@ from tests.wire.test_groups import wait_loaded
 SHARE_FETCH, SHARE_ACK = 78, 79
 
 
-async def started(tmp_path, persister=None):
+async def started(tmp_path, persister=None, real=False):
     b = Broker(broker_config(tmp_path))
-    b.share_persister = persister or FakePersister()
+    if not real:  # the share coordinator's own persister when real
+        b.share_persister = persister or FakePersister()
     await b.start()
     await wait_loaded(b)
     return b
@@ -339,6 +340,30 @@ async def test_restart_keeps_acknowledged_state(tmp_path):
         # nothing acknowledged comes back, nothing unacknowledged is lost; the stop closed m1's connection,
         # which released 2-3 (persisted AVAILABLE, count 1), so their next delivery is the second
         assert acquired(r) == [(2, 3, 2)]
+        await c.close()
+    finally:
+        await b.stop()
+
+
+async def test_restart_keeps_acknowledged_state_in_the_share_coordinator(tmp_path):
+    """The same through __share_group_state: acknowledged records stay done across a broker restart."""
+    b = await started(tmp_path, real=True)
+    try:
+        tid = (await topic_with_state(b, start_offset=0)).topic_id
+        c = await WireClient.connect(b.port)
+        await produce(c, "t", 6, per_batch=2)
+        r = await c.call(SHARE_FETCH, 1, fetch_body(1, tid, 0))
+        assert acquired(r) == [(0, 5, 1)]
+        r = await c.call(SHARE_ACK, 1, ack_body(1, tid, 1, {0: [(0, 1, [1]), (2, 3, [3])]}))
+        assert part(r).error_code == 0
+        await c.close()
+    finally:
+        await b.stop()
+    b = await started(tmp_path, real=True)
+    try:
+        c = await WireClient.connect(b.port)
+        r = await c.call(SHARE_FETCH, 1, fetch_body(1, tid, 0, member="m2"))
+        assert acquired(r) == [(4, 5, 2)]
         await c.close()
     finally:
         await b.stop()
