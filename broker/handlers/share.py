@@ -149,7 +149,7 @@ async def share_fetch(broker: Broker, ctx: RequestContext, req: ShareFetchReques
         if to_fetch:
             fetched.update(await manager.fetch(
                 group, member, to_fetch, max_wait, req.min_bytes, req.max_bytes, req.max_records, req.batch_size,
-                ctx.version >= 2 and req.share_acquire_mode == RECORD_LIMIT_MODE))
+                ctx.version >= 2 and req.share_acquire_mode == RECORD_LIMIT_MODE, epoch))
     session = context.session
     if context.incremental and session is not None:
         fetched = {tp: r for tp, r in fetched.items() if session.must_respond(tp, bool(r.records), r.error)}

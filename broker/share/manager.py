@@ -182,9 +182,13 @@ class SharePartitionManager:
 
     async def fetch(self, group: str, member: str, parts: list[tuple[uuid.UUID, str, int]], max_wait_ms: int,
                     min_bytes: int, max_bytes: int, max_records: int, batch_size: int,
-                    record_limit: bool) -> dict[TopicIdPartition, PartResult]:
+                    record_limit: bool, epoch: int = 0) -> dict[TopicIdPartition, PartResult]:
         """DelayedShareFetch: waits up to MaxWaitMs for MinBytes of acquirable data, then acquires up to
-        MaxRecords over the partitions (shared) and answers the records with their acquired ranges."""
+        MaxRecords over the partitions (shared) and answers the records with their acquired ranges.
+        MaxRecords or MaxBytes 0 fetches nothing at once (a request that only acknowledges)."""
+        if not parts or max_records == 0 or max_bytes == 0:
+            return {}
+        parts = rotated(parts, epoch)
         cfg = self.config_for(group)
         committed = cfg.isolation_level.strip().lower() == "read_committed"
         deadline = time.monotonic() + max_wait_ms / 1000
@@ -375,6 +379,15 @@ class SharePartitionManager:
     def partition(self, group: str, topic_id: uuid.UUID, partition: int) -> SharePartition | None:
         entry = self._entries.get((group, topic_id, partition))
         return entry.sp if entry is not None else None
+
+
+def rotated(parts: list, epoch: int) -> list:
+    """PartitionRotateStrategy.rotateRoundRobin: the session epoch picks which partition reads first, so
+    MaxRecords does not always go to the same one."""
+    if len(parts) <= 1 or epoch < 1 or epoch % len(parts) == 0:
+        return parts
+    k = epoch % len(parts)
+    return parts[k:] + parts[:k]
 
 
 def _slice(data: bytes, first: int, last: int) -> bytes:

@@ -367,3 +367,21 @@ async def test_restart_keeps_acknowledged_state_in_the_share_coordinator(tmp_pat
         await c.close()
     finally:
         await b.stop()
+
+
+async def test_max_records_0_only_acknowledges_and_answers_at_once(tmp_path):
+    b = await started(tmp_path)
+    try:
+        tid = (await topic_with_state(b)).topic_id
+        c = await WireClient.connect(b.port)
+        await c.call(SHARE_FETCH, 1, fetch_body(1, tid, 0))
+        await produce(c, "t", 4)
+        r = await c.call(SHARE_FETCH, 1, fetch_body(1, tid, 1))
+        assert acquired(r) == [(0, 3, 1)]
+        await produce(c, "t", 4)
+        # what librdkafka sends when it only has acknowledgements: MaxRecords 0, its usual MaxWaitMs
+        r = await c.call(SHARE_FETCH, 1, fetch_body(1, tid, 2, acks={0: [(0, 3, [1])]}, max_records=0, max_wait=5000), timeout=2)
+        assert (r.error_code, part(r).acknowledge_error_code, acquired(r)) == (0, 0, [])
+        await c.close()
+    finally:
+        await b.stop()
