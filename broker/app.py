@@ -84,7 +84,8 @@ class Broker:
         self.share_persister: Any = self.share_coordinator
         self.services.append(self.share_coordinator)
         # KIP-932 share-partitions and sessions, over the persister (read at each use: tests swap it)
-        self.share_partitions = SharePartitionManager(self, lambda: self.share_persister, self._share_config)
+        self.share_partitions = SharePartitionManager(self, lambda: self.share_persister, self._share_config,
+                                                      config.get("group.share.max.share.sessions", 2_000))
         self.services.append(self.share_partitions)
         cluster = config["cluster.id"]
         self.internal_topics = {
