@@ -43,6 +43,17 @@ def _member_id_valid(member_id: str | None) -> bool:
     return member_id is not None and 0 < len(member_id) <= 36
 
 
+def _refused(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+    """The checks both APIs start with, in Kafka's order: share groups on, a group id, a valid member id."""
+    if not _enabled(broker):
+        return _top_error(ctx, ErrorCode.unsupported_version)
+    if req.group_id is None:
+        return _top_error(ctx, ErrorCode.invalid_request, "Invalid group id in the request.")
+    if not _member_id_valid(req.member_id):
+        return _top_error(ctx, ErrorCode.invalid_request, "Invalid member id in the request.")
+    return None
+
+
 def _top_error(ctx: RequestContext, code: int, message: str | None = None) -> Any:
     return ctx.respond(throttle_time=0, error_code=code, error_message=message, acquisition_lock_timeout=0,
                        responses=(), node_endpoints=())
@@ -109,14 +120,10 @@ def _leader(broker: Broker, ctx: RequestContext, code: int) -> tuple[dict[str, A
 
 
 async def share_fetch(broker: Broker, ctx: RequestContext, req: ShareFetchRequest) -> Any:
-    if not _enabled(broker):
-        return _top_error(ctx, ErrorCode.unsupported_version)
+    refused = _refused(broker, ctx, req)
+    if refused is not None:
+        return refused
     group, member, epoch = req.group_id, req.member_id, req.share_session_epoch
-    if group is None:
-        return _top_error(ctx, ErrorCode.invalid_request, "Invalid group id in the request.")
-    if not _member_id_valid(member):
-        return _top_error(ctx, ErrorCode.invalid_request, "Invalid member id in the request.")
-    assert member is not None
     is_renew = ctx.version >= 2 and req.is_renew_ack
     max_wait = codec.millis(req.max_wait)
     if is_renew and (req.max_bytes or req.min_bytes or req.max_records or max_wait):
@@ -186,14 +193,10 @@ def _fetch_response(broker: Broker, ctx: RequestContext, fetched: dict[TopicIdPa
 
 
 async def share_acknowledge(broker: Broker, ctx: RequestContext, req: ShareAcknowledgeRequest) -> Any:
-    if not _enabled(broker):
-        return _top_error(ctx, ErrorCode.unsupported_version)
+    refused = _refused(broker, ctx, req)
+    if refused is not None:
+        return refused
     group, member, epoch = req.group_id, req.member_id, req.share_session_epoch
-    if group is None:
-        return _top_error(ctx, ErrorCode.invalid_request, "Invalid group id in the request.")
-    if not _member_id_valid(member):
-        return _top_error(ctx, ErrorCode.invalid_request, "Invalid member id in the request.")
-    assert member is not None
     manager = broker.share_partitions
     try:
         session = manager.sessions.acknowledge_update(group, member, epoch)

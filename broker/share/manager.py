@@ -298,7 +298,8 @@ class SharePartitionManager:
                 results[tp] = (exc.code, str(exc))
                 continue
             jobs.append((tp, entry, update))
-        outcomes = await asyncio.gather(*(self._persist(entry, update) for _tp, entry, update in jobs))
+        # shielded: a request cancelled by its connection's close must still end its transitions
+        outcomes = await asyncio.shield(asyncio.gather(*(self._persist(entry, update) for _tp, entry, update in jobs)))
         for (tp, _entry, _update), code in zip(jobs, outcomes, strict=True):
             results[tp] = (code, None if code == NONE else "Failed to write the share group state")
         return results
@@ -331,7 +332,7 @@ class SharePartitionManager:
                     log.info("share session of %s in %s closed: released %s of %s-%d", member, group,
                              ", ".join(f"{b.first_offset}-{b.last_offset}" for b in update.batches), entry.topic, tp[1])
                 jobs.append(self._persist(entry, update))
-        await asyncio.gather(*jobs)
+        await asyncio.shield(asyncio.gather(*jobs))
 
     def connection_closed(self, connection: str) -> None:
         """ShareSessionCache's disconnect listener: the connection's session ends and its records go back."""

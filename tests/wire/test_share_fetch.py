@@ -319,56 +319,6 @@ async def test_uninitialized_state_and_failed_writes(tmp_path):
         await b.stop()
 
 
-async def test_restart_keeps_acknowledged_state(tmp_path):
-    persister = FakePersister()
-    b = await started(tmp_path, persister)
-    try:
-        tid = (await topic_with_state(b, start_offset=0)).topic_id
-        c = await WireClient.connect(b.port)
-        await produce(c, "t", 6, per_batch=2)
-        r = await c.call(SHARE_FETCH, 1, fetch_body(1, tid, 0))
-        assert acquired(r) == [(0, 5, 1)]
-        r = await c.call(SHARE_ACK, 1, ack_body(1, tid, 1, {0: [(0, 1, [1]), (4, 5, [1])]}))
-        assert part(r).error_code == 0
-        await c.close()
-    finally:
-        await b.stop()
-    b = await started(tmp_path, persister)
-    try:
-        c = await WireClient.connect(b.port)
-        r = await c.call(SHARE_FETCH, 1, fetch_body(1, tid, 0, member="m2"))
-        # nothing acknowledged comes back, nothing unacknowledged is lost; the stop closed m1's connection,
-        # which released 2-3 (persisted AVAILABLE, count 1), so their next delivery is the second
-        assert acquired(r) == [(2, 3, 2)]
-        await c.close()
-    finally:
-        await b.stop()
-
-
-async def test_restart_keeps_acknowledged_state_in_the_share_coordinator(tmp_path):
-    """The same through __share_group_state: acknowledged records stay done across a broker restart."""
-    b = await started(tmp_path, real=True)
-    try:
-        tid = (await topic_with_state(b, start_offset=0)).topic_id
-        c = await WireClient.connect(b.port)
-        await produce(c, "t", 6, per_batch=2)
-        r = await c.call(SHARE_FETCH, 1, fetch_body(1, tid, 0))
-        assert acquired(r) == [(0, 5, 1)]
-        r = await c.call(SHARE_ACK, 1, ack_body(1, tid, 1, {0: [(0, 1, [1]), (2, 3, [3])]}))
-        assert part(r).error_code == 0
-        await c.close()
-    finally:
-        await b.stop()
-    b = await started(tmp_path, real=True)
-    try:
-        c = await WireClient.connect(b.port)
-        r = await c.call(SHARE_FETCH, 1, fetch_body(1, tid, 0, member="m2"))
-        assert acquired(r) == [(4, 5, 2)]
-        await c.close()
-    finally:
-        await b.stop()
-
-
 async def test_max_records_0_only_acknowledges_and_answers_at_once(tmp_path):
     b = await started(tmp_path)
     try:
@@ -382,6 +332,38 @@ async def test_max_records_0_only_acknowledges_and_answers_at_once(tmp_path):
         # what librdkafka sends when it only has acknowledgements: MaxRecords 0, its usual MaxWaitMs
         r = await c.call(SHARE_FETCH, 1, fetch_body(1, tid, 2, acks={0: [(0, 3, [1])]}, max_records=0, max_wait=5000), timeout=2)
         assert (r.error_code, part(r).acknowledge_error_code, acquired(r)) == (0, 0, [])
+        await c.close()
+    finally:
+        await b.stop()
+
+
+@pytest.mark.parametrize(("real", "acks", "expected"), [
+    # the in-memory persister; the stop closed m1's connection, which released 2-3 (persisted AVAILABLE,
+    # count 1), so their next delivery is the second
+    (False, [(0, 1, [1]), (4, 5, [1])], [(2, 3, 2)]),
+    # the share coordinator's __share_group_state: 2-3 rejected, 4-5 released by the disconnect
+    (True, [(0, 1, [1]), (2, 3, [3])], [(4, 5, 2)]),
+])
+async def test_restart_keeps_acknowledged_state(tmp_path, real, acks, expected):
+    """Nothing acknowledged comes back after a restart, nothing unacknowledged is lost."""
+    persister = None if real else FakePersister()
+    b = await started(tmp_path, persister, real=real)
+    try:
+        tid = (await topic_with_state(b, start_offset=0)).topic_id
+        c = await WireClient.connect(b.port)
+        await produce(c, "t", 6, per_batch=2)
+        r = await c.call(SHARE_FETCH, 1, fetch_body(1, tid, 0))
+        assert acquired(r) == [(0, 5, 1)]
+        r = await c.call(SHARE_ACK, 1, ack_body(1, tid, 1, {0: acks}))
+        assert part(r).error_code == 0
+        await c.close()
+    finally:
+        await b.stop()
+    b = await started(tmp_path, persister, real=real)
+    try:
+        c = await WireClient.connect(b.port)
+        r = await c.call(SHARE_FETCH, 1, fetch_body(1, tid, 0, member="m2"))
+        assert acquired(r) == expected
         await c.close()
     finally:
         await b.stop()
