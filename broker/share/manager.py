@@ -30,7 +30,7 @@ from broker.share.partition import (
 from broker.share.sessions import ShareSessionCache
 from clock import wall_ms
 from coordinator.share.config import ShareGroupConfig
-from coordinator.share_state.persister import SharePartitionKey
+from coordinator.share_state.persister import ARCHIVED, AVAILABLE, SharePartitionKey
 from storage.batch import ABORT_MARKER, control_marker, iter_batches
 from storage.errors import OffsetOutOfRange
 
@@ -41,6 +41,7 @@ log = logging.getLogger("groupd.share")
 
 NONE, UNKNOWN_SERVER_ERROR, UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER = 0, -1, 3, 6
 COORDINATOR_NOT_AVAILABLE, GROUP_ID_NOT_FOUND = 15, 69
+ACK_NAMES = {0: "gap", 1: "accept", 2: "release", 3: "reject", 4: "renew"}
 LEADER_EPOCH = 0  # one node, never a new leader (broker/dataplane/leader_epochs.py)
 
 PartKey = tuple[str, uuid.UUID, int]  # (group, topic id, partition)
@@ -105,6 +106,11 @@ class SharePartitionManager:
         self._loading: dict[PartKey, asyncio.Future] = {}
         self._waiters: dict[PartKey, set[asyncio.Future]] = {}
         self._tasks: set[asyncio.Task] = set()
+        # record counts for the metrics endpoint (Kafka's ShareGroupMetrics and SharePartitionMetrics)
+        self.acquired = 0
+        self.acknowledged: dict[str, int] = dict.fromkeys(ACK_NAMES.values(), 0)  # by type, as Kafka counts them
+        self.lock_expired = 0
+        self.archived_at_limit = 0  # released or expired on their last delivery
 
     async def start(self) -> None:
         return None
@@ -216,6 +222,7 @@ class SharePartitionManager:
                                               record_limit=record_limit, aborted=aborted)
                     if got:
                         left -= n
+                        self.acquired += n
                         result.acquired = got
                         result.records = _slice(data, got[0].first_offset, got[-1].last_offset)
                         log.debug("share fetch %s %s-%d: %s acquired %s", group, entry.topic, tp[1], member,
@@ -302,6 +309,10 @@ class SharePartitionManager:
         outcomes = await asyncio.shield(asyncio.gather(*(self._persist(entry, update) for _tp, entry, update in jobs)))
         for (tp, _entry, _update), code in zip(jobs, outcomes, strict=True):
             results[tp] = (code, None if code == NONE else "Failed to write the share group state")
+            if code == NONE:
+                for b in acks[tp]:
+                    for t, n in (((b.types[0], b.last_offset - b.first_offset + 1),) if len(b.types) == 1 else ((t, 1) for t in b.types)):
+                        self.acknowledged[ACK_NAMES.get(t, "gap")] += n
         return results
 
     async def _persist(self, entry: _Entry, update: Update) -> int:
@@ -328,6 +339,7 @@ class SharePartitionManager:
             entry = self._entries.get((group, tp[0], tp[1]))
             if entry is not None:
                 update = entry.sp.release(member)
+                self.archived_at_limit += _count(update, ARCHIVED)
                 if update.batches:
                     log.info("share session of %s in %s closed: released %s of %s-%d", member, group,
                              ", ".join(f"{b.first_offset}-{b.last_offset}" for b in update.batches), entry.topic, tp[1])
@@ -366,6 +378,8 @@ class SharePartitionManager:
         if update is None:
             self._arm(entry)
             return
+        self.lock_expired += _count(update, AVAILABLE) + _count(update, ARCHIVED)
+        self.archived_at_limit += _count(update, ARCHIVED)
         log.info("acquisition locks of %s %s-%d expired: %s", entry.key.group_id, entry.topic, entry.key.partition,
                  ", ".join(f"{b.first_offset}-{b.last_offset}" for b in update.batches))
         if update.released:
@@ -380,6 +394,10 @@ class SharePartitionManager:
     def partition(self, group: str, topic_id: uuid.UUID, partition: int) -> SharePartition | None:
         entry = self._entries.get((group, topic_id, partition))
         return entry.sp if entry is not None else None
+
+
+def _count(update: Update, state: int) -> int:
+    return sum(b.last_offset - b.first_offset + 1 for b in update.batches if b.delivery_state == state)
 
 
 def rotated(parts: list, epoch: int) -> list:

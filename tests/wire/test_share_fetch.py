@@ -143,6 +143,13 @@ async def test_release_redelivers_with_a_higher_count_to_another_member(tmp_path
         r = await m2.call(SHARE_ACK, 1, ack_body(1, tid, 4, {0: [(0, 4, [3])]}, member="B"))
         assert r.responses[0].partitions[0].error_code == 0
         assert b.share_partitions.partition("g", tid, 0).record_state(3)[0] == 4
+        m = b.share_partitions
+        assert (m.acquired, m.acknowledged["release"], m.acknowledged["reject"]) == (15, 5, 5)
+        from prometheus_client import generate_latest
+
+        text = generate_latest(b.metrics.registry).decode()
+        assert "groupd_share_records_acquired_total 15.0" in text
+        assert 'groupd_share_acknowledgements_total{type="reject"} 5.0' in text
         await a.close()
         await m2.close()
     finally:
