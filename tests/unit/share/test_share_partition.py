@@ -414,3 +414,131 @@ def test_stale_available_batches_missing_from_the_log_are_archived():
     got, _ = sp.acquire("A", batches((5, 9)), 0, 500, 500, 0)  # 0-4 compacted away
     assert sp.record_state(0) == (ARCHIVED, 1, "")
     assert got == [AcquiredRecords(5, 9, 2)]
+
+
+# ---------------------------------------------------------------- Kafka's own SharePartitionTest cases
+
+
+def test_kafka_batch_size_with_multiple_batches_and_a_leading_gap():
+    # testAcquireWithBatchSizeAndMultipleBatches: batches 2-6, 10-14, 15-21, 22-27, BatchSize 5
+    sp = fresh()
+    got, n = sp.acquire("A", batches((2, 6), (10, 14), (15, 21), (22, 27)), 0, 100, 5, 0)
+    assert got == [AcquiredRecords(2, 9, 1), AcquiredRecords(10, 14, 1), AcquiredRecords(15, 21, 1), AcquiredRecords(22, 27, 1)]
+    assert n == 26 and sp.next_fetch_offset() == 28
+
+
+def test_kafka_batch_size_with_max_fetch_records():
+    # testAcquireWithBatchSizeAndMaxFetchRecords: 0-4, 5-19, 20-34, BatchSize 2, MaxRecords 10 -> two batches
+    sp = fresh()
+    got, n = sp.acquire("A", batches((0, 4), (5, 19), (20, 34)), 0, 10, 2, 0)
+    assert got == [AcquiredRecords(0, 4, 1), AcquiredRecords(5, 19, 1)]
+    assert n == 20 and sp.next_fetch_offset() == 20
+
+
+def test_kafka_acquisition_starts_at_the_end_offset_after_the_log_start_moved():
+    # testAcquireSingleBatchWithBatchSizeAndEndOffsetLargerThanBatchFirstOffset
+    sp = fresh()
+    sp.log_start_moved(8)
+    got, n = sp.acquire("A", batches((5, 14)), 0, 100, 5, 0)
+    assert got == [AcquiredRecords(8, 14, 1)] and n == 7 and sp.next_fetch_offset() == 15
+
+
+def test_kafka_halving_until_single_records_on_the_last_attempt():
+    # testAcquireRecordsHalvesBatchSizeOnEachFailureUntilSingleRecordOnLastAttempt: limit 7, 15-34 at count 4
+    sp = SharePartition(Limits(delivery_count_limit=7))
+    sp.load(5, 3, (StateBatch(15, 34, AVAILABLE, 4),), 0)
+    assert (sp.start_offset, sp.end_offset, sp.next_fetch_offset()) == (5, 34, 5)
+    log = batches((15, 34))
+    now = 0
+
+    def take() -> list[AcquiredRecords]:
+        return sp.acquire("A", log, 5, 500, 500, now)[0]
+
+    def expire() -> None:
+        nonlocal now
+        now += LOCK
+        sp.complete(sp.expire_locks(now), True, now)
+
+    assert take() == [AcquiredRecords(15, 24, 5)]
+    expire()
+    assert take() == [AcquiredRecords(15, 19, 6)]
+    expire()
+    for i in range(5):
+        assert take() == [AcquiredRecords(15 + i, 15 + i, 7)]
+    assert take() == [AcquiredRecords(20, 24, 6)]
+    assert take() == [AcquiredRecords(25, 34, 5)]
+
+
+def test_kafka_acknowledge_multiple_batches_with_gap_offsets():
+    # testAcknowledgeMultipleRecordBatchWithGapOffsets: 5-6, then a batch 10-18 with holes; 7-9 never cached
+    sp = fresh()
+    assert sp.acquire("A", batches((5, 6)), 0, 500, 500, 0)[0] == [AcquiredRecords(5, 6, 1)]
+    assert sp.next_fetch_offset() == 7
+    assert sp.acquire("A", batches((10, 18)), 0, 500, 500, 0)[0] == [AcquiredRecords(10, 18, 1)]
+    assert sp.next_fetch_offset() == 19
+    update = sp.acknowledge("A", [AckBatch(5, 6, (RELEASE,)),
+                                  AckBatch(10, 18, (RELEASE,) * 5 + (GAP,) * 3 + (ACCEPT,))], 0)
+    sp.complete(update, True, 0)
+    assert sp.next_fetch_offset() == 5
+    assert [sp.record_state(o)[0] for o in range(10, 19)] == [AVAILABLE] * 5 + [ARCHIVED] * 3 + [ACKNOWLEDGED]
+    assert sp.delivery_complete_count() == 4
+
+
+def test_kafka_acknowledge_subsets_of_two_batches_with_gaps():
+    # testAcknowledgeMultipleSubsetRecordBatchWithGapOffsets
+    sp = fresh()
+    sp.acquire("A", batches((5, 6)), 0, 500, 500, 0)
+    sp.acquire("A", batches((10, 20)), 0, 500, 500, 0)
+    types = (ACCEPT,) * 6 + (GAP, GAP, ACCEPT, GAP, ACCEPT, GAP, ACCEPT)
+    sp.complete(sp.acknowledge("A", [AckBatch(6, 18, types)], 0), True, 0)
+    assert sp.next_fetch_offset() == 21
+    assert sp.record_state(5) == (ACQUIRED, 1, "A") and sp.record_state(6) == (ACKNOWLEDGED, 1, "")
+    assert [sp.record_state(o)[0] for o in range(10, 21)] == [
+        ACKNOWLEDGED, ACKNOWLEDGED, ARCHIVED, ARCHIVED, ACKNOWLEDGED, ARCHIVED, ACKNOWLEDGED, ARCHIVED, ACKNOWLEDGED,
+        ACQUIRED, ACQUIRED]
+    assert sp.delivery_complete_count() == 10
+
+
+def test_kafka_acknowledge_out_of_range_cached_data():
+    # testAcknowledgeOutOfRangeCachedData: empty cache -> 121; past the cached 5-9 -> 42
+    sp = fresh()
+    with pytest.raises(ShareError) as e:
+        sp.acknowledge("A", [AckBatch(0, 15, (REJECT,))], 0)
+    assert e.value.code == INVALID_RECORD_STATE
+    sp.acquire("A", batches((5, 9)), 0, 500, 500, 0)
+    with pytest.raises(ShareError) as e:
+        sp.acknowledge("A", [AckBatch(20, 25, (REJECT,))], 0)
+    assert e.value.code == INVALID_REQUEST
+    assert sp.delivery_complete_count() == 0
+
+
+def test_kafka_release_acquired_records_of_one_member_only():
+    # testReleaseAcquiredRecordsWithAnotherMember
+    sp = fresh()
+    sp.acquire("member-2", batches((5, 5)), 5, 500, 500, 0)
+    sp.acquire("member-1", batches((10, 20)), 10, 500, 500, 0)
+    types = (ACCEPT, ACCEPT, GAP, GAP, ACCEPT, GAP, ACCEPT, GAP, ACCEPT)
+    sp.complete(sp.acknowledge("member-1", [AckBatch(10, 18, types)], 0), True, 0)
+    assert sp.delivery_complete_count() == 9
+    sp.complete(sp.release("member-1"), True, 0)
+    assert sp.next_fetch_offset() == 19
+    assert sp.record_state(5) == (ACQUIRED, 1, "member-2")
+    assert [sp.record_state(o) for o in (19, 20)] == [(AVAILABLE, 1, "")] * 2
+    sp.complete(sp.release("member-2"), True, 0)
+    assert sp.next_fetch_offset() == 5
+    assert sp.record_state(5) == (AVAILABLE, 1, "")
+    assert sp.delivery_complete_count() == 9
+
+
+def test_kafka_release_at_the_delivery_limit_archives():
+    # testMaxDeliveryCountLimitNotExceededForRecordsSubsetAfterReleaseAcquiredRecords: limit 2
+    sp = fresh(Limits(delivery_count_limit=2))
+    sp.acquire("A", batches((0, 9)), 0, 500, 500, 0)
+    sp.acquire("A", batches((10, 14)), 10, 500, 500, 0)
+    sp.complete(sp.acknowledge("A", [AckBatch(10, 14, (RELEASE,))], 0), True, 0)
+    assert sp.delivery_complete_count() == 0
+    sp.acquire("A", batches((10, 14)), 10, 500, 500, 0)
+    sp.complete(sp.release("A"), True, 0)
+    assert sp.next_fetch_offset() == 0
+    assert sp.record_state(10) == (ARCHIVED, 2, "")
+    assert sp.delivery_complete_count() == 5
