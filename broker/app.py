@@ -107,6 +107,7 @@ class Broker:
         }
         self.topics.on_delete.append(lambda topic: self.coordinator.remove_topic(topic.name))
         self.topics.on_delete.append(lambda topic: self.share_coordinator.topics_deleted(frozenset({topic.topic_id})))
+        self.topics.on_delete.append(lambda topic: self.share_partitions.topic_deleted(topic.topic_id))
         # consumer-protocol groups assign from the topics and follow their changes
         self.coordinator.topics = self.topics.by_name
         self.topics.on_create.append(lambda topic: self.coordinator.topics_changed({topic.name}))

@@ -40,7 +40,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("groupd.share")
 
 NONE, UNKNOWN_SERVER_ERROR, UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER = 0, -1, 3, 6
-COORDINATOR_NOT_AVAILABLE, GROUP_ID_NOT_FOUND = 15, 69
+COORDINATOR_NOT_AVAILABLE, GROUP_ID_NOT_FOUND, OFFSET_NOT_AVAILABLE = 15, 69, 78
 ACK_NAMES = {0: "gap", 1: "accept", 2: "release", 3: "reject", 4: "renew"}
 LEADER_EPOCH = 0  # one node, never a new leader (broker/dataplane/leader_epochs.py)
 
@@ -160,8 +160,11 @@ class SharePartitionManager:
         lg = self.broker.readable_log(topic, partition)
         if lg is None:
             return UNKNOWN_TOPIC_OR_PARTITION
+        reset = self._reset_offset(cfg, lg) if result.start_offset < 0 else 0
+        if reset is None:  # ShareFetchUtils.offsetForTimestamp: OffsetNotAvailableException, tried again next fetch
+            return OFFSET_NOT_AVAILABLE
         try:
-            sp.load(result.start_offset, result.state_epoch, result.batches, self._reset_offset(cfg, lg))
+            sp.load(result.start_offset, result.state_epoch, result.batches, reset)
         except ValueError as exc:
             log.error("share partition %s %s-%d: %s", group, topic, partition, exc)
             return UNKNOWN_SERVER_ERROR
@@ -171,8 +174,10 @@ class SharePartitionManager:
         log.debug("share partition %s %s-%d loaded at start offset %d", group, topic, partition, sp.start_offset)
         return NONE
 
-    def _reset_offset(self, cfg: ShareGroupConfig, lg: Any) -> int:
-        """share.auto.offset.reset for a partition with no start offset yet: latest, earliest, by_duration."""
+    def _reset_offset(self, cfg: ShareGroupConfig, lg: Any) -> int | None:
+        """share.auto.offset.reset for a partition with no start offset yet: latest (the log end),
+        earliest (the log start), by_duration:<ISO-8601> (the first record at or after now minus the
+        duration; None when there is none, as Kafka's look-up by timestamp finds nothing)."""
         reset = cfg.auto_offset_reset.strip().lower()
         if reset == "earliest":
             return int(lg.log_start_offset)
@@ -180,8 +185,7 @@ class SharePartitionManager:
             span = duration_ms(reset.split(":", 1)[1])
             if span is not None:
                 found = lg.offset_for_timestamp(wall_ms() - span)
-                if found is not None:
-                    return int(found[0])
+                return None if found is None else int(found[0])
         return int(lg.high_watermark)
 
     # ------------------------------------------------------------------ fetch
@@ -385,6 +389,13 @@ class SharePartitionManager:
         if update.released:
             self._wake(entry)
         self._spawn(self._persist(entry, update))
+
+    def topic_deleted(self, topic_id: uuid.UUID) -> None:
+        """A deleted topic's share-partitions leave the cache (Kafka removes them when the partition goes)."""
+        for pk in [pk for pk in self._entries if pk[1] == topic_id]:
+            entry = self._entries.pop(pk)
+            if entry.timer is not None:
+                entry.timer.cancel()
 
     # ------------------------------------------------------------------ facts for the handlers
 

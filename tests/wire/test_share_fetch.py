@@ -37,10 +37,10 @@ async def topic_with_state(b, name="t", partitions=1, start_offset=-1):
     return topic
 
 
-async def produce(c, topic, n, partition=0, per_batch=None):
+async def produce(c, topic, n, partition=0, per_batch=None, timestamp_ms=1000):
     per_batch = per_batch or n
     for i in range(0, n, per_batch):
-        batch = build_batch([(None, f"v{j}".encode()) for j in range(i, min(n, i + per_batch))], timestamp_ms=1000)
+        batch = build_batch([(None, f"v{j}".encode()) for j in range(i, min(n, i + per_batch))], timestamp_ms=timestamp_ms)
         r = await c.call(0, 9, produce_body(topic, partition, bytes(batch)))
         assert r.responses[0].partition_responses[0].error_code == 0
 
@@ -371,6 +371,69 @@ async def test_restart_keeps_acknowledged_state(tmp_path, real, acks, expected):
         c = await WireClient.connect(b.port)
         r = await c.call(SHARE_FETCH, 1, fetch_body(1, tid, 0, member="m2"))
         assert acquired(r) == expected
+        await c.close()
+    finally:
+        await b.stop()
+
+
+@pytest.mark.parametrize(("reset", "expected"), [("earliest", [(0, 2, 1)]), ("by_duration:PT1H", [(0, 2, 1)]),
+                                                 ("by_duration:P1D", [(0, 2, 1)])])
+async def test_share_auto_offset_reset(tmp_path, reset, expected):
+    from coordinator.share.config import ShareGroupConfig
+
+    b = await started(tmp_path)
+    b.share_partitions.config_for = lambda g: ShareGroupConfig(auto_offset_reset=reset)
+    try:
+        topic = b.create_topic("t", 1, {})
+        c = await WireClient.connect(b.port)
+        cls = codec.request_class(0, 9)
+        from clock import wall_ms
+
+        batch = build_batch([(None, b"a"), (None, b"b"), (None, b"c")], timestamp_ms=wall_ms() - 60_000)
+        t = codec.nested(cls, "TopicProduceData")
+        p = codec.nested(cls, "PartitionProduceData")
+        await c.call(0, 9, codec.make(cls, transactional_id=None, acks=-1, timeout=5000,
+                                      topic_data=(t(name="t", partition_data=(p(index=0, records=bytes(batch)),)),)))
+        await b.share_persister.initialize(SharePartitionKey("g", topic.topic_id, 0), 0, -1)
+        r = await c.call(SHARE_FETCH, 1, fetch_body(1, topic.topic_id, 0))
+        assert acquired(r) == expected
+        await c.close()
+    finally:
+        await b.stop()
+
+
+async def test_by_duration_with_no_record_that_recent_is_offset_not_available(tmp_path):
+    from coordinator.share.config import ShareGroupConfig
+
+    b = await started(tmp_path)
+    b.share_partitions.config_for = lambda g: ShareGroupConfig(auto_offset_reset="by_duration:PT1S")
+    try:
+        topic = await topic_with_state(b)
+        c = await WireClient.connect(b.port)
+        r = await c.call(SHARE_FETCH, 1, fetch_body(1, topic.topic_id, 0))
+        assert part(r).error_code == 78  # OFFSET_NOT_AVAILABLE: Kafka's look-up by timestamp found nothing
+        from clock import wall_ms
+
+        await produce(c, "t", 2, timestamp_ms=wall_ms())
+        r = await c.call(SHARE_FETCH, 1, fetch_body(1, topic.topic_id, 1))
+        assert (part(r).error_code, acquired(r)) == (0, [(0, 1, 1)])
+        await c.close()
+    finally:
+        await b.stop()
+
+
+async def test_a_deleted_topic_leaves_the_share_partitions(tmp_path):
+    b = await started(tmp_path)
+    try:
+        tid = (await topic_with_state(b)).topic_id
+        c = await WireClient.connect(b.port)
+        await produce(c, "t", 2)
+        r = await c.call(SHARE_FETCH, 1, fetch_body(1, tid, 0))
+        assert b.share_partitions.partition("g", tid, 0) is not None
+        b.delete_topic("t")
+        assert b.share_partitions.partition("g", tid, 0) is None
+        r = await c.call(SHARE_FETCH, 1, fetch_body(1, tid, 1))
+        assert part(r).error_code == 100
         await c.close()
     finally:
         await b.stop()

@@ -98,11 +98,3 @@ def test_disconnect_ends_only_the_live_session_of_that_connection():
 def test_epoch_wraps_to_1():
     assert next_epoch(0) == 1 and next_epoch(MAX_EPOCH) == 1
 
-
-def test_partitions_rotate_by_session_epoch():
-    from broker.share.manager import rotated
-
-    assert rotated([1, 2, 3], 0) == [1, 2, 3]
-    assert rotated([1, 2, 3], 1) == [2, 3, 1]
-    assert rotated([1, 2, 3], 3) == [1, 2, 3]
-    assert rotated([1, 2, 3], -1) == [1, 2, 3]
