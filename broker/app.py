@@ -8,7 +8,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Protocol
 
 from broker.config import Config
 from broker.dataplane.internal_topics import InternalTopic
@@ -25,8 +25,10 @@ from broker.security.sasl import SaslGate, mechanism_factories
 from broker.security.scram_store import ScramStore
 from broker.security.tls import server_context
 from broker.share.manager import SharePartitionManager
+from broker.share_groups import ShareGroupShell
 from coordinator.service import GroupCoordinator
 from coordinator.share.config import ShareGroupConfig
+from coordinator.share_state.persister import Persister
 from coordinator.share_state.service import ShareCoordinator
 from coordinator.transactions.service import TransactionCoordinator
 from protocol.topic_names import OFFSETS_TOPIC, SHARE_STATE_TOPIC, TXN_STATE_TOPIC
@@ -76,15 +78,19 @@ class Broker:
         self.coordinator = GroupCoordinator(config, self.metrics)
         self.coordinator.on_append = lambda partition: self.partitions.appended((OFFSETS_TOPIC, partition))  # long polls
         self.services.append(self.coordinator)
+        # share groups (KIP-932): their settings, the share coordinator's port and the async work of their rules
+        self.share_groups = ShareGroupShell(self)
+        self.coordinator.cfg.share_config = self.share_group_config
+        self.services.append(self.share_groups)
         self.transactions = TransactionCoordinator(self)
         self.services.append(self.transactions)
         # the share coordinator: the durable state of share-partitions, the broker's in-process Persister
         # (coordinator/share_state/persister.py), which share partitions and the group coordinator call
         self.share_coordinator = ShareCoordinator(self)
-        self.share_persister: Any = self.share_coordinator
+        self.share_persister: Persister = self.share_coordinator
         self.services.append(self.share_coordinator)
         # KIP-932 share-partitions and sessions, over the persister (read at each use: tests swap it)
-        self.share_partitions = SharePartitionManager(self, lambda: self.share_persister, self._share_config,
+        self.share_partitions = SharePartitionManager(self, lambda: self.share_persister, self.share_group_config,
                                                       config.get("group.share.max.share.sessions", 2_000))
         self.services.append(self.share_partitions)
         cluster = config["cluster.id"]
@@ -113,6 +119,10 @@ class Broker:
         self.topics.on_create.append(lambda topic: self.coordinator.topics_changed({topic.name}))
         self.topics.on_delete.append(lambda topic: self.coordinator.topics_changed({topic.name}))
         self.topics.on_grow.append(lambda topic, _old: self.coordinator.topics_changed({topic.name}))
+
+    def share_group_config(self, group_id: str) -> ShareGroupConfig:
+        """A share group's settings: the broker's group.share.* keys with the group's share.* overrides."""
+        return self.share_groups.config_for(group_id)
 
     # topic changes go through here so every part of the broker hears about them
     def create_topic(self, name: str, partitions: int, configs: dict[str, str]) -> Topic:
@@ -250,11 +260,6 @@ class Broker:
     def connection_closed(self, conn: Connection) -> None:
         self._connections.discard(conn)
         self.share_partitions.connection_closed(conn.id)
-
-    def _share_config(self, group_id: str) -> ShareGroupConfig:
-        """A share group's settings: the share group branch's Broker.share_group_config when present."""
-        of = getattr(self, "share_group_config", None)
-        return of(group_id) if of is not None else ShareGroupConfig()
 
     def _idle_sweep_s(self) -> float:
         """How often idle connections are looked for: a tenth of connections.max.idle.ms, within

@@ -66,6 +66,7 @@ _ASSIGNORS = (
     "org.apache.kafka.coordinator.group.assignor.UniformAssignor",
     "org.apache.kafka.coordinator.group.assignor.RangeAssignor",
 )
+_SHARE_ASSIGNOR_CLASS = "org.apache.kafka.coordinator.group.assignor.SimpleAssignor"
 
 
 _HOST_PATTERN = re.compile(r"[0-9a-zA-Z\-%._:]*")  # Kafka's Utils.validHostPattern
@@ -152,6 +153,29 @@ KEYS: dict[str, Key] = {
         _int_key("group.consumer.max.size", INT32_MAX, 1, INT32_MAX, "members per consumer-protocol group"),
         Key("group.consumer.assignors", _names(*_ASSIGNORS), "uniform,range", doc="server-side assignors (`uniform`, `range`, or Kafka's class names); the first is the default"),
         _int_key("group.consumer.assignment.interval.ms", 1_000, 0, 15_000, "least time between two target assignments of a group (0: every change)"),
+        # share groups (KIP-932): Kafka 4.3's GroupCoordinatorConfig and ShareGroupConfig, with their bounds
+        _int_key("share.version", 1, 0, 1, "finalized level of Kafka's `share.version` feature: 1 serves share groups (Kafka 4.2+'s default), 0 answers their APIs UNSUPPORTED_VERSION"),
+        _int_key("group.share.session.timeout.ms", 45_000, 1, INT32_MAX, "share member removed after this long without a heartbeat"),
+        _int_key("group.share.min.session.timeout.ms", 45_000, 1, INT32_MAX, "least `share.session.timeout.ms` a group may set"),
+        _int_key("group.share.max.session.timeout.ms", 60_000, 1, INT32_MAX, "largest `share.session.timeout.ms` a group may set"),
+        _int_key("group.share.heartbeat.interval.ms", 5_000, 1, INT32_MAX, "heartbeat interval given to share members"),
+        _int_key("group.share.min.heartbeat.interval.ms", 5_000, 1, INT32_MAX, "least `share.heartbeat.interval.ms` a group may set"),
+        _int_key("group.share.max.heartbeat.interval.ms", 15_000, 1, INT32_MAX, "largest `share.heartbeat.interval.ms` a group may set"),
+        _int_key("group.share.max.size", 200, 1, 1000, "members per share group"),
+        Key("group.share.assignors", _names("simple", _SHARE_ASSIGNOR_CLASS), "simple", doc="the share groups' assignor: exactly one, `simple`"),
+        _int_key("group.share.assignment.interval.ms", 1_000, 0, INT32_MAX, "least time between two target assignments of a share group (0: every change)"),
+        _int_key("group.share.min.assignment.interval.ms", 0, 0, INT32_MAX, "least `share.assignment.interval.ms` a group may set"),
+        _int_key("group.share.max.assignment.interval.ms", 15_000, 0, INT32_MAX, "largest `share.assignment.interval.ms` a group may set"),
+        _int_key("group.share.record.lock.duration.ms", 30_000, 1000, 3_600_000, "how long a share member holds the records it acquired"),
+        _int_key("group.share.min.record.lock.duration.ms", 15_000, 1000, 30_000, "least `share.record.lock.duration.ms` a group may set"),
+        _int_key("group.share.max.record.lock.duration.ms", 60_000, 30_000, 3_600_000, "largest `share.record.lock.duration.ms` a group may set"),
+        _int_key("group.share.delivery.count.limit", 5, 2, 10, "deliveries of a record before it is archived"),
+        _int_key("group.share.min.delivery.count.limit", 2, 2, 5, "least `share.delivery.count.limit` a group may set"),
+        _int_key("group.share.max.delivery.count.limit", 10, 5, 25, "largest `share.delivery.count.limit` a group may set"),
+        _int_key("group.share.partition.max.record.locks", 2_000, 100, 10_000, "records in flight per share partition"),
+        _int_key("group.share.min.partition.max.record.locks", 100, 100, 2_000, "least `share.partition.max.record.locks` a group may set"),
+        _int_key("group.share.max.partition.max.record.locks", 4_000, 2_000, 10_000, "largest `share.partition.max.record.locks` a group may set"),
+        _int_key("group.share.max.share.sessions", 2_000, 1, INT32_MAX, "share sessions per broker"),
         # offsets store
         _int_key("offsets.topic.num.partitions", 50, 1, INT32_MAX, "partitions of __consumer_offsets"),
         _int_key("offsets.retention.minutes", 10080, 1, INT32_MAX, "how long committed offsets of an empty group live"),
@@ -340,6 +364,7 @@ def build_config(raw: Mapping[str, str]) -> Config:
         raise ConfigError("group.min.session.timeout.ms must not exceed group.max.session.timeout.ms")
     if values["group.consumer.heartbeat.interval.ms"] >= values["group.consumer.session.timeout.ms"]:
         raise ConfigError("group.consumer.heartbeat.interval.ms must be lower than group.consumer.session.timeout.ms")
+    _check_share_bounds(values)
     try:
         values["listeners"] = _listeners.resolve(
             values["listeners"], values["advertised.listeners"], values["listener.security.protocol.map"],
@@ -400,3 +425,18 @@ def write_readme(path: str = "docs/configuration.md") -> None:
 
 if __name__ == "__main__":
     write_readme()
+
+
+def _check_share_bounds(values: dict[str, Any]) -> None:
+    """Kafka's GroupCoordinatorConfig requirements on the group.share.* keys: each min <= max, each
+    value within its bounds, the heartbeat interval below the session timeout, exactly one assignor."""
+    for name in ("session.timeout.ms", "heartbeat.interval.ms", "assignment.interval.ms"):
+        low, high, v = values[f"group.share.min.{name}"], values[f"group.share.max.{name}"], values[f"group.share.{name}"]
+        if high < low:
+            raise ConfigError(f"group.share.max.{name} must be greater than or equal to group.share.min.{name}")
+        if not low <= v <= high:
+            raise ConfigError(f"group.share.{name} must be between group.share.min.{name} and group.share.max.{name}")
+    if values["group.share.heartbeat.interval.ms"] >= values["group.share.session.timeout.ms"]:
+        raise ConfigError("group.share.heartbeat.interval.ms must be less than group.share.session.timeout.ms")
+    if len(values["group.share.assignors"]) != 1:
+        raise ConfigError(f"group.share.assignors must contain exactly one assignor, but found {len(values['group.share.assignors'])}")

@@ -12,11 +12,13 @@ Result stays parked until a later Result answers it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from coordinator.consumer.config import ConsumerConfig
 from coordinator.records import Key, Value
+from coordinator.share.config import ShareGroupConfig
 from coordinator.values import value
 
 Token = int
@@ -295,6 +297,7 @@ class Result:
 
 
 EMPTY = Result()
+_SHARE_DEFAULTS = ShareGroupConfig()
 
 
 @dataclass(slots=True)
@@ -309,6 +312,8 @@ class GroupConfig:
     offsets_retention_ms: int = 10080 * 60_000
     offset_metadata_max_bytes: int = 4096
     consumer: ConsumerConfig = field(default_factory=ConsumerConfig)  # the consumer protocol's (KIP-848)
+    # a share group's settings (KIP-932): the broker's group.share.* keys with the group's overrides
+    share_config: Callable[[str], ShareGroupConfig] = field(default=lambda _group_id: _SHARE_DEFAULTS)
     extra: dict[str, Any] = field(default_factory=dict)
 
     @classmethod

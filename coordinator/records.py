@@ -14,6 +14,7 @@ from typing import Any
 
 from coordinator.consumer import records as _consumer
 from coordinator.record_codec import Reader, RecordFormatError, Writer, key_version
+from coordinator.share import records as _share
 from coordinator.values import value
 
 _H = struct.Struct(">h")
@@ -72,7 +73,7 @@ class GroupMetadataValue:
 # Consumer-group (KIP-848) keys and values (coordinator/consumer/records.py) go through the same four
 # functions below; the type aliases name the classic ones, which the classic core handles.
 Key = OffsetCommitKey | GroupMetadataKey | _consumer.ConsumerKey
-Value = OffsetCommitValue | GroupMetadataValue | _consumer.ConsumerValue
+Value = OffsetCommitValue | GroupMetadataValue | _consumer.ConsumerValue | _share.ShareValue
 
 OFFSET_COMMIT_KEY_VERSION = 1
 GROUP_METADATA_KEY_VERSION = 2
@@ -124,7 +125,7 @@ def encode_value(value: Value | None) -> bytes | None:
     if value is None:
         return None
     if not isinstance(value, (OffsetCommitValue, GroupMetadataValue)):
-        return _consumer.encode_consumer_value(value)
+        return _share.encode_share_value(value) if isinstance(value, _share.OWN_VALUES) else _consumer.encode_consumer_value(value)
     if isinstance(value, OffsetCommitValue):
         meta = value.metadata
         if meta is None:
@@ -181,8 +182,8 @@ def encode_value_version(value: Value, version: int) -> bytes:
 
 
 def decode_key(data: bytes) -> Key | None:
-    """The key, or None for a record type this coordinator does not know (Kafka skips those: share-group
-    types 9-15 and anything newer)."""
+    """The key, or None for a record type this coordinator does not know (Kafka skips those: type 9
+    and anything newer)."""
     version = key_version(data)
     if version in (0, 1):
         fast = _decode_offset_key_fast(data)
@@ -194,11 +195,15 @@ def decode_key(data: bytes) -> Key | None:
         return OffsetCommitKey(group or "", topic or "", r.int32())
     if version == 2:
         return GroupMetadataKey(r.string() or "")
+    if version in _share.KEY_VERSIONS:
+        return _share.decode_share_key(data)  # share-group types (10-15)
     return _consumer.decode_consumer_key(data)  # consumer-group types (3-8, 16), or None
 
 
 def decode_value(key: Key, data: bytes | None) -> Value | None:
     if not isinstance(key, (OffsetCommitKey, GroupMetadataKey)):
+        if _share.is_share_key(key):
+            return _share.decode_share_value(key, data)  # type: ignore[arg-type]
         return _consumer.decode_consumer_value(key, data)
     if data is None:
         return None

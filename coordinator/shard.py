@@ -69,6 +69,19 @@ from coordinator.records import (
     decode_offset_commit,
     decode_value,
 )
+from coordinator.share import runtime as share
+from coordinator.share.group import ShareGroups
+from coordinator.share.records import is_share_key
+from coordinator.share.runtime import (
+    share_alter_offsets,
+    share_delete_offsets,
+    share_delete_prepare,
+    share_group_describe,
+    share_group_heartbeat,
+    share_initialized_partitions,
+    share_state_deleted,
+    share_state_initialized,
+)
 from protocol.topic_names import OFFSETS_TOPIC
 from storage.batch import TxnWalk
 
@@ -98,6 +111,14 @@ __all__ = [
     "replay_result",
     "replay_txn_offset",
     "replay_walked",
+    "share_alter_offsets",
+    "share_delete_offsets",
+    "share_delete_prepare",
+    "share_initialized_partitions",
+    "share_state_deleted",
+    "share_group_describe",
+    "share_group_heartbeat",
+    "share_state_initialized",
     "sync_group",
     "txn_offset_commit",
     "unload",
@@ -109,7 +130,7 @@ class ShardState:
 
     __slots__ = (
         "partition", "groups", "dropping", "pending_txn", "open_txns", "txn_seq", "producer_epochs",
-        "consumer_groups", "topics",
+        "consumer_groups", "topics", "share_groups",
     )
 
     def __init__(self, partition: int) -> None:
@@ -120,6 +141,9 @@ class ShardState:
         # topic registry (name -> entry with topic_id and partitions), which their assignments read.
         self.consumer_groups: ConsumerGroups = {}
         self.topics: Mapping[str, Any] = {}
+        # Share groups (KIP-932, coordinator/share/): no offsets of their own (their share partitions'
+        # state is the share coordinator's)
+        self.share_groups: ShareGroups = {}
         # Groups deleted in memory whose GroupMetadata tombstone is being written: its runtime replay is
         # then a no-op (at load this is empty and the tombstone removes the group).
         self.dropping: dict[str, int] = {}
@@ -159,6 +183,8 @@ def replay(state: ShardState, key: Key, value: Value | None, now: int) -> None:
         replay_offset(state, key.group, key.topic, key.partition, value, now)  # type: ignore[union-attr, arg-type]
     elif isinstance(key, GroupMetadataKey):
         _replay_group(state, key.group, value, now)  # type: ignore[arg-type]
+    elif is_share_key(key):
+        share.replay(state.share_groups, key, value, now)  # type: ignore[arg-type]
     else:
         consumer.replay(state.consumer_groups, key, value)  # type: ignore[arg-type]
 
@@ -221,6 +247,7 @@ def on_loaded(state: ShardState, now: int, cfg: GroupConfig) -> Result:
         if g.state == STABLE and len(g.members) > cfg.max_size:
             prepare_rebalance(g, now, cfg, out, "join", f"{len(g.members)} members exceed group.max.size={cfg.max_size} after loading")
     out.timers += consumer.rearm_after_load(state, now, cfg)
+    out.timers += share.rearm_after_load(state, now, cfg)
     return out.result()
 
 
@@ -271,6 +298,8 @@ def join_group(state: ShardState, req: Any, token: int, now: int, cfg: GroupConf
     its answer under ``group.consumer.migration.policy=disabled``)."""
     cg = state.consumer_groups.get(req.group_id)
     if cg is None:
+        if req.group_id in state.share_groups:  # Kafka: a group of another type is not joined
+            return Result(responses=((token, JoinGroupResponse(E.INCONSISTENT_GROUP_PROTOCOL, member_id="")),), replay=False)
         g = state.groups.get(req.group_id)  # type_of, inlined: every request of the type passes here
         return (CLASSIC if g is None else GROUP_TYPES[g.group_type]).join_group(state, req, token, now, cfg)
     if cg.members:
@@ -291,6 +320,7 @@ def list_groups(state: ShardState, states: frozenset[str] | None, types: frozens
     """ListGroups: classic groups, then consumer-protocol groups (type ``consumer``). A consumer group's
     offsets sit in a member-less classic group of the same id, which is not listed on its own."""
     listed = [g for g in classic.list_groups(state, states, types) if g.group_id not in state.consumer_groups]
+    listed += share.list_share_groups(state, states, types)
     wanted_types = {t.strip().lower() for t in types} if types else None
     if wanted_types is not None and "consumer" not in wanted_types:
         return listed
@@ -306,7 +336,7 @@ def describe_group(state: ShardState, group_id: str) -> GroupDescription:
     """DescribeGroups: a consumer-protocol group is Dead to it (v6 answers GROUP_ID_NOT_FOUND), as in Kafka."""
     if group_id in state.consumer_groups:
         return GroupDescription(E.NONE, group_id, "Dead", "", "")
-    return classic.describe_group(state, group_id)
+    return share.describe_as_classic(state, group_id) or classic.describe_group(state, group_id)
 
 
 def delete_group(state: ShardState, group_id: str, token: Token, now: int) -> Result:
@@ -314,7 +344,7 @@ def delete_group(state: ShardState, group_id: str, token: Token, now: int) -> Re
     order, applied at once), a non-empty one is NON_EMPTY_GROUP; classic groups as before."""
     cg = state.consumer_groups.get(group_id)
     if cg is None:
-        return classic_delete_group(state, group_id, token, now)
+        return share.delete_share_group(state, group_id, token) or classic_delete_group(state, group_id, token, now)
     if cg.members:
         return Result(responses=((token, DeleteGroupResponse(E.NON_EMPTY_GROUP)),), replay=False)
     tombstones = consumer_deletion_records(cg)
@@ -347,6 +377,7 @@ def leave_group(state: ShardState, req: Any, token: int, now: int, cfg: GroupCon
 _TIMERS: dict[str, Callable[[ShardState, tuple[Any, ...], int, GroupConfig], Result]] = {
     **{kind: t.on_timer for t in GROUP_TYPES.values() for kind in t.timer_kinds},
     **dict.fromkeys(consumer.TIMER_KINDS, consumer.on_consumer_timer),
+    **dict.fromkeys(share.TIMER_KINDS, share.on_share_timer),
 }
 
 
@@ -390,6 +421,7 @@ def unload(state: ShardState) -> Result:
         g.state = "Dead"
     state.groups.clear()
     state.consumer_groups.clear()
+    state.share_groups.clear()
     state.pending_txn.clear()  # a later load brings them back from the log
     state.open_txns.clear()
     state.producer_epochs.clear()
@@ -438,6 +470,8 @@ class GroupShardRules:
         result = on_timer(state, key, now, self.cfg)
         if key[0] in (consumer.SESSION, consumer.REBALANCE) and result.records:
             group_event(log, "consumer member removed", key[1], key[2], reason=key[0].removeprefix("consumer-") + " timeout")
+        elif key[0] in share.TIMER_KINDS and result.records:
+            group_event(log, "share member removed", key[1], key[2], reason="session timeout")
         return result
 
     def on_write_failed(self, state: ShardState, write_ref: Any, error: int, now: int) -> Result:

@@ -51,8 +51,23 @@ def api_versions_body(cls: type, error: ErrorCode = ErrorCode.none) -> Any:
     return codec.make(cls, error_code=error, api_keys=keys, throttle_time=0)
 
 
+SHARE_VERSION = "share.version"  # Kafka's feature (ShareVersion): level 1 enables share groups (KIP-932)
+
+
 def api_versions(broker: Broker, ctx: RequestContext, req: ApiVersionsRequest) -> Any:
-    return api_versions_body(ctx.response_class)
+    """v3+ also name the features: ``share.version`` supported 0-1, finalized at the broker's level
+    (Kafka lists no finalized entry for a feature at level 0)."""
+    if ctx.version < 3:
+        return api_versions_body(ctx.response_class)
+    cls = ctx.response_class
+    level = broker.config["share.version"]
+    body = api_versions_body(cls)
+    supported = (codec.nested(cls, "SupportedFeatureKey")(name=SHARE_VERSION, min_version=0, max_version=1),)
+    finalized = (codec.nested(cls, "FinalizedFeatureKey")(name=SHARE_VERSION, max_version_level=level, min_version_level=level),) if level else ()
+    return codec.make(
+        cls, error_code=body.error_code, api_keys=body.api_keys, throttle_time=0, supported_features=supported,
+        finalized_features_epoch=0 if finalized else -1, finalized_features=finalized,
+    )
 
 
 def _partitions(ctx: RequestContext, broker: Broker, count: int) -> tuple:

@@ -224,6 +224,9 @@ async def delete_groups(broker: Broker, ctx: RequestContext, req: DeleteGroupsRe
 
     async def one(group_id: str) -> Any:
         try:
+            share_error = await broker.share_groups.delete_state(group_id)  # a share group's state goes first
+            if share_error:
+                return codec.make(result_cls, group_id=group_id, error_code=share_error)
             payload = await broker.coordinator.call(
                 group_id, lambda state, gid, token, now, cfg: core.delete_group(state, gid, token, now), group_id
             )

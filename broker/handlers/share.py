@@ -32,10 +32,8 @@ TopicIdPartition = tuple[uuid.UUID, int]
 
 
 def _enabled(broker: Broker) -> bool:
-    """Kafka answers UNSUPPORTED_VERSION while the share.version feature is off (the share group
-    branch owns the gate; without it share groups are on)."""
-    gate = getattr(broker, "share_groups_enabled", None)
-    return True if gate is None else bool(gate())
+    """KafkaApis.isShareGroupProtocolEnabled: UNSUPPORTED_VERSION while the share.version feature is 0."""
+    return bool(broker.share_groups.enabled)
 
 
 def _member_id_valid(member_id: str | None) -> bool:

@@ -51,7 +51,7 @@ class DescribedConsumerGroup:
     members: tuple[DescribedConsumerMember, ...] = ()
 
 
-def _named(parts: Mapping[uuid.UUID, Iterable[int]], names: Mapping[uuid.UUID, str]) -> DescribedPartitions:
+def named_partitions(parts: Mapping[uuid.UUID, Iterable[int]], names: Mapping[uuid.UUID, str]) -> DescribedPartitions:
     present = sorted((names[t], t) for t in parts if t in names)
     return tuple((t, name, tuple(sorted(parts[t]))) for name, t in present if parts[t])
 
@@ -63,7 +63,7 @@ def _member(group: ConsumerGroup, m: Member, names: Mapping[uuid.UUID, str]) -> 
             held.setdefault(t, set()).update(ps)
     return DescribedConsumerMember(
         m.member_id, m.instance_id, m.rack_id, m.epoch, m.client_id, m.client_host, m.subscribed_topic_names,
-        m.subscribed_topic_regex, _named(held, names), _named(group.targets.get(m.member_id, {}), names),
+        m.subscribed_topic_regex, named_partitions(held, names), named_partitions(group.targets.get(m.member_id, {}), names),
         CLASSIC_MEMBER if m.classic is not None else CONSUMER_MEMBER,
     )
 

@@ -156,6 +156,11 @@ def metadata_hash(group: ConsumerGroup, topics: Topics) -> int:
     names: set[str] = set()
     for m in group.members.values():
         names |= subscribed_names(group, m)
+    return metadata_hash_of(names, topics)
+
+
+def metadata_hash_of(names: set[str] | frozenset[str], topics: Topics) -> int:
+    """The hash of these topics' metadata (consumer and share groups alike)."""
     present = sorted(n for n in names if n in topics)
     if not present:
         return 0

@@ -44,7 +44,7 @@ KEY_VERSIONS = frozenset(
 
 @value
 class GroupKey:
-    """Types 3, 4 and 6: keyed by the group alone; ``kind`` is the key version."""
+    """Types 3, 4 and 6 (share groups: 11, 12, 15): keyed by the group alone; ``kind`` is the key version."""
 
     kind: int
     group: str
@@ -52,7 +52,7 @@ class GroupKey:
 
 @value
 class MemberKey:
-    """Types 5, 7 and 8: keyed by group and member."""
+    """Types 5, 7 and 8 (share groups: 10, 13, 14): keyed by group and member."""
 
     kind: int
     group: str
@@ -192,7 +192,7 @@ def value_kind(value: ConsumerValue) -> int:
 # ---------------------------------------------------------------- writing
 
 
-class _W(Writer):
+class SchemaWriter(Writer):
     __slots__ = ()
 
     def int8(self, v: int) -> None:
@@ -220,17 +220,17 @@ class _W(Writer):
             self.buf += payload
 
 
-def _fragment() -> _W:
+def fragment() -> SchemaWriter:
     """A writer for a tagged field's payload (the version prefix it starts with is cut off)."""
-    return _W(0, True)
+    return SchemaWriter(0, True)
 
 
-def _payload(w: _W) -> bytes:
+def payload_of(w: SchemaWriter) -> bytes:
     return bytes(w.buf[2:])
 
 
 def encode_consumer_key(key: ConsumerKey) -> bytes:
-    w = _W(key_kind(key), False)
+    w = SchemaWriter(key_kind(key), False)
     w.string(key.group)
     if isinstance(key, MemberKey):
         w.string(key.member_id)
@@ -239,15 +239,15 @@ def encode_consumer_key(key: ConsumerKey) -> bytes:
     return bytes(w.buf)
 
 
-def _write_topic_partitions(w: _W, topics: tuple[TopicPartitions, ...], with_epochs: bool) -> None:
+def write_topic_partitions(w: SchemaWriter, topics: tuple[TopicPartitions, ...], with_epochs: bool) -> None:
     w.array_len(len(topics))
     for tp in topics:
         w.uuid(tp.topic_id)
         w.int32s(tp.partitions)
         if with_epochs and tp.assignment_epochs is not None:
-            f = _fragment()
+            f = fragment()
             f.int32s(tp.assignment_epochs)
-            w.tagged([(0, _payload(f))])
+            w.tagged([(0, payload_of(f))])
         else:
             w.tagged([])
 
@@ -256,7 +256,7 @@ def encode_consumer_value(value: ConsumerValue | None) -> bytes | None:
     """Value version 0 of the record; None (a tombstone) stays None."""
     if value is None:
         return None
-    w = _W(0, True)
+    w = SchemaWriter(0, True)
     if isinstance(value, GroupMetadata):
         w.int32(value.epoch)
         tags = []
@@ -289,7 +289,7 @@ def encode_consumer_value(value: ConsumerValue | None) -> bytes | None:
         w.string(value.server_assignor)
         tags = []
         if value.classic is not None:
-            f = _fragment()
+            f = fragment()
             f.uvarint(1)  # a tagged nullable struct is prefixed by a varint 1 (null: the tag is absent)
             f.int32(value.classic.session_timeout_ms)
             f.array_len(len(value.classic.protocols))
@@ -298,20 +298,20 @@ def encode_consumer_value(value: ConsumerValue | None) -> bytes | None:
                 f.bytes_(proto.metadata)
                 f.tagged([])
             f.tagged([])
-            tags.append((0, _payload(f)))
+            tags.append((0, payload_of(f)))
         w.tagged(tags)
     elif isinstance(value, TargetAssignmentMetadata):
         w.int32(value.assignment_epoch)
         w.tagged([(0, _Q.pack(value.assignment_timestamp))] if value.assignment_timestamp != 0 else [])
     elif isinstance(value, TargetAssignmentMember):
-        _write_topic_partitions(w, value.topics, False)
+        write_topic_partitions(w, value.topics, False)
         w.tagged([])
     elif isinstance(value, CurrentMemberAssignment):
         w.int32(value.member_epoch)
         w.int32(value.previous_member_epoch)
         w.int8(value.state)
-        _write_topic_partitions(w, value.assigned, True)
-        _write_topic_partitions(w, value.pending_revocation, True)
+        write_topic_partitions(w, value.assigned, True)
+        write_topic_partitions(w, value.pending_revocation, True)
         w.tagged([])
     else:
         w.strings(value.topics)
@@ -324,7 +324,7 @@ def encode_consumer_value(value: ConsumerValue | None) -> bytes | None:
 # ---------------------------------------------------------------- reading
 
 
-class _R(Reader):
+class SchemaReader(Reader):
     __slots__ = ()
 
     def int8(self) -> int:
@@ -346,14 +346,14 @@ class _R(Reader):
     def int32s(self) -> tuple[int, ...]:
         return tuple(self.int32() for _ in range(self.array_len()))
 
-    def tagged(self) -> dict[int, _R]:
+    def tagged(self) -> dict[int, SchemaReader]:
         """Each tagged field as a reader over its payload; unknown tags are kept and ignored by callers."""
-        out: dict[int, _R] = {}
+        out: dict[int, SchemaReader] = {}
         for _ in range(self.uvarint()):
             tag = self.uvarint()
             size = self.uvarint()
             start = self._take(size)
-            out[tag] = _R(self.data[start : start + size], 0, True)
+            out[tag] = SchemaReader(self.data[start : start + size], 0, True)
         return out
 
 
@@ -362,20 +362,26 @@ def decode_consumer_key(data: bytes) -> ConsumerKey | None:
     kind = key_version(data)
     if kind not in KEY_VERSIONS:
         return None
-    r = _R(data, 2, False)
+    if kind == REGULAR_EXPRESSION:
+        r = SchemaReader(data, 2, False)
+        key: ConsumerKey = RegexKey(r.text(), r.text())
+        if r.pos != len(data):
+            raise RecordFormatError(f"{len(data) - r.pos} trailing bytes after a type {kind} key")
+        return key
+    return read_group_key(data, kind, kind in (MEMBER_METADATA, TARGET_ASSIGNMENT_MEMBER, CURRENT_MEMBER_ASSIGNMENT))
+
+
+def read_group_key(data: bytes, kind: int, by_member: bool) -> GroupKey | MemberKey:
+    """A key of the group alone or of group and member (consumer and share group records alike)."""
+    r = SchemaReader(data, 2, False)
     group = r.text()
-    if kind in (MEMBER_METADATA, TARGET_ASSIGNMENT_MEMBER, CURRENT_MEMBER_ASSIGNMENT):
-        key: ConsumerKey = MemberKey(kind, group, r.text())
-    elif kind == REGULAR_EXPRESSION:
-        key = RegexKey(group, r.text())
-    else:
-        key = GroupKey(kind, group)
+    key: GroupKey | MemberKey = MemberKey(kind, group, r.text()) if by_member else GroupKey(kind, group)
     if r.pos != len(data):
         raise RecordFormatError(f"{len(data) - r.pos} trailing bytes after a type {kind} key")
     return key
 
 
-def _read_topic_partitions(r: _R) -> tuple[TopicPartitions, ...]:
+def read_topic_partitions(r: SchemaReader) -> tuple[TopicPartitions, ...]:
     out = []
     for _ in range(r.array_len()):
         topic_id = r.uuid()
@@ -396,7 +402,7 @@ def decode_consumer_value(key: ConsumerKey, data: bytes | None) -> ConsumerValue
     version = key_version(data)
     if version != 0:
         raise RecordFormatError(f"unknown value version {version} for record type {key_kind(key)}")
-    r = _R(data, 2, True)
+    r = SchemaReader(data, 2, True)
     kind = key_kind(key)
     value: ConsumerValue
     if kind == GROUP_METADATA:
@@ -441,12 +447,12 @@ def decode_consumer_value(key: ConsumerKey, data: bytes | None) -> ConsumerValue
         tags = r.tagged()
         value = TargetAssignmentMetadata(epoch, tags[0].int64() if 0 in tags else 0)
     elif kind == TARGET_ASSIGNMENT_MEMBER:
-        value = TargetAssignmentMember(_read_topic_partitions(r))
+        value = TargetAssignmentMember(read_topic_partitions(r))
         r.tagged()
     elif kind == CURRENT_MEMBER_ASSIGNMENT:
         epoch, previous, state = r.int32(), r.int32(), r.int8()
-        assigned = _read_topic_partitions(r)
-        pending = _read_topic_partitions(r)
+        assigned = read_topic_partitions(r)
+        pending = read_topic_partitions(r)
         r.tagged()
         value = CurrentMemberAssignment(epoch, previous, state, assigned, pending)
     else:

@@ -55,6 +55,9 @@ def consumer_group_heartbeat(state: ShardState, request: ConsumerGroupHeartbeat,
     if not config.enabled:
         refusal = ConsumerGroupHeartbeatResponse(E.UNSUPPORTED_VERSION, "The consumer rebalance protocol is disabled.")
         return Result(responses=((token, refusal),), replay=False)
+    if request.group_id in state.share_groups:
+        refusal = ConsumerGroupHeartbeatResponse(E.GROUP_ID_NOT_FOUND, f"Group {request.group_id} is not a consumer group.")
+        return Result(responses=((token, refusal),), replay=False)
     classic = state.groups.get(request.group_id)
     if classic is not None and classic.members:
         # a live classic group of that id: Kafka converts it online (KIP-848 migration), not done here

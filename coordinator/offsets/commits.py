@@ -44,6 +44,8 @@ def utf16_length(s: str) -> int:
 
 
 def _commit_error(state: ShardState, req: OffsetCommit, now: int) -> tuple[int, Group | None]:
+    if req.group_id in state.share_groups:
+        return E.GROUP_ID_NOT_FOUND, None  # a share group has no consumer offsets (ShareGroup.validateOffsetCommit)
     g = state.groups.get(req.group_id)
     gen = req.generation_id
     cg = state.consumer_groups.get(req.group_id)
@@ -157,7 +159,10 @@ def pending_partitions(state: ShardState, group_id: str) -> set[tuple[str, int]]
 def offset_fetch(state: ShardState, req: OffsetFetch, now: int) -> OffsetFetchResponse:
     """Offsets are served in every state; what was never committed reads as offset -1, metadata "".
     ``require_stable`` (v7+): a partition an open transaction holds an offset of answers
-    UNSTABLE_OFFSET_COMMIT instead (Kafka 4.x counts only open transactional offsets)."""
+    UNSTABLE_OFFSET_COMMIT instead (Kafka 4.x counts only open transactional offsets). A share group has
+    no consumer offsets: GROUP_ID_NOT_FOUND."""
+    if req.group_id in state.share_groups:
+        return OffsetFetchResponse(E.GROUP_ID_NOT_FOUND)
     g = state.groups.get(req.group_id)
     cg = state.consumer_groups.get(req.group_id)
     if cg is not None and req.version >= 9:
@@ -198,7 +203,7 @@ def offset_delete(state: ShardState, req: OffsetDelete, token: Token, now: int) 
     if not req.group_id:
         return Result(responses=((token, OffsetDeleteResponse(E.INVALID_GROUP_ID)),), replay=False)
     g = state.groups.get(req.group_id)
-    if g is None or g.state == DEAD:
+    if g is None or g.state == DEAD or req.group_id in state.share_groups:
         return Result(responses=((token, OffsetDeleteResponse(E.GROUP_ID_NOT_FOUND)),), replay=False)
     if g.state != EMPTY and g.protocol_type != CONSUMER:
         return Result(responses=((token, OffsetDeleteResponse(E.NON_EMPTY_GROUP)),), replay=False)

@@ -51,6 +51,8 @@ def _txn_commit_error(state: ShardState, req: TxnOffsetCommit, now: int) -> tupl
     """Kafka 4.x's validateTransactionalOffsetCommit + ClassicGroup.validateOffsetCommit(isTransactional)."""
     if not req.group_id:
         return E.INVALID_GROUP_ID, None
+    if req.group_id in state.share_groups:
+        return E.GROUP_ID_NOT_FOUND, None
     g = state.groups.get(req.group_id)
     cg = state.consumer_groups.get(req.group_id)
     if cg is not None and (g is None or not g.members):

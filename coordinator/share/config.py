@@ -8,6 +8,10 @@ Defaults are Kafka 4.3's (GroupCoordinatorConfig, ShareGroupConfig, GroupConfig)
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from typing import Any
+
 from coordinator.values import value
 
 
@@ -23,3 +27,54 @@ class ShareGroupConfig:
     auto_offset_reset: str = "latest"  # share.auto.offset.reset: latest, earliest or by_duration:<ISO-8601>
     isolation_level: str = "read_uncommitted"  # share.isolation.level
     renew_acknowledge_enable: bool = True  # share.renew.acknowledge.enable
+
+
+def _true(raw: str) -> bool:
+    return raw.strip().lower() == "true"
+
+
+# group config (``share.*``, set on a GROUP resource) -> (field, how the value is read)
+_OVERRIDES: dict[str, tuple[str, Callable[[str], Any]]] = {
+    "share.session.timeout.ms": ("session_timeout_ms", int),
+    "share.heartbeat.interval.ms": ("heartbeat_interval_ms", int),
+    "share.assignment.interval.ms": ("assignment_interval_ms", int),
+    "share.record.lock.duration.ms": ("record_lock_duration_ms", int),
+    "share.delivery.count.limit": ("delivery_count_limit", int),
+    "share.partition.max.record.locks": ("partition_max_record_locks", int),
+    "share.auto.offset.reset": ("auto_offset_reset", str),
+    "share.isolation.level": ("isolation_level", str),
+    "share.renew.acknowledge.enable": ("renew_acknowledge_enable", _true),
+}
+
+
+def from_broker_config(config: Mapping[str, Any]) -> ShareGroupConfig:
+    """The broker's group.share.* keys (broker/config.py)."""
+    return ShareGroupConfig(
+        session_timeout_ms=config["group.share.session.timeout.ms"],
+        heartbeat_interval_ms=config["group.share.heartbeat.interval.ms"],
+        max_size=config["group.share.max.size"],
+        assignment_interval_ms=config["group.share.assignment.interval.ms"],
+        record_lock_duration_ms=config["group.share.record.lock.duration.ms"],
+        delivery_count_limit=config["group.share.delivery.count.limit"],
+        partition_max_record_locks=config["group.share.partition.max.record.locks"],
+    )
+
+
+def with_overrides(base: ShareGroupConfig, overrides: Mapping[str, str], config: Mapping[str, Any] | None = None) -> ShareGroupConfig:
+    """``base`` with a group's ``share.*`` configs applied. Values that do not parse are ignored (the
+    store checked them when they were set); with the broker ``config``, the assignment interval is
+    clamped to its broker bounds, as Kafka's GroupCoordinatorConfig clamps that dynamic key."""
+    changes: dict[str, Any] = {}
+    for key, raw in overrides.items():
+        spec = _OVERRIDES.get(key)
+        if spec is None:
+            continue
+        name, read = spec
+        try:
+            changes[name] = read(raw)
+        except (TypeError, ValueError):
+            continue
+    if config is not None and "assignment_interval_ms" in changes:
+        low, high = config["group.share.min.assignment.interval.ms"], config["group.share.max.assignment.interval.ms"]
+        changes["assignment_interval_ms"] = min(max(changes["assignment_interval_ms"], low), high)
+    return replace(base, **changes) if changes else base

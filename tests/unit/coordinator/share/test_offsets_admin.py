@@ -1,0 +1,95 @@
+"""AlterShareGroupOffsets and DeleteShareGroupOffsets in the core (spec scenarios 49 and 50; Kafka 4.3's
+GroupMetadataManager.alterShareGroupOffsets, GroupCoordinatorShard.initiateDeleteShareGroupOffsets and
+sharePartitionsEligibleForOffsetDeletion)."""
+
+from coordinator import errors as E
+from coordinator import shard as core
+from coordinator.api import GroupConfig
+from coordinator.consumer.api import ConsumerGroupHeartbeat
+from coordinator.share import records as rec
+from coordinator.share.api import AlterShareOffsets, DeleteShareOffsets
+
+from .driver import Driver, tid
+
+T = tid("T")
+
+
+def setup():
+    state = core.ShardState(0)
+    d = Driver(groups=state.share_groups)
+    state.topics = d.topics
+    d.topic("T", 2)
+    return state, d
+
+
+def call(state, handler, req, now=1000):
+    result = handler(state, req, 1, now, GroupConfig())
+    ((_, payload),) = result.responses
+    return result, payload
+
+
+def test_s49_alter_offsets():
+    state, d = setup()
+    d.join("m1")
+    _, plan = call(state, core.share_alter_offsets, AlterShareOffsets("g", (("T", ((0, 5),)),)))
+    assert plan.error == E.NON_EMPTY_GROUP
+    d.hb("m1", -1)
+    result, plan = call(state, core.share_alter_offsets, AlterShareOffsets("g", (("T", ((0, 5), (7, 1))), ("nope", ((0, 1),)))))
+    assert plan.error == E.NONE
+    assert plan.results == (("T", T, ((0, E.NONE), (7, E.UNKNOWN_TOPIC_OR_PARTITION))), ("nope", None, ((0, E.UNKNOWN_TOPIC_OR_PARTITION),)))
+    assert (plan.state_epoch, plan.offsets) == (d.group().epoch, ((T, ((0, 5),)),))
+    ((key, value),) = result.records
+    assert key.kind == rec.STATE_PARTITION_METADATA and T in {i.topic_id for i in value.initializing}
+
+
+def test_s49_alter_makes_a_missing_group_and_refuses_other_types():
+    state, d = setup()
+    _, plan = call(state, core.share_alter_offsets, AlterShareOffsets("new", (("T", ((1, 3),)),)))
+    assert plan.error == E.NONE and "new" in state.share_groups
+    assert state.share_groups["new"].epoch == 1
+    _, plan = call(state, core.share_alter_offsets, AlterShareOffsets("empty", (("nope", ((0, 1),)),)))
+    assert plan.error == E.NONE and "empty" not in state.share_groups  # no record, no group
+    hb = ConsumerGroupHeartbeat("cg", "c1", 0, rebalance_timeout_ms=5000, subscribed_topic_names=("T",), owned=())
+    core.consumer_group_heartbeat(state, hb, 1, 1000, GroupConfig())
+    _, plan = call(state, core.share_alter_offsets, AlterShareOffsets("cg", (("T", ((0, 1),)),)))
+    assert plan.error == E.GROUP_ID_NOT_FOUND
+    _, plan = call(state, core.share_alter_offsets, AlterShareOffsets("", ()))
+    assert plan.error == E.INVALID_GROUP_ID
+
+
+def test_s50_delete_offsets():
+    state, d = setup()
+    u = d.topic("U", 1)
+    d.join("m1")
+    d.initialized()
+    _, plan = call(state, core.share_delete_offsets, DeleteShareOffsets("g", ("T",)))
+    assert plan.error == E.NON_EMPTY_GROUP
+    d.hb("m1", -1)
+    result, plan = call(state, core.share_delete_offsets, DeleteShareOffsets("g", ("T", "U", "nope")))
+    assert plan.error == E.NONE
+    assert [(n, code) for n, code, _ in plan.refused] == [("U", E.UNKNOWN_TOPIC_OR_PARTITION), ("nope", E.UNKNOWN_TOPIC_OR_PARTITION)]
+    assert plan.refused[0][2] == "There is no offset information to delete."
+    assert plan.to_delete == (("T", T, (0, 1)),)
+    assert d.group().initialized == {} and d.group().deleting == {T: "T"}
+    call(state, core.share_state_deleted, ("g", frozenset({T})))
+    assert d.group().deleting == {}
+    assert u not in d.group().initialized
+    _, plan = call(state, core.share_delete_offsets, DeleteShareOffsets("nope", ("T",)))
+    assert plan.error == E.GROUP_ID_NOT_FOUND
+
+
+def test_s50_consumer_group_id():
+    state, d = setup()
+    hb = ConsumerGroupHeartbeat("cg", "c1", 0, rebalance_timeout_ms=5000, subscribed_topic_names=("T",), owned=())
+    core.consumer_group_heartbeat(state, hb, 1, 1000, GroupConfig())
+    _, plan = call(state, core.share_delete_offsets, DeleteShareOffsets("cg", ("T",)))
+    assert plan.error == E.GROUP_ID_NOT_FOUND
+
+
+def test_initialized_partitions_read():
+    state, d = setup()
+    d.join("m1")
+    assert core.share_initialized_partitions(state, "g") == {}
+    d.initialized()
+    assert core.share_initialized_partitions(state, "g") == {T: frozenset({0, 1})}
+    assert core.share_initialized_partitions(state, "nope") == {}

@@ -1,0 +1,151 @@
+"""Share groups inside a shard, beside classic and consumer groups (spec §2.10, Kafka 4.3's ShareGroup and
+GroupMetadataManager): ListGroups type ``share`` with states Empty/Stable, DescribeGroups answers Dead,
+DeleteGroups (NON_EMPTY_GROUP, the partitions moved to deleting, then tombstones in Kafka's order), the
+consumer offset APIs and the other group types' APIs refusing a share group's id, replay through the
+shard and session timers re-armed after a load."""
+
+from coordinator import errors as E
+from coordinator import shard as core
+from coordinator.api import (
+    CommitPartition,
+    GroupConfig,
+    JoinGroup,
+    OffsetCommit,
+    OffsetDelete,
+    OffsetFetch,
+    Protocol,
+)
+from coordinator.consumer.api import ConsumerGroupHeartbeat
+from coordinator.records import decode_key, decode_value, encode_key, encode_value
+from coordinator.share import records as rec
+from coordinator.share.api import ShareGroupHeartbeat
+
+from .driver import Driver, tid
+
+T = tid("T")
+
+
+def setup():
+    state = core.ShardState(0)
+    d = Driver(groups=state.share_groups)
+    state.topics = d.topics
+    d.topic("T", 2)
+    return state, d
+
+
+def run(state, handler, req, now=1000):
+    result = handler(state, req, 1, now, GroupConfig())
+    ((_, payload),) = result.responses
+    return result, payload
+
+
+def test_list_groups_type_share_and_states():
+    state, d = setup()
+    d.join("m1")
+    d.join("m2", group="idle")
+    d.hb("m2", -1, group="idle")
+    rows = {g.group_id: (g.protocol_type, g.state, g.group_type) for g in core.list_groups(state, None, None)}
+    assert rows == {"g": ("share", "Stable", "share"), "idle": ("share", "Empty", "share")}
+    assert [g.group_id for g in core.list_groups(state, frozenset({"Empty"}), None)] == ["idle"]
+    assert [g.group_id for g in core.list_groups(state, None, frozenset({"share"}))] == ["g", "idle"]
+    assert core.list_groups(state, None, frozenset({"consumer", "classic"})) == []
+
+
+def test_describe_groups_answers_dead():
+    state, d = setup()
+    d.join("m1")
+    described = core.describe_group(state, "g")
+    assert (described.error, described.state) == (E.NONE, "Dead")
+
+
+def test_share_group_describe():
+    state, d = setup()
+    d.join("m1", rack_id="r1")
+    (g,) = core.share_group_describe(state, ["g"])
+    assert (g.error, g.state, g.group_epoch, g.assignment_epoch, g.assignor_name) == (E.NONE, "Stable", 2, 2, "simple")
+    (m,) = g.members
+    assert (m.member_id, m.rack_id, m.member_epoch, m.client_id, m.subscribed_topic_names) == ("m1", "r1", 2, "c", ("T",))
+    (missing,) = core.share_group_describe(state, ["nope"])
+    assert (missing.error, missing.message) == (E.GROUP_ID_NOT_FOUND, "Share group nope not found.")
+    (blank,) = core.share_group_describe(state, [""])
+    assert blank.error == E.INVALID_GROUP_ID
+
+
+def test_delete_non_empty_then_empty():
+    state, d = setup()
+    d.join("m1")
+    d.initialized()
+    _, plan = run(state, core.share_delete_prepare, "g")
+    assert plan.error == E.NON_EMPTY_GROUP
+    d.hb("m1", -1)
+    result, plan = run(state, core.share_delete_prepare, "g")
+    assert (plan.error, plan.topics) == (E.NONE, ((T, (0, 1)),))
+    ((key, value),) = result.records
+    assert key.kind == rec.STATE_PARTITION_METADATA and value.deleting == (rec.TopicInfo(T, "T"),) and value.initialized == ()
+    deleted = core.delete_group(state, "g", 7, 2000)
+    assert [(k.kind, v is None) for k, v in deleted.records] == [
+        (rec.TARGET_ASSIGNMENT_METADATA, True), (rec.STATE_PARTITION_METADATA, True), (rec.GROUP_METADATA, True),
+    ]
+    assert deleted.responses[0][1].error == E.NONE
+    assert "g" not in state.share_groups
+    _, plan = run(state, core.share_delete_prepare, "g")
+    assert plan is None  # no longer a share group
+
+
+def test_consumer_offset_apis_refuse_a_share_group():
+    state, d = setup()
+    d.join("m1")
+    commit = OffsetCommit("g", -1, "", None, -1, (CommitPartition("T", 0, 5, -1, None),), 9)
+    _, resp = run(state, core.offset_commit, commit)
+    assert [p.error for p in resp.partitions] == [E.GROUP_ID_NOT_FOUND]
+    assert core.offset_fetch(state, OffsetFetch("g", None, False, 8), 1000).error == E.GROUP_ID_NOT_FOUND
+    result = core.offset_delete(state, OffsetDelete("g", (("T", 0),)), 1, 1000)
+    assert result.responses[0][1].error == E.GROUP_ID_NOT_FOUND
+
+
+def test_other_group_types_refuse_a_share_group_id():
+    state, d = setup()
+    d.join("m1")
+    join = JoinGroup("g", "", None, 10_000, 10_000, "consumer", (Protocol("range", b""),), "c", "h", 9)
+    _, resp = run(state, core.join_group, join)
+    assert (resp.error, resp.member_id) == (E.INCONSISTENT_GROUP_PROTOCOL, "")
+    hb = ConsumerGroupHeartbeat("g", "c1", 0, rebalance_timeout_ms=5000, subscribed_topic_names=("T",), owned=())
+    _, resp = run(state, core.consumer_group_heartbeat, hb)
+    assert resp.error == E.GROUP_ID_NOT_FOUND
+
+
+def test_share_heartbeat_to_a_consumer_group_id():
+    state, d = setup()
+    hb = ConsumerGroupHeartbeat("cg", "c1", 0, rebalance_timeout_ms=5000, subscribed_topic_names=("T",), owned=())
+    run(state, core.consumer_group_heartbeat, hb)
+    _, resp = run(state, core.share_group_heartbeat, ShareGroupHeartbeat("cg", "m1", 0, subscribed_topic_names=("T",)))
+    assert (resp.error, resp.message) == (E.GROUP_ID_NOT_FOUND, "Group cg is not a share group.")
+    (g,) = core.share_group_describe(state, ["cg"])
+    assert (g.error, g.message) == (E.GROUP_ID_NOT_FOUND, "Group cg is not a share group.")
+
+
+def test_replay_through_the_shard_and_timers_after_load():
+    state, d = setup()
+    d.join("m1")
+    d.join("m2")
+    d.initialized()
+    fresh = core.ShardState(0)
+    fresh.topics = state.topics
+    for key, value in d.log:
+        key2 = decode_key(encode_key(key))
+        core.replay(fresh, key2, decode_value(key2, encode_value(value)), 5000)
+    assert fresh.share_groups["g"].members == state.share_groups["g"].members
+    assert {t: i.partitions for t, i in fresh.share_groups["g"].initialized.items()} == {T: frozenset({0, 1})}
+    loaded = core.on_loaded(fresh, 5000, GroupConfig())
+    deadlines = {op.key: op.deadline_ms for op in loaded.timers}
+    assert deadlines == {("share-session", "g", "m1"): 50_000, ("share-session", "g", "m2"): 50_000}
+    fired = core.on_timer(fresh, ("share-session", "g", "m1"), 50_000, GroupConfig())
+    assert [k.kind for k, _ in fired.records][:3] == [rec.CURRENT_MEMBER_ASSIGNMENT, rec.TARGET_ASSIGNMENT_MEMBER, rec.MEMBER_METADATA]
+    assert set(fresh.share_groups["g"].members) == {"m2"}
+
+
+def test_unload_forgets_share_groups():
+    state, d = setup()
+    d.join("m1")
+    core.unload(state)
+    assert state.share_groups == {}
