@@ -6,7 +6,6 @@ and a restart keeps what was acknowledged.
 
 The share.auto.offset.reset of a new group is ``latest``: records produced before a share-partition is
 first fetched are not delivered, so each test produces only after a warm-up record reached a member.
-These tests need ShareGroupHeartbeat (the share group branch); they skip without it.
 """
 
 from __future__ import annotations
@@ -20,14 +19,10 @@ import time
 
 import pytest
 
-from protocol.api_table import API_BY_NAME
 from tests.clients.test_other_clients import create_topic
 from tests.harness import BrokerProcess
 
-pytestmark = [
-    pytest.mark.client,
-    pytest.mark.skipif("ShareGroupHeartbeat" not in API_BY_NAME, reason="share groups' heartbeat not in this build"),
-]
+pytestmark = pytest.mark.client
 
 LOCK_MS = 15_000  # group.share.record.lock.duration.ms: Kafka's minimum
 BROKER = {"group.share.record.lock.duration.ms": str(LOCK_MS), "group.share.heartbeat.interval.ms": "5000"}
@@ -96,7 +91,6 @@ def drain(members, want, seconds, ack=None):
     return seen
 
 
-@pytest.mark.scenario("confluent-kafka", 39, 40)
 def test_three_members_share_one_partition_and_each_record_goes_to_one(share_broker):
     bs = share_broker.bootstrap
     create_topic(bs, "jobs", 1)
@@ -129,7 +123,6 @@ def test_three_members_share_one_partition_and_each_record_goes_to_one(share_bro
             c.close()
 
 
-@pytest.mark.scenario("confluent-kafka", 41, 44)
 def test_release_redelivers_with_a_higher_count_and_reject_archives(share_broker):
     from confluent_kafka import AcknowledgeType
 
@@ -198,7 +191,6 @@ time.sleep(600)
 
 
 @pytest.mark.parametrize("how", ["stopped", "killed"])
-@pytest.mark.scenario("confluent-kafka", 42, 46)
 def test_a_member_holding_records_loses_them_to_the_others(share_broker, how):
     bs = share_broker.bootstrap
     create_topic(bs, "held", 1)
@@ -235,7 +227,6 @@ def test_a_member_holding_records_loses_them_to_the_others(share_broker, how):
         other.close()
 
 
-@pytest.mark.scenario("confluent-kafka", 40)
 def test_restart_keeps_acknowledged_state(share_broker):
     from confluent_kafka import AcknowledgeType
 

@@ -21,8 +21,8 @@ from tests.wire.test_groups import wait_loaded
 SHARE_FETCH, SHARE_ACK = 78, 79
 
 
-async def started(tmp_path, persister=None, real=False):
-    b = Broker(broker_config(tmp_path))
+async def started(tmp_path, persister=None, real=False, **overrides):
+    b = Broker(broker_config(tmp_path, **overrides))
     if not real:  # the share coordinator's own persister when real
         b.share_persister = persister or FakePersister()
     await b.start()
@@ -434,6 +434,20 @@ async def test_a_deleted_topic_leaves_the_share_partitions(tmp_path):
         assert b.share_partitions.partition("g", tid, 0) is None
         r = await c.call(SHARE_FETCH, 1, fetch_body(1, tid, 1))
         assert part(r).error_code == 100
+        await c.close()
+    finally:
+        await b.stop()
+
+
+async def test_share_version_0_answers_unsupported_version(tmp_path):
+    b = await started(tmp_path, **{"share.version": "0"})
+    try:
+        tid = (await topic_with_state(b)).topic_id
+        c = await WireClient.connect(b.port)
+        r = await c.call(SHARE_FETCH, 1, fetch_body(1, tid, 0))
+        assert (r.error_code, r.responses) == (35, ())
+        r = await c.call(SHARE_ACK, 1, ack_body(1, tid, 1, {0: [(0, 0, [1])]}))
+        assert r.error_code == 35
         await c.close()
     finally:
         await b.stop()
