@@ -41,6 +41,9 @@ log = logging.getLogger("groupd.share")
 
 NONE, UNKNOWN_SERVER_ERROR, UNKNOWN_TOPIC_OR_PARTITION, NOT_LEADER_OR_FOLLOWER = 0, -1, 3, 6
 COORDINATOR_NOT_AVAILABLE, GROUP_ID_NOT_FOUND, OFFSET_NOT_AVAILABLE = 15, 69, 78
+# the errors after which Kafka drops a share-partition from its cache (NotLeaderOrFollower, from a fenced
+# state or leader epoch; GroupIdNotFound; UnknownTopicOrPartition)
+FENCED = frozenset((NOT_LEADER_OR_FOLLOWER, GROUP_ID_NOT_FOUND, UNKNOWN_TOPIC_OR_PARTITION))
 ACK_NAMES = {0: "gap", 1: "accept", 2: "release", 3: "reject", 4: "renew"}
 LEADER_EPOCH = 0  # one node, never a new leader (broker/dataplane/leader_epochs.py)
 
@@ -333,7 +336,20 @@ class SharePartitionManager:
         if entry.sp.complete(update, code == NONE, wall_ms()):
             self._wake(entry)
         self._arm(entry)
+        if code in FENCED:
+            self._fenced(entry, code)
         return code
+
+    def _fenced(self, entry: _Entry, code: int) -> None:
+        """SharePartitionManager's fenced-partition handler: the share-partition leaves the cache and the
+        next fetch loads it again from the share coordinator."""
+        k = entry.key
+        if self._entries.get((k.group_id, k.topic_id, k.partition)) is entry:
+            log.info("share partition %s %s-%d fenced (%d): dropped, to be loaded again", k.group_id, entry.topic, k.partition, code)
+            del self._entries[(k.group_id, k.topic_id, k.partition)]
+            if entry.timer is not None:
+                entry.timer.cancel()
+                entry.timer = None
 
     async def release_session(self, group: str, member: str, partitions: list[TopicIdPartition]) -> None:
         """SharePartitionManager.releaseSession: the member's acquired records on the session's

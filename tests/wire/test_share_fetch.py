@@ -319,8 +319,13 @@ async def test_uninitialized_state_and_failed_writes(tmp_path):
         assert part(r).error_code == 6  # FENCED_STATE_EPOCH -> NOT_LEADER_OR_FOLLOWER, with the leader
         assert part(r).current_leader.leader_id == b.node_id
         assert [n.node_id for n in r.node_endpoints] == [b.node_id]
-        sp = b.share_partitions.partition("g", topic.topic_id, 0)
-        assert sp.record_state(2) == (1, 1, "m1")  # rolled back
+        assert b.share_partitions.partition("g", topic.topic_id, 0) is None  # fenced: dropped from the cache
+        b.share_persister.fail_writes_with = 0
+        r = await c.call(SHARE_FETCH, 1, fetch_body(1, topic.topic_id, 4))
+        assert (r.error_code, acquired(r)) == (0, [])
+        # loaded again; no write ever succeeded, so the start offset is still unset and `latest` applies
+        # anew (as in Kafka, where a reset start offset is persisted by the first state write)
+        assert b.share_partitions.partition("g", topic.topic_id, 0).start_offset == 4
         await c.close()
     finally:
         await b.stop()
