@@ -367,10 +367,21 @@ class SharePartitionManager:
         await asyncio.shield(asyncio.gather(*jobs))
 
     def connection_closed(self, connection: str) -> None:
-        """ShareSessionCache's disconnect listener: the connection's session ends and its records go back."""
-        session = self.sessions.disconnected(connection)
+        """ShareSessionCache's disconnect listener: the connection's session ends and its records go
+        back; a group left with no session at all has its share-partitions dropped from the cache
+        (SharePartitionManager's onGroupEmpty), to be loaded again when a member fetches."""
+        group, session = self.sessions.disconnected(connection)
+        if group is not None:
+            self._spawn(self._disconnected(group, session))
+
+    async def _disconnected(self, group: str, session: Any) -> None:
         if session is not None:
-            self._spawn(self.release_session(session.key[0], session.key[1], list(session.partitions)))
+            await self.release_session(group, session.key[1], list(session.partitions))
+        if not self.sessions.group_has_sessions(group):
+            for pk in [pk for pk in self._entries if pk[0] == group]:
+                entry = self._entries.pop(pk)
+                if entry.timer is not None:
+                    entry.timer.cancel()
 
     def _spawn(self, coro: Any) -> None:
         task = asyncio.get_running_loop().create_task(coro)

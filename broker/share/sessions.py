@@ -139,13 +139,17 @@ class ShareSessionCache:
         session.epoch = next_epoch(session.epoch)
         return session
 
-    def disconnected(self, connection: str) -> ShareSession | None:
-        """ShareSessionCache's disconnect listener: the connection's live session ends (None if it was
-        closed already or replaced from another connection)."""
+    def disconnected(self, connection: str) -> tuple[str | None, ShareSession | None]:
+        """ShareSessionCache's disconnect listener: (the group of the connection's last session, that
+        session if it was still live: it ends now; None if it was closed already or replaced from
+        another connection)."""
         entry = self._by_connection.pop(connection, None)
-        if entry is None or entry[1]:
-            return None
-        return self.remove(entry[0])
+        if entry is None:
+            return None, None
+        return entry[0][0], (None if entry[1] else self.remove(entry[0]))
+
+    def group_has_sessions(self, group: str) -> bool:
+        return any(key[0] == group for key in self.sessions)
 
     def partition_count(self) -> int:
         return sum(len(s.partitions) for s in self.sessions.values())

@@ -277,6 +277,12 @@ async def test_session_close_and_disconnect_release_records(tmp_path):
             await asyncio.sleep(0.01)
         assert sp.record_state(4) == (0, 2, "")
         assert b.share_partitions.sessions.get(("g", "A")) is None
+        # the group's last session is gone: its share-partitions leave the cache (Kafka's onGroupEmpty)
+        for _ in range(100):
+            if b.share_partitions.partition("g", tid, 0) is None:
+                break
+            await asyncio.sleep(0.01)
+        assert b.share_partitions.partition("g", tid, 0) is None
     finally:
         await b.stop()
 

@@ -88,11 +88,12 @@ def test_disconnect_ends_only_the_live_session_of_that_connection():
     cache = ShareSessionCache()
     cache.new_context("g", "m", 0, [P0], [], False, "c1")
     cache.new_context("g", "m", 0, [P0], [], False, "c2")  # replaced from another connection
-    assert cache.disconnected("c1") is None
-    assert cache.get(("g", "m")) is not None
-    ended = cache.disconnected("c2")
-    assert ended is not None and ended.partitions == {P0: False}
-    assert cache.get(("g", "m")) is None
+    assert cache.disconnected("c1") == ("g", None)
+    assert cache.get(("g", "m")) is not None and cache.group_has_sessions("g")
+    group, ended = cache.disconnected("c2")
+    assert group == "g" and ended is not None and ended.partitions == {P0: False}
+    assert cache.get(("g", "m")) is None and not cache.group_has_sessions("g")
+    assert cache.disconnected("c3") == (None, None)
 
 
 def test_epoch_wraps_to_1():
