@@ -2,7 +2,7 @@
 the redelivery latency after an acquisition lock expires, and a consumer reading the same topic with
 Fetch + OffsetCommit for comparison, in one run against one in-process broker over loopback sockets.
 
-    .venv/bin/python -m bench.share_fetch [records] [seconds]
+    .venv/bin/python -m bench.share_fetch [records] [seconds]     (default 200000 60)
 
 Each member is a connection looping ShareFetch (MaxRecords 500, its previous records ACCEPTed in the
 same request, as librdkafka piggy-backs them) until the topic is drained; the persister is the share
@@ -166,6 +166,6 @@ async def main(total: int, seconds: float) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    n = int(sys.argv[1]) if len(sys.argv) > 1 else 50_000
-    secs = float(sys.argv[2]) if len(sys.argv) > 2 else 30.0
+    n = int(sys.argv[1]) if len(sys.argv) > 1 else 200_000
+    secs = float(sys.argv[2]) if len(sys.argv) > 2 else 60.0
     print(json.dumps(asyncio.run(main(n, secs)), indent=1))
