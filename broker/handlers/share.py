@@ -74,6 +74,11 @@ def _validate(batches: list[AckBatch], renew_supported: bool, is_renew: bool) ->
     return True
 
 
+def _topic_name(broker: Broker, topic_id: uuid.UUID | None) -> str | None:
+    topic = broker.listed_topic_by_id(topic_id) if topic_id is not None else None
+    return None if topic is None else topic.name
+
+
 def _acks_of(topics: Any) -> dict[TopicIdPartition, list[AckBatch]]:
     acks: dict[TopicIdPartition, list[AckBatch]] = {}
     for t in topics:
@@ -131,8 +136,10 @@ async def share_fetch(broker: Broker, ctx: RequestContext, req: ShareFetchReques
     acks = _acks_of(req.topics)
     wanted = [(t.topic_id, p.partition_index) for t in req.topics for p in t.partitions]
     forgotten = [(t.topic_id, p) for t in req.forgotten_topics_data for p in t.partitions]
+    names = {tp: _topic_name(broker, tp[0]) for tp in wanted}
     try:
-        context = manager.sessions.new_context(group, member, epoch, wanted, forgotten, bool(acks), ctx.connection_id)
+        context = manager.sessions.new_context(group, member, epoch, wanted, forgotten, bool(acks), ctx.connection_id,
+                                               names)
     except SessionError as exc:
         if exc.code == ErrorCode.share_session_limit_reached and max_wait > 0:
             await broker.partitions.wait_for_data([], max_wait / 1000)  # Kafka's idle timer: answered after MaxWaitMs
@@ -143,12 +150,14 @@ async def share_fetch(broker: Broker, ctx: RequestContext, req: ShareFetchReques
     fetched: dict[TopicIdPartition, PartResult] = {}
     if not context.final and not is_renew:
         to_fetch = []
+        session = context.session
         for tp in context.partitions:
             topic = broker.listed_topic_by_id(tp[0]) if tp[0] is not None else None
-            if topic is None:
+            if context.incremental and session is not None and session.names.get(tp) is None:
+                # ShareSessionContext: a session partition whose topic id resolved to no name when it joined
                 fetched[tp] = PartResult(ErrorCode.unknown_topic_id)
-            elif not 0 <= tp[1] < topic.partitions:
-                fetched[tp] = PartResult(ErrorCode.unknown_topic_or_partition)
+            elif topic is None or not 0 <= tp[1] < topic.partitions:
+                fetched[tp] = PartResult(ErrorCode.unknown_topic_or_partition)  # not in the metadata
             else:
                 to_fetch.append((tp[0], topic.name, tp[1]))
         if to_fetch:

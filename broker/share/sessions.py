@@ -9,7 +9,7 @@ disconnect); this module only says which session ended and on which partitions.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 INITIAL_EPOCH, FINAL_EPOCH = 0, -1
@@ -46,13 +46,19 @@ class ShareSession:
     epoch: int = 1
     # the session's partitions in order; True = the next response must carry it (new, or had an error)
     partitions: dict[TopicIdPartition, bool] = field(default_factory=dict)
+    # each partition's topic name when it joined the session (None: its id was unknown then), as
+    # CachedSharePartition keeps it: a later fetch answers UNKNOWN_TOPIC_ID only for those
+    names: dict[TopicIdPartition, str | None] = field(default_factory=dict)
 
-    def update(self, wanted: Iterable[TopicIdPartition], forgotten: Iterable[TopicIdPartition]) -> None:
+    def update(self, wanted: Iterable[TopicIdPartition], forgotten: Iterable[TopicIdPartition],
+               names: Mapping[TopicIdPartition, str | None]) -> None:
         for tp in wanted:
             if tp not in self.partitions:
                 self.partitions[tp] = True
+                self.names[tp] = names.get(tp)
         for tp in forgotten:
             self.partitions.pop(tp, None)
+            self.names.pop(tp, None)
 
     def must_respond(self, tp: TopicIdPartition, has_records: bool, error: int) -> bool:
         """CachedSharePartition.maybeUpdateResponseData: records, an error, or the first answer after an
@@ -97,7 +103,8 @@ class ShareSessionCache:
         return session
 
     def new_context(self, group: str, member: str, epoch: int, wanted: list[TopicIdPartition],
-                    forgotten: list[TopicIdPartition], acks_present: bool, connection: str) -> FetchContext:
+                    forgotten: list[TopicIdPartition], acks_present: bool, connection: str,
+                    names: Mapping[TopicIdPartition, str | None] | None = None) -> FetchContext:
         """SharePartitionManager.newContext. A new epoch 0 replaces the member's session without releasing
         its records (Kafka leaves them to their locks). Raises SessionError."""
         key = (group, member)
@@ -112,7 +119,8 @@ class ShareSessionCache:
             self.remove(key)
             if len(self.sessions) >= self.max_sessions:
                 raise SessionError(SHARE_SESSION_LIMIT_REACHED, "The limit of share sessions has been reached")
-            session = ShareSession(key, connection, next_epoch(INITIAL_EPOCH), dict.fromkeys(wanted, False))
+            session = ShareSession(key, connection, next_epoch(INITIAL_EPOCH), dict.fromkeys(wanted, False),
+                                   {tp: (names or {}).get(tp) for tp in wanted})
             self.sessions[key] = session
             self._by_connection[connection] = [key, False]
             return FetchContext(session, list(wanted))
@@ -121,7 +129,7 @@ class ShareSessionCache:
             raise SessionError(SHARE_SESSION_NOT_FOUND, f"Share session for {key} not found")
         if session.epoch != epoch:
             raise SessionError(INVALID_SHARE_SESSION_EPOCH, f"expected epoch {session.epoch}, but got {epoch}")
-        session.update(wanted, forgotten)
+        session.update(wanted, forgotten, names or {})
         session.epoch = next_epoch(session.epoch)
         return FetchContext(session, list(session.partitions), incremental=True)
 

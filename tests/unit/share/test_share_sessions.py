@@ -91,9 +91,18 @@ def test_disconnect_ends_only_the_live_session_of_that_connection():
     assert cache.disconnected("c1") == ("g", None)
     assert cache.get(("g", "m")) is not None and cache.group_has_sessions("g")
     group, ended = cache.disconnected("c2")
-    assert group == "g" and ended is not None and ended.partitions == {P0: False}
+    assert group == "g" and ended is not None and ended.partitions == {P0: False} and ended.names == {P0: None}
     assert cache.get(("g", "m")) is None and not cache.group_has_sessions("g")
     assert cache.disconnected("c3") == (None, None)
+
+
+def test_topic_names_are_kept_as_partitions_join():
+    cache = ShareSessionCache()
+    ctx = cache.new_context("g", "m", 0, [P0], [], False, "c1", {P0: "t"})
+    cache.new_context("g", "m", 1, [P0, P1], [], False, "c1", {P0: "renamed", P1: None})
+    assert ctx.session.names == {P0: "t", P1: None}
+    cache.new_context("g", "m", 2, [], [P1], False, "c1")
+    assert ctx.session.names == {P0: "t"}
 
 
 def test_epoch_wraps_to_1():
