@@ -466,3 +466,20 @@ async def test_share_version_0_answers_unsupported_version(tmp_path):
         await c.close()
     finally:
         await b.stop()
+
+
+async def test_share_session_limit_answers_after_max_wait(tmp_path):
+    b = await started(tmp_path)
+    b.share_partitions.sessions.max_sessions = 1
+    try:
+        tid = (await topic_with_state(b)).topic_id
+        c = await WireClient.connect(b.port)
+        r = await c.call(SHARE_FETCH, 1, fetch_body(1, tid, 0, member="A"))
+        assert r.error_code == 0
+        started_at = asyncio.get_running_loop().time()
+        r = await c.call(SHARE_FETCH, 1, fetch_body(1, tid, 0, member="B", max_wait=300))
+        assert r.error_code == 133  # SHARE_SESSION_LIMIT_REACHED, after MaxWaitMs (Kafka's idle timer)
+        assert asyncio.get_running_loop().time() - started_at >= 0.25
+        await c.close()
+    finally:
+        await b.stop()
