@@ -309,8 +309,12 @@ class SharePartitionManager:
             try:
                 update = entry.sp.acknowledge(member, batches, wall_ms())
             except ShareError as exc:
+                log.debug("share acknowledgement of %s in %s on %s-%d refused (%d): %s", member, group, entry.topic,
+                          tp[1], exc.code, exc)
                 results[tp] = (exc.code, str(exc))
                 continue
+            log.debug("share acknowledgement of %s in %s on %s-%d: %s", member, group, entry.topic, tp[1],
+                      ", ".join(f"{b.first_offset}-{b.last_offset}:{'/'.join(ACK_NAMES.get(t, '?') for t in b.types)}" for b in batches))
             jobs.append((tp, entry, update))
         # shielded: a request cancelled by its connection's close must still end its transitions
         outcomes = await asyncio.shield(asyncio.gather(*(self._persist(entry, update) for _tp, entry, update in jobs)))
