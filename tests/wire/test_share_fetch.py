@@ -483,3 +483,33 @@ async def test_share_session_limit_answers_after_max_wait(tmp_path):
         await c.close()
     finally:
         await b.stop()
+
+
+@pytest.mark.parametrize(("isolation", "expected"), [
+    # read_committed: the aborted batch (0-1) is archived, never delivered; the markers' offsets come
+    # within the acquired ranges, as Kafka acquires whole batches (clients acknowledge them as gaps)
+    ("read_committed", [(2, 4, 1)]),
+    ("read_uncommitted", [(0, 4, 1)]),
+])
+async def test_isolation_level_read_committed_archives_aborted_records(tmp_path, isolation, expected):
+    from coordinator.share.config import ShareGroupConfig
+    from tests.wire.test_transactions import begin, end_body, txn_batch
+    from tests.wire.test_transactions import produce as produce_one
+
+    b = await started(tmp_path)
+    b.share_partitions.config_for = lambda g: ShareGroupConfig(isolation_level=isolation)
+    try:
+        tid = (await topic_with_state(b, start_offset=0)).topic_id
+        c = await WireClient.connect(b.port)
+        pid, epoch = await begin(c, "tx1", {"t": [0]})
+        assert await produce_one(c, "t", 0, txn_batch(pid, epoch, 0, [b"a1", b"a2"])) == (0, 0)
+        assert (await c.call(26, 3, end_body("tx1", pid, epoch, False))).error_code == 0  # ABORT marker at 2
+        await produce(c, "t", 2)  # 3-4
+        r = await c.call(SHARE_FETCH, 1, fetch_body(1, tid, 0))
+        assert acquired(r) == expected
+        if isolation == "read_committed":
+            sp = b.share_partitions.partition("g", tid, 0)
+            assert [sp.record_state(o)[0] for o in (0, 1)] == [4, 4]  # ARCHIVED
+        await c.close()
+    finally:
+        await b.stop()
