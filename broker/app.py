@@ -25,9 +25,11 @@ from broker.security.listeners import Listener
 from broker.security.sasl import SaslGate, mechanism_factories
 from broker.security.scram_store import ScramStore
 from broker.security.tls import server_context
+from broker.share.manager import SharePartitionManager
 from broker.share_groups import ShareGroupShell
 from coordinator.service import GroupCoordinator
 from coordinator.share.config import ShareGroupConfig
+from coordinator.share_state.persister import Persister
 from coordinator.share_state.service import ShareCoordinator
 from coordinator.transactions.service import TransactionCoordinator
 from protocol.topic_names import OFFSETS_TOPIC, SHARE_STATE_TOPIC, TXN_STATE_TOPIC
@@ -79,7 +81,7 @@ class Broker:
         # (coordinator/share_state/persister.py), which share partitions and the group coordinator call;
         # started before the group coordinator and stopped after it, which calls it
         self.share_coordinator = ShareCoordinator(self)
-        self.share_persister = self.share_coordinator
+        self.share_persister: Persister = self.share_coordinator
         self.share_coordinator.on_write = self.metrics.share_state_write
         self.services.append(self.share_coordinator)
         self.coordinator = GroupCoordinator(config, self.metrics)
@@ -92,6 +94,10 @@ class Broker:
         self.services.append(self.share_groups)
         self.transactions = TransactionCoordinator(self)
         self.services.append(self.transactions)
+        # KIP-932 share-partitions and sessions, over the persister (read at each use: tests swap it)
+        self.share_partitions = SharePartitionManager(self, lambda: self.share_persister, self.share_group_config,
+                                                      config.get("group.share.max.share.sessions", 2_000))
+        self.services.append(self.share_partitions)
         cluster = config["cluster.id"]
         self.internal_topics = {
             t.name: t
@@ -113,6 +119,7 @@ class Broker:
         self.topics.on_delete.append(lambda topic: self.coordinator.remove_topic(topic.name))
         self.topics.on_delete.append(lambda topic: self.coordinator.share_topics_deleted(frozenset({topic.topic_id})))
         self.topics.on_delete.append(lambda topic: self.share_coordinator.topics_deleted(frozenset({topic.topic_id})))
+        self.topics.on_delete.append(lambda topic: self.share_partitions.topic_deleted(topic.topic_id))
         # consumer-protocol groups assign from the topics and follow their changes
         self.coordinator.topics = self.topics.by_name
         self.topics.on_create.append(lambda topic: self.coordinator.topics_changed({topic.name}))
@@ -259,6 +266,7 @@ class Broker:
 
     def connection_closed(self, conn: Connection) -> None:
         self._connections.discard(conn)
+        self.share_partitions.connection_closed(conn.id)
 
     def _idle_sweep_s(self) -> float:
         """How often idle connections are looked for: a tenth of connections.max.idle.ms, within

@@ -412,6 +412,7 @@ class _Collector:
         yield from self._share_coordinator()
         yield from self._authentications()
         yield from self._connection_limits()
+        yield from _share_records(getattr(self.m.broker, "share_partitions", None))
         yield from self._scrape_time()
 
     def _authentications(self) -> Iterator[Metric]:
@@ -552,6 +553,19 @@ def _topic_partition_counts(broker: Any) -> dict[str, int]:
     """Data topics and their partition counts (the topic registry's ``all()``)."""
     every = getattr(getattr(broker, "topics", None), "all", None)
     return {t.name: t.partitions for t in every()} if callable(every) else {}
+
+
+def _share_records(manager: Any) -> Iterator[Metric]:
+    """KIP-932 share-partitions' record counts (broker/share/manager.py)."""
+    if manager is None:
+        return
+    yield CounterMetricFamily("groupd_share_records_acquired", "Records acquired by share group members (deliveries)", value=manager.acquired)
+    yield _labelled(CounterMetricFamily, "groupd_share_acknowledgements", "Records acknowledged by share group members, by type",
+                    ["type"], sorted(manager.acknowledged.items()))
+    yield CounterMetricFamily("groupd_share_lock_expirations", "Acquired records whose acquisition lock ran out", value=manager.lock_expired)
+    yield CounterMetricFamily("groupd_share_records_archived_at_limit",
+                              "Records archived because they were released or their lock ran out on their last delivery",
+                              value=manager.archived_at_limit)
 
 
 def _labelled(

@@ -17,8 +17,7 @@ from __future__ import annotations
 import struct
 import uuid
 
-from coordinator.consumer.records import SchemaReader as _R
-from coordinator.consumer.records import SchemaWriter as _W
+from coordinator.consumer.records import SchemaReader, SchemaWriter
 from coordinator.record_codec import RecordFormatError, key_version
 from coordinator.share_state.persister import SharePartitionKey, StateBatch
 from coordinator.values import value
@@ -82,7 +81,7 @@ def update_key(key: SharePartitionKey) -> ShareStateKey:
 
 
 def encode_key(key: ShareStateKey) -> bytes:
-    w = _W(key.kind, False)
+    w = SchemaWriter(key.kind, False)
     w.string(key.group_id)
     w.uuid(key.topic_id)
     w.int32(key.partition)
@@ -92,7 +91,7 @@ def encode_key(key: ShareStateKey) -> bytes:
 def encode_value(v: ShareStateValue | None) -> bytes | None:
     if v is None:
         return None
-    w = _W(VALUE_VERSION, True)
+    w = SchemaWriter(VALUE_VERSION, True)
     w.int32(v.snapshot_epoch)
     if isinstance(v, ShareSnapshotValue):
         w.int32(v.state_epoch)
@@ -122,7 +121,7 @@ def decode_key(data: bytes) -> ShareStateKey | None:
     kind = key_version(data)
     if kind not in (SHARE_SNAPSHOT, SHARE_UPDATE):
         return None
-    r = _R(data, 2, False)
+    r = SchemaReader(data, 2, False)
     key = ShareStateKey(kind, r.text(), r.uuid(), r.int32())
     if r.pos != len(data):
         raise RecordFormatError(f"{len(data) - r.pos} trailing bytes after a type {kind} key")
@@ -135,7 +134,7 @@ def decode_value(kind: int, data: bytes | None) -> ShareStateValue | None:
     version = key_version(data)
     if version != VALUE_VERSION:
         raise RecordFormatError(f"share-state value version {version} is unknown (0 only)")
-    r = _R(data, 2, True)
+    r = SchemaReader(data, 2, True)
     snapshot_epoch = r.int32()
     state_epoch = r.int32() if kind == SHARE_SNAPSHOT else 0
     leader_epoch = r.int32()

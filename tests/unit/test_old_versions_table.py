@@ -81,7 +81,7 @@ KAFKA_39_VALID_VERSIONS: dict[str, tuple[int, int]] = {
 # removed in 4.1, which serves v1 alone; the share group offsets APIs are new in 4.1
 KIP_932 = frozenset((
     "ShareGroupHeartbeat", "ShareGroupDescribe", "DescribeShareGroupOffsets", "AlterShareGroupOffsets",
-    "DeleteShareGroupOffsets",
+    "DeleteShareGroupOffsets", "ShareFetch", "ShareAcknowledge",
 ))
 
 
