@@ -6,7 +6,6 @@ import asyncio
 import logging
 
 from broker.app import Broker
-from broker.memory_persister import MemoryPersister
 from coordinator.share_state.persister import SharePartitionKey
 from protocol import codec
 from tests.conftest import broker_config
@@ -34,8 +33,6 @@ def describe_body(*groups):
 
 async def started(tmp_path, **overrides):
     b = Broker(broker_config(tmp_path, **{**FAST, **overrides}))
-    # an in-memory persister these tests can look into (the broker's own is the share coordinator)
-    b.share_persister = MemoryPersister()
     await b.start()
     await wait_loaded(b)
     return b
