@@ -65,6 +65,19 @@ OLD_CLIENTS = {
 }
 
 
+# Share groups (KIP-932, issue 29): confluent-kafka's ShareConsumer (librdkafka's share consumer), one row a
+# scenario (tests/clients/test_share_consumer.py, test_share_group_client.py).
+SHARE_CLIENT = "confluent-kafka ShareConsumer"
+SHARE_SCENARIOS = {
+    31: "joins a share group, is assigned its partitions, leaves on close",
+    32: "3 members share one 1-partition topic: each gets records, each record goes to one member",
+    33: "RELEASE redelivers with a higher delivery count; REJECT archives",
+    34: "a member holding records stops (its lock runs out) or is killed (its session ends): the others get them",
+    35: "a broker restart keeps acknowledged state: nothing acknowledged comes back, nothing else is lost",
+    36: "share.auto.offset.reset=earliest set as a GROUP config (IncrementalAlterConfigs)",
+}
+
+
 def debian_version(package: str) -> str:
     import subprocess
 
@@ -129,6 +142,19 @@ def render(results: dict[str, dict[str, str]]) -> str:
         outcome = results.get(client, {}).get(str(OLD_VERSIONS_SCENARIO))
         cell = "pass" if outcome == "pass" else f"**{outcome.upper()}**" if outcome else "not covered"
         lines.append(f"| {client} | {ver} | {what} | {cell} |")
+    lines += [
+        "",
+        "## Share groups (KIP-932)",
+        "",
+        f"{SHARE_CLIENT} {version('confluent-kafka')}, against groupd's share groups (docs/share-groups.md).",
+        "",
+        "| scenario | result |",
+        "| --- | --- |",
+    ]
+    for n, title in SHARE_SCENARIOS.items():
+        outcome = results.get(SHARE_CLIENT, {}).get(str(n))
+        cell = "pass" if outcome == "pass" else f"**{outcome.upper()}**" if outcome else "not covered"
+        lines.append(f"| {title} | {cell} |")
     return "\n".join(lines) + "\n"
 
 

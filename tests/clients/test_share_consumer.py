@@ -91,6 +91,7 @@ def drain(members, want, seconds, ack=None):
     return seen
 
 
+@pytest.mark.scenario("confluent-kafka ShareConsumer", 32)
 def test_three_members_share_one_partition_and_each_record_goes_to_one(share_broker):
     bs = share_broker.bootstrap
     create_topic(bs, "jobs", 1)
@@ -123,6 +124,7 @@ def test_three_members_share_one_partition_and_each_record_goes_to_one(share_bro
             c.close()
 
 
+@pytest.mark.scenario("confluent-kafka ShareConsumer", 33)
 def test_release_redelivers_with_a_higher_count_and_reject_archives(share_broker):
     from confluent_kafka import AcknowledgeType
 
@@ -190,6 +192,7 @@ time.sleep(600)
 """
 
 
+@pytest.mark.scenario("confluent-kafka ShareConsumer", 34)
 @pytest.mark.parametrize("how", ["stopped", "killed"])
 def test_a_member_holding_records_loses_them_to_the_others(share_broker, how):
     """The holder joins alone and takes records without acknowledging them; then a second member joins.
@@ -229,6 +232,7 @@ def test_a_member_holding_records_loses_them_to_the_others(share_broker, how):
             other.close()
 
 
+@pytest.mark.scenario("confluent-kafka ShareConsumer", 35)
 def test_restart_keeps_acknowledged_state(share_broker):
     from confluent_kafka import AcknowledgeType
 
@@ -270,6 +274,7 @@ def test_restart_keeps_acknowledged_state(share_broker):
         c.close()
 
 
+@pytest.mark.scenario("confluent-kafka ShareConsumer", 36)
 def test_earliest_through_the_group_config(share_broker):
     """share.auto.offset.reset=earliest as a GROUP config (IncrementalAlterConfigs, as kafka-configs.sh
     --entity-type groups sets it): records produced before anyone joined are delivered."""

@@ -32,6 +32,7 @@ def described(port: int, group: str):
     return asyncio.run(ask())
 
 
+@pytest.mark.scenario("confluent-kafka ShareConsumer", 31)
 def test_share_consumer_joins_gets_its_partitions_and_leaves(broker_process):
     bs = broker_process.bootstrap
     admin = KafkaAdminClient(bootstrap_servers=bs)
