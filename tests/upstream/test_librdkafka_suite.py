@@ -47,6 +47,7 @@ SELECTION = {
     "0018": "consumer group termination: close during rebalance",
     "0019": "ListGroups and DescribeGroups",
     "0020": "consumer destroy without hang",
+    "0022": "batch consume from a group",
     "0026": "pause and resume in a group",
     "0029": "assign with offsets",
     "0030": "offset commits: sync, async, auto, committed()",
@@ -54,10 +55,17 @@ SELECTION = {
     "0045": "subscription updates: topics created, removed, partitions added, many updates, regex re-subscribe",
     "0050": "adding topics to a subscription",
     "0056": "balanced group, multi-threaded",
+    "0061": "consumer lag from committed offsets",
+    "0069": "partitions added to a subscribed topic",
+    "0081": "admin API on groups (its subtests naming Group): ListConsumerGroups, DescribeConsumerGroups, "
+    "DeleteGroups, Delete/Alter/ListConsumerGroupOffsets, DescribeConfigs of groups",
+    "0084": "destroy flags: destroy without close leaves the group",
     "0089": "max.poll.interval.ms exceeded: the member leaves and rejoins",
     "0091": "max.poll.interval.ms timeout while blocked",
+    "0093": "head-of-line blocking between group members",
     "0099": "commit metadata",
     "0102": "static group membership: restart without rebalance, subscription expansion",
+    "0112": "assign of an unknown partition",
     "0113": "cooperative incremental rebalancing (its quick part: assign, subscribe with and without callback)",
     "0118": "commit during rebalance",
     "0122": "buffer cleaning after rebalance",
@@ -65,10 +73,15 @@ SELECTION = {
     "0132": "assignment strategy ordering",
     "0140": "commit metadata (C++)",
 }
-QUICK = {"0113"}  # run with -Q: librdkafka's own quick subset of a test that takes minutes in full
+# tests run on their own, with the flags and environment given: -Q is librdkafka's own quick subset of a
+# test that takes minutes in full; SUBTESTS picks 0081's group subtests (its others cover ACLs, which
+# groupd does not have, SCRAM, topics and configs, and need their own review)
+SEPARATE = {"0113": (["-Q"], {}), "0081": ([], {"SUBTESTS": "Group"})}
 DESELECT: dict[str, dict[str, str]] = {
     "classic": {},
     "consumer": {
+        "0084": "librdkafka skips it itself under the consumer protocol (\"FIXME: fix the test with "
+        "subscribe/unsubscribe PR\")",
         "0132": "client-side assignor ordering: librdkafka skips it itself under the consumer protocol "
         "(the broker assigns)",
     },
@@ -87,9 +100,10 @@ def _tests_dir() -> Path:
 class _Run:
     """One test-runner process: a mode, its tests, its flags."""
 
-    def __init__(self, tests: Path, tmp: Path, mode: str, numbers: list[str], quick: bool, bootstrap: str) -> None:
+    def __init__(self, tests: Path, tmp: Path, mode: str, numbers: list[str], bootstrap: str,
+                 flags: list[str], extra_env: dict[str, str]) -> None:
         self.mode, self.numbers = mode, numbers
-        name = f"{mode}{'-quick' if quick else ''}"
+        name = f"{mode}-{'-'.join(numbers) if len(numbers) == 1 else 'all'}"
         self.report = tmp / f"{name}.json"
         conf = tmp / f"{name}.conf"
         conf.write_text(f"bootstrap.servers={bootstrap}\n")
@@ -104,9 +118,10 @@ class _Run:
         }
         for leftover in ("CI", "TEST_CONSUMER_GROUP_PROTOCOL", "SUBTESTS", "TESTS_SKIP", "TEST_DEBUG"):
             env.pop(leftover, None)
+        env.update(extra_env)
         if mode == "consumer":
             env["TEST_CONSUMER_GROUP_PROTOCOL"] = "consumer"
-        args = [str(tests / "test-runner"), "-L", "-E", f"-p{PARALLEL}"] + (["-Q"] if quick else [])
+        args = [str(tests / "test-runner"), "-L", "-E", f"-p{PARALLEL}", *flags]
         self.log = tmp / f"{name}.out"
         self._out = open(self.log, "wb")  # noqa: SIM115 - closed in wait()
         self.proc = subprocess.Popen(args, cwd=tests, env=env, stdout=self._out, stderr=subprocess.STDOUT)
@@ -143,10 +158,10 @@ def test_librdkafka_consumer_group_suite(tmp_path):
             broker = BrokerProcess(tmp_path / f"data-{mode}", overrides=BROKER)
             brokers.append(broker.start())
             chosen = [n for n in sorted(SELECTION) if n not in DESELECT[mode]]
-            for quick in (False, True):
-                numbers = [n for n in chosen if (n in QUICK) == quick]
-                if numbers:
-                    runs.append(_Run(tests, tmp_path, mode, numbers, quick, broker.bootstrap))
+            runs.append(_Run(tests, tmp_path, mode, [n for n in chosen if n not in SEPARATE], broker.bootstrap, [], {}))
+            for n, (flags, extra_env) in SEPARATE.items():
+                if n in chosen:
+                    runs.append(_Run(tests, tmp_path, mode, [n], broker.bootstrap, flags, extra_env))
         deadline = time.monotonic() + 480
         problems = [p for run in runs for p in run.wait(deadline)]
     finally:
