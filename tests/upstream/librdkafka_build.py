@@ -61,15 +61,19 @@ def _source(log: Path) -> Path:
     staging = CACHE / f"librdkafka-{LIBRDKAFKA_VERSION}.partial"
     subprocess.run(["rm", "-rf", str(staging)], check=True)
     staging.mkdir()
-    with tarfile.open(tarball) as tar:
-        members = []
-        for member in tar.getmembers():
-            if member.name.startswith(prefix):
-                member.name = member.name[len(prefix):]
-                members.append(member)
-        if not members:
-            raise BuildUnavailable(f"{tarball.name} holds no {prefix}")
-        tar.extractall(staging, members=members, filter="data")
+    try:
+        with tarfile.open(tarball) as tar:
+            members = []
+            for member in tar.getmembers():
+                if member.name.startswith(prefix):
+                    member.name = member.name[len(prefix):]
+                    members.append(member)
+            if not members:
+                raise BuildUnavailable(f"{tarball.name} holds no {prefix}")
+            tar.extractall(staging, members=members, filter="data")
+    except (tarfile.TarError, OSError) as e:
+        tarball.unlink(missing_ok=True)  # fetched again next time
+        raise BuildUnavailable(f"{tarball.name}: {e}") from e
     for script in ("configure", "lds-gen.py", "tests/run-test.sh"):
         (staging / script).chmod(0o755)
     staging.rename(tree)
