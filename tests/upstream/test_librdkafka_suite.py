@@ -9,8 +9,11 @@ skip or adapt what that protocol forbids). ``-L`` leaves out its broker-less (mo
 ``-E`` those that need its socket-emulation layer. The broker gets the settings of librdkafka's
 default test scenario (four partitions per topic, topics created automatically).
 
-The selection is librdkafka's consumer-group tests; a test that needs more than one broker, or
-something groupd does not offer, is left out with the reason next to it (docs/limitations.md).
+The selection is librdkafka's consumer-group tests. A selected test librdkafka skips in one protocol is
+deselected there with the reason next to it. Not selected: the tests that need more than one broker
+(fetch from follower), Kafka's shell scripts (``KAFKA_PATH``: 0109), another scenario (0107,
+``noautocreate``), SSL, SASL or ACLs (docs/limitations.md), and the share-consumer tests (minutes each;
+docs/clients.md says how they fare).
 """
 
 from __future__ import annotations
@@ -28,7 +31,7 @@ from tests.upstream import librdkafka_build
 
 pytestmark = pytest.mark.timeout(1800)  # a build of minutes on a shared 2-core machine, then runs of about two
 
-KAFKA_VERSION = "4.2.0"  # the newest release librdkafka 2.15.1's tests know (share groups need 4.2)
+KAFKA_VERSION = "4.2.0"  # the newest Kafka release librdkafka 2.15.1's tests check for
 BROKER = {  # librdkafka's default scenario (tests/scenarios/default.json) on one node
     "num.partitions": 4,
     "auto.create.topics.enable": "true",
