@@ -210,20 +210,29 @@ def offset_delete(state: ShardState, req: OffsetDelete, token: Token, now: int) 
     if not req.group_id:
         return Result(responses=((token, OffsetDeleteResponse(E.INVALID_GROUP_ID)),), replay=False)
     g = state.groups.get(req.group_id)
-    if g is None or g.state == DEAD or req.group_id in state.share_groups:
+    cg = state.consumer_groups.get(req.group_id)
+    if req.group_id in state.share_groups:
         return Result(responses=((token, OffsetDeleteResponse(E.GROUP_ID_NOT_FOUND)),), replay=False)
-    if g.state != EMPTY and g.protocol_type != CONSUMER:
+    subscribed: frozenset[str] | None = None
+    if cg is not None and (g is None or not g.members):
+        # a consumer-protocol group (its offsets, if any, live in a member-less simple group): Kafka's
+        # ConsumerGroup.validateOffsetDelete allows it in every state, and isSubscribedToTopic is the
+        # group's subscribed topic names, by name or through a resolved regex
+        subscribed = subscribed_topics(cg)
+    elif g is None or g.state == DEAD:
+        return Result(responses=((token, OffsetDeleteResponse(E.GROUP_ID_NOT_FOUND)),), replay=False)
+    elif g.state != EMPTY and g.protocol_type != CONSUMER:
         return Result(responses=((token, OffsetDeleteResponse(E.NON_EMPTY_GROUP)),), replay=False)
     records = []
     parts = []
     for topic, partition in req.partitions:
-        if g.is_subscribed(topic):
+        if topic in subscribed if subscribed is not None else g is not None and g.is_subscribed(topic):
             parts.append(PartitionError(topic, partition, E.GROUP_SUBSCRIBED_TO_TOPIC))
             continue
-        ps = g.offsets.get(topic)
+        ps = g.offsets.get(topic) if g is not None else None
         # an offset an open transaction holds is deleted too (Kafka 4.x's deleteOffsets)
-        if (ps is not None and partition in ps) or has_pending(state, g.group_id, topic, partition):
-            records.append((OffsetCommitKey(g.group_id, topic, partition), None))
+        if (ps is not None and partition in ps) or has_pending(state, req.group_id, topic, partition):
+            records.append((OffsetCommitKey(req.group_id, topic, partition), None))
         parts.append(PartitionError(topic, partition, E.NONE))
     response = ((token, OffsetDeleteResponse(E.NONE, tuple(parts))),)
     if not records:

@@ -5,7 +5,16 @@ consumer groups (30)."""
 
 from coordinator import errors as E
 from coordinator import shard as core
-from coordinator.api import CommitPartition, GroupConfig, JoinGroup, OffsetCommit, OffsetFetch, Protocol
+from coordinator.api import (
+    CommitPartition,
+    GroupConfig,
+    JoinGroup,
+    OffsetCommit,
+    OffsetDelete,
+    OffsetFetch,
+    PartitionError,
+    Protocol,
+)
 from coordinator.consumer import records as rec
 from coordinator.records import OffsetCommitKey
 
@@ -119,6 +128,49 @@ def test_s26_delete_groups():
     for key, value in result.records:  # the shell replays them once durable: harmless for the consumer ones
         core.replay(state, key, value, 1000)
     assert "g" not in state.groups
+
+
+def offset_delete(state, *parts):
+    result = core.offset_delete(state, OffsetDelete("g", parts), 7, 1000)
+    for key, value in result.records:
+        core.replay(state, key, value, 1000)
+    (_, resp), = result.responses
+    return resp, [k for k, _ in result.records]
+
+
+def test_offset_delete_keeps_the_offsets_of_topics_a_live_consumer_group_subscribes_to():
+    """Kafka's ConsumerGroup: validateOffsetDelete allows it with members; isSubscribedToTopic is the
+    group's subscribed topic names, so their partitions answer GROUP_SUBSCRIBED_TO_TOPIC (librdkafka's
+    0081 DeleteConsumerGroupOffsets with a subscribing consumer)."""
+    state, d = setup()
+    d.topic("U", 2)
+    d.join("m1", names=("T", "U"))  # epoch 2: every partition of T and U
+    commit(state, 2, partitions=((0, 10), (1, 11)))
+    req = OffsetCommit("g", 2, "m1", None, -1, (CommitPartition("U", 0, 5, -1, None),), 9)
+    for key, value in core.offset_commit(state, req, 1, 1000, GroupConfig()).records:
+        core.replay(state, key, value, 1000)
+    assert state.groups["g"].offsets["U"][0].offset == 5
+    d.hb("m1", 2, subscribed_topic_names=("T",))  # U is no longer subscribed
+    resp, deleted = offset_delete(state, ("T", 0), ("U", 0), ("U", 1))
+    assert resp.error == E.NONE
+    assert resp.partitions == (
+        PartitionError("T", 0, E.GROUP_SUBSCRIBED_TO_TOPIC), PartitionError("U", 0, E.NONE), PartitionError("U", 1, E.NONE),
+    )
+    assert deleted == [OffsetCommitKey("g", "U", 0)]
+    assert 0 in state.groups["g"].offsets["T"]
+    d.hb("m1", -1)  # the last member leaves: nothing is subscribed any more
+    resp, deleted = offset_delete(state, ("T", 0))
+    assert resp.partitions == (PartitionError("T", 0, E.NONE),) and deleted == [OffsetCommitKey("g", "T", 0)]
+
+
+def test_offset_delete_of_a_consumer_group_without_offsets():
+    state, d = setup()
+    d.join("m1")
+    resp, deleted = offset_delete(state, ("T", 0), ("V", 0))
+    assert resp.partitions == (PartitionError("T", 0, E.GROUP_SUBSCRIBED_TO_TOPIC), PartitionError("V", 0, E.NONE))
+    assert deleted == []
+    _, resp = core.offset_delete(core.ShardState(0), OffsetDelete("g", (("T", 0),)), 7, 1000).responses[0]
+    assert resp.error == E.GROUP_ID_NOT_FOUND
 
 
 def test_s25_txn_offset_commit_checks_the_member_epoch():

@@ -1,0 +1,177 @@
+"""librdkafka's own consumer-group tests, in both group protocols, against a groupd broker.
+
+librdkafka's test runner (``tests/test-runner`` of librdkafka 2.15.1, built by
+``tests/upstream/librdkafka_build.py``) is pointed at a running broker as its README says: a
+``test.conf`` naming ``bootstrap.servers``, ``TEST_KAFKA_VERSION`` for the release its tests check
+their requirements against, ``TESTS`` for the selection, and ``TEST_CONSUMER_GROUP_PROTOCOL=consumer``
+for the KIP-848 run (every consumer the tests make then sets ``group.protocol=consumer``; the tests
+skip or adapt what that protocol forbids). ``-L`` leaves out its broker-less (mock cluster) tests and
+``-E`` those that need its socket-emulation layer. The broker gets the settings of librdkafka's
+default test scenario (four partitions per topic, topics created automatically).
+
+The selection is librdkafka's consumer-group tests. A selected test librdkafka skips in one protocol is
+deselected there with the reason next to it. Not selected: the tests that need more than one broker
+(fetch from follower), Kafka's shell scripts (``KAFKA_PATH``: 0109), another scenario (0107,
+``noautocreate``), SSL, SASL or ACLs (docs/limitations.md), and the share-consumer tests (minutes each;
+docs/clients.md says how they fare).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.harness import BrokerProcess
+from tests.upstream import librdkafka_build
+
+pytestmark = pytest.mark.timeout(1800)  # a build of minutes on a shared 2-core machine, then runs of about two
+
+KAFKA_VERSION = "4.2.0"  # the newest Kafka release librdkafka 2.15.1's tests check for
+BROKER = {  # librdkafka's default scenario (tests/scenarios/default.json) on one node
+    "num.partitions": 4,
+    "auto.create.topics.enable": "true",
+    # Kafka's default: the tests start several consumers one after another and expect them in the
+    # first generation together (0089, 0102 fail on an extra rebalance with no delay)
+    "group.initial.rebalance.delay.ms": 3000,
+    # Kafka 4.2 computes a new target assignment in the heartbeat that changes a subscription; 4.3
+    # batches it (at most once a second), so a member that changes its subscription twice within a
+    # second waits for its next heartbeat (5 s). The tests were written against 4.2.
+    "group.consumer.assignment.interval.ms": 0,
+    "log.level": "WARN",
+}
+
+# test number -> what it covers. Each runs in both group protocols unless DESELECT says otherwise.
+SELECTION = {
+    "0018": "consumer group termination: close during rebalance",
+    "0019": "ListGroups and DescribeGroups",
+    "0020": "consumer destroy without hang",
+    "0022": "batch consume from a group",
+    "0026": "pause and resume in a group",
+    "0029": "assign with offsets",
+    "0030": "offset commits: sync, async, auto, committed()",
+    "0033": "regex subscriptions",
+    "0045": "subscription updates: topics created, removed, partitions added, many updates, regex re-subscribe",
+    "0050": "adding topics to a subscription",
+    "0056": "balanced group, multi-threaded",
+    "0061": "consumer lag from committed offsets",
+    "0069": "partitions added to a subscribed topic",
+    "0081": "admin API on groups (its subtests naming Group, from a producer handle): ListConsumerGroups, "
+    "DescribeConsumerGroups, DeleteGroups, Delete/Alter/ListConsumerGroupOffsets",
+    "0084": "destroy flags: destroy without close leaves the group",
+    "0089": "max.poll.interval.ms exceeded: the member leaves and rejoins",
+    "0091": "max.poll.interval.ms timeout while blocked",
+    "0093": "head-of-line blocking between group members",
+    "0099": "commit metadata",
+    "0102": "static group membership: restart without rebalance, subscription expansion",
+    "0112": "assign of an unknown partition",
+    "0113": "cooperative incremental rebalancing (its quick part: assign, subscribe with and without callback)",
+    "0118": "commit during rebalance",
+    "0122": "buffer cleaning after rebalance",
+    "0130": "stored offsets",
+    "0132": "assignment strategy ordering",
+    "0140": "commit metadata (C++)",
+}
+# tests run on their own, with the flags and environment given: -Q is librdkafka's own quick subset of a
+# test that takes minutes in full (0081's: its API tests from a producer handle, not again from a
+# consumer's); SUBTESTS picks 0081's group subtests (its others cover ACLs, which groupd does not have,
+# SCRAM, topics and configs)
+SEPARATE = {"0113": (["-Q"], {}), "0081": (["-Q"], {"SUBTESTS": "Group"})}
+DESELECT: dict[str, dict[str, str]] = {
+    "classic": {},
+    "consumer": {
+        "0084": "librdkafka skips it itself under the consumer protocol (\"FIXME: fix the test with "
+        "subscribe/unsubscribe PR\")",
+        "0132": "client-side assignor ordering: librdkafka skips it itself under the consumer protocol "
+        "(the broker assigns)",
+    },
+}
+MODES = ("classic", "consumer")
+PARALLEL = 8  # tests at once per runner (librdkafka's run-test.sh default is 5); they mostly wait
+
+
+def _tests_dir() -> Path:
+    try:
+        return librdkafka_build.build(sorted(SELECTION))
+    except librdkafka_build.BuildUnavailable as e:
+        pytest.skip(f"librdkafka's test runner is not available on this machine: {e}")
+
+
+class _Run:
+    """One test-runner process: a mode, its tests, its flags."""
+
+    def __init__(self, tests: Path, tmp: Path, mode: str, numbers: list[str], bootstrap: str,
+                 flags: list[str], extra_env: dict[str, str]) -> None:
+        self.mode, self.numbers = mode, numbers
+        name = f"{mode}-{'-'.join(numbers) if len(numbers) == 1 else 'all'}"
+        self.report = tmp / f"{name}.json"
+        conf = tmp / f"{name}.conf"
+        conf.write_text(f"bootstrap.servers={bootstrap}\n")
+        env = {
+            **os.environ,
+            "RDKAFKA_TEST_CONF": str(conf),
+            "TEST_KAFKA_VERSION": KAFKA_VERSION,
+            "TESTS": ",".join(numbers),
+            "TEST_REPORT": str(self.report),
+            "LD_LIBRARY_PATH": f"{tests.parent / 'src'}:{tests.parent / 'src-cpp'}",
+            "RDKAFKA_GITVER": librdkafka_build.LIBRDKAFKA_VERSION,
+        }
+        for leftover in ("CI", "TEST_CONSUMER_GROUP_PROTOCOL", "SUBTESTS", "TESTS_SKIP", "TEST_DEBUG"):
+            env.pop(leftover, None)
+        env.update(extra_env)
+        if mode == "consumer":
+            env["TEST_CONSUMER_GROUP_PROTOCOL"] = "consumer"
+        args = [str(tests / "test-runner"), "-L", "-E", f"-p{PARALLEL}", *flags]
+        self.log = tmp / f"{name}.out"
+        self._out = open(self.log, "wb")  # noqa: SIM115 - closed in wait()
+        self.proc = subprocess.Popen(args, cwd=tests, env=env, stdout=self._out, stderr=subprocess.STDOUT)
+
+    def wait(self, deadline: float) -> list[str]:
+        """What went wrong ([] when every test of the run passed)."""
+        try:
+            self.proc.wait(timeout=max(1.0, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        self._out.close()
+        output = self.log.read_text(errors="replace")
+        if not self.report.is_file():
+            return [f"{self.mode}: no report (exit {self.proc.returncode}):\n{output[-4000:]}"]
+        results = json.loads(self.report.read_text())["tests"]
+        states = {name: r["state"] for name, r in results.items() if name[:4] in self.numbers}
+        problems = [f"{self.mode}: {name} {state}" for name, state in states.items() if state not in ("PASSED", "SKIPPED")]
+        passed = {name[:4] for name, state in states.items() if state == "PASSED"}
+        problems += [f"{self.mode}: {n} did not pass (every part skipped)" for n in self.numbers if n not in passed]
+        if problems:
+            failures = [line for line in output.splitlines() if "### Test" in line or "assertion failed" in line.lower()]
+            problems.append("\n".join(failures[:20]) + "\n" + output[-3000:])
+        return problems
+
+
+@pytest.mark.client
+def test_librdkafka_consumer_group_suite(tmp_path):
+    """Both protocols at once, each against its own broker (a regex test must not see the other run's topics)."""
+    tests = _tests_dir()
+    brokers, runs = [], []
+    try:
+        for mode in MODES:
+            broker = BrokerProcess(tmp_path / f"data-{mode}", overrides=BROKER)
+            brokers.append(broker.start())
+            chosen = [n for n in sorted(SELECTION) if n not in DESELECT[mode]]
+            runs.append(_Run(tests, tmp_path, mode, [n for n in chosen if n not in SEPARATE], broker.bootstrap, [], {}))
+            for n, (flags, extra_env) in SEPARATE.items():
+                if n in chosen:
+                    runs.append(_Run(tests, tmp_path, mode, [n], broker.bootstrap, flags, extra_env))
+        deadline = time.monotonic() + 480
+        problems = [p for run in runs for p in run.wait(deadline)]
+    finally:
+        for run in runs:
+            if run.proc.poll() is None:
+                run.proc.kill()
+        for broker in brokers:
+            broker.kill()
+    assert not problems, "\n".join(problems) + "\n" + "\n".join(b.log_text()[-2000:] for b in brokers)
