@@ -42,6 +42,18 @@ class LoopWakeups:
             shard.wakeup.cancel()
 
 
+def write_failed(exc: StorageError, topic: str, partition: int, what: str, logger: logging.Logger = log) -> WriteFailed:
+    """A coordinator log's append failure as the runtime's WriteFailed, with its one log line: a record too
+    large is the request's own doing (Kafka: RecordTooLargeException, answered -1) and the log is fine;
+    any other storage error is the log's. Called from an except clause, so an append that succeeds pays
+    nothing."""
+    if isinstance(exc, RecordTooLarge):
+        logger.warning("%s-%d: a %s record was refused: %s", topic, partition, what, exc)
+        return WriteFailed(str(exc), E.MESSAGE_TOO_LARGE)
+    logger.error("append to %s-%d failed: %s", topic, partition, exc)
+    return WriteFailed(str(exc))
+
+
 class OffsetsLog:
     """Appends a Result to its shard's ``__consumer_offsets`` partition as Kafka's records: plain
     batches, a producer's transactional batch, or a COMMIT/ABORT marker; the committer says when the
@@ -71,13 +83,8 @@ class OffsetsLog:
                 self.metrics.store_append(time.perf_counter() - started, len(result.records) or 1)
             if self.on_append is not None:
                 self.on_append(shard.partition)
-        except RecordTooLarge as exc:
-            # the request's own doing (Kafka: RecordTooLargeException, answered -1): the log is fine
-            log.warning("%s-%d: a group record was refused: %s", OFFSETS_TOPIC, shard.partition, exc)
-            raise WriteFailed(str(exc), E.MESSAGE_TOO_LARGE) from exc
-        except StorageError as exc:
-            log.error("append to %s-%d failed: %s", OFFSETS_TOPIC, shard.partition, exc)
-            raise WriteFailed(str(exc)) from exc
+        except StorageError as exc:  # RecordTooLarge is one
+            raise write_failed(exc, OFFSETS_TOPIC, shard.partition, "group") from exc
 
     def when_durable(self, shard: Shard, done: Callable[[BaseException | None], None]) -> bool:
         return self.committer.when_durable(shard.log, done)

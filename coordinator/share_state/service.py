@@ -28,8 +28,8 @@ from clock import wall_ms
 from coordinator import errors as E
 from coordinator.api import Result
 from coordinator.internal_logs import InternalLogs
-from coordinator.runtime.loop import LoopWakeups
-from coordinator.runtime.runtime import CoordinatorError, CoordinatorRuntime, Shard, Then, WriteFailed
+from coordinator.runtime.loop import LoopWakeups, write_failed
+from coordinator.runtime.runtime import CoordinatorError, CoordinatorRuntime, Shard, Then
 from coordinator.share_state import records as R
 from coordinator.share_state import rules
 from coordinator.share_state.keys import coordinator_key, state_partition
@@ -43,7 +43,7 @@ from coordinator.tasks import Tasks
 from protocol.topic_names import SHARE_STATE_TOPIC
 from storage.batch import iter_records
 from storage.committer import GroupCommitter
-from storage.errors import RecordTooLarge, StorageError
+from storage.errors import StorageError
 from storage.log import Log, LogConfig
 
 log = logging.getLogger("groupd.share_coordinator")
@@ -78,12 +78,8 @@ class _StateLog:
             lg = shard.log if shard.log is not None else service.log_of(shard.partition)
             records = rules.result_records(result)
             base, _last = lg.append_records([(R.encode_key(k), R.encode_value(v)) for k, v in records], service.now())
-        except RecordTooLarge as exc:
-            log.warning("%s-%d: a share-state record was refused: %s", SHARE_STATE_TOPIC, shard.partition, exc)
-            raise WriteFailed(str(exc), E.MESSAGE_TOO_LARGE) from exc
-        except StorageError as exc:
-            log.error("append to %s-%d failed: %s", SHARE_STATE_TOPIC, shard.partition, exc)
-            raise WriteFailed(str(exc)) from exc
+        except StorageError as exc:  # RecordTooLarge is one
+            raise write_failed(exc, SHARE_STATE_TOPIC, shard.partition, "share-state", log) from exc
         rules.track_appended(shard.state, records, base)
         service.records_written += len(records)
         service.broker.partitions.appended((SHARE_STATE_TOPIC, shard.partition))  # long-polling fetchers
