@@ -48,7 +48,7 @@ chromium:
 venv: $(TEST_STAMP) java chromium
 
 run: $(STAMP)
-	$(PY) server.py --config config/server.properties $(ARGS)
+	$(PY) -m groupd --config config/server.properties $(ARGS)
 
 JS := tests/clients/js
 
@@ -96,7 +96,7 @@ compat: $(TEST_STAMP) js-deps go-deps
 	$(PY) scripts/gen_compat.py
 
 pipeline: $(PIPELINE_STAMP) java
-	$(PY) -m pipeline report --log-dirs ./data --out ./pipeline-out
+	$(PY) -m groupd.pipeline report --log-dirs ./data --out ./pipeline-out
 
 # groupd on localhost:9092 (for clients on this host) and Prometheus on :9090, with whichever compose
 # command this machine has (scripts/compose.sh)

@@ -11,8 +11,8 @@ import functools
 import struct
 from typing import Any
 
-from protocol import codec
-from protocol.request import encode_request
+from groupd.protocol import codec
+from groupd.protocol.request import encode_request
 
 _SIZE = struct.Struct(">i")
 

@@ -13,10 +13,10 @@ import sys
 import time
 import uuid
 
-from coordinator.consumer.api import ConsumerGroupHeartbeat
-from coordinator.consumer.assignors import MemberSpec, assign
-from coordinator.consumer.config import ConsumerConfig
-from coordinator.consumer.heartbeat import TopicInfo, heartbeat
+from groupd.coordinator.consumer.api import ConsumerGroupHeartbeat
+from groupd.coordinator.consumer.assignors import MemberSpec, assign
+from groupd.coordinator.consumer.config import ConsumerConfig
+from groupd.coordinator.consumer.heartbeat import TopicInfo, heartbeat
 
 
 def best_of(fn, runs: int = 3) -> float:

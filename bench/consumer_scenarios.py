@@ -25,9 +25,9 @@ from typing import Any
 
 from bench.client import Conn
 from bench.scenarios import HB_V, Stats, _form, cpu_seconds, ensure_topic, rebalance
-from protocol import codec
-from protocol.api_table import ApiKey
-from protocol.request import encode_request
+from groupd.protocol import codec
+from groupd.protocol.api_table import ApiKey
+from groupd.protocol.request import encode_request
 
 CGH_V, CGD_V = 1, 1  # ConsumerGroupHeartbeat v1 (the member names its id), ConsumerGroupDescribe v1
 UNKNOWN_MEMBER_ID, FENCED_MEMBER_EPOCH = 25, 110

@@ -11,10 +11,10 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from protocol import codec, request
-from protocol.api_table import ApiKey
-from protocol.request import encode_request, parse_request
-from storage.batch import build_batch
+from groupd.protocol import codec, request
+from groupd.protocol.api_table import ApiKey
+from groupd.protocol.request import encode_request, parse_request
+from groupd.storage.batch import build_batch
 
 MEMBER = "consumer-1-0b8f3c7e-5c1a-4a5e-9d0b-1f2e3d4c5b6a"
 

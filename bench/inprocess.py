@@ -28,12 +28,12 @@ from typing import Any
 
 from bench import client, scenarios
 from bench.run import groupd_overrides
-from broker.app import Broker
-from broker.config import default_config
-from broker.network.connection import Connection
-from broker.routes import HANDLERS
-from protocol.api_table import ApiKey
-from storage.log import Log
+from groupd.broker.app import Broker
+from groupd.broker.config import default_config
+from groupd.broker.network.connection import Connection
+from groupd.broker.routes import HANDLERS
+from groupd.protocol.api_table import ApiKey
+from groupd.storage.log import Log
 
 WITHOUT = ("nothing", "store", "coordinator")
 OFFSET_COMMIT = int(ApiKey.OFFSET_COMMIT)
@@ -98,8 +98,8 @@ def _without(layer: str) -> Iterator[None]:
     if layer == "nothing":
         yield
         return
-    from broker.handlers.offsets import _commit_response
-    from coordinator.api import PartitionError
+    from groupd.broker.handlers.offsets import _commit_response
+    from groupd.coordinator.api import PartitionError
 
     def answer_at_once(broker: Broker, ctx: Any, req: Any) -> Any:
         return _commit_response(ctx, [PartitionError(t.name, p.partition_index, 0) for t in req.topics for p in t.partitions])
@@ -166,7 +166,7 @@ def main() -> None:
         cli.error("--without applies to the commits scenario")
     import uvloop
 
-    from server import tune_gc
+    from groupd.server import tune_gc
 
     tune_gc()
     with tempfile.TemporaryDirectory() as tmp:

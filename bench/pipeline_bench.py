@@ -13,10 +13,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from coordinator.partitioning import partition_for
-from coordinator.records import OffsetCommitKey, OffsetCommitValue, encode_key, encode_value
-from protocol.topic_names import OFFSETS_TOPIC
-from storage.log import Log, LogConfig
+from groupd.coordinator.partitioning import partition_for
+from groupd.coordinator.records import OffsetCommitKey, OffsetCommitValue, encode_key, encode_value
+from groupd.protocol.topic_names import OFFSETS_TOPIC
+from groupd.storage.log import Log, LogConfig
 
 T0 = 1_700_000_000_000
 
@@ -52,7 +52,7 @@ HEADROOM = 100  # records past the highest committed offset, so the groups have 
 
 def data_and_history(log_dirs: Path, groups: int, records: int) -> None:
     """The ``events`` partitions at their final log end, and the log-end history leading there."""
-    from broker.ops.log_end_history import LogEndRecorder
+    from groupd.broker.ops.log_end_history import LogEndRecorder
 
     end = records // groups + HEADROOM
     for p in range(DATA_PARTITIONS):
@@ -80,8 +80,8 @@ def main() -> None:
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--report", action="store_true", help="time the whole report job instead")
     args = parser.parse_args()
-    from pipeline import jobs
-    from pipeline.__main__ import run, session
+    from groupd.pipeline import jobs
+    from groupd.pipeline.__main__ import run, session
 
     with tempfile.TemporaryDirectory() as tmp:
         gen_s = generate(Path(tmp), args.groups, args.records)

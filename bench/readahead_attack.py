@@ -16,8 +16,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from protocol import codec
-from protocol.api_table import ApiKey
+from groupd.protocol import codec
+from groupd.protocol.api_table import ApiKey
 from tests.harness import BrokerProcess, WireClient, padded_api_versions
 
 MIB = 1 << 20

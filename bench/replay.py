@@ -19,10 +19,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from broker.config import default_config
-from coordinator.records import OffsetCommitKey, OffsetCommitValue, encode_key, encode_value
-from coordinator.service import GroupCoordinator
-from storage.log import INDEX_SUFFIX, Log, LogConfig
+from groupd.broker.config import default_config
+from groupd.coordinator.records import OffsetCommitKey, OffsetCommitValue, encode_key, encode_value
+from groupd.coordinator.service import GroupCoordinator
+from groupd.storage.log import INDEX_SUFFIX, Log, LogConfig
 
 
 def write_store(directory: Path, records: int, key_of: Callable[[int], OffsetCommitKey], per_batch: int) -> None:
@@ -50,7 +50,7 @@ def load(directory: Path, walkers: int = 2) -> dict:
 def _load_here(directory: Path, walkers: int) -> dict:
     import uvloop
 
-    from server import tune_gc
+    from groupd.server import tune_gc
 
     tune_gc()
     started = time.perf_counter()

@@ -27,7 +27,7 @@ from bench.calibrate import calibrate, describe
 from bench.progress import Progress
 from bench.replay import replay_bench
 from bench.scenarios import cpu_seconds, rss_mib
-from protocol.api_table import replace_between
+from groupd.protocol.api_table import replace_between
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "bench" / "results"
@@ -68,7 +68,7 @@ def groupd_overrides(fsync: bool, data: Path, port: int) -> dict[str, str]:
 
 def start_groupd(fsync: bool, data: Path) -> tuple[subprocess.Popen, int]:
     port = free_port()
-    args = [sys.executable, str(ROOT / "server.py")]
+    args = [sys.executable, "-m", "groupd"]
     for k, v in groupd_overrides(fsync, data, port).items():
         args += ["--override", f"{k}={v}"]
     proc = subprocess.Popen(args, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)

@@ -10,8 +10,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench.client import Conn, Template, nested
-from protocol import codec
-from protocol.api_table import ApiKey
+from groupd.protocol import codec
+from groupd.protocol.api_table import ApiKey
 
 JOIN_V, SYNC_V, HB_V, COMMIT_V, META_V = 5, 3, 3, 8, 9
 SUBSCRIPTION = b"\x00\x00\x00\x00\x00\x01\x00\x05bench\xff\xff\xff\xff"
@@ -314,7 +314,7 @@ def _fetch_body(topic: str, partition: int, offset: int, max_wait: int = 500, ma
 
 async def produce_fetch(host: str, port: int, partitions: int, acks: int, seconds: float = 3, record_bytes: int = 1024, per_batch: int = 100) -> dict[str, Any]:
     """Produce 1 KiB records in batches of 100 to every partition for ``seconds``, then read them all back."""
-    from storage.batch import build_batch
+    from groupd.storage.batch import build_batch
 
     topic = f"pf-{partitions}-{acks}-{os.getpid()}-{time.monotonic_ns()}"
     await ensure_topic(host, port, topic, partitions)
@@ -385,7 +385,7 @@ async def produce_fetch(host: str, port: int, partitions: int, acks: int, second
 
 async def wakeup_latency(host: str, port: int, samples: int = 200) -> Stats:
     """Produce one record while a fetch long-polls; time until the fetch returns it."""
-    from storage.batch import build_batch
+    from groupd.storage.batch import build_batch
 
     topic = f"wake-{os.getpid()}-{time.monotonic_ns()}"
     await ensure_topic(host, port, topic, 1)
@@ -544,9 +544,9 @@ async def down_conversion(host: str, port: int, records: int = 20_000, record_by
     bounded by ``max_seconds``. With the broker's ``pid``, its CPU seconds per GB read too: on a shared
     machine a steadier measure of the cost than wall-clock MB/s. ``compression`` (none, gzip, snappy,
     lz4) compresses the batches; their values are then hex text, which compresses about 2:1."""
-    from storage.batch import build_batch
-    from storage.codecs import BY_NAME
-    from storage.message_sets import compressed_batch
+    from groupd.storage.batch import build_batch
+    from groupd.storage.codecs import BY_NAME
+    from groupd.storage.message_sets import compressed_batch
 
     topic = f"dc-{os.getpid()}-{time.monotonic_ns()}"
     await ensure_topic(host, port, topic, 1)

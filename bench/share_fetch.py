@@ -24,12 +24,12 @@ from typing import Any
 
 from bench import client
 from bench.run import groupd_overrides
-from broker.app import Broker
-from broker.config import default_config
-from coordinator.share.config import ShareGroupConfig
-from coordinator.share_state.persister import SharePartitionKey
-from protocol.api_table import ApiKey
-from storage.batch import build_batch
+from groupd.broker.app import Broker
+from groupd.broker.config import default_config
+from groupd.coordinator.share.config import ShareGroupConfig
+from groupd.coordinator.share_state.persister import SharePartitionKey
+from groupd.protocol.api_table import ApiKey
+from groupd.storage.batch import build_batch
 
 SHARE_FETCH, FETCH, PRODUCE, OFFSET_COMMIT = int(ApiKey.SHARE_FETCH), int(ApiKey.FETCH), int(ApiKey.PRODUCE), int(ApiKey.OFFSET_COMMIT)
 PER_BATCH = 100  # records per produced batch

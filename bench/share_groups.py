@@ -14,12 +14,12 @@ import time
 import uuid
 
 from bench.consumer_protocol import best_of
-from coordinator.consumer.heartbeat import TopicInfo
-from coordinator.share.api import ShareGroupHeartbeat, ShareStateInitialized
-from coordinator.share.assignor import assign
-from coordinator.share.config import ShareGroupConfig
-from coordinator.share.heartbeat import heartbeat
-from coordinator.share.partitions import state_initialized
+from groupd.coordinator.consumer.heartbeat import TopicInfo
+from groupd.coordinator.share.api import ShareGroupHeartbeat, ShareStateInitialized
+from groupd.coordinator.share.assignor import assign
+from groupd.coordinator.share.config import ShareGroupConfig
+from groupd.coordinator.share.heartbeat import heartbeat
+from groupd.coordinator.share.partitions import state_initialized
 
 
 def assignment_times(n_members: int, n_partitions: int) -> dict[str, float]:

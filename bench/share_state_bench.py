@@ -18,9 +18,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from broker.app import Broker
-from broker.config import default_config
-from coordinator.share_state.persister import ACKNOWLEDGED, AVAILABLE, SharePartitionKey, StateBatch
+from groupd.broker.app import Broker
+from groupd.broker.config import default_config
+from groupd.coordinator.share_state.persister import ACKNOWLEDGED, AVAILABLE, SharePartitionKey, StateBatch
 
 
 def _config(root: Path) -> Any:

@@ -15,9 +15,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from storage.batch import build_batch, iter_records
-from storage.committer import GroupCommitter
-from storage.log import Log, LogConfig
+from groupd.storage.batch import build_batch, iter_records
+from groupd.storage.committer import GroupCommitter
+from groupd.storage.log import Log, LogConfig
 
 
 async def group_commit(directory: Path, writers: int, seconds: float) -> dict[str, float]:

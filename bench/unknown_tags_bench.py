@@ -10,10 +10,10 @@ kept, CPU time counted. See docs/malformed-requests.md.
 from __future__ import annotations
 
 from bench.decode_bench import _per_decode_us, requests
-from protocol import codec
-from protocol.bounds import read_uvarint
-from protocol.fastwrite import _uvarint
-from protocol.request import encode_request, parse_request
+from groupd.protocol import codec
+from groupd.protocol.bounds import read_uvarint
+from groupd.protocol.fastwrite import _uvarint
+from groupd.protocol.request import encode_request, parse_request
 from tests.fuzz import length_fields
 
 UNKNOWN = _uvarint(9999) + _uvarint(4) + b"tag!"  # a tag no struct holds, with a 4-byte value

@@ -310,7 +310,7 @@ def generate(kafka_git: str, ref: str) -> None:
         "",
         "",
         "def _entity_class(module: str) -> type:",
-        '    mod = importlib.import_module(f"protocol.old_schemas.{module}")',
+        '    mod = importlib.import_module(f"groupd.protocol.old_schemas.{module}")',
         "    return next(v for v in vars(mod).values() if isinstance(v, type) and getattr(v, \"__type__\", None) is not None",
         "                and v.__type__.name in (\"request\", \"response\"))",
         "",

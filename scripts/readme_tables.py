@@ -15,8 +15,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from broker import config  # noqa: E402
-from protocol import api_table  # noqa: E402
+from groupd.broker import config  # noqa: E402
+from groupd.protocol import api_table  # noqa: E402
 
 if __name__ == "__main__":
     os.chdir(ROOT)

@@ -2,8 +2,8 @@ from __future__ import annotations
 
 import pytest
 
-from broker.app import Broker
-from broker.config import default_config
+from groupd.broker.app import Broker
+from groupd.broker.config import default_config
 from tests.harness import FAST_CONFIG, BrokerProcess, WireClient
 
 

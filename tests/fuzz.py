@@ -38,12 +38,12 @@ from kio.serial._introspect import (
     is_optional,
 )
 
-from protocol import codec
-from protocol.api_table import API_TABLE
-from protocol.bounds import read_uvarint
-from protocol.errors import ErrorCode
-from protocol.fastwrite import _uvarint as write_uvarint
-from storage.batch import build_batch
+from groupd.protocol import codec
+from groupd.protocol.api_table import API_TABLE
+from groupd.protocol.bounds import read_uvarint
+from groupd.protocol.errors import ErrorCode
+from groupd.protocol.fastwrite import _uvarint as write_uvarint
+from groupd.storage.batch import build_batch
 from tests.harness import FAST_CONFIG, BrokerProcess, WireClient, request_bytes
 
 WIDTHS = {"int8": 8, "int16": 16, "int32": 32, "int64": 64, "uint16": 16, "uint32": 32}

@@ -14,8 +14,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from protocol import codec
-from protocol.request import (
+from groupd.protocol import codec
+from groupd.protocol.request import (
     encode_request,
     encode_response,  # noqa: F401  (re-exported for tests)
 )
@@ -59,7 +59,7 @@ class BrokerProcess:
         return f"127.0.0.1:{self.port}"
 
     def command(self) -> list[str]:
-        args = [sys.executable, str(ROOT / "server.py")]
+        args = [sys.executable, "-m", "groupd"]
         settings = {
             "listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
             "log.dirs": str(self.log_dir),

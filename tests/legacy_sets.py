@@ -6,7 +6,7 @@ from __future__ import annotations
 from kafka.record import MemoryRecords
 from kafka.record.legacy_records import LegacyRecordBatchBuilder
 
-from storage import codecs
+from groupd.storage import codecs
 
 
 class _Digest:

@@ -3,8 +3,8 @@ what it sets takes effect (a SCRAM login with the password it was given; a quota
 
 import pytest
 
+from groupd.cli.configs_cli import main, parse_configs
 from tests.clients.test_security_clients import broker_with
-from tools.configs_cli import main, parse_configs
 
 pytestmark = pytest.mark.client
 

@@ -9,9 +9,9 @@ import urllib.request
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from groupd.cli.configs_cli import main as configs
 from tests.clients.test_consumer_protocol import CONSUMER_PROTOCOL, consumer
 from tests.harness import BrokerProcess, free_port
-from tools.configs_cli import main as configs
 
 pytestmark = pytest.mark.client
 

@@ -4,9 +4,9 @@ import pytest
 from kafka import KafkaAdminClient, KafkaProducer
 from kafka.admin import NewTopic
 
+from groupd.cli.groups_cli import main
 from tests.clients.kp import ChildConsumer, wait_until
 from tests.clients.test_consumer_protocol import kip848_broker  # noqa: F401  (a fixture, for the consumer-protocol test)
-from tools.groups_cli import main
 
 pytestmark = pytest.mark.client
 
@@ -216,7 +216,7 @@ def test_no_traceback_when_the_broker_is_unreachable_or_the_pipe_closes(broker_p
     code, out, err = run(capsys, "--bootstrap-server", f"127.0.0.1:{free_port()}", "--list", "--timeout", "1500")
     assert code == 1 and "could not reach" in out and "Traceback" not in out + err
     assert time.monotonic() - started < 10, "a clear message within --timeout, not a long hang"
-    proc = subprocess.Popen([sys.executable, "-m", "tools.groups_cli", "--bootstrap-server", broker_process.bootstrap, "--list", "--state"],
+    proc = subprocess.Popen([sys.executable, "-m", "groupd.cli.groups_cli", "--bootstrap-server", broker_process.bootstrap, "--list", "--state"],
                             cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     proc.stdout.close()  # `groupd-groups ... | head -0`: the reader is gone before the first line
     _, err = proc.communicate(timeout=30)
@@ -227,8 +227,8 @@ def test_no_traceback_when_the_broker_is_unreachable_or_the_pipe_closes(broker_p
 def test_command_config_reaches_a_sasl_listener(tmp_path, capsys):
     """--command-config takes Kafka's client properties, as Kafka's tools do: the group is listed
     through a SASL_PLAINTEXT listener with a PLAIN login from sasl.jaas.config."""
+    from groupd.cli.groups_cli import client_settings
     from tests.clients.test_security_clients import JAAS, KP_SASL, broker_with
-    from tools.groups_cli import client_settings
 
     proc = broker_with(tmp_path, {"SASL_PLAINTEXT": None}, **{"sasl.enabled.mechanisms": "PLAIN", "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS})
     try:

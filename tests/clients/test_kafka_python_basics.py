@@ -32,10 +32,9 @@ def test_invalid_config_refused_at_start(tmp_path):
     import subprocess
     import sys
 
-    from tests.harness import ROOT
 
     out = subprocess.run(
-        [sys.executable, str(ROOT / "server.py"), "--override", "group.max.size=-3"],
+        [sys.executable, "-m", "groupd", "--override", "group.max.size=-3"],
         capture_output=True, text=True, timeout=30,
     )
     assert out.returncode == 2

@@ -15,8 +15,8 @@ from kafka.admin import NewTopic
 from kafka.structs import OffsetAndMetadata
 from prometheus_client.parser import text_string_to_metric_families
 
+from groupd.cli.groups_cli import main as groups
 from tests.harness import BrokerProcess, free_port
-from tools.groups_cli import main as groups
 
 pytestmark = pytest.mark.client
 

@@ -202,10 +202,9 @@ def test_a_sasl_listener_with_kafkas_default_gssapi_is_refused_at_start(tmp_path
     import subprocess
     import sys
 
-    from tests.harness import ROOT
 
     out = subprocess.run(
-        [sys.executable, str(ROOT / "server.py"), "--override", f"listeners=SASL_PLAINTEXT://127.0.0.1:{free_port()}",
+        [sys.executable, "-m", "groupd", "--override", f"listeners=SASL_PLAINTEXT://127.0.0.1:{free_port()}",
          "--override", f"log.dirs={tmp_path}", "--override", "metrics.listener="],
         capture_output=True, text=True, timeout=30,
     )

@@ -12,7 +12,7 @@ from confluent_kafka import ShareConsumer
 from kafka import KafkaAdminClient
 from kafka.admin import NewTopic
 
-from protocol import codec
+from groupd.protocol import codec
 from tests.clients.kp import wait_until
 from tests.harness import WireClient
 

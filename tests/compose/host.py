@@ -13,8 +13,8 @@ import sys
 from kafka import KafkaConsumer, KafkaProducer
 from kafka.admin import NewTopic
 
+from groupd.cli.groups_cli import main as groups_main
 from tests.compose.drive import connect_admin, log
-from tools.groups_cli import main as groups_main
 
 
 def main(bootstrap: str) -> int:

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from coordinator.partitioning import partition_for
-from coordinator.records import encode_key, encode_value
-from protocol.topic_names import OFFSETS_TOPIC
-from storage.log import Log
+from groupd.coordinator.partitioning import partition_for
+from groupd.coordinator.records import encode_key, encode_value
+from groupd.protocol.topic_names import OFFSETS_TOPIC
+from groupd.storage.log import Log
 from tests.unit.coordinator.harness import Core
 
 T0 = 1_700_000_000_000
@@ -85,7 +85,7 @@ def store(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def spark():
-    from pipeline.__main__ import session
+    from groupd.pipeline.__main__ import session
 
     s = session("local[2]")
     yield s
@@ -112,7 +112,7 @@ def modern_records(group: str) -> list[tuple[int, list]]:
     """A consumer-protocol (KIP-848) group's records, encoded by the coordinator's codec, with their times:
     m1 joins (epoch 1), m2 joins (epoch 2), m1 leaves (epoch 3); plus an assignment record (type 8) the
     pipeline does not read and a record of a type no reader knows (99): both must be skipped."""
-    from coordinator.consumer import records as cr
+    from groupd.coordinator.consumer import records as cr
 
     def member(mid: str, instance: str | None, client: str) -> tuple[bytes, bytes]:
         value = cr.MemberMetadata(instance, None, client, "/127.0.0.1", ("orders",), None, 45_000, "uniform")
@@ -133,8 +133,8 @@ def modern_records(group: str) -> list[tuple[int, list]]:
 
 
 def write_incident(log_dirs) -> dict:
-    from broker.ops.log_end_history import LogEndRecorder
-    from coordinator import shard
+    from groupd.broker.ops.log_end_history import LogEndRecorder
+    from groupd.coordinator import shard
 
     core = Recorder(log_dirs, initial_rebalance_delay_ms=0)
     core.now = T0
@@ -219,7 +219,7 @@ def write_incident(log_dirs) -> dict:
     core.close()
 
     # the consumer-protocol group's records, appended to its offsets partition
-    from storage.log import Log as _Log
+    from groupd.storage.log import Log as _Log
 
     p = partition_for("modern-app", 50)
     lg = _Log.open(log_dirs / f"{OFFSETS_TOPIC}-{p}")

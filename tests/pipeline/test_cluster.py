@@ -80,7 +80,7 @@ def standalone(tmp_path_factory):
 
 
 def test_the_job_runs_unchanged_on_a_standalone_cluster(spark, incident, standalone, tmp_path):
-    from pipeline.__main__ import run
+    from groupd.pipeline.__main__ import run
 
     local = json.loads(run("overview", incident["log_dirs"], tmp_path / "local", now_ms=INCIDENT_END).read_text())
     done = subprocess.run(

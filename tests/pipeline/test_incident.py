@@ -3,8 +3,8 @@ member restart and a consumer-protocol group, each recovered by the jobs with th
 
 import pytest
 
-from pipeline import jobs
-from pipeline import store as reader
+from groupd.pipeline import jobs
+from groupd.pipeline import store as reader
 from tests.pipeline.conftest import (
     DELETED_AT,
     INCIDENT_END,

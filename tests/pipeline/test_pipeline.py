@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from pipeline import jobs
-from pipeline import store as reader
+from groupd.pipeline import jobs
+from groupd.pipeline import store as reader
 from tests.pipeline.conftest import STORM_GENERATIONS, T0
 
 pytestmark = pytest.mark.timeout(900)  # Spark on a shared 2-core machine: minutes, not seconds
@@ -21,7 +21,7 @@ def test_reader_decodes_the_coordinators_records(store):
 
 
 def test_data_source_reads_in_parallel(spark, store):
-    from pipeline.datasource import DEFAULT_SPLITS, split
+    from groupd.pipeline.datasource import DEFAULT_SPLITS, split
 
     dirs = reader.offsets_partitions(store["log_dirs"])
     groups = jobs.groups(spark, store["log_dirs"])
@@ -75,7 +75,7 @@ def test_consumer_status_follows_burrows_rules(spark, store):
 
 def test_report_is_one_html_file(spark, store, tmp_path):
     """Self-contained: charts inlined as data URIs, no script, no stylesheet or image fetched from anywhere."""
-    from pipeline.__main__ import run
+    from groupd.pipeline.__main__ import run
 
     path = run("report", store["log_dirs"], tmp_path / "out", now_ms=store["now_ms"])
     html = Path(path).read_text()
@@ -98,9 +98,9 @@ def test_burrow_rules_in_burrows_order():
 def test_reader_counts_transactional_commits_only_once_committed(tmp_path):
     """Offsets committed in a transaction are commits once the producer's COMMIT marker follows; an
     aborted transaction's, or one still open, never are (the coordinator drops or holds them)."""
-    from coordinator.records import OffsetCommitKey, OffsetCommitValue, encode_key, encode_value
-    from storage.batch import build_batch, build_control_batch
-    from storage.log import Log
+    from groupd.coordinator.records import OffsetCommitKey, OffsetCommitValue, encode_key, encode_value
+    from groupd.storage.batch import build_batch, build_control_batch
+    from groupd.storage.log import Log
 
     d = tmp_path / "__consumer_offsets-0"
     log = Log.open(d)

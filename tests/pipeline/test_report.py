@@ -58,7 +58,7 @@ def rows_by_first_cell(table: list[list[str]]) -> dict[str, dict[str, str]]:
 
 @pytest.fixture(scope="module")
 def report(spark, incident, tmp_path_factory) -> Path:
-    from pipeline.__main__ import run
+    from groupd.pipeline.__main__ import run
 
     return run("report", incident["log_dirs"], tmp_path_factory.mktemp("report"), now_ms=INCIDENT_END)
 
@@ -124,7 +124,7 @@ def test_generation_tables_show_causes_durations_and_restarts(report):
 
 
 def test_without_log_end_history_the_report_says_so_once(spark, store, tmp_path):
-    from pipeline.__main__ import run
+    from groupd.pipeline.__main__ import run
 
     html = run("report", store["log_dirs"], tmp_path, now_ms=store["now_ms"]).read_text()
     text = " ".join(" ".join(parse(html).text).split())

@@ -4,7 +4,7 @@ beyond the checks), so a test can run without ``__share_group_state``."""
 
 from __future__ import annotations
 
-from coordinator.share_state.persister import (
+from groupd.coordinator.share_state.persister import (
     ReadStateResult,
     ReadSummaryResult,
     SharePartitionKey,

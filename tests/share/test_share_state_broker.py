@@ -6,10 +6,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 
-from broker.app import Broker
-from coordinator.share_state import records as R
-from coordinator.share_state.persister import ACKNOWLEDGED, ARCHIVED, AVAILABLE, SharePartitionKey, StateBatch
-from storage.batch import iter_records
+from groupd.broker.app import Broker
+from groupd.coordinator.share_state import records as R
+from groupd.coordinator.share_state.persister import (
+    ACKNOWLEDGED,
+    ARCHIVED,
+    AVAILABLE,
+    SharePartitionKey,
+    StateBatch,
+)
+from groupd.storage.batch import iter_records
 from tests.conftest import broker_config
 
 
@@ -200,7 +206,7 @@ async def test_pruning_runs_every_prune_interval(tmp_path):
 
 
 async def test_a_failing_rule_fails_its_request_only(tmp_path, monkeypatch, caplog):
-    from coordinator.share_state import rules
+    from groupd.coordinator.share_state import rules
 
     async with running(tmp_path) as b:
         topic = b.create_topic("t", 1, {})

@@ -10,7 +10,7 @@ from crc32c import crc32c
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from storage.batch import (
+from groupd.storage.batch import (
     BATCH_OVERHEAD,
     BatchHeader,
     Record,
@@ -22,9 +22,9 @@ from storage.batch import (
     set_base_offset,
     validate_batch,
 )
-from storage.batch import _read_varint as read_varint
-from storage.batch import _write_varint as write_varint
-from storage.errors import CorruptBatch, StorageError, UnsupportedCompression, UnsupportedMagic
+from groupd.storage.batch import _read_varint as read_varint
+from groupd.storage.batch import _write_varint as write_varint
+from groupd.storage.errors import CorruptBatch, StorageError, UnsupportedCompression, UnsupportedMagic
 
 
 def test_header_fields_and_round_trip():
@@ -120,7 +120,7 @@ def test_gzip_records_decoded_and_an_unknown_codec_refused():
 
 @pytest.mark.parametrize("codec", [2, 3, 4])
 def test_snappy_lz4_and_zstd_batches_decoded(codec):
-    from storage.message_sets import compressed_batch
+    from groupd.storage.message_sets import compressed_batch
 
     buf = compressed_batch(build_batch([(b"k", b"v"), (b"k2", None)], timestamp_ms=10), codec)
     assert validate_batch(buf).compression == codec
@@ -153,7 +153,7 @@ def test_truncated_record_is_corrupt():
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.tuples(st.one_of(st.none(), st.binary(max_size=80)), st.one_of(st.none(), st.binary(max_size=80))), min_size=1, max_size=70))
 def test_small_record_layout_is_the_general_layout(records):
-    import storage.batch as batch_module
+    import groupd.storage.batch as batch_module
 
     header = {"timestamp_ms": 99, "base_offset": 7, "producer_id": 5, "producer_epoch": 1, "base_sequence": 3}
     fast = build_batch(records, **header)
@@ -173,7 +173,7 @@ def test_small_record_layout_is_the_general_layout(records):
 def test_control_batch_is_kafkas_transaction_marker():
     """Kafka's EndTransactionMarker: a transactional control batch holding one record whose key is
     (version 0, type 0 abort / 1 commit) and whose value is (version 0, coordinator epoch)."""
-    from storage.batch import (
+    from groupd.storage.batch import (
         ABORT_MARKER,
         COMMIT_MARKER,
         build_control_batch,

@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from storage.log import INDEX_SUFFIX, Log, LogConfig
+from groupd.storage.log import INDEX_SUFFIX, Log, LogConfig
 
 
 def filled(path, batches=40):
@@ -121,8 +121,8 @@ def test_compaction_voids_the_index_of_what_it_rewrites(tmp_path, monkeypatch):
 def test_a_segment_unchanged_since_its_index_keeps_the_file(tmp_path):
     """A close rewrites only the indexes of segments that changed: a store of many idle partitions
     stops without rewriting each one's index (and the next open still reads them)."""
-    from storage.batch import build_batch
-    from storage.log import INDEX_SUFFIX, Log, LogConfig
+    from groupd.storage.batch import build_batch
+    from groupd.storage.log import INDEX_SUFFIX, Log, LogConfig
 
     lg = Log.open(tmp_path, LogConfig(segment_bytes=1024))
     for i in range(20):

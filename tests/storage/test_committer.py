@@ -8,9 +8,9 @@ import threading
 
 import pytest
 
-from storage.committer import GroupCommitter
-from storage.errors import StorageError
-from storage.log import Log, LogConfig
+from groupd.storage.committer import GroupCommitter
+from groupd.storage.errors import StorageError
+from groupd.storage.log import Log, LogConfig
 
 
 class FakeLog:

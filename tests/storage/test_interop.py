@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
-from storage.batch import build_batch, iter_records, validate_batch
+from groupd.storage.batch import build_batch, iter_records, validate_batch
 
 
 def test_kafka_python_reads_our_batches():

@@ -7,12 +7,12 @@ import sys
 
 import pytest
 
-import storage.committer as committer_mod
-from storage.batch import iter_batches
-from storage.committer import GroupCommitter
-from storage.errors import StorageError
-from storage.journal import Journal, entry, read_entries
-from storage.log import Log, LogConfig, build_batch
+import groupd.storage.committer as committer_mod
+from groupd.storage.batch import iter_batches
+from groupd.storage.committer import GroupCommitter
+from groupd.storage.errors import StorageError
+from groupd.storage.journal import Journal, entry, read_entries
+from groupd.storage.log import Log, LogConfig, build_batch
 
 linux_only = pytest.mark.skipif(sys.platform != "linux", reason="the syncfs helper is Linux-only")
 

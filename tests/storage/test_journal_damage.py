@@ -15,8 +15,8 @@ from __future__ import annotations
 import logging
 import os
 
-from storage.journal import Journal, entry
-from storage.log import Log, LogConfig, build_batch
+from groupd.storage.journal import Journal, entry
+from groupd.storage.log import Log, LogConfig, build_batch
 
 CHECKPOINT = 64 << 10
 ROUNDS = 20

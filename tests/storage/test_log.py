@@ -7,10 +7,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from storage.batch import build_batch, crc_ok, iter_records, parse_header, validate_batch
-from storage.committer import GroupCommitter
-from storage.errors import CorruptBatch, OffsetOutOfRange, StorageError, UnsupportedMagic
-from storage.log import Log, LogConfig
+from groupd.storage.batch import build_batch, crc_ok, iter_records, parse_header, validate_batch
+from groupd.storage.committer import GroupCommitter
+from groupd.storage.errors import CorruptBatch, OffsetOutOfRange, StorageError, UnsupportedMagic
+from groupd.storage.log import Log, LogConfig
 
 
 class Clock:
@@ -60,7 +60,7 @@ def test_append_read_and_offsets(tmp_path):
 
 
 def _all_records(data):
-    from storage.batch import iter_batches
+    from groupd.storage.batch import iter_batches
 
     out = []
     for pos, h in iter_batches(data, 0):
@@ -197,7 +197,7 @@ def test_compaction_keeps_newest_per_key(tmp_path):
 def test_compaction_reads_snappy_lz4_and_zstd_batches(tmp_path, codec):
     """Compressed batches' records take part in compaction like any (before storage/codecs.py an
     undecodable batch's records were all dropped by it)."""
-    from storage.message_sets import compressed_batch
+    from groupd.storage.message_sets import compressed_batch
 
     clock = Clock(1_000_000)
     log = Log.open(tmp_path / "cmp", LogConfig(segment_bytes=250, delete_retention_ms=100), now_ms=clock)
@@ -306,7 +306,7 @@ def test_crc_ok_detects_flip():
 
 
 def test_flush_many_makes_several_logs_durable_at_once(tmp_path, monkeypatch):
-    import storage.log as log_module
+    import groupd.storage.log as log_module
 
     logs = [Log.open(tmp_path / f"p-{i}") for i in range(3)]
     for lg in logs:
@@ -324,7 +324,7 @@ def test_flush_many_makes_several_logs_durable_at_once(tmp_path, monkeypatch):
 def test_flush_many_failure_takes_every_log_offline(tmp_path, monkeypatch):
     import ctypes
 
-    import storage.log as log_module
+    import groupd.storage.log as log_module
 
     logs = [Log.open(tmp_path / f"q-{i}") for i in range(2)]
     for lg in logs:
@@ -373,7 +373,7 @@ def test_compaction_with_transactions_as_kafkas_cleaner(tmp_path):
     """Aborted transactions' records go (and never shadow a committed value), committed ones keep their
     producer id, epoch and transactional bit, markers stay, and nothing at or past the first offset of a
     transaction still open is cleaned."""
-    from storage.batch import build_batch, build_control_batch
+    from groupd.storage.batch import build_batch, build_control_batch
 
     clock = Clock(1_000_000)
     log = Log.open(tmp_path / "tx", LogConfig(segment_bytes=120), now_ms=clock)

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from storage.batch import build_batch, iter_batches, iter_records, parse_header
-from storage.errors import OffsetOutOfRange, RecordTooLarge, StorageError
-from storage.log import Log, LogConfig
+from groupd.storage.batch import build_batch, iter_batches, iter_records, parse_header
+from groupd.storage.errors import OffsetOutOfRange, RecordTooLarge, StorageError
+from groupd.storage.log import Log, LogConfig
 
 
 class Clock:

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from storage.errors import StorageError
-from storage.journal import Journal
-from storage.log import Log, LogConfig
-from storage.logdirfailure import channel
+from groupd.storage.errors import StorageError
+from groupd.storage.journal import Journal
+from groupd.storage.log import Log, LogConfig
+from groupd.storage.logdirfailure import channel
 
 
 @pytest.fixture
@@ -37,7 +37,7 @@ class _NoSpace:
 
 
 def test_a_failed_append_to_a_data_partition_is_reported(tmp_path, reported, monkeypatch):
-    import storage.log as log_module
+    import groupd.storage.log as log_module
 
     lg = Log.open(tmp_path / "d-0")
     lg.append_records([(b"a", b"1")], 1)
@@ -73,7 +73,7 @@ def test_a_failed_fsync_is_reported(tmp_path, reported, monkeypatch):
 
 
 def test_a_failed_write_out_of_a_journaled_partition_is_reported(tmp_path, reported, monkeypatch):
-    import storage.log as log_module
+    import groupd.storage.log as log_module
 
     lg = Log.open(tmp_path / "__consumer_offsets-0")
     lg.write_behind = True
@@ -87,7 +87,7 @@ def test_a_failed_write_out_of_a_journaled_partition_is_reported(tmp_path, repor
 
 
 def test_a_failed_journal_write_and_a_failed_journal_sync_are_reported(tmp_path, reported, monkeypatch):
-    import storage.journal as journal_module
+    import groupd.storage.journal as journal_module
 
     journal = Journal(tmp_path)
     with monkeypatch.context() as patched:
@@ -109,7 +109,7 @@ def test_without_a_handler_a_failure_only_takes_the_log_offline(tmp_path, monkey
 
 
 def test_preparing_the_journal_on_a_full_disk_names_the_file(tmp_path, monkeypatch):
-    import storage.journal as journal_module
+    import groupd.storage.journal as journal_module
 
     journal = Journal(tmp_path, checkpoint_bytes=1 << 20)
     with monkeypatch.context() as patched:
@@ -120,7 +120,7 @@ def test_preparing_the_journal_on_a_full_disk_names_the_file(tmp_path, monkeypat
 
 
 def test_a_compaction_with_no_room_leaves_the_segment_and_no_partial_file(tmp_path, monkeypatch):
-    import storage.log as log_module
+    import groupd.storage.log as log_module
 
     lg = Log.open(tmp_path / "c-0", LogConfig(segment_bytes=200, cleanup_policy="compact"))
     for i in range(12):

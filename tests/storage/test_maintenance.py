@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from storage.batch import build_batch, iter_records
-from storage.errors import OffsetOutOfRange
-from storage.log import Log, LogConfig
+from groupd.storage.batch import build_batch, iter_records
+from groupd.storage.errors import OffsetOutOfRange
+from groupd.storage.log import Log, LogConfig
 
 
 class Clock:

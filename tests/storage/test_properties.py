@@ -8,8 +8,8 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from storage.batch import build_batch, iter_records
-from storage.log import Log, LogConfig
+from groupd.storage.batch import build_batch, iter_records
+from groupd.storage.log import Log, LogConfig
 
 blob = st.one_of(st.none(), st.binary(max_size=40))
 header = st.tuples(st.text(max_size=5), st.one_of(st.none(), st.binary(max_size=5)))

@@ -9,9 +9,9 @@ from crc32c import crc32c
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from storage.batch import BATCH_OVERHEAD, build_batch, collect_latest, iter_records
-from storage.errors import CorruptBatch
-from storage.log import Log, LogConfig
+from groupd.storage.batch import BATCH_OVERHEAD, build_batch, collect_latest, iter_records
+from groupd.storage.errors import CorruptBatch
+from groupd.storage.log import Log, LogConfig
 
 
 def reference(batches):
@@ -66,7 +66,7 @@ def test_a_damaged_chunk_is_corrupt_not_an_index_error():
 
 
 def test_chunks_cover_every_batch_once(tmp_path, monkeypatch):
-    import storage.log as storage_log
+    import groupd.storage.log as storage_log
 
     monkeypatch.setattr(storage_log, "READ_CHUNK", 300)  # many chunks, cut at batch boundaries
     log = Log.open(tmp_path / "p", LogConfig(segment_bytes=2_000))

@@ -5,9 +5,9 @@ import sys
 
 import pytest
 
-from storage.committer import GroupCommitter
-from storage.log import Log, LogConfig
-from storage.synchelper import SyncHelper
+from groupd.storage.committer import GroupCommitter
+from groupd.storage.log import Log, LogConfig
+from groupd.storage.synchelper import SyncHelper
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="syncfs is Linux-only; elsewhere the thread path runs")
 

@@ -10,9 +10,9 @@ import random
 
 import pytest
 
-from coordinator import shard
-from coordinator.shard import replay_walked
-from storage.batch import (
+from groupd.coordinator import shard
+from groupd.coordinator.shard import replay_walked
+from groupd.storage.batch import (
     TRANSACTIONAL,
     TxnWalk,
     build_batch,
@@ -20,7 +20,7 @@ from storage.batch import (
     collect_latest,
     iter_records,
 )
-from storage.log import Log, LogConfig
+from groupd.storage.log import Log, LogConfig
 from tests.unit.coordinator.test_txn_replay import committed, finish_all, log_bytes, pending, random_history
 
 T0 = 1_000_000

@@ -1,8 +1,8 @@
 """Per-partition transaction bookkeeping: the last stable offset and aborted transactions, as Kafka's
 ProducerStateManager and transaction index give them to a READ_COMMITTED fetch."""
 
-from broker.dataplane.txn_index import PartitionTxns, is_transactional, mark_transactional
-from storage.batch import build_batch, build_control_batch, validate_batch
+from groupd.broker.dataplane.txn_index import PartitionTxns, is_transactional, mark_transactional
+from groupd.storage.batch import build_batch, build_control_batch, validate_batch
 
 
 def test_lso_is_the_first_offset_of_the_oldest_open_transaction():

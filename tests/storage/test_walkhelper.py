@@ -7,10 +7,10 @@ import random
 
 import pytest
 
-from storage.batch import BATCH_OVERHEAD, collect_latest
-from storage.errors import CorruptBatch
-from storage.log import Log, LogConfig
-from storage.walkhelper import WalkHelpers, split_by_bytes, walk_ranges
+from groupd.storage.batch import BATCH_OVERHEAD, collect_latest
+from groupd.storage.errors import CorruptBatch
+from groupd.storage.log import Log, LogConfig
+from groupd.storage.walkhelper import WalkHelpers, split_by_bytes, walk_ranges
 
 
 def a_log(path, records=3_000, keys=200, seed=7):
@@ -39,7 +39,7 @@ def test_split_by_bytes_keeps_order_and_balance():
 
 
 def test_helpers_walk_what_the_broker_would(tmp_path, monkeypatch):
-    import storage.log as storage_log
+    import groupd.storage.log as storage_log
 
     monkeypatch.setattr(storage_log, "READ_CHUNK", 2_000)  # many ranges over several segments
     log = a_log(tmp_path / "p")

@@ -6,10 +6,10 @@ import os
 
 import pytest
 
-from storage.batch import iter_records
-from storage.committer import GroupCommitter
-from storage.errors import StorageError
-from storage.log import Log, LogConfig, flush_many
+from groupd.storage.batch import iter_records
+from groupd.storage.committer import GroupCommitter
+from groupd.storage.errors import StorageError
+from groupd.storage.log import Log, LogConfig, flush_many
 
 
 def open_log(path, **cfg):

@@ -26,13 +26,13 @@ def _commit_body(group, topic, partition, offset):
 
 
 def _topic_cls():
-    from protocol import codec
+    from groupd.protocol import codec
 
     return codec.nested(codec.request_class(8, 8), "OffsetCommitRequestTopic")
 
 
 def _partition_cls():
-    from protocol import codec
+    from groupd.protocol import codec
 
     return codec.nested(codec.request_class(8, 8), "OffsetCommitRequestPartition")
 
@@ -57,7 +57,7 @@ async def _committer(port, group, acked, stop):
 
 async def _fetch(port, group):
     client = await WireClient.connect(port)
-    from protocol import codec
+    from groupd.protocol import codec
 
     topic = codec.nested(codec.request_class(9, 7), "OffsetFetchRequestTopic")
     resp = await client.call(9, 7, {"group_id": group, "topics": (topic(name="crash", partition_indexes=(0,)),), "require_stable": False})
@@ -83,7 +83,7 @@ async def test_sigkill_loses_no_acknowledged_commit(tmp_path):
     from kafka import KafkaAdminClient
     from kafka.admin import NewTopic
 
-    from broker.app import Broker  # noqa: F401  (topics are created through the registry below)
+    from groupd.broker.app import Broker  # noqa: F401  (topics are created through the registry below)
 
     admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
     admin.create_topics([NewTopic("crash", 1, 1)])
@@ -116,7 +116,7 @@ async def test_sigkill_loses_no_acknowledged_commit(tmp_path):
 
 
 def _last_segments(log_dir):
-    from protocol.topic_names import OFFSETS_TOPIC
+    from groupd.protocol.topic_names import OFFSETS_TOPIC
 
     out = {}
     for d in log_dir.glob(f"{OFFSETS_TOPIC}-*"):
@@ -181,7 +181,7 @@ async def test_a_power_loss_after_the_journal_loses_no_acknowledged_commit(tmp_p
 async def test_a_running_brokers_partition_files_catch_up_within_a_second(tmp_path):
     """Journaled batches reach the partitions' own files while the broker runs, for readers such as
     the pipeline, without waiting for a checkpoint or a stop."""
-    from pipeline.store import offsets_partitions, read_offsets_partition
+    from groupd.pipeline.store import offsets_partitions, read_offsets_partition
 
     data = tmp_path / "data"
     broker = BrokerProcess(data)

@@ -6,12 +6,12 @@ committer's ``when_durable`` callbacks (the syncfs helper calls them the same wa
 
 import asyncio
 
-from broker.config import default_config
-from coordinator import errors as E
-from coordinator import shard as core
-from coordinator.api import CommitPartition, Heartbeat, OffsetCommit
-from coordinator.service import GroupCoordinator
-from storage.errors import StorageError
+from groupd.broker.config import default_config
+from groupd.coordinator import errors as E
+from groupd.coordinator import shard as core
+from groupd.coordinator.api import CommitPartition, Heartbeat, OffsetCommit
+from groupd.coordinator.service import GroupCoordinator
+from groupd.storage.errors import StorageError
 
 
 def commit(group: str, offset: int) -> OffsetCommit:

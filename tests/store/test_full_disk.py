@@ -20,8 +20,8 @@ import time
 
 import pytest
 
-from protocol import codec
-from storage.batch import build_batch
+from groupd.protocol import codec
+from groupd.storage.batch import build_batch
 from tests.harness import ROOT, BrokerProcess, WireClient
 from tests.wire.test_data_plane import part, produce_body
 from tests.wire.test_groups import commit_body, fetch_body

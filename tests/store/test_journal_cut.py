@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from storage.journal_scan import scan
+from groupd.storage.journal_scan import scan
 from tests.harness import BrokerProcess, WireClient
 from tests.store.test_crash import _last_segments
 from tests.store.test_full_disk import _commit, _committed, _create_topic

@@ -6,11 +6,11 @@ import random
 
 import pytest
 
-import coordinator.runtime.loader as loader
-import coordinator.service as service
-import storage.log as storage_log
-from broker.config import default_config
-from coordinator.records import (
+import groupd.coordinator.runtime.loader as loader
+import groupd.coordinator.service as service
+import groupd.storage.log as storage_log
+from groupd.broker.config import default_config
+from groupd.coordinator.records import (
     GroupMetadataKey,
     GroupMetadataValue,
     OffsetCommitKey,
@@ -18,9 +18,9 @@ from coordinator.records import (
     encode_key,
     encode_value,
 )
-from protocol.topic_names import OFFSETS_TOPIC
-from storage.log import Log, LogConfig
-from storage.walkhelper import WalkHelpers
+from groupd.protocol.topic_names import OFFSETS_TOPIC
+from groupd.storage.log import Log, LogConfig
+from groupd.storage.walkhelper import WalkHelpers
 
 
 def write_store(root, partitions=2, records=4_000, seed=3):
@@ -108,10 +108,10 @@ async def test_helpers_that_cannot_start_leave_the_walk_to_the_broker(tmp_path, 
 
 
 async def test_a_damaged_partition_fails_alone(tmp_path, caplog):
-    from coordinator import errors as E
-    from coordinator.partitioning import partition_for
-    from coordinator.service import CoordinatorError
-    from storage.batch import BATCH_OVERHEAD
+    from groupd.coordinator import errors as E
+    from groupd.coordinator.partitioning import partition_for
+    from groupd.coordinator.service import CoordinatorError
+    from groupd.storage.batch import BATCH_OVERHEAD
 
     write_store(tmp_path, partitions=2)
     segments = sorted((tmp_path / f"{OFFSETS_TOPIC}-0").glob("*.log"))
@@ -141,7 +141,7 @@ async def test_a_damaged_partition_fails_alone(tmp_path, caplog):
 def write_txn_store(root, records=3_000, seed=5):
     """Plain commits, transactional batches of four producers and their markers, spread over segments
     (so helpers get ranges with and without transactions); some transactions stay open."""
-    from storage.batch import TRANSACTIONAL, build_batch, build_control_batch
+    from groupd.storage.batch import TRANSACTIONAL, build_batch, build_control_batch
 
     rng = random.Random(seed)
     for p in range(2):

@@ -10,8 +10,8 @@ import shutil
 
 import pytest
 
-from broker.app import Broker
-from coordinator.service import CoordinatorError
+from groupd.broker.app import Broker
+from groupd.coordinator.service import CoordinatorError
 from tests.conftest import broker_config
 from tests.harness import BrokerProcess, WireClient
 from tests.wire.test_groups import start_broker, wait_loaded

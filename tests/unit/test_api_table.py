@@ -3,9 +3,9 @@ from pathlib import Path
 
 from kio.schema.index import api_key_map, schema_name_map
 
-from broker.routes import HANDLERS, ROUTES
-from protocol import old_schemas
-from protocol.api_table import API_BY_NAME, API_TABLE, ApiKey, support_table_markdown
+from groupd.broker.routes import HANDLERS, ROUTES
+from groupd.protocol import old_schemas
+from groupd.protocol.api_table import API_BY_NAME, API_TABLE, ApiKey, support_table_markdown
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -8,9 +8,9 @@ import struct
 import pytest
 from hypothesis import HealthCheck, given, settings
 
-from protocol import bounds, codec
-from protocol.api_table import API_TABLE, ApiKey
-from protocol.request import parse_request
+from groupd.protocol import bounds, codec
+from groupd.protocol.api_table import API_TABLE, ApiKey
+from groupd.protocol.request import parse_request
 from tests.harness import request_bytes
 from tests.unit.test_fastwrite import entity, kio_bytes
 
@@ -106,13 +106,13 @@ def test_decode_bench_measures_every_hot_request(capsys):
     rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| ") and "µs" in line]
     assert len(rows) == len(decode_bench.requests()) == 6
     assert bounds.checker(codec.request_class(8, 8)) is not None  # the bench put the checks back
-    from protocol import request
+    from groupd.protocol import request
 
     assert all(request._readers[k, v][1] is not None for k, v, _ in decode_bench.requests().values() if k != ApiKey.HEARTBEAT)
 
 
 def _forged(body: bytes, field, value: int) -> bytes:
-    from protocol.fastwrite import _uvarint
+    from groupd.protocol.fastwrite import _uvarint
 
     if field.form == "uv":
         return body[: field.pos] + _uvarint(value + 1) + body[field.pos + field.size :]

@@ -5,7 +5,7 @@ import datetime
 import pytest
 from kio.schema.errors import ErrorCode
 
-from protocol import codec
+from groupd.protocol import codec
 
 
 def test_fields_the_version_lacks_are_dropped_and_the_rest_converted():

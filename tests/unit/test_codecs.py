@@ -22,8 +22,8 @@ import pytest
 import zstandard
 from kafka import codec as kp
 
-from storage import codecs
-from storage.errors import CorruptBatch
+from groupd.storage import codecs
+from groupd.storage.errors import CorruptBatch
 
 NONE, GZIP, SNAPPY, LZ4, ZSTD = 0, 1, 2, 3, 4
 PAYLOAD = b"".join(b"record %d of a kafka message set " % i for i in range(4000))  # ~140 KiB: several blocks

@@ -2,7 +2,7 @@ import logging
 
 import pytest
 
-from broker.config import ConfigError, load_config, parse_properties
+from groupd.broker.config import ConfigError, load_config, parse_properties
 
 
 def test_defaults_are_kafkas():
@@ -57,7 +57,7 @@ def test_properties_separators():
 def test_readme_config_table_is_current():
     from pathlib import Path
 
-    from broker.config import config_table_markdown
+    from groupd.broker.config import config_table_markdown
 
     readme = (Path(__file__).resolve().parents[2] / "docs" / "configuration.md").read_text()
     assert config_table_markdown() in readme, "docs/configuration.md's config table is stale: python scripts/readme_tables.py"

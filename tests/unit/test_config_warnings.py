@@ -14,7 +14,7 @@ from tests.harness import ROOT, free_port
 
 def first_lines(tmp_path, *overrides: str) -> list[str]:
     port = free_port()
-    args = [sys.executable, str(ROOT / "server.py"), "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
+    args = [sys.executable, "-m", "groupd", "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
             "--override", f"log.dirs={tmp_path / 'data'}", "--override", "metrics.listener="]
     for o in overrides:
         args += ["--override", o]

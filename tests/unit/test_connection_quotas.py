@@ -3,8 +3,8 @@ interval however often its event comes."""
 
 from __future__ import annotations
 
-from broker.network import acceptor
-from broker.network.acceptor import ConnectionQuotas, Occasional
+from groupd.broker.network import acceptor
+from groupd.broker.network.acceptor import ConnectionQuotas, Occasional
 
 
 def test_occasional_logs_the_first_then_counts_until_the_interval_passes(monkeypatch):

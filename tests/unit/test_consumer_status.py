@@ -1,7 +1,7 @@
 """Burrow's evaluation rules (linkedin/Burrow core/internal/evaluator), one case each, on a manual clock."""
 
-from broker.ops import consumer_status as cs
-from broker.ops.consumer_status import Commit, ConsumerStatus, group_status, partition_status
+from groupd.broker.ops import consumer_status as cs
+from groupd.broker.ops.consumer_status import Commit, ConsumerStatus, group_status, partition_status
 
 OK, WARN, ERR, STOP, STALL, REWIND = cs.OK, cs.WARN, cs.ERR, cs.STOP, cs.STALL, cs.REWIND
 

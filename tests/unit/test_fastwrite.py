@@ -22,9 +22,9 @@ from kio.serial._introspect import (
     is_optional,
 )
 
-from protocol import codec
-from protocol.api_table import API_TABLE
-from protocol.fastwrite import compile_values_writer, compile_writer
+from groupd.protocol import codec
+from groupd.protocol.api_table import API_TABLE
+from groupd.protocol.fastwrite import compile_values_writer, compile_writer
 
 _INTS = {
     "int8": (-(2**7), 2**7 - 1), "int16": (-(2**15), 2**15 - 1), "int32": (-(2**31), 2**31 - 1),
@@ -219,7 +219,7 @@ def test_nullable_uuid_and_zero():
 
 
 def test_kept_strings_are_bounded_and_written_as_kio_writes_them():
-    from protocol import fastwrite
+    from groupd.protocol import fastwrite
 
     rc = codec.response_class(11, 5)  # legacy strings
     fc = codec.response_class(11, 9)  # compact strings

@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from broker.config import default_config
-from broker.dataplane.group_configs import (
+from groupd.broker.config import default_config
+from groupd.broker.dataplane.group_configs import (
     FILE,
     GROUP_CONFIG_KEYS,
     GROUP_CONFIGS,
@@ -17,7 +17,7 @@ from broker.dataplane.group_configs import (
     iso_duration_ms,
     validate,
 )
-from broker.dataplane.topic_configs import BOOLEAN, INT, STRING, InvalidConfig
+from groupd.broker.dataplane.topic_configs import BOOLEAN, INT, STRING, InvalidConfig
 
 BROKER = default_config()
 
@@ -222,7 +222,7 @@ def test_a_damaged_file_stops_start_up_with_its_name(tmp_path):
     ],
 )
 def test_the_brokers_consumer_keys_must_lie_within_their_bounds(overrides, message):
-    from broker.config import ConfigError
+    from groupd.broker.config import ConfigError
 
     with pytest.raises(ConfigError, match=message):
         default_config(**overrides)
@@ -237,7 +237,7 @@ def test_lowered_bounds_allow_short_test_intervals():
 
 
 def test_the_coordinator_reads_the_store_and_follows_its_changes(tmp_path):
-    from coordinator.api import GroupConfig
+    from groupd.coordinator.api import GroupConfig
 
     store = GroupConfigStore(tmp_path, BROKER)
     cfg = GroupConfig()

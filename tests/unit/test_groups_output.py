@@ -5,9 +5,9 @@ UPGRADED when classic members sit in a consumer group."""
 
 from types import SimpleNamespace as NS
 
-from tools.consumer_describe import as_description
-from tools.groups_cli import _assigned
-from tools.groups_output import format_members, format_state
+from groupd.cli.consumer_describe import as_description
+from groupd.cli.groups_cli import _assigned
+from groupd.cli.groups_output import format_members, format_state
 
 
 def _tp(topic, *ps):

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from broker import config as cfg
-from broker.config import KEYS, build_config, default_config
-from broker.kafka_keys import IGNORED
+from groupd.broker import config as cfg
+from groupd.broker.config import KEYS, build_config, default_config
+from groupd.broker.kafka_keys import IGNORED
 
 ROOT = Path(__file__).resolve().parents[2]
 

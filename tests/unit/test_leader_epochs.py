@@ -3,7 +3,7 @@ always holds the single entry (epoch 0, log start offset)."""
 
 import pytest
 
-from broker.dataplane.leader_epochs import (
+from groupd.broker.dataplane.leader_epochs import (
     LEADER_EPOCH,
     UNDEFINED_EPOCH,
     UNDEFINED_OFFSET,
@@ -11,8 +11,8 @@ from broker.dataplane.leader_epochs import (
     end_offset_for,
     fetch_divergence,
 )
-from protocol.errors import ErrorCode
-from storage.batch import build_batch, build_control_batch, parse_header
+from groupd.protocol.errors import ErrorCode
+from groupd.storage.batch import build_batch, build_control_batch, parse_header
 
 
 def test_the_leader_epoch_is_zero():
@@ -66,8 +66,8 @@ def test_batches_the_broker_builds_already_carry_epoch_zero():
 
 def test_offset_for_leader_epoch_errors_are_counted_per_api():
     """groupd_request_errors{api="OffsetForLeaderEpoch"} sees the first partition error of an answer."""
-    from broker.ops.metrics import response_error
-    from protocol import codec
+    from groupd.broker.ops.metrics import response_error
+    from groupd.protocol import codec
 
     cls = codec.response_class(23, 4)
     part, topic = codec.nested(cls, "EpochEndOffset"), codec.nested(cls, "OffsetForLeaderTopicResult")

@@ -3,7 +3,7 @@ them, and what groupd refuses at start-up."""
 
 import pytest
 
-from broker.config import ConfigError, load_config, parse_properties
+from groupd.broker.config import ConfigError, load_config, parse_properties
 
 JAAS = 'org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" password="admin-secret" user_admin="admin-secret" user_alice="alice-secret";'
 
@@ -86,7 +86,7 @@ def test_refused_at_start_up(raw, message):
 
 
 def test_jaas_syntax_quotes_comments_and_flags():
-    from broker.security.jaas import parse_jaas
+    from groupd.broker.security.jaas import parse_jaas
 
     module = parse_jaas(
         "org.apache.kafka.common.security.plain.PlainLoginModule Required /* c */ username=admin\n"

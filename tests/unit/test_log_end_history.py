@@ -1,7 +1,7 @@
 """broker/ops/log_end_history.py: its record format, and that a tick appends only what moved."""
 
-from broker.ops.log_end_history import DIRECTORY, LogEndRecorder, decode, encode
-from pipeline import store
+from groupd.broker.ops.log_end_history import DIRECTORY, LogEndRecorder, decode, encode
+from groupd.pipeline import store
 
 
 def test_records_round_trip_and_unknown_versions_are_skipped():

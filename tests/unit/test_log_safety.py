@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from broker.ops.logoutput import (
+from groupd.broker.ops.logoutput import (
     MESSAGE_MAX_CHARS,
     VALUE_MAX_CHARS,
     JsonFormatter,

@@ -17,9 +17,9 @@ import zlib
 
 import pytest
 
-from storage import codecs, message_sets
-from storage.batch import build_batch, build_control_batch, iter_records, parse_header
-from storage.errors import CorruptBatch, InvalidRecord, UnsupportedCompression
+from groupd.storage import codecs, message_sets
+from groupd.storage.batch import build_batch, build_control_batch, iter_records, parse_header
+from groupd.storage.errors import CorruptBatch, InvalidRecord, UnsupportedCompression
 from tests.legacy_sets import XxhashShim, read_legacy
 from tests.legacy_sets import legacy_set as _legacy_set
 

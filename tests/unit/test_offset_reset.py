@@ -3,7 +3,7 @@
 import pytest
 from kafka import TopicPartition
 
-from tools import offset_reset as r
+from groupd.cli import offset_reset as r
 
 T0, T1 = TopicPartition("t", 0), TopicPartition("t", 1)
 

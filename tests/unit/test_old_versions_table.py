@@ -12,8 +12,8 @@ import pytest
 from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader
 
-from protocol import codec, old_schemas
-from protocol.api_table import API_TABLE
+from groupd.protocol import codec, old_schemas
+from groupd.protocol.api_table import API_TABLE
 
 KAFKA_39_VALID_VERSIONS: dict[str, tuple[int, int]] = {
     "Produce": (0, 11),
@@ -107,7 +107,7 @@ def _all_versions():
 def test_generated_classes_load_and_kio_reads_them(api_key, version):
     """The generated classes are what codec resolves, kio has none of its own, and kio's reader takes them."""
     req, resp = codec.request_class(api_key, version), codec.response_class(api_key, version)
-    assert req.__module__.startswith("protocol.old_schemas.") and resp.__module__.startswith("protocol.old_schemas.")
+    assert req.__module__.startswith("groupd.protocol.old_schemas.") and resp.__module__.startswith("groupd.protocol.old_schemas.")
     assert (req.__api_key__, req.__version__, resp.__version__) == (api_key, version, version)
     with pytest.raises(Exception, match="entity path"):
         load_request_schema(api_key, version)

@@ -1,6 +1,6 @@
 import pytest
 
-from coordinator.partitioning import java_string_hash, kafka_abs, partition_for
+from groupd.coordinator.partitioning import java_string_hash, kafka_abs, partition_for
 
 # Values of Java's String.hashCode and Kafka's partitionFor (N=50), from the spec's table.
 CASES = [

@@ -1,6 +1,6 @@
 """The pipeline's reader of log.dirs, without Spark: which directories are data partitions."""
 
-from pipeline import store
+from groupd.pipeline import store
 
 
 def test_internal_topics_are_not_data_partitions(tmp_path):

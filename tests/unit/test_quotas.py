@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from broker.ops.quotas import (
+from groupd.broker.ops.quotas import (
     CLIENT_ID,
     CONSUMER_BYTE_RATE,
     IP,
@@ -199,7 +199,7 @@ def test_describe_filters_like_kafka() -> None:
 
 
 def _mutations(strict: bool):
-    from broker.ops.quotas import MutationQuota
+    from groupd.broker.ops.quotas import MutationQuota
 
     q = MutationQuota(samples=10, window_ms=1000)
     q.set_limits({entity_of([(CLIENT_ID, "admin")]): {"controller_mutation_rate": 10.0}})
@@ -228,7 +228,7 @@ def test_permissive_mutation_quota_throttles_but_accepts():
 
 
 def test_no_mutation_quota_is_unbounded():
-    from broker.ops.quotas import MutationQuota
+    from groupd.broker.ops.quotas import MutationQuota
 
     quota = MutationQuota().for_request("ANONYMOUS", "anyone", strict=True)
     assert all(quota.record(10**6, 0) for _ in range(5)) and quota.throttle_ms(0) == 0

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from coordinator.records import (
+from groupd.coordinator.records import (
     GroupMetadataKey,
     GroupMetadataValue,
     MemberMetadata,
@@ -147,7 +147,7 @@ def test_offset_commit_round_trip(offset, metadata, ts, epoch, version):
 @given(texts, texts, st.integers(-(2**31), 2**31 - 1), st.integers(-(2**63), 2**63 - 1), texts,
        st.integers(-(2**63), 2**63 - 1), st.integers(-(2**31), 2**31 - 1), st.sampled_from([1, 3]))
 def test_fast_paths_match_the_generic_reader(group, topic, partition, offset, metadata, ts, epoch, version):
-    from coordinator import records
+    from groupd.coordinator import records
 
     key_bytes = b"".join([b"\x00\x01", s16(group), s16(topic), struct.pack(">i", partition)])
     key = decode_key(key_bytes)
@@ -162,7 +162,7 @@ def test_fast_paths_match_the_generic_reader(group, topic, partition, offset, me
        st.integers(-(2**63), 2**63 - 1), st.integers(-(2**31), 2**31 - 1), st.integers(-1, 2**62))
 def test_the_commit_writers_lay_out_what_the_general_writer_does(group, topic, partition, offset, metadata, ts, epoch, expire):
     """encode_key (a cached prefix) and encode_value (struct layouts) against Writer, field by field."""
-    from coordinator import records
+    from groupd.coordinator import records
 
     key = OffsetCommitKey(group, topic, partition)
     expected_key = b"".join([b"\x00\x01", s16(group), s16(topic), struct.pack(">i", partition)])
@@ -174,7 +174,7 @@ def test_the_commit_writers_lay_out_what_the_general_writer_does(group, topic, p
 
 
 def test_the_key_prefix_cache_is_bounded(monkeypatch):
-    from coordinator import records
+    from groupd.coordinator import records
 
     monkeypatch.setattr(records, "_KEY_PREFIXES_MAX", 4)
     for i in range(10):
@@ -183,7 +183,7 @@ def test_the_key_prefix_cache_is_bounded(monkeypatch):
 
 
 def test_fast_path_declines_odd_bytes_and_the_checked_reader_reports_them():
-    from coordinator import records
+    from groupd.coordinator import records
 
     good = b"\x00\x01" + s16("g") + s16("t") + struct.pack(">i", 0)
     assert records._decode_offset_key_fast(good + b"\x00") is None  # trailing byte: not the fast shape
@@ -222,7 +222,7 @@ def offset_record_bytes(group, topic, partition, key_version, value):
     st.sampled_from([None, -1, 1]),
 )
 def test_the_loads_offset_path_agrees_with_the_checked_decoders(record, damage):
-    from coordinator.records import decode_offset_commit
+    from groupd.coordinator.records import decode_offset_commit
 
     key, value = record
     if damage == -1 and value:
@@ -238,7 +238,7 @@ def test_the_loads_offset_path_agrees_with_the_checked_decoders(record, damage):
 
 
 def test_the_loads_offset_path_takes_what_groupd_and_kafka_write():
-    from coordinator.records import decode_offset_commit
+    from groupd.coordinator.records import decode_offset_commit
 
     key = encode_key(OffsetCommitKey("g", "t", 3))
     for value in (OffsetCommitValue(5, "m", 7, 2), OffsetCommitValue(5, "", 7, -1, 9)):

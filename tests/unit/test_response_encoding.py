@@ -5,8 +5,8 @@ import struct
 
 from kio.serial import entity_writer
 
-from protocol import codec
-from protocol.request import encode_response
+from groupd.protocol import codec
+from groupd.protocol.request import encode_response
 
 
 def kio_frame(api_key, version, cid, response):
@@ -40,8 +40,8 @@ def test_reused_bodies_follow_the_value_not_the_first_answer():
 
 
 def test_encoded_answers_carry_their_bytes_and_error():
-    from broker.dispatch import RequestContext
-    from protocol.request import Encoded, RequestHeader
+    from groupd.broker.dispatch import RequestContext
+    from groupd.protocol.request import Encoded, RequestHeader
 
     for version in range(5):
         for error in (0, 27):

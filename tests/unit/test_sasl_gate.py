@@ -5,10 +5,10 @@ import struct
 
 import pytest
 
-from broker.security.errors import AuthenticationFailed
-from broker.security.sasl import PlainServer, SaslGate
-from protocol import codec
-from protocol.errors import ErrorCode
+from groupd.broker.security.errors import AuthenticationFailed
+from groupd.broker.security.sasl import PlainServer, SaslGate
+from groupd.protocol import codec
+from groupd.protocol.errors import ErrorCode
 from tests.harness import request_bytes
 
 USERS = {"alice": "alice-secret"}

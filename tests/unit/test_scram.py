@@ -7,8 +7,8 @@ import hmac
 
 import pytest
 
-from broker.security.errors import AuthenticationFailed, InvalidCredentials
-from broker.security.scram import (
+from groupd.broker.security.errors import AuthenticationFailed, InvalidCredentials
+from groupd.broker.security.scram import (
     SHA_256,
     SHA_512,
     ScramCredentials,
@@ -17,7 +17,7 @@ from broker.security.scram import (
     salted_password,
     username,
 )
-from protocol.errors import ErrorCode
+from groupd.protocol.errors import ErrorCode
 
 # RFC 7677 section 3: user "user", password "pencil"
 RFC_SALT = base64.b64decode("W22ZaJ0SNY7soEsUEjb6gQ==")

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from broker.config import ConfigError, load_config
-from broker.security.tls import principal, server_context
+from groupd.broker.config import ConfigError, load_config
+from groupd.broker.security.tls import principal, server_context
 from tests.tls_certs import CLIENT_PRINCIPAL, KEY_PASSWORD, make_certs
 
 

@@ -10,10 +10,10 @@ import uuid
 import pytest
 from kio.serial.errors import BufferUnderflow
 
-from protocol import bounds, codec
-from protocol.api_table import API_TABLE, ApiKey
-from protocol.fastwrite import _uvarint
-from protocol.request import encode_request, parse_request
+from groupd.protocol import bounds, codec
+from groupd.protocol.api_table import API_TABLE, ApiKey
+from groupd.protocol.fastwrite import _uvarint
+from groupd.protocol.request import encode_request, parse_request
 from tests.fuzz import Values, length_fields
 
 CLIENT = "tagged-client"

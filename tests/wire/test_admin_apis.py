@@ -7,10 +7,10 @@ import os
 
 import pytest
 
-from protocol import codec
-from protocol.api_table import API_TABLE
-from protocol.errors import ErrorCode
-from storage.batch import build_batch
+from groupd.protocol import codec
+from groupd.protocol.api_table import API_TABLE
+from groupd.protocol.errors import ErrorCode
+from groupd.storage.batch import build_batch
 from tests.harness import WireClient
 from tests.wire.test_data_plane import produce_body
 
@@ -256,7 +256,7 @@ async def test_alter_configs_refusals(broker, wire):
 
 
 async def test_alter_configs_survive_a_restart(tmp_path):
-    from broker.app import Broker
+    from groupd.broker.app import Broker
     from tests.conftest import broker_config
 
     b = Broker(broker_config(tmp_path))
@@ -332,7 +332,7 @@ async def _described(wire, name, synonyms=False):
 
 
 async def test_describe_configs_lists_every_topic_config_kafka_has(tmp_path):
-    from broker.app import Broker
+    from groupd.broker.app import Broker
     from tests.conftest import broker_config
 
     # a broker whose log.* settings are Kafka's own defaults, so each value is the catalogue's default

@@ -82,8 +82,8 @@ async def test_in_process_commits_stop_at_a_count(tmp_path):
 async def test_in_process_layers_come_out_and_go_back(tmp_path):
     """--without store / coordinator: a commit's cost taken apart; the broker is whole again after."""
     from bench import inprocess
-    from broker.routes import HANDLERS
-    from storage.log import Log
+    from groupd.broker.routes import HANDLERS
+    from groupd.storage.log import Log
 
     handler, append = HANDLERS[inprocess.OFFSET_COMMIT], Log.append_records
     for layer in ("store", "coordinator"):

@@ -2,13 +2,13 @@
 
 import pytest
 
-from coordinator.partitioning import partition_for
-from protocol.api_table import API_TABLE
-from protocol.errors import ErrorCode
+from groupd.coordinator.partitioning import partition_for
+from groupd.protocol.api_table import API_TABLE
+from groupd.protocol.errors import ErrorCode
 
 
 def _md_request(version, names, auto):
-    from protocol import codec
+    from groupd.protocol import codec
 
     cls = codec.request_class(3, version)
     topic = codec.nested(cls, "MetadataRequestTopic")
@@ -64,7 +64,7 @@ async def test_metadata_every_version(wire, broker, version):
 
 
 async def test_metadata_unknown_and_invalid_topics(tmp_path):
-    from broker.app import Broker
+    from groupd.broker.app import Broker
     from tests.conftest import broker_config
     from tests.harness import WireClient
 
@@ -117,7 +117,7 @@ async def test_create_topics_errors(wire, broker):
         {"name": "cfg", "num_partitions": 1, "replication_factor": 1, "assignments": (), "configs": ({"name": "no.such", "value": "1"},)},
         {"name": "dflt", "num_partitions": -1, "replication_factor": -1, "assignments": (), "configs": ()},
     ]
-    from protocol import codec
+    from groupd.protocol import codec
 
     cls = codec.request_class(19, 7)
     topic_cls = codec.nested(cls, "CreatableTopic")
@@ -141,7 +141,7 @@ async def test_create_topics_errors(wire, broker):
 
 
 async def test_create_topics_validate_only_creates_nothing(wire, broker):
-    from protocol import codec
+    from groupd.protocol import codec
 
     topic_cls = codec.nested(codec.request_class(19, 5), "CreatableTopic")
     t = topic_cls(name="dry", num_partitions=4, replication_factor=1, assignments=(), configs=())
@@ -158,7 +158,7 @@ async def test_delete_topics(wire, broker):
 
 
 async def test_topic_registry_survives_restart(tmp_path):
-    from broker.app import Broker
+    from groupd.broker.app import Broker
     from tests.conftest import broker_config
 
     b = Broker(broker_config(tmp_path))

@@ -2,7 +2,7 @@
 
 import asyncio
 
-from protocol.errors import ErrorCode
+from groupd.protocol.errors import ErrorCode
 from tests.harness import WireClient
 from tests.wire.test_groups import commit_body, fetch_body, join_body, join_with_id, start_broker
 

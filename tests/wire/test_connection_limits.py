@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from broker.app import Broker
+from groupd.broker.app import Broker
 from tests.conftest import broker_config
 from tests.harness import BrokerProcess, WireClient
 from tests.wire.test_data_plane import fetch_body
@@ -178,7 +178,7 @@ def test_out_of_file_descriptors_is_logged_once_and_new_connections_closed_not_l
     ({"connections.max.idle.ms": 50, "connection.failed.authentication.delay.ms": 100}, "should always be less than connections.max.idle.ms"),
 ])
 def test_limits_are_validated_as_kafka_validates_them(tmp_path, overrides, why):
-    from broker.config import ConfigError
+    from groupd.broker.config import ConfigError
 
     with pytest.raises(ConfigError, match=why.replace(".", r"\.")):
         broker_config(tmp_path, **overrides)

@@ -1,8 +1,8 @@
 """ConsumerGroupHeartbeat (68) and ConsumerGroupDescribe (69) through a real socket, and a restart that
 keeps every group, epoch and assignment (the records replayed from __consumer_offsets)."""
 
-from broker.app import Broker
-from protocol import codec
+from groupd.broker.app import Broker
+from groupd.protocol import codec
 from tests.conftest import broker_config
 from tests.harness import WireClient
 from tests.wire.test_groups import wait_loaded

@@ -2,9 +2,9 @@
 member (as kafka-python speaks) and a ConsumerGroupHeartbeat member in one group, a restart in the
 middle, the consumer member leaving (the group turns classic again), and an online upgrade."""
 
-from broker.app import Broker
-from coordinator.consumer.embedded import assignment_bytes, parse_assignment
-from protocol import codec
+from groupd.broker.app import Broker
+from groupd.coordinator.consumer.embedded import assignment_bytes, parse_assignment
+from groupd.protocol import codec
 from tests.conftest import broker_config
 from tests.harness import WireClient
 from tests.wire.test_consumer_groups import describe_body, hb_body

@@ -6,9 +6,9 @@ import uuid
 
 import pytest
 
-from protocol import codec
-from protocol.errors import ErrorCode
-from storage.batch import build_batch
+from groupd.protocol import codec
+from groupd.protocol.errors import ErrorCode
+from groupd.storage.batch import build_batch
 from tests.harness import WireClient
 
 
@@ -150,7 +150,7 @@ async def test_corrupt_and_old_magic_refused(broker, wire):
 @pytest.mark.parametrize(("version", "error"), [(3, ErrorCode.unsupported_compression_type), (6, ErrorCode.unsupported_compression_type), (7, ErrorCode.none)])
 async def test_a_zstd_batch_needs_produce_v7(broker, wire, version, error):
     """Kafka's ProduceRequest.validateRecords: a zstd batch in Produce v3-6 is UNSUPPORTED_COMPRESSION_TYPE."""
-    from storage.message_sets import compressed_batch
+    from groupd.storage.message_sets import compressed_batch
 
     broker.create_topic("z", 1, {})
     resp = await wire.call(0, version, produce_body("z", 0, compressed_batch(build_batch([(None, b"v")], timestamp_ms=1), 4), version=version))
@@ -215,7 +215,7 @@ async def test_list_offsets_a_partition_named_twice_is_an_invalid_request(broker
 
 
 async def test_data_survives_restart(tmp_path):
-    from broker.app import Broker
+    from groupd.broker.app import Broker
     from tests.conftest import broker_config
 
     b = Broker(broker_config(tmp_path))

@@ -15,10 +15,10 @@ import time
 
 import pytest
 
-from broker.app import Broker
-from protocol import codec
-from protocol.api_table import API_TABLE
-from protocol.errors import ErrorCode
+from groupd.broker.app import Broker
+from groupd.protocol import codec
+from groupd.protocol.api_table import API_TABLE
+from groupd.protocol.errors import ErrorCode
 from tests.conftest import broker_config
 from tests.harness import WireClient
 from tests.wire.test_groups import commit_body, wait_loaded

@@ -10,9 +10,9 @@ import uuid
 
 import pytest
 
-from protocol import codec
-from protocol.errors import ErrorCode
-from storage.batch import build_batch
+from groupd.protocol import codec
+from groupd.protocol.errors import ErrorCode
+from groupd.storage.batch import build_batch
 from tests.wire.test_data_plane import produce_body
 
 FETCH_VERSIONS = [4, 8, 11, 12, 13, 16, 18]  # legacy and compact records, topic names and topic ids

@@ -13,9 +13,9 @@ import logging
 import struct
 import typing
 
-from protocol import codec
-from protocol.api_table import API_TABLE
-from protocol.errors import ErrorCode
+from groupd.protocol import codec
+from groupd.protocol.api_table import API_TABLE
+from groupd.protocol.errors import ErrorCode
 from tests.fuzz import FUZZ_CONFIG, Values, fuzz
 from tests.harness import BrokerProcess, WireClient, request_bytes
 

@@ -12,9 +12,9 @@ from datetime import timedelta
 
 import pytest
 
-from broker.app import Broker
-from protocol import codec
-from protocol.errors import ErrorCode
+from groupd.broker.app import Broker
+from groupd.protocol import codec
+from groupd.protocol.errors import ErrorCode
 from tests.conftest import broker_config
 from tests.harness import WireClient
 from tests.wire.test_groups import commit_body, wait_loaded

@@ -14,9 +14,9 @@ import time
 
 import pytest
 
-from protocol import codec
-from protocol.errors import ErrorCode
-from storage.batch import build_batch, iter_batches, parse_header
+from groupd.protocol import codec
+from groupd.protocol.errors import ErrorCode
+from groupd.storage.batch import build_batch, iter_batches, parse_header
 from tests.harness import WireClient
 from tests.wire.test_data_plane import produce_body
 from tests.wire.test_groups import commit_body, start_broker

@@ -3,7 +3,7 @@ them from the store alone after the broker has stopped."""
 
 from kafka import KafkaProducer
 
-from pipeline import store
+from groupd.pipeline import store
 from tests.harness import BrokerProcess
 
 

@@ -11,7 +11,7 @@ import sys
 import threading
 import time
 
-from broker.ops.logoutput import TEXT_FORMAT, TextFieldsFormatter, TurnBufferedHandler
+from groupd.broker.ops.logoutput import TEXT_FORMAT, TextFieldsFormatter, TurnBufferedHandler
 
 
 class CountingStream(io.StringIO):

@@ -10,10 +10,10 @@ from dataclasses import dataclass, field
 
 from prometheus_client.parser import text_string_to_metric_families
 
-from broker.app import Broker
-from broker.ops.logoutput import JsonFormatter, LogfmtFormatter, TextFieldsFormatter
-from broker.ops.metrics import api_name
-from coordinator.logfields import group_event, group_fields
+from groupd.broker.app import Broker
+from groupd.broker.ops.logoutput import JsonFormatter, LogfmtFormatter, TextFieldsFormatter
+from groupd.broker.ops.metrics import api_name
+from groupd.coordinator.logfields import group_event, group_fields
 from tests.conftest import broker_config
 from tests.harness import WireClient
 
@@ -93,7 +93,7 @@ async def test_error_codes_top_level_and_nested(tmp_path):
     from kio.schema.heartbeat.v4.response import HeartbeatResponse
     from kio.schema.offset_commit.v8 import response as oc
 
-    from protocol import codec
+    from groupd.protocol import codec
 
     b = await metrics_broker(tmp_path)
     try:
@@ -104,10 +104,10 @@ async def test_error_codes_top_level_and_nested(tmp_path):
         topic = codec.make(oc.OffsetCommitResponseTopic, name="t", partitions=(part,))
         m.request_finished(8, m.request_started(8), codec.make(oc.OffsetCommitResponse, throttle_time=0, topics=(topic,)))
         # the same answers as the handlers give them: written once, with their error code beside
-        from broker.dispatch import RequestContext
-        from broker.handlers.offsets import _commit_response
-        from coordinator.api import PartitionError
-        from protocol.request import RequestHeader
+        from groupd.broker.dispatch import RequestContext
+        from groupd.broker.handlers.offsets import _commit_response
+        from groupd.coordinator.api import PartitionError
+        from groupd.protocol.request import RequestHeader
 
         ctx = RequestContext(RequestHeader(8, 8, 1, "c"), "h", "c1")
         encoded = _commit_response(ctx, [PartitionError("t", 0, 0), PartitionError("t", 1, 25)])

@@ -46,7 +46,7 @@ async def test_scrape_sees_a_real_rebalance(tmp_path):
 
 
 def _member(member_id):
-    from protocol import codec
+    from groupd.protocol import codec
 
     return codec.nested(codec.request_class(13, 3), "MemberIdentity")(member_id=member_id, group_instance_id=None)
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 import uuid
 
-from coordinator.records import OffsetCommitKey, decode_key
-from protocol import codec
-from protocol.errors import ErrorCode
-from storage.batch import build_batch, iter_records, split_batches
+from groupd.coordinator.records import OffsetCommitKey, decode_key
+from groupd.protocol import codec
+from groupd.protocol.errors import ErrorCode
+from groupd.storage.batch import build_batch, iter_records, split_batches
 from tests.harness import WireClient
 from tests.wire.test_data_plane import fetch_body, list_offsets_body, produce_body
 from tests.wire.test_groups import commit_body, start_broker

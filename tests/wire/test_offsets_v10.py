@@ -22,8 +22,8 @@ from kafka.protocol.consumer import (
     OffsetFetchResponse,
 )
 
-from protocol import codec
-from protocol.errors import ErrorCode
+from groupd.protocol import codec
+from groupd.protocol.errors import ErrorCode
 from tests.wire.test_groups import wait_loaded
 from tests.wire.test_txn_offsets import txn_body
 

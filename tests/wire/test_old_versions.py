@@ -16,9 +16,9 @@ Kafka 3.9 facts (apache/kafka branch 3.9: message JSON, KafkaApis, UnifiedLog, P
 
 import pytest
 
-from protocol import codec
-from protocol.errors import ErrorCode
-from storage.batch import build_batch
+from groupd.protocol import codec
+from groupd.protocol.errors import ErrorCode
+from groupd.storage.batch import build_batch
 from tests.harness import WireClient
 from tests.legacy_sets import XxhashShim, legacy_set, read_legacy
 from tests.wire.test_groups import wait_loaded
@@ -248,7 +248,7 @@ async def test_produce_v0_to_v2_message_sets_are_stored_as_v2_batches(b, wire, v
     assert p.error_code == 0 and p.base_offset == 0
     resp = await wire.call(0, version, produce_old(version, "t", legacy_set(magic, codec, ROWS)))
     assert resp.responses[0].partition_responses[0].base_offset == 2
-    from storage.batch import iter_batches, iter_records
+    from groupd.storage.batch import iter_batches, iter_records
 
     fetched = await wire.call(1, 12, fetch_old(12, "t", 0))
     data = bytes(fetched.responses[0].partitions[0].records)
@@ -263,7 +263,7 @@ async def test_produce_v0_to_v2_message_sets_are_stored_as_v2_batches(b, wire, v
 
 async def _stored(wire, topic):
     """(codec, records) of every batch of partition 0, read by Fetch v12 (no conversion)."""
-    from storage.batch import iter_batches, iter_records
+    from groupd.storage.batch import iter_batches, iter_records
 
     fetched = await wire.call(1, 12, fetch_old(12, topic, 0))
     data = bytes(fetched.responses[0].partitions[0].records)
@@ -287,7 +287,7 @@ async def test_produce_v2_of_two_compressed_wrappers_is_invalid_record(b, wire):
 
 
 def _v2(codec, rows, base=0):
-    from storage import message_sets
+    from groupd.storage import message_sets
 
     batch = build_batch([(k, v) for k, v, _ in rows], timestamp_ms=rows[0][2], timestamps=[t for *_, t in rows], base_offset=base)
     return batch if codec == NONE else message_sets.compressed_batch(batch, codec)
@@ -302,7 +302,7 @@ async def _produce_v3(wire, topic, records):
 @pytest.mark.parametrize(("version", "magic"), [(0, 0), (1, 0), (2, 1), (3, 1)])
 @pytest.mark.parametrize("codec", [SNAPPY, LZ4])
 async def test_fetch_v0_to_v3_down_converts_a_compressed_batch_to_one_wrapper_of_its_codec(b, wire, version, magic, codec):
-    from storage import message_sets
+    from groupd.storage import message_sets
 
     await _produce_v3(wire, "t", _v2(codec, ROWS))
     p = (await wire.call(1, version, fetch_old(version, "t", 1))).responses[0].partitions[0]
@@ -351,7 +351,7 @@ async def test_message_downconversion_enable_false_refuses_fetch_v0_to_v3_only(b
 
 
 async def test_the_brokers_log_message_downconversion_enable_is_every_topics_default(tmp_path):
-    from broker.app import Broker
+    from groupd.broker.app import Broker
     from tests.conftest import broker_config
 
     broker = Broker(broker_config(tmp_path, **{"log.message.downconversion.enable": "false"}))

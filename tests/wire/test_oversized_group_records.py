@@ -16,8 +16,8 @@ import asyncio
 
 import pytest
 
-from coordinator import errors as E
-from protocol import codec
+from groupd.coordinator import errors as E
+from groupd.protocol import codec
 from tests.harness import WireClient
 from tests.wire.test_groups import commit_body, fetch_body, join_body, join_with_id, start_broker, sync_body
 

@@ -4,10 +4,10 @@ twice), and an out-of-order one is refused."""
 
 import pytest
 
-from broker.app import Broker
-from broker.dataplane.producers import SNAPSHOT
-from protocol.errors import ErrorCode
-from storage.batch import build_batch
+from groupd.broker.app import Broker
+from groupd.broker.dataplane.producers import SNAPSHOT
+from groupd.protocol.errors import ErrorCode
+from groupd.storage.batch import build_batch
 from tests.conftest import broker_config
 from tests.harness import WireClient
 from tests.wire.test_data_plane import produce_body

@@ -8,10 +8,10 @@ import time
 
 import pytest
 
-from broker.app import Broker
-from protocol import codec
-from protocol.errors import ErrorCode
-from storage.batch import build_batch
+from groupd.broker.app import Broker
+from groupd.protocol import codec
+from groupd.protocol.errors import ErrorCode
+from groupd.storage.batch import build_batch
 from tests.conftest import broker_config
 from tests.harness import WireClient, request_bytes
 from tests.wire.test_data_plane import fetch_body, produce_body

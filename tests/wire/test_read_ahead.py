@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 
-from broker.app import Broker
+from groupd.broker.app import Broker
 from tests.conftest import broker_config
 from tests.harness import WireClient, padded_api_versions
 from tests.wire.test_data_plane import fetch_body

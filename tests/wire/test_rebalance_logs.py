@@ -9,8 +9,8 @@ import dataclasses
 import datetime
 import logging
 
-from protocol import codec
-from protocol.errors import ErrorCode
+from groupd.protocol import codec
+from groupd.protocol.errors import ErrorCode
 from tests.harness import WireClient
 from tests.wire.test_groups import join_body, join_with_id, start_broker, sync_body
 

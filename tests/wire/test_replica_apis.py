@@ -9,9 +9,9 @@ import os
 
 import pytest
 
-from protocol import codec
-from protocol.api_table import API_TABLE
-from protocol.errors import ErrorCode
+from groupd.protocol import codec
+from groupd.protocol.api_table import API_TABLE
+from groupd.protocol.errors import ErrorCode
 
 PREFERRED, UNCLEAN = 0, 1
 # Errors.ELECTION_NOT_NEEDED's default message: ReplicationControlManager.electLeader answers
@@ -246,7 +246,7 @@ async def test_reassigning_no_topics(broker, wire, version):
 
 
 async def test_reassignment_on_another_node_id(tmp_path):
-    from broker.app import Broker
+    from groupd.broker.app import Broker
     from tests.conftest import broker_config
     from tests.harness import WireClient
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import uuid
 
-from protocol import codec
-from protocol.errors import ErrorCode
-from storage.batch import build_batch
+from groupd.protocol import codec
+from groupd.protocol.errors import ErrorCode
+from groupd.storage.batch import build_batch
 from tests.wire.test_data_plane import produce_body
 
 

@@ -11,8 +11,8 @@ import time
 import pytest
 from prometheus_client import generate_latest
 
-from broker.app import Broker
-from protocol.errors import ErrorCode
+from groupd.broker.app import Broker
+from groupd.protocol.errors import ErrorCode
 from tests.conftest import broker_config
 from tests.harness import WireClient
 

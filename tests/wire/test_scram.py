@@ -9,11 +9,11 @@ import logging
 
 import pytest
 
-from broker.app import Broker
-from broker.ops.logoutput import VALUE_MAX_CHARS, TextFieldsFormatter, TurnBufferedHandler
-from broker.security.scram import SHA_256, SHA_512, salted_password
-from protocol import codec
-from protocol.errors import ErrorCode
+from groupd.broker.app import Broker
+from groupd.broker.ops.logoutput import VALUE_MAX_CHARS, TextFieldsFormatter, TurnBufferedHandler
+from groupd.broker.security.scram import SHA_256, SHA_512, salted_password
+from groupd.protocol import codec
+from groupd.protocol.errors import ErrorCode
 from tests.conftest import broker_config
 from tests.harness import WireClient
 from tests.unit.test_scram import client_final

@@ -8,10 +8,10 @@ import asyncio
 
 import pytest
 
-from broker.app import Broker
-from coordinator.share_state.persister import ACKNOWLEDGED, SharePartitionKey
-from protocol import codec
-from storage.batch import build_batch
+from groupd.broker.app import Broker
+from groupd.coordinator.share_state.persister import ACKNOWLEDGED, SharePartitionKey
+from groupd.protocol import codec
+from groupd.storage.batch import build_batch
 from tests.conftest import broker_config
 from tests.harness import WireClient
 from tests.share.fake_persister import FakePersister
@@ -227,7 +227,7 @@ async def test_fetch_long_polls_until_a_produce(tmp_path):
 
 async def test_lock_expiry_redelivers_to_another_member(tmp_path):
     b = await started(tmp_path)
-    b.share_partitions.config_for = lambda g: __import__("coordinator.share.config", fromlist=["x"]).ShareGroupConfig(
+    b.share_partitions.config_for = lambda g: __import__("groupd.coordinator.share.config", fromlist=["x"]).ShareGroupConfig(
         record_lock_duration_ms=200)
     try:
         tid = (await topic_with_state(b)).topic_id
@@ -394,7 +394,7 @@ async def test_restart_keeps_acknowledged_state(tmp_path, real, acks, expected):
 @pytest.mark.parametrize(("reset", "expected"), [("earliest", [(0, 2, 1)]), ("by_duration:PT1H", [(0, 2, 1)]),
                                                  ("by_duration:P1D", [(0, 2, 1)])])
 async def test_share_auto_offset_reset(tmp_path, reset, expected):
-    from coordinator.share.config import ShareGroupConfig
+    from groupd.coordinator.share.config import ShareGroupConfig
 
     b = await started(tmp_path)
     b.share_partitions.config_for = lambda g: ShareGroupConfig(auto_offset_reset=reset)
@@ -402,7 +402,7 @@ async def test_share_auto_offset_reset(tmp_path, reset, expected):
         topic = b.create_topic("t", 1, {})
         c = await WireClient.connect(b.port)
         cls = codec.request_class(0, 9)
-        from clock import wall_ms
+        from groupd.clock import wall_ms
 
         batch = build_batch([(None, b"a"), (None, b"b"), (None, b"c")], timestamp_ms=wall_ms() - 60_000)
         t = codec.nested(cls, "TopicProduceData")
@@ -418,7 +418,7 @@ async def test_share_auto_offset_reset(tmp_path, reset, expected):
 
 
 async def test_by_duration_with_no_record_that_recent_is_offset_not_available(tmp_path):
-    from coordinator.share.config import ShareGroupConfig
+    from groupd.coordinator.share.config import ShareGroupConfig
 
     b = await started(tmp_path)
     b.share_partitions.config_for = lambda g: ShareGroupConfig(auto_offset_reset="by_duration:PT1S")
@@ -427,7 +427,7 @@ async def test_by_duration_with_no_record_that_recent_is_offset_not_available(tm
         c = await WireClient.connect(b.port)
         r = await c.call(SHARE_FETCH, 1, fetch_body(1, topic.topic_id, 0))
         assert part(r).error_code == 78  # OFFSET_NOT_AVAILABLE: Kafka's look-up by timestamp found nothing
-        from clock import wall_ms
+        from groupd.clock import wall_ms
 
         await produce(c, "t", 2, timestamp_ms=wall_ms())
         r = await c.call(SHARE_FETCH, 1, fetch_body(1, topic.topic_id, 1))
@@ -492,7 +492,7 @@ async def test_share_session_limit_answers_after_max_wait(tmp_path):
     ("read_uncommitted", [(0, 4, 1)]),
 ])
 async def test_isolation_level_read_committed_archives_aborted_records(tmp_path, isolation, expected):
-    from coordinator.share.config import ShareGroupConfig
+    from groupd.coordinator.share.config import ShareGroupConfig
     from tests.wire.test_transactions import begin, end_body, txn_batch
     from tests.wire.test_transactions import produce as produce_one
 

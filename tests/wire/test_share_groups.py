@@ -5,9 +5,9 @@ times out (short configured timeouts), the share.version gate, and a restart tha
 import asyncio
 import logging
 
-from broker.app import Broker
-from coordinator.share_state.persister import SharePartitionKey
-from protocol import codec
+from groupd.broker.app import Broker
+from groupd.coordinator.share_state.persister import SharePartitionKey
+from groupd.protocol import codec
 from tests.conftest import broker_config
 from tests.harness import WireClient
 from tests.wire.test_group_configs import GROUP, SET, incremental

@@ -3,10 +3,10 @@
 
 import asyncio
 
+from groupd.cli.groups_cli import main
 from tests.harness import WireClient
 from tests.wire.test_leader_epochs import produce
 from tests.wire.test_share_groups import alter_offsets_body, hb_body, started, until_assigned
-from tools.groups_cli import main
 
 
 async def cli(capsys, *args):

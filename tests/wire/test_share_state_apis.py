@@ -8,11 +8,11 @@ import uuid
 
 import pytest
 
-from coordinator.partitioning import java_string_hash, kafka_abs
-from coordinator.share_state.keys import topic_id_string
-from protocol import codec
-from protocol.api_table import API_TABLE, ApiKey
-from protocol.errors import ErrorCode
+from groupd.coordinator.partitioning import java_string_hash, kafka_abs
+from groupd.coordinator.share_state.keys import topic_id_string
+from groupd.protocol import codec
+from groupd.protocol.api_table import API_TABLE, ApiKey
+from groupd.protocol.errors import ErrorCode
 
 INIT, READ, WRITE, DELETE, SUMMARY = (int(k) for k in (
     ApiKey.INITIALIZE_SHARE_GROUP_STATE, ApiKey.READ_SHARE_GROUP_STATE, ApiKey.WRITE_SHARE_GROUP_STATE,
@@ -133,7 +133,7 @@ async def test_find_coordinator_share_key(wire, broker, topic):
 
 async def test_the_state_partition_matches_kafkas_formula(broker, topic):
     """Scenario 50: ("g", id, 0) lives in abs(javaHash("g:<id>:0")) % 50."""
-    from coordinator.share_state.persister import SharePartitionKey
+    from groupd.coordinator.share_state.persister import SharePartitionKey
 
     key = SharePartitionKey("g", topic, 0)
     expected = kafka_abs(java_string_hash(f"g:{topic_id_string(topic)}:0")) % 50
@@ -145,9 +145,9 @@ async def test_the_state_partition_matches_kafkas_formula(broker, topic):
 async def test_the_state_topic_is_read_as_kafkas_internal_topic(wire, broker, topic):
     """Fetch reads ``__share_group_state`` (tools that follow it decode Kafka's records), Produce to it
     is refused, Metadata lists it as internal once it holds a record."""
-    from coordinator.share_state import records as R
-    from coordinator.share_state.persister import SharePartitionKey
-    from storage.batch import build_batch, iter_records, split_batches
+    from groupd.coordinator.share_state import records as R
+    from groupd.coordinator.share_state.persister import SharePartitionKey
+    from groupd.storage.batch import build_batch, iter_records, split_batches
     from tests.wire.test_data_plane import fetch_body, produce_body
 
     key = SharePartitionKey("g", topic, 1)

@@ -3,10 +3,10 @@ the single event-loop wake-up always follows the earliest live deadline."""
 
 import asyncio
 
-from broker.config import default_config
-from clock import wall_ms
-from coordinator.api import TimerOp
-from coordinator.service import GroupCoordinator
+from groupd.broker.config import default_config
+from groupd.clock import wall_ms
+from groupd.coordinator.api import TimerOp
+from groupd.coordinator.service import GroupCoordinator
 
 
 async def started(tmp_path):

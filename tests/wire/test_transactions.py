@@ -5,14 +5,14 @@ import asyncio
 
 import pytest
 
-from broker.app import Broker
-from broker.dataplane.txn_index import PartitionTxns
-from broker.dispatch import RequestContext
-from broker.handlers.transactions import describe_transactions
-from protocol import codec
-from protocol.errors import ErrorCode
-from protocol.request import RequestHeader
-from storage.batch import ABORT_MARKER, COMMIT_MARKER, build_batch, control_marker, iter_batches
+from groupd.broker.app import Broker
+from groupd.broker.dataplane.txn_index import PartitionTxns
+from groupd.broker.dispatch import RequestContext
+from groupd.broker.handlers.transactions import describe_transactions
+from groupd.protocol import codec
+from groupd.protocol.errors import ErrorCode
+from groupd.protocol.request import RequestHeader
+from groupd.storage.batch import ABORT_MARKER, COMMIT_MARKER, build_batch, control_marker, iter_batches
 from tests.conftest import broker_config
 from tests.harness import WireClient
 from tests.wire.test_data_plane import fetch_body, list_offsets_body, produce_body

@@ -10,10 +10,10 @@ import asyncio
 
 import pytest
 
-from broker.app import Broker
-from protocol import codec
-from protocol.errors import ErrorCode
-from storage.batch import ABORT_MARKER, COMMIT_MARKER, TRANSACTIONAL, control_marker
+from groupd.broker.app import Broker
+from groupd.protocol import codec
+from groupd.protocol.errors import ErrorCode
+from groupd.storage.batch import ABORT_MARKER, COMMIT_MARKER, TRANSACTIONAL, control_marker
 from tests.conftest import broker_config
 from tests.harness import WireClient
 from tests.wire.test_groups import start_broker, wait_loaded
@@ -167,7 +167,7 @@ async def test_member_checks_on_the_wire(tmp_path):
 
 
 async def test_complete_transaction_fails_where_the_group_is_not_ours(tmp_path):
-    from coordinator.service import CoordinatorError
+    from groupd.coordinator.service import CoordinatorError
 
     b = await start_broker(tmp_path)
     try:
@@ -180,7 +180,7 @@ async def test_complete_transaction_fails_where_the_group_is_not_ours(tmp_path):
 
 
 async def test_an_older_epoch_is_fenced_on_the_wire_and_in_complete_transaction(tmp_path):
-    from coordinator.service import CoordinatorError
+    from groupd.coordinator.service import CoordinatorError
 
     b = await start_broker(tmp_path)
     b.create_topic("t", 1, {})

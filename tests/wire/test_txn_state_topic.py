@@ -12,12 +12,12 @@ import time
 
 import pytest
 
-from broker.app import Broker
-from coordinator.partitioning import partition_for
-from coordinator.transactions import rules as T
-from protocol import codec
-from protocol.errors import ErrorCode
-from storage.batch import build_batch, iter_records, split_batches
+from groupd.broker.app import Broker
+from groupd.coordinator.partitioning import partition_for
+from groupd.coordinator.transactions import rules as T
+from groupd.protocol import codec
+from groupd.protocol.errors import ErrorCode
+from groupd.storage.batch import build_batch, iter_records, split_batches
 from tests.conftest import broker_config
 from tests.harness import WireClient
 from tests.wire.test_data_plane import fetch_body, list_offsets_body, produce_body

@@ -8,9 +8,9 @@ import asyncio
 import logging
 import struct
 
-from protocol import codec
-from protocol.api_table import ApiKey
-from protocol.request import encode_request
+from groupd.protocol import codec
+from groupd.protocol.api_table import ApiKey
+from groupd.protocol.request import encode_request
 from tests.unit.test_unknown_tags import CLIENT, _header_len, replace_empty, section
 
 

@@ -8,8 +8,8 @@ deferral, and a connection closed for bad input still gets the answers queued be
 import asyncio
 import struct
 
-from broker.network.connection import Connection
-from protocol import codec
+from groupd.broker.network.connection import Connection
+from groupd.protocol import codec
 from tests.harness import WireClient
 from tests.wire.test_groups import start_broker
 

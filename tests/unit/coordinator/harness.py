@@ -7,8 +7,8 @@ from __future__ import annotations
 import itertools
 from typing import Any
 
-from coordinator import shard
-from coordinator.api import (
+from groupd.coordinator import shard
+from groupd.coordinator.api import (
     CommitPartition,
     EndTxnMarker,
     GroupConfig,
@@ -25,9 +25,9 @@ from coordinator.api import (
     SyncGroup,
     TxnOffsetCommit,
 )
-from coordinator.group import Group
-from coordinator.runtime.runtime import CoordinatorRuntime, Shard, WriteFailed
-from protocol.topic_names import OFFSETS_TOPIC
+from groupd.coordinator.group import Group
+from groupd.coordinator.runtime.runtime import CoordinatorRuntime, Shard, WriteFailed
+from groupd.protocol.topic_names import OFFSETS_TOPIC
 
 RANGE = (Protocol("range", b"range-meta"),)
 

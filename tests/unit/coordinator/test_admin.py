@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from coordinator import shard
-from coordinator.api import DescribedMember, GroupListing, Protocol
-from coordinator.records import GroupMetadataKey, OffsetCommitKey
+from groupd.coordinator import shard
+from groupd.coordinator.api import DescribedMember, GroupListing, Protocol
+from groupd.coordinator.records import GroupMetadataKey, OffsetCommitKey
 
 from .harness import Core, subscription
 

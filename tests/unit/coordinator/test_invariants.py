@@ -6,8 +6,8 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from coordinator import shard
-from coordinator.api import Protocol
+from groupd.coordinator import shard
+from groupd.coordinator.api import Protocol
 
 from .harness import Core
 

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from coordinator.api import JoinMember, Protocol
-from coordinator.records import GroupMetadataKey
+from groupd.coordinator.api import JoinMember, Protocol
+from groupd.coordinator.records import GroupMetadataKey
 
 from .harness import RANGE, Core
 
@@ -327,8 +327,8 @@ def test_second_join_supersedes_parked_one_without_answer():
 def test_default_member_id_is_client_id_and_java_uuid():
     import re
 
-    from coordinator import shard
-    from coordinator.api import GroupConfig, JoinGroup
+    from groupd.coordinator import shard
+    from groupd.coordinator.api import GroupConfig, JoinGroup
 
     req = JoinGroup("g", "", None, 10_000, 30_000, "consumer", RANGE, "rdkafka", "/h", 4)
     r = shard.join_group(shard.ShardState(0), req, 1, 0, GroupConfig())
@@ -351,7 +351,7 @@ def test_member_ids_end_in_a_random_version_4_uuid():
     as an RFC 4122 version-4 UUID, written as ``uuid`` writes it, and no two are alike."""
     import uuid
 
-    from coordinator.classic.rules import random_uuid
+    from groupd.coordinator.classic.rules import random_uuid
 
     drawn = {random_uuid() for _ in range(2_000)}
     assert len(drawn) == 2_000

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from coordinator import shard
-from coordinator.api import OffsetDelete, OffsetDeleteResponse, PartitionError
-from coordinator.records import OffsetCommitKey, OffsetCommitValue
+from groupd.coordinator import shard
+from groupd.coordinator.api import OffsetDelete, OffsetDeleteResponse, PartitionError
+from groupd.coordinator.records import OffsetCommitKey, OffsetCommitValue
 
 from .harness import Core, subscription
 
@@ -34,7 +34,7 @@ def test_simple_commit_creates_empty_simple_group_and_fetch_returns_it():
 def test_offsets_change_only_through_replay():
     c = Core()
     tok = c.token()
-    from coordinator.api import CommitPartition, OffsetCommit
+    from groupd.coordinator.api import CommitPartition, OffsetCommit
 
     req = OffsetCommit("g", -1, "", None, -1, (CommitPartition("t", 0, 5, -1, ""),), 8)
     r = shard.offset_commit(c.state, req, tok, 0, c.cfg)
@@ -167,7 +167,7 @@ def delete(c: Core, *parts: tuple[str, int], group: str = "g") -> OffsetDeleteRe
 
 
 def test_offset_delete_protects_subscribed_topics():
-    from coordinator.api import Protocol
+    from groupd.coordinator.api import Protocol
 
     c = Core()
     sub = (Protocol("range", subscription("t")),)
@@ -207,7 +207,7 @@ def test_offset_delete_empty_group_deletes():
 
 
 def test_v1_commit_timestamp_is_kept_when_given():
-    from coordinator.api import CommitPartition, OffsetCommit
+    from groupd.coordinator.api import CommitPartition, OffsetCommit
 
     c = Core()
     c.now = 500

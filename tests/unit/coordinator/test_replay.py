@@ -5,8 +5,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coordinator import shard
-from coordinator.records import (
+from groupd.coordinator import shard
+from groupd.coordinator.records import (
     GroupMetadataKey,
     GroupMetadataValue,
     MemberMetadata,

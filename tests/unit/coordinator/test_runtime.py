@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from coordinator import errors as E
-from coordinator.api import Result, TimerOp
-from coordinator.runtime.runtime import CoordinatorError, CoordinatorRuntime, Shard, Then, WriteFailed
+from groupd.coordinator import errors as E
+from groupd.coordinator.api import Result, TimerOp
+from groupd.coordinator.runtime.runtime import CoordinatorError, CoordinatorRuntime, Shard, Then, WriteFailed
 
 
 class Counter:

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from coordinator.api import JoinMember, Protocol, SyncGroupResponse
-from coordinator.records import GroupMetadataKey
+from groupd.coordinator.api import JoinMember, Protocol, SyncGroupResponse
+from groupd.coordinator.records import GroupMetadataKey
 
 from .harness import RANGE, Core
 

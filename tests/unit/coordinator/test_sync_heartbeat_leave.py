@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from coordinator.api import LeftMember, SyncGroupResponse
-from coordinator.records import GroupMetadataKey
+from groupd.coordinator.api import LeftMember, SyncGroupResponse
+from groupd.coordinator.records import GroupMetadataKey
 
 from .harness import Core
 
@@ -146,7 +146,7 @@ def test_session_timer_rearmed_by_heartbeat():
 
 
 def test_completing_rebalance_rejoin_with_new_metadata_answers_parked_sync_27():
-    from coordinator.api import Protocol
+    from groupd.coordinator.api import Protocol
 
     c = Core()
     a, b = completing(c)

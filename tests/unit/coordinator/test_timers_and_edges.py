@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from coordinator import shard
-from coordinator.api import JoinGroup, Protocol, SyncGroupResponse
+from groupd.coordinator import shard
+from groupd.coordinator.api import JoinGroup, Protocol, SyncGroupResponse
 
 from .harness import RANGE, Core
 

@@ -3,8 +3,8 @@
 
 import itertools
 
-from coordinator.transactions import rules as T
-from protocol.errors import ErrorCode
+from groupd.coordinator.transactions import rules as T
+from groupd.protocol.errors import ErrorCode
 
 MAX = 900_000
 

@@ -8,8 +8,8 @@ TransactionStateManagerTest, with 2 partitions, puts "one", "two" and "b" in par
 
 import pytest
 
-from coordinator.partitioning import partition_for
-from coordinator.transactions import rules as T
+from groupd.coordinator.partitioning import partition_for
+from groupd.coordinator.transactions import rules as T
 
 
 @pytest.mark.parametrize("tid, partition", [("one", 0), ("two", 0), ("b", 0), ("a", 1)])

@@ -7,10 +7,10 @@ deleteOffsets, deleteAllOffsets, cleanupExpiredOffsets, onPartitionsDeleted) and
 
 from __future__ import annotations
 
-from coordinator import shard
-from coordinator.api import OffsetDelete, OffsetDeleteResponse, Protocol
-from coordinator.offsets.transactional import pending_offsets
-from coordinator.records import GroupMetadataKey, OffsetCommitKey, OffsetCommitValue
+from groupd.coordinator import shard
+from groupd.coordinator.api import OffsetDelete, OffsetDeleteResponse, Protocol
+from groupd.coordinator.offsets.transactional import pending_offsets
+from groupd.coordinator.records import GroupMetadataKey, OffsetCommitKey, OffsetCommitValue
 
 from .harness import Core, subscription
 

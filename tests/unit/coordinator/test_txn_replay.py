@@ -13,11 +13,11 @@ import random
 
 import pytest
 
-from coordinator import shard
-from coordinator.api import Result
-from coordinator.records import OffsetCommitKey, OffsetCommitValue, encode_key, encode_value
-from coordinator.shard import replay_walked
-from storage.batch import (
+from groupd.coordinator import shard
+from groupd.coordinator.api import Result
+from groupd.coordinator.records import OffsetCommitKey, OffsetCommitValue, encode_key, encode_value
+from groupd.coordinator.shard import replay_walked
+from groupd.storage.batch import (
     TRANSACTIONAL,
     TransactionalBatch,
     TxnWalk,
@@ -134,7 +134,7 @@ def _gzipped(plain: bytes) -> bytes:
 
     from crc32c import crc32c
 
-    from storage.batch import BATCH_OVERHEAD
+    from groupd.storage.batch import BATCH_OVERHEAD
 
     buf = bytearray(plain[:BATCH_OVERHEAD] + gzip.compress(plain[BATCH_OVERHEAD:]))
     struct.pack_into(">i", buf, 8, len(buf) - 12)

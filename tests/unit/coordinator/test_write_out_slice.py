@@ -3,7 +3,7 @@ time: all of them in one loop turn stalled every commit in flight for 4-8 ms und
 
 from types import SimpleNamespace
 
-from coordinator.runtime.loader import _WRITE_OUT_SLICES, write_out_slice
+from groupd.coordinator.runtime.loader import _WRITE_OUT_SLICES, write_out_slice
 
 
 class FakeLog:

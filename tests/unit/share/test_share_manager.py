@@ -3,7 +3,7 @@ errors, and the ISO-8601 durations of share.auto.offset.reset=by_duration."""
 
 from __future__ import annotations
 
-from broker.share.manager import duration_ms, persister_error, rotated
+from groupd.broker.share.manager import duration_ms, persister_error, rotated
 
 
 def test_partitions_rotate_by_session_epoch():

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from broker.share.partition import (
+from groupd.broker.share.partition import (
     ACCEPT,
     GAP,
     INVALID_RECORD_STATE,
@@ -21,7 +21,7 @@ from broker.share.partition import (
     SharePartition,
     aborted_batches,
 )
-from coordinator.share_state.persister import ACKNOWLEDGED, ACQUIRED, ARCHIVED, AVAILABLE, StateBatch
+from groupd.coordinator.share_state.persister import ACKNOWLEDGED, ACQUIRED, ARCHIVED, AVAILABLE, StateBatch
 
 LOCK = 30_000
 

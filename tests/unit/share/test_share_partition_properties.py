@@ -9,8 +9,8 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from broker.share.partition import ACCEPT, AckBatch, Limits, LogBatch, ShareError, SharePartition
-from coordinator.share_state.persister import ACKNOWLEDGED, ACQUIRED, ARCHIVED
+from groupd.broker.share.partition import ACCEPT, AckBatch, Limits, LogBatch, ShareError, SharePartition
+from groupd.coordinator.share_state.persister import ACKNOWLEDGED, ACQUIRED, ARCHIVED
 
 MEMBERS = ("A", "B", "C")
 LOCK = 1_000

@@ -6,7 +6,7 @@ import uuid
 
 import pytest
 
-from broker.share.sessions import (
+from groupd.broker.share.sessions import (
     INVALID_REQUEST,
     INVALID_SHARE_SESSION_EPOCH,
     MAX_EPOCH,

@@ -6,11 +6,11 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, field
 
-from coordinator.consumer import records as rec
-from coordinator.consumer.api import ConsumerGroupHeartbeat, Outcome
-from coordinator.consumer.config import ConsumerConfig
-from coordinator.consumer.group import ConsumerGroup, ConsumerGroups, replay
-from coordinator.consumer.heartbeat import (
+from groupd.coordinator.consumer import records as rec
+from groupd.coordinator.consumer.api import ConsumerGroupHeartbeat, Outcome
+from groupd.coordinator.consumer.config import ConsumerConfig
+from groupd.coordinator.consumer.group import ConsumerGroup, ConsumerGroups, replay
+from groupd.coordinator.consumer.heartbeat import (
     TopicInfo,
     heartbeat,
     on_rebalance_timeout,

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coordinator.consumer.assignors import (
+from groupd.coordinator.consumer.assignors import (
     AssignorError,
     MemberSpec,
     assign,

@@ -1,10 +1,10 @@
 """ConsumerGroupDescribe (spec scenario 22, the consumer-group side) and a group's deletion tombstones
 (scenario 26: Kafka's order, accepted by replay)."""
 
-from coordinator import errors as E
-from coordinator.consumer import records as rec
-from coordinator.consumer.describe import CONSUMER_MEMBER, describe
-from coordinator.consumer.group import EMPTY, RECONCILING, deletion_records, replay
+from groupd.coordinator import errors as E
+from groupd.coordinator.consumer import records as rec
+from groupd.coordinator.consumer.describe import CONSUMER_MEMBER, describe
+from groupd.coordinator.consumer.group import EMPTY, RECONCILING, deletion_records, replay
 
 from .driver import Driver, tid
 

@@ -8,11 +8,11 @@ group subscribes to (by name, or through a resolved regex) keeps its offsets; on
 and no transaction of the group is open, an Empty group is deleted with its own tombstones (no classic
 GroupMetadata tombstone); a group that was never committed to is deleted at the first check once Empty."""
 
-from coordinator import errors as E
-from coordinator import shard
-from coordinator.consumer import records as rec
-from coordinator.consumer.group import replay
-from coordinator.records import GroupMetadataKey, OffsetCommitKey
+from groupd.coordinator import errors as E
+from groupd.coordinator import shard
+from groupd.coordinator.consumer import records as rec
+from groupd.coordinator.consumer.group import replay
+from groupd.coordinator.records import GroupMetadataKey, OffsetCommitKey
 
 from ..harness import Core
 from .driver import Driver

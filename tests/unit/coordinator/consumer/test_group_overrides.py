@@ -3,10 +3,10 @@ consumer.session.timeout.ms for the session timer it schedules at each heartbeat
 consumer.heartbeat.interval.ms for the HeartbeatIntervalMs it answers, and consumer.assignment.interval.ms
 between target assignments; a group without them runs with the broker's group.consumer.* values."""
 
-from coordinator import shard as core
-from coordinator.api import GroupConfig
-from coordinator.consumer.api import ConsumerGroupHeartbeat
-from coordinator.consumer.config import ConsumerConfig
+from groupd.coordinator import shard as core
+from groupd.coordinator.api import GroupConfig
+from groupd.coordinator.consumer.api import ConsumerGroupHeartbeat
+from groupd.coordinator.consumer.config import ConsumerConfig
 
 from .driver import Driver
 

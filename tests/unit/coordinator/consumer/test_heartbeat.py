@@ -3,10 +3,10 @@ groups, numbers in the test names) and Kafka 4.3's GroupMetadataManager rules, o
 
 import pytest
 
-from coordinator import errors as E
-from coordinator.consumer import records as rec
-from coordinator.consumer.config import ConsumerConfig
-from coordinator.consumer.group import (
+from groupd.coordinator import errors as E
+from groupd.coordinator.consumer import records as rec
+from groupd.coordinator.consumer.config import ConsumerConfig
+from groupd.coordinator.consumer.group import (
     ASSIGNING,
     EMPTY,
     GROUP_STABLE,
@@ -72,8 +72,8 @@ def test_s01_first_join_creates_the_group_at_epoch_2_with_every_partition(d):
     ],
 )
 def test_s02_invalid_requests_are_invalid_request(d, kw, message):
-    from coordinator.consumer.api import ConsumerGroupHeartbeat
-    from coordinator.consumer.heartbeat import heartbeat
+    from groupd.coordinator.consumer.api import ConsumerGroupHeartbeat
+    from groupd.coordinator.consumer.heartbeat import heartbeat
 
     base = dict(group_id="g", rebalance_timeout_ms=5000, subscribed_topic_names=("T",), owned=())
     base.update(kw)
@@ -201,7 +201,7 @@ def test_rebalance_timer_is_harmless_once_the_member_moved_on(d):
     d.join("m1", rebalance_timeout_ms=3000)
     d.join("m2")
     d.hb("m1", 2, owned=owned_list(ALL_T))
-    from coordinator.consumer.heartbeat import on_rebalance_timeout
+    from groupd.coordinator.consumer.heartbeat import on_rebalance_timeout
 
     kept = {(T, p) for p in d.group().members["m1"].assigned[T]}
     d.hb("m1", 2, owned=owned_list(kept))
@@ -382,7 +382,7 @@ def test_s32_replay_rebuilds_the_same_groups_and_checks_tombstone_order(d):
         assert (r.epoch, r.previous_epoch, r.state, r.assigned, r.pending_revocation, r.metadata_value()) == (
             m.epoch, m.previous_epoch, m.state, m.assigned, m.pending_revocation, m.metadata_value()
         )
-    from coordinator.consumer.group import ReplayError, replay
+    from groupd.coordinator.consumer.group import ReplayError, replay
 
     with pytest.raises(ReplayError):
         replay(again, rec.MemberKey(rec.MEMBER_METADATA, "g", "m1"), None)

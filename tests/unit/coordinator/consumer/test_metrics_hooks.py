@@ -5,8 +5,8 @@ not the bump of a member's removal (consumerGroupFenceMember: a leave, a session
 
 from types import SimpleNamespace
 
-from coordinator import shard
-from coordinator.observe import GroupObserver
+from groupd.coordinator import shard
+from groupd.coordinator.observe import GroupObserver
 
 from .driver import Driver
 

@@ -24,17 +24,17 @@ from typing import Any
 
 import pytest
 
-from coordinator import errors as E
-from coordinator import shard
-from coordinator.api import OffsetFetch, Protocol
-from coordinator.consumer import records as rec
-from coordinator.consumer.api import ConsumerGroupHeartbeat
-from coordinator.consumer.config import ConsumerConfig
-from coordinator.consumer.embedded import assignment_bytes, parse_assignment
-from coordinator.consumer.group import STABLE, UNRELEASED_PARTITIONS
-from coordinator.consumer.heartbeat import TopicInfo
-from coordinator.records import GroupMetadataKey, encode_key, encode_value
-from storage.batch import TxnWalk
+from groupd.coordinator import errors as E
+from groupd.coordinator import shard
+from groupd.coordinator.api import OffsetFetch, Protocol
+from groupd.coordinator.consumer import records as rec
+from groupd.coordinator.consumer.api import ConsumerGroupHeartbeat
+from groupd.coordinator.consumer.config import ConsumerConfig
+from groupd.coordinator.consumer.embedded import assignment_bytes, parse_assignment
+from groupd.coordinator.consumer.group import STABLE, UNRELEASED_PARTITIONS
+from groupd.coordinator.consumer.heartbeat import TopicInfo
+from groupd.coordinator.records import GroupMetadataKey, encode_key, encode_value
+from groupd.storage.batch import TxnWalk
 
 from ..harness import Core, subscription
 from .driver import tid
@@ -50,7 +50,7 @@ def proto(*topics: str, name: str = "range", version: int = 0, owned: tuple = ()
     from kio.schema.consumer_protocol_subscription.v1 import ConsumerProtocolSubscription as V1
     from kio.schema.consumer_protocol_subscription.v1.data import TopicPartition
 
-    from protocol.codec import encode
+    from groupd.protocol.codec import encode
 
     body = encode(V1(topics=topics, user_data=None, owned_partitions=tuple(
         TopicPartition(topic=t, partitions=ps) for t, ps in owned)))

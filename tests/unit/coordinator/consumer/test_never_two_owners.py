@@ -5,7 +5,7 @@ records rebuilds the same group."""
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coordinator.consumer.group import GROUP_STABLE
+from groupd.coordinator.consumer.group import GROUP_STABLE
 
 from .driver import Driver
 

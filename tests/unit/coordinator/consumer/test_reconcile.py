@@ -2,14 +2,14 @@
 
 import uuid
 
-from coordinator.consumer.group import (
+from groupd.coordinator.consumer.group import (
     STABLE,
     UNKNOWN,
     UNRELEASED_PARTITIONS,
     UNREVOKED_PARTITIONS,
     Member,
 )
-from coordinator.consumer.reconcile import FENCED, reconcile
+from groupd.coordinator.consumer.reconcile import FENCED, reconcile
 
 A = uuid.UUID(int=1)
 B = uuid.UUID(int=2)

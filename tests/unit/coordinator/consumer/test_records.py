@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from coordinator.consumer.records import (
+from groupd.coordinator.consumer.records import (
     ClassicMemberMetadata,
     ClassicProtocol,
     CurrentMemberAssignment,
@@ -29,7 +29,7 @@ from coordinator.consumer.records import (
     encode_consumer_key,
     encode_consumer_value,
 )
-from coordinator.records import RecordFormatError, decode_key, decode_value, encode_key, encode_value
+from groupd.coordinator.records import RecordFormatError, decode_key, decode_value, encode_key, encode_value
 
 T1 = uuid.UUID("00000000-0000-0000-0000-000000000001")
 

@@ -2,7 +2,7 @@
 
 import pytest
 
-from coordinator.consumer.regex import InvalidRegex, compile_regex, matching_topics
+from groupd.coordinator.consumer.regex import InvalidRegex, compile_regex, matching_topics
 
 
 @pytest.mark.parametrize(

@@ -3,9 +3,9 @@ TxnOffsetCommit with member epochs (spec scenarios 23-25, Kafka 4.3's ConsumerGr
 validateOffsetFetch), ListGroups / DescribeGroups / DeleteGroups (22, 26), and classic requests meeting
 consumer groups (30)."""
 
-from coordinator import errors as E
-from coordinator import shard as core
-from coordinator.api import (
+from groupd.coordinator import errors as E
+from groupd.coordinator import shard as core
+from groupd.coordinator.api import (
     CommitPartition,
     GroupConfig,
     JoinGroup,
@@ -15,8 +15,8 @@ from coordinator.api import (
     PartitionError,
     Protocol,
 )
-from coordinator.consumer import records as rec
-from coordinator.records import OffsetCommitKey
+from groupd.coordinator.consumer import records as rec
+from groupd.coordinator.records import OffsetCommitKey
 
 from .driver import Driver
 
@@ -84,7 +84,7 @@ def test_s25_fetch_epochs():
 
 
 def test_s30_classic_join_into_a_live_consumer_group_is_inconsistent_under_policy_disabled():
-    from coordinator.consumer.config import ConsumerConfig
+    from groupd.coordinator.consumer.config import ConsumerConfig
 
     state, d = setup()
     d.join("m1")
@@ -174,7 +174,7 @@ def test_offset_delete_of_a_consumer_group_without_offsets():
 
 
 def test_s25_txn_offset_commit_checks_the_member_epoch():
-    from coordinator.api import TxnOffsetCommit
+    from groupd.coordinator.api import TxnOffsetCommit
 
     state, d = setup()
     d.join("m1")
@@ -205,8 +205,8 @@ def test_a_classic_join_converts_an_empty_consumer_group():
 
 
 def test_heartbeat_refused_for_a_live_classic_group_and_when_disabled():
-    from coordinator.consumer.api import ConsumerGroupHeartbeat
-    from coordinator.consumer.config import ConsumerConfig
+    from groupd.coordinator.consumer.api import ConsumerGroupHeartbeat
+    from groupd.coordinator.consumer.config import ConsumerConfig
 
     state, d = setup()
     req = JoinGroup("g", "", None, 10_000, 10_000, "consumer", (Protocol("range", b""),), "c", "/h", 3)

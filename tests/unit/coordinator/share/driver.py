@@ -6,13 +6,13 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, field
 
-from coordinator.consumer.heartbeat import TopicInfo
-from coordinator.records import decode_key, decode_value, encode_key, encode_value
-from coordinator.share.api import Outcome, ShareGroupHeartbeat, ShareStateInitialized
-from coordinator.share.config import ShareGroupConfig
-from coordinator.share.group import ShareGroup, ShareGroups, replay
-from coordinator.share.heartbeat import heartbeat, on_session_timeout, on_topics_changed
-from coordinator.share.partitions import state_initialized
+from groupd.coordinator.consumer.heartbeat import TopicInfo
+from groupd.coordinator.records import decode_key, decode_value, encode_key, encode_value
+from groupd.coordinator.share.api import Outcome, ShareGroupHeartbeat, ShareStateInitialized
+from groupd.coordinator.share.config import ShareGroupConfig
+from groupd.coordinator.share.group import ShareGroup, ShareGroups, replay
+from groupd.coordinator.share.heartbeat import heartbeat, on_session_timeout, on_topics_changed
+from groupd.coordinator.share.partitions import state_initialized
 
 START = 1_000_000  # a non-zero clock: an assignment timestamp of 0 means "never computed"
 
@@ -107,7 +107,7 @@ def assigned(outcome: Outcome) -> set:
 
 def in_shard(topic_partitions: int = 2):
     """A shard with a Driver over its share groups and topic T of ``topic_partitions`` partitions."""
-    from coordinator import shard as core
+    from groupd.coordinator import shard as core
 
     state = core.ShardState(0)
     d = Driver(groups=state.share_groups)
@@ -118,7 +118,7 @@ def in_shard(topic_partitions: int = 2):
 
 def call(state, handler, req, now=1000):
     """A token-carrying shard handler: its Result and its one answer."""
-    from coordinator.api import GroupConfig
+    from groupd.coordinator.api import GroupConfig
 
     result = handler(state, req, 1, now, GroupConfig())
     ((_, payload),) = result.responses

@@ -8,7 +8,7 @@ import uuid
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coordinator.share.assignor import assign, desired_counts
+from groupd.coordinator.share.assignor import assign, desired_counts
 
 T = uuid.UUID(int=1)
 U = uuid.UUID(int=2)

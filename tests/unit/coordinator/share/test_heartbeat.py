@@ -2,10 +2,10 @@
 4.3's GroupMetadataManager.shareGroupHeartbeat, GroupCoordinatorService.throwIfShareGroupHeartbeatRequestIsInvalid,
 KafkaApis.isMemberIdValid), each refusal, the session timer, leaving, and replay from the records."""
 
-from coordinator import errors as E
-from coordinator.share import records as rec
-from coordinator.share.api import INITIALIZE_RETRY_INTERVAL_MS
-from coordinator.share.config import ShareGroupConfig
+from groupd.coordinator import errors as E
+from groupd.coordinator.share import records as rec
+from groupd.coordinator.share.api import INITIALIZE_RETRY_INTERVAL_MS
+from groupd.coordinator.share.config import ShareGroupConfig
 
 from .driver import Driver, assigned, kinds, tid
 

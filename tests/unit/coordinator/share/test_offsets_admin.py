@@ -2,12 +2,12 @@
 GroupMetadataManager.alterShareGroupOffsets, GroupCoordinatorShard.initiateDeleteShareGroupOffsets and
 sharePartitionsEligibleForOffsetDeletion)."""
 
-from coordinator import errors as E
-from coordinator import shard as core
-from coordinator.api import GroupConfig
-from coordinator.consumer.api import ConsumerGroupHeartbeat
-from coordinator.share import records as rec
-from coordinator.share.api import AlterShareOffsets, DeleteShareOffsets
+from groupd.coordinator import errors as E
+from groupd.coordinator import shard as core
+from groupd.coordinator.api import GroupConfig
+from groupd.coordinator.consumer.api import ConsumerGroupHeartbeat
+from groupd.coordinator.share import records as rec
+from groupd.coordinator.share.api import AlterShareOffsets, DeleteShareOffsets
 
 from .driver import call, in_shard, tid
 

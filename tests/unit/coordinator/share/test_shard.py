@@ -4,9 +4,9 @@ DeleteGroups (NON_EMPTY_GROUP, the partitions moved to deleting, then tombstones
 consumer offset APIs and the other group types' APIs refusing a share group's id, replay through the
 shard and session timers re-armed after a load."""
 
-from coordinator import errors as E
-from coordinator import shard as core
-from coordinator.api import (
+from groupd.coordinator import errors as E
+from groupd.coordinator import shard as core
+from groupd.coordinator.api import (
     CommitPartition,
     GroupConfig,
     JoinGroup,
@@ -15,10 +15,10 @@ from coordinator.api import (
     OffsetFetch,
     Protocol,
 )
-from coordinator.consumer.api import ConsumerGroupHeartbeat
-from coordinator.records import decode_key, decode_value, encode_key, encode_value
-from coordinator.share import records as rec
-from coordinator.share.api import ShareGroupHeartbeat
+from groupd.coordinator.consumer.api import ConsumerGroupHeartbeat
+from groupd.coordinator.records import decode_key, decode_value, encode_key, encode_value
+from groupd.coordinator.share import records as rec
+from groupd.coordinator.share.api import ShareGroupHeartbeat
 
 from .driver import call, in_shard, tid
 

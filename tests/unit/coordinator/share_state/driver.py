@@ -6,10 +6,10 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from coordinator.runtime.runtime import CoordinatorRuntime, WriteFailed
-from coordinator.share_state import records as R
-from coordinator.share_state import rules
-from coordinator.share_state.persister import SharePartitionKey, StateBatch
+from groupd.coordinator.runtime.runtime import CoordinatorRuntime, WriteFailed
+from groupd.coordinator.share_state import records as R
+from groupd.coordinator.share_state import rules
+from groupd.coordinator.share_state.persister import SharePartitionKey, StateBatch
 
 TOPIC = uuid.UUID("6f1f3c2e-0000-4000-8000-000000000001")
 OTHER = uuid.UUID("6f1f3c2e-0000-4000-8000-000000000002")

@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from coordinator.share_state.combiner import combine
-from coordinator.share_state.persister import StateBatch
+from groupd.coordinator.share_state.combiner import combine
+from groupd.coordinator.share_state.persister import StateBatch
 
 
 def B(first, last, state, count):  # noqa: N802 - reads like Kafka's test's singleBatch(first, last, state, count)

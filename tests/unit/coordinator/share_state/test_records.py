@@ -7,9 +7,9 @@ import uuid
 
 import pytest
 
-from coordinator.record_codec import RecordFormatError
-from coordinator.share_state import records as R
-from coordinator.share_state.persister import StateBatch
+from groupd.coordinator.record_codec import RecordFormatError
+from groupd.coordinator.share_state import records as R
+from groupd.coordinator.share_state.persister import StateBatch
 
 TOPIC = uuid.UUID("00112233-4455-6677-8899-aabbccddeeff")
 TOPIC_BYTES = bytes.fromhex("00112233445566778899aabbccddeeff")

@@ -8,10 +8,10 @@ from __future__ import annotations
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from coordinator import errors as E
-from coordinator.share_state import records as R
-from coordinator.share_state import rules
-from coordinator.share_state.persister import (
+from groupd.coordinator import errors as E
+from groupd.coordinator.share_state import records as R
+from groupd.coordinator.share_state import rules
+from groupd.coordinator.share_state.persister import (
     ACKNOWLEDGED,
     ARCHIVED,
     AVAILABLE,

@@ -1,0 +1,225 @@
+"""ApiVersions, Metadata and FindCoordinator: how a client finds its way around."""
+
+from __future__ import annotations
+
+import functools
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.api_versions.v4.request import ApiVersionsRequest
+from kio.schema.describe_cluster.v2.request import DescribeClusterRequest
+from kio.schema.find_coordinator.v6.request import FindCoordinatorRequest
+from kio.schema.metadata.v13.request import MetadataRequest
+
+from groupd.broker.dataplane.leader_epochs import LEADER_EPOCH
+from groupd.broker.dataplane.topics import TopicError, validate_name
+from groupd.broker.dispatch import RequestContext
+from groupd.broker.handlers.operations import NOT_REQUESTED, authorized_operations
+from groupd.coordinator.partitioning import partition_for
+from groupd.coordinator.share_state.keys import parse_coordinator_key
+from groupd.protocol import codec
+from groupd.protocol.api_table import API_TABLE
+from groupd.protocol.errors import ErrorCode
+from groupd.protocol.topic_names import INTERNAL_TOPICS, OFFSETS_TOPIC, SHARE_STATE_TOPIC, TXN_STATE_TOPIC
+
+if TYPE_CHECKING:
+    from groupd.broker.app import Broker
+
+KEY_TYPE_GROUP = 0
+KEY_TYPE_TRANSACTION = 1
+KEY_TYPE_SHARE = 2
+
+
+def partition_state(broker: Broker, index: int) -> dict[str, Any]:
+    """A partition as this single node describes it: it leads every replica set, alone and in sync."""
+    node = broker.node_id
+    return {
+        "error_code": ErrorCode.none,
+        "partition_index": index,
+        "leader_id": node,
+        "leader_epoch": LEADER_EPOCH,
+        "replica_nodes": (node,),
+        "isr_nodes": (node,),
+        "offline_replicas": (),
+    }
+
+
+def api_versions_body(cls: type, error: ErrorCode = ErrorCode.none) -> Any:
+    entry = codec.nested(cls, "ApiVersion")
+    keys = tuple(
+        entry(api_key=s.key, min_version=s.min_version, max_version=s.max_version)
+        for s in sorted(API_TABLE.values(), key=lambda s: s.key)
+    )
+    return codec.make(cls, error_code=error, api_keys=keys, throttle_time=0)
+
+
+SHARE_VERSION = "share.version"  # Kafka's feature (ShareVersion): level 1 enables share groups (KIP-932)
+
+
+def api_versions(broker: Broker, ctx: RequestContext, req: ApiVersionsRequest) -> Any:
+    """v3+ also name the features: ``share.version`` supported 0-1, finalized at the broker's level
+    (Kafka lists no finalized entry for a feature at level 0)."""
+    if ctx.version < 3:
+        return api_versions_body(ctx.response_class)
+    cls = ctx.response_class
+    level = broker.config["share.version"]
+    body = api_versions_body(cls)
+    supported = (codec.nested(cls, "SupportedFeatureKey")(name=SHARE_VERSION, min_version=0, max_version=1),)
+    finalized = (codec.nested(cls, "FinalizedFeatureKey")(name=SHARE_VERSION, max_version_level=level, min_version_level=level),) if level else ()
+    return codec.make(
+        cls, error_code=body.error_code, api_keys=body.api_keys, throttle_time=0, supported_features=supported,
+        finalized_features_epoch=0 if finalized else -1, finalized_features=finalized,
+    )
+
+
+def _partitions(ctx: RequestContext, broker: Broker, count: int) -> tuple:
+    part = ctx.nested("MetadataResponsePartition")
+    return tuple(codec.make(part, **partition_state(broker, i)) for i in range(count))
+
+
+def _topic_entry(ctx: RequestContext, broker: Broker, name: str | None, topic_id, error: ErrorCode, partitions: int, ops: int = NOT_REQUESTED) -> Any:
+    return codec.make(
+        ctx.nested("MetadataResponseTopic"),
+        error_code=error,
+        name=name,
+        topic_id=topic_id,
+        is_internal=name in INTERNAL_TOPICS,
+        partitions=_partitions(ctx, broker, partitions) if error == ErrorCode.none else (),
+        topic_authorized_operations=ops,
+    )
+
+
+def metadata(broker: Broker, ctx: RequestContext, req: MetadataRequest) -> Any:
+    registry = broker.topics
+    # no authorizer: every operation topics support, when asked (v8+)
+    entry = functools.partial(_topic_entry, ops=authorized_operations("topic", ctx.version >= 8 and req.include_topic_authorized_operations))
+    zero_id = codec.ZERO_UUID
+    entries = []
+    if req.topics is None or (ctx.version == 0 and not req.topics):
+        # null (v1+) or empty (v0) means every topic
+        for topic in broker.listed_topics():
+            entries.append(entry(ctx, broker, topic.name, topic.topic_id, ErrorCode.none, topic.partitions))
+    elif 10 <= ctx.version < 12 and any(t.name is None or t.topic_id != zero_id for t in req.topics):
+        # Kafka: v10-v11 carry a topic id field but take names only; the whole request fails, every topic
+        # answered INVALID_REQUEST (a null name as ""), with no brokers, cluster id or controller
+        invalid = tuple(entry(ctx, broker, t.name or "", t.topic_id, ErrorCode.invalid_request, 0) for t in req.topics)
+        return ctx.respond(throttle_time=0, brokers=(), cluster_id=None, controller_id=-1, topics=invalid, error_code=ErrorCode.none)
+    else:
+        auto = broker.config["auto.create.topics.enable"] and (ctx.version < 4 or req.allow_auto_topic_creation)
+        for wanted in req.topics:
+            name = wanted.name
+            wanted_id = wanted.topic_id if ctx.version >= 10 else None
+            internal = broker.internal_topic(name, wanted_id)
+            if internal is not None and internal.exists(create=auto):  # asked for by name, Kafka creates it
+                entries.append(entry(ctx, broker, internal.name, internal.topic_id, ErrorCode.none, internal.partitions))
+                continue
+            if name is None and wanted_id not in (None, zero_id):
+                topic = registry.by_id(wanted_id)
+                if topic is None:
+                    entries.append(entry(ctx, broker, None, wanted_id, ErrorCode.unknown_topic_id, 0))
+                else:
+                    entries.append(entry(ctx, broker, topic.name, topic.topic_id, ErrorCode.none, topic.partitions))
+                continue
+            topic = registry.get(name)
+            if topic is None:
+                try:
+                    validate_name(name)
+                except TopicError:
+                    entries.append(entry(ctx, broker, name, zero_id, ErrorCode.invalid_topic_exception, 0))
+                    continue
+                if auto and name not in INTERNAL_TOPICS:
+                    topic = broker.create_topic(name, broker.config["num.partitions"], {})
+                else:
+                    entries.append(entry(ctx, broker, name, zero_id, ErrorCode.unknown_topic_or_partition, 0))
+                    continue
+            entries.append(entry(ctx, broker, topic.name, topic.topic_id, ErrorCode.none, topic.partitions))
+    asked_cluster = 8 <= ctx.version <= 10 and req.include_cluster_authorized_operations  # DescribeCluster's from v11
+    return ctx.respond(
+        throttle_time=0,
+        brokers=_brokers(broker, ctx, "MetadataResponseBroker", node_id=broker.node_id),
+        cluster_id=broker.config["cluster.id"],
+        controller_id=broker.node_id,
+        topics=tuple(entries),
+        cluster_authorized_operations=authorized_operations("cluster", asked_cluster),
+        error_code=ErrorCode.none,  # v13's top-level error (KIP-1102): one node never asks a client to rebootstrap
+    )
+
+
+def _brokers(broker: Broker, ctx: RequestContext, entity: str, **fields: Any) -> tuple:
+    """This node as seen from the listener the request came through; none if that listener is not
+    advertised (Kafka's metadata cache has no endpoint of the broker for it)."""
+    address = broker.advertised_for(ctx.listener)
+    if address is None:
+        return ()
+    host, port = address
+    return (codec.make(ctx.nested(entity), host=host, port=port, rack=None, **fields),)
+
+
+BROKERS, CONTROLLERS = 1, 2  # DescribeCluster's endpoint types (KIP-919)
+
+
+def describe_cluster(broker: Broker, ctx: RequestContext, req: DescribeClusterRequest) -> Any:
+    """The one broker, as Kafka's DescribeCluster describes its brokers: asked for controllers, a broker
+    answers MISMATCHED_ENDPOINT_TYPE, and an unknown type UNSUPPORTED_ENDPOINT_TYPE (INVALID_REQUEST at
+    v0, which cannot name one)."""
+    wanted = req.endpoint_type if ctx.version >= 1 else BROKERS
+    error, message = ErrorCode.none, None
+    if wanted not in (BROKERS, CONTROLLERS):
+        error = ErrorCode.invalid_request if ctx.version == 0 else ErrorCode.unsupported_endpoint_type
+        message = f"Unsupported endpoint type {wanted}"
+    elif wanted != BROKERS:
+        error = ErrorCode.invalid_request if ctx.version == 0 else ErrorCode.mismatched_endpoint_type
+        message = "The request was sent to an endpoint of type BROKER, but we wanted an endpoint of type CONTROLLER"
+    if error != ErrorCode.none:
+        return ctx.respond(
+            throttle_time=0, error_code=error, error_message=message, endpoint_type=wanted, cluster_id="",
+            controller_id=-1, brokers=(), cluster_authorized_operations=NOT_REQUESTED,
+        )
+    entries = _brokers(broker, ctx, "DescribeClusterBroker", broker_id=broker.node_id, is_fenced=False)
+    return ctx.respond(
+        throttle_time=0, error_code=ErrorCode.none, error_message=None, endpoint_type=BROKERS,
+        cluster_id=broker.config["cluster.id"], controller_id=broker.node_id, brokers=entries,
+        cluster_authorized_operations=authorized_operations("cluster", req.include_cluster_authorized_operations),
+    )
+
+
+def find_coordinator(broker: Broker, ctx: RequestContext, req: FindCoordinatorRequest) -> Any:
+    key_type = req.key_type if ctx.version >= 1 else KEY_TYPE_GROUP
+    keys = req.coordinator_keys if ctx.version >= 4 else (req.key,)
+    address = broker.advertised_for(ctx.listener)
+    answers = [_coordinator_for(broker, ctx.version, key_type, key, address) for key in keys]
+    if ctx.version >= 4:
+        entry = ctx.nested("Coordinator")
+        coordinators = tuple(
+            entry(key=key, node_id=node, host=host, port=port, error_code=err, error_message=None)
+            for key, (err, node, host, port) in zip(keys, answers, strict=True)
+        )
+        return ctx.respond(throttle_time=0, coordinators=coordinators)
+    err, node, host, port = answers[0]
+    message = "NONE" if err == ErrorCode.none else _message(err)
+    return ctx.respond(throttle_time=0, error_code=err, error_message=message, node_id=node, host=host, port=port)
+
+
+def _message(err: ErrorCode) -> str:
+    return (err.__doc__ or err.name) if err.__doc__ != ErrorCode.__doc__ else err.name
+
+
+def _coordinator_for(broker: Broker, version: int, key_type: int, key: str, address: tuple[str, int] | None) -> tuple[ErrorCode, int, str, int]:
+    if key_type == KEY_TYPE_SHARE and version >= 6:  # the share coordinator, for "group:topicId:partition"
+        if parse_coordinator_key(key) is None:  # Kafka's SharePartitionKey.validate
+            return ErrorCode.invalid_request, -1, "", -1
+        if address is None:
+            return ErrorCode.coordinator_not_available, -1, "", -1
+        broker.internal_topics[SHARE_STATE_TOPIC].exists(create=True)  # Kafka creates it at the first lookup
+        return ErrorCode.none, broker.node_id, *address  # this node owns every __share_group_state partition
+    if key_type in (KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION) and address is None:
+        return ErrorCode.coordinator_not_available, -1, "", -1  # no endpoint on the request's listener
+    if key_type == KEY_TYPE_GROUP:
+        partition = partition_for(key, broker.config["offsets.topic.num.partitions"])
+        if not broker.owns_offsets_partition(partition):
+            return ErrorCode.not_coordinator, -1, "", -1
+        broker.internal_topics[OFFSETS_TOPIC].exists(create=True)  # Kafka creates __consumer_offsets at the first lookup
+        return ErrorCode.none, broker.node_id, *address
+    if key_type == KEY_TYPE_TRANSACTION:  # this node coordinates every transactional id
+        broker.internal_topics[TXN_STATE_TOPIC].exists(create=True)  # and __transaction_state, at the first
+        return ErrorCode.none, broker.node_id, *address
+    return ErrorCode.invalid_request, -1, "", -1  # a share key before v6, or an unknown key type

@@ -1,0 +1,123 @@
+"""The consumer group protocol (KIP-848): ConsumerGroupHeartbeat (68) and ConsumerGroupDescribe (69),
+kio entities of both versions <-> the core's version-free requests (coordinator/consumer/)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.consumer_group_describe.v1.request import ConsumerGroupDescribeRequest
+from kio.schema.consumer_group_heartbeat.v1.request import ConsumerGroupHeartbeatRequest
+
+from groupd.broker.dispatch import RequestContext, answered_later
+from groupd.broker.handlers.operations import NOT_REQUESTED, authorized_operations
+from groupd.coordinator import errors as E
+from groupd.coordinator import shard as core
+from groupd.coordinator.consumer.api import ConsumerGroupHeartbeat
+from groupd.coordinator.service import CoordinatorError
+from groupd.protocol import codec
+
+if TYPE_CHECKING:
+    from groupd.broker.app import Broker
+
+
+def consumer_group_heartbeat(broker: Broker, ctx: RequestContext, req: ConsumerGroupHeartbeatRequest) -> Any:
+    owned = None
+    if req.topic_partitions is not None:
+        owned = tuple((tp.topic_id, tuple(tp.partitions)) for tp in req.topic_partitions if tp.topic_id is not None)
+    request = ConsumerGroupHeartbeat(
+        group_id=req.group_id,
+        member_id=req.member_id,
+        member_epoch=req.member_epoch,
+        instance_id=req.instance_id,
+        rack_id=req.rack_id,
+        rebalance_timeout_ms=codec.millis(req.rebalance_timeout),
+        subscribed_topic_names=None if req.subscribed_topic_names is None else tuple(req.subscribed_topic_names),
+        subscribed_topic_regex=req.subscribed_topic_regex if ctx.version >= 1 else None,
+        server_assignor=req.server_assignor,
+        owned=owned,
+        client_id=ctx.client_id,
+        client_host="/" + ctx.client_host,
+        version=ctx.version,
+    )
+    finish = heartbeat_answer(ctx)
+    return answered_later(broker, req.group_id, core.consumer_group_heartbeat, request, finish)
+
+
+def heartbeat_refused(ctx: RequestContext, code: int, message: str | None = None) -> Any:
+    """A heartbeat's refusal (ConsumerGroupHeartbeat and ShareGroupHeartbeat have the same answer)."""
+    return ctx.respond(throttle_time=0, error_code=code, error_message=message, member_id=None,
+                       member_epoch=0, heartbeat_interval=0, assignment=None)
+
+
+def heartbeat_answer(ctx: RequestContext) -> Callable[[Any, BaseException | None], Any]:
+    """The ``finish`` of a heartbeat: the core's answer (or the coordinator's refusal) as the response."""
+    assignment_cls = ctx.nested("Assignment")
+    partitions_cls = ctx.nested("TopicPartitions")
+
+    def finish(payload: Any, error: BaseException | None) -> Any:
+        if error is not None:
+            if not isinstance(error, CoordinatorError):
+                raise error
+            return heartbeat_refused(ctx, error.code)
+        assignment = None
+        if payload.assignment is not None:
+            assignment = codec.make(
+                assignment_cls,
+                topic_partitions=tuple(codec.make(partitions_cls, topic_id=t, partitions=ps) for t, ps in payload.assignment),
+            )
+        return ctx.respond(
+            throttle_time=0,
+            error_code=payload.error,
+            error_message=payload.message,
+            member_id=payload.member_id,
+            member_epoch=payload.member_epoch,
+            heartbeat_interval=payload.heartbeat_interval_ms,
+            assignment=assignment,
+        )
+
+    return finish
+
+
+def described_assignment(ctx: RequestContext) -> Callable[[Any], Any]:
+    """A describe answer's Assignment from ``(topic id, topic name, partitions)`` rows (Consumer- and
+    ShareGroupDescribe have the same)."""
+    assignment_cls, partitions_cls = ctx.nested("Assignment"), ctx.nested("TopicPartitions")
+
+    def assignment(parts: Any) -> Any:
+        return codec.make(assignment_cls, topic_partitions=tuple(
+            codec.make(partitions_cls, topic_id=t, topic_name=name, partitions=ps) for t, name, ps in parts
+        ))
+
+    return assignment
+
+
+def consumer_group_describe(broker: Broker, ctx: RequestContext, req: ConsumerGroupDescribeRequest) -> Any:
+    group_cls, member_cls = ctx.nested("DescribedGroup"), ctx.nested("Member")
+    ops = authorized_operations("group", req.include_authorized_operations)
+    assignment = described_assignment(ctx)
+    out = []
+    for group_id in req.group_ids:
+        try:
+            (d,) = broker.coordinator.call_sync(group_id, core.consumer_group_describe, [group_id], broker.coordinator.cfg)
+        except CoordinatorError as exc:
+            out.append(codec.make(group_cls, error_code=exc.code, error_message=None, group_id=group_id, group_state="",
+                                  group_epoch=0, assignment_epoch=0, assignor_name="", members=(),
+                                  authorized_operations=NOT_REQUESTED))
+            continue
+        members = tuple(
+            codec.make(
+                member_cls, member_id=m.member_id, instance_id=m.instance_id, rack_id=m.rack_id, member_epoch=m.member_epoch,
+                client_id=m.client_id, client_host=m.client_host, subscribed_topic_names=m.subscribed_topic_names,
+                subscribed_topic_regex=m.subscribed_topic_regex, assignment=assignment(m.assignment),
+                target_assignment=assignment(m.target), member_type=m.member_type,
+            )
+            for m in d.members
+        )
+        out.append(codec.make(
+            group_cls, error_code=d.error, error_message=d.message, group_id=d.group_id,
+            group_state=d.state if d.error == E.NONE else "", group_epoch=d.group_epoch,
+            assignment_epoch=d.assignment_epoch, assignor_name=d.assignor_name, members=members,
+            authorized_operations=ops if d.error == E.NONE else NOT_REQUESTED,
+        ))
+    return ctx.respond(throttle_time=0, groups=tuple(out))

@@ -1,0 +1,343 @@
+"""Produce, Fetch and ListOffsets: stored batches in, the same bytes out."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections import Counter
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.fetch.v18.request import FetchRequest
+from kio.schema.list_offsets.v11.request import ListOffsetsRequest
+from kio.schema.produce.v13.request import ProduceRequest
+
+from groupd.broker.dataplane.leader_epochs import (
+    LEADER_EPOCH,
+    UNDEFINED_EPOCH,
+    current_epoch_error,
+    fetch_divergence,
+)
+from groupd.broker.dispatch import RequestContext
+from groupd.broker.handlers import old_versions
+from groupd.clock import wall_ms
+from groupd.protocol import codec
+from groupd.protocol.errors import ErrorCode
+from groupd.protocol.topic_names import INTERNAL_TOPICS
+from groupd.storage.batch import split_batches, validate_batch
+from groupd.storage.errors import CorruptBatch, OffsetOutOfRange, StorageError, UnsupportedMagic
+
+if TYPE_CHECKING:
+    from groupd.broker.app import Broker
+
+READ_UNCOMMITTED, READ_COMMITTED = 0, 1  # isolation levels of Fetch and ListOffsets
+EARLIEST, LATEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED, EARLIEST_PENDING_UPLOAD = -2, -1, -3, -4, -5, -6
+# the first ListOffsets version that may ask for each sentinel timestamp (Kafka's ReplicaManager)
+_SENTINEL_SINCE = {LATEST: 1, EARLIEST: 1, MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, LATEST_TIERED: 9, EARLIEST_PENDING_UPLOAD: 11}
+
+
+def _produce_partition(broker: Broker, topic: str, index: int, records: bytes | None) -> tuple[ErrorCode, int, int, Any]:
+    """(error, base offset, log start offset, log to make durable)."""
+    if topic in INTERNAL_TOPICS:  # Kafka: "Cannot append to internal topic"
+        return ErrorCode.invalid_topic_exception, -1, -1, None
+    lg = broker.partitions.get(topic, index)
+    if lg is None:
+        return ErrorCode.unknown_topic_or_partition, -1, -1, None
+    if not records:
+        return ErrorCode.corrupt_message, -1, lg.log_start_offset, None
+    try:
+        batches = list(split_batches(records))
+        for batch in batches:
+            header = validate_batch(batch)
+            if len(batch) > lg.config.max_message_bytes:
+                return ErrorCode.message_too_large, -1, lg.log_start_offset, None
+            if header.is_control or (header.is_transactional and header.producer_id < 0):
+                return ErrorCode.invalid_record, -1, lg.log_start_offset, None  # markers come from the coordinator only
+    except UnsupportedMagic:
+        return ErrorCode.unsupported_for_message_format, -1, lg.log_start_offset, None
+    except CorruptBatch:
+        return ErrorCode.corrupt_message, -1, lg.log_start_offset, None
+    base = -1
+    count = 0
+    producers = broker.producers
+    txns = broker.partitions.txn_state((topic, index))
+    try:
+        for batch in batches:
+            h = validate_batch(batch)
+            count += h.record_count
+            if h.is_transactional:
+                error = broker.transactions.verify_produce(h.producer_id, h.producer_epoch, (topic, index))
+                if error != ErrorCode.none:
+                    return error, -1, lg.log_start_offset, None
+                txns = broker.partitions.txn_state_for_write((topic, index), lg)
+            elif txns is not None and h.producer_id >= 0 and txns.has_open(h.producer_id):
+                return ErrorCode.invalid_txn_state, -1, lg.log_start_offset, None  # Kafka: a transactional write was expected
+            error, duplicate = producers.check(h.producer_id, h.producer_epoch, topic, index, h.base_sequence, h.record_count)
+            if error != ErrorCode.none:
+                return error, -1, lg.log_start_offset, None
+            if duplicate is not None:
+                first = duplicate
+            else:
+                first, _ = lg.append(bytearray(batch), LEADER_EPOCH)
+                producers.record(h.producer_id, h.producer_epoch, topic, index, h.base_sequence, h.record_count, first, h.max_timestamp)
+                if h.is_transactional and txns is not None:
+                    txns.data(h.producer_id, first)
+            if base < 0:
+                base = first
+    except StorageError:
+        return ErrorCode.kafka_storage_error, -1, lg.log_start_offset, None
+    broker.partitions.appended((topic, index))
+    if broker.metrics is not None:
+        broker.metrics.topic_in(topic, count, len(records))
+    return ErrorCode.none, base, lg.log_start_offset, lg
+
+
+ZSTD, ZSTD_PRODUCE_VERSION = 4, 7
+
+
+def _first_batch_codec(records: bytes) -> int:
+    """The compression codec of the first record batch v2 in ``records`` (-1: not a v2 batch)."""
+    if len(records) < 23 or records[16] != 2:
+        return -1
+    return records[22] & 0x07
+
+
+async def produce(broker: Broker, ctx: RequestContext, req: ProduceRequest) -> Any:
+    by_id = ctx.version >= 13  # KIP-516: topics named by id, and answered by id
+    results: list[tuple[Any, int, ErrorCode, int, int, Any]] = []  # (topic name or id, partition, error, base, start, log)
+    touched = {}
+    for topic in req.topic_data:
+        name = topic.name if not by_id else getattr(broker.listed_topic_by_id(topic.topic_id), "name", None)
+        key = topic.topic_id if by_id else topic.name
+        for pd in topic.partition_data:
+            if name is None:
+                results.append((key, pd.index, ErrorCode.unknown_topic_id, -1, -1, None))
+                continue
+            if req.acks not in (-1, 0, 1):  # Kafka appends nothing and answers every partition so
+                results.append((key, pd.index, ErrorCode.invalid_required_acks, -1, -1, None))
+                continue
+            records = pd.records
+            if 3 <= ctx.version < ZSTD_PRODUCE_VERSION and records and _first_batch_codec(records) == ZSTD:
+                # Kafka's ProduceRequest.validateRecords: zstd batches need Produce v7 (KIP-110)
+                results.append((key, pd.index, ErrorCode.unsupported_compression_type, -1, -1, None))
+                continue
+            if ctx.version < 3:  # message sets (magic 0/1) become a v2 batch, as Kafka 3.9's LogValidator
+                records, error = old_versions.produced_records(broker, name, records)
+                if error != ErrorCode.none:
+                    results.append((key, pd.index, error, -1, -1, None))
+                    continue
+            error, base, start, lg = _produce_partition(broker, name, pd.index, records)
+            results.append((key, pd.index, error, base, start, lg))
+            if lg is not None:
+                touched[id(lg)] = lg
+    throttle = _throttle(broker, ctx, broker.quotas.produce, ctx.size) if broker.quotas.produce.enabled else 0
+    if req.acks == 0:
+        for lg in touched.values():
+            asyncio.get_running_loop().create_task(_quiet_durable(broker, lg))
+        return None
+    failed = set()
+    if touched:
+        outcomes = await asyncio.gather(*(broker.partitions.committer.durable(lg) for lg in touched.values()), return_exceptions=True)
+        failed = {key for key, out in zip(touched, outcomes, strict=True) if isinstance(out, Exception)}
+    part_cls = ctx.nested("PartitionProduceResponse")
+    grouped: dict[Any, list[Any]] = {}
+    for key, index, error, base, start, lg in results:
+        if lg is not None and id(lg) in failed:
+            error, base = ErrorCode.kafka_storage_error, -1
+        grouped.setdefault(key, []).append(codec.make(
+            part_cls, index=index, error_code=error, base_offset=base, log_append_time=None, log_start_offset=start,
+            record_errors=(), error_message=None,
+        ))
+    topic_cls = ctx.nested("TopicProduceResponse")
+    named = "topic_id" if by_id else "name"
+    topics = tuple(codec.make(topic_cls, **{named: key}, partition_responses=tuple(ps)) for key, ps in grouped.items())
+    return ctx.respond(responses=topics, throttle_time=throttle, node_endpoints=())
+
+
+def _throttle(broker: Broker, ctx: RequestContext, quota: Any, value: int) -> int:
+    """Record a client's bytes against its quota; over it, mute the connection for the throttle time."""
+    ms = quota.record(ctx.conn.user, ctx.client_id, value, wall_ms())
+    if ms > 0:
+        ctx.conn.mute_after_answer(ms)
+        broker.metrics.throttled(quota.key, ms)
+    return ms
+
+
+async def _quiet_durable(broker: Broker, lg: Any) -> None:
+    with contextlib.suppress(StorageError):
+        await broker.partitions.committer.durable(lg)
+
+
+async def fetch(broker: Broker, ctx: RequestContext, req: FetchRequest) -> Any:
+    version = ctx.version
+    if version >= 7 and req.session_id != 0 and req.session_epoch > 0:
+        return ctx.respond(throttle_time=0, error_code=ErrorCode.fetch_session_id_not_found, session_id=0, responses=(), node_endpoints=())
+    wanted: list[tuple[str | None, Any, Any]] = []  # (topic name, topic id, partition request)
+    for t in req.topics:
+        if version >= 13:
+            topic = broker.listed_topic_by_id(t.topic_id)
+            wanted.append((topic.name if topic is not None else None, t.topic_id, t.partitions))
+        else:
+            wanted.append((t.topic, None, t.partitions))
+    deadline = time.monotonic() + codec.millis(req.max_wait) / 1000
+    keys = [(name, p.partition) for name, _tid, ps in wanted if name is not None for p in ps]
+    quota = broker.quotas.fetch
+    budget, min_bytes = req.max_bytes if ctx.version >= 3 else 0x7FFFFFFF, req.min_bytes  # max_bytes: v3+
+    if quota.enabled:  # Kafka: never ask for more than the quota lets through in one window
+        budget = int(min(budget, quota.max_in_window(ctx.conn.user, ctx.client_id)))
+        min_bytes = min(min_bytes, budget)
+    while True:
+        total, answer_now, topics = _fetch_once(broker, ctx, req, wanted, budget)
+        remaining = deadline - time.monotonic()
+        if total >= min_bytes or answer_now or remaining <= 0 or broker.stopping:
+            throttle = _throttle(broker, ctx, quota, total) if quota.enabled else 0
+            if throttle:  # Kafka answers a throttled fetch empty, and takes its bytes back
+                quota.unrecord(ctx.conn.user, ctx.client_id, total, wall_ms())
+                topics = ()
+            if topics and total and broker.metrics is not None:  # a throttled answer carries nothing
+                _count_out(broker.metrics, [name for name, _tid, _ps in wanted], topics)
+            return ctx.respond(throttle_time=throttle, error_code=ErrorCode.none, session_id=0, responses=topics, node_endpoints=())
+        await broker.partitions.wait_for_data(keys, remaining)
+
+
+def _count_out(metrics: Any, names: list[str | None], topics: tuple) -> None:
+    """Records and bytes a fetch answer carries, per topic (a batch header's length and record count);
+    ``names`` are the answer's topics in order (v13+ answers name them by id)."""
+    for name, t in zip(names, topics, strict=True):
+        records = nbytes = 0
+        for p in t.partitions:
+            data = p.records
+            if not data:
+                continue
+            nbytes += len(data)
+            pos, end = 0, len(data)
+            while pos + 17 <= end:  # every entry: offset, length, then (at 16) its magic
+                if data[pos + 16] >= 2:  # a v2 batch: its record count at 57
+                    records += int.from_bytes(data[pos + 57:pos + 61], "big") if pos + 61 <= end else 0
+                else:  # a down-converted message (Fetch v0-3): one record, a compressed wrapper counted as one
+                    records += 1
+                pos += 12 + int.from_bytes(data[pos + 8:pos + 12], "big")
+        if nbytes and name is not None:
+            metrics.topic_out(name, records, nbytes)
+
+
+def _fetch_once(broker: Broker, ctx: RequestContext, req: Any, wanted: list, budget: int) -> tuple[int, bool, tuple]:
+    """One pass over the wanted partitions: (bytes read, whether to answer now, topics)."""
+    part_cls = ctx.nested("PartitionData")
+    topic_cls = ctx.nested("FetchableTopicResponse")
+    read_committed = ctx.version >= 4 and req.isolation_level == READ_COMMITTED
+    aborted_cls = ctx.nested("AbortedTransaction") if read_committed else None
+    # KIP-320: v9+ partitions carry the fetcher's current leader epoch, v12+ the epoch of its last batch
+    current_epochs, last_epochs = ctx.version >= 9, ctx.version >= 12
+    magic = old_versions.fetch_magic(ctx.version)
+    total = 0
+    answer_now = False
+    topics = []
+    for name, topic_id, partitions in wanted:
+        parts = []
+        for p in partitions:
+            lg = broker.readable_log(name, p.partition) if name is not None else None
+            error, hw, lso, start, data = ErrorCode.none, -1, -1, -1, b""
+            aborted: tuple | None = None
+            diverging: tuple[int, int] | None = None
+            if lg is None:
+                error = ErrorCode.unknown_topic_id if (name is None and ctx.version >= 13) else ErrorCode.unknown_topic_or_partition
+            elif current_epochs and p.current_leader_epoch > LEADER_EPOCH:
+                # Kafka reads a negative epoch as none given and none is older than 0: only a newer one fails
+                error = ErrorCode.unknown_leader_epoch
+            else:
+                hw, start = lg.high_watermark, lg.log_start_offset
+                txns = broker.partitions.txn_state((name, p.partition))
+                lso = hw if txns is None else txns.last_stable_offset(hw)
+                # the usual case (epoch 0, an offset in the log) needs no look-up: it cannot diverge
+                epoch = p.last_fetched_epoch if last_epochs else UNDEFINED_EPOCH
+                if epoch > UNDEFINED_EPOCH and not (epoch == LEADER_EPOCH and start <= p.fetch_offset <= hw):
+                    error, diverging = fetch_divergence(p.last_fetched_epoch, p.fetch_offset, start, lg.log_end_offset)
+                # Fetch below v10: a zstd topic is refused, and v0-3 where down-conversion is off (3.9)
+                refusal = old_versions.fetch_refusal(broker, name, ctx.version) if ctx.version < 10 else ErrorCode.none
+                try:
+                    limit = min(p.partition_max_bytes, budget - total)
+                    if error == ErrorCode.none and diverging is None and (limit > 0 or total == 0):
+                        # READ_COMMITTED: nothing at or past the first offset of an open transaction
+                        data = lg.read(p.fetch_offset, max(limit, 1), lso if read_committed else None)
+                        if magic is not None and refusal == ErrorCode.none:
+                            # Fetch v0-3: magic 0/1 message sets, as Kafka 3.9 down-converts
+                            data, refusal = old_versions.down_converted(broker, data, magic, p.fetch_offset)
+                except OffsetOutOfRange:
+                    error = ErrorCode.offset_out_of_range
+                if refusal != ErrorCode.none:  # Kafka's FetchResponse.partitionResponse(tp, error)
+                    error, hw, lso, start, data, diverging = refusal, -1, -1, -1, b"", None
+                if read_committed and error == ErrorCode.none:
+                    # the aborted transactions the data may hold, for the client to drop their records
+                    found = txns.aborted_between(p.fetch_offset, lso) if txns is not None and data else ()
+                    aborted = tuple(aborted_cls(producer_id=pid, first_offset=first) for pid, first in found)
+            if error != ErrorCode.none or diverging is not None:
+                answer_now = True  # as Kafka: errors and divergence are answered without waiting for data
+            total += len(data or b"")
+            extra = {} if diverging is None else {"diverging_epoch": ctx.nested("EpochEndOffset")(epoch=diverging[0], end_offset=diverging[1])}
+            parts.append(
+                codec.make(
+                    part_cls,
+                    partition_index=p.partition,
+                    error_code=error,
+                    high_watermark=hw,
+                    last_stable_offset=lso,
+                    log_start_offset=start,
+                    aborted_transactions=aborted,
+                    preferred_read_replica=-1,
+                    # an errored partition's data is b"": Kafka answers MemoryRecords.EMPTY, never null, and
+                    # librdkafka cannot parse a null (it would never see the error nor reset its offset)
+                    records=data,
+                    **extra,
+                )
+            )
+        topics.append(codec.make(topic_cls, topic=name or "", topic_id=topic_id or codec.ZERO_UUID, partitions=tuple(parts)))
+    return total, answer_now, tuple(topics)
+
+
+def list_offsets(broker: Broker, ctx: RequestContext, req: ListOffsetsRequest) -> Any:
+    version = ctx.version
+    if version == 0:  # the old offsets-array answer
+        return old_versions.list_offsets_v0(broker, ctx, req)
+    committed = version >= 2 and req.isolation_level == READ_COMMITTED
+
+    def answer(topic: str, p: Any) -> dict[str, Any]:
+        row = {"partition_index": p.partition_index, "error_code": ErrorCode.none, "timestamp": -1, "offset": -1, "leader_epoch": -1}
+        stamp = p.timestamp
+        if stamp < 0 and version < _SENTINEL_SINCE.get(stamp, 1 << 15):
+            return row | {"error_code": ErrorCode.unsupported_version}  # checked before the partition, as Kafka does
+        lg = broker.readable_log(topic, p.partition_index)
+        if lg is None:
+            return row | {"error_code": ErrorCode.unknown_topic_or_partition}
+        if version >= 4 and p.current_leader_epoch != UNDEFINED_EPOCH:  # KIP-320; only -1 skips the check
+            error = current_epoch_error(p.current_leader_epoch)
+            if error != ErrorCode.none:
+                return row | {"error_code": error}
+        if stamp in (EARLIEST, EARLIEST_LOCAL):  # no remote storage: the local log starts where the log does
+            return row | {"offset": lg.log_start_offset, "leader_epoch": LEADER_EPOCH}
+        if stamp == LATEST:  # READ_COMMITTED: the last stable offset
+            latest = lg.high_watermark
+            txns = broker.partitions.txn_state((topic, p.partition_index)) if committed else None
+            return row | {"offset": latest if txns is None else txns.last_stable_offset(latest), "leader_epoch": LEADER_EPOCH}
+        if stamp in (LATEST_TIERED, EARLIEST_PENDING_UPLOAD):
+            return row  # nothing is tiered: no offset, as Kafka answers for a topic without remote storage
+        if stamp == MAX_TIMESTAMP:
+            found = lg.max_timestamp()
+        else:
+            found = lg.offset_for_timestamp(stamp)
+            found = None if found is None else (found[1], found[0])
+        if found is None:
+            return row
+        return row | {"timestamp": found[0], "offset": found[1], "leader_epoch": LEADER_EPOCH}
+
+    named = Counter((t.name, p.partition_index) for t in req.topics for p in t.partitions)
+    rows = []
+    for t in req.topics:
+        for p in t.partitions:
+            times = named[t.name, p.partition_index]
+            if times == 1:
+                rows.append((t.name, answer(t.name, p)))
+            elif times > 1:  # a partition named more than once: one answer, INVALID_REQUEST
+                named[t.name, p.partition_index] = 0
+                rows.append((t.name, {"partition_index": p.partition_index, "error_code": ErrorCode.invalid_request, "timestamp": -1, "offset": -1, "leader_epoch": -1}))
+    return ctx.respond(throttle_time=0, topics=ctx.by_topic("ListOffsetsTopicResponse", "ListOffsetsPartitionResponse", rows))

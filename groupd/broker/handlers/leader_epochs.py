@@ -1,0 +1,46 @@
+"""OffsetForLeaderEpoch (API 23): where a leader epoch ends, asked by consumers validating their
+positions (KIP-320) and by followers looking for where to truncate (KIP-101)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.offset_for_leader_epoch.v4.request import OffsetForLeaderEpochRequest
+
+from groupd.broker.dataplane.leader_epochs import (
+    UNDEFINED_EPOCH,
+    UNDEFINED_OFFSET,
+    current_epoch_error,
+    end_offset_for,
+)
+from groupd.broker.dispatch import RequestContext
+from groupd.protocol import codec
+from groupd.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from groupd.broker.app import Broker
+
+
+def offset_for_leader_epoch(broker: Broker, ctx: RequestContext, req: OffsetForLeaderEpochRequest) -> Any:
+    """Kafka's ReplicaManager.lastOffsetForLeaderEpoch: per partition, unknown first, then the current
+    leader epoch (-1: no check), then the end offset of the asked epoch from the leader's log. The
+    replica id (v3+: consumer -1, debug -2, a follower's id) only picks the ACL Kafka checks; groupd has
+    no authorizer, so it answers everyone alike. One result per request topic, repeats kept, as Kafka's
+    collections do."""
+    part_cls, topic_cls = ctx.nested("EpochEndOffset"), ctx.nested("OffsetForLeaderTopicResult")
+    topics = []
+    for t in req.topics:
+        parts = []
+        for p in t.partitions:
+            epoch, end = UNDEFINED_EPOCH, UNDEFINED_OFFSET
+            lg = broker.readable_log(t.topic, p.partition)
+            if lg is None:
+                error = ErrorCode.unknown_topic_or_partition
+            else:
+                current = p.current_leader_epoch if ctx.version >= 2 else UNDEFINED_EPOCH  # v2+ (v0-1: no check)
+                error = ErrorCode.none if current == UNDEFINED_EPOCH else current_epoch_error(current)
+                if error == ErrorCode.none:
+                    epoch, end = end_offset_for(p.leader_epoch, lg.log_start_offset, lg.log_end_offset)
+            parts.append(codec.make(part_cls, partition=p.partition, error_code=error, leader_epoch=epoch, end_offset=end))
+        topics.append(codec.make(topic_cls, topic=t.topic, partitions=tuple(parts)))
+    return ctx.respond(throttle_time=0, topics=tuple(topics))

@@ -1,0 +1,63 @@
+"""DescribeClientQuotas and AlterClientQuotas: the quota values, kept under log.dirs."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.alter_client_quotas.v1.request import AlterClientQuotasRequest
+from kio.schema.describe_client_quotas.v1.request import DescribeClientQuotasRequest
+
+from groupd.broker.dispatch import RequestContext
+from groupd.broker.ops import quotas as Q
+from groupd.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from groupd.broker.app import Broker
+
+log = logging.getLogger("groupd.quotas")
+
+
+def _error(exc: Q.QuotaError) -> ErrorCode:
+    return ErrorCode.unsupported_version if exc.unsupported else ErrorCode.invalid_request
+
+
+def describe_client_quotas(broker: Broker, ctx: RequestContext, req: DescribeClientQuotasRequest) -> Any:
+    components = [Q.Component(c.entity_type, c.match_type, c.match) for c in req.components]
+    try:
+        found = Q.describe(broker.quotas.values, components, req.strict)
+    except Q.QuotaError as exc:
+        return ctx.respond(throttle_time=0, error_code=_error(exc), error_message=str(exc), entries=None)
+    entity_cls, value_cls, entry_cls = ctx.nested("EntityData"), ctx.nested("ValueData"), ctx.nested("EntryData")
+    entries = tuple(
+        entry_cls(
+            entity=tuple(entity_cls(entity_type=kind, entity_name=name) for kind, name in entity),
+            values=tuple(value_cls(key=key, value=value) for key, value in sorted(values.items())),
+        )
+        for entity, values in found
+    )
+    return ctx.respond(throttle_time=0, error_code=ErrorCode.none, error_message=None, entries=entries)
+
+
+def alter_client_quotas(broker: Broker, ctx: RequestContext, req: AlterClientQuotasRequest) -> Any:
+    entity_cls, entry_cls = ctx.nested("EntityData"), ctx.nested("EntryData")
+    results = []
+    changed = False
+    for entry in req.entries:
+        pairs = [(e.entity_type, e.entity_name) for e in entry.entity]
+        error, message = ErrorCode.none, None
+        try:
+            entity = Q.entity_of(pairs)
+            ops = [(op.key, None if op.remove else op.value) for op in entry.ops]
+            if broker.quotas.alter(entity, ops, req.validate_only):
+                changed = True
+                log.info("client quotas of %s now %s", entity, broker.quotas.values.get(entity, {}))
+        except Q.QuotaError as exc:
+            error, message = _error(exc), str(exc)
+        results.append(entry_cls(
+            error_code=error, error_message=message,
+            entity=tuple(entity_cls(entity_type=kind, entity_name=name) for kind, name in pairs),
+        ))
+    if changed:
+        Q.save(broker.config["log.dirs"], broker.quotas)
+    return ctx.respond(throttle_time=0, entries=tuple(results))

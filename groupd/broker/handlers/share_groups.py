@@ -1,0 +1,83 @@
+"""Share groups (KIP-932): ShareGroupHeartbeat (76) and ShareGroupDescribe (77), kio entities <-> the
+core's version-free requests (coordinator/share/). Both answer UNSUPPORTED_VERSION unless the
+``share.version`` feature is enabled (KafkaApis.isShareGroupProtocolEnabled)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.share_group_describe.v1.request import ShareGroupDescribeRequest
+from kio.schema.share_group_heartbeat.v1.request import ShareGroupHeartbeatRequest
+
+from groupd.broker.dispatch import RequestContext, answered_later
+from groupd.broker.handlers.consumer_groups import described_assignment, heartbeat_answer, heartbeat_refused
+from groupd.broker.handlers.operations import NOT_REQUESTED, authorized_operations
+from groupd.coordinator import errors as E
+from groupd.coordinator import shard as core
+from groupd.coordinator.service import CoordinatorError
+from groupd.coordinator.share.api import ShareGroupHeartbeat
+from groupd.protocol import codec
+
+if TYPE_CHECKING:
+    from groupd.broker.app import Broker
+
+DISABLED = "Share groups are not enabled (the share.version feature is 0)."
+
+
+def share_group_heartbeat(broker: Broker, ctx: RequestContext, req: ShareGroupHeartbeatRequest) -> Any:
+    if not broker.share_groups.enabled:
+        return heartbeat_refused(ctx, E.UNSUPPORTED_VERSION, DISABLED)
+    request = ShareGroupHeartbeat(
+        group_id=req.group_id,
+        member_id=req.member_id,
+        member_epoch=req.member_epoch,
+        rack_id=req.rack_id,
+        subscribed_topic_names=None if req.subscribed_topic_names is None else tuple(req.subscribed_topic_names),
+        client_id=ctx.client_id,
+        client_host="/" + ctx.client_host,
+    )
+    answer = heartbeat_answer(ctx)
+
+    def finish(payload: Any, error: BaseException | None) -> Any:
+        if error is None and payload.initialize is not None:
+            broker.share_groups.initialize(payload.initialize)  # once the heartbeat's records are durable
+        return answer(payload, error)
+
+    return answered_later(broker, req.group_id, core.share_group_heartbeat, request, finish)
+
+
+def share_group_describe(broker: Broker, ctx: RequestContext, req: ShareGroupDescribeRequest) -> Any:
+    group_cls, member_cls = ctx.nested("DescribedGroup"), ctx.nested("Member")
+
+    def failed(group_id: str, code: int, message: str | None = None) -> Any:
+        return codec.make(group_cls, error_code=code, error_message=message, group_id=group_id, group_state="",
+                          group_epoch=0, assignment_epoch=0, assignor_name="", members=(),
+                          authorized_operations=NOT_REQUESTED)
+
+    if not broker.share_groups.enabled:
+        return ctx.respond(throttle_time=0, groups=tuple(failed(g, E.UNSUPPORTED_VERSION, DISABLED) for g in req.group_ids))
+    ops = authorized_operations("group", req.include_authorized_operations)
+    assignment = described_assignment(ctx)
+
+    out = []
+    for group_id in req.group_ids:
+        try:
+            (d,) = broker.coordinator.call_sync(group_id, core.share_group_describe, [group_id])
+        except CoordinatorError as exc:
+            out.append(failed(group_id, exc.code))
+            continue
+        members = tuple(
+            codec.make(
+                member_cls, member_id=m.member_id, rack_id=m.rack_id, member_epoch=m.member_epoch,
+                client_id=m.client_id, client_host=m.client_host, subscribed_topic_names=m.subscribed_topic_names,
+                assignment=assignment(m.assignment),
+            )
+            for m in d.members
+        )
+        out.append(codec.make(
+            group_cls, error_code=d.error, error_message=d.message, group_id=d.group_id,
+            group_state=d.state if d.error == E.NONE else "", group_epoch=d.group_epoch,
+            assignment_epoch=d.assignment_epoch, assignor_name=d.assignor_name, members=members,
+            authorized_operations=ops if d.error == E.NONE else NOT_REQUESTED,
+        ))
+    return ctx.respond(throttle_time=0, groups=tuple(out))

@@ -1,0 +1,123 @@
+"""CreateTopics and DeleteTopics."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from kio.schema.create_topics.v7.request import CreateTopicsRequest
+from kio.schema.delete_topics.v6.request import DeleteTopicsRequest
+
+from groupd.broker.dataplane.topic_configs import InvalidConfig, validate_topic_configs
+from groupd.broker.dataplane.topics import TopicError
+from groupd.broker.dispatch import RequestContext
+from groupd.broker.ops.quotas import Mutations
+from groupd.clock import wall_ms
+from groupd.protocol import codec
+from groupd.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from groupd.broker.app import Broker
+
+
+THROTTLED = "The throttling quota has been exceeded."
+
+
+def mutations(broker: Broker, ctx: RequestContext, strict_since: int) -> Mutations:
+    """This request's controller mutation quota: strict from ``strict_since`` on, permissive before."""
+    return broker.quotas.mutations.for_request(ctx.conn.user if ctx.conn else "ANONYMOUS", ctx.client_id, ctx.version >= strict_since)
+
+
+def throttle_time(broker: Broker, ctx: RequestContext, quota: Mutations) -> int:
+    """The throttle time to answer with; the connection is muted that long, as for the byte rates."""
+    ms = quota.throttle_ms(wall_ms())
+    if ms > 0 and ctx.conn is not None:
+        ctx.conn.mute_after_answer(ms)
+        broker.metrics.throttled("controller_mutation_rate", ms)
+    return ms
+
+
+def create_topics(broker: Broker, ctx: RequestContext, req: CreateTopicsRequest) -> Any:
+    result_cls = ctx.nested("CreatableTopicResult")
+    quota = mutations(broker, ctx, strict_since=6)
+    seen: dict[str, int] = {}
+    for topic in req.topics:
+        seen[topic.name] = seen.get(topic.name, 0) + 1
+    results = []
+    for topic in req.topics:
+        error, message, partitions, replication, topic_id = ErrorCode.none, None, -1, -1, codec.ZERO_UUID
+        try:
+            if seen[topic.name] > 1:
+                raise TopicError(ErrorCode.invalid_request, f"Create topics request from client contains duplicate topic {topic.name}")
+            partitions = topic.num_partitions
+            if topic.assignments:
+                if partitions != -1 or topic.replication_factor != -1:
+                    raise TopicError(ErrorCode.invalid_request, "Both numPartitions or replicationFactor and replicasAssignments were set.")
+                partitions = len(topic.assignments)
+                for a in topic.assignments:
+                    if tuple(a.broker_ids) != (broker.node_id,):
+                        raise TopicError(ErrorCode.invalid_replica_assignment, f"Replica assignment {list(a.broker_ids)} names brokers other than {broker.node_id}")
+            elif partitions == -1:
+                partitions = broker.config["num.partitions"]
+            replication = 1 if topic.replication_factor == -1 else topic.replication_factor
+            if partitions < 1:
+                raise TopicError(ErrorCode.invalid_partitions, "Number of partitions must be larger than 0.")
+            if replication < 1:
+                raise TopicError(ErrorCode.invalid_replication_factor, "Replication factor must be larger than 0.")
+            if replication > 1:
+                raise TopicError(ErrorCode.invalid_replication_factor, f"Unable to replicate the partition {replication} time(s): The target replication factor of {replication} cannot be reached because only 1 broker(s) are registered.")
+            try:
+                configs = validate_topic_configs({c.name: c.value for c in topic.configs})
+            except InvalidConfig as exc:
+                raise TopicError(ErrorCode.invalid_config, str(exc)) from None
+            broker.topics.check_new(topic.name, partitions)
+            if not quota.record(partitions, wall_ms()):  # Kafka charges validate-only requests too
+                raise TopicError(ErrorCode.throttling_quota_exceeded, THROTTLED)
+            if not (ctx.version >= 1 and req.validate_only):  # v1+ (v0 always creates)
+                topic_id = broker.create_topic(topic.name, partitions, configs).topic_id
+        except TopicError as exc:
+            error, message, partitions, replication = exc.code, exc.message, -1, -1
+        results.append(
+            codec.make(
+                result_cls,
+                name=topic.name,
+                topic_id=topic_id,
+                error_code=error,
+                error_message=message,
+                topic_config_error_code=0,
+                num_partitions=partitions,
+                replication_factor=replication,
+                configs=(),  # on an error too: Kafka leaves Configs at its default, an empty array
+            )
+        )
+    return ctx.respond(throttle_time=throttle_time(broker, ctx, quota), topics=tuple(results))
+
+
+def delete_topics(broker: Broker, ctx: RequestContext, req: DeleteTopicsRequest) -> Any:
+    result_cls = ctx.nested("DeletableTopicResult")
+    if ctx.version >= 6:
+        wanted = [(t.name, t.topic_id) for t in req.topics]
+    else:
+        wanted = [(name, None) for name in req.topic_names]
+    results = []
+    quota = mutations(broker, ctx, strict_since=5)
+    for name, topic_id in wanted:
+        error, message = ErrorCode.none, None
+        if name is None and topic_id is not None:
+            topic = broker.topics.by_id(topic_id)
+            if topic is None:
+                error, message = ErrorCode.unknown_topic_id, "This server does not host this topic ID."
+            else:
+                name = topic.name
+        if error == ErrorCode.none:
+            try:
+                existing = broker.topics.get(name)
+                if existing is not None and not quota.record(existing.partitions, wall_ms()):
+                    raise TopicError(ErrorCode.throttling_quota_exceeded, THROTTLED)
+                topic = broker.delete_topic(name)
+                topic_id = topic.topic_id
+            except TopicError as exc:
+                error, message = exc.code, exc.message
+        results.append(
+            codec.make(result_cls, name=name, topic_id=topic_id or codec.ZERO_UUID, error_code=error, error_message=message)
+        )
+    return ctx.respond(throttle_time=throttle_time(broker, ctx, quota), responses=tuple(results))

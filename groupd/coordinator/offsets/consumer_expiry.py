@@ -1,0 +1,64 @@
+"""The retention check's rules for consumer-protocol (KIP-848) groups, as Kafka 4.x's periodic cleanup
+(GroupCoordinatorShard.cleanupGroupMetadata) applies them to a ConsumerGroup:
+
+- its offsets expire ``offsets.retention.minutes`` after their own commit (ConsumerGroup's
+  offsetExpirationCondition has the commit timestamp as its base, in every state, members or not), or
+  at their explicit expire timestamp (OffsetCommit v1); a topic the group subscribes to (by name or
+  through a resolved regex: ModernGroup.isSubscribedToTopic) keeps its offsets;
+- once every offset is gone (and no transaction of the group is open), a group that is Empty (no
+  members: ConsumerGroup.isEmpty) is deleted (GroupMetadataManager.maybeDeleteGroup) with its own
+  tombstones in Kafka's order (ConsumerGroup.createGroupTombstoneRecords), and no classic
+  GroupMetadata tombstone, which Kafka never writes for it.
+
+A consumer group's offsets sit in a member-less group of the same id in ``ShardState.groups`` (the
+"holder"); coordinator/offsets/commits.py's ``expire_offsets`` runs the loop and asks here.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import TYPE_CHECKING, Any
+
+from groupd.coordinator.consumer.group import ConsumerGroup, deletion_records, replay
+from groupd.coordinator.consumer.heartbeat import subscribed_names
+from groupd.coordinator.group import Group
+
+if TYPE_CHECKING:
+    from groupd.coordinator.shard import ShardState
+
+# a deleted consumer group as it was (to bring back if the write fails) and its offsets' holder
+DroppedConsumerGroup = tuple[ConsumerGroup, Group | None]
+
+
+def subscribed_topics(group: ConsumerGroup) -> frozenset[str]:
+    """The topic names the group's members subscribe to, by name or through a resolved regex."""
+    return frozenset().union(*(subscribed_names(group, m) for m in group.members.values()))
+
+
+def is_empty(group: ConsumerGroup) -> bool:
+    """Kafka's ConsumerGroup.isEmpty: the group is in state Empty (it has no members)."""
+    return not group.members
+
+
+def drop_consumer_group(state: ShardState, group: ConsumerGroup, records: list[tuple[Any, None]]) -> DroppedConsumerGroup:
+    """Append the group's tombstones to ``records`` and apply them now, as every consumer-group record is
+    applied when made (the shard's runtime replay skips them for an expiry); the holder of its offsets,
+    whose tombstones are already in ``records``, goes with it."""
+    before = copy.deepcopy(group)
+    tombstones = deletion_records(group)
+    for key, value in tombstones:
+        replay(state.consumer_groups, key, value)
+    records.extend(tombstones)
+    holder = state.groups.pop(group.group_id, None)
+    return before, holder
+
+
+def restore_consumer_groups(state: ShardState, dropped: tuple[DroppedConsumerGroup, ...]) -> None:
+    """The expiry's write failed: Kafka's in-memory rollback brings the groups back, unless their ids
+    were taken meanwhile."""
+    for group, holder in dropped:
+        gid = group.group_id
+        if gid not in state.consumer_groups:
+            state.consumer_groups[gid] = group
+        if holder is not None and gid not in state.groups:
+            state.groups[gid] = holder

@@ -1,0 +1,341 @@
+"""The transaction coordinator's shell: the ``__transaction_state`` partitions, markers, and timers around
+the pure core in ``coordinator/transactions/rules.py``.
+
+Each transition is persisted (Kafka's TransactionLog key and value formats) before it is acted on or
+answered, so a restart finds every transactional id where it was. A transaction that had reached
+PrepareCommit or PrepareAbort is finished at start-up (its markers written again: harmless, as in
+Kafka); an open one is aborted when its timeout passes. Markers go to every data partition of the
+transaction and, through the group coordinator, to the offsets partition of every group whose offsets
+it carries. One transition per transactional id at a time: a request that finds one under way gets
+CONCURRENT_TRANSACTIONS and retries, as Kafka's clients do.
+
+As in Kafka, ``transaction.state.log.num.partitions`` partitions hold the ids, each in
+``abs(javaHashCode(id)) % partitions``. A partition's log is opened at its first write (an empty broker
+opens none); start-up replays every partition found on disk and moves an id found outside its own
+partition (the single ``__transaction_state-0`` of earlier groupd versions, or a changed count) home.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
+
+from groupd.clock import wall_ms
+from groupd.coordinator.internal_logs import InternalLogs
+from groupd.coordinator.partitioning import partition_for
+from groupd.coordinator.runtime.runtime import CoordinatorError
+from groupd.coordinator.tasks import Tasks
+from groupd.coordinator.transactions import rules as T
+from groupd.protocol.errors import ErrorCode
+from groupd.protocol.topic_names import OFFSETS_TOPIC, TXN_STATE_TOPIC
+from groupd.storage.batch import collect_latest
+from groupd.storage.errors import StorageError
+from groupd.storage.log import Log, LogConfig
+
+if TYPE_CHECKING:
+    from groupd.coordinator.service import GroupCoordinator
+    from groupd.storage.committer import GroupCommitter
+
+
+class Producers(Protocol):
+    def allocate(self) -> int: ...
+
+
+class DataPartitions(Protocol):
+    """The data plane as the transaction coordinator writes to it (broker/dataplane/partitions.py)."""
+
+    committer: GroupCommitter
+
+    def write_marker(self, tp: T.TopicPartition, producer_id: int, producer_epoch: int, commit: bool) -> Log | None: ...
+
+    def appended(self, tp: tuple[str, int]) -> None: ...
+
+
+class Host(Protocol):
+    """What the service is given by the broker that runs it: its config, producer ids, the data
+    partitions its markers go to, the group coordinator (markers in the offsets partitions), metrics."""
+
+    config: Any
+    producers: Producers
+    partitions: DataPartitions
+    coordinator: GroupCoordinator
+    metrics: Any
+
+log = logging.getLogger("groupd.transactions")
+
+
+
+class TransactionCoordinator:
+    """Broker service: every transactional id's state, its log, and its transactions' markers."""
+
+    def __init__(self, broker: Host) -> None:
+        self.broker = broker
+        self.config = broker.config
+        self.root = Path(self.config["log.dirs"])
+        self.num_partitions: int = self.config["transaction.state.log.num.partitions"]
+        self._logs = InternalLogs(self.root, TXN_STATE_TOPIC, LogConfig(
+            cleanup_policy="compact", segment_bytes=self.config["transaction.state.log.segment.bytes"]))
+        self.logs: dict[int, Log] = self._logs.logs  # the partitions opened so far
+        self.txns: dict[str, T.Txn] = {}
+        self.by_producer: dict[int, str] = {}
+        self._busy: set[str] = set()
+        self._tasks = Tasks()
+
+    # ------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        for p in self._logs.stored():  # those past the configured count too: their ids are moved home
+            self.log_of(p)
+        found: dict[int, dict[bytes, bytes | None]] = {}
+        for p, lg in self.logs.items():
+            latest = found[p] = {}
+            for chunk in lg.chunks():
+                collect_latest(chunk, latest)
+        layout = T.settle_layout(found, self.num_partitions)
+        for why in layout.skipped:
+            log.warning("%s record skipped: partition %s", TXN_STATE_TOPIC, why)
+        self._settle(layout)
+        for txn in layout.txns.values():
+            self._put(txn)
+        if self.txns:
+            log.info("loaded %d transactional ids from %d %s partitions", len(self.txns), len(self.logs), TXN_STATE_TOPIC)
+        for txn in self.txns.values():
+            if txn.completing:  # the markers may not all have been written before the stop
+                self._busy.add(txn.transactional_id)
+                self._tasks.spawn(self._finish_guarded(txn))
+        self._tasks.spawn(self._timers())
+
+    async def stop(self) -> None:
+        await self._tasks.cancel_all()
+        self._logs.close()
+
+    # ------------------------------------------------------------ partitions
+
+    def partition_for(self, tid: str) -> int:
+        return partition_for(tid, self.num_partitions)
+
+    def log_of(self, partition: int) -> Log:
+        """A partition's log, opened (made, the first time) at its first use."""
+        return self._logs.log_of(partition)
+
+    def has_records(self) -> bool:
+        return self._logs.has_records()
+
+    def _settle(self, layout: T.Layout) -> None:
+        """Write every id found outside its own partition there, durably, then tombstone it where it was."""
+        clears: dict[int, list[tuple[bytes, bytes | None]]] = {p: [(key, None) for key in keys] for p, keys in layout.clears.items()}
+        for step in (layout.moves, clears):
+            logs = [self.log_of(p) for p in step]
+            for lg, records in zip(logs, step.values(), strict=True):
+                lg.append_records(records)
+            for lg in logs:
+                lg.flush()
+        if layout.moves:
+            moved = sum(len(records) for records in layout.moves.values())
+            log.info("moved %d transactional ids into their own %s partitions (of %d)", moved, TXN_STATE_TOPIC, self.num_partitions)
+
+    # ------------------------------------------------------------ requests
+
+    async def init_producer_id(self, tid: str, timeout_ms: int, expected: tuple[int, int] | None) -> tuple[ErrorCode, int, int]:
+        if tid in self._busy:
+            return ErrorCode.concurrent_transactions, -1, -1
+        out = T.init_producer_id(
+            self.txns.get(tid), tid, timeout_ms, expected, wall_ms(), self.broker.producers.allocate, self.config["transaction.max.timeout.ms"]
+        )
+        if isinstance(out, ErrorCode):
+            return out, -1, -1
+        self._busy.add(tid)
+        try:
+            if out.fence:  # an open transaction: aborted first, and the client asked to retry
+                log.info("transactional id %s: fencing producer %d, aborting its open transaction", tid, out.txn.producer_id)
+                await self._end(out.txn, "fenced")
+                return ErrorCode.concurrent_transactions, -1, -1
+            await self._persist(out.txn)
+            log.info("transactional id %s: producer id %d epoch %d", tid, out.txn.producer_id, out.txn.producer_epoch)
+            return ErrorCode.none, out.txn.producer_id, out.txn.producer_epoch
+        except StorageError:
+            log.exception("transaction log write for %s failed", tid)
+            return ErrorCode.coordinator_not_available, -1, -1
+        finally:
+            self._busy.discard(tid)
+
+    async def add_partitions(self, tid: str, producer_id: int, producer_epoch: int, partitions: Iterable[T.TopicPartition], groups: Iterable[str] = ()) -> ErrorCode:
+        if not tid:
+            return ErrorCode.invalid_request
+        if tid in self._busy:
+            return T.while_pending(self.txns.get(tid), producer_id, producer_epoch)
+        out = T.add_partitions(self.txns.get(tid), producer_id, producer_epoch, partitions, wall_ms(), groups)
+        if isinstance(out, ErrorCode):
+            return out
+        self._busy.add(tid)
+        try:
+            await self._persist(out.txn)
+            return ErrorCode.none
+        except StorageError:
+            log.exception("transaction log write for %s failed", tid)
+            return ErrorCode.coordinator_not_available
+        finally:
+            self._busy.discard(tid)
+
+    async def end_txn(self, tid: str, producer_id: int, producer_epoch: int, commit: bool) -> ErrorCode:
+        if not tid:
+            return ErrorCode.invalid_request
+        if tid in self._busy:
+            return T.while_pending(self.txns.get(tid), producer_id, producer_epoch)
+        out = T.end_txn(self.txns.get(tid), producer_id, producer_epoch, commit, wall_ms())
+        if isinstance(out, ErrorCode):
+            return out
+        self._busy.add(tid)
+        try:
+            await self._end(out.txn, "commit" if commit else "abort")
+            return ErrorCode.none
+        except StorageError:
+            log.exception("ending the transaction of %s failed; it will be finished later", tid)
+            return ErrorCode.none if self.txns[tid].completing else ErrorCode.coordinator_not_available
+        finally:
+            self._busy.discard(tid)
+
+    def verify_produce(self, producer_id: int, producer_epoch: int, tp: T.TopicPartition) -> ErrorCode:
+        """May this transactional batch be written (Kafka's produce-time verification)?"""
+        tid = self.by_producer.get(producer_id)
+        error = T.verify_partition(self.txns.get(tid) if tid is not None else None, producer_id, producer_epoch, tp)
+        if error == ErrorCode.concurrent_transactions:
+            return ErrorCode.not_enough_replicas  # Kafka's translation, so older clients retry the produce
+        if error == ErrorCode.producer_fenced:
+            return ErrorCode.invalid_producer_epoch  # what a produce from a fenced epoch hears
+        return error
+
+    # ------------------------------------------------------------ transitions
+
+    def _put(self, txn: T.Txn) -> None:
+        old = self.txns.get(txn.transactional_id)
+        if old is not None and old.producer_id != txn.producer_id:
+            self.by_producer.pop(old.producer_id, None)
+        self.txns[txn.transactional_id] = txn
+        self.by_producer[txn.producer_id] = txn.transactional_id
+
+    def _forget(self, txn: T.Txn) -> None:
+        self.txns.pop(txn.transactional_id, None)
+        if self.by_producer.get(txn.producer_id) == txn.transactional_id:
+            del self.by_producer[txn.producer_id]
+
+    async def _persist(self, txn: T.Txn | None, tid: str | None = None) -> None:
+        """Append the id's new state (None: a tombstone) to its partition and wait until it is durable;
+        then it holds."""
+        tid = txn.transactional_id if txn is not None else tid or ""
+        partition = self.partition_for(tid)
+        lg = self.log_of(partition)
+        lg.append_records([(T.encode_key(tid), None if txn is None else T.encode_value(txn))])
+        await self.broker.partitions.committer.durable(lg)
+        self.broker.partitions.appended((TXN_STATE_TOPIC, partition))  # fetchers long-polling it
+        if txn is not None:
+            self._put(txn)
+
+    async def _end(self, prepared: T.Txn, why: str) -> None:
+        """PrepareCommit/PrepareAbort persisted, then the markers, then CompleteCommit/CompleteAbort."""
+        await self._persist(prepared)
+        await self._finish(prepared, why)
+
+    async def _finish(self, prepared: T.Txn, why: str) -> None:
+        commit = prepared.state == T.PREPARE_COMMIT
+        pid, epoch = prepared.producer_id, prepared.producer_epoch
+        partitions = self.broker.partitions
+        logs = []
+        for tp in sorted(prepared.partitions):
+            if tp[0] == OFFSETS_TOPIC:
+                continue
+            lg = partitions.write_marker(tp, pid, epoch, commit)
+            if lg is not None:
+                logs.append(lg)
+        coordinator = self.broker.coordinator
+        # one marker per offsets partition ends the producer's pending offsets of all its groups there;
+        # after a restart the groups come from the offsets store's pending transactional offsets
+        by_partition: dict[int, str] = {}
+        for group in (*sorted(prepared.groups), *coordinator.groups_with_pending_transaction(pid)):
+            by_partition.setdefault(coordinator.partition_for(group), group)
+        try:
+            await asyncio.gather(
+                *(partitions.committer.durable(lg) for lg in {id(lg): lg for lg in logs}.values()),
+                *(coordinator.complete_transaction(g, pid, epoch, commit) for g in by_partition.values()),
+            )
+        except CoordinatorError as exc:
+            raise StorageError(f"transaction marker for groups not written: error {exc.code}") from exc
+        await self._persist(T.complete(prepared, wall_ms()))
+        self.broker.metrics.transaction_ended(why)
+        log.info("transactional id %s: %s (producer %d epoch %d, %d partitions, %d groups)",
+                 prepared.transactional_id, "committed" if commit else "aborted", pid, epoch, len(logs), len(by_partition))
+
+    async def _finish_guarded(self, prepared: T.Txn, why: str | None = None) -> None:
+        """Finish a transaction found PrepareCommit/PrepareAbort (at start-up, or after a failed write)."""
+        try:
+            await self._finish(prepared, why or ("commit" if prepared.state == T.PREPARE_COMMIT else "abort"))
+        except StorageError:
+            log.exception("finishing the transaction of %s failed; retried later", prepared.transactional_id)
+        finally:
+            self._busy.discard(prepared.transactional_id)
+
+    # ------------------------------------------------------------ timers
+
+    async def _timers(self) -> None:
+        """Abort transactions past their timeout, retry unfinished ends, forget expired ids."""
+        abort_every = self.config["transaction.abort.timed.out.transaction.cleanup.interval.ms"] / 1000
+        expire_every = self.config["transaction.remove.expired.transaction.cleanup.interval.ms"] / 1000
+        next_expiry = time.monotonic() + expire_every
+        while True:
+            await asyncio.sleep(abort_every)
+            now = wall_ms()
+            for txn in T.timed_out(self.txns.values(), now):
+                tid = txn.transactional_id
+                if tid in self._busy:
+                    continue
+                log.info("transactional id %s: transaction open for more than %d ms, aborting it", tid, txn.timeout_ms)
+                self._busy.add(tid)
+                self._tasks.spawn(self._abort_guarded(T.fence_epoch(txn)))
+            for txn in list(self.txns.values()):
+                if txn.completing and txn.transactional_id not in self._busy:
+                    self._busy.add(txn.transactional_id)
+                    self._tasks.spawn(self._finish_guarded(txn))
+            if time.monotonic() >= next_expiry:
+                next_expiry = time.monotonic() + expire_every
+                try:
+                    await self._expire(now)
+                except Exception:  # the timers must outlive one bad pass
+                    log.exception("expiring transactional ids failed")
+
+    async def _abort_guarded(self, fenced: T.Txn) -> None:
+        try:
+            await self._persist(fenced)
+        except StorageError:
+            log.exception("aborting the transaction of %s failed; retried later", fenced.transactional_id)
+            self._busy.discard(fenced.transactional_id)
+            return
+        await self._finish_guarded(fenced, "timeout")
+
+    async def _expire(self, now: int) -> None:
+        for txn in T.expired(self.txns.values(), now, self.config["transactional.id.expiration.ms"]):
+            tid = txn.transactional_id
+            if tid in self._busy:
+                continue
+            try:
+                await self._persist(None, tid)
+            except StorageError:
+                log.exception("expiring transactional id %s failed", tid)
+                continue
+            self._forget(txn)
+            log.info("transactional id %s expired", tid)
+        for lg in self.logs.values():
+            with contextlib.suppress(StorageError):
+                lg.compact(now)
+
+    # ------------------------------------------------------------ describe
+
+    def describe(self, tid: str) -> T.Txn | None:
+        return self.txns.get(tid)
+
+    def all(self) -> list[T.Txn]:
+        return list(self.txns.values())
