@@ -11,7 +11,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, overload
 
 from crc32c import crc32c
 
@@ -83,7 +83,7 @@ class Record:
 
 
 def _twin(cls: type) -> type:
-    annotations = {name: object for name in cls.__slots__}
+    annotations = {name: object for name in cls.__dict__["__slots__"]}
     return dataclass(slots=True)(type("_Mutable" + cls.__name__, (), {"__annotations__": annotations}))
 
 
@@ -94,7 +94,7 @@ _RecordTwin = _twin(Record)
 def _make_header(fields: tuple) -> BatchHeader:
     h = _HeaderTwin(*fields)
     h.__class__ = BatchHeader
-    return h  # type: ignore[return-value]
+    return h
 
 
 def parse_header(buf: bytes | bytearray | memoryview, pos: int = 0) -> BatchHeader:
@@ -193,6 +193,40 @@ def _write_bytes(out: bytearray, data: bytes | None) -> None:
         out += data
 
 
+@overload
+def build_batch(
+    records: Sequence[tuple[bytes | None, bytes | None]],
+    *,
+    base_offset: int = 0,
+    timestamp_ms: int,
+    headers: Sequence[Sequence[tuple[str, bytes | None]]] | None = None,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+    attributes: int = 0,
+    offset_deltas: Sequence[int] | None = None,
+    timestamps: Sequence[int] | None = None,
+    mutable: Literal[False] = False,
+) -> bytes: ...
+
+
+@overload
+def build_batch(
+    records: Sequence[tuple[bytes | None, bytes | None]],
+    *,
+    base_offset: int = 0,
+    timestamp_ms: int,
+    headers: Sequence[Sequence[tuple[str, bytes | None]]] | None = None,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+    attributes: int = 0,
+    offset_deltas: Sequence[int] | None = None,
+    timestamps: Sequence[int] | None = None,
+    mutable: Literal[True],
+) -> bytearray: ...
+
+
 def build_batch(
     records: Sequence[tuple[bytes | None, bytes | None]],
     *,
@@ -206,7 +240,7 @@ def build_batch(
     offset_deltas: Sequence[int] | None = None,
     timestamps: Sequence[int] | None = None,
     mutable: bool = False,
-) -> bytes:
+) -> bytes | bytearray:
     """An uncompressed v2 batch. ``offset_deltas``/``timestamps`` let compaction keep gaps truthful.
     ``mutable``: as a bytearray, whose base offset the log then writes in place."""
     max_ts = timestamp_ms
@@ -255,7 +289,7 @@ def build_control_batch(producer_id: int, producer_epoch: int, commit: bool, *, 
     return build_batch(
         [(key, value)], timestamp_ms=timestamp_ms, producer_id=producer_id, producer_epoch=producer_epoch,
         attributes=TRANSACTIONAL | CONTROL, mutable=True,
-    )  # type: ignore[return-value]
+    )
 
 
 def control_marker(batch: bytes | memoryview, header: BatchHeader | None = None) -> int | None:

@@ -59,7 +59,12 @@ class _Round:
 
 
 class GroupCommitter:
-    def __init__(self, *, flush_interval_messages: int = 1, flush_interval_ms: int = 0, shared: bool = False) -> None:
+    def __init__(
+        self, *, flush_interval_messages: int = 1, flush_interval_ms: int = 0, shared: bool = False,
+        directory: Path | None = None,
+    ) -> None:
+        # directory: the file system ``start`` starts the syncfs helper on (the local engine's data dir)
+        self.directory = directory
         # shared: one round for every log (one syncfs for all of them where the OS has it), for callers
         # that spread writes over many logs, like the 50 offsets partitions
         self.shared = shared
@@ -316,6 +321,11 @@ class GroupCommitter:
                 _tell(r, None)
         finally:
             pending.running = False
+
+    async def start(self) -> None:
+        """The storage seam's start (storage/engine.py Durability): the helper on ``directory``."""
+        if self.directory is not None:
+            await self.start_helper(self.directory)
 
     async def start_helper(self, directory: Path) -> None:
         """Shared rounds sync through a helper process (see storage/synchelper.py) where it runs."""

@@ -27,3 +27,7 @@ class RecordTooLarge(StorageError):
 
 class InvalidRecord(StorageError):
     """A produced record Kafka's LogValidator refuses (INVALID_RECORD), though intact."""
+
+
+class UnknownPartition(StorageError):
+    """The engine holds no such partition (never created, or deleted)."""

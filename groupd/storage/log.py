@@ -42,6 +42,7 @@ from groupd.storage.batch import (
     parse_header,
     set_base_offset,
 )
+from groupd.storage.engine import CompactionStats, LogConfig
 from groupd.storage.errors import OffsetOutOfRange, RecordTooLarge, StorageError
 from groupd.storage.logdirfailure import channel as log_dir_failures
 
@@ -57,33 +58,6 @@ _INDEX_MAGIC = b"GDBI"
 _SCAN_HEADER = struct.Struct(">qiibIhiqq")  # a batch header up to maxTimestamp
 _RECORD_COUNT = struct.Struct(">i")  # at position 57
 _LEADER_EPOCH = struct.Struct(">i")  # partitionLeaderEpoch, at position 12
-
-
-@dataclass
-class LogConfig:
-    segment_bytes: int = 1_073_741_824
-    segment_ms: int = 604_800_000
-    retention_ms: int = 604_800_000
-    retention_bytes: int = -1
-    cleanup_policy: str = "delete"
-    delete_retention_ms: int = 86_400_000
-    index_interval_bytes: int = 4096
-    max_message_bytes: int = 1_048_588
-
-    @property
-    def compact(self) -> bool:
-        return "compact" in self.cleanup_policy
-
-    @property
-    def delete(self) -> bool:
-        return "delete" in self.cleanup_policy
-
-
-@dataclass
-class CompactionStats:
-    segments: int = 0
-    records_before: int = 0
-    records_after: int = 0
 
 
 @dataclass
@@ -744,6 +718,60 @@ class Log:
             seg.path.with_suffix(INDEX_SUFFIX).unlink(missing_ok=True)
             dropped += 1
         return dropped
+
+    def truncate_to(self, offset: int) -> int:
+        """Remove every batch holding an offset >= ``offset``: whole segments from the end, then the
+        tail of the last one kept, cut at a batch boundary (as Kafka's truncateTo). Durable at the next
+        flush, like an append."""
+        self._settle()
+        with self._lock, self._state:
+            self._check_usable()
+            if offset < self.log_start_offset:
+                raise OffsetOutOfRange(f"offset {offset} is below the log start {self.log_start_offset}")
+            if offset >= self.log_end_offset:
+                return self.log_end_offset
+            while len(self.segments) > 1 and self.segments[-1].base_offset >= offset:
+                seg = self.segments.pop()
+                self._bases.pop()
+                self._dirty.discard(seg.fd)
+                os.close(seg.fd)
+                seg.path.unlink(missing_ok=True)
+                seg.path.with_suffix(INDEX_SUFFIX).unlink(missing_ok=True)
+                self._dir_dirty = True
+            seg = self.segments[-1]
+            bi = max(bisect.bisect_right(seg.offsets, offset) - 1, 0)
+            while bi < len(seg.positions):
+                pos = seg.positions[bi]
+                header = parse_header(seg.pread(pos, pos + BATCH_OVERHEAD), 0)
+                if header.last_offset >= offset:
+                    break
+                bi += 1
+            if bi < len(seg.positions):
+                cut, end = seg.positions[bi], seg.offsets[bi]
+                try:
+                    os.ftruncate(seg.fd, cut)
+                except OSError as exc:
+                    raise StorageError(f"truncating {seg.path} failed: {exc}") from exc
+                del seg.offsets[bi:], seg.positions[bi:], seg.max_ts[bi:]
+                seg.size = cut
+                seg.next_offset = end
+                self._dirty.add(seg.fd)
+            return self.log_end_offset
+
+    def mark(self, name: str) -> None:
+        """A durable flag: an empty file ``name`` in the partition's directory, synced with its name."""
+        flag = self.directory / name
+        if flag.exists():
+            return
+        fd = os.open(flag, os.O_CREAT | os.O_WRONLY, 0o644)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        fsync_directory(self.directory)
+
+    def is_marked(self, name: str) -> bool:
+        return (self.directory / name).exists()
 
     def apply_retention(self, now_ms: int) -> int:
         """Delete closed segments older than retention.ms or beyond retention.bytes."""

@@ -136,12 +136,12 @@ class WalkHelpers:
         earlier ranges). CorruptBatch as a helper found it; OSError when a helper failed otherwise
         (the caller then walks those ranges itself)."""
         asked, self._asked = self._asked, []
-        answers = []
+        answers: list[Walked | None] = []
         failure: tuple | None = None  # the first (kind, message) that was not "ok"
         for i in asked:  # every owed answer is read, so a later send starts clean
             try:
                 raw = _read_message(self.procs[i].stdout.fileno())  # type: ignore[union-attr]
-                answer = pickle.loads(raw) if raw is not None else ("error", "the helper exited")
+                answer: tuple = pickle.loads(raw) if raw is not None else ("error", "the helper exited")
             except (OSError, EOFError, pickle.UnpicklingError) as exc:
                 answer = ("error", str(exc))
             if answer[0] == "ok":

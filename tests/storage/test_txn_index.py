@@ -3,6 +3,7 @@ ProducerStateManager and transaction index give them to a READ_COMMITTED fetch."
 
 from groupd.broker.dataplane.txn_index import PartitionTxns, is_transactional, mark_transactional
 from groupd.storage.batch import build_batch, build_control_batch, validate_batch
+from groupd.storage.log import Log
 
 
 def test_lso_is_the_first_offset_of_the_oldest_open_transaction():
@@ -50,7 +51,10 @@ def test_rebuilt_from_the_batches_of_a_log(tmp_path):
     ]
     t = PartitionTxns.rebuild(batches)
     assert t.aborted == [(1, 0, 2)] and t.ongoing == {2: 3} and t.last_stable_offset(4) == 3
-    assert not is_transactional(tmp_path)
-    mark_transactional(tmp_path)
-    mark_transactional(tmp_path)
-    assert is_transactional(tmp_path)
+    lg = Log.open(tmp_path)
+    assert not is_transactional(lg)
+    mark_transactional(lg)
+    mark_transactional(lg)
+    assert is_transactional(lg)
+    lg.close()
+    assert is_transactional(Log.open(tmp_path))

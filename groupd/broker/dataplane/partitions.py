@@ -97,7 +97,7 @@ class PartitionManager:
         cfg = log_config_for(self.config, topic.configs)
         for p in range(first, topic.partitions):
             lg = self.logs[(topic.name, p)] = Log.open(self.dir / f"{topic.name}-{p}", cfg)
-            if is_transactional(lg.directory):
+            if is_transactional(lg):
                 restored = PartitionTxns.restore(lg)
                 self.txns[(topic.name, p)] = restored if restored is not None else PartitionTxns.rebuild(lg.batches())
             producers = self.producers
@@ -158,7 +158,7 @@ class PartitionManager:
         """The partition's transaction state, flagged on disk before its first transactional batch."""
         state = self.txns.get(key)
         if state is None:
-            mark_transactional(lg.directory)
+            mark_transactional(lg)
             state = self.txns[key] = PartitionTxns()
         return state
 

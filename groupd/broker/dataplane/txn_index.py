@@ -11,12 +11,10 @@ reading the log.
 from __future__ import annotations
 
 import bisect
-import os
 from collections.abc import Iterable
-from pathlib import Path
 
 from groupd.storage.batch import ABORT_MARKER, BatchHeader, control_marker
-from groupd.storage.log import Log, fsync_directory
+from groupd.storage.engine import PartitionLog
 
 FLAG = "transactional"  # a partition that has held transactional batches: rebuilt at open
 SNAPSHOT = "transactions"  # its state at a clean stop
@@ -62,12 +60,12 @@ class PartitionTxns:
             del self.aborted[:i]
             del self._aborted_last[:i]
 
-    def save(self, log: Log) -> None:
+    def save(self, log: PartitionLog) -> None:
         """Snapshot the state beside the partition's log (a clean stop), so the next open reads no log."""
         log.save_snapshot(SNAPSHOT, {"ongoing": list(self.ongoing.items()), "aborted": self.aborted})
 
     @classmethod
-    def restore(cls, log: Log) -> PartitionTxns | None:
+    def restore(cls, log: PartitionLog) -> PartitionTxns | None:
         """The saved state if it describes the log as it is; None when there is none that does."""
         snap = log.load_snapshot(SNAPSHOT)
         if snap is None:
@@ -98,18 +96,10 @@ class PartitionTxns:
         return state
 
 
-def mark_transactional(directory: Path) -> None:
-    """Flag ``directory`` as holding transactional batches, durably, before the first one is written."""
-    flag = directory / FLAG
-    if flag.exists():
-        return
-    fd = os.open(flag, os.O_CREAT | os.O_WRONLY, 0o644)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    fsync_directory(directory)
+def mark_transactional(log: PartitionLog) -> None:
+    """Flag the partition as holding transactional batches, durably, before the first one is written."""
+    log.mark(FLAG)
 
 
-def is_transactional(directory: Path) -> bool:
-    return (directory / FLAG).exists()
+def is_transactional(log: PartitionLog) -> bool:
+    return log.is_marked(FLAG)

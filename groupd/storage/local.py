@@ -1,0 +1,109 @@
+"""The local engine: the storage seam (storage/engine.py) over files under ``log.dirs``.
+
+Adapters, not a second implementation: a partition is a directory ``<topic>-<partition>`` of Kafka's
+segment files (storage/log.py), durability is the group committer's fsync rounds
+(storage/committer.py), and metadata is one file per key, rewritten atomically (storage/files.py) under
+the same names as before the seam existed, so a data directory written by an older groupd opens as it is.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, cast
+
+from groupd.storage.committer import GroupCommitter
+from groupd.storage.engine import LogConfig, check_key
+from groupd.storage.errors import StorageError, UnknownPartition
+from groupd.storage.files import write_atomically
+from groupd.storage.log import Log, fsync_directory
+
+if TYPE_CHECKING:
+    from groupd.storage.engine import Durability, PartitionLog
+
+_PARTITION_DIR = re.compile(r"(.+)-(\d+)")
+
+
+class LocalMetadata:
+    """Each key a file directly under the data directory (``__scram_credentials.json``, ...)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+
+    def get(self, key: str) -> bytes | None:
+        try:
+            return (self.root / check_key(key)).read_bytes()
+        except FileNotFoundError:
+            return None
+        except OSError as exc:
+            raise StorageError(f"reading {key} failed: {exc}") from exc
+
+    def put(self, key: str, value: bytes) -> None:
+        try:
+            write_atomically(self.root / check_key(key), value)
+        except OSError as exc:
+            raise StorageError(f"writing {key} failed: {exc}") from exc
+
+    def delete(self, key: str) -> None:
+        path = self.root / check_key(key)
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            raise StorageError(f"deleting {key} failed: {exc}") from exc
+        fsync_directory(self.root)
+
+
+class LocalEngine:
+    """Every partition a directory of segment files under ``root``; see the module's text."""
+
+    def __init__(self, root: str | Path) -> None:
+        self.root = Path(root)
+        self.metadata = LocalMetadata(self.root)
+
+    def directory_of(self, topic: str, partition: int) -> Path:
+        return self.root / f"{topic}-{partition}"
+
+    def open_partition(self, topic: str, partition: int, config: LogConfig | None = None) -> PartitionLog:
+        try:
+            return Log.open(self.directory_of(topic, partition), config)
+        except OSError as exc:
+            raise StorageError(f"{topic}-{partition}: {exc}") from exc
+
+    def partitions(self, topic: str | None = None) -> list[tuple[str, int]]:
+        if not self.root.is_dir():
+            return []
+        found = []
+        with os.scandir(self.root) as entries:
+            for e in entries:
+                m = _PARTITION_DIR.fullmatch(e.name)
+                if m and (topic is None or m[1] == topic) and e.is_dir():
+                    found.append((m[1], int(m[2])))
+        return sorted(found)
+
+    def stored_bytes(self, topic: str, partitions: Iterable[int]) -> int:
+        total = 0
+        for p in partitions:
+            with contextlib.suppress(OSError):
+                total += sum(f.stat().st_size for f in self.directory_of(topic, p).glob("*.log"))
+        return total
+
+    def delete_partition(self, topic: str, partition: int) -> None:
+        directory = self.directory_of(topic, partition)
+        if not directory.is_dir():
+            raise UnknownPartition(f"no partition {topic}-{partition}")
+        shutil.rmtree(directory, ignore_errors=True)
+
+    def durability(self, *, flush_interval_messages: int = 1, flush_interval_ms: int = 0, shared: bool = False) -> Durability:
+        committer = GroupCommitter(
+            flush_interval_messages=flush_interval_messages, flush_interval_ms=flush_interval_ms,
+            shared=shared, directory=self.root,
+        )
+        # its rounds take this engine's own logs (Log, which open_partition hands out): typed on Log, so
+        # the hot path pays no conversion
+        return cast("Durability", committer)
