@@ -33,8 +33,9 @@ from groupd.coordinator.share_state.persister import Persister
 from groupd.coordinator.share_state.service import ShareCoordinator
 from groupd.coordinator.transactions.service import TransactionCoordinator
 from groupd.protocol.topic_names import OFFSETS_TOPIC, SHARE_STATE_TOPIC, TXN_STATE_TOPIC
+from groupd.storage.engine import PartitionLog, StorageEngine
 from groupd.storage.errors import StorageError
-from groupd.storage.log import Log
+from groupd.storage.local import LocalEngine
 
 log = logging.getLogger("groupd.broker")
 
@@ -51,7 +52,9 @@ class Broker:
     def __init__(self, config: Config) -> None:
         self.config = config
         self.node_id: int = config["node.id"]
-        self.topics = TopicRegistry(config["log.dirs"])
+        # the one place the storage engine is chosen: everything durable goes through it (storage/engine.py)
+        self.storage: StorageEngine = LocalEngine(config["log.dirs"])
+        self.topics = TopicRegistry(self.storage.metadata)
         self.metrics = Metrics(config["metrics.max.group.series"])
         self.metrics.bind(self)
         self.services: list[Service] = []
@@ -70,10 +73,10 @@ class Broker:
         self._unflushed: list[Connection] = []
         self._loop: asyncio.AbstractEventLoop | None = None  # set by start()
         self.topics.reserved = (OFFSETS_TOPIC, TXN_STATE_TOPIC, SHARE_STATE_TOPIC)  # the coordinators' own logs: never a data topic's
-        self.scram = ScramStore(config["log.dirs"])
-        self.group_configs = GroupConfigStore(config["log.dirs"], config)  # GROUP resources' configs
-        self.producers = ProducerIds(config["log.dirs"])
-        self.quotas = quotas.load(config["log.dirs"], config["quota.window.num"], config["quota.window.size.seconds"] * 1000)
+        self.scram = ScramStore(self.storage.metadata)
+        self.group_configs = GroupConfigStore(self.storage.metadata, config)  # GROUP resources' configs
+        self.producers = ProducerIds(self.storage.metadata)
+        self.quotas = quotas.load(self.storage.metadata, config["quota.window.num"], config["quota.window.size.seconds"] * 1000)
         self.partitions = PartitionManager(config, self.topics, self.producers)
         self.services.append(self.partitions)
         self.services.append(log_end_history.for_broker(self))  # after partitions: it stops first, sampling last
@@ -165,7 +168,7 @@ class Broker:
         """Every topic Metadata lists: the data topics, then the internal ones that exist."""
         return self.topics.all() + [t for i in self.internal_topics.values() if (t := i.topic()) is not None]
 
-    def readable_log(self, topic: str, partition: int) -> Log | None:
+    def readable_log(self, topic: str, partition: int) -> PartitionLog | None:
         """The log Fetch and ListOffsets read: a data partition's, an offsets partition this node owns
         (loaded), or a ``__transaction_state`` or ``__share_group_state`` partition. Produce, DeleteRecords and retention only
         ever see the data partitions."""
@@ -227,6 +230,7 @@ class Broker:
 
     async def start(self) -> None:
         began = time.perf_counter()
+        self.storage.open()
         self.topics.load()
         self.scram.load()
         self.group_configs.load()

@@ -264,6 +264,11 @@ class StorageEngine(Protocol):
 
     metadata: MetadataStore
 
+    def open(self) -> None:
+        """Make the storage ready, once at start-up before anything else (the local engine makes its data
+        directory); StorageError when it cannot be."""
+        ...
+
     def open_partition(self, topic: str, partition: int, config: LogConfig | None = None) -> PartitionLog:
         """The partition's log, created empty when it does not exist; StorageError when it cannot be
         opened. Open each partition once at a time: the engine hands out one log per partition."""

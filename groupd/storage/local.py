@@ -66,6 +66,12 @@ class LocalEngine:
         self.root = Path(root)
         self.metadata = LocalMetadata(self.root)
 
+    def open(self) -> None:
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StorageError(f"log.dirs {self.root}: {exc}") from exc
+
     def directory_of(self, topic: str, partition: int) -> Path:
         return self.root / f"{topic}-{partition}"
 

@@ -18,6 +18,7 @@ from groupd.broker.dataplane.group_configs import (
     validate,
 )
 from groupd.broker.dataplane.topic_configs import BOOLEAN, INT, STRING, InvalidConfig
+from groupd.storage.local import LocalEngine
 
 BROKER = default_config()
 
@@ -183,7 +184,7 @@ def test_every_key_has_documentation():
 
 
 def test_the_store_persists_replaces_and_forgets(tmp_path):
-    store = GroupConfigStore(tmp_path, BROKER)
+    store = GroupConfigStore(LocalEngine(tmp_path).metadata, BROKER)
     store.load()  # nothing yet
     assert store.overrides("g") == {} and store.group_ids() == []
     store.set("g", {"share.auto.offset.reset": "earliest", "share.delivery.count.limit": "+6"})
@@ -192,7 +193,7 @@ def test_the_store_persists_replaces_and_forgets(tmp_path):
     assert store.stored("g") == {"share.auto.offset.reset": "earliest", "share.delivery.count.limit": "+6"}
     with pytest.raises(TypeError):
         store.overrides("g")["x"] = "y"  # type: ignore[index]  # read-only to its readers
-    again = GroupConfigStore(tmp_path, BROKER)
+    again = GroupConfigStore(LocalEngine(tmp_path).metadata, BROKER)
     again.load()
     assert again.group_ids() == ["g", "h"] and again.stored("g") == store.stored("g")
     again.set("g", {})
@@ -203,7 +204,7 @@ def test_the_store_persists_replaces_and_forgets(tmp_path):
 def test_a_damaged_file_stops_start_up_with_its_name(tmp_path):
     (tmp_path / FILE).write_text("{not json")
     with pytest.raises(RuntimeError, match=FILE):
-        GroupConfigStore(tmp_path, BROKER).load()
+        GroupConfigStore(LocalEngine(tmp_path).metadata, BROKER).load()
 
 
 # ---------------------------------------------------------------- the broker's own bounds (GroupCoordinatorConfig)
@@ -239,7 +240,7 @@ def test_lowered_bounds_allow_short_test_intervals():
 def test_the_coordinator_reads_the_store_and_follows_its_changes(tmp_path):
     from groupd.coordinator.api import GroupConfig
 
-    store = GroupConfigStore(tmp_path, BROKER)
+    store = GroupConfigStore(LocalEngine(tmp_path).metadata, BROKER)
     cfg = GroupConfig()
     cfg.group_overrides = store.overrides
     assert cfg.consumer_for("g") is cfg.consumer

@@ -21,12 +21,11 @@ import logging
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
 from groupd.broker.dataplane.topic_configs import BOOLEAN, INT, STRING, InvalidConfig
-from groupd.storage.files import write_atomically
+from groupd.storage.engine import MetadataStore
 
 log = logging.getLogger("groupd.group_configs")
 
@@ -369,20 +368,21 @@ def evaluate(group_id: str, configs: Mapping[str, str], broker_config: Mapping[s
 class GroupConfigStore:
     """Every group's configs, kept in ``log.dirs``; reloaded at start-up, saved before a change is answered."""
 
-    def __init__(self, log_dir: str | Path, broker_config: Mapping[str, Any]) -> None:
-        self.path = Path(log_dir) / FILE
+    def __init__(self, metadata: MetadataStore, broker_config: Mapping[str, Any]) -> None:
+        self.metadata = metadata
         self.broker_config = broker_config
         self._stored: dict[str, dict[str, str]] = {}  # as set (DescribeConfigs shows these)
         self._applied: dict[str, Mapping[str, str]] = {}  # evaluated (what the groups run with)
 
     def load(self) -> None:
-        if not self.path.exists():
+        raw = self.metadata.get(FILE)
+        if raw is None:
             return
         try:
-            doc = json.loads(self.path.read_bytes())
+            doc = json.loads(raw)
             groups = {str(g): {str(k): str(v) for k, v in configs.items()} for g, configs in doc["groups"].items()}
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            raise RuntimeError(f"cannot read group configs from {self.path}: {exc}") from None
+            raise RuntimeError(f"cannot read group configs from {FILE}: {exc}") from None
         for group_id, configs in groups.items():
             self._put(group_id, configs)
         if groups:
@@ -398,7 +398,7 @@ class GroupConfigStore:
 
     def _save(self) -> None:
         doc = {"version": 1, "groups": self._stored}
-        write_atomically(self.path, json.dumps(doc, indent=1, sort_keys=True).encode())
+        self.metadata.put(FILE, json.dumps(doc, indent=1, sort_keys=True).encode())
 
     # queries
     def overrides(self, group_id: str) -> Mapping[str, str]:

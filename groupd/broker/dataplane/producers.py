@@ -13,15 +13,14 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
-from pathlib import Path
 
 from groupd.protocol.errors import ErrorCode
 from groupd.storage.batch import BatchHeader
-from groupd.storage.files import write_atomically
-from groupd.storage.log import Log
+from groupd.storage.engine import MetadataStore, PartitionLog
 
 RETAINED_BATCHES = 5
 BLOCK = 1000
+BLOCK_KEY = "producer-id-block"  # the end of the last block of ids reserved
 SNAPSHOT = "producer-state"  # in a partition's directory
 
 
@@ -35,8 +34,8 @@ class SequencedBatch:
 
 
 class ProducerIds:
-    def __init__(self, log_dir: str | Path) -> None:
-        self._path = Path(log_dir) / "producer-id-block"
+    def __init__(self, metadata: MetadataStore) -> None:
+        self._metadata = metadata
         self._next = 0
         self._limit = 0
         self._state: dict[tuple[int, str, int], deque[SequencedBatch]] = {}
@@ -44,8 +43,9 @@ class ProducerIds:
     def allocate(self) -> int:
         """A fresh producer id; blocks of ids are reserved durably before any is handed out."""
         if self._next >= self._limit:
-            start = max(self._next, int(self._path.read_text()) if self._path.exists() else 0)
-            write_atomically(self._path, str(start + BLOCK).encode())
+            stored = self._metadata.get(BLOCK_KEY)
+            start = max(self._next, int(stored) if stored is not None else 0)
+            self._metadata.put(BLOCK_KEY, str(start + BLOCK).encode())
             self._next, self._limit = start, start + BLOCK
         pid = self._next
         self._next += 1
@@ -86,7 +86,7 @@ class ProducerIds:
             if h.producer_id >= 0 and h.base_sequence >= 0 and not h.is_control:
                 self.record(h.producer_id, h.producer_epoch, topic, partition, h.base_sequence, h.record_count, h.base_offset, h.max_timestamp)
 
-    def save(self, topic: str, partition: int, log: Log) -> None:
+    def save(self, topic: str, partition: int, log: PartitionLog) -> None:
         """Snapshot the partition's sequence state beside its log (a clean stop); written even when
         empty, so the next start knows there is nothing to rebuild."""
         log.save_snapshot(SNAPSHOT, [
@@ -95,7 +95,7 @@ class ProducerIds:
             if t == topic and p == partition and batches
         ])
 
-    def restore(self, topic: str, partition: int, log: Log) -> bool:
+    def restore(self, topic: str, partition: int, log: PartitionLog) -> bool:
         """Load the snapshot if it describes the log as it is; False when there is none that does."""
         producers = log.load_snapshot(SNAPSHOT)
         if producers is None:

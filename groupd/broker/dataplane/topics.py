@@ -11,11 +11,10 @@ import re
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from types import MappingProxyType
 
 from groupd.protocol.errors import ErrorCode
-from groupd.storage.files import write_atomically
+from groupd.storage.engine import MetadataStore
 
 REGISTRY_FILE = "topics.json"
 MAX_NAME_LENGTH = 249
@@ -63,9 +62,8 @@ Listener = Callable[[Topic], None]
 
 
 class TopicRegistry:
-    def __init__(self, log_dir: str | Path) -> None:
-        self._dir = Path(log_dir)
-        self._path = self._dir / REGISTRY_FILE
+    def __init__(self, metadata: MetadataStore) -> None:
+        self._metadata = metadata
         self._by_name: dict[str, Topic] = {}
         self._by_id: dict[uuid.UUID, Topic] = {}
         self.on_create: list[Listener] = []
@@ -74,10 +72,10 @@ class TopicRegistry:
         self.reserved: tuple[str, ...] = ()  # names no data topic may take (the internal topics', whose directories they would share)
 
     def load(self) -> None:
-        self._dir.mkdir(parents=True, exist_ok=True)
-        if not self._path.exists():
+        raw = self._metadata.get(REGISTRY_FILE)
+        if raw is None:
             return
-        doc = json.loads(self._path.read_text())
+        doc = json.loads(raw)
         for entry in doc["topics"]:
             topic = Topic(entry["name"], uuid.UUID(entry["id"]), entry["partitions"], dict(entry.get("configs", {})))
             self._by_name[topic.name] = topic
@@ -91,7 +89,7 @@ class TopicRegistry:
                 for t in self._by_name.values()
             ],
         }
-        write_atomically(self._path, json.dumps(doc, indent=1, sort_keys=True).encode())
+        self._metadata.put(REGISTRY_FILE, json.dumps(doc, indent=1, sort_keys=True).encode())
 
     # queries
     @property

@@ -59,5 +59,5 @@ def alter_client_quotas(broker: Broker, ctx: RequestContext, req: AlterClientQuo
             entity=tuple(entity_cls(entity_type=kind, entity_name=name) for kind, name in pairs),
         ))
     if changed:
-        Q.save(broker.config["log.dirs"], broker.quotas)
+        Q.save(broker.storage.metadata, broker.quotas)
     return ctx.respond(throttle_time=0, entries=tuple(results))

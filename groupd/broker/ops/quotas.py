@@ -18,9 +18,8 @@ import ipaddress
 import json
 import math
 from dataclasses import dataclass, field
-from pathlib import Path
 
-from groupd.storage.files import write_atomically
+from groupd.storage.engine import MetadataStore
 
 USER, CLIENT_ID, IP = "user", "client-id", "ip"
 PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE = "producer_byte_rate", "consumer_byte_rate"
@@ -417,14 +416,14 @@ class Quotas:
 QUOTAS_FILE = "client-quotas.json"
 
 
-def load(log_dir: str | Path, samples: int, window_ms: int) -> Quotas:
-    """The quotas persisted under ``log.dirs`` (Kafka keeps them in its metadata log)."""
+def load(metadata: MetadataStore, samples: int, window_ms: int) -> Quotas:
+    """The quotas persisted in the storage's metadata (Kafka keeps them in its metadata log)."""
     quotas = Quotas(samples, window_ms)
-    path = Path(log_dir) / QUOTAS_FILE
-    if path.exists():
-        quotas.load(Quotas.from_doc(json.loads(path.read_text())["quotas"]))
+    raw = metadata.get(QUOTAS_FILE)
+    if raw is not None:
+        quotas.load(Quotas.from_doc(json.loads(raw)["quotas"]))
     return quotas
 
 
-def save(log_dir: str | Path, quotas: Quotas) -> None:
-    write_atomically(Path(log_dir) / QUOTAS_FILE, json.dumps({"version": 1, "quotas": quotas.to_doc()}, indent=1).encode())
+def save(metadata: MetadataStore, quotas: Quotas) -> None:
+    metadata.put(QUOTAS_FILE, json.dumps({"version": 1, "quotas": quotas.to_doc()}, indent=1).encode())

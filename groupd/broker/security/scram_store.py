@@ -6,18 +6,17 @@ from __future__ import annotations
 
 import json
 import logging
-from pathlib import Path
 
 from groupd.broker.security.scram import ScramCredential, ScramCredentials
-from groupd.storage.files import write_atomically
+from groupd.storage.engine import MetadataStore
 
 log = logging.getLogger("groupd.security")
 FILE = "__scram_credentials.json"
 
 
 class ScramStore:
-    def __init__(self, log_dir: str | Path) -> None:
-        self.path = Path(log_dir) / FILE
+    def __init__(self, metadata: MetadataStore) -> None:
+        self.metadata = metadata
         self.credentials = ScramCredentials()
 
     def credentials_of(self, user: str, mechanism: str) -> ScramCredential | None:
@@ -25,13 +24,14 @@ class ScramStore:
         return self.credentials.get(user, mechanism)
 
     def load(self) -> None:
-        if not self.path.exists():
+        raw = self.metadata.get(FILE)
+        if raw is None:
             return
         try:
-            self.credentials = ScramCredentials.from_json(json.loads(self.path.read_bytes()))
+            self.credentials = ScramCredentials.from_json(json.loads(raw))
         except (ValueError, KeyError, TypeError) as exc:
-            raise RuntimeError(f"cannot read SCRAM credentials from {self.path}: {exc}") from None
+            raise RuntimeError(f"cannot read SCRAM credentials from {FILE}: {exc}") from None
         log.info("loaded SCRAM credentials of %d users", len({user for user, _ in self.credentials.items}))
 
     def save(self) -> None:
-        write_atomically(self.path, json.dumps(self.credentials.to_json(), indent=1).encode())
+        self.metadata.put(FILE, json.dumps(self.credentials.to_json(), indent=1).encode())
