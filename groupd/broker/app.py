@@ -77,7 +77,7 @@ class Broker:
         self.group_configs = GroupConfigStore(self.storage.metadata, config)  # GROUP resources' configs
         self.producers = ProducerIds(self.storage.metadata)
         self.quotas = quotas.load(self.storage.metadata, config["quota.window.num"], config["quota.window.size.seconds"] * 1000)
-        self.partitions = PartitionManager(config, self.topics, self.producers)
+        self.partitions = PartitionManager(config, self.storage, self.topics, self.producers)
         self.services.append(self.partitions)
         self.services.append(log_end_history.for_broker(self))  # after partitions: it stops first, sampling last
         # the share coordinator: the durable state of share-partitions, the broker's in-process Persister

@@ -68,6 +68,16 @@ class CompactionStats:
     records_after: int = 0
 
 
+@dataclass(frozen=True)
+class SegmentInfo:
+    """One stretch of a log as Kafka's v0 ListOffsets sees it: where it starts, how big it is and when it
+    was last written (a segment file of the local engine)."""
+
+    base_offset: int
+    size: int
+    modified_ms: int
+
+
 class PartitionLog(Protocol):
     """One topic partition's log of record batches.
 
@@ -162,6 +172,11 @@ class PartitionLog(Protocol):
 
     def compact(self, now_ms: int, min_age_ms: int = 0) -> CompactionStats:
         """Keep only the last record of each key (cleanup.policy=compact), as Kafka's cleaner."""
+        ...
+
+    def segments_info(self) -> list[SegmentInfo]:
+        """The log's stretches, oldest first, never empty (Kafka's legacy offsets-before answers from
+        segment bases and times); an engine without segments answers one stretch for the whole log."""
         ...
 
     def save_snapshot(self, name: str, state: Any) -> None:
@@ -272,6 +287,11 @@ class StorageEngine(Protocol):
     def open_partition(self, topic: str, partition: int, config: LogConfig | None = None) -> PartitionLog:
         """The partition's log, created empty when it does not exist; StorageError when it cannot be
         opened. Open each partition once at a time: the engine hands out one log per partition."""
+        ...
+
+    def open_broker_log(self, name: str, config: LogConfig | None = None) -> PartitionLog:
+        """A log of the broker's own outside every topic (log-end-history), named by a plain name
+        (``check_key``); created empty when it does not exist. It is listed by no ``partitions``."""
         ...
 
     def partitions(self, topic: str | None = None) -> list[tuple[str, int]]:

@@ -81,6 +81,12 @@ class LocalEngine:
         except OSError as exc:
             raise StorageError(f"{topic}-{partition}: {exc}") from exc
 
+    def open_broker_log(self, name: str, config: LogConfig | None = None) -> PartitionLog:
+        try:
+            return Log.open(self.root / check_key(name), config)
+        except OSError as exc:
+            raise StorageError(f"{name}: {exc}") from exc
+
     def partitions(self, topic: str | None = None) -> list[tuple[str, int]]:
         if not self.root.is_dir():
             return []

@@ -42,7 +42,7 @@ from groupd.storage.batch import (
     parse_header,
     set_base_offset,
 )
-from groupd.storage.engine import CompactionStats, LogConfig
+from groupd.storage.engine import CompactionStats, LogConfig, SegmentInfo
 from groupd.storage.errors import OffsetOutOfRange, RecordTooLarge, StorageError
 from groupd.storage.logdirfailure import channel as log_dir_failures
 
@@ -561,6 +561,17 @@ class Log:
                 header = parse_header(seg.pread(pos, pos + BATCH_OVERHEAD), 0)
                 if header.last_offset >= self.log_start_offset:
                     yield header
+
+    def segments_info(self) -> list[SegmentInfo]:
+        """Each segment's base offset, size and file modification time (ms; 0 when it cannot be read)."""
+        infos = []
+        for seg in self.segments:
+            try:
+                modified = os.stat(seg.path).st_mtime_ns // 1_000_000
+            except OSError:
+                modified = 0
+            infos.append(SegmentInfo(seg.base_offset, seg.size, modified))
+        return infos
 
     def save_snapshot(self, name: str, state: Any) -> None:
         """Write ``state`` (JSON-able) beside the log as file ``name``, valid for the log end as it is now:

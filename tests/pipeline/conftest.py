@@ -8,6 +8,7 @@ import pytest
 from groupd.coordinator.partitioning import partition_for
 from groupd.coordinator.records import encode_key, encode_value
 from groupd.protocol.topic_names import OFFSETS_TOPIC
+from groupd.storage.local import LocalEngine
 from groupd.storage.log import Log
 from tests.unit.coordinator.harness import Core
 
@@ -239,7 +240,7 @@ def write_incident(log_dirs) -> dict:
         data.flush()
         data.close()
     clock = {"t": T0}
-    recorder = LogEndRecorder(log_dirs, TICK_MS, -1, lambda: [(t, p, 0, log_end_at(t, p, clock["t"])) for t, p in RATES])
+    recorder = LogEndRecorder(LocalEngine(log_dirs), TICK_MS, -1, lambda: [(t, p, 0, log_end_at(t, p, clock["t"])) for t, p in RATES])
     for t in range(T0, INCIDENT_END + 1, TICK_MS):
         clock["t"] = t
         recorder.tick(t)

@@ -2,6 +2,7 @@
 
 from groupd.broker.ops.log_end_history import DIRECTORY, LogEndRecorder, decode, encode
 from groupd.pipeline import store
+from groupd.storage.local import LocalEngine
 
 
 def test_records_round_trip_and_unknown_versions_are_skipped():
@@ -14,7 +15,7 @@ def test_records_round_trip_and_unknown_versions_are_skipped():
 
 def test_a_tick_appends_the_partitions_that_moved(tmp_path):
     ends = {("a", 0): (0, 5), ("a", 1): (0, 0)}
-    rec = LogEndRecorder(tmp_path, 1000, -1, lambda: [(t, p, s, e) for (t, p), (s, e) in ends.items()])
+    rec = LogEndRecorder(LocalEngine(tmp_path), 1000, -1, lambda: [(t, p, s, e) for (t, p), (s, e) in ends.items()])
     assert rec.tick(1_000) == 2  # the first tick records everything
     assert rec.tick(2_000) == 0  # nothing moved
     ends[("a", 1)] = (0, 7)

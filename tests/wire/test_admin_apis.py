@@ -4,6 +4,7 @@ groupd answers them as a single-node PLAINTEXT Kafka without an authorizer does.
 """
 
 import os
+from pathlib import Path
 
 import pytest
 
@@ -94,7 +95,7 @@ def _log_dirs_request(version, topics):
 
 
 def _on_disk(broker, topic, partition):
-    directory = broker.partitions.dir / f"{topic}-{partition}"
+    directory = Path(broker.config["log.dirs"]) / f"{topic}-{partition}"
     return sum(f.stat().st_size for f in directory.glob("*.log"))
 
 

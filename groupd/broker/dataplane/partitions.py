@@ -1,7 +1,8 @@
-"""Topic partitions on disk: one storage Log per partition, opened, grown and deleted with the registry.
+"""Topic partitions: one storage-engine log per partition, opened, grown and deleted with the registry.
 
 Produced batches are appended byte for byte; fetchers waiting for data are woken by appends (no
-polling). Durability follows the same flush policy as the offsets store, through a GroupCommitter.
+polling). Durability follows the same flush policy as the offsets store, through the engine's
+Durability (storage/engine.py).
 """
 
 from __future__ import annotations
@@ -9,8 +10,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import shutil
-from pathlib import Path
 from typing import Any
 
 from groupd.broker.dataplane.producers import ProducerIds
@@ -19,9 +18,8 @@ from groupd.broker.dataplane.topics import Topic, TopicRegistry
 from groupd.broker.dataplane.txn_index import PartitionTxns, is_transactional, mark_transactional
 from groupd.clock import wall_ms
 from groupd.storage.batch import build_control_batch
-from groupd.storage.committer import GroupCommitter
-from groupd.storage.errors import StorageError
-from groupd.storage.log import Log, LogConfig
+from groupd.storage.engine import LogConfig, PartitionLog, StorageEngine
+from groupd.storage.errors import StorageError, UnknownPartition
 
 log = logging.getLogger("groupd.partitions")
 
@@ -48,13 +46,13 @@ def log_config_for(broker_config: Any, topic_configs: dict[str, str]) -> LogConf
 class PartitionManager:
     """Broker service owning every data partition's Log."""
 
-    def __init__(self, config: Any, topics: TopicRegistry, producers: ProducerIds | None = None) -> None:
+    def __init__(self, config: Any, storage: StorageEngine, topics: TopicRegistry, producers: ProducerIds | None = None) -> None:
         self.config = config
+        self.storage = storage
         self.producers = producers
         self.topics = topics
-        self.dir = Path(config["log.dirs"])
-        self.logs: dict[TopicPartition, Log] = {}
-        self.committer = GroupCommitter(
+        self.logs: dict[TopicPartition, PartitionLog] = {}
+        self.committer = storage.durability(
             flush_interval_messages=config["log.flush.interval.messages"],
             flush_interval_ms=config["log.flush.interval.ms"],
             shared=True,
@@ -96,7 +94,7 @@ class PartitionManager:
     def _open_topic(self, topic: Topic, first: int) -> None:
         cfg = log_config_for(self.config, topic.configs)
         for p in range(first, topic.partitions):
-            lg = self.logs[(topic.name, p)] = Log.open(self.dir / f"{topic.name}-{p}", cfg)
+            lg = self.logs[(topic.name, p)] = self.storage.open_partition(topic.name, p, cfg)
             if is_transactional(lg):
                 restored = PartitionTxns.restore(lg)
                 self.txns[(topic.name, p)] = restored if restored is not None else PartitionTxns.rebuild(lg.batches())
@@ -117,7 +115,8 @@ class PartitionManager:
             lg.close()
             if self.producers is not None:
                 self.producers.forget(topic.name)
-            shutil.rmtree(lg.directory, ignore_errors=True)
+            with contextlib.suppress(UnknownPartition):
+                self.storage.delete_partition(*key)
             self._wake(key)
 
     def reconfigure(self, topic: Topic) -> None:
@@ -148,13 +147,13 @@ class PartitionManager:
 
     # ------------------------------------------------------------ data
 
-    def get(self, topic: str, partition: int) -> Log | None:
+    def get(self, topic: str, partition: int) -> PartitionLog | None:
         return self.logs.get((topic, partition))
 
     def txn_state(self, key: TopicPartition) -> PartitionTxns | None:
         return self.txns.get(key)
 
-    def txn_state_for_write(self, key: TopicPartition, lg: Log) -> PartitionTxns:
+    def txn_state_for_write(self, key: TopicPartition, lg: PartitionLog) -> PartitionTxns:
         """The partition's transaction state, flagged on disk before its first transactional batch."""
         state = self.txns.get(key)
         if state is None:
@@ -162,7 +161,7 @@ class PartitionManager:
             state = self.txns[key] = PartitionTxns()
         return state
 
-    def write_marker(self, key: TopicPartition, producer_id: int, producer_epoch: int, commit: bool) -> Log | None:
+    def write_marker(self, key: TopicPartition, producer_id: int, producer_epoch: int, commit: bool) -> PartitionLog | None:
         """Append a COMMIT or ABORT marker for the producer's transaction (not yet durable); None when
         the partition is gone (its topic deleted meanwhile), as Kafka's marker writer skips it."""
         lg = self.logs.get(key)

@@ -24,7 +24,7 @@ from groupd.protocol.topic_names import OFFSETS_TOPIC, SHARE_STATE_TOPIC, TXN_ST
 
 if TYPE_CHECKING:
     from groupd.broker.app import Broker
-    from groupd.storage.log import Log
+    from groupd.storage.engine import PartitionLog
 
 NO_AUTHORIZER_DESCRIBE = "No Authorizer is configured on the broker"
 NO_AUTHORIZER = "No Authorizer is configured."
@@ -51,10 +51,10 @@ def delete_acls(broker: Broker, ctx: RequestContext, req: DeleteAclsRequest) -> 
     return ctx.respond(throttle_time=0, filter_results=results)
 
 
-def stored_logs(broker: Broker) -> dict[tuple[str, int], Log]:
+def stored_logs(broker: Broker) -> dict[tuple[str, int], PartitionLog]:
     """Every partition kept under log.dirs: the topics', the offsets partitions this node loaded and the
     ``__transaction_state`` partitions written so far."""
-    logs: dict[tuple[str, int], Log] = dict(broker.partitions.logs)
+    logs: dict[tuple[str, int], PartitionLog] = dict(broker.partitions.logs)
     if broker.coordinator is not None:
         for p, shard in broker.coordinator.shards.items():
             logs[(OFFSETS_TOPIC, p)] = shard.log

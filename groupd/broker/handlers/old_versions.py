@@ -15,7 +15,6 @@ The versions that only add or drop fields need no code here: their generated sch
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING, Any
 
 from groupd.broker.dataplane.topic_configs import effective_topic_config
@@ -28,20 +27,20 @@ from groupd.storage.errors import CorruptBatch, InvalidRecord, UnsupportedCompre
 
 if TYPE_CHECKING:
     from groupd.broker.app import Broker
-    from groupd.storage.log import Log
+    from groupd.storage.engine import PartitionLog
 
 LATEST, EARLIEST = -1, -2
 CONSUMER_REPLICA_ID = -1
 
 
-def legacy_offsets_before(lg: Log, timestamp: int, max_num_offsets: int, now_ms: int) -> list[int]:
+def legacy_offsets_before(lg: PartitionLog, timestamp: int, max_num_offsets: int, now_ms: int) -> list[int]:
     """Kafka 3.9's UnifiedLog.legacyFetchOffsetsBefore: candidates are each segment's base (not below
     the log start offset) stamped with the segment file's last modification, and, when the last segment
     holds data, the log end offset stamped now. LATEST starts from the last candidate, EARLIEST from the
     first, a time from the last candidate stamped at or before it; up to ``max_num_offsets`` are taken
     walking back, answered in descending order."""
-    segments = lg.segments
-    candidates = [(max(seg.base_offset, lg.log_start_offset), _modified_ms(seg.path)) for seg in segments]
+    segments = lg.segments_info()
+    candidates = [(max(seg.base_offset, lg.log_start_offset), seg.modified_ms) for seg in segments]
     if segments[-1].size > 0:
         candidates.append((lg.log_end_offset, now_ms))
     if timestamp == LATEST:
@@ -54,13 +53,6 @@ def legacy_offsets_before(lg: Log, timestamp: int, max_num_offsets: int, now_ms:
             start -= 1
     count = min(max_num_offsets, start + 1)
     return sorted((candidates[start - j][0] for j in range(max(count, 0))), reverse=True)
-
-
-def _modified_ms(path: Any) -> int:
-    try:
-        return os.stat(path).st_mtime_ns // 1_000_000
-    except OSError:
-        return 0
 
 
 def list_offsets_v0(broker: Broker, ctx: RequestContext, req: Any) -> Any:

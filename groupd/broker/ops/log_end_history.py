@@ -22,12 +22,11 @@ import contextlib
 import logging
 import struct
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from groupd.clock import wall_ms
+from groupd.storage.engine import LogConfig, PartitionLog, StorageEngine
 from groupd.storage.errors import StorageError
-from groupd.storage.log import Log, LogConfig
 
 log = logging.getLogger("groupd.log_end_history")
 
@@ -61,20 +60,20 @@ class LogEndRecorder:
     """The broker service: samples ``rows()`` (topic, partition, log start, log end) at each tick and
     appends what changed. ``tick`` is also called directly by tests with a manual clock."""
 
-    def __init__(self, log_dirs: str | Path, interval_ms: int, retention_ms: int,
+    def __init__(self, storage: StorageEngine, interval_ms: int, retention_ms: int,
                  rows: Callable[[], list[tuple[str, int, int, int]]]) -> None:
-        self.dir = Path(log_dirs) / DIRECTORY
+        self.storage = storage
         self.interval_ms = interval_ms
         self.config = LogConfig(segment_ms=SEGMENT_MS, retention_ms=retention_ms)
         self.rows = rows
-        self.log: Log | None = None
+        self.log: PartitionLog | None = None
         self.last: dict[tuple[str, int], tuple[int, int]] = {}
         self._task: asyncio.Task | None = None
 
     async def start(self) -> None:
         if self.interval_ms <= 0:
             return
-        self.log = Log.open(self.dir, self.config)
+        self.log = self.storage.open_broker_log(DIRECTORY, self.config)
         self._task = asyncio.get_running_loop().create_task(self._loop())
 
     async def stop(self) -> None:
@@ -101,7 +100,7 @@ class LogEndRecorder:
     def tick(self, now_ms: int) -> int:
         """Append one batch with every partition whose offsets changed; returns how many records."""
         if self.log is None:
-            self.log = Log.open(self.dir, self.config)
+            self.log = self.storage.open_broker_log(DIRECTORY, self.config)
         records = []
         seen = set()
         for topic, partition, start, end in self.rows():
@@ -122,7 +121,7 @@ def for_broker(broker: Any) -> LogEndRecorder:
     """The recorder of a Broker, sampling its PartitionManager (log start and high watermark)."""
     cfg = broker.config
     return LogEndRecorder(
-        cfg["log.dirs"], cfg["log.end.history.interval.ms"], cfg["log.end.history.retention.ms"],
+        broker.storage, cfg["log.end.history.interval.ms"], cfg["log.end.history.retention.ms"],
         lambda: [(t, p, start, hw) for t, p, start, hw, _size in broker.partitions.metrics_rows()],
     )
 
