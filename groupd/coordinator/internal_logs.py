@@ -1,43 +1,32 @@
-"""The partitions of a coordinator's own topic under ``log.dirs`` (``__transaction_state``,
-``__share_group_state``): each log opened at its first use, so an empty broker opens none, and the
-partitions a previous run left on disk found at start-up."""
+"""The partitions of a coordinator's own topic (``__transaction_state``, ``__share_group_state``) in the
+storage engine: each log opened at its first use, so an empty broker opens none, and the partitions a
+previous run left found at start-up."""
 
 from __future__ import annotations
 
 import contextlib
-import os
-import re
-from pathlib import Path
 
+from groupd.storage.engine import LogConfig, PartitionLog, StorageEngine
 from groupd.storage.errors import StorageError
-from groupd.storage.log import Log, LogConfig
 
 
 class InternalLogs:
-    def __init__(self, root: Path, topic: str, config: LogConfig) -> None:
-        self.root = root
+    def __init__(self, storage: StorageEngine, topic: str, config: LogConfig) -> None:
+        self.storage = storage
         self.topic = topic
         self.config = config
-        self.logs: dict[int, Log] = {}  # the partitions opened so far
-        self._dir = re.compile(rf"{re.escape(topic)}-(\d+)")
+        self.logs: dict[int, PartitionLog] = {}  # the partitions opened so far
 
-    def log_of(self, partition: int) -> Log:
+    def log_of(self, partition: int) -> PartitionLog:
         """A partition's log, opened (made, the first time) at its first use."""
         lg = self.logs.get(partition)
         if lg is None:
-            try:
-                lg = Log.open(self.root / f"{self.topic}-{partition}", self.config)
-            except OSError as exc:
-                raise StorageError(f"{self.topic}-{partition}: {exc}") from exc
-            self.logs[partition] = lg
+            lg = self.logs[partition] = self.storage.open_partition(self.topic, partition, self.config)
         return lg
 
     def stored(self) -> list[int]:
-        """Every partition on disk, those past the configured count too."""
-        if not self.root.is_dir():
-            return []
-        with os.scandir(self.root) as entries:
-            return sorted(int(m[1]) for e in entries if (m := self._dir.fullmatch(e.name)) and e.is_dir())
+        """Every partition stored, those past the configured count too."""
+        return [p for _topic, p in self.storage.partitions(self.topic)]
 
     def has_records(self) -> bool:
         return any(lg.log_end_offset for lg in self.logs.values())

@@ -21,7 +21,6 @@ import logging
 import time
 import uuid
 from collections.abc import Awaitable, Callable
-from pathlib import Path
 from typing import Any, Protocol
 
 from groupd.clock import wall_ms
@@ -42,16 +41,15 @@ from groupd.coordinator.share_state.persister import (
 from groupd.coordinator.tasks import Tasks
 from groupd.protocol.topic_names import SHARE_STATE_TOPIC
 from groupd.storage.batch import iter_records
-from groupd.storage.committer import GroupCommitter
+from groupd.storage.engine import Durability, LogConfig, PartitionLog, StorageEngine
 from groupd.storage.errors import StorageError
-from groupd.storage.log import Log, LogConfig
 
 log = logging.getLogger("groupd.share_coordinator")
 
 
 
 class DataPartitions(Protocol):
-    committer: GroupCommitter
+    committer: Durability
 
     def appended(self, tp: tuple[str, int]) -> None: ...
 
@@ -61,6 +59,7 @@ class Host(Protocol):
     plane, and the topics (a topic id's partition count, Kafka's metadata image check)."""
 
     config: Any
+    storage: StorageEngine
     partitions: DataPartitions
     topics: Any
 
@@ -94,7 +93,6 @@ class ShareCoordinator:
     def __init__(self, broker: Host, *, now: Callable[[], int] = wall_ms) -> None:
         self.broker = broker
         config = broker.config
-        self.root = Path(config["log.dirs"])
         self.num_partitions: int = config["share.coordinator.state.topic.num.partitions"]
         self.prune_interval_ms: int = config["share.coordinator.state.topic.prune.interval.ms"]
         self.cfg = rules.ShareStateConfig(
@@ -102,7 +100,7 @@ class ShareCoordinator:
             cold_partition_snapshot_interval_ms=config["share.coordinator.cold.partition.snapshot.interval.ms"],
             partitions_of=self._partitions_of,
         )
-        self._logs = InternalLogs(self.root, SHARE_STATE_TOPIC, LogConfig(
+        self._logs = InternalLogs(broker.storage, SHARE_STATE_TOPIC, LogConfig(
             cleanup_policy="delete", retention_ms=-1, segment_bytes=config["share.coordinator.state.topic.segment.bytes"],
             max_message_bytes=config["message.max.bytes"],
         ))
@@ -110,7 +108,7 @@ class ShareCoordinator:
         self.wakeups = LoopWakeups(None)  # type: ignore[arg-type]  # its loop is start()'s
         self.runtime = CoordinatorRuntime(SHARE_STATE_TOPIC, rules.ShareShardRules(self.cfg), _StateLog(self), self.wakeups, now, context=self.cfg)
         self.wakeups.runtime = self.runtime
-        self.logs: dict[int, Log] = self._logs.logs  # the partitions opened so far
+        self.logs: dict[int, PartitionLog] = self._logs.logs  # the partitions opened so far
         self.active = False
         self.records_written = 0
         self.loaded_records = 0
@@ -154,7 +152,7 @@ class ShareCoordinator:
         for shard in self.runtime.shards.values():
             shard.log = None
 
-    def _load(self, shard: Shard, lg: Log) -> None:
+    def _load(self, shard: Shard, lg: PartitionLog) -> None:
         """Replay the partition record by record: a snapshot replaces a key's state, an update merges
         into it, a tombstone removes it; a damaged record fails the partition (logged)."""
         state, cfg = shard.state, self.cfg
@@ -182,7 +180,7 @@ class ShareCoordinator:
     def partition_for(self, key: SharePartitionKey) -> int:
         return state_partition(key, self.num_partitions)
 
-    def log_of(self, partition: int) -> Log:
+    def log_of(self, partition: int) -> PartitionLog:
         """A partition's log, opened (made, the first time) at its first use."""
         lg = self._logs.log_of(partition)
         shard = self.runtime.shards.get(partition)

@@ -22,7 +22,6 @@ import contextlib
 import logging
 import time
 from collections.abc import Iterable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from groupd.clock import wall_ms
@@ -34,12 +33,11 @@ from groupd.coordinator.transactions import rules as T
 from groupd.protocol.errors import ErrorCode
 from groupd.protocol.topic_names import OFFSETS_TOPIC, TXN_STATE_TOPIC
 from groupd.storage.batch import collect_latest
+from groupd.storage.engine import Durability, LogConfig, PartitionLog, StorageEngine
 from groupd.storage.errors import StorageError
-from groupd.storage.log import Log, LogConfig
 
 if TYPE_CHECKING:
     from groupd.coordinator.service import GroupCoordinator
-    from groupd.storage.committer import GroupCommitter
 
 
 class Producers(Protocol):
@@ -49,9 +47,9 @@ class Producers(Protocol):
 class DataPartitions(Protocol):
     """The data plane as the transaction coordinator writes to it (broker/dataplane/partitions.py)."""
 
-    committer: GroupCommitter
+    committer: Durability
 
-    def write_marker(self, tp: T.TopicPartition, producer_id: int, producer_epoch: int, commit: bool) -> Log | None: ...
+    def write_marker(self, tp: T.TopicPartition, producer_id: int, producer_epoch: int, commit: bool) -> PartitionLog | None: ...
 
     def appended(self, tp: tuple[str, int]) -> None: ...
 
@@ -61,6 +59,7 @@ class Host(Protocol):
     partitions its markers go to, the group coordinator (markers in the offsets partitions), metrics."""
 
     config: Any
+    storage: StorageEngine
     producers: Producers
     partitions: DataPartitions
     coordinator: GroupCoordinator
@@ -76,11 +75,10 @@ class TransactionCoordinator:
     def __init__(self, broker: Host) -> None:
         self.broker = broker
         self.config = broker.config
-        self.root = Path(self.config["log.dirs"])
         self.num_partitions: int = self.config["transaction.state.log.num.partitions"]
-        self._logs = InternalLogs(self.root, TXN_STATE_TOPIC, LogConfig(
+        self._logs = InternalLogs(broker.storage, TXN_STATE_TOPIC, LogConfig(
             cleanup_policy="compact", segment_bytes=self.config["transaction.state.log.segment.bytes"]))
-        self.logs: dict[int, Log] = self._logs.logs  # the partitions opened so far
+        self.logs: dict[int, PartitionLog] = self._logs.logs  # the partitions opened so far
         self.txns: dict[str, T.Txn] = {}
         self.by_producer: dict[int, str] = {}
         self._busy: set[str] = set()
@@ -119,7 +117,7 @@ class TransactionCoordinator:
     def partition_for(self, tid: str) -> int:
         return partition_for(tid, self.num_partitions)
 
-    def log_of(self, partition: int) -> Log:
+    def log_of(self, partition: int) -> PartitionLog:
         """A partition's log, opened (made, the first time) at its first use."""
         return self._logs.log_of(partition)
 
