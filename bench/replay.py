@@ -22,6 +22,7 @@ from pathlib import Path
 from groupd.broker.config import default_config
 from groupd.coordinator.records import OffsetCommitKey, OffsetCommitValue, encode_key, encode_value
 from groupd.coordinator.service import GroupCoordinator
+from groupd.storage.local import LocalEngine
 from groupd.storage.log import INDEX_SUFFIX, Log, LogConfig
 
 
@@ -57,7 +58,7 @@ def _load_here(directory: Path, walkers: int) -> dict:
     coordinator = GroupCoordinator(default_config(**{
         "log.dirs": str(directory), "offsets.topic.num.partitions": "1",
         "num.recovery.threads.per.data.dir": str(walkers),
-    }))
+    }), LocalEngine(directory))
     uvloop.run(_load_only(coordinator))
     seconds = time.perf_counter() - started
     state = coordinator.shards[0].state

@@ -87,7 +87,7 @@ class Broker:
         self.share_persister: Persister = self.share_coordinator
         self.share_coordinator.on_write = self.metrics.share_state_write
         self.services.append(self.share_coordinator)
-        self.coordinator = GroupCoordinator(config, self.metrics)
+        self.coordinator = GroupCoordinator(config, self.storage, self.metrics)
         self.coordinator.on_append = lambda partition: self.partitions.appended((OFFSETS_TOPIC, partition))  # long polls
         self.coordinator.cfg.group_overrides = self.group_configs.overrides  # consumer.* group configs
         self.services.append(self.coordinator)

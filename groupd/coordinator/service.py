@@ -11,11 +11,9 @@ markers, housekeeping (offset expiry, compaction, write-out), and the views metr
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 import logging
 from collections.abc import Awaitable, Callable, Mapping
-from pathlib import Path
 from typing import Any
 
 from groupd.clock import wall_ms
@@ -32,9 +30,8 @@ from groupd.coordinator.runtime.runtime import CoordinatorError, CoordinatorRunt
 from groupd.coordinator.share import runtime as share_runtime
 from groupd.coordinator.tasks import Tasks
 from groupd.protocol.topic_names import OFFSETS_TOPIC
-from groupd.storage.committer import GroupCommitter
+from groupd.storage.engine import LogConfig, PartitionSet, StorageEngine
 from groupd.storage.errors import StorageError
-from groupd.storage.log import Log, LogConfig
 
 __all__ = ["CoordinatorError", "GroupCoordinator", "Shard"]
 
@@ -44,17 +41,17 @@ log = logging.getLogger("groupd.coordinator")
 class GroupCoordinator:
     """Broker service: owns the offsets partitions, loads them, and runs the rules for every group API."""
 
-    def __init__(self, config: Any, metrics: Any = None, *, now: Callable[[], int] = wall_ms) -> None:
+    def __init__(self, config: Any, storage: StorageEngine, metrics: Any = None, *, now: Callable[[], int] = wall_ms) -> None:
         self.config = config
         self.cfg = GroupConfig.from_broker_config(config)
         self.partitions: int = config["offsets.topic.num.partitions"]
         self.owned: set[int] = set(range(self.partitions))
-        self.log_dir = Path(config["log.dirs"])
+        self.storage = storage
         self.metrics = metrics
         self.now = now
         # the broker's topics (name -> entry with topic_id and partitions): consumer-protocol groups assign from it
         self.topics: Mapping[str, Any] = {}
-        self.committer = GroupCommitter(
+        self.committer = storage.durability(
             flush_interval_messages=config["log.flush.interval.messages"],
             flush_interval_ms=config["log.flush.interval.ms"],
             shared=True,
@@ -72,6 +69,7 @@ class GroupCoordinator:
         self.loader = loading.Loader(OFFSETS_TOPIC, core.replay_walked, self._loaded, now)
         self._partition_of: dict[str, int] = {}  # group id -> offsets partition (a Java string hash each)
         self._tasks = Tasks()
+        self.partition_set: PartitionSet | None = None  # the offsets partitions, opened by start()
         # the loop start() ran on: asyncio.get_running_loop() costs a getpid(2) per call on 3.11, and
         # a request took three
         self.loop: asyncio.AbstractEventLoop = None  # type: ignore[assignment]
@@ -87,20 +85,18 @@ class GroupCoordinator:
             # Kafka's offsets topic takes the broker's message.max.bytes: the coordinator runtime's batch limit
             max_message_bytes=self.config["message.max.bytes"],
         )
-        self.loader.start_helpers(self.loop, self.config["num.recovery.threads.per.data.dir"] - 1, self._stored_bytes())
-        for p in sorted(self.owned):
-            shard_log = Log.open(self.log_dir / f"{OFFSETS_TOPIC}-{p}", log_config)
-            # every append is followed by a flush: let the flush thread do the write too
-            shard_log.write_behind = self.committer.synchronous
+        self.loader.reader = self.storage.replay_reader(
+            self.config["num.recovery.threads.per.data.dir"] - 1, self.storage.stored_bytes(OFFSETS_TOPIC, self.owned))
+        self.partition_set = self.storage.open_partition_set(OFFSETS_TOPIC, self.owned, log_config, self.committer)
+        for p, shard_log in self.partition_set.logs.items():
             self.runtime.add_shard(p, shard_log).state.topics = self.topics
-        loading.open_journal(self.log_dir, {p: shard.log for p, shard in self.shards.items()}, self.committer)
         # loading needs no helper (a round without one syncs from the flush thread): it runs while
         # the helper process starts
         self._tasks.spawn(self.loader.load_all(self.shards))
         self._tasks.spawn(self._housekeeping())
-        if self.committer.journal is not None:
-            self._tasks.spawn(self._write_out_journaled())
-        await self.committer.start_helper(self.log_dir)
+        if self.partition_set.maintenance_interval is not None:
+            self._tasks.spawn(self._maintain_storage(self.partition_set.maintenance_interval))
+        await self.committer.start()
 
     async def stop(self) -> None:
         await self._tasks.cancel_all()
@@ -110,18 +106,8 @@ class GroupCoordinator:
                 break
             await asyncio.sleep(0.01)
         await self.committer.close()
-        flushed = True
-        for shard in self.shards.values():
-            try:
-                shard.log.flush()
-            except StorageError:
-                flushed = False
-            shard.log.close()
-        journal, self.committer.journal = self.committer.journal, None
-        if journal is not None:
-            if flushed:
-                journal.reset(prefill=False)  # every partition is durable on its own: nothing to restore next time
-            journal.close()
+        if self.partition_set is not None:
+            self.partition_set.close()
 
     @property
     def on_append(self) -> Callable[[int], None] | None:
@@ -132,13 +118,6 @@ class GroupCoordinator:
         self.store.on_append = callback  # told each offsets partition appended to (long-polling fetchers)
 
     # ------------------------------------------------------------ loading
-
-    def _stored_bytes(self) -> int:
-        total = 0
-        for p in self.owned:
-            with contextlib.suppress(OSError):
-                total += sum(f.stat().st_size for f in (self.log_dir / f"{OFFSETS_TOPIC}-{p}").glob("*.log"))
-        return total
 
     def _loaded(self, shard: Shard) -> None:
         self.runtime.process(shard, core.on_loaded(shard.state, self.now(), self.cfg))
@@ -299,13 +278,13 @@ class GroupCoordinator:
 
     # ------------------------------------------------------------ housekeeping
 
-    async def _write_out_journaled(self) -> None:
-        """Journaled partitions write their files in runs (storage/journal.py); what waits is written
-        too within a second, a slice of the partitions at a time, so that the files are current for
-        readers such as pipeline/ (durable in them at the next checkpoint, in the journal already)."""
+    async def _maintain_storage(self, interval: float) -> None:
+        """The engine's upkeep of the offsets partitions (the local engine writes their files out in
+        slices, so they are current for readers such as pipeline/)."""
+        assert self.partition_set is not None
         for tick in itertools.count():
-            await asyncio.sleep(1 / loading._WRITE_OUT_SLICES)
-            loading.write_out_slice(self.shards.values(), tick)
+            await asyncio.sleep(interval)
+            self.partition_set.maintain(tick)
 
     async def _housekeeping(self) -> None:
         interval = self.config["offsets.retention.check.interval.ms"] / 1000

@@ -29,11 +29,11 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from groupd.storage.batch import BatchHeader
+from groupd.storage.batch import BatchHeader, TxnWalk
 from groupd.storage.errors import StorageError
 
 
@@ -235,6 +235,8 @@ class Durability(Protocol):
         its round failed."""
         ...
 
+    observers: list[Callable[[float, int], None]]  # told (seconds, waiters) of every round: metrics
+
     async def start(self) -> None:
         """Start what the rounds use (e.g. a sync helper process); rounds work without it, slower."""
         ...
@@ -242,6 +244,45 @@ class Durability(Protocol):
     async def close(self) -> None:
         """Finish the rounds under way and make every log durable; nothing is registered after this."""
         ...
+
+
+class PartitionSet(Protocol):
+    """A coordinator's partitions opened together at start-up and written through one Durability that
+    waits after every append (``__consumer_offsets``). The engine may share work among them: the local
+    engine writes their batches behind and makes them durable through one journal (storage/journal.py)."""
+
+    logs: Mapping[int, PartitionLog]
+
+    @property
+    def maintenance_interval(self) -> float | None:
+        """Seconds between ``maintain`` calls the engine wants, or None for none."""
+        ...
+
+    def maintain(self, tick: int) -> None:
+        """Background upkeep, called every ``maintenance_interval`` with a counter (the local engine writes
+        a slice of the partitions' files out, so they are current for offline readers)."""
+        ...
+
+    def close(self) -> None:
+        """Flush and close every log, after the Durability's close (a failure was logged where it happened)."""
+        ...
+
+
+# the last value of every key, as a replay collects them (None: a tombstone)
+LatestValues = dict[bytes, bytes | None]
+
+
+class ReplayReader(Protocol):
+    """Reads partitions for a coordinator's start-up replay: the last value of every key, following
+    transactional batches in log order (storage/batch.py collect_latest and TxnWalk); an engine may
+    share the work (the local engine has walk helper processes)."""
+
+    async def collect(self, topic: str, partition: int, log: PartitionLog, latest: LatestValues, txn: TxnWalk) -> int:
+        """Fill ``latest`` (and ``txn``) from the whole log; the count of records walked. CorruptBatch for
+        a damaged log."""
+        ...
+
+    async def close(self) -> None: ...
 
 
 _KEY = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*")
@@ -305,6 +346,16 @@ class StorageEngine(Protocol):
     def delete_partition(self, topic: str, partition: int) -> None:
         """Remove the partition and everything stored with it; its log must be closed first.
         UnknownPartition when there is no such partition."""
+        ...
+
+    def open_partition_set(self, topic: str, partitions: Iterable[int], config: LogConfig, durability: Durability) -> PartitionSet:
+        """The partitions of a coordinator's topic opened together (see PartitionSet); what a previous
+        run left half-done (a journal) is made durable in them first. StorageError when it cannot be."""
+        ...
+
+    def replay_reader(self, helpers: int, stored_bytes: int) -> ReplayReader:
+        """A reader for start-up replay, called on the running loop; ``helpers``: how many other processes
+        may share the walk, worth it from some ``stored_bytes`` on (see ReplayReader)."""
         ...
 
     def durability(self, *, flush_interval_messages: int = 1, flush_interval_ms: int = 0, shared: bool = False) -> Durability:

@@ -20,10 +20,12 @@ from groupd.storage.committer import GroupCommitter
 from groupd.storage.engine import LogConfig, check_key
 from groupd.storage.errors import StorageError, UnknownPartition
 from groupd.storage.files import write_atomically
+from groupd.storage.local_replay import LocalReplayReader
+from groupd.storage.local_sets import LocalPartitionSet
 from groupd.storage.log import Log, fsync_directory
 
 if TYPE_CHECKING:
-    from groupd.storage.engine import Durability, PartitionLog
+    from groupd.storage.engine import Durability, PartitionLog, PartitionSet, ReplayReader
 
 _PARTITION_DIR = re.compile(r"(.+)-(\d+)")
 
@@ -110,6 +112,14 @@ class LocalEngine:
         if not directory.is_dir():
             raise UnknownPartition(f"no partition {topic}-{partition}")
         shutil.rmtree(directory, ignore_errors=True)
+
+    def open_partition_set(self, topic: str, partitions: Iterable[int], config: LogConfig, durability: Durability) -> PartitionSet:
+        if not isinstance(durability, GroupCommitter):
+            raise TypeError("the local engine's partition sets are written through its own durability")
+        return LocalPartitionSet(self.root, topic, partitions, config, durability)
+
+    def replay_reader(self, helpers: int, stored_bytes: int) -> ReplayReader:
+        return LocalReplayReader(helpers, stored_bytes)
 
     def durability(self, *, flush_interval_messages: int = 1, flush_interval_ms: int = 0, shared: bool = False) -> Durability:
         committer = GroupCommitter(

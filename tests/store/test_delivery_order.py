@@ -12,6 +12,7 @@ from groupd.coordinator import shard as core
 from groupd.coordinator.api import CommitPartition, Heartbeat, OffsetCommit
 from groupd.coordinator.service import GroupCoordinator
 from groupd.storage.errors import StorageError
+from groupd.storage.local import LocalEngine
 
 
 def commit(group: str, offset: int) -> OffsetCommit:
@@ -19,7 +20,7 @@ def commit(group: str, offset: int) -> OffsetCommit:
 
 
 async def started(tmp_path) -> tuple[GroupCoordinator, list]:
-    c = GroupCoordinator(default_config(**{"log.dirs": str(tmp_path), "offsets.topic.num.partitions": "1"}))
+    c = GroupCoordinator(default_config(**{"log.dirs": str(tmp_path), "offsets.topic.num.partitions": "1"}), LocalEngine(tmp_path))
     await c.start()
     while not c.is_loaded():
         await asyncio.sleep(0.01)

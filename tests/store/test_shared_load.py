@@ -6,8 +6,8 @@ import random
 
 import pytest
 
-import groupd.coordinator.runtime.loader as loader
 import groupd.coordinator.service as service
+import groupd.storage.local_replay as local_replay
 import groupd.storage.log as storage_log
 from groupd.broker.config import default_config
 from groupd.coordinator.records import (
@@ -19,6 +19,7 @@ from groupd.coordinator.records import (
     encode_value,
 )
 from groupd.protocol.topic_names import OFFSETS_TOPIC
+from groupd.storage.local import LocalEngine
 from groupd.storage.log import Log, LogConfig
 from groupd.storage.walkhelper import WalkHelpers
 
@@ -50,7 +51,7 @@ def write_store(root, partitions=2, records=4_000, seed=3):
 async def loaded_state(root, walkers):
     c = service.GroupCoordinator(default_config(**{
         "log.dirs": str(root), "offsets.topic.num.partitions": "2", "num.recovery.threads.per.data.dir": str(walkers),
-    }), now=lambda: 1_700_000_000_000)
+    }), LocalEngine(root), now=lambda: 1_700_000_000_000)
     await c.start()
     task = next(iter(c._tasks))
     while not c.is_loaded():
@@ -66,8 +67,8 @@ async def loaded_state(root, walkers):
 
 @pytest.fixture
 def small_thresholds(monkeypatch):
-    monkeypatch.setattr(loader, "WALK_HELPERS_FROM_BYTES", 1)
-    monkeypatch.setattr(loader, "SHARE_WALK_FROM_BYTES", 1)
+    monkeypatch.setattr(local_replay, "WALK_HELPERS_FROM_BYTES", 1)
+    monkeypatch.setattr(local_replay, "SHARE_WALK_FROM_BYTES", 1)
     monkeypatch.setattr(storage_log, "READ_CHUNK", 4_000)
 
 
@@ -120,7 +121,7 @@ async def test_a_damaged_partition_fails_alone(tmp_path, caplog):
     with open(first, "r+b") as f:
         f.seek(BATCH_OVERHEAD)
         f.write(b"\x01")  # the first record's length is now negative
-    c = service.GroupCoordinator(default_config(**{"log.dirs": str(tmp_path), "offsets.topic.num.partitions": "2"}))
+    c = service.GroupCoordinator(default_config(**{"log.dirs": str(tmp_path), "offsets.topic.num.partitions": "2"}), LocalEngine(tmp_path))
     await c.start()
     while not c.is_loaded():
         await asyncio.sleep(0.01)
@@ -170,7 +171,7 @@ async def test_helpers_hand_transactional_ranges_back_and_the_state_is_the_same(
     async def state_with_pending(walkers):
         c = service.GroupCoordinator(default_config(**{
             "log.dirs": str(tmp_path), "offsets.topic.num.partitions": "2", "num.recovery.threads.per.data.dir": str(walkers),
-        }), now=lambda: 1_700_000_000_000)
+        }), LocalEngine(tmp_path), now=lambda: 1_700_000_000_000)
         await c.start()
         while not c.is_loaded():
             await asyncio.sleep(0.01)

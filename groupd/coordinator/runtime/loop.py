@@ -1,5 +1,5 @@
-"""The runtime's ports on the event loop: wake-ups are loop timers, the log is the offsets partitions'
-segment files, and durability is the group committer's flush rounds (storage/committer.py)."""
+"""The runtime's ports on the event loop: wake-ups are loop timers, the log is the offsets partitions in
+the storage engine, and durability is the engine's group-commit rounds (storage/engine.py Durability)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from groupd.coordinator.records import encode_key, encode_value
 from groupd.coordinator.runtime.runtime import CoordinatorRuntime, Shard, WriteFailed
 from groupd.protocol.topic_names import OFFSETS_TOPIC
 from groupd.storage.batch import TRANSACTIONAL, build_control_batch
-from groupd.storage.committer import GroupCommitter
+from groupd.storage.engine import Durability
 from groupd.storage.errors import RecordTooLarge, StorageError
 
 log = logging.getLogger("groupd.coordinator")
@@ -56,10 +56,10 @@ def write_failed(exc: StorageError, topic: str, partition: int, what: str, logge
 
 class OffsetsLog:
     """Appends a Result to its shard's ``__consumer_offsets`` partition as Kafka's records: plain
-    batches, a producer's transactional batch, or a COMMIT/ABORT marker; the committer says when the
-    appends are durable (one shared fsync for every partition's appends of a round)."""
+    batches, a producer's transactional batch, or a COMMIT/ABORT marker; the engine's Durability says when
+    the appends are durable (the local engine: one shared fsync for every partition's appends of a round)."""
 
-    def __init__(self, committer: GroupCommitter, now: Callable[[], int], metrics: Any = None) -> None:
+    def __init__(self, committer: Durability, now: Callable[[], int], metrics: Any = None) -> None:
         self.committer = committer
         self.now = now
         self.metrics = metrics
