@@ -1,0 +1,81 @@
+"""Every durable write goes through the storage seam (groupd/storage/engine.py): outside groupd/storage/,
+no module imports the local engine's internals, only the seam. A second engine (issue 37) then replaces
+the local one by implementing the seam, without touching the coordinators, the data plane or handlers.
+
+The seam is ``engine`` (the Protocols), ``errors`` (the typed errors it documents), Kafka's record
+format, which every engine stores byte for byte (``batch``, ``codecs``, ``message_sets``), and
+``logdirfailure`` (where any engine reports a storage failure the broker must stop on). Two places may
+reach past it, on purpose:
+
+- the wiring, groupd/broker/app.py, where the broker chooses its engine (the local one today);
+- groupd/pipeline/, the offline analytics job, which reads the local engine's segment files directly
+  from log.dirs with no broker running (that is its point).
+
+Annotation-only imports (``if TYPE_CHECKING:``) count too: typing a caller on ``Log`` ties it to the
+local engine as much as calling it.
+"""
+
+from __future__ import annotations
+
+import ast
+
+from tests.unit.test_layout import module_name, product_files
+
+SEAM = {
+    "groupd.storage",
+    "groupd.storage.engine",
+    "groupd.storage.errors",
+    "groupd.storage.batch",
+    "groupd.storage.codecs",
+    "groupd.storage.message_sets",
+    "groupd.storage.logdirfailure",
+}
+WIRING = {"groupd.broker.app"}
+OFFLINE_READERS = "groupd.pipeline"
+
+
+def storage_imports(tree: ast.AST) -> set[str]:
+    """Every groupd.storage module a module imports, anywhere in it (functions and TYPE_CHECKING too)."""
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found |= {a.name for a in node.names if a.name.startswith("groupd.storage")}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module and node.module.startswith("groupd.storage"):
+            if node.module == "groupd.storage":
+                found |= {f"groupd.storage.{a.name}" for a in node.names}
+            else:
+                found.add(node.module)
+    return found
+
+
+def test_only_the_seam_is_imported_outside_storage():
+    wrong = []
+    for path in product_files():
+        name = module_name(path)
+        if name.startswith("groupd.storage") or name in WIRING or name.startswith(OFFLINE_READERS):
+            continue
+        for imported in sorted(storage_imports(ast.parse(path.read_text())) - SEAM):
+            wrong.append(f"{name} imports {imported}")
+    assert not wrong, "go through groupd/storage/engine.py instead:\n" + "\n".join(wrong)
+
+
+def test_the_check_sees_a_reach_past_the_seam():
+    tree = ast.parse(
+        "from groupd.storage.log import Log\nfrom groupd.storage import files\n"
+        "if TYPE_CHECKING:\n    from groupd.storage.committer import GroupCommitter\n"
+        "def f():\n    import groupd.storage.journal\n"
+    )
+    assert storage_imports(tree) - SEAM == {
+        "groupd.storage.log", "groupd.storage.files", "groupd.storage.committer", "groupd.storage.journal",
+    }
+    assert not storage_imports(ast.parse("from groupd.storage.engine import PartitionLog\n")) - SEAM
+
+
+def test_the_wiring_chooses_the_engine_in_one_place():
+    """Exactly one product module outside storage/ names an engine: the broker's wiring."""
+    choosing = sorted(
+        module_name(path) for path in product_files()
+        if not module_name(path).startswith("groupd.storage")
+        and "groupd.storage.local" in storage_imports(ast.parse(path.read_text()))
+    )
+    assert choosing == sorted(WIRING)
