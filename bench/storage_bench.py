@@ -1,4 +1,5 @@
-"""Storage micro-benchmark: group-commit throughput (append + fsync) and replay speed.
+"""Storage micro-benchmark: group-commit throughput (append + fsync) and replay speed, through the
+storage seam (groupd/storage/engine.py) over the local engine, as the broker writes.
 
     .venv/bin/python -m bench.storage_bench [--seconds 2.5] [--dir /path/on/the/disk/to/test]
 
@@ -16,14 +17,20 @@ import time
 from pathlib import Path
 
 from groupd.storage.batch import build_batch, iter_records
-from groupd.storage.committer import GroupCommitter
-from groupd.storage.log import Log, LogConfig
+from groupd.storage.engine import LogConfig, PartitionLog
+from groupd.storage.local import LocalEngine
+
+
+def open_log(directory: Path) -> PartitionLog:
+    return LocalEngine(directory.parent).open_partition(directory.name, 0, LogConfig())
 
 
 async def group_commit(directory: Path, writers: int, seconds: float) -> dict[str, float]:
     """``writers`` tasks each append a small record and wait until it is durable, in a loop."""
-    log = Log.open(directory, LogConfig())
-    committer = GroupCommitter()
+    log = open_log(directory)
+    committer = LocalEngine(directory.parent).durability()
+    rounds: list[int] = []  # waiters of each fsync round
+    committer.observers.append(lambda _seconds, waiters: rounds.append(waiters))
     deadline = time.perf_counter() + seconds
     done = 0
     latencies: list[float] = []
@@ -47,8 +54,8 @@ async def group_commit(directory: Path, writers: int, seconds: float) -> dict[st
     return {
         "writers": writers,
         "appends_per_s": done / elapsed,
-        "fsyncs_per_s": committer.fsyncs / elapsed,
-        "avg_waiters_per_fsync": committer.waiters_total / max(1, committer.fsyncs),
+        "fsyncs_per_s": len(rounds) / elapsed,
+        "avg_waiters_per_fsync": sum(rounds) / max(1, len(rounds)),
         "p50_ms": latencies[len(latencies) // 2] * 1000 if latencies else 0.0,
         "p99_ms": latencies[int(len(latencies) * 0.99)] * 1000 if latencies else 0.0,
     }
@@ -56,7 +63,7 @@ async def group_commit(directory: Path, writers: int, seconds: float) -> dict[st
 
 def replay(directory: Path, records: int, per_batch: int) -> dict[str, float]:
     """Append ``records`` small records in batches of ``per_batch``; time a cold-ish full replay."""
-    log = Log.open(directory, LogConfig())
+    log = open_log(directory)
     batch = build_batch(
         [(b"offset-key-%04d" % i, b"offset-value-%04d" % i) for i in range(per_batch)], timestamp_ms=1
     )
@@ -66,7 +73,7 @@ def replay(directory: Path, records: int, per_batch: int) -> dict[str, float]:
     log.flush()
     append_s = time.perf_counter() - t0
     log.close()
-    log = Log.open(directory, LogConfig())
+    log = open_log(directory)
     t1 = time.perf_counter()
     count = 0
     for header, _view in log.batches():
@@ -80,7 +87,7 @@ def replay(directory: Path, records: int, per_batch: int) -> dict[str, float]:
     decode_s = time.perf_counter() - t2
     log.close()
     t3 = time.perf_counter()
-    log = Log.open(directory, LogConfig())  # indexes every batch, CRC-checks the last segment
+    log = open_log(directory)  # indexes every batch, CRC-checks the last segment
     open_s = time.perf_counter() - t3
     log.close()
     assert count == decoded == records - records % per_batch
