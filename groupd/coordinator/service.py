@@ -2,8 +2,9 @@
 
 coordinator/runtime/ owns the shards (one per ``__consumer_offsets`` partition), tokens, ordered delivery
 once records are durable, and the timer heap; coordinator/shard.py holds the rules it runs (dispatching
-on the group's type); coordinator/runtime/loop.py puts the runtime on the event loop and the group
-committer; coordinator/runtime/loader.py loads the partitions. What is left here: which partitions are
+on the group's type); coordinator/runtime/loop.py puts the runtime on the event loop and the storage
+engine's durability rounds; coordinator/runtime/loader.py loads the partitions through the engine's
+replay reader. What is left here: which partitions are
 owned and routing a group to its shard, the awaitable and callback forms of a request, transaction
 markers, housekeeping (offset expiry, compaction, write-out), and the views metrics and tools read.
 """

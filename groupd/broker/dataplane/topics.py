@@ -1,7 +1,8 @@
-"""The topic registry: names, ids, partition counts and per-topic configs, durable under log.dirs.
+"""The topic registry: names, ids, partition counts and per-topic configs, durable in the storage engine.
 
-It is a small JSON document rewritten atomically (``storage.files.write_atomically``) on every
-change: topics change rarely and a restart must find exactly what was acknowledged.
+It is a small JSON document under one metadata key, rewritten whole and atomically (storage/engine.py
+MetadataStore) on every change: topics change rarely and a restart must find exactly what was
+acknowledged.
 """
 
 from __future__ import annotations
