@@ -218,6 +218,8 @@ class Durability(Protocol):
     nothing waits: ``when_durable`` returns False and ``durable_future`` None, as Kafka acknowledges
     before its periodic flush."""
 
+    observers: list[Callable[[float, int], None]]  # told (seconds, waiters) of every round: metrics
+
     @property
     def synchronous(self) -> bool: ...
 
@@ -234,8 +236,6 @@ class Durability(Protocol):
         """Return once what was appended to ``log`` before this call is durable; raise StorageError if
         its round failed."""
         ...
-
-    observers: list[Callable[[float, int], None]]  # told (seconds, waiters) of every round: metrics
 
     async def start(self) -> None:
         """Start what the rounds use (e.g. a sync helper process); rounds work without it, slower."""
@@ -289,8 +289,8 @@ _KEY = re.compile(r"[A-Za-z0-9_][A-Za-z0-9._-]*")
 
 
 def check_key(key: str) -> str:
-    """Metadata keys are plain names (letters, digits, ``_``, then ``.`` and ``-`` too), so every engine can keep them
-    as file names, row keys or object names alike."""
+    """Metadata keys are plain names (letters, digits, ``_``, then ``.`` and ``-`` too), so every engine
+    can keep them as file names, row keys or object names alike."""
     if not _KEY.fullmatch(key):
         raise ValueError(f"bad storage metadata key {key!r}")
     return key
