@@ -90,11 +90,13 @@ class LogEndRecorder:
             self.log = None
 
     async def _loop(self) -> None:
+        log_ = self.log  # start() opened it before it started this task; stop() cancels the task first
+        assert log_ is not None
         while True:
             await asyncio.sleep(self.interval_ms / 1000)
             try:
                 self.tick(wall_ms())
-                await asyncio.to_thread(self.log.flush)
+                await asyncio.to_thread(log_.flush)
             except Exception:
                 log.exception("recording log-end history failed")
 

@@ -102,7 +102,8 @@ class Histogram:
         return sum(self.counts)
 
     def buckets(self) -> list[tuple[str, float]]:
-        out, total = [], 0
+        out: list[tuple[str, float]] = []
+        total = 0
         for bound, n in zip(self.bounds, self.counts, strict=False):
             total += n
             out.append((_float_label(bound), total))
@@ -361,7 +362,7 @@ class Metrics:
             return False, "stopping"
         if not coordinator_loaded(broker.coordinator):
             return False, "offsets partitions loading"
-        failures = getattr(broker.coordinator, "load_failures", dict)()
+        failures: dict[int, str] = getattr(broker.coordinator, "load_failures", dict)()
         if failures:
             return False, "offsets partitions failed to load: " + ", ".join(f"{p} ({why})" for p, why in failures.items())
         return True, "ok"

@@ -134,7 +134,7 @@ class SaslGate:
 
     def _authenticate(self, version: int, correlation_id: int, token: bytes) -> Step:
         cls = codec.response_class(SASL_AUTHENTICATE, version)
-        mechanism = self.mechanism
+        mechanism = self._chosen()
         try:
             answer = mechanism.evaluate(token)
         except (AuthenticationFailed, InvalidCredentials) as exc:
@@ -148,7 +148,7 @@ class SaslGate:
     def _raw_token(self, token: bytes) -> Step:
         """Handshake v0: the token is the whole frame, the answer a bare size-prefixed token, and a
         failure closes without one."""
-        mechanism = self.mechanism
+        mechanism = self._chosen()
         try:
             answer = mechanism.evaluate(token)
         except (AuthenticationFailed, InvalidCredentials) as exc:
@@ -157,11 +157,16 @@ class SaslGate:
         return self._maybe_done(None if answer is None else _SIZE.pack(len(answer)) + answer)
 
     def _maybe_done(self, reply: bytes | None) -> Step:
-        mechanism = self.mechanism
+        mechanism = self._chosen()
         if not mechanism.complete:
             return Step(reply)
         self.state = COMPLETE
         return Step(reply, principal=f"User:{mechanism.authorization_id}")
+
+    def _chosen(self) -> Mechanism:
+        """The mechanism the handshake picked: the states that authenticate are reached only through it."""
+        assert self.mechanism is not None
+        return self.mechanism
 
     def _fail(self, reason: str) -> Step:
         self.state = FAILED

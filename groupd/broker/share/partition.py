@@ -326,8 +326,8 @@ class SharePartition:
             base = floor.first
         sub = self._sub(min(first_batch.base_offset, base), last_to_acquire)
         if not sub:
-            got, n = self._acquire_new(member, batches, record_limit, base, last_to_acquire, batch_size, max_acquire, lock_until)
-            return self._filter_aborted(batches, got, aborted), n
+            fresh, n = self._acquire_new(member, batches, record_limit, base, last_to_acquire, batch_size, max_acquire, lock_until)
+            return self._filter_aborted(batches, fresh, aborted), n
         result: list[AcquiredRecords] = []
         count = 0
         limit = self.limits.delivery_count_limit
@@ -362,9 +362,9 @@ class SharePartition:
             result.append(AcquiredRecords(b.first, b.last, b.whole.count))
             count += b.last - b.first + 1
         if count < max_acquire and sub[-1].last < last_to_acquire:
-            got, n = self._acquire_new(member, batches, record_limit, sub[-1].last + 1, last_to_acquire, batch_size,
-                                       max_acquire - count, lock_until)
-            result.extend(got)
+            fresh, n = self._acquire_new(member, batches, record_limit, sub[-1].last + 1, last_to_acquire, batch_size,
+                                         max_acquire - count, lock_until)
+            result.extend(fresh)
             count += n
         if result:
             result = self._filter_aborted(batches, result, aborted)
