@@ -144,8 +144,8 @@ def alter(client: Client, entity: list[tuple[str, str | None]], add: str, delete
                 salted_password=salted_password(mechanism, fields["password"], salt, iterations),
             )
             _scram_result(client.call(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, deletions=(), upsertions=(upsertion,)))
-        for mechanism in scram_removed:
-            deletion = codec.nested(cls, "ScramCredentialDeletion")(name=user, mechanism=BY_NAME[mechanism].type)
+        for gone in scram_removed:
+            deletion = codec.nested(cls, "ScramCredentialDeletion")(name=user, mechanism=BY_NAME[gone].type)
             _scram_result(client.call(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, deletions=(deletion,), upsertions=()))
         out.append(f"Completed updating config for user {user}.")
     return out
