@@ -13,6 +13,7 @@ from __future__ import annotations
 import pandas as pd
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
+from pyspark.sql.window import WindowSpec
 
 from groupd.clock import wall_ms
 from groupd.pipeline import datasource, store
@@ -41,7 +42,7 @@ def log_end_history(spark: SparkSession, log_dirs: str) -> DataFrame:
     return spark.read.format("groupd").option("records", "log_ends").load(log_dirs)
 
 
-def _newest_first(*keys: str) -> Window:
+def _newest_first(*keys: str) -> WindowSpec:
     return Window.partitionBy(*keys).orderBy(F.desc("store_partition"), F.desc("record_offset"))
 
 
