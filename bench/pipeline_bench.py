@@ -3,7 +3,7 @@ partitions (the issue's scale is 10,000 groups and 5,000,000 records: ``--record
 partitions of topic ``events`` and the log ends a broker would have recorded every 10 s.
 
 Without ``--report`` it times reading the commits and the lag and positions jobs; with ``--report`` the
-whole report job (``python -m pipeline report``: every read, job and chart, and the HTML written)."""
+whole report job (``python -m groupd.pipeline report``: every read, job and chart, and the HTML written)."""
 
 from __future__ import annotations
 

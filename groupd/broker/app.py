@@ -78,7 +78,7 @@ class Broker:
         self.services.append(self.partitions)
         self.services.append(log_end_history.for_broker(self))  # after partitions: it stops first, sampling last
         # the share coordinator: the durable state of share-partitions, the broker's in-process Persister
-        # (coordinator/share_state/persister.py), which share partitions and the group coordinator call;
+        # (groupd/coordinator/share_state/persister.py), which share partitions and the group coordinator call;
         # started before the group coordinator and stopped after it, which calls it
         # (ignored: the Host protocols declare plain attributes, which mypy holds invariant, so the broker's
         # PartitionManager and ProducerIds, which implement DataPartitions and Producers, do not match)

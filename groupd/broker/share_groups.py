@@ -1,4 +1,4 @@
-"""The share groups' shell: what the pure share-group rules (coordinator/share/) hand back for the
+"""The share groups' shell: what the pure share-group rules (groupd/coordinator/share/) hand back for the
 broker to do asynchronously, and the group's settings.
 
 - A heartbeat that found subscribed partitions without share state returns them; once the heartbeat is

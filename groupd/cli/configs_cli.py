@@ -13,7 +13,7 @@ the broker does). It works against groupd and Apache Kafka alike. kafka-configs.
         --add-config share.auto.offset.reset=earliest
     groupd-configs --bootstrap-server H:P --group G --describe --all
 
-Group configs (tools/group_configs.py) go through DescribeConfigs and IncrementalAlterConfigs.
+Group configs (groupd/cli/group_configs.py) go through DescribeConfigs and IncrementalAlterConfigs.
 """
 
 from __future__ import annotations

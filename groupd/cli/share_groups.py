@@ -4,7 +4,7 @@ GROUP TOPIC PARTITION START-OFFSET LAG, ``--verbose`` adds LEADER-EPOCH; ``--mem
 
 kafka-python's admin client knows no share-group API, so this speaks ListGroups v5, ShareGroupDescribe and
 DescribeShareGroupOffsets itself over one plain connection to the group's coordinator (FindCoordinator v3),
-with the broker's own codec (protocol/). Plain listeners only: ``--command-config`` (TLS, SASL) is not
+with the broker's own codec (groupd/protocol/). Plain listeners only: ``--command-config`` (TLS, SASL) is not
 supported with ``--share``.
 """
 

@@ -1,4 +1,4 @@
-"""``python -m pipeline <job> --log-dirs ./data --out ./pipeline-out [--master local[2]]``."""
+"""``python -m groupd.pipeline <job> --log-dirs ./data --out ./pipeline-out [--master local[2]]``."""
 
 from __future__ import annotations
 
@@ -184,7 +184,7 @@ def run(job: str, log_dirs: str, out: Path, master: str = "local[2]", storm_min:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(prog="python -m pipeline")
+    parser = argparse.ArgumentParser(prog="python -m groupd.pipeline")
     parser.add_argument("job", choices=JOBS)
     parser.add_argument("--log-dirs", default="./data")
     parser.add_argument("--out", default="./pipeline-out")

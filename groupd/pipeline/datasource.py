@@ -3,7 +3,7 @@
 A Spark 4 Python Data Source over groupd's offsets store: each Spark partition reads some
 ``__consumer_offsets-N`` directories (or, for "log_ends", segments of ``log-end-history``), at most
 ``splits`` (default 8) of about equal size, read in parallel by the executors with the broker's own decoders
-(pipeline/store.py). Runs unchanged on a cluster when log.dirs is on a path every executor can read.
+(groupd/pipeline/store.py). Runs unchanged on a cluster when log.dirs is on a path every executor can read.
 """
 
 from __future__ import annotations

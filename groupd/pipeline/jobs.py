@@ -38,7 +38,7 @@ def log_ends(spark: SparkSession, log_dirs: str) -> DataFrame:
 
 
 def log_end_history(spark: SparkSession, log_dirs: str) -> DataFrame:
-    """The log ends the broker recorded over time (broker/ops/log_end_history.py); empty when it recorded none."""
+    """The log ends the broker recorded over time (groupd/broker/ops/log_end_history.py); empty when it recorded none."""
     return spark.read.format("groupd").option("records", "log_ends").load(log_dirs)
 
 
@@ -335,7 +335,7 @@ def consumer_status(
     6. WARN when the lag never decreased across the window;
     7. OK otherwise.
     Lag at a commit is measured against the log end the broker recorded by then (``history``, from
-    broker/ops/log_end_history.py); before the first recorded log end, against today's. The current lag is
+    groupd/broker/ops/log_end_history.py); before the first recorded log end, against today's. The current lag is
     today's log end minus the last commit. Partitions whose offsets were deleted, and deleted groups, have
     no positions and so no status. Burrow's "recent broker offsets show zero lag" grace for STOP is not applied.
     """

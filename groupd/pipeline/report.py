@@ -254,7 +254,7 @@ def _glance(overview: pd.DataFrame, detailed: set[str], meta: dict) -> str:
     )
     left_out = len(overview) - len(rows)
     tail = (f"<p class='muted'>{left_out:,} more groups, each needing attention less than the last one listed, are left "
-            "out here; <code>python -m pipeline overview</code> lists every group.</p>") if left_out > 0 else ""
+            "out here; <code>python -m groupd.pipeline overview</code> lists every group.</p>") if left_out > 0 else ""
     return "<h2>Groups at a glance</h2>" + note + _table(
         ["Group", "Kind", "State", "Burrow status (worst partition: rule that fired)", "Lag now", "Generations",
          "Static restarts", "Last storm", "Last commit"],

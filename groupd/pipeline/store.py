@@ -1,7 +1,7 @@
 """Reading groupd's log.dirs without a broker: offsets-partition records and data-partition log ends.
 
-Plain Python over the same code the broker uses (storage/batch.py for batches and CRCs,
-coordinator/records.py for the __consumer_offsets formats): there is no second decoder. Spark's data
+Plain Python over the same code the broker uses (groupd/storage/batch.py for batches and CRCs,
+groupd/coordinator/records.py for the __consumer_offsets formats): there is no second decoder. Spark's data
 source calls these per partition directory; tests and small stores can call them directly.
 """
 
@@ -185,7 +185,7 @@ def _modern_rows(raw_key: bytes, raw_value: bytes | None, at: tuple, members: Me
 
 
 def read_log_end_history(segment: Path) -> Iterator[tuple]:
-    """Rows of one segment of ``log.dirs/log-end-history`` (broker/ops/log_end_history.py): log start and end
+    """Rows of one segment of ``log.dirs/log-end-history`` (groupd/broker/ops/log_end_history.py): log start and end
     offsets of each data partition as the broker knew them at ``sampled_ms``."""
     for header, batch in batches_of(segment):
         for rec in iter_records(batch, header):

@@ -1,4 +1,4 @@
-"""broker/ops/logoutput.py: the event loop's lines leave once per loop turn, in the order they were logged;
+"""groupd/broker/ops/logoutput.py: the event loop's lines leave once per loop turn, in the order they were logged;
 warnings, other threads and a clean exit do not wait."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Log-end history: every ``log.end.history.interval.ms`` the broker appends the log start and end
 offsets of each data partition that moved to ``<log.dirs>/log-end-history``, a log in Kafka's batch format
-written with storage/ as it is.
+written with groupd/storage/ as it is.
 
 Why: consumer lag over time (and Burrow's WARN, "lag never decreased") needs the log end as it was when
 each offset was committed; the offsets store holds committed offsets only. With this log the pipeline

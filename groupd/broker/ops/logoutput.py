@@ -1,7 +1,7 @@
 """How log lines leave the broker: ``log.format`` (text, logfmt, json) and one write per loop turn.
 
 At INFO (``make run``'s default) a rebalancing group is a dozen lines: its state changes and every
-member's join, sync and leave, with their fields (``coordinator/logfields.py``). Python's logging
+member's join, sync and leave, with their fields (``groupd/coordinator/logfields.py``). Python's logging
 machinery costs more per line than the request that logged it, so the parts that buy nothing here are
 taken out:
 

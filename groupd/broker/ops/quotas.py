@@ -1,7 +1,7 @@
 """Client quotas (KIP-13, KIP-55, KIP-219, KIP-546): the quota entities, their byte-rate sensors, throttle times.
 
 Pure but for ``load``/``save`` at the end: time comes in as ``now_ms``; sockets and the event loop stay
-in the shell (``broker/handlers/quotas.py``, the Produce and Fetch handlers, ``Connection.mute_for``).
+in the shell (``groupd/broker/handlers/quotas.py``, the Produce and Fetch handlers, ``Connection.mute_for``).
 
 Kafka keeps a quota per entity: a user, a client id, the two together, or an IP, each name possibly
 the default (``None``). A request is measured against the most specific entity that has a value for

@@ -45,7 +45,7 @@ COORDINATOR_NOT_AVAILABLE, GROUP_ID_NOT_FOUND, OFFSET_NOT_AVAILABLE = 15, 69, 78
 # state or leader epoch; GroupIdNotFound; UnknownTopicOrPartition)
 FENCED = frozenset((NOT_LEADER_OR_FOLLOWER, GROUP_ID_NOT_FOUND, UNKNOWN_TOPIC_OR_PARTITION))
 ACK_NAMES = {0: "gap", 1: "accept", 2: "release", 3: "reject", 4: "renew"}
-LEADER_EPOCH = 0  # one node, never a new leader (broker/dataplane/leader_epochs.py)
+LEADER_EPOCH = 0  # one node, never a new leader (groupd/broker/dataplane/leader_epochs.py)
 
 PartKey = tuple[str, uuid.UUID, int]  # (group, topic id, partition)
 TopicIdPartition = tuple[uuid.UUID, int]

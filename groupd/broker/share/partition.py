@@ -1,7 +1,7 @@
 """One share-partition's in-flight records (Kafka's SharePartition, InFlightBatch and InFlightState):
 which records of a topic partition a share group has handed out, to whom, how often, and until when.
 
-Pure: no I/O, no clock; ``now`` (ms) comes in. The async shell (``broker/share/manager.py``) reads the
+Pure: no I/O, no clock; ``now`` (ms) comes in. The async shell (``groupd/broker/share/manager.py``) reads the
 log, persists the state batches this module hands it, and drives the lock timers.
 
 The model is Kafka's: a sorted cache of in-flight batches, each either one state for the whole batch or,
