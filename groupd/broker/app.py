@@ -243,6 +243,7 @@ class Broker:
                 if listener.tls:
                     from groupd.broker.network.secure_connection import TlsServer
 
+                    assert listener.ssl is not None  # resolve() gave every SSL and SASL_SSL listener its settings
                     factory = functools.partial(TlsServer, self, listener.name, server_context(listener.ssl), connection)
                 server = self.admission.listen(listener.name, listener.host, listener.port, factory)
                 self._servers[listener.name] = server

@@ -23,11 +23,14 @@ import logging
 import struct
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
 
 from groupd.clock import wall_ms
 from groupd.storage.errors import StorageError
 from groupd.storage.log import Log, LogConfig
+
+if TYPE_CHECKING:
+    from groupd.broker.app import Broker
 
 log = logging.getLogger("groupd.log_end_history")
 
@@ -120,7 +123,7 @@ class LogEndRecorder:
         return len(records)
 
 
-def for_broker(broker: Any) -> LogEndRecorder:
+def for_broker(broker: Broker) -> LogEndRecorder:
     """The recorder of a Broker, sampling its PartitionManager (log start and high watermark)."""
     cfg = broker.config
     return LogEndRecorder(

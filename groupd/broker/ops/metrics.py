@@ -56,14 +56,17 @@ from __future__ import annotations
 
 import time
 from bisect import bisect_left
-from collections.abc import Iterable, Iterator
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, ProcessCollector
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 
 from groupd.broker.ops.consumer_status import NOTFOUND, ConsumerStatus
 from groupd.clock import wall_ms
+
+if TYPE_CHECKING:
+    from groupd.broker.share.manager import SharePartitionManager
 
 OVERFLOW = "__overflow__"
 GROUP_STATES = ("Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead")
@@ -278,7 +281,8 @@ class Metrics:
         if duration_s is not None:
             self._commit_seconds.observe(duration_s)
 
-    def offsets_durable(self, group: str, rows: Iterable[tuple[str, int, int]], now_ms: int, log_end: Any) -> None:
+    def offsets_durable(self, group: str, rows: Iterable[tuple[str, int, int]], now_ms: int,
+                        log_end: Callable[[str, int], int | None]) -> None:
         """A commit's offsets are durable: each goes into its partition's status window (groups with a
         series of their own only, so the windows are bounded like the series)."""
         if self.group_label(group) == OVERFLOW:
@@ -556,7 +560,7 @@ def _topic_partition_counts(broker: Any) -> dict[str, int]:
     return {t.name: t.partitions for t in every()} if callable(every) else {}
 
 
-def _share_records(manager: Any) -> Iterator[Metric]:
+def _share_records(manager: SharePartitionManager | None) -> Iterator[Metric]:
     """KIP-932 share-partitions' record counts (groupd/broker/share/manager.py)."""
     if manager is None:
         return

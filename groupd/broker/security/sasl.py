@@ -14,10 +14,10 @@ import hmac
 import struct
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from groupd.broker.security.errors import AuthenticationFailed, InvalidCredentials
-from groupd.broker.security.scram import BY_NAME, ScramServer
+from groupd.broker.security.scram import BY_NAME, ScramCredential, ScramServer
 from groupd.protocol import codec
 from groupd.protocol.api_table import API_TABLE, ApiKey
 from groupd.protocol.errors import ErrorCode
@@ -187,7 +187,9 @@ def _api_name(api_key: int) -> str:
     return spec.name if spec is not None else f"api {api_key}"
 
 
-def mechanism_factories(listener: Listener, scram_lookup: Callable[[str, str], Any]) -> dict[str, Callable[[], Mechanism]]:
+def mechanism_factories(
+    listener: Listener, scram_lookup: Callable[[str, str], ScramCredential | None]
+) -> dict[str, Callable[[], Mechanism]]:
     """A fresh server-side mechanism per connection, for each mechanism the listener enables; SCRAM
     looks its users' credentials up with ``scram_lookup(user, mechanism name)``."""
     out: dict[str, Callable[[], Mechanism]] = {}

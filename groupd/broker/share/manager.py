@@ -14,7 +14,7 @@ import logging
 import re
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -27,12 +27,13 @@ from groupd.broker.share.partition import (
     SharePartition,
     Update,
 )
-from groupd.broker.share.sessions import ShareSessionCache
+from groupd.broker.share.sessions import ShareSession, ShareSessionCache
 from groupd.clock import wall_ms
 from groupd.coordinator.share.config import ShareGroupConfig
-from groupd.coordinator.share_state.persister import ARCHIVED, AVAILABLE, SharePartitionKey
+from groupd.coordinator.share_state.persister import ARCHIVED, AVAILABLE, Persister, SharePartitionKey
 from groupd.storage.batch import ABORT_MARKER, control_marker, iter_batches
 from groupd.storage.errors import OffsetOutOfRange
+from groupd.storage.log import Log
 
 if TYPE_CHECKING:
     from groupd.broker.app import Broker
@@ -99,7 +100,7 @@ class _Entry:
 
 
 class SharePartitionManager:
-    def __init__(self, broker: Broker, persister_of: Callable[[], Any],
+    def __init__(self, broker: Broker, persister_of: Callable[[], Persister | None],
                  config_for: Callable[[str], ShareGroupConfig] | None = None, max_sessions: int = 2_000) -> None:
         self.broker = broker
         self._persister_of = persister_of
@@ -177,7 +178,7 @@ class SharePartitionManager:
         log.debug("share partition %s %s-%d loaded at start offset %d", group, topic, partition, sp.start_offset)
         return NONE
 
-    def _reset_offset(self, cfg: ShareGroupConfig, lg: Any) -> int | None:
+    def _reset_offset(self, cfg: ShareGroupConfig, lg: Log) -> int | None:
         """share.auto.offset.reset for a partition with no start offset yet: latest (the log end),
         earliest (the log start), by_duration:<ISO-8601> (the first record at or after now minus the
         duration; None when there is none, as Kafka's look-up by timestamp finds nothing)."""
@@ -378,7 +379,7 @@ class SharePartitionManager:
         if group is not None:
             self._spawn(self._disconnected(group, session))
 
-    async def _disconnected(self, group: str, session: Any) -> None:
+    async def _disconnected(self, group: str, session: ShareSession | None) -> None:
         if session is not None:
             await self.release_session(group, session.key[1], list(session.partitions))
         if not self.sessions.group_has_sessions(group):
@@ -387,7 +388,7 @@ class SharePartitionManager:
                 if entry.timer is not None:
                     entry.timer.cancel()
 
-    def _spawn(self, coro: Any) -> None:
+    def _spawn(self, coro: Coroutine[Any, Any, object]) -> None:
         task = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
