@@ -1,6 +1,6 @@
 """What the bounds check costs a request decode: ``python -m bench.decode_bench``.
 
-Each request of the hot path is decoded by ``protocol.request.parse_request`` (header, bounds check,
+Each request of the hot path is decoded by ``groupd.protocol.request.parse_request`` (header, bounds check,
 kio body) with the check and without it, in interleaved rounds; the best round of each is kept and CPU
 time is counted (not wall time), so a busy shared machine moves the figures less. See
 docs/malformed-requests.md.

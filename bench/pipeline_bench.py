@@ -3,7 +3,7 @@ partitions (the issue's scale is 10,000 groups and 5,000,000 records: ``--record
 partitions of topic ``events`` and the log ends a broker would have recorded every 10 s.
 
 Without ``--report`` it times reading the commits and the lag and positions jobs; with ``--report`` the
-whole report job (``python -m pipeline report``: every read, job and chart, and the HTML written)."""
+whole report job (``python -m groupd.pipeline report``: every read, job and chart, and the HTML written)."""
 
 from __future__ import annotations
 
@@ -16,6 +16,7 @@ from pathlib import Path
 from groupd.coordinator.partitioning import partition_for
 from groupd.coordinator.records import OffsetCommitKey, OffsetCommitValue, encode_key, encode_value
 from groupd.protocol.topic_names import OFFSETS_TOPIC
+from groupd.storage.local import LocalEngine
 from groupd.storage.log import Log, LogConfig
 
 T0 = 1_700_000_000_000
@@ -63,7 +64,7 @@ def data_and_history(log_dirs: Path, groups: int, records: int) -> None:
         lg.close()
     clock = {"t": T0}
     span = records  # one commit record per ms in generate()
-    recorder = LogEndRecorder(log_dirs, 10_000, -1, lambda: [
+    recorder = LogEndRecorder(LocalEngine(log_dirs), 10_000, -1, lambda: [
         ("events", p, 0, end * (clock["t"] - T0) // span) for p in range(DATA_PARTITIONS)
     ])
     for t in range(T0, T0 + span + 1, 10_000):

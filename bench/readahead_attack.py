@@ -1,10 +1,10 @@
 """The read-ahead attack of issue 26, measured: the broker's RSS while connections park a long-poll
 Fetch and stream large frames behind it.
 
-``python -m bench.readahead_attack [--root DIR] [--override key=value ...]`` starts ``DIR/server.py``
-(this checkout by default) on a free loopback port, opens ``--connections`` connections, each parks a
-Fetch (max_wait 60 s) and writes ``--frames`` frames of ``--frame-bytes`` behind it, then reports the
-broker's resident set before and at its peak. Bounded in frames and in time (``--seconds``)."""
+``python -m bench.readahead_attack [--root DIR] [--override key=value ...]`` runs ``python -m groupd``
+in ``DIR`` (this checkout by default) on a free loopback port, opens ``--connections`` connections, each
+parks a Fetch (max_wait 60 s) and writes ``--frames`` frames of ``--frame-bytes`` behind it, then reports
+the broker's resident set before and at its peak. Bounded in frames and in time (``--seconds``)."""
 
 from __future__ import annotations
 
@@ -75,7 +75,7 @@ async def attack(port: int, pid: int, connections: int, frames: int, frame_bytes
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--root", default=None, help="checkout whose server.py to run (default: this one)")
+    parser.add_argument("--root", default=None, help="checkout whose groupd to run (default: this one)")
     parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE")
     parser.add_argument("--connections", type=int, default=4)
     parser.add_argument("--frames", type=int, default=600)

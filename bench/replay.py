@@ -39,7 +39,7 @@ def write_store(directory: Path, records: int, key_of: Callable[[int], OffsetCom
 
 
 def load(directory: Path, walkers: int = 2) -> dict:
-    """One start-up of the coordinator over ``directory``, in a fresh process set up as ``server.py``
+    """One start-up of the coordinator over ``directory``, in a fresh process set up as ``groupd/server.py``
     sets up the broker (uvloop, its GC tuning): records/s from start to loaded."""
     done = subprocess.run(
         [sys.executable, "-m", "bench.replay", "--load", str(directory), "--walkers", str(walkers)],

@@ -1,8 +1,8 @@
 """What a request carrying tagged fields kio does not know costs to decode: ``python -m bench.unknown_tags_bench``.
 
-Each request of the hot path (bench/decode_bench's) is decoded by ``protocol.request.parse_request`` as a
+Each request of the hot path (bench/decode_bench's) is decoded by ``groupd.protocol.request.parse_request`` as a
 client sends it, with one unknown tag in its top-level section (kio refuses it, the frame is walked and
-rewritten, kio reads it again: protocol/unknown_tags), and with unknown tags in every section (the
+rewritten, kio reads it again: groupd/protocol/unknown_tags), and with unknown tags in every section (the
 header's, the body's, each nested struct's and array element's). Interleaved rounds, the best of each
 kept, CPU time counted. See docs/malformed-requests.md.
 """

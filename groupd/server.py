@@ -35,7 +35,7 @@ async def serve(config: Config) -> None:
 
 
 def halt_on_log_dir_failure(what: str, exc: BaseException) -> None:
-    """A failed write or sync took the one log directory offline (storage/logdirfailure.py): halt, as
+    """A failed write or sync took the one log directory offline (groupd/storage/logdirfailure.py): halt, as
     Kafka does when no live log directory is left. Nothing is flushed or answered on the way out
     (the disk just refused a write); what was acknowledged is durable and the next start recovers it."""
     logging.getLogger("groupd").critical(

@@ -1,4 +1,4 @@
-"""Generate protocol/old_schemas/: kio-shaped entity classes for the request versions Kafka 3.9 accepted
+"""Generate groupd/protocol/old_schemas/: kio-shaped entity classes for the request versions Kafka 3.9 accepted
 and Kafka 4 (KIP-896) removed, so that kio 0.6.5 (generated from Kafka 4.x, without them) is not
 replaced and no other kio release has to live beside it.
 
@@ -294,7 +294,7 @@ def generate(kafka_git: str, ref: str) -> None:
         '"""Entity classes for the versions Kafka 3.9 accepted below kio 0.6.5\'s lowest, generated from',
         "Kafka's message JSON by scripts/gen_old_schemas.py (the JSON itself is not kept here).",
         "",
-        "SCHEMAS maps (api key, version) to the request and response classes; protocol/codec.py looks here",
+        "SCHEMAS maps (api key, version) to the request and response classes; groupd/protocol/codec.py looks here",
         'when kio has no class for a pair."""',
         "",
         "from __future__ import annotations",

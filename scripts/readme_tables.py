@@ -1,9 +1,9 @@
 """Rewrite the two generated tables in one go: supported APIs (README.md), configuration keys
 (docs/configuration.md).
 
-Run from the repository root after changing protocol/api_table.py or broker/config.py:
-`.venv/bin/python scripts/readme_tables.py` (the same as `python -m protocol.api_table --write-readme`
-and `python -m broker.config`). tests/unit check that both match.
+Run from the repository root after changing groupd/protocol/api_table.py or groupd/broker/config.py:
+`.venv/bin/python scripts/readme_tables.py` (the same as `python -m groupd.protocol.api_table --write-readme`
+and `python -m groupd.broker.config`). tests/unit check that both match.
 """
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ async def wire(broker):
 
 @pytest.fixture
 def broker_process(tmp_path):
-    """``server.py`` as a child process (real clients, restarts)."""
+    """``python -m groupd`` as a child process (real clients, restarts)."""
     proc = BrokerProcess(tmp_path / "data")
     proc.start()
     yield proc

@@ -44,7 +44,7 @@ CLIENT_CONFIG = {**FAST_CONFIG, "group.initial.rebalance.delay.ms": "300"}
 
 
 class BrokerProcess:
-    """``server.py`` in a child process on a free loopback port; survives restart with the same data."""
+    """``python -m groupd`` in a child process on a free loopback port; survives restart with the same data."""
 
     def __init__(self, log_dir: Path, overrides: dict[str, Any] | None = None, port: int | None = None, nofile: int | None = None) -> None:
         self.log_dir = Path(log_dir)

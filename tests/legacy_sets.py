@@ -19,7 +19,7 @@ class _Digest:
 
 class XxhashShim:
     """kafka-python's magic-0 LZ4 code asks the xxhash package (not installed) for Kafka's broken header
-    checksum; this answers with storage.codecs.xxh32, which tests/unit/test_codecs.py checks against
+    checksum; this answers with groupd.storage.codecs.xxh32, which tests/unit/test_codecs.py checks against
     published values and lz4's own block checksums. Install with monkeypatch on ``kafka.codec.xxhash``."""
 
     def xxh32(self, data: bytes) -> _Digest:

@@ -71,7 +71,7 @@ class Broker:
         self._listeners: dict[str, Listener] = {spec.name: spec for spec in config.listeners}
         self._connections: set[Connection] = set()
         self._unflushed: list[Connection] = []
-        self._loop: asyncio.AbstractEventLoop | None = None  # set by start()
+        self._loop: asyncio.AbstractEventLoop  # set by start(); what reads it runs once the broker listens
         self.topics.reserved = (OFFSETS_TOPIC, TXN_STATE_TOPIC, SHARE_STATE_TOPIC)  # the coordinators' own logs: never a data topic's
         self.scram = ScramStore(self.storage.metadata)
         self.group_configs = GroupConfigStore(self.storage.metadata, config)  # GROUP resources' configs
@@ -81,9 +81,11 @@ class Broker:
         self.services.append(self.partitions)
         self.services.append(log_end_history.for_broker(self))  # after partitions: it stops first, sampling last
         # the share coordinator: the durable state of share-partitions, the broker's in-process Persister
-        # (coordinator/share_state/persister.py), which share partitions and the group coordinator call;
+        # (groupd/coordinator/share_state/persister.py), which share partitions and the group coordinator call;
         # started before the group coordinator and stopped after it, which calls it
-        self.share_coordinator = ShareCoordinator(self)
+        # (ignored: the Host protocols declare plain attributes, which mypy holds invariant, so the broker's
+        # PartitionManager and ProducerIds, which implement DataPartitions and Producers, do not match)
+        self.share_coordinator = ShareCoordinator(self)  # type: ignore[arg-type]
         self.share_persister: Persister = self.share_coordinator
         self.share_coordinator.on_write = self.metrics.share_state_write
         self.services.append(self.share_coordinator)
@@ -95,7 +97,7 @@ class Broker:
         self.share_groups = ShareGroupShell(self)
         self.coordinator.cfg.share_config = self.share_group_config
         self.services.append(self.share_groups)
-        self.transactions = TransactionCoordinator(self)
+        self.transactions = TransactionCoordinator(self)  # type: ignore[arg-type]  # as ShareCoordinator's
         self.services.append(self.transactions)
         # KIP-932 share-partitions and sessions, over the persister (read at each use: tests swap it)
         self.share_partitions = SharePartitionManager(self, lambda: self.share_persister, self.share_group_config,
@@ -240,11 +242,13 @@ class Broker:
         self.admission.quotas.resolve_overrides()
         try:
             for listener in self.config.listeners:
-                factory = self._connection_factory(listener)
+                connection = self._connection_factory(listener)
+                factory: Callable[[], asyncio.BaseProtocol] = connection
                 if listener.tls:
                     from groupd.broker.network.secure_connection import TlsServer
 
-                    factory = functools.partial(TlsServer, self, listener.name, server_context(listener.ssl), factory)
+                    assert listener.ssl is not None  # resolve() gave every SSL and SASL_SSL listener its settings
+                    factory = functools.partial(TlsServer, self, listener.name, server_context(listener.ssl), connection)
                 server = self.admission.listen(listener.name, listener.host, listener.port, factory)
                 self._servers[listener.name] = server
                 self._server = self._server or server

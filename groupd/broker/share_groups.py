@@ -1,4 +1,4 @@
-"""The share groups' shell: what the pure share-group rules (coordinator/share/) hand back for the
+"""The share groups' shell: what the pure share-group rules (groupd/coordinator/share/) hand back for the
 broker to do asynchronously, and the group's settings.
 
 - A heartbeat that found subscribed partitions without share state returns them; once the heartbeat is
@@ -14,8 +14,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from groupd.coordinator import errors as E
 from groupd.coordinator import shard as core
@@ -74,24 +75,25 @@ class ShareGroupShell:
             return int(plan.error)
         return await self.delete_partitions(group_id, plan.topics)
 
-    async def delete_partitions(self, group_id: str, topics: Any) -> int:
+    async def delete_partitions(self, group_id: str, topics: Iterable[tuple[uuid.UUID, Iterable[int]]]) -> int:
         """Delete these partitions' share state; 0, or the first error."""
         persister = self.broker.share_persister
         keys = [SharePartitionKey(group_id, t, p) for t, ps in topics for p in ps]
-        answers: list[Any] = await asyncio.gather(*(persister.delete(k) for k in keys), return_exceptions=True)
+        answers: list[int | BaseException] = await asyncio.gather(*(persister.delete(k) for k in keys), return_exceptions=True)
         for key, answer in zip(keys, answers, strict=True):
             if answer != 0:
                 log.error("share group %s: deleting the share state of %s-%d failed: %s", group_id, key.topic_id, key.partition, answer)
                 return int(answer) if isinstance(answer, int) else E.UNKNOWN_SERVER_ERROR
         return 0
 
-    async def initialize_at(self, group_id: str, state_epoch: int, offsets: Any) -> int:
+    async def initialize_at(self, group_id: str, state_epoch: int,
+                            offsets: Sequence[tuple[uuid.UUID, Sequence[tuple[int, int]]]]) -> int:
         """AlterShareGroupOffsets' second step (Kafka's persisterInitialize): initialize each partition at
         its new start offset, then record them initialized; any failure leaves them uninitialized and
         is the answer's error."""
         persister = self.broker.share_persister
         keys = [(SharePartitionKey(group_id, t, p), o) for t, pairs in offsets for p, o in pairs]
-        answers: list[Any] = await asyncio.gather(
+        answers: list[int | BaseException] = await asyncio.gather(
             *(persister.initialize(key, state_epoch, o) for key, o in keys), return_exceptions=True
         )
         failed = [a for a in answers if a != 0]
@@ -108,7 +110,7 @@ class ShareGroupShell:
     async def _initialize(self, ask: ShareInitialize) -> None:
         persister = self.broker.share_persister
         keys = [SharePartitionKey(ask.group_id, t, p) for t, ps in ask.topics for p in ps]
-        answers: list[Any] = await asyncio.gather(
+        answers: list[int | BaseException] = await asyncio.gather(
             *(persister.initialize(key, ask.state_epoch, -1) for key in keys), return_exceptions=True
         )
         failed = [(k, a) for k, a in zip(keys, answers, strict=True) if a != 0]

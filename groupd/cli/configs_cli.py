@@ -13,7 +13,7 @@ the broker does). It works against groupd and Apache Kafka alike. kafka-configs.
         --add-config share.auto.offset.reset=earliest
     groupd-configs --bootstrap-server H:P --group G --describe --all
 
-Group configs (tools/group_configs.py) go through DescribeConfigs and IncrementalAlterConfigs.
+Group configs (groupd/cli/group_configs.py) go through DescribeConfigs and IncrementalAlterConfigs.
 """
 
 from __future__ import annotations
@@ -144,8 +144,8 @@ def alter(client: Client, entity: list[tuple[str, str | None]], add: str, delete
                 salted_password=salted_password(mechanism, fields["password"], salt, iterations),
             )
             _scram_result(client.call(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, deletions=(), upsertions=(upsertion,)))
-        for mechanism in scram_removed:
-            deletion = codec.nested(cls, "ScramCredentialDeletion")(name=user, mechanism=BY_NAME[mechanism].type)
+        for gone in scram_removed:
+            deletion = codec.nested(cls, "ScramCredentialDeletion")(name=user, mechanism=BY_NAME[gone].type)
             _scram_result(client.call(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, deletions=(deletion,), upsertions=()))
         out.append(f"Completed updating config for user {user}.")
     return out

@@ -17,12 +17,14 @@ import ssl
 import struct
 from typing import Any
 
+from kio.schema.consumer_group_describe.v1.response import Assignment, DescribedGroup
+
 from groupd.protocol import codec
 from groupd.protocol.api_table import ApiKey
 from groupd.protocol.request import encode_request
 
 NOT_FOUND = 69  # GROUP_ID_NOT_FOUND: not a consumer-protocol group (or no group at all)
-VERSION = 1  # v1 adds each member's MemberType (classic or consumer)
+VERSION = 1  # v1 adds each member's MemberType (classic or consumer); the entities imported above are v1's
 _SIZE = struct.Struct(">i")
 
 
@@ -77,11 +79,11 @@ def describe(host: str, port: int, group_ids: list[str], ctx: ssl.SSLContext | N
     return out
 
 
-def _partitions(assignment: Any) -> list[dict[str, Any]]:
+def _partitions(assignment: Assignment) -> list[dict[str, Any]]:
     return [{"topic": tp.topic_name, "partitions": list(tp.partitions)} for tp in assignment.topic_partitions]
 
 
-def as_description(g: Any) -> dict[str, Any]:
+def as_description(g: DescribedGroup) -> dict[str, Any]:
     """One DescribedGroup in the shape groupd-groups prints (kafka-python's DescribeGroups dicts)."""
     error = int(g.error_code)
     return {

@@ -10,10 +10,14 @@ on GROUP resources. Works against groupd and Apache Kafka alike.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING
 
 from groupd.protocol import codec
 from groupd.protocol.api_table import ApiKey
+from groupd.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:  # configs_cli calls this module with its client
+    from groupd.cli.configs_cli import Client
 
 GROUP = 32
 SET, DELETE = 0, 1
@@ -41,12 +45,12 @@ def parse_plain_configs(text: str) -> dict[str, str]:
     return out
 
 
-def _check(code: Any, message: str | None) -> None:
+def _check(code: ErrorCode, message: str | None) -> None:
     if code:
         raise ValueError(f"{code.name.upper() if hasattr(code, 'name') else code}: {message}")
 
 
-def alter(client: Any, group: str, add: str, delete: str) -> list[str]:
+def alter(client: Client, group: str, add: str, delete: str) -> list[str]:
     """Deletions then settings in one IncrementalAlterConfigs, as ConfigCommand.alterResourceConfig sends them."""
     added = parse_plain_configs(add or "")
     removed = [k.strip() for k in (delete or "").split(",") if k.strip()]
@@ -61,19 +65,19 @@ def alter(client: Any, group: str, add: str, delete: str) -> list[str]:
     return [f"Completed updating config for group {group}."]
 
 
-def _configured_groups(client: Any) -> set[str]:
+def _configured_groups(client: Client) -> set[str]:
     resp = client.call(ApiKey.LIST_CONFIG_RESOURCES, 1, resource_types=(GROUP,))
     _check(resp.error_code, None)
     return {r.resource_name for r in resp.config_resources}
 
 
-def _groups(client: Any) -> set[str]:
+def _groups(client: Client) -> set[str]:
     resp = client.call(ApiKey.LIST_GROUPS, 5, states_filter=(), types_filter=())
     _check(resp.error_code, None)
     return {g.group_id for g in resp.groups}
 
 
-def describe(client: Any, group: str | None, every: bool) -> list[str]:
+def describe(client: Client, group: str | None, every: bool) -> list[str]:
     """Each group's configs: only the group's own (DYNAMIC_GROUP_CONFIG), or with ``every`` all of them;
     without a name, every group that exists or has configs."""
     if group is not None and not every and group not in _groups(client) and group not in _configured_groups(client):

@@ -207,7 +207,7 @@ class GroupService:
         return out
 
     def describe_consumer_groups(self, groups: list[str]) -> dict[str, dict[str, Any]]:
-        """The consumer-protocol groups among ``groups``, from their coordinators (tools/consumer_describe.py);
+        """The consumer-protocol groups among ``groups``, from their coordinators (groupd/cli/consumer_describe.py);
         none when the listener needs SASL or the broker does not answer API 69 (an older Kafka)."""
         if not groups or not consumer_describe.speaks_plainly(self.settings):
             return {}

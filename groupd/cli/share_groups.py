@@ -4,23 +4,28 @@ GROUP TOPIC PARTITION START-OFFSET LAG, ``--verbose`` adds LEADER-EPOCH; ``--mem
 
 kafka-python's admin client knows no share-group API, so this speaks ListGroups v5, ShareGroupDescribe and
 DescribeShareGroupOffsets itself over one plain connection to the group's coordinator (FindCoordinator v3),
-with the broker's own codec (protocol/). Plain listeners only: ``--command-config`` (TLS, SASL) is not
+with the broker's own codec (groupd/protocol/). Plain listeners only: ``--command-config`` (TLS, SASL) is not
 supported with ``--share``.
 """
 
 from __future__ import annotations
 
 import argparse
+import builtins
 import socket
 import struct
 from collections.abc import Callable
 from typing import Any
+
+from kio.schema.share_group_describe.v1.response import DescribedGroup, Member
 
 from groupd.protocol import codec
 from groupd.protocol.api_table import ApiKey
 from groupd.protocol.request import encode_request
 
 MISSING = "-"
+# one share partition of a group: (topic, partition, leader epoch, start offset, lag)
+OffsetRow = tuple[str, int, int, int, int]
 SHARE_STATES = ("Stable", "Empty", "Dead")
 
 
@@ -88,13 +93,13 @@ class ShareAdmin:
         r = self.bootstrap.call(ApiKey.LIST_GROUPS, 5, {"states_filter": tuple(states), "types_filter": ("share",)})
         return sorted((g.group_id, g.group_state) for g in r.groups)
 
-    def describe(self, group: str) -> Any:
+    def describe(self, group: str) -> DescribedGroup:
         conn, _ = self.coordinator(group)
         (g,) = conn.call(ApiKey.SHARE_GROUP_DESCRIBE, 1, {"group_ids": (group,), "include_authorized_operations": False}).groups
         return g
 
-    def offsets(self, group: str) -> list[tuple[str, int, int, int, int]]:
-        """(topic, partition, leader epoch, start offset, lag) of every initialized partition."""
+    def offsets(self, group: str) -> builtins.list[OffsetRow]:  # (``list`` in this class is the method above)
+        """Every initialized partition's row."""
         conn, _ = self.coordinator(group)
         cls = codec.request_class(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, 1)
         entry = codec.make(codec.nested(cls, "DescribeShareGroupOffsetsRequestGroup"), group_id=group, topics=None)
@@ -114,7 +119,7 @@ def format_list(rows: list[tuple[str, str]]) -> str:
     return f"{'GROUP':<{width}} STATE\n" + "".join(f"{g:<{width}} {s}\n" for g, s in rows)
 
 
-def format_offsets(group: str, rows: list[tuple[str, int, int, int, int]], verbose: bool) -> str:
+def format_offsets(group: str, rows: list[OffsetRow], verbose: bool) -> str:
     if not rows:
         return f"\nShare group '{group}' has no offset information.\n"
     gw, tw = max(15, len(group)), max([15] + [len(r[0]) for r in rows])
@@ -127,7 +132,7 @@ def format_offsets(group: str, rows: list[tuple[str, int, int, int, int]], verbo
     return head + "".join(lines) + "\n"
 
 
-def format_state(group: str, g: Any, coordinator: str, verbose: bool) -> str:
+def format_state(group: str, g: DescribedGroup, coordinator: str, verbose: bool) -> str:
     gw, cw = max(15, len(group)), max(25, len(coordinator))
     if verbose:
         fmt = f"\n{{:<{gw}}} {{:<{cw}}} {{:<15}} {{:<12}} {{:<17}} {{}}"
@@ -137,14 +142,14 @@ def format_state(group: str, g: Any, coordinator: str, verbose: bool) -> str:
     return fmt.format("GROUP", "COORDINATOR (ID)", "STATE", "#MEMBERS") + fmt.format(group, coordinator, g.group_state, len(g.members)) + "\n"
 
 
-def _assignment(member: Any) -> tuple[int, str]:
+def _assignment(member: Member) -> tuple[int, str]:
     tps = member.assignment.topic_partitions
     count = sum(len(tp.partitions) for tp in tps)
     text = ";".join(sorted(f"{tp.topic_name}:" + ",".join(str(p) for p in sorted(tp.partitions)) for tp in tps if tp.partitions))
     return count, text
 
 
-def format_members(group: str, g: Any, verbose: bool) -> str:
+def format_members(group: str, g: DescribedGroup, verbose: bool) -> str:
     members = sorted(g.members, key=lambda m: m.member_id)
     gw = max(15, len(group))
     iw = max([15] + [len(m.member_id) for m in members])

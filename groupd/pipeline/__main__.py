@@ -1,4 +1,4 @@
-"""``python -m pipeline <job> --log-dirs ./data --out ./pipeline-out [--master local[2]]``."""
+"""``python -m groupd.pipeline <job> --log-dirs ./data --out ./pipeline-out [--master local[2]]``."""
 
 from __future__ import annotations
 
@@ -7,9 +7,16 @@ import json
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, TypeVar
 from urllib.parse import urlparse
 
 from groupd.clock import wall_ms
+
+if TYPE_CHECKING:  # PySpark and pandas are the pipeline extra's, imported by the jobs when they run
+    import pandas as pd
+    from pyspark.sql import SparkSession
+
+T = TypeVar("T")
 
 JOBS = ("history", "storms", "status", "positions", "lag", "lag-over-time", "summary", "overview", "removed", "report")
 LOOPBACK = ("127.0.0.1", "localhost")
@@ -19,7 +26,7 @@ def _on_loopback(master: str) -> bool:
     return master.startswith("local") or urlparse(master).hostname in LOOPBACK
 
 
-def session(master: str, spark_log: Path | None = None):
+def session(master: str, spark_log: Path | None = None) -> SparkSession:
     """A Spark session for any master. The Python workers run this interpreter (groupd importable, unless
     PYSPARK_PYTHON says otherwise); with a local or loopback master the driver binds 127.0.0.1 only; Spark
     logs errors only and draws no progress bars. With ``spark_log`` the JVM's own stderr (its start-up
@@ -65,7 +72,8 @@ class Steps:
         self.say = say
         self.started = time.perf_counter()
 
-    def __call__(self, what: str, fn: Callable[[], object]) -> object:
+    def __call__(self, what: str | Callable[[T], str], fn: Callable[[], T]) -> T:
+        """Run ``fn``; ``what`` says what it did, or is told its result to say it."""
         began = time.perf_counter()
         out = fn()
         text = what(out) if callable(what) else what
@@ -73,8 +81,8 @@ class Steps:
         return out
 
 
-def report_frames(spark, log_dirs: str, storm_min: int = 5, storm_window: int = 60, now_ms: int | None = None,
-                  detail_groups: int = 40, steps: Steps | None = None) -> dict:
+def report_frames(spark: SparkSession, log_dirs: str, storm_min: int = 5, storm_window: int = 60, now_ms: int | None = None,
+                  detail_groups: int = 40, steps: Steps | None = None) -> dict[str, Any]:
     """Everything the report shows, as pandas frames: small aggregates for every group, and the detailed
     series (generations, lag timeline, commit rate) for the ``detail_groups`` groups needing attention most."""
     from pyspark.sql import functions as F
@@ -123,6 +131,7 @@ def report_frames(spark, log_dirs: str, storm_min: int = 5, storm_window: int = 
         ).agg(F.min("a"), F.max("b")).first(),
     )
     totals = history.agg(F.count("*"), F.countDistinct("group")).first()
+    assert span is not None and totals is not None  # an aggregate over no grouping is one row, even of nothing
     meta = {
         "store": str(Path(log_dirs).resolve()), "span_ms": (span[0], span[1]), "generated_ms": wall_ms(),
         "now_ms": now, "counts": {**counts, "generations": totals[0], "groups": len(overview), "removed": len(removed)},
@@ -167,7 +176,7 @@ def run(job: str, log_dirs: str, out: Path, master: str = "local[2]", storm_min:
             jobs.consumer_status(jobs.live(c, removed), ends, now_ms=now_ms, history=hist), jobs.live(c, removed),
         ),
     }
-    df = steps(f"ran {job}", lambda: results[job]().toPandas())
+    df: pd.DataFrame = steps(f"ran {job}", lambda: results[job]().toPandas())
     path = out / f"{job}.json"
     path.write_text(json.dumps(json.loads(df.to_json(orient="records", date_format="iso")), indent=1))
     steps(lambda _: f"wrote {path}", lambda: None)
@@ -175,7 +184,7 @@ def run(job: str, log_dirs: str, out: Path, master: str = "local[2]", storm_min:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(prog="python -m pipeline")
+    parser = argparse.ArgumentParser(prog="python -m groupd.pipeline")
     parser.add_argument("job", choices=JOBS)
     parser.add_argument("--log-dirs", default="./data")
     parser.add_argument("--out", default="./pipeline-out")

@@ -3,14 +3,16 @@
 A Spark 4 Python Data Source over groupd's offsets store: each Spark partition reads some
 ``__consumer_offsets-N`` directories (or, for "log_ends", segments of ``log-end-history``), at most
 ``splits`` (default 8) of about equal size, read in parallel by the executors with the broker's own decoders
-(pipeline/store.py). Runs unchanged on a cluster when log.dirs is on a path every executor can read.
+(groupd/pipeline/store.py). Runs unchanged on a cluster when log.dirs is on a path every executor can read.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
+from pyspark.sql.types import StructType
 
 from groupd.pipeline import store
 
@@ -33,11 +35,10 @@ DEFAULT_SPLITS = 8
 
 
 class _Partition(InputPartition):
-    """Some directories (or history segments), read one after the other by one task."""
+    """Some directories (or history segments), read one after the other by one task: its ``value``."""
 
     def __init__(self, paths: list[str]) -> None:
         super().__init__(paths)
-        self.paths = paths
 
 
 def split(paths: list[Path], n: int) -> list[list[str]]:
@@ -70,7 +71,7 @@ class GroupdDataSource(DataSource):
     def schema(self) -> str:
         return SCHEMAS[self._kind()]
 
-    def reader(self, schema) -> DataSourceReader:
+    def reader(self, schema: StructType) -> DataSourceReader:
         return _Reader(self.options.get("path", "./data"), self._kind(), int(self.options.get("splits", DEFAULT_SPLITS)))
 
 
@@ -87,12 +88,14 @@ class _Reader(DataSourceReader):
             paths = store.offsets_partitions(self.path)
         return [_Partition(group) for group in split(paths, self.splits)] or [_Partition([])]
 
-    def read(self, partition: _Partition):
+    def read(self, partition: InputPartition) -> Iterator[tuple]:
+        """``partition`` is one of ``partitions()``' own, its paths its ``value`` (kept through pickling)."""
         from pathlib import Path
 
         from groupd.pipeline import store as reader
 
-        for path in partition.paths:
+        paths: list[str] = partition.value
+        for path in paths:
             if self.kind == "log_ends":
                 yield from reader.read_log_end_history(Path(path))
             else:

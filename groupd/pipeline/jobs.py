@@ -13,6 +13,7 @@ from __future__ import annotations
 import pandas as pd
 from pyspark.sql import DataFrame, SparkSession, Window
 from pyspark.sql import functions as F
+from pyspark.sql.window import WindowSpec
 
 from groupd.clock import wall_ms
 from groupd.pipeline import datasource, store
@@ -37,11 +38,11 @@ def log_ends(spark: SparkSession, log_dirs: str) -> DataFrame:
 
 
 def log_end_history(spark: SparkSession, log_dirs: str) -> DataFrame:
-    """The log ends the broker recorded over time (broker/ops/log_end_history.py); empty when it recorded none."""
+    """The log ends the broker recorded over time (groupd/broker/ops/log_end_history.py); empty when it recorded none."""
     return spark.read.format("groupd").option("records", "log_ends").load(log_dirs)
 
 
-def _newest_first(*keys: str) -> Window:
+def _newest_first(*keys: str) -> WindowSpec:
     return Window.partitionBy(*keys).orderBy(F.desc("store_partition"), F.desc("record_offset"))
 
 
@@ -334,7 +335,7 @@ def consumer_status(
     6. WARN when the lag never decreased across the window;
     7. OK otherwise.
     Lag at a commit is measured against the log end the broker recorded by then (``history``, from
-    broker/ops/log_end_history.py); before the first recorded log end, against today's. The current lag is
+    groupd/broker/ops/log_end_history.py); before the first recorded log end, against today's. The current lag is
     today's log end minus the last commit. Partitions whose offsets were deleted, and deleted groups, have
     no positions and so no status. Burrow's "recent broker offsets show zero lag" grace for STOP is not applied.
     """

@@ -26,6 +26,8 @@ matplotlib.use("Agg")
 import matplotlib.dates as mdates  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
+from matplotlib.axes import Axes  # noqa: E402
+from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
 from matplotlib.ticker import MaxNLocator  # noqa: E402
 
@@ -101,7 +103,7 @@ def _anchor(group: str) -> str:
 
 # ------------------------------------------------------------------------------------------ charts
 
-def _png(fig) -> str:
+def _png(fig: Figure) -> str:
     buf = io.BytesIO()
     fig.savefig(buf, format="png", dpi=80, bbox_inches="tight")
     plt.close(fig)
@@ -126,9 +128,9 @@ def group_chart(group: str, gens: pd.DataFrame, storms: pd.DataFrame, lag: pd.Da
     if not panels:
         return None
     heights = {"gens": 2.2, "lag": 1.8, "rate": 1.3}
-    fig, axes = plt.subplots(len(panels), 1, figsize=(10, sum(heights[p] for p in panels) + 0.4), sharex=True,
+    fig, grid = plt.subplots(len(panels), 1, figsize=(10, sum(heights[p] for p in panels) + 0.4), sharex=True,
                              gridspec_kw={"height_ratios": [heights[p] for p in panels]}, squeeze=False)
-    axes = {p: axes[i][0] for i, p in enumerate(panels)}
+    axes: dict[str, Axes] = {p: grid[i][0] for i, p in enumerate(panels)}
     hi = _dt(span[1])
     for ax in axes.values():
         ax.yaxis.set_major_locator(MaxNLocator(integer=True, nbins=5))
@@ -157,6 +159,7 @@ def group_chart(group: str, gens: pd.DataFrame, storms: pd.DataFrame, lag: pd.Da
         ax.set_ylim(bottom=0, top=max(1, int(g["member_count"].max())) * 1.25 + 0.5)
         ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8, frameon=False)
     if "lag" in axes:
+        assert lag is not None  # its panel is there only when it has rows
         ax = axes["lag"]
         for topic, rows in lag.sort_values("t_ms").groupby("topic"):
             ax.step(list(_dt(rows["t_ms"])) + [hi], list(rows["lag"]) + [rows["lag"].iloc[-1]], where="post", lw=1.5, label=f"lag on {topic}")
@@ -251,7 +254,7 @@ def _glance(overview: pd.DataFrame, detailed: set[str], meta: dict) -> str:
     )
     left_out = len(overview) - len(rows)
     tail = (f"<p class='muted'>{left_out:,} more groups, each needing attention less than the last one listed, are left "
-            "out here; <code>python -m pipeline overview</code> lists every group.</p>") if left_out > 0 else ""
+            "out here; <code>python -m groupd.pipeline overview</code> lists every group.</p>") if left_out > 0 else ""
     return "<h2>Groups at a glance</h2>" + note + _table(
         ["Group", "Kind", "State", "Burrow status (worst partition: rule that fired)", "Lag now", "Generations",
          "Static restarts", "Last storm", "Last commit"],

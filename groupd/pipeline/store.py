@@ -1,7 +1,7 @@
 """Reading groupd's log.dirs without a broker: offsets-partition records and data-partition log ends.
 
-Plain Python over the same code the broker uses (storage/batch.py for batches and CRCs,
-coordinator/records.py for the __consumer_offsets formats): there is no second decoder. Spark's data
+Plain Python over the same code the broker uses (groupd/storage/batch.py for batches and CRCs,
+groupd/coordinator/records.py for the __consumer_offsets formats): there is no second decoder. Spark's data
 source calls these per partition directory; tests and small stores can call them directly.
 """
 
@@ -12,13 +12,14 @@ import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 from groupd.broker.ops import log_end_history
 from groupd.coordinator.consumer import records as consumer_records
 from groupd.coordinator.records import (
     GroupMetadataKey,
+    GroupMetadataValue,
     OffsetCommitKey,
+    OffsetCommitValue,
     RecordFormatError,
     decode_key,
     decode_value,
@@ -28,6 +29,7 @@ from groupd.protocol.topic_names import INTERNAL_TOPICS, OFFSETS_TOPIC
 from groupd.storage.batch import (
     BATCH_OVERHEAD,
     COMMIT_MARKER,
+    BatchHeader,
     control_marker,
     crc_ok,
     iter_batches,
@@ -47,6 +49,9 @@ GROUP_FIELDS = (
     "store_partition", "record_offset", "record_timestamp", "is_tombstone", "group_type",
 )
 LOG_END_FIELDS = ("topic", "partition", "log_start_offset", "log_end_offset", "sampled_ms")
+
+# a consumer-protocol group's members, as its member records built them: member id -> its row
+Members = dict[str, dict[str, tuple]]
 
 
 def offsets_partitions(log_dirs: str | Path) -> list[Path]:
@@ -69,13 +74,13 @@ def _segments(directory: Path) -> list[Path]:
     return sorted(directory.glob("*.log"))
 
 
-def batches(directory: Path, stats: dict[str, int] | None = None) -> Iterator[tuple[Any, memoryview]]:
+def batches(directory: Path, stats: dict[str, int] | None = None) -> Iterator[tuple[BatchHeader, memoryview]]:
     """Every CRC-valid batch of a partition directory; damaged ones are counted and skipped."""
     for segment in _segments(directory):
         yield from batches_of(segment, stats)
 
 
-def batches_of(segment: Path, stats: dict[str, int] | None = None) -> Iterator[tuple[Any, memoryview]]:
+def batches_of(segment: Path, stats: dict[str, int] | None = None) -> Iterator[tuple[BatchHeader, memoryview]]:
     data = memoryview(segment.read_bytes())
     try:
         for pos, header in iter_batches(data, 0):
@@ -96,12 +101,12 @@ def read_offsets_partition(directory: Path, kind: str) -> Iterator[tuple]:
     generations and consumer-protocol (KIP-848) group epochs alike (``group_type`` tells them apart)."""
     store_partition = int(directory.name.rsplit("-", 1)[1])
     pending: dict[int, list[tuple]] = {}  # producer id -> rows of its open transaction
-    members: dict[str, dict[str, tuple]] = {}  # consumer-protocol group -> its members, as records built them
+    members: Members = {}  # by consumer-protocol group
     for header, batch in batches(directory):
         if header.is_control:
-            rows = pending.pop(header.producer_id, ())
+            ended = pending.pop(header.producer_id, ())
             if control_marker(batch, header) == COMMIT_MARKER:
-                yield from rows
+                yield from ended
             continue
         rows = _offsets_rows(store_partition, header, batch, kind, members)
         if header.is_transactional:
@@ -110,7 +115,7 @@ def read_offsets_partition(directory: Path, kind: str) -> Iterator[tuple]:
             yield from rows
 
 
-def _offsets_rows(store_partition: int, header: Any, batch: memoryview, kind: str, members: dict) -> Iterator[tuple]:
+def _offsets_rows(store_partition: int, header: BatchHeader, batch: memoryview, kind: str, members: Members) -> Iterator[tuple]:
     for rec in iter_records(batch, header):
         if rec.key is None:
             continue
@@ -132,6 +137,7 @@ def _offsets_rows(store_partition: int, header: Any, batch: memoryview, kind: st
             if value is None:
                 yield (key.group, key.topic, key.partition, None, None, None, None, None, *at, True)
             else:
+                assert isinstance(value, OffsetCommitValue)  # an offset key's value
                 yield (
                     key.group, key.topic, key.partition, value.offset, value.leader_epoch, value.metadata,
                     value.commit_timestamp, value.expire_timestamp, *at, False,
@@ -140,6 +146,7 @@ def _offsets_rows(store_partition: int, header: Any, batch: memoryview, kind: st
             if value is None:
                 yield (key.group, None, None, None, None, None, None, None, *at, True, "classic")
             else:
+                assert isinstance(value, GroupMetadataValue)  # a group key's value
                 ms = [
                     (m.member_id, m.group_instance_id, m.client_id, m.client_host, m.session_timeout, m.rebalance_timeout, len(m.assignment))
                     for m in value.members
@@ -150,7 +157,7 @@ def _offsets_rows(store_partition: int, header: Any, batch: memoryview, kind: st
                 )
 
 
-def _modern_rows(raw_key: bytes, raw_value: bytes | None, at: tuple, members: dict) -> Iterator[tuple]:
+def _modern_rows(raw_key: bytes, raw_value: bytes | None, at: tuple, members: Members) -> Iterator[tuple]:
     """Consumer-protocol (KIP-848) records, decoded by the coordinator's own codec: a group-epoch record
     (type 3) becomes a generation row with the member set the member records (type 5) built before it in
     this partition; every other type is skipped (Kafka's loader skips unknown ones too)."""
@@ -160,6 +167,7 @@ def _modern_rows(raw_key: bytes, raw_value: bytes | None, at: tuple, members: di
             members.get(key.group, {}).pop(key.member_id, None)
         else:
             m = consumer_records.decode_consumer_value(key, raw_value)
+            assert isinstance(m, consumer_records.MemberMetadata)  # a member-metadata key's value
             session = m.classic.session_timeout_ms if m.classic is not None else None
             members.setdefault(key.group, {})[key.member_id] = (
                 key.member_id, m.instance_id, m.client_id, m.client_host, session, m.rebalance_timeout_ms, None,
@@ -169,13 +177,15 @@ def _modern_rows(raw_key: bytes, raw_value: bytes | None, at: tuple, members: di
             members.pop(key.group, None)
             yield (key.group, None, None, None, None, None, None, None, *at, True, "consumer")
         else:
-            epoch = consumer_records.decode_consumer_value(key, raw_value).epoch
+            group = consumer_records.decode_consumer_value(key, raw_value)
+            assert isinstance(group, consumer_records.GroupMetadata)  # a group-metadata key's value
+            epoch = group.epoch
             ms = list(members.get(key.group, {}).values())
             yield (key.group, epoch, "consumer", None, None, None, len(ms), ms, *at, False, "consumer")
 
 
 def read_log_end_history(segment: Path) -> Iterator[tuple]:
-    """Rows of one segment of ``log.dirs/log-end-history`` (broker/ops/log_end_history.py): log start and end
+    """Rows of one segment of ``log.dirs/log-end-history`` (groupd/broker/ops/log_end_history.py): log start and end
     offsets of each data partition as the broker knew them at ``sampled_ms``."""
     for header, batch in batches_of(segment):
         for rec in iter_records(batch, header):

@@ -10,14 +10,14 @@ size N, but there are only M bytes remaining", and "non-nullable field X was ser
 request is then unparseable and Kafka closes the connection. Here the same two rules are checked first.
 
 A checker is generated once per request class from kio's own schema introspection (as
-``protocol/fastwrite`` generates writers): it walks the body as kio will, jumping over fixed-size runs,
+``groupd/protocol/fastwrite`` generates writers): it walks the body as kio will, jumping over fixed-size runs,
 strings and byte fields by their lengths (kio checks those against the buffer itself), and looks at each
 array count. It stops where nothing further can allocate: after the last array, and inside the last
 element of the last array after that element's own last array; a request without arrays (a Heartbeat)
 has no checker at all, so the hot path pays only for what can allocate.
 
 The same generated walk, taken whole (``walker``), finds the tagged fields a request carries that kio's
-schema does not know: Kafka's readers skip them, kio refuses them, and ``protocol/unknown_tags`` cuts
+schema does not know: Kafka's readers skip them, kio refuses them, and ``groupd/protocol/unknown_tags`` cuts
 them out before kio reads the request again. A known tagged value is walked in place, as Kafka reads it
 (its size is not consulted); an unknown one is stepped over by its size, which must fit what is left.
 """

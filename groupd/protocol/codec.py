@@ -55,12 +55,12 @@ def decode(cls: type, buf: bytes | memoryview, offset: int = 0) -> tuple[Any, in
 
 
 def encode(entity: Any) -> bytes:
-    """kio's bytes for ``entity``, written by a writer compiled from kio's schema (protocol/fastwrite)."""
+    """kio's bytes for ``entity``, written by a writer compiled from kio's schema (groupd/protocol/fastwrite)."""
     return compile_writer(type(entity))(entity)  # type: ignore[arg-type]  # a kio entity's class: hashable
 
 
 def encode_values(cls: type, values: dict[str, Any]) -> bytes:
-    """The bytes of ``make(cls, **values)``, written straight from the values (protocol/fastwrite)."""
+    """The bytes of ``make(cls, **values)``, written straight from the values (groupd/protocol/fastwrite)."""
     try:
         return compile_values_writer(cls)(values)
     except NotCompiled:

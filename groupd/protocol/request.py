@@ -42,7 +42,7 @@ def parse_request(body: bytes, api_key: int | None = None, api_version: int = 0)
     null where the schema forbids it or larger than the bytes left (before kio reserves memory for it),
     and kio's errors when the body does not decode. Tagged fields kio does not know (in the header or
     anywhere in the body) are skipped as Kafka skips them: only when kio refuses the frame for one is it
-    walked and rewritten without them (protocol/unknown_tags), so the common path is kio's read alone.
+    walked and rewritten without them (groupd/protocol/unknown_tags), so the common path is kio's read alone.
     """
     if api_key is None:
         api_key, api_version, _ = peek_header(body)
@@ -63,7 +63,7 @@ def parse_request(body: bytes, api_key: int | None = None, api_version: int = 0)
     return parse_request(stripped, api_key, api_version)  # read again, without them
 
 
-# (api key, version) -> the header's kio reader, the body's bounds check (protocol/bounds; None when the
+# (api key, version) -> the header's kio reader, the body's bounds check (groupd/protocol/bounds; None when the
 # body holds no array) and the body's kio reader, resolved once per pair in the table
 _readers: dict[tuple[int, int], tuple[Any, Any, Any]] = {}
 

@@ -4,7 +4,7 @@ A flexible request may carry tagged fields its reader does not know: a client bu
 Kafka can send a tag added later to a version it shares with us. Kafka's generated readers keep such a
 field aside (``_unknownTaggedFields``) and serve the request; kio's native reader raises
 ``KeyError('Unknown tagged field tag: N')``. So when kio refuses a request that way (and only then: the
-common path is kio's read, untouched), the frame is walked whole by ``protocol/bounds``' walker, every
+common path is kio's read, untouched), the frame is walked whole by ``groupd/protocol/bounds``' walker, every
 unknown tag is cut out of its section (the request header's, the body's, any nested struct's or array
 element's), and kio reads the rewritten frame.
 

@@ -25,7 +25,7 @@ from groupd.storage.local_sets import LocalPartitionSet
 from groupd.storage.log import Log, fsync_directory
 
 if TYPE_CHECKING:
-    from groupd.storage.engine import Durability, PartitionLog, PartitionSet, ReplayReader
+    from groupd.storage.engine import Durability, MetadataStore, PartitionLog, PartitionSet, ReplayReader
 
 _PARTITION_DIR = re.compile(r"(.+)-(\d+)")
 
@@ -66,7 +66,7 @@ class LocalEngine:
 
     def __init__(self, root: str | Path) -> None:
         self.root = Path(root)
-        self.metadata = LocalMetadata(self.root)
+        self.metadata: MetadataStore = LocalMetadata(self.root)
 
     def open(self) -> None:
         try:

@@ -84,7 +84,7 @@ def test_the_job_runs_unchanged_on_a_standalone_cluster(spark, incident, standal
 
     local = json.loads(run("overview", incident["log_dirs"], tmp_path / "local", now_ms=INCIDENT_END).read_text())
     done = subprocess.run(
-        [sys.executable, "-m", "pipeline", "overview", "--master", standalone["url"], "--log-dirs", incident["log_dirs"],
+        [sys.executable, "-m", "groupd.pipeline", "overview", "--master", standalone["url"], "--log-dirs", incident["log_dirs"],
          "--out", str(tmp_path / "cluster"), "--now-ms", str(INCIDENT_END)],
         capture_output=True, text=True, timeout=800, cwd=Path(__file__).parents[2],
     )

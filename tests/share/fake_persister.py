@@ -1,4 +1,4 @@
-"""An in-memory Persister (coordinator/share_state/persister.py) for tests of the share partitions and of
+"""An in-memory Persister (groupd/coordinator/share_state/persister.py) for tests of the share partitions and of
 the share group rules: the real share coordinator's rules in their simplest form (no records, no epochs
 beyond the checks), so a test can run without ``__share_group_state``."""
 

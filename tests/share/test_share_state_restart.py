@@ -1,4 +1,4 @@
-"""The share coordinator across restarts of a real broker process (``server.py``): every state whose
+"""The share coordinator across restarts of a real broker process (``python -m groupd``): every state whose
 RPC was answered survives a SIGKILL, snapshots and updates alike, and pruning keeps what is needed."""
 
 from __future__ import annotations

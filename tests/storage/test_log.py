@@ -195,7 +195,7 @@ def test_compaction_keeps_newest_per_key(tmp_path):
 
 @pytest.mark.parametrize("codec", [2, 3, 4])
 def test_compaction_reads_snappy_lz4_and_zstd_batches(tmp_path, codec):
-    """Compressed batches' records take part in compaction like any (before storage/codecs.py an
+    """Compressed batches' records take part in compaction like any (before groupd/storage/codecs.py an
     undecodable batch's records were all dropped by it)."""
     from groupd.storage.message_sets import compressed_batch
 

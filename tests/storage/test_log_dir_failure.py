@@ -1,5 +1,5 @@
 """Every failed write or sync of a log reaches the LogDirFailureChannel (Kafka's name), whose handler
-halts the broker (server.py; tests/store/test_full_disk.py runs it for real). Here the handler records."""
+halts the broker (groupd/server.py; tests/store/test_full_disk.py runs it for real). Here the handler records."""
 
 from __future__ import annotations
 

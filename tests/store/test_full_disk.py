@@ -32,7 +32,7 @@ HALT = "the log directory is offline; groupd halts with exit status 1"
 
 
 class PipedBroker(BrokerProcess):
-    """server.py with its output in a pipe (a full disk must not stop the test from reading it), and
+    """``python -m groupd`` with its output in a pipe (a full disk must not stop the test from reading it), and
     optionally started with a file size limit (a disk full from the start)."""
 
     def __init__(self, log_dir, port=None, file_limit=None):

@@ -1,4 +1,4 @@
-"""The bounds check before kio (protocol/bounds.py): it walks every request of every version in the API
+"""The bounds check before kio (groupd/protocol/bounds.py): it walks every request of every version in the API
 table exactly as kio reads it, accepts everything kio writes, and refuses what Kafka's generated readers
 refuse (a count larger than the bytes left, a null where the schema forbids one) before kio reserves
 memory for it."""

@@ -1,4 +1,4 @@
-"""Kafka's codec framings (storage/codecs.py), checked against independent writers and readers: kafka-python's
+"""Kafka's codec framings (groupd/storage/codecs.py), checked against independent writers and readers: kafka-python's
 codec module, the lz4 package's LZ4 frames and zstandard's frames.
 
 Kafka 3.9 facts (clients' compress package, snappy-java 1.1.10):

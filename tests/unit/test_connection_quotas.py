@@ -1,4 +1,4 @@
-"""broker/network/acceptor.py's pure parts: Kafka's ConnectionQuotas counting, and a log line at most once per
+"""groupd/broker/network/acceptor.py's pure parts: Kafka's ConnectionQuotas counting, and a log line at most once per
 interval however often its event comes."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """groupd-groups' member and state tables for consumer-protocol groups, from ConsumerGroupDescribe's
-answer (tools/consumer_describe.py's dicts), laid out as Kafka 4's kafka-consumer-groups.sh lays them out
+answer (groupd/cli/consumer_describe.py's dicts), laid out as Kafka 4's kafka-consumer-groups.sh lays them out
 (DescribeConsumerGroupTest): epochs and target assignments with --verbose, ``-`` for a classic group, and
 UPGRADED when classic members sit in a consumer group."""
 

@@ -158,7 +158,7 @@ BARE_API_NUMBER = re.compile(
 
 
 def test_no_bare_api_numbers_outside_the_api_table():
-    """Code names an API (ApiKey.JOIN_GROUP); its number is written once, in protocol/api_table.py."""
+    """Code names an API (ApiKey.JOIN_GROUP); its number is written once, in groupd/protocol/api_table.py."""
     files = product_files() + sorted((ROOT / "bench").rglob("*.py"))
     found = [
         f"{path.relative_to(ROOT)}:{n}: {line.strip()}"

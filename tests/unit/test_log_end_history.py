@@ -1,4 +1,4 @@
-"""broker/ops/log_end_history.py: its record format, and that a tick appends only what moved."""
+"""groupd/broker/ops/log_end_history.py: its record format, and that a tick appends only what moved."""
 
 from groupd.broker.ops.log_end_history import DIRECTORY, LogEndRecorder, decode, encode
 from groupd.pipeline import store

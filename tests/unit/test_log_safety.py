@@ -1,4 +1,4 @@
-"""broker/ops/logoutput.py: text a client chose cannot forge a log line or write a huge one, in every
+"""groupd/broker/ops/logoutput.py: text a client chose cannot forge a log line or write a huge one, in every
 ``log.format``. Control characters are escaped, and each interpolated value, each field and each
 message is capped (issue 26 item 4)."""
 

@@ -5,6 +5,7 @@ ModuleNotFoundError; before groupd was one package, `pip install .` put `tools`,
 
 from __future__ import annotations
 
+import shutil
 import subprocess
 import sys
 import tomllib
@@ -26,9 +27,15 @@ def test_only_the_groupd_package_is_packaged_and_the_image_copies_it():
 
 
 def test_the_wheel_holds_groupd_alone_at_top_level(tmp_path):
-    """Built as `pip install .` builds it: every file of the wheel is under groupd/ or its metadata."""
+    """Built as `pip install .` builds it: every file of the wheel is under groupd/ or its metadata. The
+    build runs on a copy of what the build reads, so no build/ directory is left in the checkout."""
+    source = tmp_path / "source"
+    source.mkdir()
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, source / name)
+    shutil.copytree(ROOT / "groupd", source / "groupd", ignore=shutil.ignore_patterns("__pycache__"))
     subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(ROOT)],
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path), str(source)],
         check=True, capture_output=True, timeout=300,
     )
     (wheel,) = tmp_path.glob("groupd-*.whl")

@@ -40,8 +40,8 @@ def test_group_metadata_key_v2():
 
 
 def test_unknown_key_version_is_skipped():
-    # 9 is unused by Kafka, 10-15 are share groups (coordinator/share), 3-8 and 16 consumer groups
-    # (coordinator/consumer)
+    # 9 is unused by Kafka, 10-15 are share groups (groupd/coordinator/share), 3-8 and 16 consumer groups
+    # (groupd/coordinator/consumer)
     for version in (9, 17, 100):
         assert decode_key(struct.pack(">h", version) + s16("x")) is None
 

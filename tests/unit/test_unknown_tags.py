@@ -1,5 +1,5 @@
 """Tagged fields kio's schemas do not know are skipped, as Kafka's generated readers skip them
-(protocol/unknown_tags.py): in the request header v2, at a body's top level, in a nested struct, in an
+(groupd/protocol/unknown_tags.py): in the request header v2, at a body's top level, in a nested struct, in an
 array's elements. Kafka keeps them aside as ``_unknownTaggedFields`` and serves the request; kio 0.6.5
 raises KeyError. What Kafka's reader refuses in a tag section is refused (bounds.Unparseable: the
 connection is closed)."""

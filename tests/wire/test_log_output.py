@@ -1,4 +1,4 @@
-"""broker/ops/logoutput.py: the event loop's lines leave once per loop turn, in the order they were logged;
+"""groupd/broker/ops/logoutput.py: the event loop's lines leave once per loop turn, in the order they were logged;
 warnings, other threads and a clean exit do not wait."""
 
 from __future__ import annotations
@@ -96,8 +96,8 @@ def test_a_clean_exit_writes_what_waits():
     written, by logging's flush at exit."""
     script = (
         "import asyncio, logging\n"
-        "from broker.config import default_config\n"
-        "from broker.ops.logoutput import setup_logging\n"
+        "from groupd.broker.config import default_config\n"
+        "from groupd.broker.ops.logoutput import setup_logging\n"
         "setup_logging(default_config(**{'log.format': 'logfmt'}))\n"
         "async def main():\n"
         "    for i in range(3):\n"

@@ -1,6 +1,6 @@
 """Flexible requests carrying tagged fields kio does not know are answered as Kafka answers them (it
 skips such fields), and the connection stays open for the next request; a malformed tag section closes
-the connection with one WARNING line and no traceback (protocol/unknown_tags.py)."""
+the connection with one WARNING line and no traceback (groupd/protocol/unknown_tags.py)."""
 
 from __future__ import annotations
 

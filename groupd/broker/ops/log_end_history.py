@@ -1,6 +1,6 @@
 """Log-end history: every ``log.end.history.interval.ms`` the broker appends the log start and end
 offsets of each data partition that moved to ``<log.dirs>/log-end-history``, a log in Kafka's batch format
-written with storage/ as it is.
+written with groupd/storage/ as it is.
 
 Why: consumer lag over time (and Burrow's WARN, "lag never decreased") needs the log end as it was when
 each offset was committed; the offsets store holds committed offsets only. With this log the pipeline
@@ -22,11 +22,14 @@ import contextlib
 import logging
 import struct
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING
 
 from groupd.clock import wall_ms
 from groupd.storage.engine import LogConfig, PartitionLog, StorageEngine
 from groupd.storage.errors import StorageError
+
+if TYPE_CHECKING:
+    from groupd.broker.app import Broker
 
 log = logging.getLogger("groupd.log_end_history")
 
@@ -89,11 +92,13 @@ class LogEndRecorder:
             self.log = None
 
     async def _loop(self) -> None:
+        log_ = self.log  # start() opened it before it started this task; stop() cancels the task first
+        assert log_ is not None
         while True:
             await asyncio.sleep(self.interval_ms / 1000)
             try:
                 self.tick(wall_ms())
-                await asyncio.to_thread(self.log.flush)
+                await asyncio.to_thread(log_.flush)
             except Exception:
                 log.exception("recording log-end history failed")
 
@@ -117,7 +122,7 @@ class LogEndRecorder:
         return len(records)
 
 
-def for_broker(broker: Any) -> LogEndRecorder:
+def for_broker(broker: Broker) -> LogEndRecorder:
     """The recorder of a Broker, sampling its PartitionManager (log start and high watermark)."""
     cfg = broker.config
     return LogEndRecorder(

@@ -1,7 +1,7 @@
 """How log lines leave the broker: ``log.format`` (text, logfmt, json) and one write per loop turn.
 
 At INFO (``make run``'s default) a rebalancing group is a dozen lines: its state changes and every
-member's join, sync and leave, with their fields (``coordinator/logfields.py``). Python's logging
+member's join, sync and leave, with their fields (``groupd/coordinator/logfields.py``). Python's logging
 machinery costs more per line than the request that logged it, so the parts that buy nothing here are
 taken out:
 
@@ -122,8 +122,9 @@ def escaped_traceback(exc_info: Any) -> str:
         if id(one) in seen:
             continue
         seen.add(id(one))
-        if isinstance(getattr(one, "_str", None), str):  # CPython's text of the exception (3.10 to 3.13)
-            one._str = escape(cut(one._str))
+        said = getattr(one, "_str", None)  # CPython's text of the exception (3.10 to 3.13)
+        if isinstance(said, str):
+            one._str = escape(cut(said))  # type: ignore[attr-defined]  # private: typeshed does not name it
         todo.extend(t for t in (one.__cause__, one.__context__, *(getattr(one, "exceptions", None) or ())) if t is not None)
     text = "".join(te.format()).rstrip("\n")
     if len(text) > TRACEBACK_MAX_CHARS:
@@ -145,7 +146,8 @@ class _Formatter(logging.Formatter):
         if second != self._second:
             self._stamp = time.strftime(self.default_time_format, self.converter(record.created))
             self._second = second
-        return self.default_msec_format % (self._stamp, record.msecs)
+        msec_format = self.default_msec_format  # logging.Formatter.formatTime's test: None keeps the second
+        return msec_format % (self._stamp, record.msecs) if msec_format else self._stamp
 
 
 class TextFieldsFormatter(_Formatter):
@@ -255,7 +257,7 @@ class TurnBufferedHandler(logging.StreamHandler):
 
 def setup_logging(config: Config) -> None:
     """The root logger's one handler, at ``log.level``, formatted by ``log.format``."""
-    logging._srcfile = None  # type: ignore[attr-defined]  (no caller lookup per line: no format prints it)
+    logging._srcfile = None  # no caller lookup per line: no format prints it
     logging.logThreads = False
     logging.logProcesses = False
     logging.logMultiprocessing = False

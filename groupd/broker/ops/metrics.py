@@ -2,15 +2,15 @@
 
 Every hook updates plain Python numbers (no locks, no label lookups in prometheus_client); one custom
 collector turns them into metric families when ``/metrics`` is scraped, on the broker's own event loop
-(see ``broker/ops/metrics_http.py``), so it may also read loop-owned coordinator and partition state safely.
+(see ``groupd/broker/ops/metrics_http.py``), so it may also read loop-owned coordinator and partition state safely.
 
 Hooks, by caller (all optional to call; each is O(1)):
 
-connection layer (``broker/network/connection.py``)
+connection layer (``groupd/broker/network/connection.py``)
     ``request_started(api_key) -> token``, ``request_finished(api_key, token, response)``,
     ``bytes_in(n)``, ``bytes_out(n)``. Errors are read from the response's top-level ``error_code`` and,
     for OffsetCommit/Produce/TxnOffsetCommit (no top-level code), from their topics -> partitions lists.
-coordinator shell (``coordinator/``)
+coordinator shell (``groupd/coordinator/``)
     ``group_state_changed(group, old, new)``: Kafka state names (Empty, PreparingRebalance,
         CompletingRebalance, Stable, Dead); ``old`` is None for a new group.
     ``rebalance_started(group, cause)``: the group entered PreparingRebalance; ``cause`` in
@@ -23,18 +23,18 @@ coordinator shell (``coordinator/``)
     ``consumer_group_rebalance()``: a consumer-protocol group's epoch was bumped by a heartbeat (or a
         regex resolution), not by a member's removal: Kafka's consumer-group-rebalance sensor.
     ``offsets_durable(group, rows, now_ms, log_end)``: (topic, partition, offset) rows of a commit made
-        durable, for the live consumer status (``broker/ops/consumer_status.py``, Burrow's rules).
-data plane (``broker/handlers/data.py``)
+        durable, for the live consumer status (``groupd/broker/ops/consumer_status.py``, Burrow's rules).
+data plane (``groupd/broker/handlers/data.py``)
     ``topic_in(topic, records, nbytes)``, ``topic_out(topic, records, nbytes)``: produced and fetched
         records and bytes per topic (Kafka's per-topic MessagesInPerSec, BytesInPerSec, BytesOutPerSec).
-storage (``storage/``)
+storage (``groupd/storage/``)
     ``store_append(seconds, batch_records)``, ``store_fsync(seconds)``.
-SASL connections (``broker/network/secure_connection.py``)
+SASL connections (``groupd/broker/network/secure_connection.py``)
     ``authentication(listener, mechanism, result)``: result is success or failure.
-share coordinator (``coordinator/share_state/service.py``)
+share coordinator (``groupd/coordinator/share_state/service.py``)
     ``share_state_write(seconds)``: a WriteShareGroupState (or a Read persisting a leader epoch) made
         durable; scrape time reads ``broker.share_coordinator.states()`` and ``.last_pruned``.
-transaction coordinator (``coordinator/transactions/service.py``)
+transaction coordinator (``groupd/coordinator/transactions/service.py``)
     ``transaction_ended(result)``: markers written; ``result`` in ``TXN_RESULTS`` (commit, abort by the
         producer, abort of a timed-out transaction, abort fencing an older producer).
     ``throttled(quota, ms)``: a response over a client quota (``producer_byte_rate``, ``consumer_byte_rate``).
@@ -56,14 +56,17 @@ from __future__ import annotations
 
 import time
 from bisect import bisect_left
-from collections.abc import Iterable, Iterator
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any
 
 from prometheus_client import CollectorRegistry, ProcessCollector
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 
 from groupd.broker.ops.consumer_status import NOTFOUND, ConsumerStatus
 from groupd.clock import wall_ms
+
+if TYPE_CHECKING:
+    from groupd.broker.share.manager import SharePartitionManager
 
 OVERFLOW = "__overflow__"
 GROUP_STATES = ("Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead")
@@ -102,7 +105,8 @@ class Histogram:
         return sum(self.counts)
 
     def buckets(self) -> list[tuple[str, float]]:
-        out, total = [], 0
+        out: list[tuple[str, float]] = []
+        total = 0
         for bound, n in zip(self.bounds, self.counts, strict=False):
             total += n
             out.append((_float_label(bound), total))
@@ -277,7 +281,8 @@ class Metrics:
         if duration_s is not None:
             self._commit_seconds.observe(duration_s)
 
-    def offsets_durable(self, group: str, rows: Iterable[tuple[str, int, int]], now_ms: int, log_end: Any) -> None:
+    def offsets_durable(self, group: str, rows: Iterable[tuple[str, int, int]], now_ms: int,
+                        log_end: Callable[[str, int], int | None]) -> None:
         """A commit's offsets are durable: each goes into its partition's status window (groups with a
         series of their own only, so the windows are bounded like the series)."""
         if self.group_label(group) == OVERFLOW:
@@ -361,7 +366,7 @@ class Metrics:
             return False, "stopping"
         if not coordinator_loaded(broker.coordinator):
             return False, "offsets partitions loading"
-        failures = getattr(broker.coordinator, "load_failures", dict)()
+        failures: dict[int, str] = getattr(broker.coordinator, "load_failures", dict)()
         if failures:
             return False, "offsets partitions failed to load: " + ", ".join(f"{p} ({why})" for p, why in failures.items())
         return True, "ok"
@@ -555,8 +560,8 @@ def _topic_partition_counts(broker: Any) -> dict[str, int]:
     return {t.name: t.partitions for t in every()} if callable(every) else {}
 
 
-def _share_records(manager: Any) -> Iterator[Metric]:
-    """KIP-932 share-partitions' record counts (broker/share/manager.py)."""
+def _share_records(manager: SharePartitionManager | None) -> Iterator[Metric]:
+    """KIP-932 share-partitions' record counts (groupd/broker/share/manager.py)."""
     if manager is None:
         return
     yield CounterMetricFamily("groupd_share_records_acquired", "Records acquired by share group members (deliveries)", value=manager.acquired)

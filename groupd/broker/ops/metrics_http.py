@@ -12,9 +12,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from typing import Any
+from typing import TYPE_CHECKING
 
 from prometheus_client.exposition import choose_encoder
+
+if TYPE_CHECKING:
+    from groupd.broker.app import Broker
 
 log = logging.getLogger("groupd.metrics")
 
@@ -25,7 +28,7 @@ READ_TIMEOUT_S = 10.0
 class MetricsServer:
     """A broker service: start() binds ``metrics.listener``, stop() closes it."""
 
-    def __init__(self, broker: Any, host: str, port: int) -> None:
+    def __init__(self, broker: Broker, host: str, port: int) -> None:
         self.broker = broker
         self.host = host
         self.requested_port = port

@@ -1,7 +1,7 @@
 """Client quotas (KIP-13, KIP-55, KIP-219, KIP-546): the quota entities, their byte-rate sensors, throttle times.
 
 Pure but for ``load``/``save`` at the end: time comes in as ``now_ms``; sockets and the event loop stay
-in the shell (``broker/handlers/quotas.py``, the Produce and Fetch handlers, ``Connection.mute_for``).
+in the shell (``groupd/broker/handlers/quotas.py``, the Produce and Fetch handlers, ``Connection.mute_for``).
 
 Kafka keeps a quota per entity: a user, a client id, the two together, or an IP, each name possibly
 the default (``None``). A request is measured against the most specific entity that has a value for
@@ -246,6 +246,7 @@ class ClientQuota:
         """The bound for a client (Kafka's DefaultQuotaCallback.quotaLimit), None when it has none."""
         tag_user, tag_client = self._tags(user, client_id)
         get = self._limits.get
+        order: tuple[tuple[str | None, str | None], ...]
         if tag_user and tag_client:
             order = ((tag_user, tag_client), (tag_user, _DEFAULT), (_DEFAULT, tag_client), (_DEFAULT, _DEFAULT))
         elif tag_user:
@@ -321,8 +322,8 @@ class Mutations:
         self._throttle_ms = 0
         self._at_ms = 0
 
-    def _violated(self, now_ms: int) -> None:
-        self._throttle_ms = math.floor(-self._bucket.tokens / self._rate * 1000 + 0.5)
+    def _violated(self, bucket: TokenBucket, now_ms: int) -> None:
+        self._throttle_ms = math.floor(-bucket.tokens / self._rate * 1000 + 0.5)
         self._at_ms = now_ms
 
     def record(self, partitions: int, now_ms: int) -> bool:
@@ -336,14 +337,14 @@ class Mutations:
                 return False
             bucket.refill(self._rate, self._burst, now_ms)
             if bucket.tokens < 0:
-                self._violated(now_ms)
+                self._violated(bucket, now_ms)
                 return False
             bucket.tokens = min(self._burst, bucket.tokens - partitions)
             return True
         bucket.refill(self._rate, self._burst, now_ms)
         bucket.tokens = min(self._burst, bucket.tokens - partitions)
         if bucket.tokens < 0:
-            self._violated(now_ms)
+            self._violated(bucket, now_ms)
         return True
 
     def throttle_ms(self, now_ms: int) -> int:

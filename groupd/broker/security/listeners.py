@@ -10,9 +10,12 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from groupd.broker.security.jaas import PLAIN_MODULE, SCRAM_MODULE, JaasError, parse_jaas
+
+if TYPE_CHECKING:  # tls.py imports this module's errors
+    from groupd.broker.security.tls import TlsSettings
 
 PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
 DEFAULT_PROTOCOL_MAP = ",".join(f"{p}:{p}" for p in PROTOCOLS)
@@ -47,7 +50,7 @@ class Listener:
     advertised: tuple[str, int] | None  # None: not in advertised.listeners, so Metadata lists no broker
     mechanisms: tuple[str, ...] = ()
     plain_users: Mapping[str, str] = field(default_factory=dict)
-    ssl: Any = None  # security.tls.TlsSettings on SSL and SASL_SSL listeners
+    ssl: TlsSettings | None = None  # on SSL and SASL_SSL listeners
 
     @property
     def sasl(self) -> bool:
@@ -114,7 +117,7 @@ def resolve(
     protocol_map: Mapping[str, str],
     prefixed: Mapping[str, Mapping[str, str]],
     setting: Callable[[str], Any],
-    tls: Callable[[str, str, Callable[[str], Any], Callable[[str], bool]], Any] | None = None,
+    tls: Callable[[str, str, Callable[[str], Any], Callable[[str], bool]], TlsSettings] | None = None,
 ) -> tuple[Listener, ...]:
     """Every listener with its protocol, advertised address and SASL/TLS settings; ``setting(key)``
     gives a global key's value, overridden per listener by ``listener.name.<listener>.<key>``;

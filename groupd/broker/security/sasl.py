@@ -14,10 +14,10 @@ import hmac
 import struct
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from groupd.broker.security.errors import AuthenticationFailed, InvalidCredentials
-from groupd.broker.security.scram import BY_NAME, ScramServer
+from groupd.broker.security.scram import BY_NAME, ScramCredential, ScramServer
 from groupd.protocol import codec
 from groupd.protocol.api_table import API_TABLE, ApiKey
 from groupd.protocol.errors import ErrorCode
@@ -134,7 +134,7 @@ class SaslGate:
 
     def _authenticate(self, version: int, correlation_id: int, token: bytes) -> Step:
         cls = codec.response_class(SASL_AUTHENTICATE, version)
-        mechanism = self.mechanism
+        mechanism = self._chosen()
         try:
             answer = mechanism.evaluate(token)
         except (AuthenticationFailed, InvalidCredentials) as exc:
@@ -148,7 +148,7 @@ class SaslGate:
     def _raw_token(self, token: bytes) -> Step:
         """Handshake v0: the token is the whole frame, the answer a bare size-prefixed token, and a
         failure closes without one."""
-        mechanism = self.mechanism
+        mechanism = self._chosen()
         try:
             answer = mechanism.evaluate(token)
         except (AuthenticationFailed, InvalidCredentials) as exc:
@@ -157,11 +157,16 @@ class SaslGate:
         return self._maybe_done(None if answer is None else _SIZE.pack(len(answer)) + answer)
 
     def _maybe_done(self, reply: bytes | None) -> Step:
-        mechanism = self.mechanism
+        mechanism = self._chosen()
         if not mechanism.complete:
             return Step(reply)
         self.state = COMPLETE
         return Step(reply, principal=f"User:{mechanism.authorization_id}")
+
+    def _chosen(self) -> Mechanism:
+        """The mechanism the handshake picked: the states that authenticate are reached only through it."""
+        assert self.mechanism is not None
+        return self.mechanism
 
     def _fail(self, reason: str) -> Step:
         self.state = FAILED
@@ -182,7 +187,9 @@ def _api_name(api_key: int) -> str:
     return spec.name if spec is not None else f"api {api_key}"
 
 
-def mechanism_factories(listener: Listener, scram_lookup: Callable[[str, str], Any]) -> dict[str, Callable[[], Mechanism]]:
+def mechanism_factories(
+    listener: Listener, scram_lookup: Callable[[str, str], ScramCredential | None]
+) -> dict[str, Callable[[], Mechanism]]:
     """A fresh server-side mechanism per connection, for each mechanism the listener enables; SCRAM
     looks its users' credentials up with ``scram_lookup(user, mechanism name)``."""
     out: dict[str, Callable[[], Mechanism]] = {}

@@ -143,6 +143,7 @@ class ScramServer:
         if not m.group("nonce").endswith(server_nonce):
             raise InvalidCredentials("Invalid client nonce in the final client message.")
         cred = self._credential
+        assert cred is not None  # _first set it: a failed first step ends the exchange before a second
         auth_message = f"{self._client_first_bare},{self._server_first},{m.group('without_proof')}".encode()
         signature = _hmac(self.mechanism, cred.stored_key, auth_message)
         proof = base64.b64decode(m.group("proof"))
@@ -189,7 +190,7 @@ class ScramCredentials:
         else:
             for user in users:
                 wanted[user] = user in wanted
-        out = []
+        out: list[tuple[Result, list[tuple[int, int]]]] = []
         for user, twice in wanted.items():
             if twice:
                 out.append((Result(user, ErrorCode.duplicate_resource, DESCRIBE_DUPLICATE + user), []))

@@ -14,7 +14,7 @@ import logging
 import re
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -27,11 +27,12 @@ from groupd.broker.share.partition import (
     SharePartition,
     Update,
 )
-from groupd.broker.share.sessions import ShareSessionCache
+from groupd.broker.share.sessions import ShareSession, ShareSessionCache
 from groupd.clock import wall_ms
 from groupd.coordinator.share.config import ShareGroupConfig
-from groupd.coordinator.share_state.persister import ARCHIVED, AVAILABLE, SharePartitionKey
+from groupd.coordinator.share_state.persister import ARCHIVED, AVAILABLE, Persister, SharePartitionKey
 from groupd.storage.batch import ABORT_MARKER, control_marker, iter_batches
+from groupd.storage.engine import PartitionLog
 from groupd.storage.errors import OffsetOutOfRange
 
 if TYPE_CHECKING:
@@ -45,7 +46,7 @@ COORDINATOR_NOT_AVAILABLE, GROUP_ID_NOT_FOUND, OFFSET_NOT_AVAILABLE = 15, 69, 78
 # state or leader epoch; GroupIdNotFound; UnknownTopicOrPartition)
 FENCED = frozenset((NOT_LEADER_OR_FOLLOWER, GROUP_ID_NOT_FOUND, UNKNOWN_TOPIC_OR_PARTITION))
 ACK_NAMES = {0: "gap", 1: "accept", 2: "release", 3: "reject", 4: "renew"}
-LEADER_EPOCH = 0  # one node, never a new leader (broker/dataplane/leader_epochs.py)
+LEADER_EPOCH = 0  # one node, never a new leader (groupd/broker/dataplane/leader_epochs.py)
 
 PartKey = tuple[str, uuid.UUID, int]  # (group, topic id, partition)
 TopicIdPartition = tuple[uuid.UUID, int]
@@ -99,7 +100,7 @@ class _Entry:
 
 
 class SharePartitionManager:
-    def __init__(self, broker: Broker, persister_of: Callable[[], Any],
+    def __init__(self, broker: Broker, persister_of: Callable[[], Persister | None],
                  config_for: Callable[[str], ShareGroupConfig] | None = None, max_sessions: int = 2_000) -> None:
         self.broker = broker
         self._persister_of = persister_of
@@ -177,7 +178,7 @@ class SharePartitionManager:
         log.debug("share partition %s %s-%d loaded at start offset %d", group, topic, partition, sp.start_offset)
         return NONE
 
-    def _reset_offset(self, cfg: ShareGroupConfig, lg: Any) -> int | None:
+    def _reset_offset(self, cfg: ShareGroupConfig, lg: PartitionLog) -> int | None:
         """share.auto.offset.reset for a partition with no start offset yet: latest (the log end),
         earliest (the log start), by_duration:<ISO-8601> (the first record at or after now minus the
         duration; None when there is none, as Kafka's look-up by timestamp finds nothing)."""
@@ -378,7 +379,7 @@ class SharePartitionManager:
         if group is not None:
             self._spawn(self._disconnected(group, session))
 
-    async def _disconnected(self, group: str, session: Any) -> None:
+    async def _disconnected(self, group: str, session: ShareSession | None) -> None:
         if session is not None:
             await self.release_session(group, session.key[1], list(session.partitions))
         if not self.sessions.group_has_sessions(group):
@@ -387,7 +388,7 @@ class SharePartitionManager:
                 if entry.timer is not None:
                     entry.timer.cancel()
 
-    def _spawn(self, coro: Any) -> None:
+    def _spawn(self, coro: Coroutine[Any, Any, object]) -> None:
         task = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)

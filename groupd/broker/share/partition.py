@@ -1,7 +1,7 @@
 """One share-partition's in-flight records (Kafka's SharePartition, InFlightBatch and InFlightState):
 which records of a topic partition a share group has handed out, to whom, how often, and until when.
 
-Pure: no I/O, no clock; ``now`` (ms) comes in. The async shell (``broker/share/manager.py``) reads the
+Pure: no I/O, no clock; ``now`` (ms) comes in. The async shell (``groupd/broker/share/manager.py``) reads the
 log, persists the state batches this module hands it, and drives the lock timers.
 
 The model is Kafka's: a sorted cache of in-flight batches, each either one state for the whole batch or,
@@ -326,8 +326,8 @@ class SharePartition:
             base = floor.first
         sub = self._sub(min(first_batch.base_offset, base), last_to_acquire)
         if not sub:
-            got, n = self._acquire_new(member, batches, record_limit, base, last_to_acquire, batch_size, max_acquire, lock_until)
-            return self._filter_aborted(batches, got, aborted), n
+            fresh, n = self._acquire_new(member, batches, record_limit, base, last_to_acquire, batch_size, max_acquire, lock_until)
+            return self._filter_aborted(batches, fresh, aborted), n
         result: list[AcquiredRecords] = []
         count = 0
         limit = self.limits.delivery_count_limit
@@ -362,9 +362,9 @@ class SharePartition:
             result.append(AcquiredRecords(b.first, b.last, b.whole.count))
             count += b.last - b.first + 1
         if count < max_acquire and sub[-1].last < last_to_acquire:
-            got, n = self._acquire_new(member, batches, record_limit, sub[-1].last + 1, last_to_acquire, batch_size,
-                                       max_acquire - count, lock_until)
-            result.extend(got)
+            fresh, n = self._acquire_new(member, batches, record_limit, sub[-1].last + 1, last_to_acquire, batch_size,
+                                         max_acquire - count, lock_until)
+            result.extend(fresh)
             count += n
         if result:
             result = self._filter_aborted(batches, result, aborted)

@@ -1,7 +1,7 @@
 """Entity classes for the versions Kafka 3.9 accepted below kio 0.6.5's lowest, generated from
 Kafka's message JSON by scripts/gen_old_schemas.py (the JSON itself is not kept here).
 
-SCHEMAS maps (api key, version) to the request and response classes; protocol/codec.py looks here
+SCHEMAS maps (api key, version) to the request and response classes; groupd/protocol/codec.py looks here
 when kio has no class for a pair."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""A manual-clock driver of the real coordinator runtime (coordinator/runtime/runtime.py) over the pure
+"""A manual-clock driver of the real coordinator runtime (groupd/coordinator/runtime/runtime.py) over the pure
 rules: tokens, timers, ordered delivery and replay are the runtime's own, with an in-memory log and a
 clock the test moves, so tests read like the spec's scenarios."""
 

@@ -1,7 +1,7 @@
 """Start-up replay of transactional offsets agrees with the runtime over random histories.
 
-The runtime applies each durable Result in write order (coordinator/offsets/transactional.py); a load walks the
-same bytes with collect_latest + TxnWalk (storage/batch.py) and replays only what survives. Kafka's
+The runtime applies each durable Result in write order (groupd/coordinator/offsets/transactional.py); a load walks the
+same bytes with collect_latest + TxnWalk (groupd/storage/batch.py) and replays only what survives. Kafka's
 loader (GroupMetadataManager / CoordinatorRuntime replaying control batches through
 replayEndTransactionMarker) gives the same state as the runtime did: these tests hold groupd to it,
 including a transaction still open at the end (pending after the load, ended afterwards)."""

@@ -1,4 +1,4 @@
-"""What the coordinator tells metrics about consumer-protocol groups (coordinator/observe.py), on a manual
+"""What the coordinator tells metrics about consumer-protocol groups (groupd/coordinator/observe.py), on a manual
 clock: Kafka's consumer-group-rebalance sensor records each group epoch bump a heartbeat makes (a member
 joins, a subscription or the subscribed topics change: GroupMetadataManager.consumerGroupHeartbeat), and
 not the bump of a member's removal (consumerGroupFenceMember: a leave, a session timeout)."""

@@ -78,7 +78,7 @@ def test_offset_and_classic_keys_are_not_consumer_keys():
 
 
 def test_the_offsets_codec_dispatches_consumer_records():
-    # coordinator/records.py's four functions, which the store's load and the pipeline call, hand
+    # groupd/coordinator/records.py's four functions, which the store's load and the pipeline call, hand
     # consumer-group records to this codec
     key = MemberKey(8, "g", "m")
     value = CurrentMemberAssignment(1, 0, 0, (TopicPartitions(T1, (0,), (1,)),), ())
