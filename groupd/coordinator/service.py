@@ -25,7 +25,7 @@ from groupd.coordinator.api import EndTxnMarker, GroupConfig, Result
 from groupd.coordinator.consumer import runtime as consumer_runtime
 from groupd.coordinator.observe import MEMBER_EVENTS, GroupObserver, logs_member_event, member_event
 from groupd.coordinator.partitioning import partition_for
-from groupd.coordinator.records import OffsetCommitKey
+from groupd.coordinator.records import OffsetCommitKey, OffsetCommitValue
 from groupd.coordinator.runtime import loader as loading
 from groupd.coordinator.runtime.loop import LoopWakeups, OffsetsLog
 from groupd.coordinator.runtime.runtime import CoordinatorError, CoordinatorRuntime, Shard, Then, Waiter
@@ -283,7 +283,7 @@ class GroupCoordinator:
         them all): how the transaction coordinator finds where to write after a restart."""
         found: dict[int, str] = {}
         for shard in self.loaded_shards():
-            for group_id, producers in shard.state.open_txns.items():
+            for group_id, producers in shard.state.offsets.open_txns.items():
                 if producer_id in producers:
                     found.setdefault(shard.state.partition, group_id)
                     break
@@ -295,7 +295,7 @@ class GroupCoordinator:
             shard = self.shard_for(group_id)
         except CoordinatorError:
             return False
-        return bool(shard.state.open_txns.get(group_id))
+        return bool(shard.state.offsets.open_txns.get(group_id))
 
     # ------------------------------------------------------------ housekeeping
 
@@ -354,15 +354,14 @@ class GroupCoordinator:
     def metrics_snapshot(self) -> list[tuple[str, str, int, dict[tuple[str, int], int], str]]:
         rows = []
         for shard in self.loaded_shards():
-            consumer_groups = shard.state.consumer_groups
+            store = shard.state.offsets
             for g in shard.state.groups.values():
-                offsets = {(t, p): v.offset for t, ps in g.offsets.items() for p, v in ps.items()}
-                cg = consumer_groups.get(g.group_id)
-                if cg is not None:  # the member-less holder of a consumer-protocol group's offsets
-                    rows.append((g.group_id, cg.state(), len(cg.members), offsets, "consumer"))
-                else:
-                    rows.append((g.group_id, g.state, len(g.members), offsets, "classic"))
-            for cg in consumer_groups.values():
-                if cg.group_id not in shard.state.groups:
-                    rows.append((cg.group_id, cg.state(), len(cg.members), {}, "consumer"))
+                if g.group_id not in shard.state.consumer_groups:
+                    rows.append((g.group_id, g.state, len(g.members), _offsets_row(store.of(g.group_id)), "classic"))
+            for cg in shard.state.consumer_groups.values():
+                rows.append((cg.group_id, cg.state(), len(cg.members), _offsets_row(store.of(cg.group_id)), "consumer"))
         return rows
+
+
+def _offsets_row(offsets: Mapping[str, Mapping[int, OffsetCommitValue]]) -> dict[tuple[str, int], int]:
+    return {(t, p): v.offset for t, ps in offsets.items() for p, v in ps.items()}

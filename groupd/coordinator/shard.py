@@ -52,12 +52,14 @@ from groupd.coordinator.offsets.commits import (
     offset_commit,
     offset_delete,
     offset_fetch,
+    offset_tombstones,
     remove_topic_offsets,
     undrop,
 )
 from groupd.coordinator.offsets.commits import delete_group as classic_delete_group
 from groupd.coordinator.offsets.replay import replay_marker, replay_offset, replay_txn_offset
-from groupd.coordinator.offsets.transactional import PendingOffset, end_transaction, txn_offset_commit
+from groupd.coordinator.offsets.store import OffsetStore
+from groupd.coordinator.offsets.transactional import end_transaction, txn_offset_commit
 from groupd.coordinator.records import (
     GroupMetadataKey,
     GroupMetadataValue,
@@ -128,18 +130,19 @@ __all__ = [
 
 
 class ShardState:
-    """Groups (with their committed offsets) of one offsets partition."""
+    """Groups and offsets of one offsets partition."""
 
     __slots__ = (
-        "partition", "groups", "dropping", "pending_txn", "open_txns", "txn_seq", "producer_epochs",
-        "consumer_groups", "topics", "share_groups",
+        "partition", "groups", "offsets", "dropping", "producer_epochs", "consumer_groups", "topics", "share_groups",
     )
 
     def __init__(self, partition: int) -> None:
         self.partition = partition
         self.groups: dict[str, Group] = {}
-        # Consumer-protocol (KIP-848) groups, kept apart from the classic ones (coordinator/consumer/);
-        # their committed offsets live in ``groups`` like a simple group's. ``topics`` is the broker's
+        # Committed and transactional offsets by group id, whatever the group's type (coordinator/offsets/).
+        self.offsets = OffsetStore()
+        # Consumer-protocol (KIP-848) groups, kept apart from the classic ones (coordinator/consumer/).
+        # ``topics`` is the broker's
         # topic registry (name -> entry with topic_id and partitions), which their assignments read.
         self.consumer_groups: ConsumerGroups = {}
         self.topics: Mapping[str, Any] = {}
@@ -149,12 +152,6 @@ class ShardState:
         # Groups deleted in memory whose GroupMetadata tombstone is being written: its runtime replay is
         # then a no-op (at load this is empty and the tombstone removes the group).
         self.dropping: dict[str, int] = {}
-        # Transactional offsets not yet ended by a marker (coordinator/offsets/transactional.py): producer id ->
-        # group -> (topic, partition) -> PendingOffset, and group -> producer ids with such offsets
-        # (Kafka's pendingTransactionalOffsets and openTransactionsByGroup).
-        self.pending_txn: dict[int, dict[str, dict[tuple[str, int], PendingOffset]]] = {}
-        self.open_txns: dict[str, set[int]] = {}
-        self.txn_seq = 0  # write order of transactional offsets
         self.producer_epochs: dict[int, int] = {}  # the last epoch of each producer written here
 
 
@@ -199,19 +196,13 @@ def _replay_group(state: ShardState, group_id: str, value: GroupMetadataValue | 
     if value is None:
         if old is None:
             return
-        if old.offsets:
-            # Offsets outlive a group tombstone: they keep a simple group alive.
-            g = Group(group_id, now)
-            g.offsets = old.offsets
-            state.groups[group_id] = g
+        if state.offsets.has(group_id):
+            state.groups[group_id] = Group(group_id, now)  # offsets outlive a group tombstone: a simple group
         else:
             del state.groups[group_id]
         return
     ts = value.current_state_timestamp
     g = Group(group_id, ts if ts >= 0 else None)
-    if old is not None:
-        g.offsets = old.offsets
-        g.pending_commits = old.pending_commits
     ptype = value.protocol_type or None
     proto = value.protocol
     for mm in value.members:
@@ -348,13 +339,11 @@ def delete_group(state: ShardState, group_id: str, token: Token, now: int) -> Re
         return share.delete_share_group(state, group_id, token) or classic_delete_group(state, group_id, token, now)
     if cg.members:
         return Result(responses=((token, DeleteGroupResponse(E.NON_EMPTY_GROUP)),), replay=False)
+    offsets = offset_tombstones(state, group_id)  # Kafka's order: the offsets, then the group
     tombstones = consumer_deletion_records(cg)
     for key, value in tombstones:
         consumer.replay(state.consumer_groups, key, value)
-    if group_id in state.groups:
-        offsets = classic_delete_group(state, group_id, token, now)
-        return Result(tuple(tombstones) + offsets.records, offsets.responses, offsets.timers, offsets.write_ref, offsets.replay)
-    return Result(tuple(tombstones), ((token, DeleteGroupResponse(E.NONE)),), replay=False)
+    return Result(tuple(offsets) + tuple(tombstones), ((token, DeleteGroupResponse(E.NONE)),), replay=bool(offsets))
 
 
 # SyncGroup, Heartbeat and LeaveGroup naming a consumer-protocol group serve its classic members
@@ -430,8 +419,7 @@ def unload(state: ShardState) -> Result:
     state.groups.clear()
     state.consumer_groups.clear()
     state.share_groups.clear()
-    state.pending_txn.clear()  # a later load brings them back from the log
-    state.open_txns.clear()
+    state.offsets.clear()  # a later load brings them back from the log
     state.producer_epochs.clear()
     return Result(responses=tuple(responses), replay=False)
 

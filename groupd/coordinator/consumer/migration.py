@@ -179,17 +179,7 @@ def retire_classic(state: ShardState, classic: Group, conv: Conversion, now: int
         conv.timers.append(TimerOp(("pend", gid, mid), None))
     conv.timers += [TimerOp(("join", gid), None), TimerOp(("sync", gid), None)]
     conv.records.insert(0, (GroupMetadataKey(gid), None))
-    _keep_offsets_only(state, classic, now)
-
-
-def _keep_offsets_only(state: ShardState, old: Group, now: int) -> None:
-    if old.offsets or old.pending_commits:
-        holder = Group(old.group_id, now)
-        holder.offsets = old.offsets
-        holder.pending_commits = old.pending_commits
-        state.groups[old.group_id] = holder
-    else:
-        state.groups.pop(old.group_id, None)
+    state.groups.pop(gid, None)  # its offsets stay, kept by id (coordinator/offsets/store.py)
 
 
 # ---------------------------------------------------------------- downgrade
@@ -229,11 +219,7 @@ def downgrade(
         conv.records.append((key, value))
         replay(state.consumer_groups, key, value)
 
-    old = state.groups.get(gid)
     classic = Group(gid, now)
-    if old is not None:
-        classic.offsets = old.offsets
-        classic.pending_commits = old.pending_commits
     classic.protocol_type = CONSUMER
     classic.generation = group.epoch
     for m in kept:

@@ -7,6 +7,7 @@ the handlers validate and produce records, the replay applies them once durable.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from groupd.coordinator import errors as E
@@ -36,6 +37,7 @@ from groupd.coordinator.offsets.consumer_expiry import (
     restore_consumer_groups,
     subscribed_topics,
 )
+from groupd.coordinator.offsets.store import GroupOffsets
 from groupd.coordinator.records import GroupMetadataKey, OffsetCommitKey, OffsetCommitValue
 
 if TYPE_CHECKING:
@@ -61,11 +63,7 @@ def _commit_error(state: ShardState, req: OffsetCommit, now: int) -> tuple[int, 
         err = consumer_offsets.commit_error(
             cg, req.member_id, gen, req.version, ((p.topic, p.partition) for p in req.partitions), state.topics
         )
-        if err:
-            return err, None
-        if g is None:
-            g = state.groups[req.group_id] = Group(req.group_id, now)
-        return E.NONE, g
+        return err, None
     if g is None:
         if gen < 0:
             # Admin tools and consumers without group management: a "simple" group holds the offsets.
@@ -117,11 +115,11 @@ def commit_records(gid: str, partitions: tuple[CommitPartition, ...], now: int, 
 
 def offset_commit(state: ShardState, req: OffsetCommit, token: Token, now: int, cfg: GroupConfig) -> Result:
     err, g = _commit_error(state, req, now)
-    if err or g is None:
+    if err:
         parts = tuple(PartitionError(p.topic, p.partition, err) for p in req.partitions)
         return Result(responses=((token, OffsetCommitResponse(parts)),), replay=False)
     timers: tuple[TimerOp, ...] = ()
-    if g.state == STABLE or g.state == PREPARING:
+    if g is not None and (g.state == STABLE or g.state == PREPARING):
         # A classic member's commit keeps its session alive in these states.
         m = g.members.get(req.member_id)
         if m is not None:
@@ -132,15 +130,13 @@ def offset_commit(state: ShardState, req: OffsetCommit, token: Token, now: int, 
     response = ((token, OffsetCommitResponse(parts)),)
     if not records:
         return Result(responses=response, timers=timers, replay=False)
-    g.pending_commits += len(records)
+    state.offsets.start_writing(req.group_id, len(records))
     return Result(tuple(records), response, timers, ("commit", req.group_id, token, parts, len(records)), True)
 
 
 def commit_failed(state: ShardState, ref: tuple[Any, ...], error: int) -> Result:
     _, gid, token, parts, n = ref
-    g = state.groups.get(gid)
-    if g is not None:
-        g.pending_commits = max(g.pending_commits - n, 0)
+    state.offsets.done_writing(gid, n)
     err = E.offset_write_error(error)
     mapped = tuple(PartitionError(p.topic, p.partition, err) for p in parts)
     return Result(responses=((token, OffsetCommitResponse(mapped)),), replay=False)
@@ -149,8 +145,8 @@ def commit_failed(state: ShardState, ref: tuple[Any, ...], error: int) -> Result
 def has_pending(state: ShardState, group_id: str, topic: str, partition: int) -> bool:
     """Kafka's hasPendingTransactionalOffsets: an open transaction holds an offset of this partition."""
     tp = (topic, partition)
-    for pid in state.open_txns.get(group_id, ()):
-        offsets = state.pending_txn.get(pid, {}).get(group_id)
+    for pid in state.offsets.open_txns.get(group_id, ()):
+        offsets = state.offsets.pending_txn.get(pid, {}).get(group_id)
         if offsets is not None and tp in offsets:
             return True
     return False
@@ -158,8 +154,8 @@ def has_pending(state: ShardState, group_id: str, topic: str, partition: int) ->
 
 def pending_partitions(state: ShardState, group_id: str) -> set[tuple[str, int]]:
     out: set[tuple[str, int]] = set()
-    for pid in state.open_txns.get(group_id, ()):
-        out.update(state.pending_txn.get(pid, {}).get(group_id, {}))
+    for pid in state.offsets.open_txns.get(group_id, ()):
+        out.update(state.offsets.pending_txn.get(pid, {}).get(group_id, {}))
     return out
 
 
@@ -170,14 +166,13 @@ def offset_fetch(state: ShardState, req: OffsetFetch, now: int) -> OffsetFetchRe
     no consumer offsets: GROUP_ID_NOT_FOUND."""
     if req.group_id in state.share_groups:
         return OffsetFetchResponse(E.GROUP_ID_NOT_FOUND)
-    g = state.groups.get(req.group_id)
     cg = state.consumer_groups.get(req.group_id)
     if cg is not None and req.version >= 9:
         err = consumer_offsets.fetch_error(cg, req.member_id, req.member_epoch)
         if err:
             return OffsetFetchResponse(err)
-    offsets = g.offsets if g is not None else {}
-    stable = req.require_stable and req.group_id in state.open_txns
+    offsets = state.offsets.of(req.group_id)
+    stable = req.require_stable and req.group_id in state.offsets.open_txns
     if req.topics is None:
         return OffsetFetchResponse(
             E.NONE,
@@ -225,11 +220,12 @@ def offset_delete(state: ShardState, req: OffsetDelete, token: Token, now: int) 
         return Result(responses=((token, OffsetDeleteResponse(E.NON_EMPTY_GROUP)),), replay=False)
     records = []
     parts = []
+    committed = state.offsets.of(req.group_id)
     for topic, partition in req.partitions:
         if topic in subscribed if subscribed is not None else g is not None and g.is_subscribed(topic):
             parts.append(PartitionError(topic, partition, E.GROUP_SUBSCRIBED_TO_TOPIC))
             continue
-        ps = g.offsets.get(topic) if g is not None else None
+        ps = committed.get(topic)
         # an offset an open transaction holds is deleted too (Kafka 4.x's deleteOffsets)
         if (ps is not None and partition in ps) or has_pending(state, req.group_id, topic, partition):
             records.append((OffsetCommitKey(req.group_id, topic, partition), None))
@@ -240,13 +236,13 @@ def offset_delete(state: ShardState, req: OffsetDelete, token: Token, now: int) 
     return Result(tuple(records), response, (), ("offdel", token), True)
 
 
-def _tombstones(state: ShardState, g: Group) -> list[tuple[Any, None]]:
+def offset_tombstones(state: ShardState, gid: str) -> list[tuple[Any, None]]:
     """Every committed offset's tombstone, and one for each partition only open transactions hold
     (Kafka 4.x's deleteAllOffsets)."""
-    gid = g.group_id
-    out: list[tuple[Any, None]] = [(OffsetCommitKey(gid, t, p), None) for t, ps in g.offsets.items() for p in ps]
+    committed = state.offsets.of(gid)
+    out: list[tuple[Any, None]] = [(OffsetCommitKey(gid, t, p), None) for t, ps in committed.items() for p in ps]
     for t, p in sorted(pending_partitions(state, gid)):
-        if p not in g.offsets.get(t, ()):
+        if p not in committed.get(t, ()):
             out.append((OffsetCommitKey(gid, t, p), None))
     return out
 
@@ -258,7 +254,7 @@ def delete_group(state: ShardState, group_id: str, token: Token, now: int) -> Re
         return Result(responses=((token, DeleteGroupResponse(E.GROUP_ID_NOT_FOUND)),), replay=False)
     if g.state != EMPTY:
         return Result(responses=((token, DeleteGroupResponse(E.NON_EMPTY_GROUP)),), replay=False)
-    records = _tombstones(state, g)
+    records = offset_tombstones(state, group_id)
     records.append((GroupMetadataKey(group_id), None))
     _drop_group(state, g)
     return Result(
@@ -272,18 +268,23 @@ def delete_group(state: ShardState, group_id: str, token: Token, now: int) -> Re
 
 def _drop_group(state: ShardState, g: Group) -> None:
     """The group dies now; its tombstone is still to be written, and its runtime replay must not remove a
-    group recreated with the same id meanwhile (``ShardState.dropping`` counts tombstones in flight)."""
+    group recreated with the same id meanwhile (``ShardState.dropping`` counts tombstones in flight).
+    Its offsets (all of them tombstoned in the same write) are parked until the write ends."""
     del state.groups[g.group_id]
     g.state = DEAD
     state.dropping[g.group_id] = state.dropping.get(g.group_id, 0) + 1
+    state.offsets.park(g.group_id)
 
 
-def undrop(state: ShardState, group_id: str) -> None:
+def undrop(state: ShardState, group_id: str) -> GroupOffsets:
+    """A group tombstone's write ended: returns the offsets parked when the group was dropped (to bring
+    back if the write failed)."""
     n = state.dropping.get(group_id, 0) - 1
     if n > 0:
         state.dropping[group_id] = n
     else:
         state.dropping.pop(group_id, None)
+    return state.offsets.unpark(group_id)
 
 
 def _cancel_pending(g: Group) -> tuple[TimerOp, ...]:
@@ -292,82 +293,92 @@ def _cancel_pending(g: Group) -> tuple[TimerOp, ...]:
 
 def delete_failed(state: ShardState, ref: tuple[Any, ...], error: int) -> Result:
     _, g, token = ref
-    undrop(state, g.group_id)
+    parked = undrop(state, g.group_id)
     if g.group_id not in state.groups:
         g.state = EMPTY
         state.groups[g.group_id] = g
+        state.offsets.restore(g.group_id, parked)
     return Result(responses=((token, DeleteGroupResponse(E.offset_write_error(error))),), replay=False)
 
 
 def expire_offsets(state: ShardState, now: int, cfg: GroupConfig) -> Result:
     """The periodic retention check (KIP-211; Kafka 4.x's GroupCoordinatorShard.cleanupGroupMetadata):
     expired offsets and groups left Empty without offsets become tombstones. A consumer-protocol group's
-    offsets (held by a member-less group of the same id) follow its own rules, coordinator/offsets/
-    consumer_expiry.py: commit time as the base in every state, its subscribed topics kept, and once it
-    is Empty with no offsets left the group goes with its own tombstones."""
+    offsets follow its own rules, coordinator/offsets/consumer_expiry.py: commit time as the base in
+    every state, its subscribed topics kept, and once it is Empty with no offsets left the group goes
+    with its own tombstones."""
     retention = cfg.offsets_retention_ms
     records: list[tuple[Any, None]] = []
     timers: list[TimerOp] = []
     dropped: list[Group] = []
     gone: list[DroppedConsumerGroup] = []
-    open_txns = state.open_txns
-    consumer_groups = state.consumer_groups
+    store = state.offsets
     for g in list(state.groups.values()):
-        if g.pending_commits:
-            continue  # never expire under a commit still being written
         gid = g.group_id
-        cg = consumer_groups.get(gid) if consumer_groups and not g.members else None
-        subscribed = subscribed_topics(cg) if cg is not None else None
-        all_expired = True
-        if g.offsets:
-            base = _expiry_base(g) if cg is None else None
-            if base is False:
-                all_expired = False
-            else:
-                for topic, ps in g.offsets.items():
-                    if g.is_subscribed(topic) if subscribed is None else topic in subscribed:
-                        all_expired = False
-                        continue
-                    for p, v in ps.items():
-                        if open_txns and has_pending(state, gid, topic, p):
-                            all_expired = False  # not while a transaction holds an offset of it
-                            continue
-                        if v.expire_timestamp != -1:
-                            expired = now >= v.expire_timestamp
-                        else:
-                            start = v.commit_timestamp if base is None else base
-                            expired = now - start >= retention
-                        if expired:
-                            records.append((OffsetCommitKey(gid, topic, p), None))
-                        else:
-                            all_expired = False
-            if open_txns and gid in open_txns:
-                all_expired = False  # Kafka 4.x keeps a group with committed offsets during a transaction
-        if not all_expired:
+        if store.writing(gid):
+            continue  # never expire under a commit still being written
+        base = _expiry_base(g) if store.has(gid) else None
+        if base is False or not _expire(state, gid, base, g.is_subscribed, now, retention, records):
             continue
-        if cg is not None:
-            if is_empty(cg):
-                gone.append(drop_consumer_group(state, cg, records))
-        elif g.state == EMPTY:
+        if g.state == EMPTY:
             records.append((GroupMetadataKey(gid), None))
             timers.extend(_cancel_pending(g))
             _drop_group(state, g)
             dropped.append(g)
-    for cg in [cg for gid, cg in consumer_groups.items() if gid not in state.groups and is_empty(cg)]:
-        gone.append(drop_consumer_group(state, cg, records))  # no offsets at all: Kafka deletes it if Empty
+    for cg in list(state.consumer_groups.values()):
+        gid = cg.group_id
+        if store.writing(gid):
+            continue
+        subscribed = subscribed_topics(cg)
+        if _expire(state, gid, None, subscribed.__contains__, now, retention, records) and is_empty(cg):
+            gone.append(drop_consumer_group(state, cg, records))
     if not records:
         return Result(timers=tuple(timers), replay=False)
     return Result(tuple(records), (), tuple(timers), ("expire", tuple(dropped), tuple(gone)), True)
 
 
+def _expire(
+    state: ShardState, gid: str, base: int | None, is_subscribed: Callable[[str], bool], now: int, retention: int,
+    records: list[tuple[Any, None]],
+) -> bool:
+    """Tombstones for the group's expired offsets (``base``: when each one's clock starts, None for its
+    own commit timestamp) into ``records``; whether every offset of it expired (no transaction open)."""
+    all_expired = True
+    offsets = state.offsets.of(gid)
+    if not offsets:
+        return True
+    open_txns = state.offsets.open_txns
+    for topic, ps in offsets.items():
+        if is_subscribed(topic):
+            all_expired = False
+            continue
+        for p, v in ps.items():
+            if open_txns and has_pending(state, gid, topic, p):
+                all_expired = False  # not while a transaction holds an offset of it
+                continue
+            if v.expire_timestamp != -1:
+                expired = now >= v.expire_timestamp
+            else:
+                start = v.commit_timestamp if base is None else base
+                expired = now - start >= retention
+            if expired:
+                records.append((OffsetCommitKey(gid, topic, p), None))
+            else:
+                all_expired = False
+    if open_txns and gid in open_txns:
+        all_expired = False  # Kafka 4.x keeps a group with committed offsets during a transaction
+    return all_expired
+
+
 def expire_failed(state: ShardState, ref: tuple[Any, ...]) -> Result:
     """A failed expiry write is only logged by Kafka, whose in-memory rollback brings the groups back: so
-    do we (their offsets were never touched, they change only by replay)."""
+    do we (their parked offsets come back with them)."""
     for g in ref[1]:
-        undrop(state, g.group_id)
+        parked = undrop(state, g.group_id)
         if g.group_id not in state.groups:
             g.state = EMPTY
             state.groups[g.group_id] = g
+            state.offsets.restore(g.group_id, parked)
     restore_consumer_groups(state, ref[2])
     return Result(replay=False)
 
@@ -387,13 +398,13 @@ def _expiry_base(g: Group) -> int | None | bool:
 def remove_topic_offsets(state: ShardState, topics: frozenset[str] | set[str]) -> Result:
     """A deleted topic takes every group's offsets for it along (tombstones, replayed once durable)."""
     keys = {
-        OffsetCommitKey(g.group_id, t, p): None
-        for g in state.groups.values()
-        for t, ps in g.offsets.items()
+        OffsetCommitKey(gid, t, p): None
+        for gid, offsets in state.offsets.committed.items()
+        for t, ps in offsets.items()
         if t in topics
         for p in ps
     }
-    for by_group in state.pending_txn.values():  # and the offsets open transactions hold
+    for by_group in state.offsets.pending_txn.values():  # and the offsets open transactions hold
         for gid, offsets in by_group.items():
             for t, p in offsets:
                 if t in topics:

@@ -65,9 +65,7 @@ def _txn_commit_error(state: ShardState, req: TxnOffsetCommit, now: int) -> tupl
             )
             if err:
                 return (E.ILLEGAL_GENERATION if err == E.STALE_MEMBER_EPOCH else err), None
-        if g is None:
-            g = state.groups[req.group_id] = Group(req.group_id, now)
-        return E.NONE, g
+        return E.NONE, None
     if g is None:
         if req.generation_id < 0:
             g = Group(req.group_id, now)  # a simple group, as for OffsetCommit
@@ -83,17 +81,17 @@ def txn_offset_commit(state: ShardState, req: TxnOffsetCommit, token: Token, now
     session is touched (Kafka's commitTransactionalOffset does not reschedule heartbeats)."""
     existed = req.group_id in state.groups
     err, g = _txn_commit_error(state, req, now)
-    if err or g is None:
+    if err:
         return _failed(req, token, err)
     records, parts = commit_records(req.group_id, req.partitions, now, -1, cfg)
     response = ((token, OffsetCommitResponse(parts)),)
     if not records:
         return Result(responses=response, replay=False)
     if _fenced(state, req.producer_id, req.producer_epoch):
-        if not existed:
+        if not existed and g is not None:
             del state.groups[req.group_id]  # the append failed: no simple group either
         return _failed(req, token, E.INVALID_PRODUCER_EPOCH)
-    g.pending_commits += len(records)
+    state.offsets.start_writing(req.group_id, len(records))
     return Result(
         tuple(records), response, (), ("commit", req.group_id, token, parts, len(records)), True,
         producer=(req.producer_id, req.producer_epoch),
@@ -133,6 +131,6 @@ def end_transaction(state: ShardState, req: EndTxnMarker, token: Token, now: int
 def pending_offsets(state: ShardState, group_id: str) -> dict[int, dict[tuple[str, int], Any]]:
     """Producer id -> (topic, partition) -> PendingOffset of the group's open transactions (for tests, tools)."""
     return {
-        pid: dict(state.pending_txn.get(pid, {}).get(group_id, {}))
-        for pid in sorted(state.open_txns.get(group_id, ()))
+        pid: dict(state.offsets.pending_txn.get(pid, {}).get(group_id, {}))
+        for pid in sorted(state.offsets.open_txns.get(group_id, ()))
     }

@@ -66,7 +66,7 @@ def _result(outcome: Outcome, token: Token | None) -> Result:
 def other_type(state: ShardState, group_id: str) -> bool:
     """A classic group with members or a consumer group owns this id."""
     classic = state.groups.get(group_id)
-    return group_id in state.consumer_groups or (classic is not None and bool(classic.members or classic.offsets))
+    return group_id in state.consumer_groups or (classic is not None and bool(classic.members or state.offsets.has(group_id)))
 
 
 def share_group_heartbeat(state: ShardState, request: ShareGroupHeartbeat, token: Token, now: int, cfg: GroupConfig) -> Result:

@@ -94,7 +94,7 @@ def test_members_keep_the_offsets_of_subscribed_topics_and_lose_the_others():
     at(c, d, t0 + 2 * WEEK)
     d.hb("m1", 2)
     assert expire(c) == [(OffsetCommitKey("g", "U", 0), None)]  # even with members (OMM cleanupExpiredOffsets)
-    assert c.state.groups["g"].offsets["T"][0].offset == 5
+    assert c.state.offsets.of("g")["T"][0].offset == 5
     assert expire(c) == []
 
 
@@ -108,7 +108,7 @@ def test_a_topic_a_resolved_regex_matches_counts_as_subscribed():
     assert commit(c, "m1", epoch, ("T1", 0, 3), ("U", 0, 4)) == {("T1", 0): E.NONE, ("U", 0): E.NONE}
     at(c, d, t0 + WEEK)
     assert expire(c) == [(OffsetCommitKey("g", "U", 0), None)]
-    assert list(c.state.groups["g"].offsets) == ["T1"]
+    assert list(c.state.offsets.of("g")) == ["T1"]
 
 
 def test_a_live_group_whose_offsets_all_expired_stays():

@@ -149,7 +149,7 @@ def test_offset_delete_keeps_the_offsets_of_topics_a_live_consumer_group_subscri
     req = OffsetCommit("g", 2, "m1", None, -1, (CommitPartition("U", 0, 5, -1, None),), 9)
     for key, value in core.offset_commit(state, req, 1, 1000, GroupConfig()).records:
         core.replay(state, key, value, 1000)
-    assert state.groups["g"].offsets["U"][0].offset == 5
+    assert state.offsets.of("g")["U"][0].offset == 5
     d.hb("m1", 2, subscribed_topic_names=("T",))  # U is no longer subscribed
     resp, deleted = offset_delete(state, ("T", 0), ("U", 0), ("U", 1))
     assert resp.error == E.NONE
@@ -157,7 +157,7 @@ def test_offset_delete_keeps_the_offsets_of_topics_a_live_consumer_group_subscri
         PartitionError("T", 0, E.GROUP_SUBSCRIBED_TO_TOPIC), PartitionError("U", 0, E.NONE), PartitionError("U", 1, E.NONE),
     )
     assert deleted == [OffsetCommitKey("g", "U", 0)]
-    assert 0 in state.groups["g"].offsets["T"]
+    assert 0 in state.offsets.of("g")["T"]
     d.hb("m1", -1)  # the last member leaves: nothing is subscribed any more
     resp, deleted = offset_delete(state, ("T", 0))
     assert resp.partitions == (PartitionError("T", 0, E.NONE),) and deleted == [OffsetCommitKey("g", "T", 0)]
@@ -200,7 +200,7 @@ def test_a_classic_join_converts_an_empty_consumer_group():
     result = core.join_group(state, req, 7, 1000, GroupConfig())
     assert "g" not in state.consumer_groups
     assert [rec.key_kind(k) for k, v in result.records if isinstance(k, (rec.GroupKey, rec.MemberKey, rec.RegexKey))][-1] == 3
-    assert state.groups["g"].offsets["T"][0].offset == 10  # the offsets stay
+    assert state.offsets.of("g")["T"][0].offset == 10  # the offsets stay
     assert [g.group_type for g in core.list_groups(state, None, None)] == ["classic"]
 
 
