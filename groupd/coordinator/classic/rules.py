@@ -279,6 +279,13 @@ def complete_join(g: Group, now: int, cfg: GroupConfig, out: Out) -> None:
 # ---------------------------------------------------------------- JoinGroup
 
 
+def _classic(state: ShardState, group_id: str) -> Group | None:
+    """The classic group of this id; a group of another type is none of these rules' business (the
+    shard sends its requests here only to be answered as for an unknown group)."""
+    g = state.groups.get(group_id)
+    return g if g.__class__ is Group else None
+
+
 def join_group(state: ShardState, req: JoinGroup, token: Token, now: int, cfg: GroupConfig) -> Result:
     out = Out()
     _join(state, req, token, now, cfg, out)
@@ -305,7 +312,7 @@ def _join(state: ShardState, req: JoinGroup, token: Token, now: int, cfg: GroupC
     if not cfg.min_session_timeout_ms <= req.session_timeout_ms <= cfg.max_session_timeout_ms:
         respond((token, JoinGroupResponse(E.INVALID_SESSION_TIMEOUT, member_id=req.member_id)))
         return
-    g = state.groups.get(gid)
+    g = _classic(state, gid)
     unknown = req.member_id == ""
     if g is None:
         if not unknown:
@@ -538,7 +545,7 @@ def sync_group(state: ShardState, req: SyncGroup, token: Token, now: int, cfg: G
     if not req.group_id:
         respond((token, SyncGroupResponse(E.INVALID_GROUP_ID)))
         return out.result()
-    g = state.groups.get(req.group_id)
+    g = _classic(state, req.group_id)
     if g is None:
         respond((token, SyncGroupResponse(E.UNKNOWN_MEMBER_ID)))
         return out.result()
@@ -614,7 +621,7 @@ def _undo_sync(
 def heartbeat(state: ShardState, req: Heartbeat, token: Token, now: int, cfg: GroupConfig) -> Result:
     if not req.group_id:
         return _one(token, HeartbeatResponse(E.INVALID_GROUP_ID))
-    g = state.groups.get(req.group_id)
+    g = _classic(state, req.group_id)
     if g is None:
         return _one(token, HeartbeatResponse(E.UNKNOWN_MEMBER_ID))
     err = validate_member(g, req.member_id, req.group_instance_id)
@@ -657,7 +664,7 @@ def _leave(
 ) -> tuple[int, list[LeftMember]]:
     if not req.group_id:
         return E.INVALID_GROUP_ID, []
-    g = state.groups.get(req.group_id)
+    g = _classic(state, req.group_id)
     if g is None:
         return E.NONE, [
             LeftMember(x.member_id, x.group_instance_id, E.UNKNOWN_MEMBER_ID) for x in req.members
@@ -701,7 +708,7 @@ def _leave(
 
 def on_group_timer(state: ShardState, key: tuple[Any, ...], now: int, cfg: GroupConfig) -> Result:
     kind = key[0]
-    g = state.groups.get(key[1])
+    g = _classic(state, key[1])
     if g is None:
         return EMPTY_RESULT
     out = Out()

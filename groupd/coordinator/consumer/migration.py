@@ -43,6 +43,7 @@ from groupd.coordinator.consumer.group import (
     STABLE,
     ConsumerGroup,
     Member,
+    consumer_groups,
     deletion_records,
     replay,
     target_value,
@@ -141,7 +142,7 @@ def upgrade(state: ShardState, classic: Group, topics: Topics, config: ConsumerC
             cm.rebalance_timeout, None, _classic_metadata(cm), gen, gen, STABLE, _topic_ids(assigned, topics, gen),
         ))
     conv = Conversion()
-    groups = state.consumer_groups
+    groups = consumer_groups(state)
 
     def add(key: rec.ConsumerKey, value: rec.ConsumerValue | None) -> None:
         conv.records.append((key, value))
@@ -178,8 +179,7 @@ def retire_classic(state: ShardState, classic: Group, conv: Conversion, now: int
     for mid in classic.pending:
         conv.timers.append(TimerOp(("pend", gid, mid), None))
     conv.timers += [TimerOp(("join", gid), None), TimerOp(("sync", gid), None)]
-    conv.records.insert(0, (GroupMetadataKey(gid), None))
-    state.groups.pop(gid, None)  # its offsets stay, kept by id (coordinator/offsets/store.py)
+    conv.records.insert(0, (GroupMetadataKey(gid), None))  # the consumer group holds its id now; its offsets stay
 
 
 # ---------------------------------------------------------------- downgrade
@@ -217,7 +217,7 @@ def downgrade(
         conv.timers += [TimerOp(key, None) for key in member_timers(gid, m.member_id)]
     for key, value in deletion_records(group):
         conv.records.append((key, value))
-        replay(state.consumer_groups, key, value)
+        replay(consumer_groups(state), key, value)
 
     classic = Group(gid, now)
     classic.protocol_type = CONSUMER

@@ -32,7 +32,7 @@ def replay_offset(state: ShardState, group_id: str, topic: str, partition: int, 
 
 def _group_for_offsets(state: ShardState, group_id: str, now: int) -> None:
     """Offsets of an id no group holds make a simple classic group (Kafka's getOrMaybeCreateClassicGroup)."""
-    if group_id not in state.groups and group_id not in state.consumer_groups:
+    if group_id not in state.groups:
         state.groups[group_id] = Group(group_id, now)
 
 

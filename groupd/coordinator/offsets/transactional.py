@@ -23,9 +23,8 @@ from groupd.coordinator.api import (
     Token,
     TxnOffsetCommit,
 )
-from groupd.coordinator.consumer import offsets as consumer_offsets
 from groupd.coordinator.group import Group
-from groupd.coordinator.offsets.commits import commit_records, validate_offset_commit
+from groupd.coordinator.offsets.commits import commit_records
 from groupd.coordinator.records import OffsetCommitValue
 
 if TYPE_CHECKING:
@@ -48,32 +47,18 @@ class PendingOffset:
 
 
 def _txn_commit_error(state: ShardState, req: TxnOffsetCommit, now: int) -> tuple[int, Group | None]:
-    """Kafka 4.x's validateTransactionalOffsetCommit + ClassicGroup.validateOffsetCommit(isTransactional)."""
+    """Kafka 4.x's validateTransactionalOffsetCommit, then the owning type's (transactional) check.
+    Returns the simple group made for the commit, if any."""
     if not req.group_id:
         return E.INVALID_GROUP_ID, None
-    if req.group_id in state.share_groups:
-        return E.GROUP_ID_NOT_FOUND, None
     g = state.groups.get(req.group_id)
-    cg = state.consumer_groups.get(req.group_id)
-    if cg is not None and (g is None or not g.members):
-        # a consumer-protocol group: the member epoch is checked unless no member is named at all;
-        # STALE_MEMBER_EPOCH is answered as ILLEGAL_GENERATION, as Kafka maps it for this API
-        if req.generation_id >= 0 or req.member_id or req.group_instance_id is not None:
-            err = consumer_offsets.commit_error(
-                cg, req.member_id, req.generation_id, req.version, ((p.topic, p.partition) for p in req.partitions),
-                state.topics, transactional=True,
-            )
-            if err:
-                return (E.ILLEGAL_GENERATION if err == E.STALE_MEMBER_EPOCH else err), None
-        return E.NONE, None
     if g is None:
         if req.generation_id < 0:
             g = Group(req.group_id, now)  # a simple group, as for OffsetCommit
             state.groups[req.group_id] = g
             return E.NONE, g
         return E.ILLEGAL_GENERATION, None  # whatever the version (no GROUP_ID_NOT_FOUND here)
-    err = validate_offset_commit(g, req.member_id, req.group_instance_id, req.generation_id, transactional=True)
-    return (err, None) if err else (E.NONE, g)
+    return state.type_of(g).validate_txn_offset_commit(state, g, req), None
 
 
 def txn_offset_commit(state: ShardState, req: TxnOffsetCommit, token: Token, now: int, cfg: GroupConfig) -> Result:

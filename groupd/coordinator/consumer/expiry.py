@@ -11,7 +11,8 @@
   GroupMetadata tombstone, which Kafka never writes for it.
 
 A consumer group's offsets are kept by id in the shard's offset store (coordinator/offsets/store.py);
-coordinator/offsets/commits.py's ``expire_offsets`` runs the loop and asks here.
+coordinator/offsets/commits.py's ``expire_offsets`` runs the loop and asks the group's type
+(coordinator/consumer/group_type.py), which asks here.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from __future__ import annotations
 import copy
 from typing import TYPE_CHECKING, Any
 
-from groupd.coordinator.consumer.group import ConsumerGroup, deletion_records, replay
+from groupd.coordinator.consumer.group import ConsumerGroup, consumer_groups, deletion_records, replay
 from groupd.coordinator.consumer.heartbeat import subscribed_names
 from groupd.coordinator.offsets.store import GroupOffsets
 
@@ -47,16 +48,16 @@ def drop_consumer_group(state: ShardState, group: ConsumerGroup, records: list[t
     before = copy.deepcopy(group)
     tombstones = deletion_records(group)
     for key, value in tombstones:
-        replay(state.consumer_groups, key, value)
+        replay(consumer_groups(state), key, value)
     records.extend(tombstones)
     return before, state.offsets.committed.pop(group.group_id, {})
 
 
-def restore_consumer_groups(state: ShardState, dropped: tuple[DroppedConsumerGroup, ...]) -> None:
-    """The expiry's write failed: Kafka's in-memory rollback brings the groups back, unless their ids
-    were taken meanwhile."""
-    for group, offsets in dropped:
-        gid = group.group_id
-        if gid not in state.consumer_groups:
-            state.consumer_groups[gid] = group
-            state.offsets.restore(gid, offsets)
+def restore_consumer_group(state: ShardState, dropped: DroppedConsumerGroup) -> None:
+    """The expiry's write failed: Kafka's in-memory rollback brings the group back, unless its id was
+    taken meanwhile."""
+    group, offsets = dropped
+    gid = group.group_id
+    if gid not in state.groups:
+        state.groups[gid] = group
+        state.offsets.restore(gid, offsets)
