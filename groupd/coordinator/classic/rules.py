@@ -23,7 +23,6 @@ from groupd.coordinator.api import (
     DescribedMember,
     GroupConfig,
     GroupDescription,
-    GroupListing,
     Heartbeat,
     HeartbeatResponse,
     JoinGroup,
@@ -782,20 +781,6 @@ def describe_group(state: ShardState, group_id: str) -> GroupDescription:
         for m in g.members.values()
     )
     return GroupDescription(E.NONE, group_id, g.state, ptype, "", members)
-
-
-def list_groups(
-    state: ShardState, states: frozenset[str] | None, types: frozenset[str] | None
-) -> list[GroupListing]:
-    """ListGroups with KIP-518 state and KIP-848 type filters (case-insensitive, empty = all)."""
-    if types and "classic" not in {t.strip().lower() for t in types}:
-        return []
-    wanted = {s.strip().lower() for s in states} if states else None
-    return [
-        GroupListing(gid, g.protocol_type or "", g.state)
-        for gid, g in state.groups.items()
-        if wanted is None or g.state.lower() in wanted
-    ]
 
 
 def on_write_failed(state: ShardState, write_ref: tuple[Any, ...], error: int, now: int, cfg: GroupConfig) -> Result:

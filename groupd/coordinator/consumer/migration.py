@@ -166,7 +166,7 @@ def upgrade(state: ShardState, classic: Group, topics: Topics, config: ConsumerC
 def retire_classic(state: ShardState, classic: Group, conv: Conversion, now: int) -> None:
     """The upgrade stands: parked JoinGroup/SyncGroup requests learn REBALANCE_IN_PROGRESS (their members
     rejoin the consumer group), the classic group's tombstone goes first, its timers are cancelled and
-    only its offsets stay (in a member-less group, as a tombstone leaves them at load); each converted
+    the consumer group takes its id (its offsets stay, kept by id in the offset store); each converted
     member's session runs with its own session timeout."""
     gid = classic.group_id
     for m in classic.members.values():

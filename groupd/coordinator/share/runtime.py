@@ -1,24 +1,21 @@
 """The share-group core behind the shard's entry points: the ``(state, request, token, now, cfg) ->
-Result`` shape of every group handler, the session timer by key, the initialization events, ListGroups,
-DescribeGroups and DeleteGroups of share groups, and the re-arming after a load.
+Result`` shape of every group handler, the session timer by key, the initialization events and the
+re-arming after a load (ListGroups, DescribeGroups and DeleteGroups: coordinator/share/group_type.py).
 
 Records are applied as they are made (``Result.replay`` is False), as for consumer groups. A share group
-lives in ``ShardState.share_groups``; an id held by a classic or consumer group is not a share group
-(GROUP_ID_NOT_FOUND to its heartbeat), and the other types' APIs refuse a share group's id.
+lives in the shard's one map of groups (``share_groups(state)`` is the view of them); an id held by a
+classic or consumer group is not a share group (GROUP_ID_NOT_FOUND to its heartbeat), and the other
+types' APIs refuse a share group's id.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from groupd.coordinator import errors as E
 from groupd.coordinator.api import (
-    DeleteGroupResponse,
     GroupConfig,
-    GroupDescription,
-    GroupListing,
     Result,
     TimerOp,
     Token,
@@ -36,7 +33,7 @@ from groupd.coordinator.share.api import (
     session_timer,
 )
 from groupd.coordinator.share.describe import DescribedShareGroup, describe
-from groupd.coordinator.share.group import ShareGroup, deletion_records, replay, share_groups
+from groupd.coordinator.share.group import ShareGroup, replay, share_groups
 from groupd.coordinator.share.heartbeat import heartbeat, on_session_timeout, on_topics_changed
 from groupd.coordinator.share.partitions import (
     alter_offsets,
@@ -55,7 +52,7 @@ PROTOCOL_TYPE = "share"
 
 __all__ = [
     "replay", "share_group_heartbeat", "share_group_describe", "share_state_initialized", "on_share_timer",
-    "rearm_after_load", "topics_changed", "list_share_groups", "TIMER_KINDS",
+    "rearm_after_load", "topics_changed", "TIMER_KINDS",
 ]
 
 
@@ -115,27 +112,6 @@ def rearm_after_load(state: ShardState, now: int, cfg: GroupConfig) -> list[Time
     ]
 
 
-def list_share_groups(state: ShardState, states: Iterable[str] | None, types: Iterable[str] | None) -> list[GroupListing]:
-    """ListGroups rows of share groups: type ``share``, protocol type ``share``, state Empty or Stable."""
-    wanted_types = {t.strip().lower() for t in types} if types else None
-    if wanted_types is not None and PROTOCOL_TYPE not in wanted_types:
-        return []
-    wanted_states = {s.strip().lower() for s in states} if states else None
-    out = []
-    for gid, g in share_groups(state).items():
-        st = g.state()
-        if wanted_states is None or st.lower() in wanted_states:
-            out.append(GroupListing(gid, PROTOCOL_TYPE, st, PROTOCOL_TYPE))
-    return out
-
-
-def describe_as_classic(state: ShardState, group_id: str) -> GroupDescription | None:
-    """DescribeGroups on a share group: Kafka answers it Dead (v6: GROUP_ID_NOT_FOUND), as for consumer groups."""
-    if group_id in share_groups(state):
-        return GroupDescription(E.NONE, group_id, "Dead", "", "")
-    return None
-
-
 def share_delete_prepare(state: ShardState, group_id: str, token: Token, now: int, cfg: GroupConfig) -> Result:
     """DeleteGroups' first step on a share group (Kafka's sharePartitionDeleteRequests): NON_EMPTY_GROUP
     while it has members, else its initializing and initialized partitions move to deleting (recorded)
@@ -148,20 +124,6 @@ def share_delete_prepare(state: ShardState, group_id: str, token: Token, now: in
     out = Outcome()
     topics = partitions_to_delete(share_groups(state), group_id, out, now)
     return Result(tuple(out.records), ((token, SharePartitionsToDelete(E.NONE, topics)),), replay=False)
-
-
-def delete_share_group(state: ShardState, group_id: str, token: Token) -> Result | None:
-    """DeleteGroups of a share group once its share state is gone (the shell deletes it first): its
-    tombstones in Kafka's order; NON_EMPTY_GROUP while it has members. None: not a share group."""
-    group = share_groups(state).get(group_id)
-    if group is None:
-        return None
-    if group.members:
-        return Result(responses=((token, DeleteGroupResponse(E.NON_EMPTY_GROUP)),), replay=False)
-    tombstones = deletion_records(group)
-    for key, value in tombstones:
-        replay(share_groups(state), key, value, 0)
-    return Result(tuple(tombstones), ((token, DeleteGroupResponse(E.NONE)),), replay=False)
 
 
 def share_alter_offsets(state: ShardState, request: AlterShareOffsets, token: Token, now: int, cfg: GroupConfig) -> Result:
