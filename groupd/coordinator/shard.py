@@ -161,7 +161,7 @@ def on_loaded(state: ShardState, now: int, cfg: GroupConfig) -> Result:
     results = [t.rearm_after_load(state, now, cfg) for t in GROUP_TYPES]
     return Result(
         tuple(r for res in results for r in res.records), tuple(r for res in results for r in res.responses),
-        tuple(op for res in results for op in res.timers), replay=False,
+        tuple(op for res in results for op in res.timers), replay=any(res.replay for res in results if res.records),
     )
 
 
