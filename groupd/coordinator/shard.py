@@ -96,6 +96,7 @@ class ShardState:
     """Groups and offsets of one offsets partition."""
 
     __slots__ = ("partition", "groups", "offsets", "dropping", "producer_epochs", "topics", "_views")
+    types = BY_CLASS  # a group's class -> its GroupType (``type_of``, without the call on hot paths)
 
     def __init__(self, partition: int) -> None:
         self.partition = partition

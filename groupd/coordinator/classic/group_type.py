@@ -62,6 +62,8 @@ class ClassicType(GroupType):
         return commits.delete_group(state, group.group_id, token, now)
 
     def validate_offset_commit(self, state: ShardState, group: Group, req: OffsetCommit) -> int:
+        if req.generation_id < 0 and group.state == EMPTY:
+            return E.NONE  # the simple group's commit, the common case, without the call below
         return validate_offset_commit(group, req.member_id, req.group_instance_id, req.generation_id, transactional=False)
 
     def validate_txn_offset_commit(self, state: ShardState, group: Group, req: TxnOffsetCommit) -> int:

@@ -57,7 +57,7 @@ def _commit_error(state: ShardState, req: OffsetCommit, now: int) -> tuple[int, 
             return E.NONE, g
         # Kafka answers GROUP_ID_NOT_FOUND from OffsetCommit v9; older clients keep ILLEGAL_GENERATION.
         return (E.GROUP_ID_NOT_FOUND if req.version >= 9 else E.ILLEGAL_GENERATION), None
-    return state.type_of(g).validate_offset_commit(state, g, req), g
+    return state.types[g.__class__].validate_offset_commit(state, g, req), g
 
 
 def commit_records(gid: str, partitions: tuple[CommitPartition, ...], now: int, expire: int, cfg: GroupConfig) -> tuple[list[tuple[OffsetCommitKey, OffsetCommitValue]], tuple[PartitionError, ...]]:
@@ -94,7 +94,8 @@ def offset_commit(state: ShardState, req: OffsetCommit, token: Token, now: int, 
     response = ((token, OffsetCommitResponse(parts)),)
     if not records:
         return Result(responses=response, timers=timers, replay=False)
-    state.offsets.start_writing(req.group_id, len(records))
+    writing = state.offsets.pending_commits
+    writing[req.group_id] = writing.get(req.group_id, 0) + len(records)  # OffsetStore.start_writing, inlined
     return Result(tuple(records), response, timers, ("commit", req.group_id, token, parts, len(records)), True)
 
 

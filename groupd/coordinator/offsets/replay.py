@@ -24,8 +24,16 @@ def replay_offset(state: ShardState, group_id: str, topic: str, partition: int, 
     if value is None:
         store.remove(group_id, topic, partition)
         return
-    _group_for_offsets(state, group_id, now)
-    store.set(group_id, topic, partition, value)
+    # the hot path of every commit: OffsetStore.set and done_writing, inlined
+    if group_id not in state.groups:
+        _group_for_offsets(state, group_id, now)
+    by_topic = store.committed.get(group_id)
+    if by_topic is None:
+        by_topic = store.committed[group_id] = {}
+    ps = by_topic.get(topic)
+    if ps is None:
+        ps = by_topic[topic] = {}
+    ps[partition] = value
     if store.pending_commits:
         store.done_writing(group_id)
 
