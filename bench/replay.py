@@ -63,7 +63,7 @@ def _load_here(directory: Path, walkers: int) -> dict:
     seconds = time.perf_counter() - started
     state = coordinator.shards[0].state
     n = coordinator.loaded_records
-    offsets = sum(len(ps) for g in state.groups.values() for ps in g.offsets.values())
+    offsets = sum(len(ps) for by_topic in state.offsets.committed.values() for ps in by_topic.values())
     return {"count": n, "seconds": round(seconds, 3), "per_second": round(n / seconds, 1), "groups": len(state.groups), "offsets": offsets}
 
 

@@ -19,7 +19,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from groupd.coordinator import errors as E
-from groupd.coordinator import shard as core
+from groupd.coordinator import group_types
 from groupd.coordinator.runtime.runtime import CoordinatorError
 from groupd.coordinator.share import config as share_config
 from groupd.coordinator.share.api import ShareInitialize, ShareStateInitialized
@@ -68,7 +68,7 @@ class ShareGroupShell:
         """DeleteGroups' share step (Kafka's deleteShareGroups): None when ``group_id`` is no share group;
         else NON_EMPTY_GROUP while it has members, or the first error of deleting its partitions' share
         state (the group then stays), or 0: the caller deletes the group."""
-        plan = await self.broker.coordinator.call(group_id, core.share_delete_prepare, group_id)
+        plan = await self.broker.coordinator.call(group_id, group_types.share_delete_prepare, group_id)
         if plan is None:
             return None
         if plan.error:
@@ -98,7 +98,7 @@ class ShareGroupShell:
         )
         failed = [a for a in answers if a != 0]
         topics = tuple((t, tuple(p for p, _ in pairs)) for t, pairs in offsets)
-        await self.broker.coordinator.call(group_id, core.share_state_initialized, ShareStateInitialized(group_id, topics, not failed))
+        await self.broker.coordinator.call(group_id, group_types.share_state_initialized, ShareStateInitialized(group_id, topics, not failed))
         if failed:
             return failed[0] if isinstance(failed[0], int) else E.UNKNOWN_SERVER_ERROR
         return 0
@@ -120,6 +120,6 @@ class ShareGroupShell:
                       ask.group_id, len(failed), key.topic_id, key.partition, answer)
         event = ShareStateInitialized(ask.group_id, ask.topics, not failed)
         try:
-            await self.broker.coordinator.call(ask.group_id, core.share_state_initialized, event)
+            await self.broker.coordinator.call(ask.group_id, group_types.share_state_initialized, event)
         except CoordinatorError as exc:  # the partition moved or failed: the next heartbeat asks again
             log.warning("share group %s: recording initialized share partitions failed: error %d", ask.group_id, exc.code)

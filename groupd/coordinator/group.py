@@ -9,7 +9,7 @@ from __future__ import annotations
 import struct
 
 from groupd.coordinator.api import Protocol, Token
-from groupd.coordinator.records import GroupMetadataValue, MemberMetadata, OffsetCommitValue
+from groupd.coordinator.records import GroupMetadataValue, MemberMetadata
 
 EMPTY = "Empty"
 PREPARING = "PreparingRebalance"
@@ -78,7 +78,7 @@ class Member:
 
 
 class Group:
-    """A classic group: persisted part (generation, leader, protocol, members' assignments, offsets) plus
+    """A classic group: persisted part (generation, leader, protocol, members' assignments) plus
     the transient part Kafka keeps only in memory (parked requests, pending ids, timers' deadlines)."""
 
     group_type = "classic"  # the key of its rules in coordinator/shard.py's GROUP_TYPES
@@ -105,8 +105,6 @@ class Group:
         "sync_deadline",
         "sync_generation",
         "subscribed",
-        "offsets",
-        "pending_commits",
         "rebalance_cause",
         "rebalance_reason",
         "rebalance_generation",
@@ -134,8 +132,6 @@ class Group:
         self.sync_deadline: int | None = None
         self.sync_generation = -1
         self.subscribed: frozenset[str] | None = None  # None: unknown
-        self.offsets: dict[str, dict[int, OffsetCommitValue]] = {}
-        self.pending_commits = 0
         self.rebalance_cause = ""  # why the last rebalance started (for metrics)
         self.rebalance_reason = ""  # the same in words, naming the member (for the log line)
         self.rebalance_generation = 0  # the generation the last rebalance started from
@@ -294,9 +290,6 @@ class Group:
             current_state_timestamp=-1 if self.state_ts is None else self.state_ts,
             members=members,
         )
-
-    def has_offsets(self) -> bool:
-        return bool(self.offsets)
 
 
 _H = struct.Struct(">h")

@@ -13,12 +13,13 @@ from collections.abc import Callable
 from typing import Any
 
 from groupd.coordinator import errors as E
-from groupd.coordinator.consumer.group import INITIAL_EPOCH
 from groupd.coordinator.group import COMPLETING, PREPARING, STABLE
 from groupd.coordinator.logfields import group_event, log_member_event, log_transition
 from groupd.coordinator.runtime.runtime import Shard
 
 log = logging.getLogger("groupd.coordinator")
+
+INITIAL_EPOCH = 1  # a new group's first epoch (a group epoch above it after a call is a rebalance)
 
 MEMBER_EVENTS = {
     "join_group": "member joined", "sync_group": "member synced", "leave_group": "members left",
@@ -34,19 +35,24 @@ class GroupObserver:
         self.metrics = metrics
 
     def before(self, state: Any, group_id: str) -> Any:
-        """The classic group's state, or with a consumer-protocol group of that id (state, its epoch,
-        its member count), for ``after`` to compare."""
+        """The group's rebalance phase (its type's ``phase``), or with a group epoch (``epoch``) the
+        tuple (phase, epoch, member count), for ``after`` to compare."""
         group = state.groups.get(group_id)
-        classic = group.state if group is not None else None
-        consumer = state.consumer_groups.get(group_id)
-        if consumer is None:
-            return classic
-        return classic, consumer.epoch, len(consumer.members)
+        if group is None:
+            return None
+        group_type = state.type_of(group)
+        epoch = group_type.epoch(group)
+        phase = group_type.phase(group)
+        return phase if epoch is None else (phase, *epoch)
 
     def after(self, shard: Shard, group_id: str, before: Any) -> None:
-        if type(before) is tuple or group_id in shard.state.consumer_groups:
-            before = self._consumer_after(shard.state, group_id, before)
         group = shard.state.groups.get(group_id)
+        group_type = shard.state.type_of(group) if group is not None else None
+        epoch = group_type.epoch(group) if group_type is not None else None
+        if type(before) is tuple or epoch is not None:
+            before = self._epoch_after(epoch, before)
+        if group_type is not None and group_type.phase(group) is None:
+            group = None  # no phases to follow: as no group
         if group is None and before is None:
             return  # no classic group before or after (a consumer-protocol group's request)
         after = group.state if group is not None else "Dead"
@@ -80,14 +86,13 @@ class GroupObserver:
         if log.isEnabledFor(logging.INFO):
             log_transition(log, group_id, before, after, group)
 
-    def _consumer_after(self, state: Any, group_id: str, before: Any) -> str | None:
+    def _epoch_after(self, now_epoch: tuple[int, int] | None, before: Any) -> str | None:
         """Kafka's consumer-group-rebalance sensor: a group epoch bumped by a heartbeat (a member joined,
         a subscription or the subscribed topics' metadata changed) or a regex resolution; not a bump
         that removes a member (Kafka's consumerGroupFenceMember does not record it). A new group starts
         at epoch 1 (INITIAL_EPOCH). Returns the classic part of ``before``."""
         classic, epoch, members = before if type(before) is tuple else (before, INITIAL_EPOCH, 0)
-        consumer = state.consumer_groups.get(group_id)
-        if consumer is not None and self.metrics is not None and consumer.epoch > epoch and len(consumer.members) >= members:
+        if now_epoch is not None and self.metrics is not None and now_epoch[0] > epoch and now_epoch[1] >= members:
             self.metrics.consumer_group_rebalance()
         return classic
 

@@ -19,16 +19,15 @@ from typing import Any
 
 from groupd.clock import wall_ms
 from groupd.coordinator import errors as E
+from groupd.coordinator import group_types
 from groupd.coordinator import shard as core
 from groupd.coordinator.api import EndTxnMarker, GroupConfig, Result
-from groupd.coordinator.consumer import runtime as consumer_runtime
 from groupd.coordinator.observe import MEMBER_EVENTS, GroupObserver, logs_member_event, member_event
 from groupd.coordinator.partitioning import partition_for
-from groupd.coordinator.records import OffsetCommitKey
+from groupd.coordinator.records import OffsetCommitKey, OffsetCommitValue
 from groupd.coordinator.runtime import loader as loading
 from groupd.coordinator.runtime.loop import LoopWakeups, OffsetsLog
 from groupd.coordinator.runtime.runtime import CoordinatorError, CoordinatorRuntime, Shard, Then, Waiter
-from groupd.coordinator.share import runtime as share_runtime
 from groupd.coordinator.tasks import Tasks
 from groupd.protocol.topic_names import OFFSETS_TOPIC
 from groupd.storage.engine import LogConfig, PartitionSet, StorageEngine
@@ -263,7 +262,7 @@ class GroupCoordinator:
         them all): how the transaction coordinator finds where to write after a restart."""
         found: dict[int, str] = {}
         for shard in self.loaded_shards():
-            for group_id, producers in shard.state.open_txns.items():
+            for group_id, producers in shard.state.offsets.open_txns.items():
                 if producer_id in producers:
                     found.setdefault(shard.state.partition, group_id)
                     break
@@ -275,7 +274,7 @@ class GroupCoordinator:
             shard = self.shard_for(group_id)
         except CoordinatorError:
             return False
-        return bool(shard.state.open_txns.get(group_id))
+        return bool(shard.state.offsets.open_txns.get(group_id))
 
     # ------------------------------------------------------------ housekeeping
 
@@ -307,13 +306,12 @@ class GroupCoordinator:
         """Topics were created, deleted or grew: consumer-protocol groups subscribed to them (by name or
         regex) get a new assignment at their next heartbeat."""
         for shard in self.loaded_shards():
-            self.runtime.process(shard, consumer_runtime.topics_changed(shard.state, names, self.now()))
-            share_runtime.topics_changed(shard.state, names)
+            self.runtime.process(shard, core.topics_changed(shard.state, names, self.now()))
 
     def share_topics_deleted(self, topic_ids: frozenset[Any]) -> None:
         """Deleted topics leave the share groups' initialized partitions (Kafka's maybeCleanupShareGroupState)."""
         for shard in self.loaded_shards():
-            self.runtime.process(shard, share_runtime.share_topics_deleted(shard.state, topic_ids, self.now()))
+            self.runtime.process(shard, group_types.share_topics_deleted(shard.state, topic_ids, self.now()))
 
     def remove_topic(self, topic: str) -> None:
         """A deleted topic's committed offsets become tombstones (Kafka does this on topic deletion)."""
@@ -326,23 +324,27 @@ class GroupCoordinator:
         """Share groups by state: state -> (groups, members) (Kafka's share-group-count by state)."""
         counts = {"Empty": (0, 0), "Stable": (0, 0)}
         for shard in self.loaded_shards():
-            for g in shard.state.share_groups.values():
-                n, members = counts.get(g.state(), (0, 0))
-                counts[g.state()] = (n + 1, members + len(g.members))
+            for g in shard.state.groups.values():
+                group_type = shard.state.type_of(g)
+                if group_type.name == "share":
+                    st = group_type.state_name(g)
+                    n, members = counts.get(st, (0, 0))
+                    counts[st] = (n + 1, members + group_type.member_count(g))
         return counts
 
     def metrics_snapshot(self) -> list[tuple[str, str, int, dict[tuple[str, int], int], str]]:
         rows = []
         for shard in self.loaded_shards():
-            consumer_groups = shard.state.consumer_groups
+            store = shard.state.offsets
             for g in shard.state.groups.values():
-                offsets = {(t, p): v.offset for t, ps in g.offsets.items() for p, v in ps.items()}
-                cg = consumer_groups.get(g.group_id)
-                if cg is not None:  # the member-less holder of a consumer-protocol group's offsets
-                    rows.append((g.group_id, cg.state(), len(cg.members), offsets, "consumer"))
-                else:
-                    rows.append((g.group_id, g.state, len(g.members), offsets, "classic"))
-            for cg in consumer_groups.values():
-                if cg.group_id not in shard.state.groups:
-                    rows.append((cg.group_id, cg.state(), len(cg.members), {}, "consumer"))
+                group_type = shard.state.type_of(g)
+                if group_type.keeps_offsets:
+                    rows.append((
+                        g.group_id, group_type.state_name(g), group_type.member_count(g),
+                        _offsets_row(store.of(g.group_id)), group_type.name,
+                    ))
         return rows
+
+
+def _offsets_row(offsets: Mapping[str, Mapping[int, OffsetCommitValue]]) -> dict[tuple[str, int], int]:
+    return {(t, p): v.offset for t, ps in offsets.items() for p, v in ps.items()}

@@ -50,7 +50,7 @@ async def test_answers_leave_in_the_cores_order_when_rounds_end_out_of_order(tmp
         assert [p.error for p in first.result().partitions] == [E.NONE]
         assert beat.result().error == E.UNKNOWN_MEMBER_ID  # no record, yet answered after the commit before it
         assert [p.error for p in second.result().partitions] == [E.NONE]
-        assert c.shards[0].state.groups["g"].offsets["t"][0].offset == 2
+        assert c.shards[0].state.offsets.of("g")["t"][0].offset == 2
         assert not c.shards[0].queue
     finally:
         await c.stop()
@@ -67,7 +67,7 @@ async def test_a_failed_round_fails_its_own_answers_only(tmp_path):
         await asyncio.sleep(0.01)
         assert [p.error for p in first.result().partitions] != [E.NONE]  # never acknowledged
         assert [p.error for p in second.result().partitions] == [E.NONE]
-        assert c.shards[0].state.groups["g"].offsets["t"][0].offset == 2
+        assert c.shards[0].state.offsets.of("g")["t"][0].offset == 2
     finally:
         await c.stop()
 

@@ -59,7 +59,7 @@ async def loaded_state(root, walkers):
     await c.stop()
     assert task.done()
     state = {
-        (p, gid): (g.state, g.generation, {t: dict(ps) for t, ps in g.offsets.items()})
+        (p, gid): (g.state, g.generation, {t: dict(ps) for t, ps in shard.state.offsets.of(gid).items()})
         for p, shard in c.shards.items() for gid, g in shard.state.groups.items()
     }
     return state, c.loaded_records
@@ -176,11 +176,11 @@ async def test_helpers_hand_transactional_ranges_back_and_the_state_is_the_same(
         while not c.is_loaded():
             await asyncio.sleep(0.01)
         await c.stop()
-        offsets = {(p, gid): {t: dict(ps) for t, ps in g.offsets.items()} for p, shard in c.shards.items() for gid, g in shard.state.groups.items()}
+        offsets = {(p, gid): {t: dict(ps) for t, ps in shard.state.offsets.of(gid).items()} for p, shard in c.shards.items() for gid in shard.state.groups}
         pending = {
             (p, pid, gid, tp): (po.value, po.superseded)
             for p, shard in c.shards.items()
-            for pid, by_group in shard.state.pending_txn.items()
+            for pid, by_group in shard.state.offsets.pending_txn.items()
             for gid, offs in by_group.items()
             for tp, po in offs.items()
         }

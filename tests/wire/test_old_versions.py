@@ -77,8 +77,8 @@ async def test_offset_commit_v1_commits_with_its_timestamps_and_fetch_v1_reads_t
     assert _partitions(resp) == [("t", 0, 0), ("t", 1, 0)]
     fetched = await wire.call(9, 1, fetch_body(1, "g1", "t", [0, 1]))
     assert [(p.partition_index, p.committed_offset, p.metadata, p.error_code) for p in fetched.topics[0].partitions] == [(0, 42, "m", 0), (1, 7, "m", 0)]
-    group = b.coordinator.shard_for("g1").state.groups["g1"]
-    stamps = {i: v.commit_timestamp for i, v in group.offsets["t"].items()}
+    offsets = b.coordinator.shard_for("g1").state.offsets.of("g1")
+    stamps = {i: v.commit_timestamp for i, v in offsets["t"].items()}
     assert stamps[1] == 1_600_000_000_000  # v1's own timestamp kept
     assert stamps[0] > 1_700_000_000_000  # -1: the broker's now
 

@@ -6,6 +6,7 @@ import asyncio
 import logging
 
 from groupd.broker.app import Broker
+from groupd.coordinator.share.group import share_groups
 from groupd.coordinator.share_state.persister import SharePartitionKey
 from groupd.protocol import codec
 from tests.conftest import broker_config
@@ -176,7 +177,7 @@ async def test_list_groups_and_delete_groups(tmp_path):
         await until_assigned(c, "m2", r.member_epoch, 2, group="h")
         b.delete_topic("orders")
         shard = b.coordinator.shard_for("h")
-        assert shard.state.share_groups["h"].initialized == {}
+        assert share_groups(shard.state)["h"].initialized == {}
         await c.close()
     finally:
         await b.stop()

@@ -12,7 +12,7 @@ from kio.schema.consumer_group_heartbeat.v1.request import ConsumerGroupHeartbea
 from groupd.broker.dispatch import RequestContext, answered_later
 from groupd.broker.handlers.operations import NOT_REQUESTED, authorized_operations
 from groupd.coordinator import errors as E
-from groupd.coordinator import shard as core
+from groupd.coordinator import group_types
 from groupd.coordinator.consumer.api import ConsumerGroupHeartbeat
 from groupd.coordinator.service import CoordinatorError
 from groupd.protocol import codec
@@ -41,7 +41,7 @@ def consumer_group_heartbeat(broker: Broker, ctx: RequestContext, req: ConsumerG
         version=ctx.version,
     )
     finish = heartbeat_answer(ctx)
-    return answered_later(broker, req.group_id, core.consumer_group_heartbeat, request, finish)
+    return answered_later(broker, req.group_id, group_types.consumer_group_heartbeat, request, finish)
 
 
 def heartbeat_refused(ctx: RequestContext, code: int, message: str | None = None) -> Any:
@@ -99,7 +99,7 @@ def consumer_group_describe(broker: Broker, ctx: RequestContext, req: ConsumerGr
     out = []
     for group_id in req.group_ids:
         try:
-            (d,) = broker.coordinator.call_sync(group_id, core.consumer_group_describe, [group_id], broker.coordinator.cfg)
+            (d,) = broker.coordinator.call_sync(group_id, group_types.consumer_group_describe, [group_id], broker.coordinator.cfg)
         except CoordinatorError as exc:
             out.append(codec.make(group_cls, error_code=exc.code, error_message=None, group_id=group_id, group_state="",
                                   group_epoch=0, assignment_epoch=0, assignor_name="", members=(),

@@ -13,7 +13,7 @@ from groupd.broker.dispatch import RequestContext, answered_later
 from groupd.broker.handlers.consumer_groups import described_assignment, heartbeat_answer, heartbeat_refused
 from groupd.broker.handlers.operations import NOT_REQUESTED, authorized_operations
 from groupd.coordinator import errors as E
-from groupd.coordinator import shard as core
+from groupd.coordinator import group_types
 from groupd.coordinator.service import CoordinatorError
 from groupd.coordinator.share.api import ShareGroupHeartbeat
 from groupd.protocol import codec
@@ -43,7 +43,7 @@ def share_group_heartbeat(broker: Broker, ctx: RequestContext, req: ShareGroupHe
             broker.share_groups.initialize(payload.initialize)  # once the heartbeat's records are durable
         return answer(payload, error)
 
-    return answered_later(broker, req.group_id, core.share_group_heartbeat, request, finish)
+    return answered_later(broker, req.group_id, group_types.share_group_heartbeat, request, finish)
 
 
 def share_group_describe(broker: Broker, ctx: RequestContext, req: ShareGroupDescribeRequest) -> Any:
@@ -62,7 +62,7 @@ def share_group_describe(broker: Broker, ctx: RequestContext, req: ShareGroupDes
     out = []
     for group_id in req.group_ids:
         try:
-            (d,) = broker.coordinator.call_sync(group_id, core.share_group_describe, [group_id])
+            (d,) = broker.coordinator.call_sync(group_id, group_types.share_group_describe, [group_id])
         except CoordinatorError as exc:
             out.append(failed(group_id, exc.code))
             continue

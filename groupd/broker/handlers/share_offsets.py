@@ -17,7 +17,7 @@ from kio.schema.describe_share_group_offsets.v1.request import DescribeShareGrou
 from groupd.broker.dispatch import RequestContext
 from groupd.broker.handlers.share_groups import DISABLED
 from groupd.coordinator import errors as E
-from groupd.coordinator import shard as core
+from groupd.coordinator import group_types
 from groupd.coordinator.service import CoordinatorError
 from groupd.coordinator.share.api import AlterShareOffsets, DeleteShareOffsets
 from groupd.coordinator.share_state.persister import SharePartitionKey
@@ -44,7 +44,7 @@ async def describe_share_group_offsets(broker: Broker, ctx: RequestContext, req:
         try:
             if group.topics is None:  # every initialized partition
                 names = {t.topic_id: name for name, t in broker.topics.by_name.items()}
-                initialized = broker.coordinator.call_sync(gid, core.share_initialized_partitions, gid)
+                initialized = broker.coordinator.call_sync(gid, group_types.share_initialized_partitions, gid)
                 wanted = [(names[t], t, tuple(sorted(ps))) for t, ps in initialized.items() if t in names]
             else:
                 for t in group.topics:
@@ -92,7 +92,7 @@ async def alter_share_group_offsets(broker: Broker, ctx: RequestContext, req: Al
         (t.topic_name, tuple((p.partition_index, p.start_offset) for p in t.partitions)) for t in req.topics
     ))
     try:
-        plan = await broker.coordinator.call(req.group_id, core.share_alter_offsets, request)
+        plan = await broker.coordinator.call(req.group_id, group_types.share_alter_offsets, request)
     except CoordinatorError as exc:
         return refused(exc.code)
     if plan.error:
@@ -123,7 +123,7 @@ async def delete_share_group_offsets(broker: Broker, ctx: RequestContext, req: D
     if not req.group_id:
         return refused(E.INVALID_GROUP_ID)
     try:
-        plan = await broker.coordinator.call(req.group_id, core.share_delete_offsets, DeleteShareOffsets(
+        plan = await broker.coordinator.call(req.group_id, group_types.share_delete_offsets, DeleteShareOffsets(
             req.group_id, tuple(t.topic_name for t in req.topics)))
     except CoordinatorError as exc:
         return refused(exc.code)
@@ -138,7 +138,7 @@ async def delete_share_group_offsets(broker: Broker, ctx: RequestContext, req: D
             done.append(tid)
     if done:
         try:
-            await broker.coordinator.call(req.group_id, core.share_state_deleted, (req.group_id, frozenset(done)))
+            await broker.coordinator.call(req.group_id, group_types.share_state_deleted, (req.group_id, frozenset(done)))
         except CoordinatorError as exc:
             return refused(exc.code)
     return ctx.respond(throttle_time=0, error_code=0, error_message=None, responses=tuple(responses))

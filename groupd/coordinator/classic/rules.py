@@ -23,7 +23,6 @@ from groupd.coordinator.api import (
     DescribedMember,
     GroupConfig,
     GroupDescription,
-    GroupListing,
     Heartbeat,
     HeartbeatResponse,
     JoinGroup,
@@ -279,6 +278,13 @@ def complete_join(g: Group, now: int, cfg: GroupConfig, out: Out) -> None:
 # ---------------------------------------------------------------- JoinGroup
 
 
+def _classic(state: ShardState, group_id: str) -> Group | None:
+    """The classic group of this id; a group of another type is none of these rules' business (the
+    shard sends its requests here only to be answered as for an unknown group)."""
+    g = state.groups.get(group_id)
+    return g if g.__class__ is Group else None
+
+
 def join_group(state: ShardState, req: JoinGroup, token: Token, now: int, cfg: GroupConfig) -> Result:
     out = Out()
     _join(state, req, token, now, cfg, out)
@@ -305,7 +311,7 @@ def _join(state: ShardState, req: JoinGroup, token: Token, now: int, cfg: GroupC
     if not cfg.min_session_timeout_ms <= req.session_timeout_ms <= cfg.max_session_timeout_ms:
         respond((token, JoinGroupResponse(E.INVALID_SESSION_TIMEOUT, member_id=req.member_id)))
         return
-    g = state.groups.get(gid)
+    g = _classic(state, gid)
     unknown = req.member_id == ""
     if g is None:
         if not unknown:
@@ -538,7 +544,7 @@ def sync_group(state: ShardState, req: SyncGroup, token: Token, now: int, cfg: G
     if not req.group_id:
         respond((token, SyncGroupResponse(E.INVALID_GROUP_ID)))
         return out.result()
-    g = state.groups.get(req.group_id)
+    g = _classic(state, req.group_id)
     if g is None:
         respond((token, SyncGroupResponse(E.UNKNOWN_MEMBER_ID)))
         return out.result()
@@ -614,7 +620,7 @@ def _undo_sync(
 def heartbeat(state: ShardState, req: Heartbeat, token: Token, now: int, cfg: GroupConfig) -> Result:
     if not req.group_id:
         return _one(token, HeartbeatResponse(E.INVALID_GROUP_ID))
-    g = state.groups.get(req.group_id)
+    g = _classic(state, req.group_id)
     if g is None:
         return _one(token, HeartbeatResponse(E.UNKNOWN_MEMBER_ID))
     err = validate_member(g, req.member_id, req.group_instance_id)
@@ -657,7 +663,7 @@ def _leave(
 ) -> tuple[int, list[LeftMember]]:
     if not req.group_id:
         return E.INVALID_GROUP_ID, []
-    g = state.groups.get(req.group_id)
+    g = _classic(state, req.group_id)
     if g is None:
         return E.NONE, [
             LeftMember(x.member_id, x.group_instance_id, E.UNKNOWN_MEMBER_ID) for x in req.members
@@ -701,7 +707,7 @@ def _leave(
 
 def on_group_timer(state: ShardState, key: tuple[Any, ...], now: int, cfg: GroupConfig) -> Result:
     kind = key[0]
-    g = state.groups.get(key[1])
+    g = _classic(state, key[1])
     if g is None:
         return EMPTY_RESULT
     out = Out()
@@ -775,20 +781,6 @@ def describe_group(state: ShardState, group_id: str) -> GroupDescription:
         for m in g.members.values()
     )
     return GroupDescription(E.NONE, group_id, g.state, ptype, "", members)
-
-
-def list_groups(
-    state: ShardState, states: frozenset[str] | None, types: frozenset[str] | None
-) -> list[GroupListing]:
-    """ListGroups with KIP-518 state and KIP-848 type filters (case-insensitive, empty = all)."""
-    if types and "classic" not in {t.strip().lower() for t in types}:
-        return []
-    wanted = {s.strip().lower() for s in states} if states else None
-    return [
-        GroupListing(gid, g.protocol_type or "", g.state)
-        for gid, g in state.groups.items()
-        if wanted is None or g.state.lower() in wanted
-    ]
 
 
 def on_write_failed(state: ShardState, write_ref: tuple[Any, ...], error: int, now: int, cfg: GroupConfig) -> Result:

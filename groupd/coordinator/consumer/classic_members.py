@@ -48,6 +48,7 @@ from groupd.coordinator.consumer.group import (
     UNREVOKED_PARTITIONS,
     ConsumerGroup,
     Member,
+    consumer_groups,
 )
 from groupd.coordinator.consumer.heartbeat import (
     Refused,
@@ -122,8 +123,8 @@ def _find(group: ConsumerGroup, member_id: str, instance_id: str | None) -> Memb
 
 def join(state: ShardState, req: JoinGroup, token: Token, now: int, cfg: GroupConfig, new_id: str | None = None) -> Result:
     """A classic JoinGroup to a non-empty consumer group."""
-    group = state.consumer_groups[req.group_id]
-    out = _Out(state.consumer_groups)
+    group = consumer_groups(state)[req.group_id]
+    out = _Out(consumer_groups(state))
     try:
         return _join(state, group, req, token, now, cfg, new_id or str(uuid.uuid4()), out)
     except Refused as fail:
@@ -214,8 +215,8 @@ def _must_rejoin(group: ConsumerGroup, member: Member, now: int, out: _Out) -> N
 
 def sync(state: ShardState, req: SyncGroup, token: Token, now: int, cfg: GroupConfig) -> Result:
     """A classic SyncGroup to a consumer group: the member's assigned partitions, once it is caught up."""
-    out = _Out(state.consumer_groups)
-    group = state.consumer_groups[req.group_id]
+    out = _Out(consumer_groups(state))
+    group = consumer_groups(state)[req.group_id]
     try:
         if req.version >= 5 and (req.protocol_type is None or req.protocol_name is None):
             raise Refused(E.INCONSISTENT_GROUP_PROTOCOL, "SyncGroup v5+ names its protocol type and name.")
@@ -261,8 +262,8 @@ def _waiting_on_unreleased(group: ConsumerGroup, member: Member) -> bool:
 def heartbeat(state: ShardState, req: Heartbeat, token: Token, now: int, cfg: GroupConfig) -> Result:
     """A classic Heartbeat to a consumer group: keeps the session, and says REBALANCE_IN_PROGRESS while the
     member must rejoin (a newer target, partitions to revoke, or released partitions to collect)."""
-    out = _Out(state.consumer_groups)
-    group = state.consumer_groups[req.group_id]
+    out = _Out(consumer_groups(state))
+    group = consumer_groups(state)[req.group_id]
     try:
         member = _find(group, req.member_id, req.group_instance_id)
         if req.generation_id != member.epoch:
@@ -290,8 +291,8 @@ def heartbeat(state: ShardState, req: Heartbeat, token: Token, now: int, cfg: Gr
 def leave(state: ShardState, req: LeaveGroup, token: Token, now: int, cfg: GroupConfig) -> Result:
     """A classic LeaveGroup to a consumer group: each named classic member is removed (per-member
     UNKNOWN_MEMBER_ID / FENCED_INSTANCE_ID otherwise), then the group epoch moves once."""
-    group = state.consumer_groups[req.group_id]
-    out = _Out(state.consumer_groups)
+    group = consumer_groups(state)[req.group_id]
+    out = _Out(consumer_groups(state))
     answers = []
     removed = False
     for x in req.members:

@@ -14,9 +14,14 @@ without those epochs gives ``max(member epoch, 0)``.
 from __future__ import annotations
 
 import uuid
+from collections.abc import MutableMapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from groupd.coordinator.consumer import records as rec
+
+if TYPE_CHECKING:
+    from groupd.coordinator.shard import ShardState
 
 # Member states (Kafka's MemberState byte values)
 STABLE = 0
@@ -167,7 +172,12 @@ class ConsumerGroup:
                     self.owners[topic, p] = member.epoch
 
 
-ConsumerGroups = dict[str, ConsumerGroup]
+ConsumerGroups = MutableMapping[str, ConsumerGroup]
+
+
+def consumer_groups(state: ShardState) -> ConsumerGroups:
+    """The shard's consumer groups (in its one map of groups), as the mapping this package works on."""
+    return state.view(ConsumerGroup)
 
 
 def _partitions_of(topics: tuple[rec.TopicPartitions, ...], default_epoch: int) -> Partitions:

@@ -43,6 +43,7 @@ from groupd.coordinator.consumer.group import (
     STABLE,
     ConsumerGroup,
     Member,
+    consumer_groups,
     deletion_records,
     replay,
     target_value,
@@ -141,7 +142,7 @@ def upgrade(state: ShardState, classic: Group, topics: Topics, config: ConsumerC
             cm.rebalance_timeout, None, _classic_metadata(cm), gen, gen, STABLE, _topic_ids(assigned, topics, gen),
         ))
     conv = Conversion()
-    groups = state.consumer_groups
+    groups = consumer_groups(state)
 
     def add(key: rec.ConsumerKey, value: rec.ConsumerValue | None) -> None:
         conv.records.append((key, value))
@@ -165,7 +166,7 @@ def upgrade(state: ShardState, classic: Group, topics: Topics, config: ConsumerC
 def retire_classic(state: ShardState, classic: Group, conv: Conversion, now: int) -> None:
     """The upgrade stands: parked JoinGroup/SyncGroup requests learn REBALANCE_IN_PROGRESS (their members
     rejoin the consumer group), the classic group's tombstone goes first, its timers are cancelled and
-    only its offsets stay (in a member-less group, as a tombstone leaves them at load); each converted
+    the consumer group takes its id (its offsets stay, kept by id in the offset store); each converted
     member's session runs with its own session timeout."""
     gid = classic.group_id
     for m in classic.members.values():
@@ -178,18 +179,7 @@ def retire_classic(state: ShardState, classic: Group, conv: Conversion, now: int
     for mid in classic.pending:
         conv.timers.append(TimerOp(("pend", gid, mid), None))
     conv.timers += [TimerOp(("join", gid), None), TimerOp(("sync", gid), None)]
-    conv.records.insert(0, (GroupMetadataKey(gid), None))
-    _keep_offsets_only(state, classic, now)
-
-
-def _keep_offsets_only(state: ShardState, old: Group, now: int) -> None:
-    if old.offsets or old.pending_commits:
-        holder = Group(old.group_id, now)
-        holder.offsets = old.offsets
-        holder.pending_commits = old.pending_commits
-        state.groups[old.group_id] = holder
-    else:
-        state.groups.pop(old.group_id, None)
+    conv.records.insert(0, (GroupMetadataKey(gid), None))  # the consumer group holds its id now; its offsets stay
 
 
 # ---------------------------------------------------------------- downgrade
@@ -227,13 +217,9 @@ def downgrade(
         conv.timers += [TimerOp(key, None) for key in member_timers(gid, m.member_id)]
     for key, value in deletion_records(group):
         conv.records.append((key, value))
-        replay(state.consumer_groups, key, value)
+        replay(consumer_groups(state), key, value)
 
-    old = state.groups.get(gid)
     classic = Group(gid, now)
-    if old is not None:
-        classic.offsets = old.offsets
-        classic.pending_commits = old.pending_commits
     classic.protocol_type = CONSUMER
     classic.generation = group.epoch
     for m in kept:

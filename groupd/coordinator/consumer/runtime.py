@@ -25,7 +25,7 @@ from groupd.coordinator.consumer.api import (
     session_timer,
 )
 from groupd.coordinator.consumer.describe import DescribedConsumerGroup, describe
-from groupd.coordinator.consumer.group import UNREVOKED_PARTITIONS, replay
+from groupd.coordinator.consumer.group import UNREVOKED_PARTITIONS, ConsumerGroup, consumer_groups, replay
 from groupd.coordinator.consumer.heartbeat import Refused as Fail
 from groupd.coordinator.consumer.heartbeat import (
     heartbeat,
@@ -43,9 +43,10 @@ from groupd.coordinator.consumer.migration import (
     retire_classic,
     upgrade,
 )
+from groupd.coordinator.group import Group
+from groupd.coordinator.group import Group as ClassicGroup
 
 if TYPE_CHECKING:
-    from groupd.coordinator.group import Group
     from groupd.coordinator.shard import ShardState
 
 log = logging.getLogger("groupd.coordinator")
@@ -77,12 +78,13 @@ def consumer_group_heartbeat(state: ShardState, request: ConsumerGroupHeartbeat,
     if not config.enabled:
         refusal = ConsumerGroupHeartbeatResponse(E.UNSUPPORTED_VERSION, "The consumer rebalance protocol is disabled.")
         return Result(responses=((token, refusal),), replay=False)
-    if request.group_id in state.share_groups:
+    gid = request.group_id
+    held = state.groups.get(gid)
+    if held is not None and held.__class__ is not ConsumerGroup and held.__class__ is not ClassicGroup:
         refusal = ConsumerGroupHeartbeatResponse(E.GROUP_ID_NOT_FOUND, f"Group {request.group_id} is not a consumer group.")
         return Result(responses=((token, refusal),), replay=False)
-    gid = request.group_id
-    classic = state.groups.get(gid)
-    if classic is not None and gid not in state.consumer_groups:
+    if held is not None and held.__class__ is ClassicGroup:
+        classic: ClassicGroup = held
         if classic.members:
             return _into_classic_group(state, classic, request, token, now, cfg)
         if request.member_epoch == JOIN_EPOCH:
@@ -91,7 +93,7 @@ def consumer_group_heartbeat(state: ShardState, request: ConsumerGroupHeartbeat,
         left = _leave_downgrading(state, request, token, now, cfg)
         if left is not None:
             return left
-    return _result(heartbeat(state.consumer_groups, state.topics, request, now, config), token, now)
+    return _result(heartbeat(consumer_groups(state), state.topics, request, now, config), token, now)
 
 
 def _replacing_empty_classic_group(
@@ -100,8 +102,11 @@ def _replacing_empty_classic_group(
     """A join naming an empty classic group (or one holding only offsets): the consumer group replaces
     it under any migration policy, the classic group's tombstone first (Kafka's
     maybeDeleteEmptyClassicGroup); its offsets stay."""
-    joined = _result(heartbeat(state.consumer_groups, state.topics, request, now, cfg.consumer_for(request.group_id)), token, now)
-    if request.group_id not in state.consumer_groups:
+    del state.groups[classic.group_id]  # the consumer group takes its id, unless the join is refused
+    groups = consumer_groups(state)
+    joined = _result(heartbeat(groups, state.topics, request, now, cfg.consumer_for(request.group_id)), token, now)
+    if request.group_id not in groups:
+        state.groups[classic.group_id] = classic
         return joined  # refused: nothing changes
     conversion = Conversion()
     retire_classic(state, classic, conversion, now)
@@ -129,9 +134,9 @@ def _into_classic_group(
     except UpgradeRefused as refused:
         log.info("consumer heartbeat to classic group %s refused: %s", gid, refused.reason)
         return Result(responses=((token, ConsumerGroupHeartbeatResponse(E.GROUP_ID_NOT_FOUND, refused.message)),), replay=False)
-    joined = heartbeat(state.consumer_groups, state.topics, request, now, config)
+    joined = heartbeat(consumer_groups(state), state.topics, request, now, config)
     if joined.response is not None and joined.response.error:
-        state.consumer_groups.pop(gid, None)  # the conversion is dropped with the failed join
+        state.groups[gid] = classic  # the conversion is dropped with the failed join
         return _result(Outcome(joined.response), token, now)
     retire_classic(state, classic, conversion, now)
     log.info("classic group %s upgraded to a consumer group at epoch %d (%d members)", gid, classic.generation, len(classic.members))
@@ -145,7 +150,7 @@ def _into_classic_group(
 def _leave_downgrading(state: ShardState, request: ConsumerGroupHeartbeat, token: Token, now: int, cfg: GroupConfig) -> Result | None:
     """A consumer-protocol member leaving (epoch -1) a group where only classic members remain: the group
     becomes a classic one when the policy allows it (None: the ordinary leave)."""
-    group = state.consumer_groups.get(request.group_id)
+    group = consumer_groups(state).get(request.group_id)
     if group is None or not request.member_id.strip():
         return None
     owner = group.static_members.get(request.instance_id) if request.instance_id is not None else request.member_id
@@ -163,14 +168,14 @@ def _converted(conversion: Conversion, token: Token | None, response: object) ->
 
 def consumer_group_describe(state: ShardState, group_ids: list[str], cfg: GroupConfig) -> list[DescribedConsumerGroup]:
     names = {t.topic_id: name for name, t in state.topics.items()}
-    return describe(state.consumer_groups, group_ids, names, cfg.consumer)
+    return describe(consumer_groups(state), group_ids, names, cfg.consumer)
 
 
 def on_consumer_timer(state: ShardState, key: tuple[Any, ...], now: int, cfg: GroupConfig) -> Result:
     kind, group_id, member_id = key
     if kind == REGEX:
-        return _result(resolve_regexes(state.consumer_groups, state.topics, group_id, now, now), None, now)
-    group = state.consumer_groups.get(group_id)
+        return _result(resolve_regexes(consumer_groups(state), state.topics, group_id, now, now), None, now)
+    group = consumer_groups(state).get(group_id)
     member = None if group is None else group.members.get(member_id)
     if group is None or member is None:
         return Result(replay=False)
@@ -181,9 +186,9 @@ def on_consumer_timer(state: ShardState, key: tuple[Any, ...], now: int, cfg: Gr
     if downgrade_allowed(group, member_id, cfg):
         return _converted(downgrade(state, group, member_id, False, state.topics, now, cfg), None, None)
     if kind == REBALANCE:
-        outcome = on_rebalance_timeout(state.consumer_groups, state.topics, group_id, member_id, now)
+        outcome = on_rebalance_timeout(consumer_groups(state), state.topics, group_id, member_id, now)
     else:  # session, or a classic member's join or sync time ran out
-        outcome = on_session_timeout(state.consumer_groups, state.topics, group_id, member_id, now)
+        outcome = on_session_timeout(consumer_groups(state), state.topics, group_id, member_id, now)
     return _result(outcome, None, now)
 
 
@@ -200,14 +205,14 @@ classic_leave_group = classic_members.leave
 def topics_changed(state: ShardState, names: set[str], now: int) -> Result:
     """Topics were created, deleted or grew: groups recheck their metadata at their next heartbeat, and
     groups with regexes resolve them again."""
-    regex_groups = on_topics_changed(state.consumer_groups, names)
+    regex_groups = on_topics_changed(consumer_groups(state), names)
     return Result(timers=tuple(TimerOp((REGEX, g, ""), now) for g in regex_groups), replay=False)
 
 
 def rearm_after_load(state: ShardState, now: int, cfg: GroupConfig) -> list[TimerOp]:
     """Every member's session restarts now; a member revoking gets its rebalance timeout again."""
     timers = []
-    for group in state.consumer_groups.values():
+    for group in consumer_groups(state).values():
         for m in group.members.values():
             session = m.classic.session_timeout_ms if m.classic is not None else cfg.consumer_for(group.group_id).session_timeout_ms
             timers.append(TimerOp(session_timer(group.group_id, m.member_id), now + session))

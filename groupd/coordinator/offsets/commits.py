@@ -1,5 +1,7 @@
 """Committed offsets: OffsetCommit / OffsetFetch / OffsetDelete, DeleteGroups and retention (spec §7, §8),
-following Kafka 4.x's OffsetMetadataManager and ClassicGroup.validateOffsetCommit.
+following Kafka 4.x's OffsetMetadataManager: each request is validated by the type of the group that
+owns the id (``ShardState.type_of``, coordinator/group_type.py); a commit naming no group makes a
+simple classic group, the default type, as Kafka does.
 
 Offsets change only through ``shard.replay`` of the records returned here (``Result.replay`` is True):
 the handlers validate and produce records, the replay applies them once durable.
@@ -7,6 +9,7 @@ the handlers validate and produce records, the replay applies them once durable.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from groupd.coordinator import errors as E
@@ -26,19 +29,12 @@ from groupd.coordinator.api import (
     TimerOp,
     Token,
 )
-from groupd.coordinator.classic.rules import validate_member
-from groupd.coordinator.consumer import offsets as consumer_offsets
-from groupd.coordinator.group import COMPLETING, CONSUMER, DEAD, EMPTY, PREPARING, STABLE, Group
-from groupd.coordinator.offsets.consumer_expiry import (
-    DroppedConsumerGroup,
-    drop_consumer_group,
-    is_empty,
-    restore_consumer_groups,
-    subscribed_topics,
-)
+from groupd.coordinator.group import DEAD, EMPTY, PREPARING, STABLE, Group
+from groupd.coordinator.offsets.store import GroupOffsets
 from groupd.coordinator.records import GroupMetadataKey, OffsetCommitKey, OffsetCommitValue
 
 if TYPE_CHECKING:
+    from groupd.coordinator.group_type import GroupType
     from groupd.coordinator.shard import ShardState
 
 
@@ -50,52 +46,18 @@ def utf16_length(s: str) -> int:
     return n + sum(1 for c in s if ord(c) > 0xFFFF)
 
 
-def _commit_error(state: ShardState, req: OffsetCommit, now: int) -> tuple[int, Group | None]:
-    if req.group_id in state.share_groups:
-        return E.GROUP_ID_NOT_FOUND, None  # a share group has no consumer offsets (ShareGroup.validateOffsetCommit)
+def _commit_error(state: ShardState, req: OffsetCommit, now: int) -> tuple[int, Any]:
+    """The group that owns the id validates the commit (Kafka's validateOffsetCommit of its type); no
+    group: a commit without generation makes a simple classic group to hold the offsets."""
     g = state.groups.get(req.group_id)
-    gen = req.generation_id
-    cg = state.consumer_groups.get(req.group_id)
-    if cg is not None and (g is None or not g.members):
-        # a consumer-protocol group: the member epoch is checked; the offsets live in a simple group
-        err = consumer_offsets.commit_error(
-            cg, req.member_id, gen, req.version, ((p.topic, p.partition) for p in req.partitions), state.topics
-        )
-        if err:
-            return err, None
-        if g is None:
-            g = state.groups[req.group_id] = Group(req.group_id, now)
-        return E.NONE, g
     if g is None:
-        if gen < 0:
+        if req.generation_id < 0:
             # Admin tools and consumers without group management: a "simple" group holds the offsets.
-            g = Group(req.group_id, now)
-            state.groups[req.group_id] = g
+            g = state.groups[req.group_id] = Group(req.group_id, now)
             return E.NONE, g
         # Kafka answers GROUP_ID_NOT_FOUND from OffsetCommit v9; older clients keep ILLEGAL_GENERATION.
         return (E.GROUP_ID_NOT_FOUND if req.version >= 9 else E.ILLEGAL_GENERATION), None
-    err = validate_offset_commit(g, req.member_id, req.group_instance_id, gen, transactional=False)
-    return (err, None) if err else (E.NONE, g)
-
-
-def validate_offset_commit(g: Group, member_id: str, instance_id: str | None, generation: int, *, transactional: bool) -> int:
-    """Kafka's ClassicGroup.validateOffsetCommit: a TxnOffsetCommit (``transactional``) skips the rule
-    that a commit without member and generation needs an Empty group, and the CompletingRebalance one."""
-    if g.state == DEAD:
-        return E.COORDINATOR_NOT_AVAILABLE
-    if generation < 0 and g.state == EMPTY:
-        return E.NONE
-    if generation >= 0 or member_id or instance_id is not None:
-        err = validate_member(g, member_id, instance_id)
-        if err:
-            return err
-        if generation != g.generation:
-            return E.ILLEGAL_GENERATION
-    elif not transactional:
-        return E.UNKNOWN_MEMBER_ID
-    if not transactional and g.state == COMPLETING:
-        return E.REBALANCE_IN_PROGRESS
-    return E.NONE
+    return state.types[g.__class__].validate_offset_commit(state, g, req), g
 
 
 def commit_records(gid: str, partitions: tuple[CommitPartition, ...], now: int, expire: int, cfg: GroupConfig) -> tuple[list[tuple[OffsetCommitKey, OffsetCommitValue]], tuple[PartitionError, ...]]:
@@ -117,11 +79,11 @@ def commit_records(gid: str, partitions: tuple[CommitPartition, ...], now: int, 
 
 def offset_commit(state: ShardState, req: OffsetCommit, token: Token, now: int, cfg: GroupConfig) -> Result:
     err, g = _commit_error(state, req, now)
-    if err or g is None:
+    if err:
         parts = tuple(PartitionError(p.topic, p.partition, err) for p in req.partitions)
         return Result(responses=((token, OffsetCommitResponse(parts)),), replay=False)
     timers: tuple[TimerOp, ...] = ()
-    if g.state == STABLE or g.state == PREPARING:
+    if g.__class__ is Group and (g.state == STABLE or g.state == PREPARING):
         # A classic member's commit keeps its session alive in these states.
         m = g.members.get(req.member_id)
         if m is not None:
@@ -132,15 +94,14 @@ def offset_commit(state: ShardState, req: OffsetCommit, token: Token, now: int, 
     response = ((token, OffsetCommitResponse(parts)),)
     if not records:
         return Result(responses=response, timers=timers, replay=False)
-    g.pending_commits += len(records)
+    writing = state.offsets.pending_commits
+    writing[req.group_id] = writing.get(req.group_id, 0) + len(records)  # OffsetStore.start_writing, inlined
     return Result(tuple(records), response, timers, ("commit", req.group_id, token, parts, len(records)), True)
 
 
 def commit_failed(state: ShardState, ref: tuple[Any, ...], error: int) -> Result:
     _, gid, token, parts, n = ref
-    g = state.groups.get(gid)
-    if g is not None:
-        g.pending_commits = max(g.pending_commits - n, 0)
+    state.offsets.done_writing(gid, n)
     err = E.offset_write_error(error)
     mapped = tuple(PartitionError(p.topic, p.partition, err) for p in parts)
     return Result(responses=((token, OffsetCommitResponse(mapped)),), replay=False)
@@ -149,8 +110,8 @@ def commit_failed(state: ShardState, ref: tuple[Any, ...], error: int) -> Result
 def has_pending(state: ShardState, group_id: str, topic: str, partition: int) -> bool:
     """Kafka's hasPendingTransactionalOffsets: an open transaction holds an offset of this partition."""
     tp = (topic, partition)
-    for pid in state.open_txns.get(group_id, ()):
-        offsets = state.pending_txn.get(pid, {}).get(group_id)
+    for pid in state.offsets.open_txns.get(group_id, ()):
+        offsets = state.offsets.pending_txn.get(pid, {}).get(group_id)
         if offsets is not None and tp in offsets:
             return True
     return False
@@ -158,8 +119,8 @@ def has_pending(state: ShardState, group_id: str, topic: str, partition: int) ->
 
 def pending_partitions(state: ShardState, group_id: str) -> set[tuple[str, int]]:
     out: set[tuple[str, int]] = set()
-    for pid in state.open_txns.get(group_id, ()):
-        out.update(state.pending_txn.get(pid, {}).get(group_id, {}))
+    for pid in state.offsets.open_txns.get(group_id, ()):
+        out.update(state.offsets.pending_txn.get(pid, {}).get(group_id, {}))
     return out
 
 
@@ -167,17 +128,14 @@ def offset_fetch(state: ShardState, req: OffsetFetch, now: int) -> OffsetFetchRe
     """Offsets are served in every state; what was never committed reads as offset -1, metadata "".
     ``require_stable`` (v7+): a partition an open transaction holds an offset of answers
     UNSTABLE_OFFSET_COMMIT instead (Kafka 4.x counts only open transactional offsets). A share group has
-    no consumer offsets: GROUP_ID_NOT_FOUND."""
-    if req.group_id in state.share_groups:
-        return OffsetFetchResponse(E.GROUP_ID_NOT_FOUND)
+    no consumer offsets: GROUP_ID_NOT_FOUND (the group's type validates the fetch)."""
     g = state.groups.get(req.group_id)
-    cg = state.consumer_groups.get(req.group_id)
-    if cg is not None and req.version >= 9:
-        err = consumer_offsets.fetch_error(cg, req.member_id, req.member_epoch)
+    if g is not None:
+        err = state.type_of(g).validate_offset_fetch(state, g, req)
         if err:
             return OffsetFetchResponse(err)
-    offsets = g.offsets if g is not None else {}
-    stable = req.require_stable and req.group_id in state.open_txns
+    offsets = state.offsets.of(req.group_id)
+    stable = req.require_stable and req.group_id in state.offsets.open_txns
     if req.topics is None:
         return OffsetFetchResponse(
             E.NONE,
@@ -210,26 +168,21 @@ def offset_delete(state: ShardState, req: OffsetDelete, token: Token, now: int) 
     if not req.group_id:
         return Result(responses=((token, OffsetDeleteResponse(E.INVALID_GROUP_ID)),), replay=False)
     g = state.groups.get(req.group_id)
-    cg = state.consumer_groups.get(req.group_id)
-    if req.group_id in state.share_groups:
+    if g is None:
         return Result(responses=((token, OffsetDeleteResponse(E.GROUP_ID_NOT_FOUND)),), replay=False)
-    subscribed: frozenset[str] | None = None
-    if cg is not None and (g is None or not g.members):
-        # a consumer-protocol group (its offsets, if any, live in a member-less simple group): Kafka's
-        # ConsumerGroup.validateOffsetDelete allows it in every state, and isSubscribedToTopic is the
-        # group's subscribed topic names, by name or through a resolved regex
-        subscribed = subscribed_topics(cg)
-    elif g is None or g.state == DEAD:
-        return Result(responses=((token, OffsetDeleteResponse(E.GROUP_ID_NOT_FOUND)),), replay=False)
-    elif g.state != EMPTY and g.protocol_type != CONSUMER:
-        return Result(responses=((token, OffsetDeleteResponse(E.NON_EMPTY_GROUP)),), replay=False)
+    group_type = state.type_of(g)
+    err = group_type.validate_offset_delete(g)
+    if err:
+        return Result(responses=((token, OffsetDeleteResponse(err)),), replay=False)
+    is_subscribed = group_type.subscribed_to(g)  # Kafka's isSubscribedToTopic
     records = []
     parts = []
+    committed = state.offsets.of(req.group_id)
     for topic, partition in req.partitions:
-        if topic in subscribed if subscribed is not None else g is not None and g.is_subscribed(topic):
+        if is_subscribed(topic):
             parts.append(PartitionError(topic, partition, E.GROUP_SUBSCRIBED_TO_TOPIC))
             continue
-        ps = g.offsets.get(topic) if g is not None else None
+        ps = committed.get(topic)
         # an offset an open transaction holds is deleted too (Kafka 4.x's deleteOffsets)
         if (ps is not None and partition in ps) or has_pending(state, req.group_id, topic, partition):
             records.append((OffsetCommitKey(req.group_id, topic, partition), None))
@@ -240,13 +193,13 @@ def offset_delete(state: ShardState, req: OffsetDelete, token: Token, now: int) 
     return Result(tuple(records), response, (), ("offdel", token), True)
 
 
-def _tombstones(state: ShardState, g: Group) -> list[tuple[Any, None]]:
+def offset_tombstones(state: ShardState, gid: str) -> list[tuple[Any, None]]:
     """Every committed offset's tombstone, and one for each partition only open transactions hold
     (Kafka 4.x's deleteAllOffsets)."""
-    gid = g.group_id
-    out: list[tuple[Any, None]] = [(OffsetCommitKey(gid, t, p), None) for t, ps in g.offsets.items() for p in ps]
+    committed = state.offsets.of(gid)
+    out: list[tuple[Any, None]] = [(OffsetCommitKey(gid, t, p), None) for t, ps in committed.items() for p in ps]
     for t, p in sorted(pending_partitions(state, gid)):
-        if p not in g.offsets.get(t, ()):
+        if p not in committed.get(t, ()):
             out.append((OffsetCommitKey(gid, t, p), None))
     return out
 
@@ -258,9 +211,9 @@ def delete_group(state: ShardState, group_id: str, token: Token, now: int) -> Re
         return Result(responses=((token, DeleteGroupResponse(E.GROUP_ID_NOT_FOUND)),), replay=False)
     if g.state != EMPTY:
         return Result(responses=((token, DeleteGroupResponse(E.NON_EMPTY_GROUP)),), replay=False)
-    records = _tombstones(state, g)
+    records = offset_tombstones(state, group_id)
     records.append((GroupMetadataKey(group_id), None))
-    _drop_group(state, g)
+    drop_group(state, g)
     return Result(
         tuple(records),
         ((token, DeleteGroupResponse(E.NONE)),),
@@ -270,20 +223,25 @@ def delete_group(state: ShardState, group_id: str, token: Token, now: int) -> Re
     )
 
 
-def _drop_group(state: ShardState, g: Group) -> None:
+def drop_group(state: ShardState, g: Group) -> None:
     """The group dies now; its tombstone is still to be written, and its runtime replay must not remove a
-    group recreated with the same id meanwhile (``ShardState.dropping`` counts tombstones in flight)."""
+    group recreated with the same id meanwhile (``ShardState.dropping`` counts tombstones in flight).
+    Its offsets (all of them tombstoned in the same write) are parked until the write ends."""
     del state.groups[g.group_id]
     g.state = DEAD
     state.dropping[g.group_id] = state.dropping.get(g.group_id, 0) + 1
+    state.offsets.park(g.group_id)
 
 
-def undrop(state: ShardState, group_id: str) -> None:
+def undrop(state: ShardState, group_id: str) -> GroupOffsets:
+    """A group tombstone's write ended: returns the offsets parked when the group was dropped (to bring
+    back if the write failed)."""
     n = state.dropping.get(group_id, 0) - 1
     if n > 0:
         state.dropping[group_id] = n
     else:
         state.dropping.pop(group_id, None)
+    return state.offsets.unpark(group_id)
 
 
 def _cancel_pending(g: Group) -> tuple[TimerOp, ...]:
@@ -292,108 +250,95 @@ def _cancel_pending(g: Group) -> tuple[TimerOp, ...]:
 
 def delete_failed(state: ShardState, ref: tuple[Any, ...], error: int) -> Result:
     _, g, token = ref
-    undrop(state, g.group_id)
+    parked = undrop(state, g.group_id)
     if g.group_id not in state.groups:
         g.state = EMPTY
         state.groups[g.group_id] = g
+        state.offsets.restore(g.group_id, parked)
     return Result(responses=((token, DeleteGroupResponse(E.offset_write_error(error))),), replay=False)
 
 
 def expire_offsets(state: ShardState, now: int, cfg: GroupConfig) -> Result:
     """The periodic retention check (KIP-211; Kafka 4.x's GroupCoordinatorShard.cleanupGroupMetadata):
-    expired offsets and groups left Empty without offsets become tombstones. A consumer-protocol group's
-    offsets (held by a member-less group of the same id) follow its own rules, coordinator/offsets/
-    consumer_expiry.py: commit time as the base in every state, its subscribed topics kept, and once it
-    is Empty with no offsets left the group goes with its own tombstones."""
+    each group's type expires its offsets by its own rules (``expire_group_offsets`` with its base and
+    subscribed topics) and drops the group when it is left Empty without offsets."""
     retention = cfg.offsets_retention_ms
     records: list[tuple[Any, None]] = []
-    timers: list[TimerOp] = []
-    dropped: list[Group] = []
-    gone: list[DroppedConsumerGroup] = []
-    open_txns = state.open_txns
-    consumer_groups = state.consumer_groups
+    dropped: list[tuple[GroupType, Any]] = []
+    store = state.offsets
     for g in list(state.groups.values()):
-        if g.pending_commits:
+        if store.writing(g.group_id):
             continue  # never expire under a commit still being written
-        gid = g.group_id
-        cg = consumer_groups.get(gid) if consumer_groups and not g.members else None
-        subscribed = subscribed_topics(cg) if cg is not None else None
-        all_expired = True
-        if g.offsets:
-            base = _expiry_base(g) if cg is None else None
-            if base is False:
-                all_expired = False
-            else:
-                for topic, ps in g.offsets.items():
-                    if g.is_subscribed(topic) if subscribed is None else topic in subscribed:
-                        all_expired = False
-                        continue
-                    for p, v in ps.items():
-                        if open_txns and has_pending(state, gid, topic, p):
-                            all_expired = False  # not while a transaction holds an offset of it
-                            continue
-                        if v.expire_timestamp != -1:
-                            expired = now >= v.expire_timestamp
-                        else:
-                            start = v.commit_timestamp if base is None else base
-                            expired = now - start >= retention
-                        if expired:
-                            records.append((OffsetCommitKey(gid, topic, p), None))
-                        else:
-                            all_expired = False
-            if open_txns and gid in open_txns:
-                all_expired = False  # Kafka 4.x keeps a group with committed offsets during a transaction
-        if not all_expired:
-            continue
-        if cg is not None:
-            if is_empty(cg):
-                gone.append(drop_consumer_group(state, cg, records))
-        elif g.state == EMPTY:
-            records.append((GroupMetadataKey(gid), None))
-            timers.extend(_cancel_pending(g))
-            _drop_group(state, g)
-            dropped.append(g)
-    for cg in [cg for gid, cg in consumer_groups.items() if gid not in state.groups and is_empty(cg)]:
-        gone.append(drop_consumer_group(state, cg, records))  # no offsets at all: Kafka deletes it if Empty
+        group_type = state.type_of(g)
+        gone = group_type.expiry(state, g, now, retention, records)
+        if gone is not None:
+            dropped.append((group_type, gone))
+    timers = tuple(op for t, gone in dropped if isinstance(gone, Group) for op in _cancel_pending(gone))
     if not records:
-        return Result(timers=tuple(timers), replay=False)
-    return Result(tuple(records), (), tuple(timers), ("expire", tuple(dropped), tuple(gone)), True)
+        return Result(timers=timers, replay=False)
+    return Result(tuple(records), (), timers, ("expire", tuple(dropped)), True)
+
+
+def expire_group_offsets(
+    state: ShardState, gid: str, base: int | None, is_subscribed: Callable[[str], bool], now: int, retention: int,
+    records: list[tuple[Any, None]],
+) -> bool:
+    """Tombstones for the group's expired offsets (``base``: when each one's clock starts, None for its
+    own commit timestamp) into ``records``; whether every offset of it expired (no transaction open)."""
+    all_expired = True
+    offsets = state.offsets.of(gid)
+    if not offsets:
+        return True
+    open_txns = state.offsets.open_txns
+    for topic, ps in offsets.items():
+        if is_subscribed(topic):
+            all_expired = False
+            continue
+        for p, v in ps.items():
+            if open_txns and has_pending(state, gid, topic, p):
+                all_expired = False  # not while a transaction holds an offset of it
+                continue
+            if v.expire_timestamp != -1:
+                expired = now >= v.expire_timestamp
+            else:
+                start = v.commit_timestamp if base is None else base
+                expired = now - start >= retention
+            if expired:
+                records.append((OffsetCommitKey(gid, topic, p), None))
+            else:
+                all_expired = False
+    if open_txns and gid in open_txns:
+        all_expired = False  # Kafka 4.x keeps a group with committed offsets during a transaction
+    return all_expired
 
 
 def expire_failed(state: ShardState, ref: tuple[Any, ...]) -> Result:
     """A failed expiry write is only logged by Kafka, whose in-memory rollback brings the groups back: so
-    do we (their offsets were never touched, they change only by replay)."""
-    for g in ref[1]:
-        undrop(state, g.group_id)
-        if g.group_id not in state.groups:
-            g.state = EMPTY
-            state.groups[g.group_id] = g
-    restore_consumer_groups(state, ref[2])
+    do we (each type brings back what it dropped, their parked offsets with them)."""
+    for group_type, gone in ref[1]:
+        group_type.restore_expired(state, gone)
     return Result(replay=False)
 
 
-def _expiry_base(g: Group) -> int | None | bool:
-    """When each eligible offset's clock starts: an int (the time the group became Empty), None (its own
-    commit timestamp), or False (nothing is eligible in this state)."""
-    if g.protocol_type:
-        if g.state == EMPTY:
-            return g.state_ts
-        if g.protocol_type == CONSUMER and g.subscribed is not None and g.state == STABLE:
-            return None
-        return False
-    return None
+def restore_group(state: ShardState, g: Group) -> None:
+    """A classic group dropped by a write that failed comes back Empty, with its parked offsets."""
+    parked = undrop(state, g.group_id)
+    if g.group_id not in state.groups:
+        g.state = EMPTY
+        state.groups[g.group_id] = g
+        state.offsets.restore(g.group_id, parked)
 
 
 def remove_topic_offsets(state: ShardState, topics: frozenset[str] | set[str]) -> Result:
     """A deleted topic takes every group's offsets for it along (tombstones, replayed once durable)."""
     keys = {
-        OffsetCommitKey(g.group_id, t, p): None
-        for g in state.groups.values()
-        for t, ps in g.offsets.items()
+        OffsetCommitKey(gid, t, p): None
+        for gid, offsets in state.offsets.committed.items()
+        for t, ps in offsets.items()
         if t in topics
         for p in ps
     }
-    for by_group in state.pending_txn.values():  # and the offsets open transactions hold
+    for by_group in state.offsets.pending_txn.values():  # and the offsets open transactions hold
         for gid, offsets in by_group.items():
             for t, p in offsets:
                 if t in topics:

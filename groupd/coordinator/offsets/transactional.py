@@ -23,9 +23,8 @@ from groupd.coordinator.api import (
     Token,
     TxnOffsetCommit,
 )
-from groupd.coordinator.consumer import offsets as consumer_offsets
 from groupd.coordinator.group import Group
-from groupd.coordinator.offsets.commits import commit_records, validate_offset_commit
+from groupd.coordinator.offsets.commits import commit_records
 from groupd.coordinator.records import OffsetCommitValue
 
 if TYPE_CHECKING:
@@ -48,34 +47,18 @@ class PendingOffset:
 
 
 def _txn_commit_error(state: ShardState, req: TxnOffsetCommit, now: int) -> tuple[int, Group | None]:
-    """Kafka 4.x's validateTransactionalOffsetCommit + ClassicGroup.validateOffsetCommit(isTransactional)."""
+    """Kafka 4.x's validateTransactionalOffsetCommit, then the owning type's (transactional) check.
+    Returns the simple group made for the commit, if any."""
     if not req.group_id:
         return E.INVALID_GROUP_ID, None
-    if req.group_id in state.share_groups:
-        return E.GROUP_ID_NOT_FOUND, None
     g = state.groups.get(req.group_id)
-    cg = state.consumer_groups.get(req.group_id)
-    if cg is not None and (g is None or not g.members):
-        # a consumer-protocol group: the member epoch is checked unless no member is named at all;
-        # STALE_MEMBER_EPOCH is answered as ILLEGAL_GENERATION, as Kafka maps it for this API
-        if req.generation_id >= 0 or req.member_id or req.group_instance_id is not None:
-            err = consumer_offsets.commit_error(
-                cg, req.member_id, req.generation_id, req.version, ((p.topic, p.partition) for p in req.partitions),
-                state.topics, transactional=True,
-            )
-            if err:
-                return (E.ILLEGAL_GENERATION if err == E.STALE_MEMBER_EPOCH else err), None
-        if g is None:
-            g = state.groups[req.group_id] = Group(req.group_id, now)
-        return E.NONE, g
     if g is None:
         if req.generation_id < 0:
             g = Group(req.group_id, now)  # a simple group, as for OffsetCommit
             state.groups[req.group_id] = g
             return E.NONE, g
         return E.ILLEGAL_GENERATION, None  # whatever the version (no GROUP_ID_NOT_FOUND here)
-    err = validate_offset_commit(g, req.member_id, req.group_instance_id, req.generation_id, transactional=True)
-    return (err, None) if err else (E.NONE, g)
+    return state.type_of(g).validate_txn_offset_commit(state, g, req), None
 
 
 def txn_offset_commit(state: ShardState, req: TxnOffsetCommit, token: Token, now: int, cfg: GroupConfig) -> Result:
@@ -83,17 +66,17 @@ def txn_offset_commit(state: ShardState, req: TxnOffsetCommit, token: Token, now
     session is touched (Kafka's commitTransactionalOffset does not reschedule heartbeats)."""
     existed = req.group_id in state.groups
     err, g = _txn_commit_error(state, req, now)
-    if err or g is None:
+    if err:
         return _failed(req, token, err)
     records, parts = commit_records(req.group_id, req.partitions, now, -1, cfg)
     response = ((token, OffsetCommitResponse(parts)),)
     if not records:
         return Result(responses=response, replay=False)
     if _fenced(state, req.producer_id, req.producer_epoch):
-        if not existed:
+        if not existed and g is not None:
             del state.groups[req.group_id]  # the append failed: no simple group either
         return _failed(req, token, E.INVALID_PRODUCER_EPOCH)
-    g.pending_commits += len(records)
+    state.offsets.start_writing(req.group_id, len(records))
     return Result(
         tuple(records), response, (), ("commit", req.group_id, token, parts, len(records)), True,
         producer=(req.producer_id, req.producer_epoch),
@@ -133,6 +116,6 @@ def end_transaction(state: ShardState, req: EndTxnMarker, token: Token, now: int
 def pending_offsets(state: ShardState, group_id: str) -> dict[int, dict[tuple[str, int], Any]]:
     """Producer id -> (topic, partition) -> PendingOffset of the group's open transactions (for tests, tools)."""
     return {
-        pid: dict(state.pending_txn.get(pid, {}).get(group_id, {}))
-        for pid in sorted(state.open_txns.get(group_id, ()))
+        pid: dict(state.offsets.pending_txn.get(pid, {}).get(group_id, {}))
+        for pid in sorted(state.offsets.open_txns.get(group_id, ()))
     }

@@ -14,7 +14,9 @@ tombstone first; tombstones of a group or member already gone are ignored.
 from __future__ import annotations
 
 import uuid
+from collections.abc import MutableMapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from groupd.coordinator.api import TimerOp
 from groupd.coordinator.consumer.records import (
@@ -25,6 +27,9 @@ from groupd.coordinator.consumer.records import (
 )
 from groupd.coordinator.share import records as rec
 from groupd.coordinator.share.api import Outcome
+
+if TYPE_CHECKING:
+    from groupd.coordinator.shard import ShardState
 
 # Member state (Kafka's MemberState): a share member is always STABLE
 STABLE = 0
@@ -124,7 +129,12 @@ class ShareGroup:
         return state_metadata(self.initializing, self.initialized, self.deleting)
 
 
-ShareGroups = dict[str, ShareGroup]
+ShareGroups = MutableMapping[str, ShareGroup]
+
+
+def share_groups(state: ShardState) -> ShareGroups:
+    """The shard's share groups (in its one map of groups), as the mapping this package works on."""
+    return state.view(ShareGroup)
 
 
 def state_metadata(

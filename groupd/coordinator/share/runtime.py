@@ -1,28 +1,26 @@
 """The share-group core behind the shard's entry points: the ``(state, request, token, now, cfg) ->
-Result`` shape of every group handler, the session timer by key, the initialization events, ListGroups,
-DescribeGroups and DeleteGroups of share groups, and the re-arming after a load.
+Result`` shape of every group handler, the session timer by key, the initialization events and the
+re-arming after a load (ListGroups, DescribeGroups and DeleteGroups: coordinator/share/group_type.py).
 
 Records are applied as they are made (``Result.replay`` is False), as for consumer groups. A share group
-lives in ``ShardState.share_groups``; an id held by a classic or consumer group is not a share group
-(GROUP_ID_NOT_FOUND to its heartbeat), and the other types' APIs refuse a share group's id.
+lives in the shard's one map of groups (``share_groups(state)`` is the view of them); an id held by a
+classic or consumer group is not a share group (GROUP_ID_NOT_FOUND to its heartbeat), and the other
+types' APIs refuse a share group's id.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
 from groupd.coordinator import errors as E
 from groupd.coordinator.api import (
-    DeleteGroupResponse,
     GroupConfig,
-    GroupDescription,
-    GroupListing,
     Result,
     TimerOp,
     Token,
 )
+from groupd.coordinator.group import Group as ClassicGroup
 from groupd.coordinator.share.api import (
     SESSION,
     AlterShareOffsets,
@@ -35,7 +33,7 @@ from groupd.coordinator.share.api import (
     session_timer,
 )
 from groupd.coordinator.share.describe import DescribedShareGroup, describe
-from groupd.coordinator.share.group import deletion_records, replay
+from groupd.coordinator.share.group import ShareGroup, replay, share_groups
 from groupd.coordinator.share.heartbeat import heartbeat, on_session_timeout, on_topics_changed
 from groupd.coordinator.share.partitions import (
     alter_offsets,
@@ -54,7 +52,7 @@ PROTOCOL_TYPE = "share"
 
 __all__ = [
     "replay", "share_group_heartbeat", "share_group_describe", "share_state_initialized", "on_share_timer",
-    "rearm_after_load", "topics_changed", "list_share_groups", "TIMER_KINDS",
+    "rearm_after_load", "topics_changed", "TIMER_KINDS",
 ]
 
 
@@ -64,120 +62,90 @@ def _result(outcome: Outcome, token: Token | None) -> Result:
 
 
 def other_type(state: ShardState, group_id: str) -> bool:
-    """A classic group with members or a consumer group owns this id."""
-    classic = state.groups.get(group_id)
-    return group_id in state.consumer_groups or (classic is not None and bool(classic.members or classic.offsets))
+    """A group of another type owns this id: any but a share group or a classic group without members
+    and offsets (a share heartbeat takes such an id over)."""
+    held = state.groups.get(group_id)
+    if held is None or held.__class__ is ShareGroup:
+        return False
+    if held.__class__ is ClassicGroup:
+        return bool(held.members or state.offsets.has(group_id))
+    return True
 
 
 def share_group_heartbeat(state: ShardState, request: ShareGroupHeartbeat, token: Token, now: int, cfg: GroupConfig) -> Result:
-    if request.group_id not in state.share_groups and other_type(state, request.group_id):
+    if request.group_id not in share_groups(state) and other_type(state, request.group_id):
         refusal = ShareGroupHeartbeatResponse(E.GROUP_ID_NOT_FOUND, f"Group {request.group_id} is not a share group.")
         return Result(responses=((token, refusal),), replay=False)
-    return _result(heartbeat(state.share_groups, state.topics, request, now, cfg.share_config(request.group_id)), token)
+    return _result(heartbeat(share_groups(state), state.topics, request, now, cfg.share_config(request.group_id)), token)
 
 
 def share_state_initialized(state: ShardState, event: ShareStateInitialized, token: Token, now: int, cfg: GroupConfig) -> Result:
     """The share coordinator answered the initialization a heartbeat asked for; answers None."""
-    result = _result(state_initialized(state.share_groups, state.topics, event, now), None)
+    result = _result(state_initialized(share_groups(state), state.topics, event, now), None)
     return Result(result.records, ((token, None),), result.timers, replay=False)
 
 
 def share_group_describe(state: ShardState, group_ids: list[str]) -> list[DescribedShareGroup]:
     names = {t.topic_id: name for name, t in state.topics.items()}
-    return describe(state.share_groups, group_ids, names, frozenset(g for g in group_ids if other_type(state, g)))
+    return describe(share_groups(state), group_ids, names, frozenset(g for g in group_ids if other_type(state, g)))
 
 
 def on_share_timer(state: ShardState, key: tuple[Any, ...], now: int, cfg: GroupConfig) -> Result:
     _, group_id, member_id = key
-    return _result(on_session_timeout(state.share_groups, state.topics, group_id, member_id, now), None)
+    return _result(on_session_timeout(share_groups(state), state.topics, group_id, member_id, now), None)
 
 
 def topics_changed(state: ShardState, names: set[str]) -> None:
-    on_topics_changed(state.share_groups, names)
+    on_topics_changed(share_groups(state), names)
 
 
 def share_topics_deleted(state: ShardState, topic_ids: frozenset[uuid.UUID], now: int) -> Result:
     """Deleted topics leave the share groups' partition states (a record per group that had them)."""
-    return _result(topics_deleted(state.share_groups, topic_ids, now), None)
+    return _result(topics_deleted(share_groups(state), topic_ids, now), None)
 
 
 def rearm_after_load(state: ShardState, now: int, cfg: GroupConfig) -> list[TimerOp]:
     """Every member's session restarts now (with its group's session timeout)."""
     return [
         TimerOp(session_timer(g.group_id, m), now + cfg.share_config(g.group_id).session_timeout_ms)
-        for g in state.share_groups.values() for m in g.members
+        for g in share_groups(state).values() for m in g.members
     ]
-
-
-def list_share_groups(state: ShardState, states: Iterable[str] | None, types: Iterable[str] | None) -> list[GroupListing]:
-    """ListGroups rows of share groups: type ``share``, protocol type ``share``, state Empty or Stable."""
-    wanted_types = {t.strip().lower() for t in types} if types else None
-    if wanted_types is not None and PROTOCOL_TYPE not in wanted_types:
-        return []
-    wanted_states = {s.strip().lower() for s in states} if states else None
-    out = []
-    for gid, g in state.share_groups.items():
-        st = g.state()
-        if wanted_states is None or st.lower() in wanted_states:
-            out.append(GroupListing(gid, PROTOCOL_TYPE, st, PROTOCOL_TYPE))
-    return out
-
-
-def describe_as_classic(state: ShardState, group_id: str) -> GroupDescription | None:
-    """DescribeGroups on a share group: Kafka answers it Dead (v6: GROUP_ID_NOT_FOUND), as for consumer groups."""
-    if group_id in state.share_groups:
-        return GroupDescription(E.NONE, group_id, "Dead", "", "")
-    return None
 
 
 def share_delete_prepare(state: ShardState, group_id: str, token: Token, now: int, cfg: GroupConfig) -> Result:
     """DeleteGroups' first step on a share group (Kafka's sharePartitionDeleteRequests): NON_EMPTY_GROUP
     while it has members, else its initializing and initialized partitions move to deleting (recorded)
     and are answered for the shell to delete in the share coordinator. None: not a share group."""
-    group = state.share_groups.get(group_id)
+    group = share_groups(state).get(group_id)
     if group is None:
         return Result(responses=((token, None),), replay=False)
     if group.members:
         return Result(responses=((token, SharePartitionsToDelete(E.NON_EMPTY_GROUP, ())),), replay=False)
     out = Outcome()
-    topics = partitions_to_delete(state.share_groups, group_id, out, now)
+    topics = partitions_to_delete(share_groups(state), group_id, out, now)
     return Result(tuple(out.records), ((token, SharePartitionsToDelete(E.NONE, topics)),), replay=False)
-
-
-def delete_share_group(state: ShardState, group_id: str, token: Token) -> Result | None:
-    """DeleteGroups of a share group once its share state is gone (the shell deletes it first): its
-    tombstones in Kafka's order; NON_EMPTY_GROUP while it has members. None: not a share group."""
-    group = state.share_groups.get(group_id)
-    if group is None:
-        return None
-    if group.members:
-        return Result(responses=((token, DeleteGroupResponse(E.NON_EMPTY_GROUP)),), replay=False)
-    tombstones = deletion_records(group)
-    for key, value in tombstones:
-        replay(state.share_groups, key, value, 0)
-    return Result(tuple(tombstones), ((token, DeleteGroupResponse(E.NONE)),), replay=False)
 
 
 def share_alter_offsets(state: ShardState, request: AlterShareOffsets, token: Token, now: int, cfg: GroupConfig) -> Result:
     """AlterShareGroupOffsets' write: answers an AlterShareOffsetsPlan."""
-    outcome = alter_offsets(state.share_groups, state.topics, request, now, other_type(state, request.group_id))
+    outcome = alter_offsets(share_groups(state), state.topics, request, now, other_type(state, request.group_id))
     return Result(tuple(outcome.records), ((token, outcome.plan),), replay=False)
 
 
 def share_delete_offsets(state: ShardState, request: DeleteShareOffsets, token: Token, now: int, cfg: GroupConfig) -> Result:
     """DeleteShareGroupOffsets' first write: answers a DeleteShareOffsetsPlan."""
-    outcome = delete_offsets(state.share_groups, state.topics, request, now)
+    outcome = delete_offsets(share_groups(state), state.topics, request, now)
     return Result(tuple(outcome.records), ((token, outcome.delete_plan),), replay=False)
 
 
 def share_state_deleted(state: ShardState, request: tuple[str, frozenset[uuid.UUID]], token: Token, now: int, cfg: GroupConfig) -> Result:
     """The share state of these deleting topics is gone: they leave the deleting set; answers None."""
     group_id, topic_ids = request
-    outcome = deleted(state.share_groups, group_id, topic_ids, now)
+    outcome = deleted(share_groups(state), group_id, topic_ids, now)
     return Result(tuple(outcome.records), ((token, None),), replay=False)
 
 
 def share_initialized_partitions(state: ShardState, group_id: str) -> dict[uuid.UUID, frozenset[int]]:
     """A read: the group's initialized partitions (DescribeShareGroupOffsets without topics)."""
-    group = state.share_groups.get(group_id)
+    group = share_groups(state).get(group_id)
     return {} if group is None else {t: i.partitions for t, i in group.initialized.items()}

@@ -108,7 +108,7 @@ def test_consumer_group_offsets_expire_from_the_time_it_became_empty():
     assert c.group().state_ts == t_empty
     c.now = t_empty + WEEK - 1
     expire(c)
-    assert c.group().offsets
+    assert c.state.offsets.of("g")
     c.log.clear()
     c.now = t_empty + WEEK
     expire(c)
@@ -124,7 +124,7 @@ def test_simple_group_offsets_expire_from_commit_time():
     c.commit(("t", 1, 1))
     c.now = 1_000 + WEEK
     expire(c)
-    assert list(c.group().offsets["t"]) == [1]
+    assert list(c.state.offsets.of("g")["t"]) == [1]
     c.now = 5_000 + WEEK
     expire(c)
     assert "g" not in c.state.groups
@@ -135,7 +135,7 @@ def test_explicit_expire_timestamp_wins():
     c.commit(("t", 0, 1), retention=10_000, version=2)
     c.now = 9_999
     expire(c)
-    assert c.group().offsets
+    assert c.state.offsets.of("g")
     c.now = 10_000
     expire(c)
     assert "g" not in c.state.groups
@@ -160,7 +160,7 @@ def test_stable_consumer_group_expires_only_unsubscribed_topics():
         c.heartbeat(t, 1)
     expire(c)
     g = c.group()
-    assert list(g.offsets) == ["t"] and g.state == "Stable"
+    assert list(c.state.offsets.of("g")) == ["t"] and g.state == "Stable"
 
 
 def test_rebalancing_group_offsets_never_expire():
@@ -170,7 +170,7 @@ def test_rebalancing_group_offsets_never_expire():
     c.join(member_id=a)
     c.now += WEEK
     expire(c)
-    assert list(c.group().offsets) == ["u"]
+    assert list(c.state.offsets.of("g")) == ["u"]
 
 
 def test_topic_deletion_tombstones_offsets():
@@ -178,8 +178,8 @@ def test_topic_deletion_tombstones_offsets():
     c.commit(("t", 0, 1), ("u", 0, 1))
     c.commit(("t", 3, 1), group="h")
     c.apply(shard.remove_topic_offsets(c.state, {"t"}))
-    assert list(c.group().offsets) == ["u"]
-    assert not c.group("h").offsets
+    assert list(c.state.offsets.of("g")) == ["u"]
+    assert not c.state.offsets.of("h")
 
 
 def test_group_recreated_before_the_tombstone_is_durable_survives_its_replay():

@@ -157,7 +157,7 @@ def test_commit_write_failure_maps_every_partition():
     c.fail_next_write = 10
     assert errors(c.commit(("t", 0, 1))) == [-1]
     assert c.fetch(topics={"t": (0,)}).partitions[0].offset == -1
-    assert c.group().pending_commits == 0
+    assert c.state.offsets.writing("g") == 0
 
 
 def delete(c: Core, *parts: tuple[str, int], group: str = "g") -> OffsetDeleteResponse:
@@ -203,7 +203,7 @@ def test_offset_delete_empty_group_deletes():
     c.commit(("t", 0, 1))
     assert delete(c, ("t", 0)).partitions[0].error == 0
     assert c.log[-1] == (OffsetCommitKey("g", "t", 0), None)
-    assert not c.group().offsets
+    assert not c.state.offsets.of("g")
 
 
 def test_v1_commit_timestamp_is_kept_when_given():

@@ -78,7 +78,7 @@ def test_offset_tombstone_removes_offset_and_last_write_wins():
     assert c.fetch(topics={"t": (0,)}).partitions[0].offset == 2
     shard.replay(c.state, k, None, 0)
     assert c.fetch(topics={"t": (0,)}).partitions[0].offset == -1
-    assert not c.group().offsets
+    assert not c.state.offsets.of("g")
 
 
 def test_empty_group_value_loads_empty_with_state_timestamp():
@@ -111,7 +111,7 @@ def test_runtime_log_replayed_into_fresh_state_gives_same_groups():
         list(g.members),
     )
     assert [m.assignment for m in h.members.values()] == [a.encode(), b.encode()]
-    assert h.offsets["t"][0].offset == 10 and h.offsets["t"][0].metadata == "meta"
+    assert fresh.offsets.of("g")["t"][0].offset == 10 and fresh.offsets.of("g")["t"][0].metadata == "meta"
 
 
 def test_over_capacity_group_rebalances_after_load():
@@ -126,7 +126,7 @@ def _view(state: shard.ShardState) -> dict:
     return {
         gid: (g.state, g.generation, g.leader, g.protocol, g.state_ts, tuple(g.members),
               tuple((m.member_id, m.assignment) for m in g.members.values()),
-              {t: dict(ps) for t, ps in g.offsets.items()})
+              {t: dict(ps) for t, ps in state.offsets.of(gid).items()})
         for gid, g in state.groups.items()
     }
 

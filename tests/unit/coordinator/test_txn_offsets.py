@@ -45,7 +45,7 @@ def test_pending_until_commit_marker_then_visible():
     assert c.end_txn(commit=True) is None
     assert c.log[-1] == ("marker", (1000, 0, True))
     assert offsets(c) == [(42, 0), (43, 0)]
-    assert shard.has_pending(c.state, "g", "t", 0) is False and not c.state.open_txns
+    assert shard.has_pending(c.state, "g", "t", 0) is False and not c.state.offsets.open_txns
 
 
 def test_abort_marker_drops_pending_offsets():
@@ -54,7 +54,7 @@ def test_abort_marker_drops_pending_offsets():
     c.txn_commit(("t", 0, 42), ("t", 1, 43))
     c.end_txn(commit=False)
     assert offsets(c) == [(5, 0), (-1, 0)]
-    assert not c.state.pending_txn and not c.state.open_txns
+    assert not c.state.offsets.pending_txn and not c.state.offsets.open_txns
 
 
 def test_a_marker_with_nothing_pending_changes_nothing():
@@ -203,7 +203,7 @@ def test_failed_write_leaves_nothing_pending_and_maps_the_error():
     c = Core()
     c.fail_next_write = 56  # KAFKA_STORAGE_ERROR -> NOT_COORDINATOR
     assert errors(c.txn_commit(("t", 0, 1))) == [16]
-    assert not c.state.pending_txn and c.group().pending_commits == 0
+    assert not c.state.offsets.pending_txn and c.state.offsets.writing("g") == 0
 
 
 def test_offset_delete_tombstones_pending_partitions_and_removes_pending():
@@ -295,4 +295,4 @@ def test_unload_drops_pending_offsets_with_the_groups():
     c = Core()
     c.txn_commit(("t", 0, 1))
     c.apply(shard.unload(c.state))
-    assert not c.state.pending_txn and not c.state.open_txns and not c.state.producer_epochs
+    assert not c.state.offsets.pending_txn and not c.state.offsets.open_txns and not c.state.producer_epochs

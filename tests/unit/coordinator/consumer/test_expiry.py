@@ -11,7 +11,7 @@ GroupMetadata tombstone); a group that was never committed to is deleted at the 
 from groupd.coordinator import errors as E
 from groupd.coordinator import shard
 from groupd.coordinator.consumer import records as rec
-from groupd.coordinator.consumer.group import replay
+from groupd.coordinator.consumer.group import consumer_groups, replay
 from groupd.coordinator.records import GroupMetadataKey, OffsetCommitKey
 
 from ..harness import Core
@@ -23,7 +23,7 @@ WEEK = 604_800_000  # offsets.retention.minutes default, 7 days
 def setup(*topics: tuple[str, int]) -> tuple[Core, Driver]:
     c = Core()
     c.now = 1_000_000
-    d = Driver(groups=c.state.consumer_groups, now=c.now)
+    d = Driver(groups=consumer_groups(c.state), now=c.now)
     c.state.topics = d.topics
     for name, n in topics or (("T", 2),):
         d.topic(name, n)
@@ -62,14 +62,14 @@ def test_offsets_expire_from_their_commit_time_then_the_empty_group_goes_with_it
     assert expire(c) == []
     at(c, d, t0 + WEEK)  # a classic group would wait a retention from the time it became Empty
     assert expire(c) == [(OffsetCommitKey("g", "T", 0), None)]
-    assert "g" in c.state.consumer_groups
+    assert "g" in consumer_groups(c.state)
     at(c, d, t0 + 1_000 + WEEK)
     written = expire(c)
     assert written[0] == (OffsetCommitKey("g", "T", 1), None)
     # target metadata, partition metadata, group metadata: Kafka's order; no classic GroupMetadata tombstone
     assert consumer_kinds(written) == [6, 4, 3]
     assert all(v is None for _, v in written) and not any(isinstance(k, GroupMetadataKey) for k, _ in written)
-    assert "g" not in c.state.consumer_groups and "g" not in c.state.groups
+    assert "g" not in consumer_groups(c.state) and "g" not in c.state.groups
     assert shard.list_groups(c.state, None, None) == []
     fresh = d.replayed()  # a restart: the consumer records, then the expiry's tombstones
     for key, value in written[1:]:
@@ -83,7 +83,7 @@ def test_a_group_never_committed_to_is_deleted_at_the_first_check_once_empty():
     assert expire(c) == []  # members: never deleted
     d.hb("m1", -1)
     assert consumer_kinds(expire(c)) == [6, 4, 3]
-    assert c.state.consumer_groups == {}
+    assert consumer_groups(c.state) == {}
 
 
 def test_members_keep_the_offsets_of_subscribed_topics_and_lose_the_others():
@@ -94,7 +94,7 @@ def test_members_keep_the_offsets_of_subscribed_topics_and_lose_the_others():
     at(c, d, t0 + 2 * WEEK)
     d.hb("m1", 2)
     assert expire(c) == [(OffsetCommitKey("g", "U", 0), None)]  # even with members (OMM cleanupExpiredOffsets)
-    assert c.state.groups["g"].offsets["T"][0].offset == 5
+    assert c.state.offsets.of("g")["T"][0].offset == 5
     assert expire(c) == []
 
 
@@ -103,12 +103,12 @@ def test_a_topic_a_resolved_regex_matches_counts_as_subscribed():
     d.hb("m1", 0, subscribed_topic_regex="T.*", rebalance_timeout_ms=5000, owned=())
     d.resolve()
     d.hb("m1", 1)
-    epoch = c.state.consumer_groups["g"].members["m1"].epoch
+    epoch = consumer_groups(c.state)["g"].members["m1"].epoch
     t0 = c.now
     assert commit(c, "m1", epoch, ("T1", 0, 3), ("U", 0, 4)) == {("T1", 0): E.NONE, ("U", 0): E.NONE}
     at(c, d, t0 + WEEK)
     assert expire(c) == [(OffsetCommitKey("g", "U", 0), None)]
-    assert list(c.state.groups["g"].offsets) == ["T1"]
+    assert list(c.state.offsets.of("g")) == ["T1"]
 
 
 def test_a_live_group_whose_offsets_all_expired_stays():
@@ -145,7 +145,7 @@ def test_an_open_transaction_keeps_its_offset_and_the_group():
     assert c.txn_commit(("T", 0, 2)).partitions[0].error == E.NONE
     at(c, d, t0 + WEEK)
     assert expire(c) == [(OffsetCommitKey("g", "T", 1), None)]
-    assert "g" in c.state.consumer_groups
+    assert "g" in consumer_groups(c.state)
     c.end_txn()
     at(c, d, c.now + WEEK)
     written = expire(c)
@@ -158,10 +158,10 @@ def test_a_failed_write_brings_the_group_and_its_offsets_back():
     d.hb("m1", -1)
     c.commit(("T", 0, 1))
     at(c, d, c.now + WEEK)
-    epochs = (c.state.consumer_groups["g"].epoch, c.state.consumer_groups["g"].assignment_epoch)
+    epochs = (consumer_groups(c.state)["g"].epoch, consumer_groups(c.state)["g"].assignment_epoch)
     c.fail_next_write = E.NOT_ENOUGH_REPLICAS
     assert expire(c) == []
-    assert (c.state.consumer_groups["g"].epoch, c.state.consumer_groups["g"].assignment_epoch) == epochs
+    assert (consumer_groups(c.state)["g"].epoch, consumer_groups(c.state)["g"].assignment_epoch) == epochs
     assert c.fetch(topics={"T": (0,)}).partitions[0].offset == 1
     assert consumer_kinds(expire(c)) == [6, 4, 3]
 
@@ -171,10 +171,10 @@ def test_the_expiry_replayed_once_durable_leaves_a_group_made_meanwhile_alone():
     d.join("m1")
     d.hb("m1", -1)
     result = shard.expire_offsets(c.state, c.now, c.cfg)  # made, not yet durable
-    assert "g" not in c.state.consumer_groups
+    assert "g" not in consumer_groups(c.state)
     d.join("m2")  # the same id again, before the tombstones are durable
     shard.GroupShardRules(c.cfg).replay(c.state, result, c.now)
-    group = c.state.consumer_groups["g"]
+    group = consumer_groups(c.state)["g"]
     assert list(group.members) == ["m2"] and group.assignment_epoch == group.epoch
 
 
@@ -183,11 +183,11 @@ def test_a_deletion_with_offsets_replayed_once_durable_leaves_a_group_made_meanw
     made, its offset tombstones once durable; a group of the same id made in between keeps its members."""
     c, d = setup()
     d.join("m1")
-    assert commit(c, "m1", c.state.consumer_groups["g"].members["m1"].epoch, ("T", 0, 1)) == {("T", 0): E.NONE}
+    assert commit(c, "m1", consumer_groups(c.state)["g"].members["m1"].epoch, ("T", 0, 1)) == {("T", 0): E.NONE}
     d.hb("m1", -1)
     result = shard.delete_group(c.state, "g", 7, c.now)  # made, not yet durable
-    assert "g" not in c.state.consumer_groups and result.replay
+    assert "g" not in consumer_groups(c.state) and result.replay
     d.join("m2")
     shard.GroupShardRules(c.cfg).replay(c.state, result, c.now)
-    group = c.state.consumer_groups["g"]
+    group = consumer_groups(c.state)["g"]
     assert list(group.members) == ["m2"] and group.assignment_epoch == group.epoch

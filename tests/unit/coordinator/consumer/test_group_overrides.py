@@ -3,10 +3,12 @@ consumer.session.timeout.ms for the session timer it schedules at each heartbeat
 consumer.heartbeat.interval.ms for the HeartbeatIntervalMs it answers, and consumer.assignment.interval.ms
 between target assignments; a group without them runs with the broker's group.consumer.* values."""
 
+from groupd.coordinator import group_types
 from groupd.coordinator import shard as core
 from groupd.coordinator.api import GroupConfig
 from groupd.coordinator.consumer.api import ConsumerGroupHeartbeat
 from groupd.coordinator.consumer.config import ConsumerConfig
+from groupd.coordinator.consumer.group import consumer_groups
 
 from .driver import Driver
 
@@ -19,7 +21,7 @@ def cfg(overrides=OVERRIDES):
 
 def setup():
     state = core.ShardState(0)
-    d = Driver(groups=state.consumer_groups)
+    d = Driver(groups=consumer_groups(state))
     state.topics = d.topics
     d.topic("T", 3)
     return state
@@ -27,7 +29,7 @@ def setup():
 
 def join(state, group, config, now=1000):
     hb = ConsumerGroupHeartbeat(group, "m1", 0, rebalance_timeout_ms=5000, subscribed_topic_names=("T",), owned=())
-    result = core.consumer_group_heartbeat(state, hb, 1, now, config)
+    result = group_types.consumer_group_heartbeat(state, hb, 1, now, config)
     (_, resp), = result.responses
     return resp, {op.key: op.deadline_ms for op in result.timers}
 
@@ -64,7 +66,7 @@ def test_an_override_set_later_applies_at_the_next_heartbeat():
     assert resp.heartbeat_interval_ms == 5_000
     overrides["g"] = {"consumer.heartbeat.interval.ms": "7000", "consumer.session.timeout.ms": "55000"}
     hb = ConsumerGroupHeartbeat("g", "m1", resp.member_epoch, owned=None)
-    result = core.consumer_group_heartbeat(state, hb, 2, 2000, cfg(overrides))
+    result = group_types.consumer_group_heartbeat(state, hb, 2, 2000, cfg(overrides))
     (_, again), = result.responses
     assert again.heartbeat_interval_ms == 7_000
     assert {op.key: op.deadline_ms for op in result.timers}[("consumer-session", "g", "m1")] == 2000 + 55_000

@@ -6,6 +6,7 @@ not the bump of a member's removal (consumerGroupFenceMember: a leave, a session
 from types import SimpleNamespace
 
 from groupd.coordinator import shard
+from groupd.coordinator.consumer.group import consumer_groups
 from groupd.coordinator.observe import GroupObserver
 
 from .driver import Driver
@@ -28,7 +29,7 @@ class Counted:
 
 def observed():
     state = shard.ShardState(0)
-    d = Driver(groups=state.consumer_groups)
+    d = Driver(groups=consumer_groups(state))
     state.topics = d.topics
     metrics = Counted()
     observer = GroupObserver(metrics)

@@ -25,14 +25,15 @@ from typing import Any
 import pytest
 
 from groupd.coordinator import errors as E
-from groupd.coordinator import shard
+from groupd.coordinator import group_types, shard
 from groupd.coordinator.api import OffsetFetch, Protocol
 from groupd.coordinator.consumer import records as rec
 from groupd.coordinator.consumer.api import ConsumerGroupHeartbeat
 from groupd.coordinator.consumer.config import ConsumerConfig
 from groupd.coordinator.consumer.embedded import assignment_bytes, parse_assignment
-from groupd.coordinator.consumer.group import STABLE, UNRELEASED_PARTITIONS
+from groupd.coordinator.consumer.group import STABLE, UNRELEASED_PARTITIONS, consumer_groups
 from groupd.coordinator.consumer.heartbeat import TopicInfo
+from groupd.coordinator.group import Group
 from groupd.coordinator.records import GroupMetadataKey, encode_key, encode_value
 from groupd.storage.batch import TxnWalk
 
@@ -94,7 +95,7 @@ def hb(c: Core, member: str, epoch: int, **kw: Any) -> Any:
         kw.setdefault("subscribed_topic_names", ("T",))
         kw.setdefault("owned", ())
     req = ConsumerGroupHeartbeat("g", member, epoch, client_id="c", client_host="/127.0.0.1", **kw)
-    return c.answers[c.run(shard.consumer_group_heartbeat, req, "g")]
+    return c.answers[c.run(group_types.consumer_group_heartbeat, req, "g")]
 
 
 def owned(*ps: int) -> tuple:
@@ -102,7 +103,7 @@ def owned(*ps: int) -> tuple:
 
 
 def cg(c: Core) -> Any:
-    return c.state.consumer_groups["g"]
+    return consumer_groups(c.state)["g"]
 
 
 def classic_join(c: Core, member_id: str = "", version: int = 5, protocols: tuple[Protocol, ...] | None = None, **kw: Any) -> Any:
@@ -145,7 +146,7 @@ def test_s27_a_consumer_heartbeat_upgrades_a_stable_classic_group():
         assert m.rebalance_timeout_ms == 30_000 and m.subscribed_topic_names == ("T",)
         assert c.timers[("consumer-session", "g", mid)] == c.now + SESSION
         assert ("hb", "g", mid) not in c.timers
-    assert "g" not in c.state.groups or not c.state.groups["g"].members
+    assert "g" not in c.state.view(Group) or not c.state.groups["g"].members
     # the joiner waits for partitions the classic members still hold
     assert group.members["c1"].state == UNRELEASED_PARTITIONS and resp.assignment == ()
 
@@ -196,7 +197,7 @@ def test_s28_upgrade_refused_by_policy(policy):
     start = len(c.log)
     resp = hb(c, "c1", 0)
     assert resp.error == E.GROUP_ID_NOT_FOUND and resp.message == "Group g is not a consumer group."
-    assert c.log[start:] == [] and "g" not in c.state.consumer_groups and c.group().state == "Stable"
+    assert c.log[start:] == [] and "g" not in consumer_groups(c.state) and c.group().state == "Stable"
 
 
 @pytest.mark.parametrize(("why", "setup"), [
@@ -215,7 +216,7 @@ def test_s28_upgrade_refused_when_the_group_cannot_be_read_as_a_consumer_group(w
         assert "malformed" in resp.message
     elif why == "user data":
         assert "custom assignor" in resp.message
-    assert c.log[start:] == [] and "g" not in c.state.consumer_groups and len(c.group().members) >= 2
+    assert c.log[start:] == [] and "g" not in consumer_groups(c.state) and len(c.group().members) >= 2
 
 
 def test_s28_heartbeats_other_than_a_join_to_a_classic_group_are_group_id_not_found():
@@ -231,7 +232,7 @@ def test_s28_a_failed_join_leaves_the_classic_group_as_it_was():
     classic_group(c)
     resp = hb(c, "c1", 0, subscribed_topic_names=None, subscribed_topic_regex="(")
     assert resp.error == E.INVALID_REGULAR_EXPRESSION
-    assert "g" not in c.state.consumer_groups and c.group().state == "Stable" and len(c.group().members) == 2
+    assert "g" not in consumer_groups(c.state) and c.group().state == "Stable" and len(c.group().members) == 2
 
 
 @pytest.mark.parametrize("policy", ["bidirectional", "upgrade", "downgrade", "disabled"])
@@ -434,7 +435,7 @@ def test_s31_last_consumer_member_leaving_downgrades_to_a_classic_group():
     start = len(c.log)
     resp = hb(c, "c1", -1)
     assert (resp.error, resp.member_epoch) == (0, -1)
-    assert "g" not in c.state.consumer_groups
+    assert "g" not in consumer_groups(c.state)
     written = c.log[start:]
     assert all(v is None for _, v in written[:-1]) and written[-1][0] == GroupMetadataKey("g")
     value = written[-1][1]
@@ -458,7 +459,7 @@ def test_s31_a_session_timeout_of_the_last_consumer_member_downgrades_too():
     for _ in range(10):  # c1 goes silent; the classic member keeps its own session alive
         c.advance(c.now + 5000)
         c.heartbeat(mid, gen)
-    assert "g" not in c.state.consumer_groups and mid in c.group().members
+    assert "g" not in consumer_groups(c.state) and mid in c.group().members
 
 
 def test_s31_under_policy_upgrade_the_group_stays_a_consumer_group():
@@ -466,7 +467,7 @@ def test_s31_under_policy_upgrade_the_group_stays_a_consumer_group():
     mid, gen = consumer_group_with_classic_member(c)
     hb(c, "c1", -1)
     assert list(cg(c).members) == [mid]
-    assert "g" not in c.state.groups or not c.group().members
+    assert "g" not in c.state.view(Group) or not c.group().members
 
 
 def test_s31_downgrade_refused_above_group_max_size():
@@ -485,7 +486,7 @@ def test_s31_a_classic_static_member_replacing_the_last_consumer_member_downgrad
     target = set(cg(c).targets["c1"][T])
     joined = classic_join(c, instance="i1")
     assert joined.error == 0
-    assert "g" not in c.state.consumer_groups
+    assert "g" not in consumer_groups(c.state)
     g = c.group()
     assert g.state == "Stable" and set(g.members) == {mid, joined.member_id}
     assert g.static == {"i1": joined.member_id}
@@ -513,7 +514,7 @@ def consumer_view(state: shard.ShardState) -> dict:
                   m.subscribed_topic_names, m.rebalance_timeout_ms)
             for mid, m in g.members.items()
         })
-        for gid, g in state.consumer_groups.items()
+        for gid, g in consumer_groups(state).items()
     }
 
 
@@ -521,8 +522,8 @@ def classic_view(state: shard.ShardState) -> dict:
     return {
         gid: (g.generation, g.protocol, g.protocol_type, g.leader, {
             mid: (m.assignment, m.session_timeout, m.rebalance_timeout, m.instance_id) for mid, m in g.members.items()
-        }, g.offsets)
-        for gid, g in state.groups.items()
+        }, dict(state.offsets.of(gid)))
+        for gid, g in state.view(Group).items()
     }
 
 
@@ -533,8 +534,8 @@ def test_s32_replay_after_upgrade_and_after_downgrade_rebuilds_the_same_groups()
     hb(c, "c1", 0)
     again = reloaded(c)
     assert consumer_view(again) == consumer_view(c.state)
-    assert {gid: g.offsets for gid, g in again.groups.items()} == {gid: g.offsets for gid, g in c.state.groups.items()}
-    assert all(not g.members for g in again.groups.values())
+    assert again.offsets.committed == c.state.offsets.committed
+    assert all(not g.members for g in again.view(Group).values())
     # after a load, classic members' sessions run on their own session timeout again
     rearmed = {op.key: op.deadline_ms for op in shard.on_loaded(again, 7, c.cfg).timers}
     assert rearmed[("consumer-session", "g", a)] == 7 + SESSION
@@ -543,8 +544,8 @@ def test_s32_replay_after_upgrade_and_after_downgrade_rebuilds_the_same_groups()
     for mid in (a, b):
         classic_join(c, mid)
     hb(c, "c1", -1)
-    assert "g" not in c.state.consumer_groups
+    assert "g" not in consumer_groups(c.state)
     again = reloaded(c)
-    assert again.consumer_groups == {}
+    assert consumer_groups(again) == {}
     assert classic_view(again) == classic_view(c.state)
     assert again.groups["g"].state == "Stable"  # loaded Stable: its members' sessions restart

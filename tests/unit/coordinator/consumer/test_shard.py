@@ -4,6 +4,7 @@ validateOffsetFetch), ListGroups / DescribeGroups / DeleteGroups (22, 26), and c
 consumer groups (30)."""
 
 from groupd.coordinator import errors as E
+from groupd.coordinator import group_types
 from groupd.coordinator import shard as core
 from groupd.coordinator.api import (
     CommitPartition,
@@ -16,6 +17,7 @@ from groupd.coordinator.api import (
     Protocol,
 )
 from groupd.coordinator.consumer import records as rec
+from groupd.coordinator.consumer.group import consumer_groups
 from groupd.coordinator.records import OffsetCommitKey
 
 from .driver import Driver
@@ -23,7 +25,7 @@ from .driver import Driver
 
 def setup():
     state = core.ShardState(0)
-    d = Driver(groups=state.consumer_groups)
+    d = Driver(groups=consumer_groups(state))
     state.topics = d.topics
     d.topic("T", 6)
     return state, d
@@ -43,7 +45,7 @@ def test_s23_commit_epochs():
     d.join("m1")
     d.join("m2")
     d.hb("m1", 2, owned=((d.topics["T"].topic_id, tuple(range(6))),))
-    kept = sorted(state.consumer_groups["g"].members["m1"].assigned[d.topics["T"].topic_id])
+    kept = sorted(consumer_groups(state)["g"].members["m1"].assigned[d.topics["T"].topic_id])
     d.hb("m1", 2, owned=((d.topics["T"].topic_id, tuple(kept)),))  # m1 at epoch 3 now
     assert commit(state, 4, partitions=((kept[0], 1),)) == {kept[0]: E.STALE_MEMBER_EPOCH}
     assert commit(state, 3, partitions=((kept[0], 1),)) == {kept[0]: E.NONE}
@@ -59,7 +61,7 @@ def test_s24_lower_epoch_only_for_partitions_assigned_no_later():
     d.join("m1")  # epoch 2, all six assigned at 2
     d.topic("U", 1)
     d.hb("m1", 2, subscribed_topic_names=("T", "U"))  # epoch 3: U:0 assigned at 3, T kept at 2
-    assert state.consumer_groups["g"].members["m1"].epoch == 3
+    assert consumer_groups(state)["g"].members["m1"].epoch == 3
     assert commit(state, 2, partitions=((0, 5),)) == {0: E.NONE}
     assert commit(state, 1, partitions=((0, 5),)) == {0: E.STALE_MEMBER_EPOCH}
 
@@ -124,7 +126,7 @@ def test_s26_delete_groups():
     consumer_kinds = [k.kind for k, _ in result.records if isinstance(k, rec.GroupKey)]
     assert consumer_kinds == [6, 4, 3]  # target metadata, partition metadata, group metadata, in that order
     assert OffsetCommitKey("g", "T", 0) in [k for k, _ in result.records]
-    assert "g" not in state.consumer_groups
+    assert "g" not in consumer_groups(state)
     for key, value in result.records:  # the shell replays them once durable: harmless for the consumer ones
         core.replay(state, key, value, 1000)
     assert "g" not in state.groups
@@ -149,7 +151,7 @@ def test_offset_delete_keeps_the_offsets_of_topics_a_live_consumer_group_subscri
     req = OffsetCommit("g", 2, "m1", None, -1, (CommitPartition("U", 0, 5, -1, None),), 9)
     for key, value in core.offset_commit(state, req, 1, 1000, GroupConfig()).records:
         core.replay(state, key, value, 1000)
-    assert state.groups["g"].offsets["U"][0].offset == 5
+    assert state.offsets.of("g")["U"][0].offset == 5
     d.hb("m1", 2, subscribed_topic_names=("T",))  # U is no longer subscribed
     resp, deleted = offset_delete(state, ("T", 0), ("U", 0), ("U", 1))
     assert resp.error == E.NONE
@@ -157,7 +159,7 @@ def test_offset_delete_keeps_the_offsets_of_topics_a_live_consumer_group_subscri
         PartitionError("T", 0, E.GROUP_SUBSCRIBED_TO_TOPIC), PartitionError("U", 0, E.NONE), PartitionError("U", 1, E.NONE),
     )
     assert deleted == [OffsetCommitKey("g", "U", 0)]
-    assert 0 in state.groups["g"].offsets["T"]
+    assert 0 in state.offsets.of("g")["T"]
     d.hb("m1", -1)  # the last member leaves: nothing is subscribed any more
     resp, deleted = offset_delete(state, ("T", 0))
     assert resp.partitions == (PartitionError("T", 0, E.NONE),) and deleted == [OffsetCommitKey("g", "T", 0)]
@@ -198,9 +200,9 @@ def test_a_classic_join_converts_an_empty_consumer_group():
     d.hb("m1", -1)
     req = JoinGroup("g", "", None, 10_000, 10_000, "consumer", (Protocol("range", b""),), "c", "/h", 5)
     result = core.join_group(state, req, 7, 1000, GroupConfig())
-    assert "g" not in state.consumer_groups
+    assert "g" not in consumer_groups(state)
     assert [rec.key_kind(k) for k, v in result.records if isinstance(k, (rec.GroupKey, rec.MemberKey, rec.RegexKey))][-1] == 3
-    assert state.groups["g"].offsets["T"][0].offset == 10  # the offsets stay
+    assert state.offsets.of("g")["T"][0].offset == 10  # the offsets stay
     assert [g.group_type for g in core.list_groups(state, None, None)] == ["classic"]
 
 
@@ -213,10 +215,10 @@ def test_heartbeat_refused_for_a_live_classic_group_and_when_disabled():
     core.join_group(state, req, 7, 1000, GroupConfig())
     assert state.groups["g"].members
     hb = ConsumerGroupHeartbeat("g", "m1", 0, rebalance_timeout_ms=5000, subscribed_topic_names=("T",), owned=())
-    (_, resp), = core.consumer_group_heartbeat(state, hb, 8, 1000, GroupConfig()).responses
+    (_, resp), = group_types.consumer_group_heartbeat(state, hb, 8, 1000, GroupConfig()).responses
     assert resp.error == E.GROUP_ID_NOT_FOUND
     off = GroupConfig(consumer=ConsumerConfig(enabled=False))
-    (_, resp), = core.consumer_group_heartbeat(state, hb, 9, 1000, off).responses
+    (_, resp), = group_types.consumer_group_heartbeat(state, hb, 9, 1000, off).responses
     assert resp.error == E.UNSUPPORTED_VERSION
 
 
@@ -235,7 +237,7 @@ def test_loading_rearms_sessions_and_rebalance_timers():
     assert timers[("consumer-session", "g", "m2")] == 5000 + 45_000
     assert timers[("consumer-rebalance", "g", "m1")] == 5000 + 5000
     fenced = core.on_timer(loaded, ("consumer-rebalance", "g", "m1"), 10_000, GroupConfig())
-    assert "m1" not in loaded.consumer_groups["g"].members and fenced.records
+    assert "m1" not in consumer_groups(loaded)["g"].members and fenced.records
 
 
 def test_s22_consumer_group_describe_of_a_classic_group_is_not_found():
@@ -243,5 +245,5 @@ def test_s22_consumer_group_describe_of_a_classic_group_is_not_found():
     req = JoinGroup("c", "", None, 10_000, 10_000, "consumer", (Protocol("range", b""),), "c", "/h", 3)
     core.join_group(state, req, 7, 1000, GroupConfig())
     assert "c" in state.groups
-    (described,) = core.consumer_group_describe(state, ["c"], GroupConfig())
+    (described,) = group_types.consumer_group_describe(state, ["c"], GroupConfig())
     assert described.error == E.GROUP_ID_NOT_FOUND

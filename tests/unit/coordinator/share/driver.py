@@ -10,7 +10,7 @@ from groupd.coordinator.consumer.heartbeat import TopicInfo
 from groupd.coordinator.records import decode_key, decode_value, encode_key, encode_value
 from groupd.coordinator.share.api import Outcome, ShareGroupHeartbeat, ShareStateInitialized
 from groupd.coordinator.share.config import ShareGroupConfig
-from groupd.coordinator.share.group import ShareGroup, ShareGroups, replay
+from groupd.coordinator.share.group import ShareGroup, ShareGroups, replay, share_groups
 from groupd.coordinator.share.heartbeat import heartbeat, on_session_timeout, on_topics_changed
 from groupd.coordinator.share.partitions import state_initialized
 
@@ -110,7 +110,7 @@ def in_shard(topic_partitions: int = 2):
     from groupd.coordinator import shard as core
 
     state = core.ShardState(0)
-    d = Driver(groups=state.share_groups)
+    d = Driver(groups=share_groups(state))
     state.topics = d.topics
     d.topic("T", topic_partitions)
     return state, d

@@ -3,11 +3,12 @@ GroupMetadataManager.alterShareGroupOffsets, GroupCoordinatorShard.initiateDelet
 sharePartitionsEligibleForOffsetDeletion)."""
 
 from groupd.coordinator import errors as E
-from groupd.coordinator import shard as core
+from groupd.coordinator import group_types
 from groupd.coordinator.api import GroupConfig
 from groupd.coordinator.consumer.api import ConsumerGroupHeartbeat
 from groupd.coordinator.share import records as rec
 from groupd.coordinator.share.api import AlterShareOffsets, DeleteShareOffsets
+from groupd.coordinator.share.group import share_groups
 
 from .driver import call, in_shard, tid
 
@@ -17,10 +18,10 @@ T = tid("T")
 def test_s49_alter_offsets():
     state, d = in_shard()
     d.join("m1")
-    _, plan = call(state, core.share_alter_offsets, AlterShareOffsets("g", (("T", ((0, 5),)),)))
+    _, plan = call(state, group_types.share_alter_offsets, AlterShareOffsets("g", (("T", ((0, 5),)),)))
     assert plan.error == E.NON_EMPTY_GROUP
     d.hb("m1", -1)
-    result, plan = call(state, core.share_alter_offsets, AlterShareOffsets("g", (("T", ((0, 5), (7, 1))), ("nope", ((0, 1),)))))
+    result, plan = call(state, group_types.share_alter_offsets, AlterShareOffsets("g", (("T", ((0, 5), (7, 1))), ("nope", ((0, 1),)))))
     assert plan.error == E.NONE
     assert plan.results == (("T", T, ((0, E.NONE), (7, E.UNKNOWN_TOPIC_OR_PARTITION))), ("nope", None, ((0, E.UNKNOWN_TOPIC_OR_PARTITION),)))
     assert (plan.state_epoch, plan.offsets) == (d.group().epoch, ((T, ((0, 5),)),))
@@ -30,16 +31,16 @@ def test_s49_alter_offsets():
 
 def test_s49_alter_makes_a_missing_group_and_refuses_other_types():
     state, d = in_shard()
-    _, plan = call(state, core.share_alter_offsets, AlterShareOffsets("new", (("T", ((1, 3),)),)))
-    assert plan.error == E.NONE and "new" in state.share_groups
-    assert state.share_groups["new"].epoch == 1
-    _, plan = call(state, core.share_alter_offsets, AlterShareOffsets("empty", (("nope", ((0, 1),)),)))
-    assert plan.error == E.NONE and "empty" not in state.share_groups  # no record, no group
+    _, plan = call(state, group_types.share_alter_offsets, AlterShareOffsets("new", (("T", ((1, 3),)),)))
+    assert plan.error == E.NONE and "new" in share_groups(state)
+    assert share_groups(state)["new"].epoch == 1
+    _, plan = call(state, group_types.share_alter_offsets, AlterShareOffsets("empty", (("nope", ((0, 1),)),)))
+    assert plan.error == E.NONE and "empty" not in share_groups(state)  # no record, no group
     hb = ConsumerGroupHeartbeat("cg", "c1", 0, rebalance_timeout_ms=5000, subscribed_topic_names=("T",), owned=())
-    core.consumer_group_heartbeat(state, hb, 1, 1000, GroupConfig())
-    _, plan = call(state, core.share_alter_offsets, AlterShareOffsets("cg", (("T", ((0, 1),)),)))
+    group_types.consumer_group_heartbeat(state, hb, 1, 1000, GroupConfig())
+    _, plan = call(state, group_types.share_alter_offsets, AlterShareOffsets("cg", (("T", ((0, 1),)),)))
     assert plan.error == E.GROUP_ID_NOT_FOUND
-    _, plan = call(state, core.share_alter_offsets, AlterShareOffsets("", ()))
+    _, plan = call(state, group_types.share_alter_offsets, AlterShareOffsets("", ()))
     assert plan.error == E.INVALID_GROUP_ID
 
 
@@ -48,34 +49,34 @@ def test_s50_delete_offsets():
     u = d.topic("U", 1)
     d.join("m1")
     d.initialized()
-    _, plan = call(state, core.share_delete_offsets, DeleteShareOffsets("g", ("T",)))
+    _, plan = call(state, group_types.share_delete_offsets, DeleteShareOffsets("g", ("T",)))
     assert plan.error == E.NON_EMPTY_GROUP
     d.hb("m1", -1)
-    result, plan = call(state, core.share_delete_offsets, DeleteShareOffsets("g", ("T", "U", "nope")))
+    result, plan = call(state, group_types.share_delete_offsets, DeleteShareOffsets("g", ("T", "U", "nope")))
     assert plan.error == E.NONE
     assert [(n, code) for n, code, _ in plan.refused] == [("U", E.UNKNOWN_TOPIC_OR_PARTITION), ("nope", E.UNKNOWN_TOPIC_OR_PARTITION)]
     assert plan.refused[0][2] == "There is no offset information to delete."
     assert plan.to_delete == (("T", T, (0, 1)),)
     assert d.group().initialized == {} and d.group().deleting == {T: "T"}
-    call(state, core.share_state_deleted, ("g", frozenset({T})))
+    call(state, group_types.share_state_deleted, ("g", frozenset({T})))
     assert d.group().deleting == {}
     assert u not in d.group().initialized
-    _, plan = call(state, core.share_delete_offsets, DeleteShareOffsets("nope", ("T",)))
+    _, plan = call(state, group_types.share_delete_offsets, DeleteShareOffsets("nope", ("T",)))
     assert plan.error == E.GROUP_ID_NOT_FOUND
 
 
 def test_s50_consumer_group_id():
     state, d = in_shard()
     hb = ConsumerGroupHeartbeat("cg", "c1", 0, rebalance_timeout_ms=5000, subscribed_topic_names=("T",), owned=())
-    core.consumer_group_heartbeat(state, hb, 1, 1000, GroupConfig())
-    _, plan = call(state, core.share_delete_offsets, DeleteShareOffsets("cg", ("T",)))
+    group_types.consumer_group_heartbeat(state, hb, 1, 1000, GroupConfig())
+    _, plan = call(state, group_types.share_delete_offsets, DeleteShareOffsets("cg", ("T",)))
     assert plan.error == E.GROUP_ID_NOT_FOUND
 
 
 def test_initialized_partitions_read():
     state, d = in_shard()
     d.join("m1")
-    assert core.share_initialized_partitions(state, "g") == {}
+    assert group_types.share_initialized_partitions(state, "g") == {}
     d.initialized()
-    assert core.share_initialized_partitions(state, "g") == {T: frozenset({0, 1})}
-    assert core.share_initialized_partitions(state, "nope") == {}
+    assert group_types.share_initialized_partitions(state, "g") == {T: frozenset({0, 1})}
+    assert group_types.share_initialized_partitions(state, "nope") == {}

@@ -5,6 +5,7 @@ consumer offset APIs and the other group types' APIs refusing a share group's id
 shard and session timers re-armed after a load."""
 
 from groupd.coordinator import errors as E
+from groupd.coordinator import group_types
 from groupd.coordinator import shard as core
 from groupd.coordinator.api import (
     CommitPartition,
@@ -19,6 +20,7 @@ from groupd.coordinator.consumer.api import ConsumerGroupHeartbeat
 from groupd.coordinator.records import decode_key, decode_value, encode_key, encode_value
 from groupd.coordinator.share import records as rec
 from groupd.coordinator.share.api import ShareGroupHeartbeat
+from groupd.coordinator.share.group import share_groups
 
 from .driver import call, in_shard, tid
 
@@ -47,13 +49,13 @@ def test_describe_groups_answers_dead():
 def test_share_group_describe():
     state, d = in_shard()
     d.join("m1", rack_id="r1")
-    (g,) = core.share_group_describe(state, ["g"])
+    (g,) = group_types.share_group_describe(state, ["g"])
     assert (g.error, g.state, g.group_epoch, g.assignment_epoch, g.assignor_name) == (E.NONE, "Stable", 2, 2, "simple")
     (m,) = g.members
     assert (m.member_id, m.rack_id, m.member_epoch, m.client_id, m.subscribed_topic_names) == ("m1", "r1", 2, "c", ("T",))
-    (missing,) = core.share_group_describe(state, ["nope"])
+    (missing,) = group_types.share_group_describe(state, ["nope"])
     assert (missing.error, missing.message) == (E.GROUP_ID_NOT_FOUND, "Share group nope not found.")
-    (blank,) = core.share_group_describe(state, [""])
+    (blank,) = group_types.share_group_describe(state, [""])
     assert blank.error == E.INVALID_GROUP_ID
 
 
@@ -61,10 +63,10 @@ def test_delete_non_empty_then_empty():
     state, d = in_shard()
     d.join("m1")
     d.initialized()
-    _, plan = call(state, core.share_delete_prepare, "g")
+    _, plan = call(state, group_types.share_delete_prepare, "g")
     assert plan.error == E.NON_EMPTY_GROUP
     d.hb("m1", -1)
-    result, plan = call(state, core.share_delete_prepare, "g")
+    result, plan = call(state, group_types.share_delete_prepare, "g")
     assert (plan.error, plan.topics) == (E.NONE, ((T, (0, 1)),))
     ((key, value),) = result.records
     assert key.kind == rec.STATE_PARTITION_METADATA and value.deleting == (rec.TopicInfo(T, "T"),) and value.initialized == ()
@@ -73,8 +75,8 @@ def test_delete_non_empty_then_empty():
         (rec.TARGET_ASSIGNMENT_METADATA, True), (rec.STATE_PARTITION_METADATA, True), (rec.GROUP_METADATA, True),
     ]
     assert deleted.responses[0][1].error == E.NONE
-    assert "g" not in state.share_groups
-    _, plan = call(state, core.share_delete_prepare, "g")
+    assert "g" not in share_groups(state)
+    _, plan = call(state, group_types.share_delete_prepare, "g")
     assert plan is None  # no longer a share group
 
 
@@ -96,17 +98,17 @@ def test_other_group_types_refuse_a_share_group_id():
     _, resp = call(state, core.join_group, join)
     assert (resp.error, resp.member_id) == (E.INCONSISTENT_GROUP_PROTOCOL, "")
     hb = ConsumerGroupHeartbeat("g", "c1", 0, rebalance_timeout_ms=5000, subscribed_topic_names=("T",), owned=())
-    _, resp = call(state, core.consumer_group_heartbeat, hb)
+    _, resp = call(state, group_types.consumer_group_heartbeat, hb)
     assert resp.error == E.GROUP_ID_NOT_FOUND
 
 
 def test_share_heartbeat_to_a_consumer_group_id():
     state, d = in_shard()
     hb = ConsumerGroupHeartbeat("cg", "c1", 0, rebalance_timeout_ms=5000, subscribed_topic_names=("T",), owned=())
-    call(state, core.consumer_group_heartbeat, hb)
-    _, resp = call(state, core.share_group_heartbeat, ShareGroupHeartbeat("cg", "m1", 0, subscribed_topic_names=("T",)))
+    call(state, group_types.consumer_group_heartbeat, hb)
+    _, resp = call(state, group_types.share_group_heartbeat, ShareGroupHeartbeat("cg", "m1", 0, subscribed_topic_names=("T",)))
     assert (resp.error, resp.message) == (E.GROUP_ID_NOT_FOUND, "Group cg is not a share group.")
-    (g,) = core.share_group_describe(state, ["cg"])
+    (g,) = group_types.share_group_describe(state, ["cg"])
     assert (g.error, g.message) == (E.GROUP_ID_NOT_FOUND, "Group cg is not a share group.")
 
 
@@ -120,21 +122,21 @@ def test_replay_through_the_shard_and_timers_after_load():
     for key, value in d.log:
         key2 = decode_key(encode_key(key))
         core.replay(fresh, key2, decode_value(key2, encode_value(value)), 5000)
-    assert fresh.share_groups["g"].members == state.share_groups["g"].members
-    assert {t: i.partitions for t, i in fresh.share_groups["g"].initialized.items()} == {T: frozenset({0, 1})}
+    assert share_groups(fresh)["g"].members == share_groups(state)["g"].members
+    assert {t: i.partitions for t, i in share_groups(fresh)["g"].initialized.items()} == {T: frozenset({0, 1})}
     loaded = core.on_loaded(fresh, 5000, GroupConfig())
     deadlines = {op.key: op.deadline_ms for op in loaded.timers}
     assert deadlines == {("share-session", "g", "m1"): 50_000, ("share-session", "g", "m2"): 50_000}
     fired = core.on_timer(fresh, ("share-session", "g", "m1"), 50_000, GroupConfig())
     assert [k.kind for k, _ in fired.records][:3] == [rec.CURRENT_MEMBER_ASSIGNMENT, rec.TARGET_ASSIGNMENT_MEMBER, rec.MEMBER_METADATA]
-    assert set(fresh.share_groups["g"].members) == {"m2"}
+    assert set(share_groups(fresh)["g"].members) == {"m2"}
 
 
 def test_unload_forgets_share_groups():
     state, d = in_shard()
     d.join("m1")
     core.unload(state)
-    assert state.share_groups == {}
+    assert share_groups(state) == {}
 
 
 def test_deleted_topics_leave_the_share_partition_states():
@@ -143,7 +145,7 @@ def test_deleted_topics_leave_the_share_partition_states():
     d.initialized()
     u = d.topic("U", 1)
     d.hb("m1", 2, subscribed_topic_names=("T", "U"))  # U initializing
-    result = core.share_topics_deleted(state, frozenset({T, u}), 2000)
+    result = group_types.share_topics_deleted(state, frozenset({T, u}), 2000)
     ((key, value),) = result.records
     assert key.kind == rec.STATE_PARTITION_METADATA and value == rec.StatePartitionMetadata((), (), ())
-    assert core.share_topics_deleted(state, frozenset({T}), 3000).records == ()  # nothing left to clean
+    assert group_types.share_topics_deleted(state, frozenset({T}), 3000).records == ()  # nothing left to clean

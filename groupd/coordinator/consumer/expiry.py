@@ -10,8 +10,9 @@
   tombstones in Kafka's order (ConsumerGroup.createGroupTombstoneRecords), and no classic
   GroupMetadata tombstone, which Kafka never writes for it.
 
-A consumer group's offsets sit in a member-less group of the same id in ``ShardState.groups`` (the
-"holder"); coordinator/offsets/commits.py's ``expire_offsets`` runs the loop and asks here.
+A consumer group's offsets are kept by id in the shard's offset store (coordinator/offsets/store.py);
+coordinator/offsets/commits.py's ``expire_offsets`` runs the loop and asks the group's type
+(coordinator/consumer/group_type.py), which asks here.
 """
 
 from __future__ import annotations
@@ -19,15 +20,15 @@ from __future__ import annotations
 import copy
 from typing import TYPE_CHECKING, Any
 
-from groupd.coordinator.consumer.group import ConsumerGroup, deletion_records, replay
+from groupd.coordinator.consumer.group import ConsumerGroup, consumer_groups, deletion_records, replay
 from groupd.coordinator.consumer.heartbeat import subscribed_names
-from groupd.coordinator.group import Group
+from groupd.coordinator.offsets.store import GroupOffsets
 
 if TYPE_CHECKING:
     from groupd.coordinator.shard import ShardState
 
-# a deleted consumer group as it was (to bring back if the write fails) and its offsets' holder
-DroppedConsumerGroup = tuple[ConsumerGroup, Group | None]
+# a deleted consumer group as it was (to bring back if the write fails) and its offsets
+DroppedConsumerGroup = tuple[ConsumerGroup, GroupOffsets]
 
 
 def subscribed_topics(group: ConsumerGroup) -> frozenset[str]:
@@ -42,23 +43,21 @@ def is_empty(group: ConsumerGroup) -> bool:
 
 def drop_consumer_group(state: ShardState, group: ConsumerGroup, records: list[tuple[Any, None]]) -> DroppedConsumerGroup:
     """Append the group's tombstones to ``records`` and apply them now, as every consumer-group record is
-    applied when made (the shard's runtime replay skips them for an expiry); the holder of its offsets,
-    whose tombstones are already in ``records``, goes with it."""
+    applied when made (the shard's runtime replay skips them for an expiry); its offsets, whose
+    tombstones are already in ``records``, go with it."""
     before = copy.deepcopy(group)
     tombstones = deletion_records(group)
     for key, value in tombstones:
-        replay(state.consumer_groups, key, value)
+        replay(consumer_groups(state), key, value)
     records.extend(tombstones)
-    holder = state.groups.pop(group.group_id, None)
-    return before, holder
+    return before, state.offsets.committed.pop(group.group_id, {})
 
 
-def restore_consumer_groups(state: ShardState, dropped: tuple[DroppedConsumerGroup, ...]) -> None:
-    """The expiry's write failed: Kafka's in-memory rollback brings the groups back, unless their ids
-    were taken meanwhile."""
-    for group, holder in dropped:
-        gid = group.group_id
-        if gid not in state.consumer_groups:
-            state.consumer_groups[gid] = group
-        if holder is not None and gid not in state.groups:
-            state.groups[gid] = holder
+def restore_consumer_group(state: ShardState, dropped: DroppedConsumerGroup) -> None:
+    """The expiry's write failed: Kafka's in-memory rollback brings the group back, unless its id was
+    taken meanwhile."""
+    group, offsets = dropped
+    gid = group.group_id
+    if gid not in state.groups:
+        state.groups[gid] = group
+        state.offsets.restore(gid, offsets)

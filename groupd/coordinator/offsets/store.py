@@ -1,0 +1,114 @@
+"""The offsets of one offsets partition, keyed by group id (the data of Kafka's OffsetMetadataManager).
+
+Offsets belong to a group id, not to a group object: a consumer group's committed offsets survive its
+conversion to a classic group and back, and a commit is validated against whichever group type owns the
+id (coordinator/offsets/commits.py asks that type through coordinator/group_type.py). Committed offsets
+change only by replay (coordinator/offsets/replay.py); ``pending_commits`` counts the commits written but
+not yet durable, so that the retention check never expires under them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import TYPE_CHECKING
+
+from groupd.coordinator.records import OffsetCommitValue
+
+if TYPE_CHECKING:
+    from groupd.coordinator.offsets.transactional import PendingOffset
+
+# a group's committed offsets: topic -> partition -> value
+GroupOffsets = dict[str, dict[int, OffsetCommitValue]]
+
+_NONE: Mapping[str, dict[int, OffsetCommitValue]] = MappingProxyType({})
+
+
+class OffsetStore:
+    """Committed offsets, commits in flight and transactional offsets not yet ended by a marker."""
+
+    __slots__ = ("committed", "pending_commits", "pending_txn", "open_txns", "txn_seq", "parked")
+
+    def __init__(self) -> None:
+        self.committed: dict[str, GroupOffsets] = {}
+        self.pending_commits: dict[str, int] = {}  # group id -> OffsetCommit records being written
+        # Transactional offsets (coordinator/offsets/transactional.py): producer id -> group ->
+        # (topic, partition) -> PendingOffset, and group -> producer ids with such offsets (Kafka's
+        # pendingTransactionalOffsets and openTransactionsByGroup).
+        self.pending_txn: dict[int, dict[str, dict[tuple[str, int], PendingOffset]]] = {}
+        self.open_txns: dict[str, set[int]] = {}
+        self.txn_seq = 0  # write order of transactional offsets
+        self.parked: dict[str, list[GroupOffsets]] = {}  # offsets of dropped groups, tombstones in flight
+
+    def of(self, group_id: str) -> Mapping[str, dict[int, OffsetCommitValue]]:
+        """The group's committed offsets (read only; empty when it has none)."""
+        return self.committed.get(group_id, _NONE)
+
+    def has(self, group_id: str) -> bool:
+        return group_id in self.committed
+
+    def writing(self, group_id: str) -> int:
+        """How many of the group's commits are written but not yet durable."""
+        return self.pending_commits.get(group_id, 0)
+
+    def start_writing(self, group_id: str, n: int) -> None:
+        self.pending_commits[group_id] = self.pending_commits.get(group_id, 0) + n
+
+    def done_writing(self, group_id: str, n: int = 1) -> None:
+        left = self.pending_commits.get(group_id, 0) - n
+        if left > 0:
+            self.pending_commits[group_id] = left
+        else:
+            self.pending_commits.pop(group_id, None)
+
+    def set(self, group_id: str, topic: str, partition: int, value: OffsetCommitValue) -> None:
+        by_topic = self.committed.get(group_id)
+        if by_topic is None:
+            by_topic = self.committed[group_id] = {}
+        ps = by_topic.get(topic)
+        if ps is None:
+            ps = by_topic[topic] = {}
+        ps[partition] = value
+
+    def remove(self, group_id: str, topic: str, partition: int) -> None:
+        by_topic = self.committed.get(group_id)
+        if by_topic is None:
+            return
+        ps = by_topic.get(topic)
+        if ps is not None:
+            ps.pop(partition, None)
+            if not ps:
+                del by_topic[topic]
+                if not by_topic:
+                    del self.committed[group_id]
+
+    def clear(self) -> None:
+        """Unload: a later load brings them back from the log."""
+        self.committed.clear()
+        self.pending_commits.clear()
+        self.pending_txn.clear()
+        self.open_txns.clear()
+        self.parked.clear()
+
+    # ------------------------------------------------------------ groups dropped, tombstones in flight
+
+    def park(self, group_id: str) -> None:
+        """A group is dropped with all its offsets tombstoned: they leave now (as the group does) and
+        wait, in write order, for the write's outcome."""
+        self.parked.setdefault(group_id, []).append(self.committed.pop(group_id, {}))
+
+    def unpark(self, group_id: str) -> GroupOffsets:
+        queue = self.parked.get(group_id)
+        if not queue:
+            return {}
+        offsets = queue.pop(0)
+        if not queue:
+            del self.parked[group_id]
+        return offsets
+
+    def restore(self, group_id: str, offsets: GroupOffsets) -> None:
+        """The drop's write failed: the parked offsets come back, under any committed meanwhile."""
+        for topic, ps in offsets.items():
+            for partition, value in ps.items():
+                if partition not in self.of(group_id).get(topic, ()):
+                    self.set(group_id, topic, partition, value)
