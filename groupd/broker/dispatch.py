@@ -4,8 +4,9 @@ that a flush round brings. The routing table itself is ``broker/routes.py``.
 
 from __future__ import annotations
 
+import asyncio
 import functools
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -85,7 +86,7 @@ class Later:
         self.settled = False
         self.listener: Callable[[Later], None] | None = None
         # called if the connection goes away first (a join may be parked for a whole rebalance)
-        self.abandon: Callable[[], None] | None = None
+        self.abandon: Callable[[], object] | None = None
 
     def __call__(self, payload: Any, error: BaseException | None) -> None:
         if self.settled:
@@ -119,3 +120,28 @@ def answered_later(broker: Broker, group_id: str, handler: Callable[..., Any], r
         return finish(None, exc)
     later.abandon = functools.partial(broker.coordinator.abandon, token)
     return later
+
+
+def later_of(awaitable: Awaitable[Any]) -> Later:
+    """An answer that has to wait on futures (a durable append, data to fetch): its coroutine runs as
+    a Task, and the Later settles when the Task ends; abandoning it cancels the Task, so the handler
+    unwinds as it would if its connection went away. Only what really waits pays for a Task."""
+    task = asyncio.ensure_future(awaitable)
+    later = Later(_outcome)
+    task.add_done_callback(functools.partial(_settle, later))
+    later.abandon = task.cancel
+    return later
+
+
+def _settle(later: Later, task: asyncio.Future[Any]) -> None:
+    if task.cancelled():
+        later(None, asyncio.CancelledError())
+        return
+    error = task.exception()
+    later(None if error is not None else task.result(), error)
+
+
+def _outcome(payload: Any, error: BaseException | None) -> Any:
+    if error is not None:
+        raise error
+    return payload

@@ -111,9 +111,9 @@ async def test_sasl_ssl_plain_login_over_tls_without_a_client_certificate(tls_br
 
 
 async def test_a_handshake_not_finished_in_time_is_closed_and_logged(tls_broker, monkeypatch, caplog):
-    import broker.network.secure_connection
+    import groupd.broker.network.secure_connection
 
-    monkeypatch.setattr(broker.network.secure_connection, "TLS_HANDSHAKE_TIMEOUT", 0.2)
+    monkeypatch.setattr(groupd.broker.network.secure_connection, "TLS_HANDSHAKE_TIMEOUT", 0.2)
     client = await WireClient.connect(tls_broker.port_of("SASL_SSL"))  # connects, never says hello
     with caplog.at_level(logging.WARNING, logger="groupd.connection"):
         assert await closed(client)

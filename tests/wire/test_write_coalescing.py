@@ -120,7 +120,7 @@ async def test_queued_answers_past_the_high_water_mark_hold_back_further_request
     """Backpressure still holds with answers queued: past the mark, no further request is handled in
     that turn (a client pipelining large Fetches cannot make the broker queue them all), and the rest
     are answered, in order, once the queue is sent."""
-    import broker.network.connection
+    import groupd.broker.network.connection
 
     b = await start_broker(tmp_path)
     try:
@@ -131,9 +131,9 @@ async def test_queued_answers_past_the_high_water_mark_hold_back_further_request
         await asyncio.sleep(0)
         answer_size = len(transport.sends[0])
         transport.sends.clear()
-        monkeypatch.setattr(broker.network.connection, "WRITE_HIGH_WATER", 3 * answer_size)
+        monkeypatch.setattr(groupd.broker.network.connection, "WRITE_HIGH_WATER", 3 * answer_size)
         conn.data_received(b"".join(frame(18, 3, cid, API_VERSIONS) for cid in range(10, 20)))
-        assert len(conn._frames) == 7  # three answers reached the mark; seven requests wait
+        assert conn.exchange.queued == 7  # three answers reached the mark; seven requests wait
         for _ in range(20):
             await asyncio.sleep(0)
         assert correlation_ids(b"".join(transport.sends)) == list(range(10, 20))

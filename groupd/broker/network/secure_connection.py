@@ -30,9 +30,10 @@ class SaslConnection(Connection):
     def __init__(self, broker: Broker, listener: str, gate: SaslGate) -> None:
         super().__init__(broker, listener)
         self._gate: SaslGate | None = gate
-        self._full_max_bytes = self.max_bytes
+        self._gate_buf = bytearray()  # frames for the gate are cut here, with the gate's own bound and words
+        self._full_max_bytes = self.exchange.max_bytes
         # Kafka's sasl.server.max.receive.size: an unauthenticated client cannot make us buffer 100 MB
-        self.max_bytes = min(self.max_bytes, broker.config["sasl.server.max.receive.size"])
+        self.exchange.max_bytes = min(self._full_max_bytes, broker.config["sasl.server.max.receive.size"])
 
     def data_received(self, data: bytes) -> None:
         if self._gate is None:
@@ -41,7 +42,7 @@ class SaslConnection(Connection):
         if self._draining or self._lost or self._gate.state == FAILED or self.transport.is_closing():
             return
         self.active = True
-        buf = self._buf
+        buf = self._gate_buf
         buf += data
         pos, end = 0, len(buf)
         while self._gate is not None and end - pos >= 4:
@@ -75,10 +76,11 @@ class SaslConnection(Connection):
         """One frame through the gate; False once the connection is closing."""
         gate = self._gate
         step = gate.receive(frame)
+        ticket = self.exchange.admit(len(frame))  # answered here and now, in its turn
         if step.passthrough:
-            self._handle(frame)  # ApiVersions: the ordinary answer, unsupported versions included
-        elif step.reply is not None:
-            self._write(step.reply)
+            self._handle(ticket, frame)  # ApiVersions: the ordinary answer, unsupported versions included
+        else:
+            self._send(ticket, () if step.reply is None else (step.reply,))
         mechanism = gate.mechanism_name or "none"
         if step.close is not None:
             log.warning("connection %s (listener %s) closed: %s", self.peer, self.listener, step.close)
@@ -89,16 +91,18 @@ class SaslConnection(Connection):
         if step.principal is not None:
             self.user = step.principal.partition(":")[2]  # quotas by user apply to it from now on
             self._gate = None
-            self.max_bytes = self._full_max_bytes
+            self.exchange.max_bytes = self._full_max_bytes
             self.broker.metrics.authentication(self.listener, mechanism, "success")
             log.debug("connection %s (listener %s) authenticated as %s with %s", self.peer, self.listener, self.principal, mechanism)
         return True
 
+    def _unframed(self) -> bytes:
+        return bytes(self._gate_buf) if self._gate is not None else Connection._unframed(self)
+
     def _close_after_failure(self) -> None:
         """Kafka's connection.failed.authentication.delay.ms: the answer goes out now, the close comes
         later, so a client retrying a bad password cannot spin the broker."""
-        self._frames.clear()
-        self._queued_bytes = 0
+        self.exchange.drop_queued()
         if not self._reading_paused:
             self._reading_paused = True
             self.transport.pause_reading()
