@@ -22,9 +22,9 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, cast
 
-from groupd.broker.dispatch import Later, RequestContext, later_of
+from groupd.broker.dispatch import Later, RequestContext, Response
 from groupd.broker.handlers.cluster import api_versions_body
 from groupd.broker.network.exchange import Chunks, Exchange
 from groupd.broker.routes import HANDLERS
@@ -49,6 +49,7 @@ log = logging.getLogger("groupd.connection")
 _ids = itertools.count(1)
 API_VERSIONS = int(ApiKey.API_VERSIONS)
 WRITE_HIGH_WATER = 1 << 20
+NOTHING_IN_HAND = (-1, -1, -1, -1, 0.0)
 LARGE_BODY = 65536  # a body this long goes to the transport as it is, not copied behind its header
 
 
@@ -67,7 +68,7 @@ class Connection(asyncio.Protocol):
         self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._told_bounded = False  # reading paused by the byte bound: said once per connection
         self._later: Later | None = None  # the answer the request in hand waits for
-        self._current: tuple[int, int, int, int, float] | None = None  # ticket, api key, version, correlation id, started
+        self._current = NOTHING_IN_HAND  # the request being answered: ticket, api key, version, correlation id, started
         self._reading_paused = False
         self._writing_paused = False
         self._draining = False  # graceful stop: answer what was read, then close
@@ -92,8 +93,8 @@ class Connection(asyncio.Protocol):
     # ------------------------------------------------------------ asyncio.Protocol
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]  (uvloop transports are not asyncio.Transport subclasses)
-        transport.set_write_buffer_limits(high=WRITE_HIGH_WATER)
+        self.transport = cast(asyncio.Transport, transport)  # uvloop transports are not asyncio.Transport subclasses
+        self.transport.set_write_buffer_limits(high=WRITE_HIGH_WATER)
         peer = transport.get_extra_info("peername") or ("?", 0)
         self.peer = f"{peer[0]}:{peer[1]}"
         self.host = str(peer[0])
@@ -114,7 +115,7 @@ class Connection(asyncio.Protocol):
 
     def _queued(self) -> None:
         exchange = self.exchange
-        if not self._reading_paused and exchange.over_read_ahead():
+        if not self._reading_paused and exchange.over_read_ahead() and self.transport is not None:
             self._reading_paused = True
             self.transport.pause_reading()
             if not self._told_bounded and exchange.bounded_by_bytes:
@@ -157,7 +158,7 @@ class Connection(asyncio.Protocol):
             if taken is None:
                 break
             self._handle(*taken)
-        if self._reading_paused and not self._draining and not self._lost and not exchange.over_read_ahead():
+        if self._reading_paused and not self._draining and not self._lost and not exchange.over_read_ahead() and self.transport is not None:
             self._reading_paused = False
             self.transport.resume_reading()
         if self._draining and not exchange.busy:
@@ -171,19 +172,13 @@ class Connection(asyncio.Protocol):
             if api_key == API_VERSIONS:
                 self._send(ticket, (encode_response(API_VERSIONS, 0, correlation_id, _unsupported_api_versions()),))
                 return
-            log.warning("connection %s closed: %s", self.peer, exc)
-            self._close()
+            self._refuse(ticket, "%s", exc)
             return
         except UnknownApi as exc:
-            log.warning("connection %s closed: %s", self.peer, exc)
-            self._close()
+            self._refuse(ticket, "%s", exc)
             return
         except Exception as exc:  # kio could not decode the body
-            log.warning(
-                "connection %s closed: cannot decode api %d v%d: %s: %s",
-                self.peer, api_key, api_version, type(exc).__name__, exc,
-            )
-            self._close()
+            self._refuse(ticket, "cannot decode api %d v%d: %s: %s", api_key, api_version, type(exc).__name__, exc)
             return
         started = self.broker.metrics.request_started(api_key)
         self._current = (ticket, api_key, api_version, correlation_id, started)
@@ -192,9 +187,7 @@ class Connection(asyncio.Protocol):
         except Exception:
             self._failed()
             return
-        if hasattr(result, "send"):  # a coroutine: it waits in a task of its own
-            result = later_of(result)
-        if type(result) is Later:
+        if isinstance(result, Later):
             if result.settled:
                 self._answer_later(result)
                 return
@@ -202,6 +195,12 @@ class Connection(asyncio.Protocol):
             result.listener = self._later_settled
         else:
             self._answer(result)
+
+    def _refuse(self, ticket: int, why: str, *args: object) -> None:
+        """A request Kafka closes the connection for: said, left unanswered, and the connection closed."""
+        log.warning("connection %s closed: " + why, self.peer, *args)
+        self._send(ticket, ())
+        self._close()
 
     def _later_settled(self, later: Later) -> None:
         """Called by whoever settles it (a flush round's end, a task's): answer now; requests read
@@ -218,7 +217,7 @@ class Connection(asyncio.Protocol):
             result = later.answer()
         except asyncio.CancelledError:  # whoever it waited on was cancelled (the broker stopping): no answer
             ticket = self._current[0]
-            self._current = None
+            self._current = NOTHING_IN_HAND
             self._send(ticket, ())
             return
         except Exception:
@@ -226,9 +225,9 @@ class Connection(asyncio.Protocol):
             return
         self._answer(result)
 
-    def _answer(self, result: Any) -> None:
+    def _answer(self, result: Response | None) -> None:
         ticket, api_key, api_version, correlation_id, started = self._current
-        self._current = None
+        self._current = NOTHING_IN_HAND
         if self._lost:
             return
         try:
@@ -268,10 +267,11 @@ class Connection(asyncio.Protocol):
             self._pump()
 
     def _failed(self) -> None:
-        _, api_key, api_version, _, started = self._current
-        self._current = None
+        ticket, api_key, api_version, _, started = self._current
+        self._current = NOTHING_IN_HAND
         log.exception("connection %s closed: handler for api %d v%d failed", self.peer, api_key, api_version)
         self.broker.metrics.request_finished(api_key, started, None)
+        self._send(ticket, ())  # no answer, and nothing in hand any more
         self._close()
 
     # ------------------------------------------------------------ lifecycle
@@ -288,7 +288,7 @@ class Connection(asyncio.Protocol):
     @property
     def busy(self) -> bool:
         """A request of it is read and not yet answered: not idle, however long that takes."""
-        return self._current is not None or self.exchange.busy
+        return self._current is not NOTHING_IN_HAND or self.exchange.busy
 
     def close_idle(self) -> None:
         self._close()

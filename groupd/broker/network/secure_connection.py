@@ -29,6 +29,7 @@ log = logging.getLogger("groupd.connection")
 class SaslConnection(Connection):
     def __init__(self, broker: Broker, listener: str, gate: SaslGate) -> None:
         super().__init__(broker, listener)
+        self.listener_name = listener  # every SASL connection is on a named listener
         self._gate: SaslGate | None = gate
         self._gate_buf = bytearray()  # frames for the gate are cut here, with the gate's own bound and words
         self._full_max_bytes = self.exchange.max_bytes
@@ -39,7 +40,7 @@ class SaslConnection(Connection):
         if self._gate is None:
             Connection.data_received(self, data)
             return
-        if self._draining or self._lost or self._gate.state == FAILED or self.transport.is_closing():
+        if self._draining or self._lost or self._gate.state == FAILED or self.transport is None or self.transport.is_closing():
             return
         self.active = True
         buf = self._gate_buf
@@ -52,7 +53,7 @@ class SaslConnection(Connection):
                     "connection %s (listener %s) closed: Failing SASL authentication due to invalid receive size %d (sasl.server.max.receive.size %d)",
                     self.peer, self.listener, size, self.max_bytes,
                 )
-                self.broker.metrics.authentication(self.listener, "none", "failure")
+                self.broker.metrics.authentication(self.listener_name, "none", "failure")
                 buf.clear()
                 self._close()
                 return
@@ -75,6 +76,7 @@ class SaslConnection(Connection):
     def _gate_frame(self, frame: bytes) -> bool:
         """One frame through the gate; False once the connection is closing."""
         gate = self._gate
+        assert gate is not None  # frames come here only until the client authenticates
         step = gate.receive(frame)
         ticket = self.exchange.admit(len(frame))  # answered here and now, in its turn
         if step.passthrough:
@@ -85,14 +87,14 @@ class SaslConnection(Connection):
         if step.close is not None:
             log.warning("connection %s (listener %s) closed: %s", self.peer, self.listener, step.close)
             if step.failed:
-                self.broker.metrics.authentication(self.listener, mechanism, "failure")
+                self.broker.metrics.authentication(self.listener_name, mechanism, "failure")
             self._close_after_failure()
             return False
         if step.principal is not None:
             self.user = step.principal.partition(":")[2]  # quotas by user apply to it from now on
             self._gate = None
             self.exchange.max_bytes = self._full_max_bytes
-            self.broker.metrics.authentication(self.listener, mechanism, "success")
+            self.broker.metrics.authentication(self.listener_name, mechanism, "success")
             log.debug("connection %s (listener %s) authenticated as %s with %s", self.peer, self.listener, self.principal, mechanism)
         return True
 
@@ -103,7 +105,7 @@ class SaslConnection(Connection):
         """Kafka's connection.failed.authentication.delay.ms: the answer goes out now, the close comes
         later, so a client retrying a bad password cannot spin the broker."""
         self.exchange.drop_queued()
-        if not self._reading_paused:
+        if not self._reading_paused and self.transport is not None:
             self._reading_paused = True
             self.transport.pause_reading()
         self.flush()
@@ -227,9 +229,11 @@ class TlsServer(asyncio.Protocol):
                 break
             chunks.append(chunk)
         self.tls.flush()  # what reading wrote (TLS 1.3 tickets, key updates)
+        conn = self.conn
+        assert conn is not None  # the handshake made it
         if chunks:
-            self.conn.data_received(b"".join(chunks))
-        if closed and not self.conn.eof_received():
+            conn.data_received(b"".join(chunks))
+        if closed and not conn.eof_received():
             self.tls.close()  # answered with our close_notify, as Kafka closes on a client's EOF
 
     def _handshake(self) -> bool:
