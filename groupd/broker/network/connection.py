@@ -157,7 +157,8 @@ class Connection(asyncio.Protocol):
             taken = exchange.next_request()
             if taken is None:
                 break
-            self._handle(*taken)
+            ticket, body = taken
+            self._handle(ticket, body)
         if self._reading_paused and not self._draining and not self._lost and not exchange.over_read_ahead() and self.transport is not None:
             self._reading_paused = False
             self.transport.resume_reading()
@@ -238,10 +239,12 @@ class Connection(asyncio.Protocol):
             return
         self.broker.metrics.request_finished(api_key, started, result)
         if parts is None:
-            self._send(ticket, ())
+            chunks: Chunks = ()
         else:
             head, body = parts
-            self._send(ticket, (head + body,) if len(body) < LARGE_BODY else parts)
+            chunks = (head + body,) if len(body) < LARGE_BODY else parts
+        for data in self.exchange.answer(ticket, chunks):  # as _send, without a second call on the hot path
+            self._write(data)
         if self._mute_ms:
             self._mute()
 
