@@ -1,13 +1,24 @@
-"""What every handler is given and may give back: the request's context, and ``Later`` for an answer
-that a flush round brings. The routing table itself is ``broker/routes.py``.
+"""What every handler is given and gives back: the request's context, and its ``Answer``.
+
+A handler is a plain function; its answer is one of
+- a ``Response``: the response entity of the request's version, or its body already written
+  (``Encoded``), sent at once;
+- a ``Later``: the response comes when something settles it (a coordinator's flush round, or a task that
+  waits for durability, data or another coordinator's call: ``later_of``, ``waits``);
+- None: Kafka sends no response (Produce with acks=0).
+So a request answered at once costs no task, and the connection never steps a coroutine itself.
+The routing table is ``broker/routes.py``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import functools
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
+
+from kio.static.protocol import ResponsePayload
 
 from groupd.coordinator.service import CoordinatorError
 from groupd.protocol import codec
@@ -78,14 +89,14 @@ class Later:
 
     __slots__ = ("finish", "payload", "error", "settled", "listener", "abandon")
 
-    def __init__(self, finish: Callable[[Any, BaseException | None], Any]) -> None:
+    def __init__(self, finish: Callable[[Any, BaseException | None], Response]) -> None:
         self.finish = finish
         self.payload: Any = None
         self.error: BaseException | None = None
         self.settled = False
         self.listener: Callable[[Later], None] | None = None
         # called if the connection goes away first (a join may be parked for a whole rebalance)
-        self.abandon: Callable[[], None] | None = None
+        self.abandon: Callable[[], object] | None = None
 
     def __call__(self, payload: Any, error: BaseException | None) -> None:
         if self.settled:
@@ -104,11 +115,18 @@ class Later:
     def set_exception(self, error: BaseException) -> None:
         self(None, error)
 
-    def answer(self) -> Any:
+    def answer(self) -> Response:
         return self.finish(self.payload, self.error)
 
 
-def answered_later(broker: Broker, group_id: str, handler: Callable[..., Any], request: Any, finish: Callable[[Any, BaseException | None], Any]) -> Any:
+Response: TypeAlias = ResponsePayload | Encoded
+Answer: TypeAlias = Response | Later | None
+Request = TypeVar("Request")
+
+
+def answered_later(
+    broker: Broker, group_id: str, handler: Callable[..., Any], request: Any, finish: Callable[[Any, BaseException | None], Response]
+) -> Answer:
     """Run a core handler through the coordinator; the answer is ``finish(payload, None)`` once the
     payload is delivered, or ``finish(None, error)`` when the coordinator refuses (not its partition,
     still loading): a Later (the connection answers one already settled at once), or the refusal."""
@@ -119,3 +137,40 @@ def answered_later(broker: Broker, group_id: str, handler: Callable[..., Any], r
         return finish(None, exc)
     later.abandon = functools.partial(broker.coordinator.abandon, token)
     return later
+
+
+def later_of(awaitable: Awaitable[Any], then: Callable[[Any], Response] | None = None) -> Later:
+    """An answer that has to wait on futures (a durable append, data to fetch): the Later settles with
+    the awaitable's outcome (``then`` of it, if given); abandoning it cancels the awaitable, so a waiting
+    handler unwinds as it would if its connection went away. A coroutine runs as a Task: only what
+    really waits pays for one."""
+    future = asyncio.ensure_future(awaitable)
+    later = Later(functools.partial(_outcome, then))
+    future.add_done_callback(functools.partial(_settle, later))
+    later.abandon = future.cancel
+    return later
+
+
+def waits(handler: Callable[[Broker, RequestContext, Request], Awaitable[Response]]) -> Callable[[Broker, RequestContext, Request], Answer]:
+    """A handler written as a coroutine because it always waits (another coordinator's call, the share
+    state's store): the routed handler answers with a Later of it."""
+
+    @functools.wraps(handler)
+    def plain(broker: Broker, ctx: RequestContext, req: Request) -> Answer:
+        return later_of(handler(broker, ctx, req))
+
+    return plain
+
+
+def _settle(later: Later, future: asyncio.Future[Any]) -> None:
+    if future.cancelled():
+        later(None, asyncio.CancelledError())
+        return
+    error = future.exception()
+    later(None if error is not None else future.result(), error)
+
+
+def _outcome(then: Callable[[Any], Response] | None, payload: Any, error: BaseException | None) -> Any:
+    if error is not None:
+        raise error
+    return payload if then is None else then(payload)

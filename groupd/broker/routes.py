@@ -1,17 +1,17 @@
 """The one routing table: every API of ``protocol/api_table.py`` by name, and the handler that answers it.
 
 Handlers are plain functions in ``broker/handlers/``; nothing registers itself on import. A handler takes
-(broker, ctx, request entity) and returns the response entity, an ``Encoded`` body, a ``Later``, an
-awaitable of one of those, or None when Kafka sends no response (Produce with acks=0).
+(broker, ctx, request entity) and returns an ``Answer`` (``broker/dispatch.py``): a response now, a
+``Later`` that brings one, or None when Kafka sends no response (Produce with acks=0).
 ``tests/unit/test_api_table.py`` checks that the two tables name the same APIs.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from groupd.broker.dispatch import RequestContext
+from groupd.broker.dispatch import Answer, RequestContext
 from groupd.broker.handlers import (
     acl_and_logdirs,
     admin,
@@ -37,7 +37,7 @@ from groupd.protocol.api_table import API_BY_NAME
 if TYPE_CHECKING:
     from groupd.broker.app import Broker
 
-Handler = Callable[["Broker", RequestContext, Any], "Any | Awaitable[Any]"]
+Handler = Callable[["Broker", RequestContext, Any], Answer]  # the request: the kio entity of its API
 
 ROUTES: dict[str, Handler] = {
     "Produce": data.produce,

@@ -20,7 +20,7 @@ def read_ahead(broker: Broker) -> int:
     """Bytes the broker holds read but unanswered on its one connection: queued frames and the
     partial frame being cut."""
     (conn,) = broker._connections
-    return len(conn._buf) + sum(len(f) for f in conn._frames)
+    return conn.exchange.read_ahead_bytes
 
 
 async def settle(broker: Broker, seconds: float = 1.0) -> int:

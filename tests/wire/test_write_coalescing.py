@@ -133,7 +133,7 @@ async def test_queued_answers_past_the_high_water_mark_hold_back_further_request
         transport.sends.clear()
         monkeypatch.setattr(groupd.broker.network.connection, "WRITE_HIGH_WATER", 3 * answer_size)
         conn.data_received(b"".join(frame(18, 3, cid, API_VERSIONS) for cid in range(10, 20)))
-        assert len(conn._frames) == 7  # three answers reached the mark; seven requests wait
+        assert conn.exchange.queued == 7  # three answers reached the mark; seven requests wait
         for _ in range(20):
             await asyncio.sleep(0)
         assert correlation_ids(b"".join(transport.sends)) == list(range(10, 20))

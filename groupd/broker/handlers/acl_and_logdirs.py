@@ -9,7 +9,7 @@ no partition is ever being reassigned.
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kio.schema.create_acls.v3.request import CreateAclsRequest
 from kio.schema.delete_acls.v3.request import DeleteAclsRequest
@@ -17,7 +17,7 @@ from kio.schema.describe_acls.v3.request import DescribeAclsRequest
 from kio.schema.describe_log_dirs.v4.request import DescribeLogDirsRequest
 from kio.schema.list_partition_reassignments.v0.request import ListPartitionReassignmentsRequest
 
-from groupd.broker.dispatch import RequestContext
+from groupd.broker.dispatch import Answer, RequestContext
 from groupd.protocol import codec
 from groupd.protocol.errors import ErrorCode
 from groupd.protocol.topic_names import OFFSETS_TOPIC, SHARE_STATE_TOPIC, TXN_STATE_TOPIC
@@ -30,11 +30,11 @@ NO_AUTHORIZER_DESCRIBE = "No Authorizer is configured on the broker"
 NO_AUTHORIZER = "No Authorizer is configured."
 
 
-def describe_acls(broker: Broker, ctx: RequestContext, req: DescribeAclsRequest) -> Any:
+def describe_acls(broker: Broker, ctx: RequestContext, req: DescribeAclsRequest) -> Answer:
     return ctx.respond(throttle_time=0, error_code=ErrorCode.security_disabled, error_message=NO_AUTHORIZER_DESCRIBE, resources=())
 
 
-def create_acls(broker: Broker, ctx: RequestContext, req: CreateAclsRequest) -> Any:
+def create_acls(broker: Broker, ctx: RequestContext, req: CreateAclsRequest) -> Answer:
     result_cls = ctx.nested("AclCreationResult")
     results = tuple(
         codec.make(result_cls, error_code=ErrorCode.security_disabled, error_message=NO_AUTHORIZER) for _ in req.creations
@@ -42,7 +42,7 @@ def create_acls(broker: Broker, ctx: RequestContext, req: CreateAclsRequest) -> 
     return ctx.respond(throttle_time=0, results=results)
 
 
-def delete_acls(broker: Broker, ctx: RequestContext, req: DeleteAclsRequest) -> Any:
+def delete_acls(broker: Broker, ctx: RequestContext, req: DeleteAclsRequest) -> Answer:
     result_cls = ctx.nested("DeleteAclsFilterResult")
     results = tuple(
         codec.make(result_cls, error_code=ErrorCode.security_disabled, error_message=NO_AUTHORIZER, matching_acls=())
@@ -65,7 +65,7 @@ def stored_logs(broker: Broker) -> dict[tuple[str, int], PartitionLog]:
     return logs
 
 
-def describe_log_dirs(broker: Broker, ctx: RequestContext, req: DescribeLogDirsRequest) -> Any:
+def describe_log_dirs(broker: Broker, ctx: RequestContext, req: DescribeLogDirsRequest) -> Answer:
     log_dir = os.path.abspath(broker.config["log.dirs"])
     logs = stored_logs(broker)
     if req.topics is None:
@@ -90,7 +90,7 @@ def describe_log_dirs(broker: Broker, ctx: RequestContext, req: DescribeLogDirsR
     return ctx.respond(throttle_time=0, error_code=ErrorCode.none, results=(result,))
 
 
-def list_partition_reassignments(broker: Broker, ctx: RequestContext, req: ListPartitionReassignmentsRequest) -> Any:
+def list_partition_reassignments(broker: Broker, ctx: RequestContext, req: ListPartitionReassignmentsRequest) -> Answer:
     # Kafka's controller lists only partitions being reassigned and leaves unknown topics and
     # partitions out without an error; on one node nothing is ever reassigned.
     return ctx.respond(throttle_time=0, error_code=ErrorCode.none, error_message=None, topics=())

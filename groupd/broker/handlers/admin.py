@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from kio.schema.alter_configs.v2.request import AlterConfigsRequest
 from kio.schema.create_partitions.v3.request import CreatePartitionsRequest
 from kio.schema.delete_records.v2.request import DeleteRecordsRequest
 from kio.schema.describe_configs.v4.request import DescribeConfigsRequest
 from kio.schema.incremental_alter_configs.v1.request import IncrementalAlterConfigsRequest
+from kio.static.protocol import Entity
 
 from groupd.broker.config import KEYS
 from groupd.broker.dataplane.topic_configs import (
@@ -20,7 +21,7 @@ from groupd.broker.dataplane.topic_configs import (
     effective_topic_config,
     validate_topic_configs,
 )
-from groupd.broker.dispatch import RequestContext
+from groupd.broker.dispatch import Answer, RequestContext, Response
 from groupd.broker.handlers.group_configs import GROUP, alter_group, describe_group, duplicated_groups
 from groupd.broker.handlers.topics import THROTTLED, mutations, throttle_time
 from groupd.clock import wall_ms
@@ -37,7 +38,7 @@ SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 TYPE_STRING = 2
 
 
-def create_partitions(broker: Broker, ctx: RequestContext, req: CreatePartitionsRequest) -> Any:
+def create_partitions(broker: Broker, ctx: RequestContext, req: CreatePartitionsRequest) -> Answer:
     result_cls = ctx.nested("CreatePartitionsTopicResult")
     results = []
     quota = mutations(broker, ctx, strict_since=3)
@@ -61,7 +62,7 @@ def create_partitions(broker: Broker, ctx: RequestContext, req: CreatePartitions
     return ctx.respond(throttle_time=throttle_time(broker, ctx, quota), results=tuple(results))
 
 
-def delete_records(broker: Broker, ctx: RequestContext, req: DeleteRecordsRequest) -> Any:
+def delete_records(broker: Broker, ctx: RequestContext, req: DeleteRecordsRequest) -> Answer:
     def answer(topic: str, p: Any) -> dict[str, Any]:
         lg = broker.partitions.get(topic, p.partition_index)
         if lg is None:
@@ -79,7 +80,7 @@ def delete_records(broker: Broker, ctx: RequestContext, req: DeleteRecordsReques
     return ctx.respond(throttle_time=0, topics=ctx.by_topic("DeleteRecordsTopicResult", "DeleteRecordsPartitionResult", rows))
 
 
-def describe_configs(broker: Broker, ctx: RequestContext, req: DescribeConfigsRequest) -> Any:
+def describe_configs(broker: Broker, ctx: RequestContext, req: DescribeConfigsRequest) -> Answer:
     result_cls = ctx.nested("DescribeConfigsResult")
     entry_cls = ctx.nested("DescribeConfigsResourceResult")
     include_synonyms = ctx.version >= 1 and req.include_synonyms  # v1+ (v0: Kafka 3.9's, no synonyms)
@@ -99,8 +100,8 @@ def describe_configs(broker: Broker, ctx: RequestContext, req: DescribeConfigsRe
                     value, override = effective_topic_config(broker.config, topic.configs, key)
                     dynamic = DYNAMIC_BROKER_DEFAULTS.get(key)
                     source = SOURCE_TOPIC if override else SOURCE_DYNAMIC_DEFAULT if dynamic is not None else SOURCE_DEFAULT
-                    synonyms = ()
-                    if include_synonyms:
+                    synonyms: tuple[Entity, ...] = ()
+                    if synonym_cls is not None:
                         synonyms = (
                             ((synonym_cls(name=key, value=value, source=SOURCE_TOPIC),) if override else ())
                             + ((synonym_cls(name=key, value=dynamic, source=SOURCE_DYNAMIC_DEFAULT),) if dynamic is not None else ())
@@ -139,7 +140,7 @@ def describe_configs(broker: Broker, ctx: RequestContext, req: DescribeConfigsRe
 ConfigsUpdate = Callable[[Any, dict[str, str]], dict[str, str | None]]
 
 
-def _alter_configs(broker: Broker, ctx: RequestContext, req: Any, update: ConfigsUpdate, incremental: bool) -> Any:
+def _alter_configs(broker: Broker, ctx: RequestContext, req: Any, update: ConfigsUpdate, incremental: bool) -> Response:
     """AlterConfigs and IncrementalAlterConfigs: the same checks, validation and storage per resource."""
     resp_cls = ctx.nested("AlterConfigsResourceResponse")
     out = []
@@ -178,13 +179,13 @@ def _replace(res: Any, current: dict[str, str]) -> dict[str, str | None]:
     return {c.name: c.value for c in res.configs}
 
 
-def alter_configs(broker: Broker, ctx: RequestContext, req: AlterConfigsRequest) -> Any:
+def alter_configs(broker: Broker, ctx: RequestContext, req: AlterConfigsRequest) -> Answer:
     """The legacy AlterConfigs: the given set replaces the topic's overrides, as Kafka overwrites every
     existing one; keys left out go back to their defaults."""
     return _alter_configs(broker, ctx, req, _replace, incremental=False)
 
 
-def incremental_alter_configs(broker: Broker, ctx: RequestContext, req: IncrementalAlterConfigsRequest) -> Any:
+def incremental_alter_configs(broker: Broker, ctx: RequestContext, req: IncrementalAlterConfigsRequest) -> Answer:
     def apply_ops(res: Any, configs: dict[str, str]) -> dict[str, str | None]:
         for c in res.configs:
             if c.name not in TOPIC_CONFIGS:
@@ -200,6 +201,6 @@ def incremental_alter_configs(broker: Broker, ctx: RequestContext, req: Incremen
                 configs[c.name] = ",".join(current)
             else:
                 raise InvalidConfig(f"Operation {c.config_operation} is not valid for {c.name}")
-        return configs
+        return cast(dict[str, str | None], configs)  # read only by the caller
 
     return _alter_configs(broker, ctx, req, apply_ops, incremental=True)

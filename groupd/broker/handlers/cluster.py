@@ -3,16 +3,20 @@
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from kio.schema.api_versions.v4.request import ApiVersionsRequest
+from kio.schema.api_versions.v4.response import ApiVersionsResponse
 from kio.schema.describe_cluster.v2.request import DescribeClusterRequest
+from kio.schema.find_coordinator.v3.request import FindCoordinatorRequest as FindCoordinatorRequestV3
 from kio.schema.find_coordinator.v6.request import FindCoordinatorRequest
+from kio.schema.metadata.v10.request import MetadataRequest as MetadataRequestV10
 from kio.schema.metadata.v13.request import MetadataRequest
+from kio.static.protocol import Entity
 
 from groupd.broker.dataplane.leader_epochs import LEADER_EPOCH
 from groupd.broker.dataplane.topics import TopicError, validate_name
-from groupd.broker.dispatch import RequestContext
+from groupd.broker.dispatch import Answer, RequestContext
 from groupd.broker.handlers.operations import NOT_REQUESTED, authorized_operations
 from groupd.coordinator.partitioning import partition_for
 from groupd.coordinator.share_state.keys import parse_coordinator_key
@@ -43,7 +47,7 @@ def partition_state(broker: Broker, index: int) -> dict[str, Any]:
     }
 
 
-def api_versions_body(cls: type, error: ErrorCode = ErrorCode.none) -> Any:
+def api_versions_body(cls: type, error: ErrorCode = ErrorCode.none) -> ApiVersionsResponse:
     entry = codec.nested(cls, "ApiVersion")
     keys = tuple(
         entry(api_key=s.key, min_version=s.min_version, max_version=s.max_version)
@@ -55,7 +59,7 @@ def api_versions_body(cls: type, error: ErrorCode = ErrorCode.none) -> Any:
 SHARE_VERSION = "share.version"  # Kafka's feature (ShareVersion): level 1 enables share groups (KIP-932)
 
 
-def api_versions(broker: Broker, ctx: RequestContext, req: ApiVersionsRequest) -> Any:
+def api_versions(broker: Broker, ctx: RequestContext, req: ApiVersionsRequest) -> Answer:
     """v3+ also name the features: ``share.version`` supported 0-1, finalized at the broker's level
     (Kafka lists no finalized entry for a feature at level 0)."""
     if ctx.version < 3:
@@ -76,7 +80,7 @@ def _partitions(ctx: RequestContext, broker: Broker, count: int) -> tuple:
     return tuple(codec.make(part, **partition_state(broker, i)) for i in range(count))
 
 
-def _topic_entry(ctx: RequestContext, broker: Broker, name: str | None, topic_id, error: ErrorCode, partitions: int, ops: int = NOT_REQUESTED) -> Any:
+def _topic_entry(ctx: RequestContext, broker: Broker, name: str | None, topic_id, error: ErrorCode, partitions: int, ops: int = NOT_REQUESTED) -> Entity:
     return codec.make(
         ctx.nested("MetadataResponseTopic"),
         error_code=error,
@@ -88,7 +92,7 @@ def _topic_entry(ctx: RequestContext, broker: Broker, name: str | None, topic_id
     )
 
 
-def metadata(broker: Broker, ctx: RequestContext, req: MetadataRequest) -> Any:
+def metadata(broker: Broker, ctx: RequestContext, req: MetadataRequest) -> Answer:
     registry = broker.topics
     # no authorizer: every operation topics support, when asked (v8+)
     entry = functools.partial(_topic_entry, ops=authorized_operations("topic", ctx.version >= 8 and req.include_topic_authorized_operations))
@@ -113,26 +117,26 @@ def metadata(broker: Broker, ctx: RequestContext, req: MetadataRequest) -> Any:
                 entries.append(entry(ctx, broker, internal.name, internal.topic_id, ErrorCode.none, internal.partitions))
                 continue
             if name is None and wanted_id not in (None, zero_id):
-                topic = registry.by_id(wanted_id)
-                if topic is None:
+                known = registry.by_id(wanted_id)
+                if known is None:
                     entries.append(entry(ctx, broker, None, wanted_id, ErrorCode.unknown_topic_id, 0))
                 else:
-                    entries.append(entry(ctx, broker, topic.name, topic.topic_id, ErrorCode.none, topic.partitions))
+                    entries.append(entry(ctx, broker, known.name, known.topic_id, ErrorCode.none, known.partitions))
                 continue
-            topic = registry.get(name)
-            if topic is None:
+            known = registry.get(cast(str, name))  # a null name finds nothing
+            if known is None:
                 try:
                     validate_name(name)
                 except TopicError:
                     entries.append(entry(ctx, broker, name, zero_id, ErrorCode.invalid_topic_exception, 0))
                     continue
                 if auto and name not in INTERNAL_TOPICS:
-                    topic = broker.create_topic(name, broker.config["num.partitions"], {})
+                    known = broker.create_topic(cast(str, name), broker.config["num.partitions"], {})
                 else:
                     entries.append(entry(ctx, broker, name, zero_id, ErrorCode.unknown_topic_or_partition, 0))
                     continue
-            entries.append(entry(ctx, broker, topic.name, topic.topic_id, ErrorCode.none, topic.partitions))
-    asked_cluster = 8 <= ctx.version <= 10 and req.include_cluster_authorized_operations  # DescribeCluster's from v11
+            entries.append(entry(ctx, broker, known.name, known.topic_id, ErrorCode.none, known.partitions))
+    asked_cluster = 8 <= ctx.version <= 10 and cast(MetadataRequestV10, req).include_cluster_authorized_operations  # DescribeCluster's from v11
     return ctx.respond(
         throttle_time=0,
         brokers=_brokers(broker, ctx, "MetadataResponseBroker", node_id=broker.node_id),
@@ -157,7 +161,7 @@ def _brokers(broker: Broker, ctx: RequestContext, entity: str, **fields: Any) ->
 BROKERS, CONTROLLERS = 1, 2  # DescribeCluster's endpoint types (KIP-919)
 
 
-def describe_cluster(broker: Broker, ctx: RequestContext, req: DescribeClusterRequest) -> Any:
+def describe_cluster(broker: Broker, ctx: RequestContext, req: DescribeClusterRequest) -> Answer:
     """The one broker, as Kafka's DescribeCluster describes its brokers: asked for controllers, a broker
     answers MISMATCHED_ENDPOINT_TYPE, and an unknown type UNSUPPORTED_ENDPOINT_TYPE (INVALID_REQUEST at
     v0, which cannot name one)."""
@@ -182,9 +186,9 @@ def describe_cluster(broker: Broker, ctx: RequestContext, req: DescribeClusterRe
     )
 
 
-def find_coordinator(broker: Broker, ctx: RequestContext, req: FindCoordinatorRequest) -> Any:
+def find_coordinator(broker: Broker, ctx: RequestContext, req: FindCoordinatorRequest) -> Answer:
     key_type = req.key_type if ctx.version >= 1 else KEY_TYPE_GROUP
-    keys = req.coordinator_keys if ctx.version >= 4 else (req.key,)
+    keys = req.coordinator_keys if ctx.version >= 4 else (cast(FindCoordinatorRequestV3, req).key,)
     address = broker.advertised_for(ctx.listener)
     answers = [_coordinator_for(broker, ctx.version, key_type, key, address) for key in keys]
     if ctx.version >= 4:
@@ -211,7 +215,9 @@ def _coordinator_for(broker: Broker, version: int, key_type: int, key: str, addr
             return ErrorCode.coordinator_not_available, -1, "", -1
         broker.internal_topics[SHARE_STATE_TOPIC].exists(create=True)  # Kafka creates it at the first lookup
         return ErrorCode.none, broker.node_id, *address  # this node owns every __share_group_state partition
-    if key_type in (KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION) and address is None:
+    if key_type not in (KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION):
+        return ErrorCode.invalid_request, -1, "", -1  # a share key before v6, or an unknown key type
+    if address is None:
         return ErrorCode.coordinator_not_available, -1, "", -1  # no endpoint on the request's listener
     if key_type == KEY_TYPE_GROUP:
         partition = partition_for(key, broker.config["offsets.topic.num.partitions"])
@@ -219,7 +225,6 @@ def _coordinator_for(broker: Broker, version: int, key_type: int, key: str, addr
             return ErrorCode.not_coordinator, -1, "", -1
         broker.internal_topics[OFFSETS_TOPIC].exists(create=True)  # Kafka creates __consumer_offsets at the first lookup
         return ErrorCode.none, broker.node_id, *address
-    if key_type == KEY_TYPE_TRANSACTION:  # this node coordinates every transactional id
-        broker.internal_topics[TXN_STATE_TOPIC].exists(create=True)  # and __transaction_state, at the first
-        return ErrorCode.none, broker.node_id, *address
-    return ErrorCode.invalid_request, -1, "", -1  # a share key before v6, or an unknown key type
+    # a transactional id: this node coordinates every one
+    broker.internal_topics[TXN_STATE_TOPIC].exists(create=True)  # and __transaction_state, at the first
+    return ErrorCode.none, broker.node_id, *address

@@ -8,8 +8,9 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.consumer_group_describe.v1.request import ConsumerGroupDescribeRequest
 from kio.schema.consumer_group_heartbeat.v1.request import ConsumerGroupHeartbeatRequest
+from kio.static.protocol import Entity
 
-from groupd.broker.dispatch import RequestContext, answered_later
+from groupd.broker.dispatch import Answer, RequestContext, Response, answered_later
 from groupd.broker.handlers.operations import NOT_REQUESTED, authorized_operations
 from groupd.coordinator import errors as E
 from groupd.coordinator import group_types
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
     from groupd.broker.app import Broker
 
 
-def consumer_group_heartbeat(broker: Broker, ctx: RequestContext, req: ConsumerGroupHeartbeatRequest) -> Any:
+def consumer_group_heartbeat(broker: Broker, ctx: RequestContext, req: ConsumerGroupHeartbeatRequest) -> Answer:
     owned = None
     if req.topic_partitions is not None:
         owned = tuple((tp.topic_id, tuple(tp.partitions)) for tp in req.topic_partitions if tp.topic_id is not None)
@@ -44,7 +45,7 @@ def consumer_group_heartbeat(broker: Broker, ctx: RequestContext, req: ConsumerG
     return answered_later(broker, req.group_id, group_types.consumer_group_heartbeat, request, finish)
 
 
-def heartbeat_refused(ctx: RequestContext, code: int, message: str | None = None) -> Any:
+def heartbeat_refused(ctx: RequestContext, code: int, message: str | None = None) -> Response:
     """A heartbeat's refusal (ConsumerGroupHeartbeat and ShareGroupHeartbeat have the same answer)."""
     return ctx.respond(throttle_time=0, error_code=code, error_message=message, member_id=None,
                        member_epoch=0, heartbeat_interval=0, assignment=None)
@@ -55,7 +56,7 @@ def heartbeat_answer(ctx: RequestContext) -> Callable[[Any, BaseException | None
     assignment_cls = ctx.nested("Assignment")
     partitions_cls = ctx.nested("TopicPartitions")
 
-    def finish(payload: Any, error: BaseException | None) -> Any:
+    def finish(payload: Any, error: BaseException | None) -> Response:
         if error is not None:
             if not isinstance(error, CoordinatorError):
                 raise error
@@ -84,7 +85,7 @@ def described_assignment(ctx: RequestContext) -> Callable[[Any], Any]:
     ShareGroupDescribe have the same)."""
     assignment_cls, partitions_cls = ctx.nested("Assignment"), ctx.nested("TopicPartitions")
 
-    def assignment(parts: Any) -> Any:
+    def assignment(parts: Any) -> Entity:
         return codec.make(assignment_cls, topic_partitions=tuple(
             codec.make(partitions_cls, topic_id=t, topic_name=name, partitions=ps) for t, name, ps in parts
         ))
@@ -92,7 +93,7 @@ def described_assignment(ctx: RequestContext) -> Callable[[Any], Any]:
     return assignment
 
 
-def consumer_group_describe(broker: Broker, ctx: RequestContext, req: ConsumerGroupDescribeRequest) -> Any:
+def consumer_group_describe(broker: Broker, ctx: RequestContext, req: ConsumerGroupDescribeRequest) -> Answer:
     group_cls, member_cls = ctx.nested("DescribedGroup"), ctx.nested("Member")
     ops = authorized_operations("group", req.include_authorized_operations)
     assignment = described_assignment(ctx)

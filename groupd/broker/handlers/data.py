@@ -4,12 +4,17 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import time
+import uuid
 from collections import Counter
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, cast
 
+from kio.schema.fetch.v12.request import FetchTopic as FetchTopicV12
 from kio.schema.fetch.v18.request import FetchRequest
 from kio.schema.list_offsets.v11.request import ListOffsetsRequest
+from kio.schema.produce.v12.request import TopicProduceData as TopicProduceDataV12
 from kio.schema.produce.v13.request import ProduceRequest
 
 from groupd.broker.dataplane.leader_epochs import (
@@ -18,7 +23,7 @@ from groupd.broker.dataplane.leader_epochs import (
     current_epoch_error,
     fetch_divergence,
 )
-from groupd.broker.dispatch import RequestContext
+from groupd.broker.dispatch import Answer, RequestContext, Response, later_of
 from groupd.broker.handlers import old_versions
 from groupd.clock import wall_ms
 from groupd.protocol import codec
@@ -102,13 +107,16 @@ def _first_batch_codec(records: bytes) -> int:
     return records[22] & 0x07
 
 
-async def produce(broker: Broker, ctx: RequestContext, req: ProduceRequest) -> Any:
+def produce(broker: Broker, ctx: RequestContext, req: ProduceRequest) -> Answer:
     by_id = ctx.version >= 13  # KIP-516: topics named by id, and answered by id
     results: list[tuple[Any, int, ErrorCode, int, int, Any]] = []  # (topic name or id, partition, error, base, start, log)
     touched = {}
     for topic in req.topic_data:
-        name = topic.name if not by_id else getattr(broker.listed_topic_by_id(topic.topic_id), "name", None)
-        key = topic.topic_id if by_id else topic.name
+        if by_id:
+            key: Any = topic.topic_id
+            name = getattr(broker.listed_topic_by_id(cast(uuid.UUID, key)), "name", None)
+        else:
+            key = name = cast(TopicProduceDataV12, topic).name
         for pd in topic.partition_data:
             if name is None:
                 results.append((key, pd.index, ErrorCode.unknown_topic_id, -1, -1, None))
@@ -116,7 +124,7 @@ async def produce(broker: Broker, ctx: RequestContext, req: ProduceRequest) -> A
             if req.acks not in (-1, 0, 1):  # Kafka appends nothing and answers every partition so
                 results.append((key, pd.index, ErrorCode.invalid_required_acks, -1, -1, None))
                 continue
-            records = pd.records
+            records: bytes | None = pd.records
             if 3 <= ctx.version < ZSTD_PRODUCE_VERSION and records and _first_batch_codec(records) == ZSTD:
                 # Kafka's ProduceRequest.validateRecords: zstd batches need Produce v7 (KIP-110)
                 results.append((key, pd.index, ErrorCode.unsupported_compression_type, -1, -1, None))
@@ -135,10 +143,21 @@ async def produce(broker: Broker, ctx: RequestContext, req: ProduceRequest) -> A
         for lg in touched.values():
             asyncio.get_running_loop().create_task(_quiet_durable(broker, lg))
         return None
-    failed = set()
-    if touched:
-        outcomes = await asyncio.gather(*(broker.partitions.committer.durable(lg) for lg in touched.values()), return_exceptions=True)
-        failed = {key for key, out in zip(touched, outcomes, strict=True) if isinstance(out, Exception)}
+    if not touched:
+        return _produced(ctx, results, set(), throttle)
+    keys = list(touched)
+
+    def answer(outcomes: list[Any]) -> Response:
+        return _produced(ctx, results, {key for key, out in zip(keys, outcomes, strict=True) if isinstance(out, Exception)}, throttle)
+
+    # acks 1 or -1 are answered once the appends are durable (as flush.messages sets it)
+    durable = asyncio.gather(*(broker.partitions.committer.durable(lg) for lg in touched.values()), return_exceptions=True)
+    return later_of(durable, answer)
+
+
+def _produced(ctx: RequestContext, results: list[tuple[Any, int, ErrorCode, int, int, Any]], failed: set[int], throttle: int) -> Response:
+    """The Produce answer; ``failed``: the ids of the logs whose appends did not become durable."""
+    by_id = ctx.version >= 13
     part_cls = ctx.nested("PartitionProduceResponse")
     grouped: dict[Any, list[Any]] = {}
     for key, index, error, base, start, lg in results:
@@ -168,36 +187,55 @@ async def _quiet_durable(broker: Broker, lg: Any) -> None:
         await broker.partitions.committer.durable(lg)
 
 
-async def fetch(broker: Broker, ctx: RequestContext, req: FetchRequest) -> Any:
+def fetch(broker: Broker, ctx: RequestContext, req: FetchRequest) -> Answer:
     version = ctx.version
     if version >= 7 and req.session_id != 0 and req.session_epoch > 0:
         return ctx.respond(throttle_time=0, error_code=ErrorCode.fetch_session_id_not_found, session_id=0, responses=(), node_endpoints=())
     wanted: list[tuple[str | None, Any, Any]] = []  # (topic name, topic id, partition request)
     for t in req.topics:
         if version >= 13:
-            topic = broker.listed_topic_by_id(t.topic_id)
+            topic = broker.listed_topic_by_id(cast(uuid.UUID, t.topic_id))
             wanted.append((topic.name if topic is not None else None, t.topic_id, t.partitions))
         else:
-            wanted.append((t.topic, None, t.partitions))
+            wanted.append((cast(FetchTopicV12, t).topic, None, t.partitions))
     deadline = time.monotonic() + codec.millis(req.max_wait) / 1000
     keys = [(name, p.partition) for name, _tid, ps in wanted if name is not None for p in ps]
     quota = broker.quotas.fetch
-    budget, min_bytes = req.max_bytes if ctx.version >= 3 else 0x7FFFFFFF, req.min_bytes  # max_bytes: v3+
+    budget: int = req.max_bytes if ctx.version >= 3 else 0x7FFFFFFF  # max_bytes: v3+
+    min_bytes: int = req.min_bytes
     if quota.enabled:  # Kafka: never ask for more than the quota lets through in one window
         budget = int(min(budget, quota.max_in_window(ctx.conn.user, ctx.client_id)))
         min_bytes = min(min_bytes, budget)
+    attempt = functools.partial(_fetch_attempt, broker, ctx, req, wanted, budget, min_bytes, deadline)
+    answer = attempt()
+    if answer is not None:
+        return answer  # data there, or no wait asked for: answered in this loop turn
+    return later_of(_fetch_waiting(broker, attempt, keys, deadline))
+
+
+def _fetch_attempt(broker: Broker, ctx: RequestContext, req: FetchRequest, wanted: list[tuple[str | None, Any, Any]],
+                   budget: int, min_bytes: int, deadline: float) -> Response | None:
+    """The answer if the fetch is to be answered now (min_bytes there, an error, the wait over), else None."""
+    total, answer_now, topics = _fetch_once(broker, ctx, req, wanted, budget)
+    if total >= min_bytes or answer_now or deadline - time.monotonic() <= 0 or broker.stopping:
+        quota = broker.quotas.fetch
+        throttle = _throttle(broker, ctx, quota, total) if quota.enabled else 0
+        if throttle:  # Kafka answers a throttled fetch empty, and takes its bytes back
+            quota.unrecord(ctx.conn.user, ctx.client_id, total, wall_ms())
+            topics = ()
+        if topics and total and broker.metrics is not None:  # a throttled answer carries nothing
+            _count_out(broker.metrics, [name for name, _tid, _ps in wanted], topics)
+        return ctx.respond(throttle_time=throttle, error_code=ErrorCode.none, session_id=0, responses=topics, node_endpoints=())
+    return None
+
+
+async def _fetch_waiting(broker: Broker, attempt: Callable[[], Response | None], keys: list[tuple[str, int]], deadline: float) -> Response:
+    """A long poll: wait for data on the partitions, or for the deadline, and try again."""
     while True:
-        total, answer_now, topics = _fetch_once(broker, ctx, req, wanted, budget)
-        remaining = deadline - time.monotonic()
-        if total >= min_bytes or answer_now or remaining <= 0 or broker.stopping:
-            throttle = _throttle(broker, ctx, quota, total) if quota.enabled else 0
-            if throttle:  # Kafka answers a throttled fetch empty, and takes its bytes back
-                quota.unrecord(ctx.conn.user, ctx.client_id, total, wall_ms())
-                topics = ()
-            if topics and total and broker.metrics is not None:  # a throttled answer carries nothing
-                _count_out(broker.metrics, [name for name, _tid, _ps in wanted], topics)
-            return ctx.respond(throttle_time=throttle, error_code=ErrorCode.none, session_id=0, responses=topics, node_endpoints=())
-        await broker.partitions.wait_for_data(keys, remaining)
+        await broker.partitions.wait_for_data(keys, deadline - time.monotonic())
+        answer = attempt()
+        if answer is not None:
+            return answer
 
 
 def _count_out(metrics: Any, names: list[str | None], topics: tuple) -> None:
@@ -267,7 +305,7 @@ def _fetch_once(broker: Broker, ctx: RequestContext, req: Any, wanted: list, bud
                     error = ErrorCode.offset_out_of_range
                 if refusal != ErrorCode.none:  # Kafka's FetchResponse.partitionResponse(tp, error)
                     error, hw, lso, start, data, diverging = refusal, -1, -1, -1, b"", None
-                if read_committed and error == ErrorCode.none:
+                if aborted_cls is not None and error == ErrorCode.none:  # READ_COMMITTED
                     # the aborted transactions the data may hold, for the client to drop their records
                     found = txns.aborted_between(p.fetch_offset, lso) if txns is not None and data else ()
                     aborted = tuple(aborted_cls(producer_id=pid, first_offset=first) for pid, first in found)
@@ -295,7 +333,7 @@ def _fetch_once(broker: Broker, ctx: RequestContext, req: Any, wanted: list, bud
     return total, answer_now, tuple(topics)
 
 
-def list_offsets(broker: Broker, ctx: RequestContext, req: ListOffsetsRequest) -> Any:
+def list_offsets(broker: Broker, ctx: RequestContext, req: ListOffsetsRequest) -> Answer:
     version = ctx.version
     if version == 0:  # the old offsets-array answer
         return old_versions.list_offsets_v0(broker, ctx, req)

@@ -10,9 +10,10 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.describe_quorum.v2.request import DescribeQuorumRequest
 from kio.schema.describe_topic_partitions.v0.request import DescribeTopicPartitionsRequest
 from kio.schema.list_config_resources.v1.request import ListConfigResourcesRequest
+from kio.static.protocol import Entity
 
 from groupd.broker.dataplane.topics import TopicError, validate_name
-from groupd.broker.dispatch import RequestContext
+from groupd.broker.dispatch import Answer, RequestContext, Response
 from groupd.broker.handlers.cluster import partition_state
 from groupd.broker.handlers.operations import NOT_REQUESTED, authorized_operations
 from groupd.clock import wall_ms
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
 # ---------------------------------------------------------------- DescribeTopicPartitions (KIP-966)
 
 
-def describe_topic_partitions(broker: Broker, ctx: RequestContext, req: DescribeTopicPartitionsRequest) -> Any:
+def describe_topic_partitions(broker: Broker, ctx: RequestContext, req: DescribeTopicPartitionsRequest) -> Answer:
     """Topics in name order, at most ``min(response_partition_limit, max.request.partition.size.limit)``
     partitions (at least one), resumed from ``cursor``; ``next_cursor`` names the first partition left out.
 
@@ -90,7 +91,7 @@ def _unknown_topic_error(name: str) -> ErrorCode:
     return ErrorCode.unknown_topic_or_partition
 
 
-def _refused(ctx: RequestContext, req: Any, error: ErrorCode) -> Any:
+def _refused(ctx: RequestContext, req: Any, error: ErrorCode) -> Response:
     """Kafka's error answer for the whole request: every requested topic, in request order, with the error."""
     topic_cls = ctx.nested("DescribeTopicPartitionsResponseTopic")
     topics = tuple(
@@ -110,7 +111,7 @@ TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP = 2, 4, 8, 16, 32  # ConfigR
 _SUPPORTED_TYPES = {0: frozenset({CLIENT_METRICS}), 1: frozenset({TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS, GROUP})}
 
 
-def list_config_resources(broker: Broker, ctx: RequestContext, req: ListConfigResourcesRequest) -> Any:
+def list_config_resources(broker: Broker, ctx: RequestContext, req: ListConfigResourcesRequest) -> Answer:
     """The resources of the asked types (none asked: every supported type), as KafkaApis lists them.
 
     Kafka's order is fixed: groups, client metrics, the brokers as broker loggers, the brokers, the topics.
@@ -146,7 +147,7 @@ NO_DIRECTORY_ID = codec.ZERO_UUID  # no metadata log directory, as Kafka reports
 UNKNOWN_PARTITION_MESSAGE = "This server does not host this topic-partition."
 
 
-def describe_quorum(broker: Broker, ctx: RequestContext, req: DescribeQuorumRequest) -> Any:
+def describe_quorum(broker: Broker, ctx: RequestContext, req: DescribeQuorumRequest) -> Answer:
     """This node as the whole quorum of ``__cluster_metadata-0``: leader, only voter, no observers.
 
     As KafkaRaftClient: anything but exactly that one partition answers UNKNOWN_TOPIC_OR_PARTITION on
@@ -169,7 +170,7 @@ def describe_quorum(broker: Broker, ctx: RequestContext, req: DescribeQuorumRequ
         leader_id=node, leader_epoch=QUORUM_LEADER_EPOCH, high_watermark=METADATA_END_OFFSET, current_voters=(voter,), observers=(),
     )
     topic = codec.make(ctx.nested("TopicData"), topic_name=METADATA_TOPIC, partitions=(partition,))
-    nodes = ()
+    nodes: tuple[Entity, ...] = ()
     if ctx.version >= 2:  # the voters' endpoints (KIP-853)
         listeners = tuple(
             codec.make(ctx.nested("Listener"), name=spec.name, host=address[0], port=address[1])
@@ -180,7 +181,7 @@ def describe_quorum(broker: Broker, ctx: RequestContext, req: DescribeQuorumRequ
     return ctx.respond(error_code=ErrorCode.none, error_message=None, topics=(topic,), nodes=nodes)
 
 
-def _quorum_refused(ctx: RequestContext, topics: Any, error: ErrorCode, message: str) -> Any:
+def _quorum_refused(ctx: RequestContext, topics: Any, error: ErrorCode, message: str) -> Response:
     """DescribeQuorumRequest.getPartitionLevelErrorResponse: the error on every requested partition."""
     topic_cls, part_cls = ctx.nested("TopicData"), ctx.nested("PartitionData")
     out = tuple(

@@ -3,17 +3,19 @@
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from kio.schema.delete_groups.v2.request import DeleteGroupsRequest
 from kio.schema.describe_groups.v6.request import DescribeGroupsRequest
 from kio.schema.heartbeat.v4.request import HeartbeatRequest
 from kio.schema.join_group.v9.request import JoinGroupRequest
+from kio.schema.leave_group.v2.request import LeaveGroupRequest as LeaveGroupRequestV2
 from kio.schema.leave_group.v5.request import LeaveGroupRequest
 from kio.schema.list_groups.v5.request import ListGroupsRequest
 from kio.schema.sync_group.v5.request import SyncGroupRequest
+from kio.static.protocol import Entity
 
-from groupd.broker.dispatch import RequestContext, answered_later
+from groupd.broker.dispatch import Answer, RequestContext, Response, answered_later, waits
 from groupd.broker.handlers.operations import NOT_REQUESTED, authorized_operations
 from groupd.coordinator import errors as E
 from groupd.coordinator import shard as core
@@ -35,7 +37,7 @@ if TYPE_CHECKING:
 
 
 
-def join_group(broker: Broker, ctx: RequestContext, req: JoinGroupRequest) -> Any:
+def join_group(broker: Broker, ctx: RequestContext, req: JoinGroupRequest) -> Answer:
     session = codec.millis(req.session_timeout)
     rebalance = codec.millis(req.rebalance_timeout) if ctx.version >= 1 else session  # KAFKA-8653
     request = JoinGroup(
@@ -52,7 +54,7 @@ def join_group(broker: Broker, ctx: RequestContext, req: JoinGroupRequest) -> An
         reason=req.reason if ctx.version >= 8 else None,
     )
 
-    def finish(payload: Any, error: BaseException | None) -> Any:
+    def finish(payload: Any, error: BaseException | None) -> Response:
         if error is not None:
             payload = JoinGroupResponse(_refusal(error), member_id=req.member_id)
         members = [{"member_id": m.member_id, "group_instance_id": m.group_instance_id, "metadata": m.metadata} for m in payload.members]
@@ -81,7 +83,7 @@ def _refusal(error: BaseException) -> int:
     raise error
 
 
-def sync_group(broker: Broker, ctx: RequestContext, req: SyncGroupRequest) -> Any:
+def sync_group(broker: Broker, ctx: RequestContext, req: SyncGroupRequest) -> Answer:
     request = SyncGroup(
         group_id=req.group_id,
         generation_id=req.generation_id,
@@ -93,7 +95,7 @@ def sync_group(broker: Broker, ctx: RequestContext, req: SyncGroupRequest) -> An
         version=ctx.version,
     )
 
-    def finish(payload: Any, error: BaseException | None) -> Any:
+    def finish(payload: Any, error: BaseException | None) -> Response:
         if error is not None:
             return ctx.encoded(throttle_time=0, error_code=_refusal(error), protocol_type=None, protocol_name=None, assignment=b"")
         return ctx.encoded(
@@ -107,10 +109,10 @@ def sync_group(broker: Broker, ctx: RequestContext, req: SyncGroupRequest) -> An
     return answered_later(broker, req.group_id, core.sync_group, request, finish)
 
 
-def heartbeat(broker: Broker, ctx: RequestContext, req: HeartbeatRequest) -> Any:
+def heartbeat(broker: Broker, ctx: RequestContext, req: HeartbeatRequest) -> Answer:
     request = Heartbeat(req.group_id, req.generation_id, req.member_id, req.group_instance_id if ctx.version >= 3 else None, ctx.version)
 
-    def finish(payload: Any, error: BaseException | None) -> Any:
+    def finish(payload: Any, error: BaseException | None) -> Response:
         if error is None:
             code = payload.error
         else:
@@ -134,14 +136,14 @@ def heartbeat(broker: Broker, ctx: RequestContext, req: HeartbeatRequest) -> Any
 _heartbeat_answers: dict[tuple[int, int], Any] = {}  # bounded: versions x error codes
 
 
-def leave_group(broker: Broker, ctx: RequestContext, req: LeaveGroupRequest) -> Any:
+def leave_group(broker: Broker, ctx: RequestContext, req: LeaveGroupRequest) -> Answer:
     if ctx.version >= 3:
         members = tuple(LeavingMember(m.member_id, m.group_instance_id, m.reason if ctx.version >= 5 else None) for m in req.members)
     else:
-        members = (LeavingMember(req.member_id, None),)
+        members = (LeavingMember(cast(LeaveGroupRequestV2, req).member_id, None),)
     request = LeaveGroup(group_id=req.group_id, members=members, version=ctx.version)
 
-    def finish(payload: Any, error: BaseException | None) -> Any:
+    def finish(payload: Any, error: BaseException | None) -> Response:
         if error is not None:
             return ctx.respond(throttle_time=0, error_code=_refusal(error), members=())
         member_cls = ctx.nested("MemberResponse") if ctx.version >= 3 else None
@@ -156,7 +158,7 @@ def leave_group(broker: Broker, ctx: RequestContext, req: LeaveGroupRequest) -> 
     return answered_later(broker, req.group_id, core.leave_group, request, finish)
 
 
-def describe_groups(broker: Broker, ctx: RequestContext, req: DescribeGroupsRequest) -> Any:
+def describe_groups(broker: Broker, ctx: RequestContext, req: DescribeGroupsRequest) -> Answer:
     group_cls = ctx.nested("DescribedGroup")
     member_cls = ctx.nested("DescribedGroupMember")
     # no authorizer: a group that answers allows every operation groups support, when asked (v3+)
@@ -199,7 +201,7 @@ def describe_groups(broker: Broker, ctx: RequestContext, req: DescribeGroupsRequ
     return ctx.respond(throttle_time=0, groups=tuple(out))
 
 
-def list_groups(broker: Broker, ctx: RequestContext, req: ListGroupsRequest) -> Any:
+def list_groups(broker: Broker, ctx: RequestContext, req: ListGroupsRequest) -> Answer:
     states = frozenset(req.states_filter) if ctx.version >= 4 and req.states_filter else None
     types = frozenset(req.types_filter) if ctx.version >= 5 and req.types_filter else None
     listed_cls = ctx.nested("ListedGroup")
@@ -219,10 +221,11 @@ def list_groups(broker: Broker, ctx: RequestContext, req: ListGroupsRequest) -> 
     return ctx.respond(throttle_time=0, error_code=error, groups=tuple(groups))
 
 
-async def delete_groups(broker: Broker, ctx: RequestContext, req: DeleteGroupsRequest) -> Any:
+@waits
+async def delete_groups(broker: Broker, ctx: RequestContext, req: DeleteGroupsRequest) -> Response:
     result_cls = ctx.nested("DeletableGroupResult")
 
-    async def one(group_id: str) -> Any:
+    async def one(group_id: str) -> Entity:
         try:
             share_error = await broker.share_groups.delete_state(group_id)  # a share group's state goes first
             if share_error:

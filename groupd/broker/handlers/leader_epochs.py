@@ -3,7 +3,7 @@ positions (KIP-320) and by followers looking for where to truncate (KIP-101)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kio.schema.offset_for_leader_epoch.v4.request import OffsetForLeaderEpochRequest
 
@@ -13,7 +13,7 @@ from groupd.broker.dataplane.leader_epochs import (
     current_epoch_error,
     end_offset_for,
 )
-from groupd.broker.dispatch import RequestContext
+from groupd.broker.dispatch import Answer, RequestContext
 from groupd.protocol import codec
 from groupd.protocol.errors import ErrorCode
 
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from groupd.broker.app import Broker
 
 
-def offset_for_leader_epoch(broker: Broker, ctx: RequestContext, req: OffsetForLeaderEpochRequest) -> Any:
+def offset_for_leader_epoch(broker: Broker, ctx: RequestContext, req: OffsetForLeaderEpochRequest) -> Answer:
     """Kafka's ReplicaManager.lastOffsetForLeaderEpoch: per partition, unknown first, then the current
     leader epoch (-1: no check), then the end offset of the asked epoch from the leader's log. The
     replica id (v3+: consumer -1, debug -2, a follower's id) only picks the ACL Kafka checks; groupd has

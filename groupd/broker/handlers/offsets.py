@@ -11,14 +11,17 @@ from __future__ import annotations
 import contextlib
 import time
 import uuid
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING, Any, cast
 
+from kio.schema.offset_commit.v4.request import OffsetCommitRequest as OffsetCommitRequestV4
 from kio.schema.offset_commit.v10.request import OffsetCommitRequest
 from kio.schema.offset_delete.v0.request import OffsetDeleteRequest
+from kio.schema.offset_fetch.v7.request import OffsetFetchRequest as OffsetFetchRequestV7
 from kio.schema.offset_fetch.v10.request import OffsetFetchRequest
 from kio.schema.txn_offset_commit.v4.request import TxnOffsetCommitRequest
 
-from groupd.broker.dispatch import RequestContext, answered_later
+from groupd.broker.dispatch import Answer, RequestContext, Response, answered_later, later_of, waits
 from groupd.broker.handlers import old_versions
 from groupd.clock import wall_ms
 from groupd.coordinator import errors as E
@@ -49,7 +52,7 @@ _COMMIT_ANSWERS_MAX = 4096
 _commit_answers: dict[tuple, Any] = {}
 
 
-def _commit_response(ctx: RequestContext, errors: list[PartitionError]) -> Any:
+def _commit_response(ctx: RequestContext, errors: list[PartitionError]) -> Response:
     # A client commits the same partitions again and again and nearly always hears "no error": the
     # answer is built and written once per (version, partitions, errors) and its bytes reused.
     if len(errors) == 1:  # the common case, without a generator
@@ -112,7 +115,7 @@ def _known_partitions(broker: Broker, req: Any, leader_epochs: bool, by_id: bool
 
 def _by_id(errors: list[PartitionError], ids: dict[str, uuid.UUID]) -> list[PartitionError]:
     """The core's answers (by name) under the ids the request named the topics by."""
-    return [PartitionError(ids[e.topic], e.partition, e.error) for e in errors]
+    return [PartitionError(cast(str, ids[e.topic]), e.partition, e.error) for e in errors]  # the id stands for the name
 
 
 def _partition_errors(partitions: list[CommitPartition], payload: Any, error: BaseException | None) -> list[PartitionError]:
@@ -136,12 +139,12 @@ def _status_window(broker: Broker, group: str, partitions: list[CommitPartition]
     broker.metrics.offsets_durable(group, rows, wall_ms(), log_end)
 
 
-def offset_commit(broker: Broker, ctx: RequestContext, req: OffsetCommitRequest) -> Any:
+def offset_commit(broker: Broker, ctx: RequestContext, req: OffsetCommitRequest) -> Answer:
     by_id = ctx.version >= TOPIC_IDS_FROM
     partitions, unknown, ids = _known_partitions(broker, req, ctx.version >= 6, by_id, commit_timestamps=ctx.version == 1)
     if ctx.version == 0:  # ZooKeeper's store: refused as a KRaft Kafka 3.9 refuses it
         return old_versions.offset_commit_v0(ctx, req, unknown)
-    retention = req.retention_time if 2 <= ctx.version <= 4 else None  # v2-v4 only
+    retention = cast(OffsetCommitRequestV4, req).retention_time if 2 <= ctx.version <= 4 else None  # v2-v4 only
     request = OffsetCommit(
         req.group_id, req.generation_id_or_member_epoch, req.member_id, req.group_instance_id if ctx.version >= 7 else None,
         codec.millis(retention) if retention is not None else -1, tuple(partitions), ctx.version,
@@ -149,7 +152,7 @@ def offset_commit(broker: Broker, ctx: RequestContext, req: OffsetCommitRequest)
 
     started = time.perf_counter()
 
-    def finish(payload: Any, error: BaseException | None) -> Any:
+    def finish(payload: Any, error: BaseException | None) -> Response:
         errors = _partition_errors(partitions, payload, error)
         if broker.metrics is not None and partitions:
             broker.metrics.commit(len(partitions), time.perf_counter() - started)
@@ -166,7 +169,7 @@ def offset_commit(broker: Broker, ctx: RequestContext, req: OffsetCommitRequest)
     return _commit_response(ctx, unknown)  # only unknown partitions: nothing to write
 
 
-def _txn_commit_response(ctx: RequestContext, errors: list[PartitionError]) -> Any:
+def _txn_commit_response(ctx: RequestContext, errors: list[PartitionError]) -> Response:
     if ctx.version < 2:
         # Kafka keeps pre-2.0 producers (v0-1) from COORDINATOR_LOAD_IN_PROGRESS, which they did not expect
         errors = [PartitionError(e.topic, e.partition, E.COORDINATOR_NOT_AVAILABLE) if e.error == E.COORDINATOR_LOAD_IN_PROGRESS else e for e in errors]
@@ -174,20 +177,19 @@ def _txn_commit_response(ctx: RequestContext, errors: list[PartitionError]) -> A
     return ctx.respond(throttle_time=0, topics=ctx.by_topic("TxnOffsetCommitResponseTopic", "TxnOffsetCommitResponsePartition", rows))
 
 
-def txn_offset_commit(broker: Broker, ctx: RequestContext, req: TxnOffsetCommitRequest) -> Any:
+def txn_offset_commit(broker: Broker, ctx: RequestContext, req: TxnOffsetCommitRequest) -> Answer:
     """Offsets of a transaction: written as the producer's transactional batch, applied at its COMMIT
     marker (GroupCoordinator.complete_transaction). Kafka 4.x's KafkaApis: unknown topics and
     partitions answer UNKNOWN_TOPIC_OR_PARTITION there, and with none left the coordinator is not asked."""
     partitions, unknown, _ = _known_partitions(broker, req, ctx.version >= 2)
     if not partitions:
         return _txn_commit_response(ctx, unknown)
+    generation, member, instance = (req.generation_id, req.member_id, req.group_instance_id) if ctx.version >= 3 else (-1, "", None)
     request = TxnOffsetCommit(
-        req.transactional_id, req.group_id, req.producer_id, req.producer_epoch,
-        *((req.generation_id, req.member_id, req.group_instance_id) if ctx.version >= 3 else (-1, "", None)),
-        tuple(partitions), ctx.version,
+        req.transactional_id, req.group_id, req.producer_id, req.producer_epoch, generation, member, instance, tuple(partitions), ctx.version,
     )
 
-    def finish(payload: Any, error: BaseException | None) -> Any:
+    def finish(payload: Any, error: BaseException | None) -> Response:
         return _txn_commit_response(ctx, _partition_errors(partitions, payload, error) + unknown)
 
     return answered_later(broker, req.group_id, core.txn_offset_commit, request, finish)
@@ -242,7 +244,7 @@ def _fetch_group_by_id(broker: Broker, group_id: str, topics: Any, require_stabl
             if listed is None:
                 continue
             topic_id = ids[p.topic] = listed.topic_id
-        out.append(FetchedOffset(topic_id, p.partition, p.offset, p.leader_epoch, p.metadata, p.error))
+        out.append(FetchedOffset(cast(str, topic_id), p.partition, p.offset, p.leader_epoch, p.metadata, p.error))
     return error, out + unknown
 
 
@@ -255,21 +257,21 @@ def _fetch_topics(ctx: RequestContext, parts: list, topic_name: str, part_name: 
     return ctx.by_topic(topic_name, part_name, rows, key_field=_topic_key(ctx))
 
 
-def offset_fetch(broker: Broker, ctx: RequestContext, req: OffsetFetchRequest) -> Any:
+def offset_fetch(broker: Broker, ctx: RequestContext, req: OffsetFetchRequest) -> Answer:
     if ctx.version == 0:  # ZooKeeper's store: refused as a KRaft Kafka 3.9 refuses it
         return old_versions.offset_fetch_v0(ctx, req)
     require_stable = ctx.version >= 7 and req.require_stable
     if require_stable:
         # Kafka 4.x answers a require_stable fetch after the writes before it (an offset of a
         # transaction still being written is then pending, and counted)
-        group_ids = [g.group_id for g in req.groups] if ctx.version >= 8 else [req.group_id]
+        group_ids = [g.group_id for g in req.groups] if ctx.version >= 8 else [cast(OffsetFetchRequestV7, req).group_id]
         waits = [w for gid in group_ids if (w := _earlier_writes(broker, gid)) is not None]
         if waits:
-            return _fetch_after(waits, broker, ctx, req)
+            return later_of(_fetch_after(waits, broker, ctx, req))
     return _fetch_answer(broker, ctx, req, require_stable)
 
 
-def _earlier_writes(broker: Broker, group_id: str) -> Any:
+def _earlier_writes(broker: Broker, group_id: str) -> Awaitable[Any] | None:
     """An awaitable for the group's shard's writes in flight, or None when it has none."""
     try:
         shard = broker.coordinator.shard_for(group_id)
@@ -280,14 +282,14 @@ def _earlier_writes(broker: Broker, group_id: str) -> Any:
     return broker.coordinator.call(group_id, _after_earlier_writes, None)
 
 
-async def _fetch_after(waits: list[Any], broker: Broker, ctx: RequestContext, req: Any) -> Any:
+async def _fetch_after(waits: list[Awaitable[Any]], broker: Broker, ctx: RequestContext, req: Any) -> Response:
     for w in waits:
         with contextlib.suppress(CoordinatorError):  # the fetch answers as the coordinator now stands
             await w
     return _fetch_answer(broker, ctx, req, True)
 
 
-def _fetch_answer(broker: Broker, ctx: RequestContext, req: Any, require_stable: bool) -> Any:
+def _fetch_answer(broker: Broker, ctx: RequestContext, req: Any, require_stable: bool) -> Response:
     if ctx.version >= 8:
         group_cls = ctx.nested("OffsetFetchResponseGroup")
         groups = []
@@ -304,7 +306,8 @@ def _fetch_answer(broker: Broker, ctx: RequestContext, req: Any, require_stable:
     return ctx.respond(throttle_time=0, topics=topics, error_code=error)
 
 
-async def offset_delete(broker: Broker, ctx: RequestContext, req: OffsetDeleteRequest) -> Any:
+@waits
+async def offset_delete(broker: Broker, ctx: RequestContext, req: OffsetDeleteRequest) -> Response:
     wanted = tuple((t.name, p.partition_index) for t in req.topics for p in t.partitions)
     request = OffsetDelete(group_id=req.group_id, partitions=wanted)
     try:

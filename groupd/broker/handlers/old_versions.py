@@ -18,7 +18,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from groupd.broker.dataplane.topic_configs import effective_topic_config
-from groupd.broker.dispatch import RequestContext
+from groupd.broker.dispatch import RequestContext, Response
 from groupd.clock import wall_ms
 from groupd.protocol.errors import ErrorCode
 from groupd.storage import codecs, message_sets
@@ -55,7 +55,7 @@ def legacy_offsets_before(lg: PartitionLog, timestamp: int, max_num_offsets: int
     return sorted((candidates[start - j][0] for j in range(max(count, 0))), reverse=True)
 
 
-def list_offsets_v0(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+def list_offsets_v0(broker: Broker, ctx: RequestContext, req: Any) -> Response:
     """Kafka 3.9's handleListOffsetRequestV0: a timestamp below EARLIEST (-2) is UNSUPPORTED_VERSION; an
     unknown partition UNKNOWN_TOPIC_OR_PARTITION; a consumer's (replica id -1) answer never names an
     offset past the high watermark (groupd's high watermark is its log end offset)."""
@@ -78,7 +78,7 @@ def list_offsets_v0(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     return ctx.respond(topics=ctx.by_topic("ListOffsetsTopicResponse", "ListOffsetsPartitionResponse", rows))
 
 
-def offset_commit_v0(ctx: RequestContext, req: Any, unknown: list[Any]) -> Any:
+def offset_commit_v0(ctx: RequestContext, req: Any, unknown: list[Any]) -> Response:
     """OffsetCommit v0 in KRaft: with no known partition, the unknown ones' answers; otherwise every
     partition of the request UNSUPPORTED_VERSION (the request's error response)."""
     known = {(t.name, p.partition_index) for t in req.topics for p in t.partitions} - {(e.topic, e.partition) for e in unknown}
@@ -89,7 +89,7 @@ def offset_commit_v0(ctx: RequestContext, req: Any, unknown: list[Any]) -> Any:
     return ctx.respond(topics=ctx.by_topic("OffsetCommitResponseTopic", "OffsetCommitResponsePartition", rows))
 
 
-def offset_fetch_v0(ctx: RequestContext, req: Any) -> Any:
+def offset_fetch_v0(ctx: RequestContext, req: Any) -> Response:
     """OffsetFetch v0 in KRaft: every asked partition answers offset -1, no metadata, UNSUPPORTED_VERSION."""
     rows = (
         (t.name, {"partition_index": i, "committed_offset": -1, "metadata": "", "error_code": ErrorCode.unsupported_version})

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kio.schema.alter_client_quotas.v1.request import AlterClientQuotasRequest
 from kio.schema.describe_client_quotas.v1.request import DescribeClientQuotasRequest
 
-from groupd.broker.dispatch import RequestContext
+from groupd.broker.dispatch import Answer, RequestContext
 from groupd.broker.ops import quotas as Q
 from groupd.protocol.errors import ErrorCode
 
@@ -22,7 +22,7 @@ def _error(exc: Q.QuotaError) -> ErrorCode:
     return ErrorCode.unsupported_version if exc.unsupported else ErrorCode.invalid_request
 
 
-def describe_client_quotas(broker: Broker, ctx: RequestContext, req: DescribeClientQuotasRequest) -> Any:
+def describe_client_quotas(broker: Broker, ctx: RequestContext, req: DescribeClientQuotasRequest) -> Answer:
     components = [Q.Component(c.entity_type, c.match_type, c.match) for c in req.components]
     try:
         found = Q.describe(broker.quotas.values, components, req.strict)
@@ -39,7 +39,7 @@ def describe_client_quotas(broker: Broker, ctx: RequestContext, req: DescribeCli
     return ctx.respond(throttle_time=0, error_code=ErrorCode.none, error_message=None, entries=entries)
 
 
-def alter_client_quotas(broker: Broker, ctx: RequestContext, req: AlterClientQuotasRequest) -> Any:
+def alter_client_quotas(broker: Broker, ctx: RequestContext, req: AlterClientQuotasRequest) -> Answer:
     entity_cls, entry_cls = ctx.nested("EntityData"), ctx.nested("EntryData")
     results = []
     changed = False
@@ -48,7 +48,7 @@ def alter_client_quotas(broker: Broker, ctx: RequestContext, req: AlterClientQuo
         error, message = ErrorCode.none, None
         try:
             entity = Q.entity_of(pairs)
-            ops = [(op.key, None if op.remove else op.value) for op in entry.ops]
+            ops: list[tuple[str, float | None]] = [(op.key, None if op.remove else op.value) for op in entry.ops]
             if broker.quotas.alter(entity, ops, req.validate_only):
                 changed = True
                 log.info("client quotas of %s now %s", entity, broker.quotas.values.get(entity, {}))

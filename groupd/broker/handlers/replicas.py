@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.alter_partition_reassignments.v1.request import AlterPartitionReassignmentsRequest
 from kio.schema.alter_replica_log_dirs.v2.request import AlterReplicaLogDirsRequest
 from kio.schema.elect_leaders.v2.request import ElectLeadersRequest
+from kio.static.protocol import Entity
 
-from groupd.broker.dispatch import RequestContext
+from groupd.broker.dispatch import Answer, RequestContext, Response
 from groupd.broker.handlers.acl_and_logdirs import stored_logs
 from groupd.protocol import codec
 from groupd.protocol.errors import ErrorCode
@@ -54,14 +55,14 @@ def _election(broker: Broker, name: str, partition: int) -> Outcome:
     return ErrorCode.election_not_needed, ELECTION_NOT_NEEDED
 
 
-def elect_leaders(broker: Broker, ctx: RequestContext, req: ElectLeadersRequest) -> Any:
+def elect_leaders(broker: Broker, ctx: RequestContext, req: ElectLeadersRequest) -> Answer:
     result_cls, part_cls = ctx.nested("ReplicaElectionResult"), ctx.nested("PartitionResult")
 
-    def result(topic: str, outcomes: Any) -> Any:
+    def result(topic: str, outcomes: Any) -> Entity:
         parts = tuple(codec.make(part_cls, partition_id=p, error_code=e, error_message=m) for p, (e, m) in outcomes)
         return codec.make(result_cls, topic=topic, partition_result=parts)
 
-    def answer(error: ErrorCode, results: Any) -> Any:
+    def answer(error: ErrorCode, results: Any) -> Response:
         return ctx.respond(throttle_time=0, error_code=error, replica_election_results=tuple(results))
 
     requested = req.topic_partitions
@@ -111,7 +112,7 @@ def _reassignment(broker: Broker, name: str, partition: int, replicas: tuple[int
     return ErrorCode.none, None
 
 
-def alter_partition_reassignments(broker: Broker, ctx: RequestContext, req: AlterPartitionReassignmentsRequest) -> Any:
+def alter_partition_reassignments(broker: Broker, ctx: RequestContext, req: AlterPartitionReassignmentsRequest) -> Answer:
     if not req.topics:
         # Kafka answers an empty request with a fresh response: ErrorMessage "" (its default), not null,
         # and AllowReplicationFactorChange at its default, true
@@ -136,7 +137,7 @@ def alter_partition_reassignments(broker: Broker, ctx: RequestContext, req: Alte
 # ---------------------------------------------------------------- AlterReplicaLogDirs
 
 
-def alter_replica_log_dirs(broker: Broker, ctx: RequestContext, req: AlterReplicaLogDirsRequest) -> Any:
+def alter_replica_log_dirs(broker: Broker, ctx: RequestContext, req: AlterReplicaLogDirsRequest) -> Answer:
     # the dir DescribeLogDirs reports; Kafka compares the request's path with it as a plain string
     log_dir = os.path.abspath(broker.config["log.dirs"])
     hosted = stored_logs(broker)

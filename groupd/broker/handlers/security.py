@@ -9,14 +9,14 @@ ILLEGAL_SASL_STATE (re-authentication is not served: connections.max.reauth.ms i
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from kio.schema.alter_user_scram_credentials.v0.request import AlterUserScramCredentialsRequest
 from kio.schema.describe_user_scram_credentials.v0.request import DescribeUserScramCredentialsRequest
 from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
 from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
 
-from groupd.broker.dispatch import RequestContext
+from groupd.broker.dispatch import Answer, RequestContext
 from groupd.broker.security.scram import Result
 from groupd.protocol import codec
 from groupd.protocol.errors import ErrorCode
@@ -27,18 +27,18 @@ if TYPE_CHECKING:
 log = logging.getLogger("groupd.security")
 
 
-def sasl_handshake(broker: Broker, ctx: RequestContext, req: SaslHandshakeRequest) -> Any:
+def sasl_handshake(broker: Broker, ctx: RequestContext, req: SaslHandshakeRequest) -> Answer:
     return ctx.respond(error_code=ErrorCode.illegal_sasl_state, mechanisms=())
 
 
-def sasl_authenticate(broker: Broker, ctx: RequestContext, req: SaslAuthenticateRequest) -> Any:
+def sasl_authenticate(broker: Broker, ctx: RequestContext, req: SaslAuthenticateRequest) -> Answer:
     return ctx.respond(
         error_code=ErrorCode.illegal_sasl_state, error_message="SaslAuthenticate request received after successful authentication",
         auth_bytes=b"", session_lifetime=0,
     )
 
 
-def describe_user_scram_credentials(broker: Broker, ctx: RequestContext, req: DescribeUserScramCredentialsRequest) -> Any:
+def describe_user_scram_credentials(broker: Broker, ctx: RequestContext, req: DescribeUserScramCredentialsRequest) -> Answer:
     """Each named user's mechanisms and iterations (every user's when none is named), as Kafka's
     ScramImage describes them; nothing secret leaves."""
     users = None if req.users is None else [u.name for u in req.users]
@@ -53,7 +53,7 @@ def describe_user_scram_credentials(broker: Broker, ctx: RequestContext, req: De
     return ctx.respond(throttle_time=0, error_code=ErrorCode.none, error_message=None, results=results)
 
 
-def alter_user_scram_credentials(broker: Broker, ctx: RequestContext, req: AlterUserScramCredentialsRequest) -> Any:
+def alter_user_scram_credentials(broker: Broker, ctx: RequestContext, req: AlterUserScramCredentialsRequest) -> Answer:
     """Upsert (from the client's salt and salted password) or delete credentials, checked as Kafka's
     ScramControlManager checks them; what changed is on disk before the answer."""
     credentials = broker.scram.credentials
@@ -67,7 +67,7 @@ def alter_user_scram_credentials(broker: Broker, ctx: RequestContext, req: Alter
             broker.scram.save()
         except OSError as exc:
             credentials.items = before
-            log.error("SCRAM credentials not saved to %s: %s", broker.scram.path, exc)
+            log.error("SCRAM credentials not saved: %s", exc)
             results = [Result(r.user, ErrorCode.kafka_storage_error, f"credentials not saved: {exc}") if r.error == ErrorCode.none else r for r in results]
         else:
             log.info("SCRAM credentials altered: %s", ", ".join(r.user for r in results if r.error == ErrorCode.none))

@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import logging
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from kio.schema.share_acknowledge.v2.request import ShareAcknowledgeRequest
 from kio.schema.share_fetch.v2.request import ShareFetchRequest
 
-from groupd.broker.dispatch import RequestContext
+from groupd.broker.dispatch import RequestContext, Response, waits
 from groupd.broker.share.manager import NOT_LEADER_OR_FOLLOWER, PartResult
 from groupd.broker.share.partition import GAP, RENEW, AckBatch
 from groupd.broker.share.sessions import FINAL_EPOCH, SessionError
@@ -41,7 +41,7 @@ def _member_id_valid(member_id: str | None) -> bool:
     return member_id is not None and 0 < len(member_id) <= 36
 
 
-def _refused(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+def _refused(broker: Broker, ctx: RequestContext, req: Any) -> Response | None:
     """The checks both APIs start with, in Kafka's order: share groups on, a group id, a valid member id."""
     if not _enabled(broker):
         return _top_error(ctx, ErrorCode.unsupported_version)
@@ -52,7 +52,7 @@ def _refused(broker: Broker, ctx: RequestContext, req: Any) -> Any:
     return None
 
 
-def _top_error(ctx: RequestContext, code: int, message: str | None = None) -> Any:
+def _top_error(ctx: RequestContext, code: int, message: str | None = None) -> Response:
     return ctx.respond(throttle_time=0, error_code=code, error_message=message, acquisition_lock_timeout=0,
                        responses=(), node_endpoints=())
 
@@ -79,12 +79,17 @@ def _topic_name(broker: Broker, topic_id: uuid.UUID | None) -> str | None:
     return None if topic is None else topic.name
 
 
+def _topic_id(topic: Any) -> uuid.UUID:
+    """A requested topic's id; kio reads the zero id as None, which the share partitions look up as it came."""
+    return cast(uuid.UUID, topic.topic_id)
+
+
 def _acks_of(topics: Any) -> dict[TopicIdPartition, list[AckBatch]]:
     acks: dict[TopicIdPartition, list[AckBatch]] = {}
     for t in topics:
         for p in t.partitions:
             if p.acknowledgement_batches:
-                acks.setdefault((t.topic_id, p.partition_index), []).extend(
+                acks.setdefault((_topic_id(t), p.partition_index), []).extend(
                     AckBatch(b.first_offset, b.last_offset, tuple(b.acknowledge_types)) for b in p.acknowledgement_batches)
     return acks
 
@@ -122,11 +127,12 @@ def _leader(broker: Broker, ctx: RequestContext, code: int) -> tuple[dict[str, A
     return {"current_leader": codec.make(leader_cls, leader_id=broker.node_id, leader_epoch=0)}, nodes
 
 
-async def share_fetch(broker: Broker, ctx: RequestContext, req: ShareFetchRequest) -> Any:
+@waits
+async def share_fetch(broker: Broker, ctx: RequestContext, req: ShareFetchRequest) -> Response:
     refused = _refused(broker, ctx, req)
     if refused is not None:
         return refused
-    group, member, epoch = req.group_id, req.member_id, req.share_session_epoch
+    group, member, epoch = cast(str, req.group_id), cast(str, req.member_id), req.share_session_epoch  # checked by _refused
     is_renew = ctx.version >= 2 and req.is_renew_ack
     max_wait = codec.millis(req.max_wait)
     if is_renew and (req.max_bytes or req.min_bytes or req.max_records or max_wait):
@@ -134,8 +140,8 @@ async def share_fetch(broker: Broker, ctx: RequestContext, req: ShareFetchReques
                           "maxBytes, minBytes, maxRecords and maxWaitMs must be set to 0 if isRenewAck is true.")
     manager = broker.share_partitions
     acks = _acks_of(req.topics)
-    wanted = [(t.topic_id, p.partition_index) for t in req.topics for p in t.partitions]
-    forgotten = [(t.topic_id, p) for t in req.forgotten_topics_data for p in t.partitions]
+    wanted: list[TopicIdPartition] = [(_topic_id(t), p.partition_index) for t in req.topics for p in t.partitions]
+    forgotten: list[TopicIdPartition] = [(_topic_id(t), p) for t in req.forgotten_topics_data for p in t.partitions]
     names = {tp: _topic_name(broker, tp[0]) for tp in wanted}
     try:
         context = manager.sessions.new_context(group, member, epoch, wanted, forgotten, bool(acks), ctx.connection_id,
@@ -175,7 +181,7 @@ async def share_fetch(broker: Broker, ctx: RequestContext, req: ShareFetchReques
 
 
 def _fetch_response(broker: Broker, ctx: RequestContext, fetched: dict[TopicIdPartition, PartResult],
-                    acks: dict[TopicIdPartition, tuple[int, str | None]], lock_ms: int) -> Any:
+                    acks: dict[TopicIdPartition, tuple[int, str | None]], lock_ms: int) -> Response:
     part_cls = ctx.nested("PartitionData")
     acquired_cls = ctx.nested("AcquiredRecords")
     by_topic: dict[Any, list[Any]] = {}
@@ -199,11 +205,12 @@ def _fetch_response(broker: Broker, ctx: RequestContext, fetched: dict[TopicIdPa
                        responses=topics, node_endpoints=tuple(endpoints.values()))
 
 
-async def share_acknowledge(broker: Broker, ctx: RequestContext, req: ShareAcknowledgeRequest) -> Any:
+@waits
+async def share_acknowledge(broker: Broker, ctx: RequestContext, req: ShareAcknowledgeRequest) -> Response:
     refused = _refused(broker, ctx, req)
     if refused is not None:
         return refused
-    group, member, epoch = req.group_id, req.member_id, req.share_session_epoch
+    group, member, epoch = cast(str, req.group_id), cast(str, req.member_id), req.share_session_epoch  # checked by _refused
     manager = broker.share_partitions
     try:
         session = manager.sessions.acknowledge_update(group, member, epoch)
@@ -213,7 +220,7 @@ async def share_acknowledge(broker: Broker, ctx: RequestContext, req: ShareAckno
     acks: dict[TopicIdPartition, list[AckBatch]] = {}
     for t in req.topics:
         for p in t.partitions:
-            acks.setdefault((t.topic_id, p.partition_index), []).extend(
+            acks.setdefault((_topic_id(t), p.partition_index), []).extend(
                 AckBatch(b.first_offset, b.last_offset, tuple(b.acknowledge_types)) for b in p.acknowledgement_batches)
     results = await _handle_acks(broker, group, member, {tp: b for tp, b in acks.items() if b}, ctx.version, is_renew)
     for tp, batches in acks.items():

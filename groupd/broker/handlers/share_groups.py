@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.share_group_describe.v1.request import ShareGroupDescribeRequest
 from kio.schema.share_group_heartbeat.v1.request import ShareGroupHeartbeatRequest
 
-from groupd.broker.dispatch import RequestContext, answered_later
+from groupd.broker.dispatch import Answer, RequestContext, Response, answered_later
 from groupd.broker.handlers.consumer_groups import described_assignment, heartbeat_answer, heartbeat_refused
 from groupd.broker.handlers.operations import NOT_REQUESTED, authorized_operations
 from groupd.coordinator import errors as E
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 DISABLED = "Share groups are not enabled (the share.version feature is 0)."
 
 
-def share_group_heartbeat(broker: Broker, ctx: RequestContext, req: ShareGroupHeartbeatRequest) -> Any:
+def share_group_heartbeat(broker: Broker, ctx: RequestContext, req: ShareGroupHeartbeatRequest) -> Answer:
     if not broker.share_groups.enabled:
         return heartbeat_refused(ctx, E.UNSUPPORTED_VERSION, DISABLED)
     request = ShareGroupHeartbeat(
@@ -38,7 +38,7 @@ def share_group_heartbeat(broker: Broker, ctx: RequestContext, req: ShareGroupHe
     )
     answer = heartbeat_answer(ctx)
 
-    def finish(payload: Any, error: BaseException | None) -> Any:
+    def finish(payload: Any, error: BaseException | None) -> Response:
         if error is None and payload.initialize is not None:
             broker.share_groups.initialize(payload.initialize)  # once the heartbeat's records are durable
         return answer(payload, error)
@@ -46,10 +46,10 @@ def share_group_heartbeat(broker: Broker, ctx: RequestContext, req: ShareGroupHe
     return answered_later(broker, req.group_id, group_types.share_group_heartbeat, request, finish)
 
 
-def share_group_describe(broker: Broker, ctx: RequestContext, req: ShareGroupDescribeRequest) -> Any:
+def share_group_describe(broker: Broker, ctx: RequestContext, req: ShareGroupDescribeRequest) -> Answer:
     group_cls, member_cls = ctx.nested("DescribedGroup"), ctx.nested("Member")
 
-    def failed(group_id: str, code: int, message: str | None = None) -> Any:
+    def failed(group_id: str, code: int, message: str | None = None) -> Response:
         return codec.make(group_cls, error_code=code, error_message=message, group_id=group_id, group_state="",
                           group_epoch=0, assignment_epoch=0, assignor_name="", members=(),
                           authorized_operations=NOT_REQUESTED)

@@ -13,8 +13,9 @@ from typing import TYPE_CHECKING, Any
 from kio.schema.alter_share_group_offsets.v0.request import AlterShareGroupOffsetsRequest
 from kio.schema.delete_share_group_offsets.v0.request import DeleteShareGroupOffsetsRequest
 from kio.schema.describe_share_group_offsets.v1.request import DescribeShareGroupOffsetsRequest
+from kio.static.protocol import Entity
 
-from groupd.broker.dispatch import RequestContext
+from groupd.broker.dispatch import RequestContext, Response, waits
 from groupd.broker.handlers.share_groups import DISABLED
 from groupd.coordinator import errors as E
 from groupd.coordinator import group_types
@@ -29,14 +30,15 @@ if TYPE_CHECKING:
 UNINITIALIZED = -1
 
 
-async def describe_share_group_offsets(broker: Broker, ctx: RequestContext, req: DescribeShareGroupOffsetsRequest) -> Any:
+@waits
+async def describe_share_group_offsets(broker: Broker, ctx: RequestContext, req: DescribeShareGroupOffsetsRequest) -> Response:
     group_cls, topic_cls, part_cls = (ctx.nested(n) for n in (
         "DescribeShareGroupOffsetsResponseGroup", "DescribeShareGroupOffsetsResponseTopic", "DescribeShareGroupOffsetsResponsePartition"))
 
-    def part(index: int, start: int = UNINITIALIZED, epoch: int = -1, lag: int = -1, error: int = 0) -> Any:
+    def part(index: int, start: int = UNINITIALIZED, epoch: int = -1, lag: int = -1, error: int = 0) -> Entity:
         return codec.make(part_cls, partition_index=index, start_offset=start, leader_epoch=epoch, lag=lag, error_code=error, error_message=None)
 
-    async def one(group: Any) -> Any:
+    async def one(group: Any) -> Entity:
         gid = group.group_id
         if not broker.share_groups.enabled:
             return codec.make(group_cls, group_id=gid, topics=(), error_code=E.UNSUPPORTED_VERSION, error_message=DISABLED)
@@ -71,8 +73,8 @@ async def describe_share_group_offsets(broker: Broker, ctx: RequestContext, req:
                 rows.append(part(p, s.start_offset, s.leader_epoch, lag))
             topics.append(codec.make(topic_cls, topic_name=name, topic_id=tid, partitions=tuple(rows)))
         # topics the metadata does not know: start offset -1 (no offsets), as Kafka answers
-        for name, tid, parts in wanted:
-            if tid is None:
+        for name, maybe_id, parts in wanted:
+            if maybe_id is None:
                 topics.append(codec.make(topic_cls, topic_name=name, topic_id=codec.ZERO_UUID, partitions=tuple(part(p) for p in parts)))
         return codec.make(group_cls, group_id=gid, topics=tuple(topics), error_code=0, error_message=None)
 
@@ -80,10 +82,11 @@ async def describe_share_group_offsets(broker: Broker, ctx: RequestContext, req:
     return ctx.respond(throttle_time=0, groups=tuple(groups))
 
 
-async def alter_share_group_offsets(broker: Broker, ctx: RequestContext, req: AlterShareGroupOffsetsRequest) -> Any:
+@waits
+async def alter_share_group_offsets(broker: Broker, ctx: RequestContext, req: AlterShareGroupOffsetsRequest) -> Response:
     topic_cls, part_cls = ctx.nested("AlterShareGroupOffsetsResponseTopic"), ctx.nested("AlterShareGroupOffsetsResponsePartition")
 
-    def refused(code: int, message: str | None = None) -> Any:
+    def refused(code: int, message: str | None = None) -> Response:
         return ctx.respond(throttle_time=0, error_code=code, error_message=message, responses=())
 
     if not broker.share_groups.enabled:
@@ -112,10 +115,11 @@ async def alter_share_group_offsets(broker: Broker, ctx: RequestContext, req: Al
     return ctx.respond(throttle_time=0, error_code=0, error_message=None, responses=responses)
 
 
-async def delete_share_group_offsets(broker: Broker, ctx: RequestContext, req: DeleteShareGroupOffsetsRequest) -> Any:
+@waits
+async def delete_share_group_offsets(broker: Broker, ctx: RequestContext, req: DeleteShareGroupOffsetsRequest) -> Response:
     topic_cls = ctx.nested("DeleteShareGroupOffsetsResponseTopic")
 
-    def refused(code: int, message: str | None = None) -> Any:
+    def refused(code: int, message: str | None = None) -> Response:
         return ctx.respond(throttle_time=0, error_code=code, error_message=message, responses=())
 
     if not broker.share_groups.enabled:

@@ -18,7 +18,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from groupd.broker.dispatch import RequestContext
+from groupd.broker.dispatch import RequestContext, Response, waits
 from groupd.coordinator.share_state.persister import SharePartitionKey, StateBatch
 from groupd.protocol.codec import ZERO_UUID
 
@@ -41,7 +41,7 @@ def _keyed(req: Any) -> list[tuple[Any, Any, SharePartitionKey]] | None:
 async def _answer(
     ctx: RequestContext, req: Any, call: Callable[[Any, Any, SharePartitionKey], Awaitable[dict[str, Any]]],
     topic_entity: str, partition_entity: str,
-) -> Any:
+) -> Response:
     keyed = _keyed(req)
     if keyed is None:
         return ctx.respond(results=())
@@ -53,7 +53,8 @@ async def _answer(
     return ctx.respond(results=ctx.by_topic(topic_entity, partition_entity, ((tid, f) for (tid, _), f in rows.items()), key_field="topic_id"))
 
 
-async def initialize_share_group_state(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+@waits
+async def initialize_share_group_state(broker: Broker, ctx: RequestContext, req: Any) -> Response:
     async def call(_t: Any, p: Any, key: SharePartitionKey) -> dict[str, Any]:
         a = await broker.share_coordinator.initialize_state(key, p.state_epoch, p.start_offset)
         return {"error_code": a.error_code, "error_message": a.error_message}
@@ -61,7 +62,8 @@ async def initialize_share_group_state(broker: Broker, ctx: RequestContext, req:
     return await _answer(ctx, req, call, "InitializeStateResult", "PartitionResult")
 
 
-async def read_share_group_state(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+@waits
+async def read_share_group_state(broker: Broker, ctx: RequestContext, req: Any) -> Response:
     batch_cls = ctx.nested("StateBatch")
 
     async def call(_t: Any, p: Any, key: SharePartitionKey) -> dict[str, Any]:
@@ -76,7 +78,8 @@ async def read_share_group_state(broker: Broker, ctx: RequestContext, req: Any) 
     return await _answer(ctx, req, call, "ReadStateResult", "PartitionResult")
 
 
-async def write_share_group_state(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+@waits
+async def write_share_group_state(broker: Broker, ctx: RequestContext, req: Any) -> Response:
     async def call(_t: Any, p: Any, key: SharePartitionKey) -> dict[str, Any]:
         batches = tuple(StateBatch(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count) for b in p.state_batches)
         count = getattr(p, "delivery_complete_count", -1)  # v1+ (KIP-1226)
@@ -86,7 +89,8 @@ async def write_share_group_state(broker: Broker, ctx: RequestContext, req: Any)
     return await _answer(ctx, req, call, "WriteStateResult", "PartitionResult")
 
 
-async def delete_share_group_state(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+@waits
+async def delete_share_group_state(broker: Broker, ctx: RequestContext, req: Any) -> Response:
     async def call(_t: Any, _p: Any, key: SharePartitionKey) -> dict[str, Any]:
         a = await broker.share_coordinator.delete_state(key)
         return {"error_code": a.error_code, "error_message": a.error_message}
@@ -94,7 +98,8 @@ async def delete_share_group_state(broker: Broker, ctx: RequestContext, req: Any
     return await _answer(ctx, req, call, "DeleteStateResult", "PartitionResult")
 
 
-async def read_share_group_state_summary(broker: Broker, ctx: RequestContext, req: Any) -> Any:
+@waits
+async def read_share_group_state_summary(broker: Broker, ctx: RequestContext, req: Any) -> Response:
     async def call(_t: Any, p: Any, key: SharePartitionKey) -> dict[str, Any]:
         r = await broker.share_coordinator.read_state_summary(key, p.leader_epoch)
         return {"error_code": r.error_code, "error_message": r.error_message, "state_epoch": r.state_epoch,

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+import uuid
+from typing import TYPE_CHECKING, cast
 
 from kio.schema.create_topics.v7.request import CreateTopicsRequest
+from kio.schema.delete_topics.v5.request import DeleteTopicsRequest as DeleteTopicsRequestV5
 from kio.schema.delete_topics.v6.request import DeleteTopicsRequest
 
 from groupd.broker.dataplane.topic_configs import InvalidConfig, validate_topic_configs
 from groupd.broker.dataplane.topics import TopicError
-from groupd.broker.dispatch import RequestContext
+from groupd.broker.dispatch import Answer, RequestContext
 from groupd.broker.ops.quotas import Mutations
 from groupd.clock import wall_ms
 from groupd.protocol import codec
@@ -36,7 +38,7 @@ def throttle_time(broker: Broker, ctx: RequestContext, quota: Mutations) -> int:
     return ms
 
 
-def create_topics(broker: Broker, ctx: RequestContext, req: CreateTopicsRequest) -> Any:
+def create_topics(broker: Broker, ctx: RequestContext, req: CreateTopicsRequest) -> Answer:
     result_cls = ctx.nested("CreatableTopicResult")
     quota = mutations(broker, ctx, strict_since=6)
     seen: dict[str, int] = {}
@@ -92,12 +94,12 @@ def create_topics(broker: Broker, ctx: RequestContext, req: CreateTopicsRequest)
     return ctx.respond(throttle_time=throttle_time(broker, ctx, quota), topics=tuple(results))
 
 
-def delete_topics(broker: Broker, ctx: RequestContext, req: DeleteTopicsRequest) -> Any:
+def delete_topics(broker: Broker, ctx: RequestContext, req: DeleteTopicsRequest) -> Answer:
     result_cls = ctx.nested("DeletableTopicResult")
     if ctx.version >= 6:
-        wanted = [(t.name, t.topic_id) for t in req.topics]
+        wanted: list[tuple[str | None, uuid.UUID | None]] = [(t.name, t.topic_id) for t in req.topics]
     else:
-        wanted = [(name, None) for name in req.topic_names]
+        wanted = [(name, None) for name in cast(DeleteTopicsRequestV5, req).topic_names]
     results = []
     quota = mutations(broker, ctx, strict_since=5)
     for name, topic_id in wanted:
@@ -110,10 +112,10 @@ def delete_topics(broker: Broker, ctx: RequestContext, req: DeleteTopicsRequest)
                 name = topic.name
         if error == ErrorCode.none:
             try:
-                existing = broker.topics.get(name)
+                existing = broker.topics.get(cast(str, name))  # named, or found by its id above
                 if existing is not None and not quota.record(existing.partitions, wall_ms()):
                     raise TopicError(ErrorCode.throttling_quota_exceeded, THROTTLED)
-                topic = broker.delete_topic(name)
+                topic = broker.delete_topic(cast(str, name))
                 topic_id = topic.topic_id
             except TopicError as exc:
                 error, message = exc.code, exc.message

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import datetime
 import re
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from kio.schema.add_offsets_to_txn.v4.request import AddOffsetsToTxnRequest
+from kio.schema.add_partitions_to_txn.v3.request import (
+    AddPartitionsToTxnRequest as AddPartitionsToTxnRequestV3,
+)
 from kio.schema.add_partitions_to_txn.v5.request import AddPartitionsToTxnRequest
 from kio.schema.describe_producers.v0.request import DescribeProducersRequest
 from kio.schema.describe_transactions.v0.request import DescribeTransactionsRequest
@@ -15,7 +18,7 @@ from kio.schema.end_txn.v4.request import EndTxnRequest
 from kio.schema.init_producer_id.v5.request import InitProducerIdRequest
 from kio.schema.list_transactions.v2.request import ListTransactionsRequest
 
-from groupd.broker.dispatch import RequestContext
+from groupd.broker.dispatch import Answer, RequestContext, Response, waits
 from groupd.clock import wall_ms
 from groupd.coordinator.transactions import rules as T
 from groupd.protocol.errors import ErrorCode
@@ -31,7 +34,8 @@ def _fenced(error: ErrorCode, version: int, since: int) -> ErrorCode:
     return ErrorCode.invalid_producer_epoch if error == ErrorCode.producer_fenced and version < since else error
 
 
-async def init_producer_id(broker: Broker, ctx: RequestContext, req: InitProducerIdRequest) -> Any:
+@waits
+async def init_producer_id(broker: Broker, ctx: RequestContext, req: InitProducerIdRequest) -> Response:
     tid = req.transactional_id
     if tid is None:  # an idempotent producer: a fresh id, or its own epoch bumped (KIP-360)
         pid, epoch = (req.producer_id, req.producer_epoch) if ctx.version >= 3 else (-1, -1)
@@ -68,12 +72,14 @@ def _results(ctx: RequestContext, errors: dict[T.TopicPartition, ErrorCode], top
     return tuple(topic_cls(name=name, results_by_partition=tuple(parts)) for name, parts in grouped.items())
 
 
-async def add_partitions_to_txn(broker: Broker, ctx: RequestContext, req: AddPartitionsToTxnRequest) -> Any:
+@waits
+async def add_partitions_to_txn(broker: Broker, ctx: RequestContext, req: AddPartitionsToTxnRequest) -> Response:
     if ctx.version <= 3:
-        wanted, errors = _partition_errors(broker, req.v3_and_below_topics)
+        old = cast(AddPartitionsToTxnRequestV3, req)
+        wanted, errors = _partition_errors(broker, old.v3_and_below_topics)
         if not errors:
             error = await broker.transactions.add_partitions(
-                req.v3_and_below_transactional_id, req.v3_and_below_producer_id, req.v3_and_below_producer_epoch, wanted
+                old.v3_and_below_transactional_id, old.v3_and_below_producer_id, old.v3_and_below_producer_epoch, wanted
             )
             errors = dict.fromkeys(wanted, _fenced(error, ctx.version, 2))
         return ctx.respond(throttle_time=0, results_by_topic_v3_and_below=_results(ctx, errors))
@@ -93,7 +99,8 @@ async def add_partitions_to_txn(broker: Broker, ctx: RequestContext, req: AddPar
     return ctx.respond(throttle_time=0, error_code=ErrorCode.none, results_by_transaction=tuple(results))
 
 
-async def add_offsets_to_txn(broker: Broker, ctx: RequestContext, req: AddOffsetsToTxnRequest) -> Any:
+@waits
+async def add_offsets_to_txn(broker: Broker, ctx: RequestContext, req: AddOffsetsToTxnRequest) -> Response:
     partition = broker.coordinator.partition_for(req.group_id)
     broker.internal_topics[OFFSETS_TOPIC].exists(create=True)
     error = await broker.transactions.add_partitions(
@@ -102,7 +109,8 @@ async def add_offsets_to_txn(broker: Broker, ctx: RequestContext, req: AddOffset
     return ctx.respond(throttle_time=0, error_code=_fenced(error, ctx.version, 2))
 
 
-async def end_txn(broker: Broker, ctx: RequestContext, req: EndTxnRequest) -> Any:
+@waits
+async def end_txn(broker: Broker, ctx: RequestContext, req: EndTxnRequest) -> Response:
     error = await broker.transactions.end_txn(req.transactional_id, req.producer_id, req.producer_epoch, req.committed)
     return ctx.respond(throttle_time=0, error_code=_fenced(error, ctx.version, 2))
 
@@ -111,7 +119,7 @@ def _datetime(ms: int) -> datetime.datetime:
     return datetime.datetime.fromtimestamp(ms / 1000, tz=datetime.UTC)
 
 
-def describe_transactions(broker: Broker, ctx: RequestContext, req: DescribeTransactionsRequest) -> Any:
+def describe_transactions(broker: Broker, ctx: RequestContext, req: DescribeTransactionsRequest) -> Answer:
     state_cls = ctx.nested("TransactionState")
     topic_cls = ctx.nested("TopicData")
     states = []
@@ -136,7 +144,7 @@ def describe_transactions(broker: Broker, ctx: RequestContext, req: DescribeTran
     return ctx.respond(throttle_time=0, transaction_states=tuple(states))
 
 
-def list_transactions(broker: Broker, ctx: RequestContext, req: ListTransactionsRequest) -> Any:
+def list_transactions(broker: Broker, ctx: RequestContext, req: ListTransactionsRequest) -> Answer:
     known = set(T.STATE_NAMES) - {"Dead"}
     wanted_states = set(req.state_filters)
     unknown = tuple(s for s in req.state_filters if s not in known)
@@ -166,7 +174,7 @@ def list_transactions(broker: Broker, ctx: RequestContext, req: ListTransactions
 
 
 
-def describe_producers(broker: Broker, ctx: RequestContext, req: DescribeProducersRequest) -> Any:
+def describe_producers(broker: Broker, ctx: RequestContext, req: DescribeProducersRequest) -> Answer:
     """The producers with state in each partition (kafka-transactions.sh describe-producers): their epoch,
     last sequence and timestamp, and where their open transaction starts (-1: none)."""
     topic_cls = ctx.nested("TopicResponse")

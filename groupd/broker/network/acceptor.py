@@ -206,7 +206,7 @@ class Admission:
         slot = Slot(self, ip)
         conn.setblocking(False)
         protocol = acceptor.make()
-        protocol.slot = slot  # type: ignore[attr-defined]  (Connection and TlsServer release it when lost)
+        protocol.slot = slot  # type: ignore[attr-defined]  # Connection and TlsServer release it when lost
         task = asyncio.ensure_future(asyncio.get_running_loop().connect_accepted_socket(lambda: protocol, conn))
         task.add_done_callback(lambda t: _handed_over(t, slot, conn))
         if quotas.full():
@@ -322,7 +322,7 @@ def bind(host: str | None, port: int, backlog: int = BACKLOG) -> list[socket.soc
             try:
                 sock.bind(address)
             except OSError as exc:
-                raise OSError(exc.errno, f"error while attempting to bind on address {address!r}: {exc.strerror.lower()}") from None
+                raise OSError(exc.errno, f"error while attempting to bind on address {address!r}: {(exc.strerror or '').lower()}") from None
             sock.listen(backlog)
             sock.setblocking(False)
     except BaseException:

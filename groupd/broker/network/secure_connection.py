@@ -29,19 +29,21 @@ log = logging.getLogger("groupd.connection")
 class SaslConnection(Connection):
     def __init__(self, broker: Broker, listener: str, gate: SaslGate) -> None:
         super().__init__(broker, listener)
+        self.listener_name = listener  # every SASL connection is on a named listener
         self._gate: SaslGate | None = gate
-        self._full_max_bytes = self.max_bytes
+        self._gate_buf = bytearray()  # frames for the gate are cut here, with the gate's own bound and words
+        self._full_max_bytes = self.exchange.max_bytes
         # Kafka's sasl.server.max.receive.size: an unauthenticated client cannot make us buffer 100 MB
-        self.max_bytes = min(self.max_bytes, broker.config["sasl.server.max.receive.size"])
+        self.exchange.max_bytes = min(self._full_max_bytes, broker.config["sasl.server.max.receive.size"])
 
     def data_received(self, data: bytes) -> None:
         if self._gate is None:
             Connection.data_received(self, data)
             return
-        if self._draining or self._lost or self._gate.state == FAILED or self.transport.is_closing():
+        if self._draining or self._lost or self._gate.state == FAILED or self.transport is None or self.transport.is_closing():
             return
         self.active = True
-        buf = self._buf
+        buf = self._gate_buf
         buf += data
         pos, end = 0, len(buf)
         while self._gate is not None and end - pos >= 4:
@@ -51,7 +53,7 @@ class SaslConnection(Connection):
                     "connection %s (listener %s) closed: Failing SASL authentication due to invalid receive size %d (sasl.server.max.receive.size %d)",
                     self.peer, self.listener, size, self.max_bytes,
                 )
-                self.broker.metrics.authentication(self.listener, "none", "failure")
+                self.broker.metrics.authentication(self.listener_name, "none", "failure")
                 buf.clear()
                 self._close()
                 return
@@ -74,32 +76,36 @@ class SaslConnection(Connection):
     def _gate_frame(self, frame: bytes) -> bool:
         """One frame through the gate; False once the connection is closing."""
         gate = self._gate
+        assert gate is not None  # frames come here only until the client authenticates
         step = gate.receive(frame)
+        ticket = self.exchange.admit(len(frame))  # answered here and now, in its turn
         if step.passthrough:
-            self._handle(frame)  # ApiVersions: the ordinary answer, unsupported versions included
-        elif step.reply is not None:
-            self._write(step.reply)
+            self._handle(ticket, frame)  # ApiVersions: the ordinary answer, unsupported versions included
+        else:
+            self._send(ticket, () if step.reply is None else (step.reply,))
         mechanism = gate.mechanism_name or "none"
         if step.close is not None:
             log.warning("connection %s (listener %s) closed: %s", self.peer, self.listener, step.close)
             if step.failed:
-                self.broker.metrics.authentication(self.listener, mechanism, "failure")
+                self.broker.metrics.authentication(self.listener_name, mechanism, "failure")
             self._close_after_failure()
             return False
         if step.principal is not None:
             self.user = step.principal.partition(":")[2]  # quotas by user apply to it from now on
             self._gate = None
-            self.max_bytes = self._full_max_bytes
-            self.broker.metrics.authentication(self.listener, mechanism, "success")
+            self.exchange.max_bytes = self._full_max_bytes
+            self.broker.metrics.authentication(self.listener_name, mechanism, "success")
             log.debug("connection %s (listener %s) authenticated as %s with %s", self.peer, self.listener, self.principal, mechanism)
         return True
+
+    def _unframed(self) -> bytes:
+        return bytes(self._gate_buf) if self._gate is not None else Connection._unframed(self)
 
     def _close_after_failure(self) -> None:
         """Kafka's connection.failed.authentication.delay.ms: the answer goes out now, the close comes
         later, so a client retrying a bad password cannot spin the broker."""
-        self._frames.clear()
-        self._queued_bytes = 0
-        if not self._reading_paused:
+        self.exchange.drop_queued()
+        if not self._reading_paused and self.transport is not None:
             self._reading_paused = True
             self.transport.pause_reading()
         self.flush()
@@ -223,9 +229,11 @@ class TlsServer(asyncio.Protocol):
                 break
             chunks.append(chunk)
         self.tls.flush()  # what reading wrote (TLS 1.3 tickets, key updates)
+        conn = self.conn
+        assert conn is not None  # the handshake made it
         if chunks:
-            self.conn.data_received(b"".join(chunks))
-        if closed and not self.conn.eof_received():
+            conn.data_received(b"".join(chunks))
+        if closed and not conn.eof_received():
             self.tls.close()  # answered with our close_notify, as Kafka closes on a client's EOF
 
     def _handshake(self) -> bool:
