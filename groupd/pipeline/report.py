@@ -145,12 +145,29 @@ def group_chart(group: str, gens: pd.DataFrame, storms: pd.DataFrame, lag: pd.Da
         ys = list(g["member_count"]) + [g["member_count"].iloc[-1]]
         ax.step(xs, ys, where="post", color="#0a7ea4", lw=1.4, label="members")
         for cause, rows in g.groupby("likely_cause"):
-            ax.scatter(_dt(rows["start_ms"]), rows["member_count"], s=36, zorder=3, color=CAUSE_COLOURS.get(cause, "#57606a"),
-                       label=f"new generation: {cause}")
-        restarts = [(r["at_ms"], n) for lst, n in zip(g["static_restarts"], g["member_count"], strict=False) for r in (lst if not _missing(lst) else [])]
+            ax.scatter(
+                _dt(rows["start_ms"]),
+                rows["member_count"],
+                s=36,
+                zorder=3,
+                color=CAUSE_COLOURS.get(cause, "#57606a"),
+                label=f"new generation: {cause}",
+            )
+        restarts = [
+            (r["at_ms"], n)
+            for lst, n in zip(g["static_restarts"], g["member_count"], strict=False)
+            for r in (lst if not _missing(lst) else [])
+        ]
         if restarts:
-            ax.scatter(_dt([r[0] for r in restarts]), [r[1] for r in restarts], marker="x", s=60, color="#8250df", zorder=4,
-                       label="static member restarted (no rebalance)")
+            ax.scatter(
+                _dt([r[0] for r in restarts]),
+                [r[1] for r in restarts],
+                marker="x",
+                s=60,
+                color="#8250df",
+                zorder=4,
+                label="static member restarted (no rebalance)",
+            )
         handles, labels = ax.get_legend_handles_labels()
         if len(storms):
             handles.append(Patch(color=STORM_COLOUR, alpha=0.6))
@@ -162,13 +179,25 @@ def group_chart(group: str, gens: pd.DataFrame, storms: pd.DataFrame, lag: pd.Da
         assert lag is not None  # its panel is there only when it has rows
         ax = axes["lag"]
         for topic, rows in lag.sort_values("t_ms").groupby("topic"):
-            ax.step(list(_dt(rows["t_ms"])) + [hi], list(rows["lag"]) + [rows["lag"].iloc[-1]], where="post", lw=1.5, label=f"lag on {topic}")
+            ax.step(
+                list(_dt(rows["t_ms"])) + [hi],
+                list(rows["lag"]) + [rows["lag"].iloc[-1]],
+                where="post",
+                lw=1.5,
+                label=f"lag on {topic}",
+            )
         ax.set_ylabel("lag (records)")
         ax.set_ylim(bottom=0)
         ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8, frameon=False)
     if "rate" in axes:
         ax = axes["rate"]
-        ax.bar(_dt(rate["bucket_ms"] + 30_000), rate["commits"], width=50 / 86_400, color="#0969da", label="offset commits per minute")
+        ax.bar(
+            _dt(rate["bucket_ms"] + 30_000),
+            rate["commits"],
+            width=50 / 86_400,
+            color="#0969da",
+            label="offset commits per minute",
+        )
         ax.set_ylabel("commits / min")
         ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8, frameon=False)
     last = axes[panels[-1]]
@@ -182,6 +211,7 @@ def group_chart(group: str, gens: pd.DataFrame, storms: pd.DataFrame, lag: pd.Da
 
 # ------------------------------------------------------------------------------------------ sections
 
+
 def _header(meta: dict) -> str:
     n = meta["counts"]
     a, b = meta["span_ms"]
@@ -190,8 +220,11 @@ def _header(meta: dict) -> str:
         ("Time span", f"{fmt_time(a)} to {fmt_time(b)} UTC ({fmt_duration(None if _missing(a) else b - a)})"),
         ("Generated", f"{fmt_time(meta['generated_ms'])} UTC; statuses evaluated at {fmt_time(meta['now_ms'])} UTC"),
         ("Groups", f"{fmt_int(n['groups'])} live, {fmt_int(n['removed'])} deleted or expired"),
-        ("Records", f"{fmt_int(n['generations'])} generations, {fmt_int(n['commit_records'])} offset-commit records, "
-                    f"{fmt_int(n['log_end_samples'])} log-end samples"),
+        (
+            "Records",
+            f"{fmt_int(n['generations'])} generations, {fmt_int(n['commit_records'])} offset-commit records, "
+            f"{fmt_int(n['log_end_samples'])} log-end samples",
+        ),
     ]
     return "<dl class='meta'>" + "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in rows) + "</dl>"
 
@@ -235,13 +268,30 @@ def _glance(overview: pd.DataFrame, detailed: set[str], meta: dict) -> str:
         if _missing(r.burrow):
             burrow = f"{_badge(None)} <span class='muted'>no offsets committed</span>"
         else:
-            more = f" <span class='muted'>(+{int(r.partitions_not_ok) - 1} more partitions not OK)</span>" if r.partitions_not_ok > 1 else ""
+            more = (
+                f" <span class='muted'>(+{int(r.partitions_not_ok) - 1} more partitions not OK)</span>"
+                if r.partitions_not_ok > 1
+                else ""
+            )
             burrow = f"{_badge(r.burrow)} {esc(r.burrow_rule)}{more}"
-        storm = NOTHING if _missing(r.last_storm_ms) else f"{fmt_time(r.last_storm_ms)} (peak {fmt_int(r.storm_peak)} in {meta['storm_window']} s)"
-        rows.append([
-            name, esc(r.group_type), _state(r), burrow, fmt_int(r.lag_now), fmt_int(r.generations),
-            fmt_int(r.static_restarts), storm, fmt_time(r.last_commit_ms),
-        ])
+        storm = (
+            NOTHING
+            if _missing(r.last_storm_ms)
+            else f"{fmt_time(r.last_storm_ms)} (peak {fmt_int(r.storm_peak)} in {meta['storm_window']} s)"
+        )
+        rows.append(
+            [
+                name,
+                esc(r.group_type),
+                _state(r),
+                burrow,
+                fmt_int(r.lag_now),
+                fmt_int(r.generations),
+                fmt_int(r.static_restarts),
+                storm,
+                fmt_time(r.last_commit_ms),
+            ]
+        )
     storms = sum(1 for r in overview.itertuples() if not _missing(r.last_storm_ms))
     note = (
         f"<p>A storm is {meta['storm_min']} or more new generations within {meta['storm_window']} s. "
@@ -253,21 +303,46 @@ def _glance(overview: pd.DataFrame, detailed: set[str], meta: dict) -> str:
         "the rule that fired.</p>"
     )
     left_out = len(overview) - len(rows)
-    tail = (f"<p class='muted'>{left_out:,} more groups, each needing attention less than the last one listed, are left "
-            "out here; <code>python -m groupd.pipeline overview</code> lists every group.</p>") if left_out > 0 else ""
-    return "<h2>Groups at a glance</h2>" + note + _table(
-        ["Group", "Kind", "State", "Burrow status (worst partition: rule that fired)", "Lag now", "Generations",
-         "Static restarts", "Last storm", "Last commit"],
-        rows, "glance",
-    ) + tail
+    tail = (
+        (
+            f"<p class='muted'>{left_out:,} more groups, each needing attention less than the last one listed, are left "
+            "out here; <code>python -m groupd.pipeline overview</code> lists every group.</p>"
+        )
+        if left_out > 0
+        else ""
+    )
+    return (
+        "<h2>Groups at a glance</h2>"
+        + note
+        + _table(
+            [
+                "Group",
+                "Kind",
+                "State",
+                "Burrow status (worst partition: rule that fired)",
+                "Lag now",
+                "Generations",
+                "Static restarts",
+                "Last storm",
+                "Last commit",
+            ],
+            rows,
+            "glance",
+        )
+        + tail
+    )
 
 
 def _removed(removed: pd.DataFrame) -> str:
     if not len(removed):
         return ""
-    rows = [[esc(r.group), f"{fmt_time(r.removed_ms)} UTC", esc(r.how)] for r in removed.sort_values("removed_ms").itertuples()]
-    return ("<h2>Deleted or expired groups</h2><p>Shown here once; they appear in no other table.</p>"
-            + _table(["Group", "Removed at", "How"], rows, "removed"))
+    rows = [
+        [esc(r.group), f"{fmt_time(r.removed_ms)} UTC", esc(r.how)]
+        for r in removed.sort_values("removed_ms").itertuples()
+    ]
+    return "<h2>Deleted or expired groups</h2><p>Shown here once; they appear in no other table.</p>" + _table(
+        ["Group", "Removed at", "How"], rows, "removed"
+    )
 
 
 def _generations_table(gens: pd.DataFrame) -> str:
@@ -276,18 +351,31 @@ def _generations_table(gens: pd.DataFrame) -> str:
     rows = []
     for r in g.tail(TABLE_ROWS).itertuples():
         restarts = [] if _missing(r.static_restarts) else list(r.static_restarts)
-        note = "; ".join(f"static member {fmt_names(x['instances'])} restarted at {fmt_time(x['at_ms'])}" for x in restarts)
-        lasted = fmt_duration(r.duration_ms) if not _missing(r.duration_ms) else ("current" if r.member_count else NOTHING)
-        rows.append([
-            fmt_int(r.generation), fmt_time(r.start_ms), fmt_duration(r.rebalance_ms), lasted,
-            fmt_int(r.member_count), fmt_names(r.joined), fmt_names(r.left),
-            f"<span style='color:{CAUSE_COLOURS.get(r.likely_cause, '#57606a')}'>&#9679;</span> {esc(r.likely_cause)}"
-            + (f"<br><span class='muted'>{esc(note)}</span>" if note else ""),
-        ])
+        note = "; ".join(
+            f"static member {fmt_names(x['instances'])} restarted at {fmt_time(x['at_ms'])}" for x in restarts
+        )
+        lasted = (
+            fmt_duration(r.duration_ms) if not _missing(r.duration_ms) else ("current" if r.member_count else NOTHING)
+        )
+        rows.append(
+            [
+                fmt_int(r.generation),
+                fmt_time(r.start_ms),
+                fmt_duration(r.rebalance_ms),
+                lasted,
+                fmt_int(r.member_count),
+                fmt_names(r.joined),
+                fmt_names(r.left),
+                f"<span style='color:{CAUSE_COLOURS.get(r.likely_cause, '#57606a')}'>&#9679;</span> {esc(r.likely_cause)}"
+                + (f"<br><span class='muted'>{esc(note)}</span>" if note else ""),
+            ]
+        )
     word = "epoch" if (g["group_type"] == "consumer").all() else "generation"
     more = f"<p class='muted'>{hidden:,} earlier {word}s not listed.</p>" if hidden else ""
     return more + _table(
-        [word.capitalize(), "Started (UTC)", "Since previous", "Lasted", "Members", "Joined", "Left", "Likely cause"], rows, "gens"
+        [word.capitalize(), "Started (UTC)", "Since previous", "Lasted", "Members", "Joined", "Left", "Likely cause"],
+        rows,
+        "gens",
     )
 
 
@@ -304,9 +392,15 @@ def _group_section(row: Any, frames: dict, span: tuple[int, int]) -> str:
     if not _missing(row.burrow):
         facts.append(f"Burrow {_badge(row.burrow)} {esc(row.burrow_rule)}")
     if len(storms):
-        facts.append("storm" + ("s" if len(storms) > 1 else "") + " " + "; ".join(
-            f"{fmt_time(s.storm_start_ms)} to {fmt_time(s.storm_end_ms)} (peak {fmt_int(s.peak_in_window)} new generations in {int(s.window_seconds)} s)"
-            for s in storms.itertuples()))
+        facts.append(
+            "storm"
+            + ("s" if len(storms) > 1 else "")
+            + " "
+            + "; ".join(
+                f"{fmt_time(s.storm_start_ms)} to {fmt_time(s.storm_end_ms)} (peak {fmt_int(s.peak_in_window)} new generations in {int(s.window_seconds)} s)"
+                for s in storms.itertuples()
+            )
+        )
     parts.append("<p>" + " · ".join(facts) + "</p>")
     png = group_chart(group, gens, storms, lag, rate, span)
     if png is not None:
@@ -314,10 +408,15 @@ def _group_section(row: Any, frames: dict, span: tuple[int, int]) -> str:
     if len(gens):
         parts.append(_generations_table(gens))
     if len(status) > 1 or (len(status) == 1 and status["status"].iloc[0] != "OK"):
-        rows = [[esc(f"{s.topic}-{s.partition}"), _badge(s.status), esc(s.rule), fmt_int(s.lag), fmt_int(s.last_offset)]
-                for s in status.sort_values(["topic", "partition"]).itertuples()]
-        parts.append("<details><summary>Burrow status per partition</summary>"
-                     + _table(["Partition", "Status", "Rule that fired", "Lag now", "Last committed offset"], rows) + "</details>")
+        rows = [
+            [esc(f"{s.topic}-{s.partition}"), _badge(s.status), esc(s.rule), fmt_int(s.lag), fmt_int(s.last_offset)]
+            for s in status.sort_values(["topic", "partition"]).itertuples()
+        ]
+        parts.append(
+            "<details><summary>Burrow status per partition</summary>"
+            + _table(["Partition", "Status", "Rule that fired", "Lag now", "Last committed offset"], rows)
+            + "</details>"
+        )
     parts.append("</section>")
     return "".join(parts)
 
@@ -342,11 +441,19 @@ def render(frames: dict) -> str:
     span = (a if not _missing(a) else meta["now_ms"], max(b if not _missing(b) else meta["now_ms"], meta["now_ms"]))
     sections = "".join(_group_section(r, frames, span) for r in detailed_rows)
     left_out = len(overview) - len(detailed)
-    per_group = "<h2>Group by group</h2><p>The groups needing attention first" + (
-        f"; {left_out:,} more are in the table above only." if left_out else ".") + "</p>" + sections
+    per_group = (
+        "<h2>Group by group</h2><p>The groups needing attention first"
+        + (f"; {left_out:,} more are in the table above only." if left_out else ".")
+        + "</p>"
+        + sections
+    )
     return (
         "<!doctype html><html lang='en'><head><meta charset='utf-8'><title>groupd: what did the groups do?</title>"
         f"<style>{CSS}</style></head><body><h1>groupd: what did the consumer groups do?</h1>"
-        + _header(meta) + _cannot_tell(meta) + _glance(overview, detailed, meta) + _removed(frames["removed"]) + per_group
+        + _header(meta)
+        + _cannot_tell(meta)
+        + _glance(overview, detailed, meta)
+        + _removed(frames["removed"])
+        + per_group
         + "</body></html>"
     )

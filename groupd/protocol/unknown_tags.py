@@ -43,7 +43,9 @@ def strip(frame: bytes, header_class: type, body_class: type) -> bytes | None:
     for owner, tag in cuts.tags:
         elsewhere = _versions_with_tag(owner, tag)
         if elsewhere:
-            raise bounds.Unparseable(f"{owner.__name__}: tag {tag} is not valid for version {owner.__version__} (only {_ranges(elsewhere)})")  # type: ignore[attr-defined]  # kio's class attribute
+            raise bounds.Unparseable(
+                f"{owner.__name__}: tag {tag} is not valid for version {owner.__version__} (only {_ranges(elsewhere)})"
+            )  # type: ignore[attr-defined]  # kio's class attribute
     if not cuts.spans:
         return None
     out = bytearray()

@@ -358,7 +358,9 @@ class StorageEngine(Protocol):
         may share the walk, worth it from some ``stored_bytes`` on (see ReplayReader)."""
         ...
 
-    def durability(self, *, flush_interval_messages: int = 1, flush_interval_ms: int = 0, shared: bool = False) -> Durability:
+    def durability(
+        self, *, flush_interval_messages: int = 1, flush_interval_ms: int = 0, shared: bool = False
+    ) -> Durability:
         """A new group-commit source under Kafka's flush policy (log.flush.interval.*); ``shared``: one
         round serves every log of the source (one sync for all), else each log has its own rounds."""
         ...

@@ -200,8 +200,11 @@ def test_a_member_holding_records_loses_them_to_the_others(share_broker, how):
     locks run out; killed, at once (its connection closes, ending its share session)."""
     bs = share_broker.bootstrap
     create_topic(bs, "held", 1)
-    holder = subprocess.Popen([sys.executable, "-c", HOLDER, json.dumps({"bs": bs, "group": "g-held", "topic": "held"})],
-                              stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, json.dumps({"bs": bs, "group": "g-held", "topic": "held"})],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     other = None
     try:
         os.set_blocking(holder.stdout.fileno(), False)
@@ -291,8 +294,13 @@ def test_earliest_through_the_group_config(share_broker):
     create_topic(bs, "early", 1)
     produce(bs, "early", [f"e-{i}".encode() for i in range(5)])
     admin = AdminClient({"bootstrap.servers": bs})
-    resource = ConfigResource(ResourceType.GROUP, "g-early", incremental_configs=[
-        ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)])
+    resource = ConfigResource(
+        ResourceType.GROUP,
+        "g-early",
+        incremental_configs=[
+            ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)
+        ],
+    )
     try:
         admin.incremental_alter_configs([resource])[resource].result(15)
     except KafkaException as exc:  # a build without group configs (their branch) refuses GROUP resources

@@ -185,7 +185,14 @@ def test_control_batch_is_kafkas_transaction_marker():
     for commit, kind in ((True, COMMIT_MARKER), (False, ABORT_MARKER)):
         raw = bytes(build_control_batch(42, 3, commit, timestamp_ms=1_700_000_000_000, coordinator_epoch=7))
         h = validate_batch(raw)
-        assert (h.is_control, h.is_transactional, h.producer_id, h.producer_epoch, h.base_sequence, h.record_count) == (True, True, 42, 3, -1, 1)
+        assert (h.is_control, h.is_transactional, h.producer_id, h.producer_epoch, h.base_sequence, h.record_count) == (
+            True,
+            True,
+            42,
+            3,
+            -1,
+            1,
+        )
         (rec,) = list(iter_records(raw))
         assert rec.key == struct.pack(">hh", 0, kind)
         assert rec.value == struct.pack(">hi", 0, 7)

@@ -278,9 +278,11 @@ async def test_a_round_writes_out_a_few_logs_and_leaves_the_rest_to_later_rounds
     writes: list[int] = []
     per_round: list[int] = []
     for lg in logs.values():
+
         def counted(original=lg.write_pending):
             writes.append(1)
             return original()
+
         lg.write_pending = counted
     launch = committer._launch_journaled
 

@@ -147,7 +147,9 @@ class _Run:
         passed = {name[:4] for name, state in states.items() if state == "PASSED"}
         problems += [f"{self.mode}: {n} did not pass (every part skipped)" for n in self.numbers if n not in passed]
         if problems:
-            failures = [line for line in output.splitlines() if "### Test" in line or "assertion failed" in line.lower()]
+            failures = [
+                line for line in output.splitlines() if "### Test" in line or "assertion failed" in line.lower()
+            ]
             problems.append("\n".join(failures[:20]) + "\n" + output[-3000:])
         return problems
 
