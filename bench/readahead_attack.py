@@ -127,8 +127,8 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             proc.kill()
     print(
-        f"read-ahead attack: {args.connections} connections x {args.frames} frames of {args.frame_bytes / MIB:.2f} MiB behind a parked Fetch: "
-        f"broker RSS {before:.0f} MiB before, {peak:.0f} MiB at peak (+{peak - before:.0f} MiB)"
+        f"read-ahead attack: {args.connections} connections x {args.frames} frames of {args.frame_bytes / MIB:.2f} MiB "
+        f"behind a parked Fetch: broker RSS {before:.0f} MiB before, {peak:.0f} MiB at peak (+{peak - before:.0f} MiB)"
     )
     return 0
 

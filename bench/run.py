@@ -339,8 +339,8 @@ def markdown(results: dict[str, Any]) -> str:
         sc = on["scale"]
         hb = sc.get("heartbeats", {})
         rows.append(
-            f"Held groups (groupd, fsync on): {sc['groups']:,} three-member groups ({sc['members']:,} members) formed in "
-            f"{sc['form_seconds']} s, broker RSS {sc.get('broker_rss_mib', 'n/a')} MiB; heartbeats on a sample: "
+            f"Held groups (groupd, fsync on): {sc['groups']:,} three-member groups ({sc['members']:,} members) formed "
+            f"in {sc['form_seconds']} s, broker RSS {sc.get('broker_rss_mib', 'n/a')} MiB; heartbeats on a sample: "
             f"{hb.get('per_second')}/s, p99 {hb.get('p99_ms')} ms."
         )
         rows.append("")
@@ -354,7 +354,8 @@ def markdown(results: dict[str, Any]) -> str:
         ):
             if key in rp:
                 rows.append(
-                    f"| start-up replay, {label} | records/s | {rp[key]['per_second']} ({rp[key]['count']} records) | | n/a | |"
+                    f"| start-up replay, {label} | records/s | {rp[key]['per_second']} ({rp[key]['count']} records) | "
+                    "| n/a | |"
                 )
     return "\n".join(rows) + "\n"
 
@@ -374,15 +375,19 @@ def consumer_protocol_table(*targets: dict[str, Any] | None) -> str:
             continue
         c, k = r["consumer"], r["classic"]
         cells["hb"].append(
-            f"p99 {c['p99_ms']} vs {k['p99_ms']} ms ({r['p99_consumer_over_classic']}x), {c['per_second']}/s vs {k['per_second']}/s"
+            f"p99 {c['p99_ms']} vs {k['p99_ms']} ms ({r['p99_consumer_over_classic']}x), {c['per_second']}/s vs "
+            f"{k['per_second']}/s"
         )
         cells["cpu"].append(
-            f"{c.get('broker_cpu_us_per_heartbeat')} vs {k.get('broker_cpu_us_per_heartbeat')} us ({r.get('cpu_consumer_over_classic')}x); "
-            f"{c.get('broker_cpu_pct_per_1000_members')}% vs {k.get('broker_cpu_pct_per_1000_members')}% of a core per 1,000 members"
+            f"{c.get('broker_cpu_us_per_heartbeat')} vs {k.get('broker_cpu_us_per_heartbeat')} us "
+            f"({r.get('cpu_consumer_over_classic')}x); "
+            f"{c.get('broker_cpu_pct_per_1000_members')}% vs {k.get('broker_cpu_pct_per_1000_members')}% of a core per "
+            "1,000 members"
         )
         s, j = r["to_stable"]["consumer"], r["to_stable"]["classic"]
         cells["stable"].append(
-            f"p50 {s['p50_ms']} vs {j['p50_ms']} ms ({r['to_stable']['p50_consumer_over_classic']}x), p99 {s['p99_ms']} vs {j['p99_ms']} ms"
+            f"p50 {s['p50_ms']} vs {j['p50_ms']} ms ({r['to_stable']['p50_consumer_over_classic']}x), p99 "
+            f"{s['p99_ms']} vs {j['p99_ms']} ms"
         )
     members = next(
         (t["consumer_protocol"]["members"] for t in targets if t and "members" in t.get("consumer_protocol", {})), 1000
@@ -411,7 +416,10 @@ def total_steps(quick: bool) -> int:
 async def main_async(quick: bool, calibration: dict[str, Any], progress: Progress) -> dict[str, Any]:
     results: dict[str, Any] = {
         "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "machine": f"{os.cpu_count()} cores, {platform.processor() or platform.machine()}, Python {platform.python_version()}",
+        "machine": (
+            f"{os.cpu_count()} cores, {platform.processor() or platform.machine()}, "
+            f"Python {platform.python_version()}"
+        ),
         "targets": [],
         "calibration": calibration,
     }

@@ -46,7 +46,8 @@ def variants(key: int, version: int, values: dict) -> dict[str, bytes]:
 
 def main(rounds: int = 9, reps: int = 5_000) -> None:
     print(
-        "| request | sections | clean | one unknown tag (top level) | one in every section |\n| --- | ---: | ---: | ---: | ---: |"
+        "| request | sections | clean | one unknown tag (top level) | one in every section |\n| --- | ---: | ---: | "
+        "---: | ---: |"
     )
     for name, (key, version, values) in requests().items():
         frames = variants(key, version, values)

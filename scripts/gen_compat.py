@@ -64,7 +64,8 @@ OLD_CLIENTS = {
     ),
     "kafka-go": (
         "golang-github-segmentio-kafka-go-dev",
-        "0.2 writer (Produce v2; uncompressed, snappy, lz4) and group reader (Fetch v2, OffsetCommit v2), resumed exactly",
+        "0.2 writer (Produce v2; uncompressed, snappy, lz4) and group reader (Fetch v2, OffsetCommit v2), resumed "
+        "exactly",
     ),
     "burrow": (
         "burrow",
@@ -72,7 +73,8 @@ OLD_CLIENTS = {
     ),
     "kafka-python api_version=(0, 10)": (
         None,
-        "magic 1 gzip, snappy and lz4 message sets (and 0.9's magic 0), Fetch v2-3 (0.9: v1), JoinGroup v0-1, OffsetCommit v2; resumed at the commit",
+        "magic 1 gzip, snappy and lz4 message sets (and 0.9's magic 0), Fetch v2-3 (0.9: v1), JoinGroup v0-1, "
+        "OffsetCommit v2; resumed at the commit",
     ),
 }
 

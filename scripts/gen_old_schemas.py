@@ -167,7 +167,9 @@ class Generator:
         if name == "ErrorCode" and base == "int16":
             ann, kafka_type = "ErrorCode", "error_code"
         elif base in ("int32", "int64") and name.endswith("Ms") and not is_array and _is_duration(name):
-            ann, kafka_type = ("i32Timedelta", "timedelta_i32") if base == "int32" else ("i64Timedelta", "timedelta_i64")
+            ann, kafka_type = (
+                ("i32Timedelta", "timedelta_i32") if base == "int32" else ("i64Timedelta", "timedelta_i64")
+            )
             fname = fname.removesuffix("_ms")
         elif base == "int64" and name.endswith("Ms") and not is_array:  # a point in time, -1 for none
             ann, kafka_type, fname = "TZAware", "datetime_i64", fname.removesuffix("_ms")
@@ -333,7 +335,8 @@ def generate(kafka_git: str, ref: str) -> None:
         "",
         "def _entity_class(module: str) -> type:",
         '    mod = importlib.import_module(f"groupd.protocol.old_schemas.{module}")',
-        '    return next(v for v in vars(mod).values() if isinstance(v, type) and getattr(v, "__type__", None) is not None',
+        '    return next(v for v in vars(mod).values() if isinstance(v, type) '
+        'and getattr(v, "__type__", None) is not None',
         '                and v.__type__.name in ("request", "response"))',
         "",
         "",
@@ -382,14 +385,16 @@ def check(kafka_git: str, ref: str) -> int:
                     k = kf[f.name]
                     if f.kafka_type != k.metadata.get("kafka_type"):
                         print(
-                            f"{base}{kind} v{kio_lowest} {cname}.{f.name}: {f.kafka_type} != {k.metadata.get('kafka_type')}"
+                            f"{base}{kind} v{kio_lowest} {cname}.{f.name}: {f.kafka_type} != "
+                            f"{k.metadata.get('kafka_type')}"
                         )
                         problems += 1
                     theirs_default = None if k.default is dataclasses.MISSING else repr(k.default)
                     ours_default = None if f.default is None else repr(eval(f.default, _default_env()))  # noqa: S307 - our own generated text
                     if theirs_default != ours_default:
                         print(
-                            f"{base}{kind} v{kio_lowest} {cname}.{f.name}: default {ours_default} vs kio {theirs_default}"
+                            f"{base}{kind} v{kio_lowest} {cname}.{f.name}: default {ours_default} vs kio "
+                            f"{theirs_default}"
                         )
                         problems += 1
                     k_text = type_text(k.type)

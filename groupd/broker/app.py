@@ -184,8 +184,8 @@ class Broker:
     # ------------------------------------------------------------ the coordinators' logs as topics
 
     def internal_topic(self, name: str | None, topic_id: uuid.UUID | None = None) -> InternalTopic | None:
-        """``__consumer_offsets``, ``__transaction_state`` or ``__share_group_state``, by name (or, without one, by id), created
-        or not."""
+        """``__consumer_offsets``, ``__transaction_state`` or ``__share_group_state``, by name (or, without one, by id),
+        created or not."""
         if name is None:
             return next((t for t in self.internal_topics.values() if t.topic_id == topic_id), None)
         return self.internal_topics.get(name)
@@ -208,8 +208,8 @@ class Broker:
 
     def readable_log(self, topic: str, partition: int) -> PartitionLog | None:
         """The log Fetch and ListOffsets read: a data partition's, an offsets partition this node owns
-        (loaded), or a ``__transaction_state`` or ``__share_group_state`` partition. Produce, DeleteRecords and retention only
-        ever see the data partitions."""
+        (loaded), or a ``__transaction_state`` or ``__share_group_state`` partition. Produce, DeleteRecords and
+        retention only ever see the data partitions."""
         if topic == OFFSETS_TOPIC:
             shard = self.coordinator.shards.get(partition)
             if (

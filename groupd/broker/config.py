@@ -151,14 +151,16 @@ KEYS: dict[str, Key] = {
             16 * 1024 * 1024,
             None,
             INT64_MAX,
-            "bytes of requests read ahead per connection and not yet answered; reading pauses past it (0 or less: no bound but the count). Kafka's bounds the whole broker and is unbounded by default",
+            "bytes of requests read ahead per connection and not yet answered; reading pauses past it (0 or less: no "
+            "bound but the count). Kafka's bounds the whole broker and is unbounded by default",
         ),
         _int_key(
             "max.connections",
             INT32_MAX,
             0,
             INT32_MAX,
-            "connections open at once, all listeners together; at the limit the broker stops accepting until one closes (as Kafka's acceptor blocks)",
+            "connections open at once, all listeners together; at the limit the broker stops accepting until one "
+            "closes (as Kafka's acceptor blocks)",
         ),
         _int_key(
             "max.connections.per.ip",
@@ -178,7 +180,8 @@ KEYS: dict[str, Key] = {
             600_000,
             None,
             INT64_MAX,
-            "close a connection that read and wrote nothing this long, unless a request of it is outstanding (negative: never)",
+            "close a connection that read and wrote nothing this long, unless a request of it is outstanding "
+            "(negative: never)",
         ),
         _int_key(
             "max.request.partition.size.limit",
@@ -201,7 +204,10 @@ KEYS: dict[str, Key] = {
             "group.coordinator.rebalance.protocols",
             _names("classic", "consumer"),
             "classic,consumer",
-            doc="group protocols served: `classic` (JoinGroup/SyncGroup) and `consumer` (KIP-848 ConsumerGroupHeartbeat)",
+            doc=(
+                "group protocols served: `classic` (JoinGroup/SyncGroup) and `consumer` "
+                "(KIP-848 ConsumerGroupHeartbeat)"
+            ),
         ),
         _int_key(
             "group.consumer.session.timeout.ms",
@@ -277,7 +283,11 @@ KEYS: dict[str, Key] = {
             "group.consumer.migration.policy",
             _choice("bidirectional", "upgrade", "downgrade", "disabled"),
             "bidirectional",
-            doc="online conversion between classic and consumer-protocol groups: `bidirectional`, `upgrade` (classic to consumer only), `downgrade` (consumer to classic only) or `disabled`; empty groups convert under any policy",
+            doc=(
+                "online conversion between classic and consumer-protocol groups: `bidirectional`, `upgrade` (classic "
+                "to consumer only), `downgrade` (consumer to classic only) or `disabled`; empty groups convert under "
+                "any policy"
+            ),
         ),
         # share groups (KIP-932): Kafka 4.3's GroupCoordinatorConfig and ShareGroupConfig, with their bounds
         _int_key(
@@ -285,7 +295,8 @@ KEYS: dict[str, Key] = {
             1,
             0,
             1,
-            "finalized level of Kafka's `share.version` feature: 1 serves share groups (Kafka 4.2+'s default), 0 answers their APIs UNSUPPORTED_VERSION",
+            "finalized level of Kafka's `share.version` feature: 1 serves share groups (Kafka 4.2+'s default), 0 "
+            "answers their APIs UNSUPPORTED_VERSION",
         ),
         _int_key(
             "group.share.session.timeout.ms",
@@ -411,7 +422,8 @@ KEYS: dict[str, Key] = {
             10_000,
             0,
             INT32_MAX,
-            "record each data partition's log end this often into log.dirs/log-end-history, for the pipeline's lag over time (0: off)",
+            "record each data partition's log end this often into log.dirs/log-end-history, for the pipeline's lag "
+            "over time (0: off)",
         ),
         _int_key(
             "log.end.history.retention.ms", 604_800_000, -1, INT64_MAX, "keep log-end history this long (-1: forever)"
@@ -447,7 +459,8 @@ KEYS: dict[str, Key] = {
             50,
             1,
             INT32_MAX,
-            "partitions of __transaction_state (should not change after deployment; ids found elsewhere are moved at start-up)",
+            "partitions of __transaction_state (should not change after deployment; ids found elsewhere are moved at "
+            "start-up)",
         ),
         _int_key(
             "transaction.state.log.segment.bytes",
@@ -518,7 +531,8 @@ KEYS: dict[str, Key] = {
             604_800_000,
             -1,
             INT64_MAX,
-            "delete data older than this (-1: never); if unset, from log.retention.minutes, else log.retention.hours (Kafka's precedence)",
+            "delete data older than this (-1: never); if unset, from log.retention.minutes, else log.retention.hours "
+            "(Kafka's precedence)",
         ),
         Key(
             "log.retention.minutes",
@@ -550,7 +564,10 @@ KEYS: dict[str, Key] = {
             "log.message.downconversion.enable",
             _bool,
             "true",
-            doc="Fetch v0-3 (magic 0/1 readers) get converted records; false: UNSUPPORTED_VERSION (topics: message.downconversion.enable)",
+            doc=(
+                "Fetch v0-3 (magic 0/1 readers) get converted records; false: UNSUPPORTED_VERSION "
+                "(topics: message.downconversion.enable)"
+            ),
         ),
         # observability
         Key("metrics.listener", _host_port, "127.0.0.1:9404", doc="host:port of /metrics and /healthz (empty: off)"),
@@ -566,7 +583,10 @@ KEYS: dict[str, Key] = {
             "sasl.enabled.mechanisms",
             str,
             "GSSAPI",
-            doc="mechanisms of SASL listeners: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (GSSAPI, Kafka's default, is refused)",
+            doc=(
+                "mechanisms of SASL listeners: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 "
+                "(GSSAPI, Kafka's default, is refused)"
+            ),
         ),
         Key(JAAS_KEY, str, None, doc='PLAIN\'s users: `PlainLoginModule required user_<name>="<password>" ...;`'),
         _int_key(
@@ -603,7 +623,10 @@ KEYS: dict[str, Key] = {
             "ssl.client.auth",
             _choice("none", "requested", "required"),
             "none",
-            doc="ask SSL clients for a certificate: none, requested or required (on SASL_SSL only with the listener prefix)",
+            doc=(
+                "ask SSL clients for a certificate: none, requested or required (on SASL_SSL only with the listener "
+                "prefix)"
+            ),
         ),
     )
 }
@@ -728,7 +751,8 @@ def build_config(raw: Mapping[str, str]) -> Config:
     idle, delay = values["connections.max.idle.ms"], values["connection.failed.authentication.delay.ms"]
     if idle >= 0 and delay >= idle:
         raise ConfigError(
-            f"connection.failed.authentication.delay.ms={delay} should always be less than connections.max.idle.ms={idle} to prevent failed authentication responses from timing out"
+            f"connection.failed.authentication.delay.ms={delay} should always be less than "
+            f"connections.max.idle.ms={idle} to prevent failed authentication responses from timing out"
         )
     if values["group.min.session.timeout.ms"] > values["group.max.session.timeout.ms"]:
         raise ConfigError("group.min.session.timeout.ms must not exceed group.max.session.timeout.ms")

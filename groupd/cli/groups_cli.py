@@ -78,8 +78,10 @@ def client_settings(properties: dict[str, str]) -> dict[str, Any]:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="groupd-groups",
-        description="This tool helps to list all consumer groups, describe a consumer group, delete consumer group info, "
-        "or reset consumer group offsets (Kafka's kafka-consumer-groups.sh, same flags and output).",
+        description=(
+            "This tool helps to list all consumer groups, describe a consumer group, delete consumer group info, "
+            "or reset consumer group offsets (Kafka's kafka-consumer-groups.sh, same flags and output)."
+        ),
     )
     p.add_argument("--bootstrap-server", help="REQUIRED: The server(s) to connect to.")
     p.add_argument("--group", action="append", default=[], help="The consumer group we wish to act on (repeatable).")
@@ -195,10 +197,10 @@ def check_args(a: argparse.Namespace, usage: Callable[[str], NoReturn]) -> None:
             usage("Option [reset-offsets] only accepts one of [execute] and [dry-run]")
         if not a.dry_run and not a.execute:
             print(
-                "WARN: No action will be performed as the --execute option is missing. In a future major release, the default "
-                "behavior of this command will be to prompt the user before executing the reset rather than doing a dry run. "
-                "You should add the --dry-run option explicitly if you are scripting this command and want to keep the "
-                "current default behavior without prompting.",
+                "WARN: No action will be performed as the --execute option is missing. In a future major release, the "
+                "default behavior of this command will be to prompt the user before executing the reset rather than "
+                "doing a dry run. You should add the --dry-run option explicitly if you are scripting this command "
+                "and want to keep the current default behavior without prompting.",
                 file=sys.stderr,
             )
         if not a.group and not a.all_groups:
@@ -214,7 +216,8 @@ def check_args(a: argparse.Namespace, usage: Callable[[str], NoReturn]) -> None:
             usage("One of the reset scopes should be defined: --all-topics, --topic.")
     elif chosen or a.dry_run or a.execute or a.export or a.all_topics:
         usage(
-            "Option [reset-offsets] scenarios, [dry-run], [execute], [export] and [all-topics] may be used with [reset-offsets] only"
+            "Option [reset-offsets] scenarios, [dry-run], [execute], [export] and [all-topics] may be used with "
+            "[reset-offsets] only"
         )
     if a.group and a.all_groups:
         usage("Option [group] can't be used with option [all-groups]")
@@ -327,7 +330,8 @@ class GroupService:
                 if missing_ok:
                     continue
                 raise CommandError(
-                    f"The partitions of topic '{t['name']}' could not be described: this server does not host this topic-partition."
+                    f"The partitions of topic '{t['name']}' could not be described: this server does not host this "
+                    "topic-partition."
                 )
             out += [TopicPartition(t["name"], p["partition_index"]) for p in t["partitions"]]
         return sorted(out)
@@ -411,7 +415,8 @@ class GroupService:
             absent = [tp for tp in partitions if tp not in committed]
             if absent:
                 raise CommandError(
-                    f"Cannot shift offset for partition {absent[0].topic}-{absent[0].partition} since there is no current committed offset"
+                    f"Cannot shift offset for partition {absent[0].topic}-{absent[0].partition} since there is no "
+                    "current committed offset"
                 )
             return self._bounded({tp: committed[tp].offset + a.shift_by for tp in partitions})
         if a.to_current:
@@ -625,7 +630,8 @@ def _reset(
         state = (descriptions.get(group) or {}).get("group_state") or "Dead"
         if state not in ("Empty", "Dead"):
             out(
-                f"\nError: Assignments can only be reset if the group '{group}' is inactive, but the current state is {state}.\n"
+                f"\nError: Assignments can only be reset if the group '{group}' is inactive, but the current state is "
+                f"{state}.\n"
             )
             plans[group] = {}
             code = 1

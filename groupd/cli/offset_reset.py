@@ -99,12 +99,14 @@ def clamp(
         label = f"{tp.topic}-{tp.partition}"
         if tp in ends and offset > ends[tp]:
             warn(
-                f"New offset ({offset}) is higher than latest offset for topic partition {label}. Value will be set to {ends[tp]}."
+                f"New offset ({offset}) is higher than latest offset for topic partition {label}. Value will be set to "
+                f"{ends[tp]}."
             )
             out[tp] = ends[tp]
         elif tp in starts and offset < starts[tp]:
             warn(
-                f"New offset ({offset}) is lower than earliest offset for topic partition {label}. Value will be set to {starts[tp]}."
+                f"New offset ({offset}) is lower than earliest offset for topic partition {label}. Value will be set "
+                f"to {starts[tp]}."
             )
             out[tp] = starts[tp]
         else:

@@ -38,7 +38,8 @@ def log_ends(spark: SparkSession, log_dirs: str) -> DataFrame:
 
 
 def log_end_history(spark: SparkSession, log_dirs: str) -> DataFrame:
-    """The log ends the broker recorded over time (groupd/broker/ops/log_end_history.py); empty when it recorded none."""
+    """The log ends the broker recorded over time (groupd/broker/ops/log_end_history.py); empty when it recorded
+    none."""
     return spark.read.format("groupd").option("records", "log_ends").load(log_dirs)
 
 
@@ -414,7 +415,10 @@ def commit_rate(commit_records: DataFrame, bucket_seconds: int = 60) -> DataFram
     )
 
 
-STATUS_SCHEMA = "group string, topic string, partition int, status string, rule string, commits_in_window int, last_offset long, lag long"
+STATUS_SCHEMA = (
+    "group string, topic string, partition int, status string, rule string, commits_in_window int, last_offset long, "
+    "lag long"
+)
 
 
 def _secs(ms: int) -> str:

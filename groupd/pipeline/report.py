@@ -135,7 +135,13 @@ def group_chart(group: str, gens: pd.DataFrame, storms: pd.DataFrame, lag: pd.Da
     for ax in axes.values():
         ax.yaxis.set_major_locator(MaxNLocator(integer=True, nbins=5))
         for s in storms.itertuples():
-            ax.axvspan(_dt(s.storm_start_ms), _dt(max(s.storm_end_ms, s.storm_start_ms + 1_000)), color=STORM_COLOUR, alpha=0.6, lw=0)
+            ax.axvspan(
+                _dt(s.storm_start_ms),
+                _dt(max(s.storm_end_ms, s.storm_start_ms + 1_000)),
+                color=STORM_COLOUR,
+                alpha=0.6,
+                lw=0,
+            )
         ax.grid(True, axis="y", color="#e5e5e5")
         ax.spines[["top", "right"]].set_visible(False)
     if "gens" in axes:
@@ -234,18 +240,19 @@ def _cannot_tell(meta: dict) -> str:
     if not meta["has_history"]:
         items.append(
             "<b>Lag over time and Burrow's WARN.</b> This store holds no log-end history (the broker records it every "
-            "<code>log.end.history.interval.ms</code> into <code>log.dirs/log-end-history</code>), so lag at each commit is "
-            "measured against today's log end: WARN (lag never decreasing) cannot show, and no lag-over-time chart is drawn."
+            "<code>log.end.history.interval.ms</code> into <code>log.dirs/log-end-history</code>), so lag at each "
+            "commit is measured against today's log end: WARN (lag never decreasing) cannot show, and no "
+            "lag-over-time chart is drawn."
         )
     items += [
-        "<b>How long a rebalance took.</b> A generation's record is written when its sync completes; when the rebalance "
-        "began (the first JoinGroup) is not stored. The tables give when each generation started, how long it lasted and "
-        "the time since the one before.",
+        "<b>How long a rebalance took.</b> A generation's record is written when its sync completes; when the "
+        "rebalance began (the first JoinGroup) is not stored. The tables give when each generation started, how long "
+        "it lasted and the time since the one before.",
         "<b>Why a member left.</b> A LeaveGroup and a session expiry write the same record: both read "
         "&ldquo;leave or session expiry&rdquo;.",
-        "<b>History thinned by compaction.</b> Closed segments of <code>__consumer_offsets</code> keep only the newest "
-        "record per key, so generations and commits older than the active segment collapse to their last value unless the "
-        "broker keeps them (<code>offsets.retain.uncompacted.hours</code>).",
+        "<b>History thinned by compaction.</b> Closed segments of <code>__consumer_offsets</code> keep only the "
+        "newest record per key, so generations and commits older than the active segment collapse to their last value "
+        "unless the broker keeps them (<code>offsets.retain.uncompacted.hours</code>).",
         "<b>Deleted or expired.</b> A group whose offsets all expired and whose record was never tombstoned reads "
         "&ldquo;offsets expired or deleted&rdquo;.",
     ]
@@ -255,7 +262,10 @@ def _cannot_tell(meta: dict) -> str:
 def _state(row: Any) -> str:
     if row.state == "Stable":
         word = "epoch" if row.group_type == "consumer" else "generation"
-        return f"Stable, {fmt_int(row.members_now)} member{'s' if row.members_now != 1 else ''}, {word} {fmt_int(row.generation_now)}"
+        return (
+            f"Stable, {fmt_int(row.members_now)} member{'s' if row.members_now != 1 else ''}, "
+            f"{word} {fmt_int(row.generation_now)}"
+        )
     if row.state == "Empty":
         return f"Empty since {fmt_time(row.last_rebalance_ms)}"
     return esc(row.state)
@@ -297,16 +307,16 @@ def _glance(overview: pd.DataFrame, detailed: set[str], meta: dict) -> str:
         f"<p>A storm is {meta['storm_min']} or more new generations within {meta['storm_window']} s. "
         + ("No group had one in this span." if storms == 0 else f"{storms} group{'s' if storms != 1 else ''} had one.")
         + " Burrow's statuses: <span class='badge' style='background:#1a7f37'>OK</span> "
-        "<span class='badge' style='background:#9a6700'>WARN</span> lag growing; "
-        "<span class='badge' style='background:#cf222e'>STOP</span> <span class='badge' style='background:#cf222e'>STALL</span> "
-        "<span class='badge' style='background:#cf222e'>REWIND</span> consumer in trouble. Each names the partition and "
-        "the rule that fired.</p>"
+        "<span class='badge' style='background:#9a6700'>WARN</span> lag growing; <span class='badge' "
+        "style='background:#cf222e'>STOP</span> <span class='badge' style='background:#cf222e'>STALL</span> <span "
+        "class='badge' style='background:#cf222e'>REWIND</span> consumer in trouble. Each names the partition and the "
+        "rule that fired.</p>"
     )
     left_out = len(overview) - len(rows)
     tail = (
         (
-            f"<p class='muted'>{left_out:,} more groups, each needing attention less than the last one listed, are left "
-            "out here; <code>python -m groupd.pipeline overview</code> lists every group.</p>"
+            f"<p class='muted'>{left_out:,} more groups, each needing attention less than the last one listed, are "
+            "left out here; <code>python -m groupd.pipeline overview</code> lists every group.</p>"
         )
         if left_out > 0
         else ""
@@ -366,7 +376,8 @@ def _generations_table(gens: pd.DataFrame) -> str:
                 fmt_int(r.member_count),
                 fmt_names(r.joined),
                 fmt_names(r.left),
-                f"<span style='color:{CAUSE_COLOURS.get(r.likely_cause, '#57606a')}'>&#9679;</span> {esc(r.likely_cause)}"
+                f"<span style='color:{CAUSE_COLOURS.get(r.likely_cause, '#57606a')}'>&#9679;</span> "
+                f"{esc(r.likely_cause)}"
                 + (f"<br><span class='muted'>{esc(note)}</span>" if note else ""),
             ]
         )
@@ -397,7 +408,8 @@ def _group_section(row: Any, frames: dict, span: tuple[int, int]) -> str:
             + ("s" if len(storms) > 1 else "")
             + " "
             + "; ".join(
-                f"{fmt_time(s.storm_start_ms)} to {fmt_time(s.storm_end_ms)} (peak {fmt_int(s.peak_in_window)} new generations in {int(s.window_seconds)} s)"
+                f"{fmt_time(s.storm_start_ms)} to {fmt_time(s.storm_end_ms)} (peak {fmt_int(s.peak_in_window)} new "
+                f"generations in {int(s.window_seconds)} s)"
                 for s in storms.itertuples()
             )
         )
@@ -424,7 +436,8 @@ def _group_section(row: Any, frames: dict, span: tuple[int, int]) -> str:
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:1.5em 2em;color:#24292f;max-width:1300px}
 h1{font-size:1.5em;margin-bottom:.2em}h2{border-bottom:1px solid #d0d7de;padding-bottom:.2em;margin-top:1.6em}
-h3{margin-top:1.8em}dl.meta{display:grid;grid-template-columns:max-content auto;gap:.2em 1em}dt{font-weight:600}dd{margin:0}
+h3{margin-top:1.8em}dl.meta{display:grid;grid-template-columns:max-content auto;gap:.2em 1em}\
+dt{font-weight:600}dd{margin:0}
 table{border-collapse:collapse;font-size:.9em;margin:.5em 0}th,td{padding:3px 8px;border-bottom:1px solid #eaeef2;
 text-align:left;vertical-align:top}th{background:#f6f8fa}td:nth-child(n+5){font-variant-numeric:tabular-nums}
 .badge{color:#fff;border-radius:3px;padding:0 5px;font-weight:600;font-size:.85em}.muted{color:#57606a}

@@ -199,7 +199,8 @@ def _tags(buf: bytes, pos: int, end: int, known: dict[int, Walker] | None, cuts:
             continue
         if size > end - pos:
             raise Unparseable(
-                f"unknown tagged field {tag}: error reading byte array of {size} byte(s): only {end - pos} byte(s) available"
+                f"unknown tagged field {tag}: error reading byte array of {size} byte(s): only {end - pos} byte(s) "
+                "available"
             )
         pos += size
         if cuts is not None:
@@ -243,7 +244,8 @@ def _generate(cls: type, top: bool) -> Callable[..., int]:
         return _compile(
             src,
             "def walk(buf, pos):\n    end = len(buf)\n    try:\n",
-            "\n        pass\n    except (IndexError, _struct_error):\n        raise _Unparseable(_TRUNCATED) from None\n",
+            "\n        pass\n    except (IndexError, _struct_error):\n"
+            "        raise _Unparseable(_TRUNCATED) from None\n",
             cls.__qualname__,
         )
     _entity(src, cls, 1, top=False)

@@ -265,7 +265,20 @@ def build_batch(
         body += rec
     count = len(records)
     last_delta = (offset_deltas[-1] if offset_deltas else count - 1) if count else 0
-    tail = struct.pack(">hiqqqhii", attributes, last_delta, timestamp_ms, max_ts, producer_id, producer_epoch, base_sequence, count) + body
+    tail = (
+        struct.pack(
+            ">hiqqqhii",
+            attributes,
+            last_delta,
+            timestamp_ms,
+            max_ts,
+            producer_id,
+            producer_epoch,
+            base_sequence,
+            count,
+        )
+        + body
+    )
     crc = crc32c(tail)
     head = _HEAD.pack(base_offset, len(tail) + 9, 0, 2, crc)
     return bytearray(head) + tail if mutable else head + tail

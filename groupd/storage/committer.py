@@ -157,7 +157,14 @@ class GroupCommitter:
 
     @staticmethod
     def _take(log: Log, pending: _Pending) -> _Round:
-        r = _Round(log, pending.next_round, pending.callbacks, pending.waiters, list(pending.logs.values()) or [log], time.perf_counter())
+        r = _Round(
+            log,
+            pending.next_round,
+            pending.callbacks,
+            pending.waiters,
+            list(pending.logs.values()) or [log],
+            time.perf_counter(),
+        )
         pending.next_round, pending.callbacks, pending.waiters, pending.logs = None, [], 0, {}
         return r
 

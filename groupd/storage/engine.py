@@ -348,7 +348,9 @@ class StorageEngine(Protocol):
         UnknownPartition when there is no such partition."""
         ...
 
-    def open_partition_set(self, topic: str, partitions: Iterable[int], config: LogConfig, durability: Durability) -> PartitionSet:
+    def open_partition_set(
+        self, topic: str, partitions: Iterable[int], config: LogConfig, durability: Durability
+    ) -> PartitionSet:
         """The partitions of a coordinator's topic opened together (see PartitionSet); what a previous
         run left half-done (a journal) is made durable in them first. StorageError when it cannot be."""
         ...

@@ -384,7 +384,14 @@ class Log:
         """A batch of these records, built here: it needs none of ``append``'s checks of a stranger's.
         A producer id and the TRANSACTIONAL attribute make it a transaction's batch."""
         ts = self.now_ms() if timestamp_ms is None else timestamp_ms
-        buf = build_batch(records, timestamp_ms=ts, mutable=True, producer_id=producer_id, producer_epoch=producer_epoch, attributes=attributes)
+        buf = build_batch(
+            records,
+            timestamp_ms=ts,
+            mutable=True,
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            attributes=attributes,
+        )
         size = len(buf)
         if size > self.config.max_message_bytes or size > self.config.segment_bytes:
             return self.append(buf)  # raises RecordTooLarge, naming the limits

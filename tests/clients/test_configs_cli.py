@@ -94,7 +94,8 @@ def test_quotas_and_scram_users_through_the_cli(tmp_path, capsys):
             capsys, "--bootstrap-server", bs, "--entity-type", "users", "--entity-name", "alice", "--describe"
         )
         assert (
-            "SCRAM credential configs for user-principal 'alice' are SCRAM-SHA-256=iterations=8192,SCRAM-SHA-512=iterations=4096"
+            "SCRAM credential configs for user-principal 'alice' are "
+            "SCRAM-SHA-256=iterations=8192,SCRAM-SHA-512=iterations=4096"
             in out
         )
         for mechanism in ("SCRAM-SHA-256", "SCRAM-SHA-512"):

@@ -143,7 +143,8 @@ def test_groupd_configs_groups(broker_process, capsys):
     assert code == 0, err
     assert out.splitlines() == [
         "Dynamic configs for group cli-g are:",
-        "  share.auto.offset.reset=earliest sensitive=false synonyms={DYNAMIC_GROUP_CONFIG:share.auto.offset.reset=earliest, "
+        "  share.auto.offset.reset=earliest sensitive=false "
+        "synonyms={DYNAMIC_GROUP_CONFIG:share.auto.offset.reset=earliest, "
         "DEFAULT_CONFIG:share.auto.offset.reset=latest}",
         "  share.delivery.count.limit=7 sensitive=false synonyms={DYNAMIC_GROUP_CONFIG:share.delivery.count.limit=7, "
         "DEFAULT_CONFIG:group.share.delivery.count.limit=5}",
@@ -151,7 +152,8 @@ def test_groupd_configs_groups(broker_process, capsys):
     code, out, err = run(capsys, "--bootstrap-server", bs, "--group", "cli-g", "--describe", "--all")
     assert code == 0 and out.splitlines()[0] == "All configs for group cli-g are:" and len(out.splitlines()) == 18
     assert (
-        "  consumer.session.timeout.ms=45000 sensitive=false synonyms={DEFAULT_CONFIG:group.consumer.session.timeout.ms=45000}"
+        "  consumer.session.timeout.ms=45000 sensitive=false "
+        "synonyms={DEFAULT_CONFIG:group.consumer.session.timeout.ms=45000}"
         in out
     )
     code, out, err = run(

@@ -387,7 +387,8 @@ def test_command_config_reaches_a_sasl_listener(tmp_path, capsys):
             config = tmp_path / "client.properties"
             config.write_text(
                 "security.protocol=SASL_PLAINTEXT\nsasl.mechanism=PLAIN\n"
-                'sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required username="alice" password="alice-secret";\n'
+                "sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required "
+                'username="alice" password="alice-secret";\n'
             )
             assert client_settings(
                 {

@@ -373,7 +373,8 @@ def test_burrow_reads_lag_from_groupd(go_clients, broker_process, tmp_path):
     zk_port, http_port = free_port(), free_port()
     (tmp_path / "zk").mkdir()
     (tmp_path / "zoo.cfg").write_text(
-        f"tickTime=2000\ndataDir={tmp_path / 'zk'}\nclientPort={zk_port}\nclientPortAddress=127.0.0.1\nadmin.enableServer=false\n4lw.commands.whitelist=srvr\n"
+        f"tickTime=2000\ndataDir={tmp_path / 'zk'}\nclientPort={zk_port}\nclientPortAddress=127.0.0.1\n"
+        "admin.enableServer=false\n4lw.commands.whitelist=srvr\n"
     )
     (tmp_path / "burrow.toml").write_text(
         BURROW_CONFIG.format(dir=tmp_path, zk_port=zk_port, bootstrap=bs, http_port=http_port)

@@ -136,7 +136,9 @@ def test_release_redelivers_with_a_higher_count_and_reject_archives(share_broker
         produce(bs, "tasks", [b"keep", b"again", b"poison"])
         decided: dict[bytes, list[int]] = {}
         deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and not (len(decided.get(b"again", [])) >= 2 and b"keep" in decided and b"poison" in decided):
+        while time.monotonic() < deadline and not (
+            len(decided.get(b"again", [])) >= 2 and b"keep" in decided and b"poison" in decided
+        ):
             for m in c.poll(0.2):
                 if m.error() is not None:
                     continue
@@ -180,7 +182,8 @@ HOLDER = """
 import json, sys, time
 from confluent_kafka import ShareConsumer
 spec = json.loads(sys.argv[1])
-c = ShareConsumer({"bootstrap.servers": spec["bs"], "group.id": spec["group"], "share.acknowledgement.mode": "explicit"})
+c = ShareConsumer({"bootstrap.servers": spec["bs"], "group.id": spec["group"], \
+"share.acknowledgement.mode": "explicit"})
 c.subscribe([spec["topic"]])
 deadline = time.monotonic() + 60
 while time.monotonic() < deadline:

@@ -161,7 +161,8 @@ def test_a_real_browser_renders_the_report_and_every_chart_has_marks(report):
         browser.open(report.resolve().as_uri())
         charts = browser.evaluate(
             "[...document.querySelectorAll('img.chart')].map(i => {const r = i.getBoundingClientRect();"
-            " return {alt: i.alt, x: r.x + scrollX, y: r.y + scrollY, w: r.width, h: r.height, loaded: i.complete && i.naturalWidth > 0}})"
+            " return {alt: i.alt, x: r.x + scrollX, y: r.y + scrollY, w: r.width, h: r.height, loaded: i.complete && "
+            "i.naturalWidth > 0}})"
         )
         shot = browser.screenshot()
         errors = browser.errors()

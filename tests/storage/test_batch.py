@@ -151,7 +151,13 @@ def test_truncated_record_is_corrupt():
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.tuples(st.one_of(st.none(), st.binary(max_size=80)), st.one_of(st.none(), st.binary(max_size=80))), min_size=1, max_size=70))
+@given(
+    st.lists(
+        st.tuples(st.one_of(st.none(), st.binary(max_size=80)), st.one_of(st.none(), st.binary(max_size=80))),
+        min_size=1,
+        max_size=70,
+    )
+)
 def test_small_record_layout_is_the_general_layout(records):
     import groupd.storage.batch as batch_module
 

@@ -212,7 +212,17 @@ def test_compaction_reads_snappy_lz4_and_zstd_batches(tmp_path, codec):
 
 
 @settings(max_examples=40, deadline=None)
-@given(st.lists(st.lists(st.tuples(st.binary(max_size=8) | st.none(), st.binary(max_size=16) | st.none()), min_size=1, max_size=5), min_size=1, max_size=10))
+@given(
+    st.lists(
+        st.lists(
+            st.tuples(st.binary(max_size=8) | st.none(), st.binary(max_size=16) | st.none()),
+            min_size=1,
+            max_size=5,
+        ),
+        min_size=1,
+        max_size=10,
+    )
+)
 def test_replay_equals_appended(tmp_path_factory, batches):
     d = tmp_path_factory.mktemp("prop")
     log = Log.open(d / "p")

@@ -195,8 +195,9 @@ def test_share_auto_offset_reset_accepts(value):
 def test_share_auto_offset_reset_refuses(value):
     trimmed = value.strip()
     assert refusal({"share.auto.offset.reset": value}) == (
-        f"Invalid value {trimmed} for configuration share.auto.offset.reset: Invalid value `{trimmed}` for configuration "
-        "share.auto.offset.reset. The value must be either 'earliest', 'latest' or of the format 'by_duration:<PnDTnHnMn.nS>'."
+        f"Invalid value {trimmed} for configuration share.auto.offset.reset: Invalid value `{trimmed}` for "
+        "configuration share.auto.offset.reset. The value must be either 'earliest', 'latest' or of the format "
+        "'by_duration:<PnDTnHnMn.nS>'."
     )
 
 
@@ -213,7 +214,8 @@ def test_iso_durations_as_java_reads_them():
 def test_share_isolation_level_and_renew_acknowledge():
     validate("g", {"share.isolation.level": "read_committed", "share.renew.acknowledge.enable": "FALSE"}, BROKER)
     assert refusal({"share.isolation.level": "READ_COMMITTED"}) == (
-        "Invalid value READ_COMMITTED for configuration share.isolation.level: String must be one of: read_committed, read_uncommitted"
+        "Invalid value READ_COMMITTED for configuration share.isolation.level: String must be one of: read_committed, "
+        "read_uncommitted"
     )
     assert refusal({"share.renew.acknowledge.enable": "yes"}) == (
         "Invalid value yes for configuration share.renew.acknowledge.enable: Expected value to be either true or false"
@@ -347,15 +349,18 @@ def test_a_damaged_file_stops_start_up_with_its_name(tmp_path):
         ),
         (
             {"group.consumer.heartbeat.interval.ms": "300"},
-            "group.consumer.heartbeat.interval.ms must be greater than or equal to group.consumer.min.heartbeat.interval.ms",
+            "group.consumer.heartbeat.interval.ms must be greater than or equal to "
+            "group.consumer.min.heartbeat.interval.ms",
         ),
         (
             {"group.consumer.max.heartbeat.interval.ms": "4000"},
-            "group.consumer.max.heartbeat.interval.ms must be greater than or equal to group.consumer.min.heartbeat.interval.ms",
+            "group.consumer.max.heartbeat.interval.ms must be greater than or equal to "
+            "group.consumer.min.heartbeat.interval.ms",
         ),
         (
             {"group.consumer.assignment.interval.ms": "20000"},
-            "group.consumer.assignment.interval.ms must be less than or equal to group.consumer.max.assignment.interval.ms",
+            "group.consumer.assignment.interval.ms must be less than or equal to "
+            "group.consumer.max.assignment.interval.ms",
         ),
         (
             {"group.consumer.min.session.timeout.ms": "1", "group.consumer.session.timeout.ms": "5000"},

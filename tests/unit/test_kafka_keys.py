@@ -26,7 +26,9 @@ STOCK = {
     "inter.broker.listener.name": "PLAINTEXT",
     "advertised.listeners": "PLAINTEXT://localhost:9092,CONTROLLER://localhost:9093",
     "controller.listener.names": "CONTROLLER",
-    "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL",
+    "listener.security.protocol.map": (
+        "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT,SASL_SSL:SASL_SSL"
+    ),
     "num.network.threads": "3",
     "num.io.threads": "8",
     "socket.send.buffer.bytes": "102400",

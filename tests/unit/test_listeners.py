@@ -5,7 +5,10 @@ import pytest
 
 from groupd.broker.config import ConfigError, load_config, parse_properties
 
-JAAS = 'org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" password="admin-secret" user_admin="admin-secret" user_alice="alice-secret";'
+JAAS = (
+    'org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" password="admin-secret" '
+    'user_admin="admin-secret" user_alice="alice-secret";'
+)
 
 
 def sasl(**more):
@@ -129,7 +132,8 @@ def test_properties_line_continuations_as_in_kafkas_jaas_examples(tmp_path):
     text = (
         "listeners=PLAINTEXT://127.0.0.1:9092,SASL_PLAINTEXT://127.0.0.1:9093\n"
         "sasl.enabled.mechanisms=PLAIN\n"
-        "listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required \\\n"
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule "
+        "required \\\n"
         '    username="admin" \\\n'
         '    password="admin-secret" \\\n'
         '    user_admin="admin-secret";\n'

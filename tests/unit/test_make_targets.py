@@ -41,7 +41,10 @@ def test_make_run_from_nothing_listens_without_test_or_spark_packages(tmp_path):
     """The real thing: a new venv, `make run`, a broker answering; the venv holds no pytest, no PySpark
     and needs no root (the stamp's recipe runs pip only). ~7 s with a warm package cache."""
     venv, port = tmp_path / "venv", free_port()
-    args = f"--override listeners=PLAINTEXT://127.0.0.1:{port} --override log.dirs={tmp_path / 'data'} --override metrics.listener="
+    args = (
+        f"--override listeners=PLAINTEXT://127.0.0.1:{port} --override log.dirs={tmp_path / 'data'} "
+        "--override metrics.listener="
+    )
     started = time.monotonic()
     proc = subprocess.Popen(
         ["make", "run", f"VENV={venv}", f"ARGS={args}"],

@@ -193,7 +193,8 @@ async def test_deleting_every_key_removes_the_resource(broker, wire):
         (
             [("share.auto.offset.reset", SET, "none")],
             ErrorCode.invalid_config,
-            "Invalid value none for configuration share.auto.offset.reset: Invalid value `none` for configuration share.auto.offset.reset. "
+            "Invalid value none for configuration share.auto.offset.reset: Invalid value `none` for configuration "
+            "share.auto.offset.reset. "
             "The value must be either 'earliest', 'latest' or of the format 'by_duration:<PnDTnHnMn.nS>'.",
         ),
         (

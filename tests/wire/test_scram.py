@@ -23,7 +23,9 @@ CONFIG = {
     "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
     "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
     "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
-    "listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule required;",
+    "listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config": (
+        "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+    ),
     "connection.failed.authentication.delay.ms": 0,
 }
 
@@ -125,7 +127,8 @@ async def test_bad_password_unknown_user_or_other_mechanism_fail_alike(scram_bro
     # Kafka does not tell an unknown user from a bad proof
     assert (
         answer.error_message
-        == f"Authentication failed during authentication due to invalid credentials with SASL mechanism {mechanism.name}"
+        == "Authentication failed during authentication due to invalid credentials with SASL mechanism "
+        f"{mechanism.name}"
     )
     assert await closed(client)
     await admin.close()

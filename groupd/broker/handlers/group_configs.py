@@ -113,7 +113,8 @@ def alter_group(broker: Broker, res: Any, validate_only: bool, incremental: bool
         # the controller's bound on one record's value (Java's String.length(): UTF-16 units)
         if value is not None and value != current.get(name) and len(value.encode("utf-16-le")) // 2 > MAX_VALUE_CHARS:
             return ErrorCode.invalid_config, (
-                f"The configuration value cannot be added because it exceeds the maximum value size of {MAX_VALUE_CHARS} bytes."
+                "The configuration value cannot be added because it exceeds the maximum value size of "
+                f"{MAX_VALUE_CHARS} bytes."
             )
     try:
         new = validate(group_id, configs, broker.config)

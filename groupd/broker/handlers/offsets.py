@@ -89,7 +89,8 @@ def _known_partitions(
     """The request's partitions of existing topics, and UNKNOWN_TOPIC_OR_PARTITION (UNKNOWN_TOPIC_ID
     for an id not known) for the others, answered by the API layer, never sent to the coordinator.
     ``leader_epochs``: the partitions carry a committed leader epoch (else -1); ``commit_timestamps``: a
-    commit timestamp (v1). ``by_id`` (v10): each topic's name is its id's, and the id of each name is returned to answer by."""
+    commit timestamp (v1). ``by_id`` (v10): each topic's name is its id's, and the id of each name is returned to
+    answer by."""
     unknown: list[PartitionError] = []
     partitions = []
     ids: dict[str, uuid.UUID] = {}

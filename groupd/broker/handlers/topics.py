@@ -79,7 +79,8 @@ def create_topics(broker: Broker, ctx: RequestContext, req: CreateTopicsRequest)
             if replication > 1:
                 raise TopicError(
                     ErrorCode.invalid_replication_factor,
-                    f"Unable to replicate the partition {replication} time(s): The target replication factor of {replication} cannot be reached because only 1 broker(s) are registered.",
+                    f"Unable to replicate the partition {replication} time(s): The target replication factor of "
+                    f"{replication} cannot be reached because only 1 broker(s) are registered.",
                 )
             try:
                 configs = validate_topic_configs({c.name: c.value for c in topic.configs})

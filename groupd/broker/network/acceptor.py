@@ -204,7 +204,8 @@ class Admission:
             missed = self._per_ip_log.due()
             if missed is not None:
                 log.info(
-                    "Rejected connection from %s on listener %s, address already has the configured maximum of %d connections (max.connections.per.ip %d)%s",
+                    "Rejected connection from %s on listener %s, address already has the configured maximum of %d "
+                    "connections (max.connections.per.ip %d)%s",
                     ip,
                     acceptor.name,
                     limit,

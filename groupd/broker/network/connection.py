@@ -77,7 +77,8 @@ class Connection(asyncio.Protocol):
         self._lost = False
         self._out: list[bytes] = []  # answers of this loop turn, sent together by flush()
         self._out_bytes = 0  # past WRITE_HIGH_WATER, no further request is handled until flush()
-        self.user = "ANONYMOUS"  # the principal's name (Kafka's on a PLAINTEXT listener), as quotas see it; SASL or a TLS certificate sets it
+        # the principal's name (Kafka's on a PLAINTEXT listener), as quotas see it; SASL or a TLS certificate sets it
+        self.user = "ANONYMOUS"
         self._mute_ms = 0  # a quota's throttle time, applied once the current answer is out
         self.active = True  # read or wrote since the broker's last look for idle connections
         self.quiet_since = 0.0  # loop time it was last seen inactive from
@@ -123,7 +124,8 @@ class Connection(asyncio.Protocol):
             if not self._told_bounded and exchange.bounded_by_bytes:
                 self._told_bounded = True
                 log.info(
-                    "connection %s: %d bytes read and not yet answered (queued.max.request.bytes %d): reading paused until answers drain them",
+                    "connection %s: %d bytes read and not yet answered (queued.max.request.bytes %d): reading paused "
+                    "until answers drain them",
                     self.peer,
                     exchange.unanswered_bytes,
                     exchange.max_queued_bytes,

@@ -56,7 +56,8 @@ class SaslConnection(Connection):
             (size,) = SIZE.unpack_from(buf, pos)
             if size < 0 or size > self.max_bytes:
                 log.warning(
-                    "connection %s (listener %s) closed: Failing SASL authentication due to invalid receive size %d (sasl.server.max.receive.size %d)",
+                    "connection %s (listener %s) closed: Failing SASL authentication due to invalid receive size %d "
+                    "(sasl.server.max.receive.size %d)",
                     self.peer,
                     self.listener,
                     size,

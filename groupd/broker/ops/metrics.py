@@ -602,7 +602,8 @@ class _Collector:
         )
         yield CounterMetricFamily(
             "groupd_consumer_group_rebalances",
-            "Consumer-protocol group epochs bumped by heartbeats (Kafka consumer-group-rebalance-count; rate() for -rate)",
+            "Consumer-protocol group epochs bumped by heartbeats (Kafka consumer-group-rebalance-count; rate() for "
+            "-rate)",
             value=m._consumer_rebalances,
         )
         yield CounterMetricFamily(

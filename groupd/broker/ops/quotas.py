@@ -134,7 +134,8 @@ def describe(
             raise QuotaError(f"Unknown match type {c.match_type}")
     if (IP in exact or IP in typed) and ({USER, CLIENT_ID} & (set(exact) | typed)):
         raise QuotaError(
-            "Invalid entity filter component combination. IP filter component should not be used with user or clientId filter component."
+            "Invalid entity filter component combination. IP filter component should not be used with user or clientId "
+            "filter component."
         )
     out = []
     for entity, values in quotas.items():

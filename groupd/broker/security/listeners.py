@@ -137,8 +137,9 @@ def resolve(
         for a in advertised:
             if a.name not in names:
                 raise ListenerError(
-                    "advertised.listeners listener names must be equal to or a subset of the ones defined in listeners. "
-                    f"Found {','.join(x.name for x in advertised)}. The valid options based on the current configuration are {','.join(names)}"
+                    "advertised.listeners listener names must be equal to or a subset of the ones defined in "
+                    f"listeners. Found {','.join(x.name for x in advertised)}. The valid options based on the current "
+                    f"configuration are {','.join(names)}"
                 )
             if a.host == "0.0.0.0":
                 raise ListenerError(
@@ -187,12 +188,14 @@ def _sasl(name: str, lookup: Callable[[str], Any]) -> tuple[tuple[str, ...], dic
     for m in mechanisms:
         if m in NOT_SERVED:
             raise ListenerError(
-                f"listener {name}: sasl.enabled.mechanisms includes {m} ({NOT_SERVED[m]}), which groupd does not serve; "
-                f"set sasl.enabled.mechanisms (or {prefix}sasl.enabled.mechanisms) to some of {', '.join(MECHANISMS)}"
+                f"listener {name}: sasl.enabled.mechanisms includes {m} ({NOT_SERVED[m]}), which groupd does not "
+                f"serve; set sasl.enabled.mechanisms (or {prefix}sasl.enabled.mechanisms) to some of "
+                f"{', '.join(MECHANISMS)}"
             )
         if m not in MECHANISMS:
             raise ListenerError(
-                f"listener {name}: unknown SASL mechanism {m} in sasl.enabled.mechanisms (groupd serves {', '.join(MECHANISMS)})"
+                f"listener {name}: unknown SASL mechanism {m} in sasl.enabled.mechanisms (groupd serves "
+                f"{', '.join(MECHANISMS)})"
             )
     users: dict[str, str] = {}
     for m in mechanisms:

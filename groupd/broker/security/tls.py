@@ -65,7 +65,8 @@ def tls_settings(listener: str, protocol: str, lookup: Callable[[str], Any], own
     if store_type != PEM and (location or chain or key):
         raise ListenerError(
             f"{where}: ssl.keystore.type {store_type} is not supported: groupd reads PEM key stores only "
-            "(set ssl.keystore.type=PEM with ssl.keystore.location, or ssl.keystore.certificate.chain and ssl.keystore.key)"
+            "(set ssl.keystore.type=PEM with ssl.keystore.location, or ssl.keystore.certificate.chain and "
+            "ssl.keystore.key)"
         )
     if key:
         if not chain:
@@ -74,7 +75,8 @@ def tls_settings(listener: str, protocol: str, lookup: Callable[[str], Any], own
             raise ListenerError(f"{where}: Both SSL key store location and separate private key are specified.")
         if store_password:
             raise ListenerError(
-                f"{where}: SSL key store password cannot be specified with PEM format, only key password may be specified."
+                f"{where}: SSL key store password cannot be specified with PEM format, only key password may be "
+                "specified."
             )
         chain_pem, key_pem = normalise_pem(chain), normalise_pem(key)
     elif chain:
@@ -82,14 +84,16 @@ def tls_settings(listener: str, protocol: str, lookup: Callable[[str], Any], own
     elif location:
         if store_password:
             raise ListenerError(
-                f"{where}: SSL key store password cannot be specified with PEM format, only key password may be specified"
+                f"{where}: SSL key store password cannot be specified with PEM format, only key password may be "
+                "specified"
             )
         text = _read(location, "ssl.keystore.location")
         chain_pem = normalise_pem("".join(b for b in _blocks(text) if "PRIVATE KEY" not in b))
         key_pem = normalise_pem("".join(b for b in _blocks(text) if "PRIVATE KEY" in b))
     else:
         raise ListenerError(
-            f"{where}: {protocol} needs a key store: set ssl.keystore.type=PEM and ssl.keystore.location (or the inline keys)"
+            f"{where}: {protocol} needs a key store: set ssl.keystore.type=PEM and ssl.keystore.location (or the "
+            "inline keys)"
         )
     if "CERTIFICATE" not in chain_pem:
         raise ListenerError(f"{where}: At least one certificate expected, but none found")
@@ -103,7 +107,8 @@ def tls_settings(listener: str, protocol: str, lookup: Callable[[str], Any], own
     if trust_certs or trust_location:
         if trust_type != PEM:
             raise ListenerError(
-                f"{where}: ssl.truststore.type {trust_type} is not supported: groupd reads PEM trust stores only (set ssl.truststore.type=PEM)"
+                f"{where}: ssl.truststore.type {trust_type} is not supported: groupd reads PEM trust stores only (set "
+                "ssl.truststore.type=PEM)"
             )
         if trust_certs and trust_location:
             raise ListenerError(
@@ -140,7 +145,8 @@ def server_context(settings: TlsSettings, where: str = "") -> ssl.SSLContext:
             context.load_cert_chain(certfile, keyfile, password=settings.key_password)
         except ssl.SSLError as exc:
             raise ListenerError(
-                f"{where}: Invalid PEM keystore configs: the key does not load with ssl.key.password or does not match the certificate ({exc.reason})"
+                f"{where}: Invalid PEM keystore configs: the key does not load with ssl.key.password or does not match "
+                f"the certificate ({exc.reason})"
             ) from None
     context.verify_mode = CLIENT_AUTH[settings.client_auth]
     if settings.trusted is not None:

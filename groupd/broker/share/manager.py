@@ -157,7 +157,13 @@ class SharePartitionManager:
         key = SharePartitionKey(group, topic_id, partition)
         result = await persister.read(key, LEADER_EPOCH)
         if result.error_code != NONE:
-            log.warning("share partition %s %s-%d not loaded: the share coordinator answered %d", group, topic, partition, result.error_code)
+            log.warning(
+                "share partition %s %s-%d not loaded: the share coordinator answered %d",
+                group,
+                topic,
+                partition,
+                result.error_code,
+            )
             return persister_error(result.error_code)
         cfg = self.config_for(group)
         sp = SharePartition(limits_of(cfg))

@@ -326,7 +326,9 @@ class SharePartition:
             base = floor.first
         sub = self._sub(min(first_batch.base_offset, base), last_to_acquire)
         if not sub:
-            fresh, n = self._acquire_new(member, batches, record_limit, base, last_to_acquire, batch_size, max_acquire, lock_until)
+            fresh, n = self._acquire_new(
+                member, batches, record_limit, base, last_to_acquire, batch_size, max_acquire, lock_until
+            )
             return self._filter_aborted(batches, fresh, aborted), n
         result: list[AcquiredRecords] = []
         count = 0
