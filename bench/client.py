@@ -33,7 +33,9 @@ _unsent: list[Conn] = []
 
 @functools.cache
 def _response_readers(api_key: int, version: int) -> tuple[Any, Any]:
-    return codec.reader(codec.response_header_class(api_key, version)), codec.reader(codec.response_class(api_key, version))
+    return codec.reader(codec.response_header_class(api_key, version)), codec.reader(
+        codec.response_class(api_key, version)
+    )
 
 
 def _send_all() -> None:
@@ -83,7 +85,12 @@ class Conn:
     def request(self, api_key: int, version: int, body: dict[str, Any]) -> asyncio.Future:
         self._cid += 1
         cid = self._cid
-        header = {"request_api_key": api_key, "request_api_version": version, "correlation_id": cid, "client_id": "bench"}
+        header = {
+            "request_api_key": api_key,
+            "request_api_version": version,
+            "correlation_id": cid,
+            "client_id": "bench",
+        }
         payload = codec.encode_values(codec.request_header_class(api_key, version), header) + codec.encode_values(
             codec.request_class(api_key, version), body
         )

@@ -80,7 +80,9 @@ class Member:
 
 
 async def _describe_state(conn: Conn, group: str) -> str:
-    resp = await conn.call(ApiKey.CONSUMER_GROUP_DESCRIBE, CGD_V, {"group_ids": (group,), "include_authorized_operations": False})
+    resp = await conn.call(
+        ApiKey.CONSUMER_GROUP_DESCRIBE, CGD_V, {"group_ids": (group,), "include_authorized_operations": False}
+    )
     return resp.groups[0].group_state
 
 
@@ -171,8 +173,15 @@ async def _beat_at_interval(stop_at: float, interval_s: float, n: int, beat: Any
     await _timed_gather(stats, [one(i) for i in range(n)])
 
 
-async def heartbeats(host: str, port: int, members: int = 1000, group_size: int = 10, seconds: float = 10,
-                     pid: int | None = None, setup_seconds: float = 90) -> dict[str, Any]:
+async def heartbeats(
+    host: str,
+    port: int,
+    members: int = 1000,
+    group_size: int = 10,
+    seconds: float = 10,
+    pid: int | None = None,
+    setup_seconds: float = 90,
+) -> dict[str, Any]:
     """``members`` consumer-protocol members in groups of ``group_size`` brought to Stable, then heartbeating
     at the broker's interval for ``seconds``; then the same groups with the classic protocol at the same
     interval. Latencies, and the broker's CPU per 1,000 members (with its ``pid``)."""
@@ -191,7 +200,7 @@ async def heartbeats(host: str, port: int, members: int = 1000, group_size: int 
         async def settle(g: int) -> None:
             nonlocal settled
             async with sem:
-                ok = await _settle(cm[g * group_size:(g + 1) * group_size], topic, group_size, setup_deadline)
+                ok = await _settle(cm[g * group_size : (g + 1) * group_size], topic, group_size, setup_deadline)
                 settled += ok
 
         began = time.perf_counter()
@@ -219,7 +228,7 @@ async def heartbeats(host: str, port: int, members: int = 1000, group_size: int 
             async with sem:
                 group = f"{prefix}-k{g}"
                 try:
-                    pairs = await asyncio.wait_for(_form(conns[g * group_size:(g + 1) * group_size], group), 60)
+                    pairs = await asyncio.wait_for(_form(conns[g * group_size : (g + 1) * group_size], group), 60)
                 except (TimeoutError, ConnectionError):
                     return
                 classic.extend((group, m, gen) for m, gen in pairs)
@@ -227,8 +236,16 @@ async def heartbeats(host: str, port: int, members: int = 1000, group_size: int 
 
         await asyncio.gather(*(form(g) for g in range(n_groups)))
         out["classic_groups_stable"] = formed
-        beats = [encode_request(ApiKey.HEARTBEAT, HB_V, {"group_id": g, "generation_id": gen, "member_id": m, "group_instance_id": None}, 0, "bench")
-                 for g, m, gen in classic]
+        beats = [
+            encode_request(
+                ApiKey.HEARTBEAT,
+                HB_V,
+                {"group_id": g, "generation_id": gen, "member_id": m, "group_instance_id": None},
+                0,
+                "bench",
+            )
+            for g, m, gen in classic
+        ]
 
         async def classic_beat(i: int) -> int:
             return (await conns[i].send_frame(ApiKey.HEARTBEAT, HB_V, bytearray(beats[i]))).error_code
@@ -262,20 +279,32 @@ async def speaks_consumer_protocol(host: str, port: int) -> bool:
     """Whether the broker advertises ConsumerGroupHeartbeat (a peer without it is reported, not waited on)."""
     conn = await Conn.open(host, port)
     try:
-        resp = await conn.call(ApiKey.API_VERSIONS, 3, {"client_software_name": "bench", "client_software_version": "1"})
+        resp = await conn.call(
+            ApiKey.API_VERSIONS, 3, {"client_software_name": "bench", "client_software_version": "1"}
+        )
     finally:
         await conn.close()
     return any(k.api_key == ApiKey.CONSUMER_GROUP_HEARTBEAT for k in resp.api_keys)
 
 
-async def side_by_side(host: str, port: int, members: int = 1000, group_size: int = 10, seconds: float = 10,
-                       groups_of_3: int = 20, pid: int | None = None) -> dict[str, Any]:
+async def side_by_side(
+    host: str,
+    port: int,
+    members: int = 1000,
+    group_size: int = 10,
+    seconds: float = 10,
+    groups_of_3: int = 20,
+    pid: int | None = None,
+) -> dict[str, Any]:
     """Both figures and their classic counterparts, in one run, as ratios (consumer / classic)."""
     if not await speaks_consumer_protocol(host, port):
         return {"error": "no ConsumerGroupHeartbeat (API 68) in ApiVersions"}
     out = await heartbeats(host, port, members, group_size, seconds, pid)
     stable = (await to_stable(host, port, groups_of_3)).summary()
     classic = (await rebalance(host, port, groups_of_3, 3, concurrency=4, max_seconds=60, warmup=0)).summary()
-    out["to_stable"] = {"consumer": stable, "classic": classic,
-                        "p50_consumer_over_classic": round(stable["p50_ms"] / classic["p50_ms"], 2) if classic["p50_ms"] else None}
+    out["to_stable"] = {
+        "consumer": stable,
+        "classic": classic,
+        "p50_consumer_over_classic": round(stable["p50_ms"] / classic["p50_ms"], 2) if classic["p50_ms"] else None,
+    }
     return out

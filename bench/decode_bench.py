@@ -31,30 +31,96 @@ def requests() -> dict[str, tuple[int, int, dict[str, Any]]]:
     produce = codec.request_class(ApiKey.PRODUCE, 9)
 
     def commit_of(partitions: int) -> dict[str, Any]:
-        parts = tuple(_nested(commit, "OffsetCommitRequestPartition", partition_index=i, committed_offset=12345, committed_leader_epoch=-1, committed_metadata="") for i in range(partitions))
-        return {"group_id": "commit-a-1", "generation_id_or_member_epoch": -1, "member_id": "", "group_instance_id": None,
-                "topics": (_nested(commit, "OffsetCommitRequestTopic", name="bench-commits", partitions=parts),)}
+        parts = tuple(
+            _nested(
+                commit,
+                "OffsetCommitRequestPartition",
+                partition_index=i,
+                committed_offset=12345,
+                committed_leader_epoch=-1,
+                committed_metadata="",
+            )
+            for i in range(partitions)
+        )
+        return {
+            "group_id": "commit-a-1",
+            "generation_id_or_member_epoch": -1,
+            "member_id": "",
+            "group_instance_id": None,
+            "topics": (_nested(commit, "OffsetCommitRequestTopic", name="bench-commits", partitions=parts),),
+        }
 
-    fetch_parts = tuple(_nested(fetch, "FetchPartition", partition=i, current_leader_epoch=0, fetch_offset=100, last_fetched_epoch=0, log_start_offset=-1, partition_max_bytes=1 << 20) for i in range(6))
+    fetch_parts = tuple(
+        _nested(
+            fetch,
+            "FetchPartition",
+            partition=i,
+            current_leader_epoch=0,
+            fetch_offset=100,
+            last_fetched_epoch=0,
+            log_start_offset=-1,
+            partition_max_bytes=1 << 20,
+        )
+        for i in range(6)
+    )
     records = build_batch([(None, b"x" * 100)] * 50, timestamp_ms=1)
     return {
-        "JoinGroup v9 (1 protocol)": (ApiKey.JOIN_GROUP, 9, {
-            "group_id": "bench-group-1", "session_timeout": 45000, "rebalance_timeout": 300000, "member_id": MEMBER,
-            "group_instance_id": None, "protocol_type": "consumer", "reason": None,
-            "protocols": (_nested(join, "JoinGroupRequestProtocol", name="range", metadata=b"\x00\x03" + b"\x00" * 30),),
-        }),
-        "Heartbeat v4 (no arrays: no check)": (ApiKey.HEARTBEAT, 4, {"group_id": "bench-group-1", "generation_id": 3, "member_id": MEMBER, "group_instance_id": None}),
+        "JoinGroup v9 (1 protocol)": (
+            ApiKey.JOIN_GROUP,
+            9,
+            {
+                "group_id": "bench-group-1",
+                "session_timeout": 45000,
+                "rebalance_timeout": 300000,
+                "member_id": MEMBER,
+                "group_instance_id": None,
+                "protocol_type": "consumer",
+                "reason": None,
+                "protocols": (
+                    _nested(join, "JoinGroupRequestProtocol", name="range", metadata=b"\x00\x03" + b"\x00" * 30),
+                ),
+            },
+        ),
+        "Heartbeat v4 (no arrays: no check)": (
+            ApiKey.HEARTBEAT,
+            4,
+            {"group_id": "bench-group-1", "generation_id": 3, "member_id": MEMBER, "group_instance_id": None},
+        ),
         "OffsetCommit v8 (1 topic x 1 partition)": (ApiKey.OFFSET_COMMIT, 8, commit_of(1)),
         "OffsetCommit v8 (1 x 16)": (ApiKey.OFFSET_COMMIT, 8, commit_of(16)),
-        "Fetch v12 (1 x 6)": (ApiKey.FETCH, 12, {
-            "replica_id": -1, "max_wait": 500, "min_bytes": 1, "max_bytes": 50 << 20, "isolation_level": 0, "session_id": 0,
-            "session_epoch": -1, "forgotten_topics_data": (), "rack_id": "",
-            "topics": (_nested(fetch, "FetchTopic", topic="bench-data", partitions=fetch_parts),),
-        }),
-        "Produce v9 (1 x 1, 50 records)": (ApiKey.PRODUCE, 9, {
-            "transactional_id": None, "acks": -1, "timeout": 5000,
-            "topic_data": (_nested(produce, "TopicProduceData", name="bench-data", partition_data=(_nested(produce, "PartitionProduceData", index=0, records=records),)),),
-        }),
+        "Fetch v12 (1 x 6)": (
+            ApiKey.FETCH,
+            12,
+            {
+                "replica_id": -1,
+                "max_wait": 500,
+                "min_bytes": 1,
+                "max_bytes": 50 << 20,
+                "isolation_level": 0,
+                "session_id": 0,
+                "session_epoch": -1,
+                "forgotten_topics_data": (),
+                "rack_id": "",
+                "topics": (_nested(fetch, "FetchTopic", topic="bench-data", partitions=fetch_parts),),
+            },
+        ),
+        "Produce v9 (1 x 1, 50 records)": (
+            ApiKey.PRODUCE,
+            9,
+            {
+                "transactional_id": None,
+                "acks": -1,
+                "timeout": 5000,
+                "topic_data": (
+                    _nested(
+                        produce,
+                        "TopicProduceData",
+                        name="bench-data",
+                        partition_data=(_nested(produce, "PartitionProduceData", index=0, records=records),),
+                    ),
+                ),
+            },
+        ),
     }
 
 

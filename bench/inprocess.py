@@ -102,7 +102,9 @@ def _without(layer: str) -> Iterator[None]:
     from groupd.coordinator.api import PartitionError
 
     def answer_at_once(broker: Broker, ctx: Any, req: Any) -> Any:
-        return _commit_response(ctx, [PartitionError(t.name, p.partition_index, 0) for t in req.topics for p in t.partitions])
+        return _commit_response(
+            ctx, [PartitionError(t.name, p.partition_index, 0) for t in req.topics for p in t.partitions]
+        )
 
     saved_append, saved_handler = Log.append_records, HANDLERS[OFFSET_COMMIT]
     if layer == "store":
@@ -140,7 +142,13 @@ async def _run(scenario: str, fsync: bool, data: Path, **params: Any) -> dict[st
     try:
         started = _cpu()
         if scenario == "commits":
-            stats = await scenarios.commits("in-process", 0, params["committers"], max_seconds=params["seconds"], max_count=params.get("commits", 200_000))
+            stats = await scenarios.commits(
+                "in-process",
+                0,
+                params["committers"],
+                max_seconds=params["seconds"],
+                max_count=params.get("commits", 200_000),
+            )
         else:
             stats = await scenarios.rebalance("in-process", 0, params["groups"], max_seconds=params["seconds"] * 10)
         cpu = _cpu() - started
@@ -158,7 +166,12 @@ def main() -> None:
     cli.add_argument("--committers", type=int, default=64)
     cli.add_argument("--groups", type=int, default=2000)
     cli.add_argument("--seconds", type=float, default=4)
-    cli.add_argument("--commits", type=int, default=200_000, help="commits: stop after this many (a fixed amount of work, e.g. to count instructions)")
+    cli.add_argument(
+        "--commits",
+        type=int,
+        default=200_000,
+        help="commits: stop after this many (a fixed amount of work, e.g. to count instructions)",
+    )
     cli.add_argument("--fsync", choices=["on", "off"], default="on")
     cli.add_argument("--without", choices=WITHOUT, default="nothing", help="commits: a layer taken out, to measure it")
     args = cli.parse_args()
@@ -171,7 +184,18 @@ def main() -> None:
     tune_gc()
     with tempfile.TemporaryDirectory() as tmp:
         t0 = time.perf_counter()
-        result = uvloop.run(run(args.scenario, args.fsync == "on", Path(tmp), args.without, committers=args.committers, commits=args.commits, groups=args.groups, seconds=args.seconds))
+        result = uvloop.run(
+            run(
+                args.scenario,
+                args.fsync == "on",
+                Path(tmp),
+                args.without,
+                committers=args.committers,
+                commits=args.commits,
+                groups=args.groups,
+                seconds=args.seconds,
+            )
+        )
         result["wall_s"] = round(time.perf_counter() - t0, 2)
     print(json.dumps(result))
 

@@ -34,12 +34,16 @@ def generate(log_dirs: Path, groups: int, records: int, per_batch: int = 100) ->
         batch = pending.setdefault(p, [])
         batch.append((key, value))
         if len(batch) == per_batch:
-            lg = logs.get(p) or logs.setdefault(p, Log.open(log_dirs / f"{OFFSETS_TOPIC}-{p}", LogConfig(segment_bytes=1 << 30)))
+            lg = logs.get(p) or logs.setdefault(
+                p, Log.open(log_dirs / f"{OFFSETS_TOPIC}-{p}", LogConfig(segment_bytes=1 << 30))
+            )
             lg.append_records(batch, T0 + i)
             pending[p] = []
     for p, batch in pending.items():
         if batch:
-            lg = logs.get(p) or logs.setdefault(p, Log.open(log_dirs / f"{OFFSETS_TOPIC}-{p}", LogConfig(segment_bytes=1 << 30)))
+            lg = logs.get(p) or logs.setdefault(
+                p, Log.open(log_dirs / f"{OFFSETS_TOPIC}-{p}", LogConfig(segment_bytes=1 << 30))
+            )
             lg.append_records(batch, T0 + records)
     for lg in logs.values():
         lg.flush()
@@ -64,9 +68,12 @@ def data_and_history(log_dirs: Path, groups: int, records: int) -> None:
         lg.close()
     clock = {"t": T0}
     span = records  # one commit record per ms in generate()
-    recorder = LogEndRecorder(LocalEngine(log_dirs), 10_000, -1, lambda: [
-        ("events", p, 0, end * (clock["t"] - T0) // span) for p in range(DATA_PARTITIONS)
-    ])
+    recorder = LogEndRecorder(
+        LocalEngine(log_dirs),
+        10_000,
+        -1,
+        lambda: [("events", p, 0, end * (clock["t"] - T0) // span) for p in range(DATA_PARTITIONS)],
+    )
     for t in range(T0, T0 + span + 1, 10_000):
         clock["t"] = t
         recorder.tick(t)
@@ -90,8 +97,14 @@ def main() -> None:
         out = {"groups": args.groups, "records": args.records, "generate_s": round(gen_s, 1)}
         if args.report:
             started = time.perf_counter()
-            path = run("report", tmp, Path(tmp) / "out", args.master, now_ms=T0 + args.records + 60_000,
-                       say=lambda line: print("  " + line, flush=True))
+            path = run(
+                "report",
+                tmp,
+                Path(tmp) / "out",
+                args.master,
+                now_ms=T0 + args.records + 60_000,
+                say=lambda line: print("  " + line, flush=True),
+            )
             out["report_s"] = round(time.perf_counter() - started, 1)
             out["report_bytes"] = path.stat().st_size
             print(json.dumps(out, indent=1))

@@ -34,21 +34,51 @@ def fetch_request(topic: str) -> object:
     cls = codec.request_class(ApiKey.FETCH, 11)
     t, p = codec.nested(cls, "FetchTopic"), codec.nested(cls, "FetchPartition")
     return codec.make(
-        cls, replica_id=-1, max_wait=60_000, min_bytes=1, max_bytes=MIB, isolation_level=0, session_id=0, session_epoch=-1,
-        topics=(t(topic=topic, partitions=(p(partition=0, current_leader_epoch=-1, fetch_offset=0, log_start_offset=-1, partition_max_bytes=MIB),)),),
-        forgotten_topics_data=(), rack_id="",
+        cls,
+        replica_id=-1,
+        max_wait=60_000,
+        min_bytes=1,
+        max_bytes=MIB,
+        isolation_level=0,
+        session_id=0,
+        session_epoch=-1,
+        topics=(
+            t(
+                topic=topic,
+                partitions=(
+                    p(
+                        partition=0,
+                        current_leader_epoch=-1,
+                        fetch_offset=0,
+                        log_start_offset=-1,
+                        partition_max_bytes=MIB,
+                    ),
+                ),
+            ),
+        ),
+        forgotten_topics_data=(),
+        rack_id="",
     )
 
 
-async def attack(port: int, pid: int, connections: int, frames: int, frame_bytes: int, seconds: float) -> tuple[float, float]:
+async def attack(
+    port: int, pid: int, connections: int, frames: int, frame_bytes: int, seconds: float
+) -> tuple[float, float]:
     before = rss_mib(pid)
     frame = padded_api_versions(7, frame_bytes)
     clients = [await WireClient.connect(port) for _ in range(connections)]
     md = codec.request_class(ApiKey.METADATA, 9)
-    await clients[0].call(ApiKey.METADATA, 9, codec.make(  # auto-creates the topic to long-poll
-        md, topics=(codec.make(codec.nested(md, "MetadataRequestTopic"), name="attack", topic_id=codec.ZERO_UUID),),
-        allow_auto_topic_creation=True, include_cluster_authorized_operations=False, include_topic_authorized_operations=False,
-    ))
+    await clients[0].call(
+        ApiKey.METADATA,
+        9,
+        codec.make(  # auto-creates the topic to long-poll
+            md,
+            topics=(codec.make(codec.nested(md, "MetadataRequestTopic"), name="attack", topic_id=codec.ZERO_UUID),),
+            allow_auto_topic_creation=True,
+            include_cluster_authorized_operations=False,
+            include_topic_authorized_operations=False,
+        ),
+    )
     for c in clients:
         c.send(ApiKey.FETCH, 11, fetch_request("attack"))
 
@@ -91,12 +121,14 @@ def main(argv: list[str] | None = None) -> int:
             harness.ROOT = Path(args.root).resolve()
         proc.start()
         try:
-            before, peak = asyncio.run(attack(proc.port, proc.proc.pid, args.connections, args.frames, args.frame_bytes, args.seconds))
+            before, peak = asyncio.run(
+                attack(proc.port, proc.proc.pid, args.connections, args.frames, args.frame_bytes, args.seconds)
+            )
         finally:
             proc.kill()
     print(
-        f"read-ahead attack: {args.connections} connections x {args.frames} frames of {args.frame_bytes / MIB:.2f} MiB behind a parked Fetch: "
-        f"broker RSS {before:.0f} MiB before, {peak:.0f} MiB at peak (+{peak - before:.0f} MiB)"
+        f"read-ahead attack: {args.connections} connections x {args.frames} frames of {args.frame_bytes / MIB:.2f} MiB "
+        f"behind a parked Fetch: broker RSS {before:.0f} MiB before, {peak:.0f} MiB at peak (+{peak - before:.0f} MiB)"
     )
     return 0
 

@@ -64,7 +64,13 @@ def _load_here(directory: Path, walkers: int) -> dict:
     state = coordinator.shards[0].state
     n = coordinator.loaded_records
     offsets = sum(len(ps) for by_topic in state.offsets.committed.values() for ps in by_topic.values())
-    return {"count": n, "seconds": round(seconds, 3), "per_second": round(n / seconds, 1), "groups": len(state.groups), "offsets": offsets}
+    return {
+        "count": n,
+        "seconds": round(seconds, 3),
+        "per_second": round(n / seconds, 1),
+        "groups": len(state.groups),
+        "offsets": offsets,
+    }
 
 
 def replay_bench(records: int = 1_000_000, groups: int = 10_000, per_batch: int = 10) -> dict:
@@ -80,7 +86,12 @@ def replay_bench(records: int = 1_000_000, groups: int = 10_000, per_batch: int 
     with tempfile.TemporaryDirectory() as tmp:
         # every record a survivor: 100 groups x 12 partitions x one topic per 1,200 records
         root = Path(tmp)
-        write_store(root, max(1_200, records // 5), lambda i: OffsetCommitKey(f"group-{i % 100}", f"topic-{i // 1_200}", i // 100 % 12), per_batch)
+        write_store(
+            root,
+            max(1_200, records // 5),
+            lambda i: OffsetCommitKey(f"group-{i % 100}", f"topic-{i // 1_200}", i // 100 % 12),
+            per_batch,
+        )
         out["all_survivors"] = load(root)
     return out
 

@@ -81,14 +81,29 @@ def start_tansu() -> tuple[subprocess.Popen, int] | None:
     if not TANSU_SCRIPT.exists():
         return None
     try:
-        binary = subprocess.run(["bash", str(TANSU_SCRIPT)], capture_output=True, text=True, timeout=300, check=True).stdout.strip().splitlines()[-1]
+        binary = (
+            subprocess.run(["bash", str(TANSU_SCRIPT)], capture_output=True, text=True, timeout=300, check=True)
+            .stdout.strip()
+            .splitlines()[-1]
+        )
     except (subprocess.SubprocessError, IndexError):
         return None
     port = free_port()
     url = f"tcp://127.0.0.1:{port}"
     proc = subprocess.Popen(
-        [binary, "broker", "--listener-url", url, "--advertised-listener-url", url, "--storage-engine", "memory://tansu/", "--silent"],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        [
+            binary,
+            "broker",
+            "--listener-url",
+            url,
+            "--advertised-listener-url",
+            url,
+            "--storage-engine",
+            "memory://tansu/",
+            "--silent",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
     )
     wait_port(port)
     return proc, port
@@ -100,40 +115,117 @@ def target_steps(quick: bool, scale_groups: int = 0) -> list[tuple[str, str, Any
     count exactly what runs."""
     groups = 300 if quick else 3000  # a 1,000-group run lasted about half a second: too short to be steady
     steps: list[tuple[str, str, Any, float]] = [
-        ("rebalance", f"rebalance: {groups} groups of 3 members formed", lambda h, p, pid: scenarios.rebalance(h, p, groups, 3, max_seconds=60), 120),
+        (
+            "rebalance",
+            f"rebalance: {groups} groups of 3 members formed",
+            lambda h, p, pid: scenarios.rebalance(h, p, groups, 3, max_seconds=60),
+            120,
+        ),
     ]
     for n in (1, 8, 64, 256):
         seconds = 2 if quick else 4
-        steps.append((f"commits_{n}", f"commits: {n} committers for {seconds} s",
-                      lambda h, p, pid, n=n, seconds=seconds: scenarios.commits(h, p, n, max_seconds=seconds), 180))
+        steps.append(
+            (
+                f"commits_{n}",
+                f"commits: {n} committers for {seconds} s",
+                lambda h, p, pid, n=n, seconds=seconds: scenarios.commits(h, p, n, max_seconds=seconds),
+                180,
+            )
+        )
     members = 100 if quick else 300
     # steady state: 3 x members heartbeating every 0.5 s and committing every 1 s
-    steps.append(("steady", f"steady state: {members * 3} members heartbeating and committing", lambda h, p, pid: scenarios.steady(
-        h, p, members, max_seconds=4 if quick else 8, hb_interval=0.5, commit_interval=1.0, pid=pid, setup_seconds=60), 180))
+    steps.append(
+        (
+            "steady",
+            f"steady state: {members * 3} members heartbeating and committing",
+            lambda h, p, pid: scenarios.steady(
+                h,
+                p,
+                members,
+                max_seconds=4 if quick else 8,
+                hb_interval=0.5,
+                commit_interval=1.0,
+                pid=pid,
+                setup_seconds=60,
+            ),
+            180,
+        )
+    )
     for partitions in (1, 6):
         for acks in (1, -1):
-            steps.append((f"produce_fetch_{partitions}p_acks{acks}", f"produce and fetch: {partitions} partitions, acks={acks}",
-                          lambda h, p, pid, partitions=partitions, acks=acks: scenarios.produce_fetch(h, p, partitions, acks, seconds=2 if quick else 3), 120))
+            steps.append(
+                (
+                    f"produce_fetch_{partitions}p_acks{acks}",
+                    f"produce and fetch: {partitions} partitions, acks={acks}",
+                    lambda h, p, pid, partitions=partitions, acks=acks: scenarios.produce_fetch(
+                        h, p, partitions, acks, seconds=2 if quick else 3
+                    ),
+                    120,
+                )
+            )
     samples = 100 if quick else 200
-    steps.append(("fetch_wakeup", f"fetch wake-up latency: {samples} samples", lambda h, p, pid: scenarios.wakeup_latency(h, p, samples), 120))
+    steps.append(
+        (
+            "fetch_wakeup",
+            f"fetch wake-up latency: {samples} samples",
+            lambda h, p, pid: scenarios.wakeup_latency(h, p, samples),
+            120,
+        )
+    )
     # Fetch v3 (down-converted to magic 1 message sets) against Fetch v12 of the same records (issue 32)
     converted = 10_000 if quick else 20_000
-    steps.append(("down_conversion", f"down-conversion: {converted:,} records fetched as v3 and as v12",
-                  lambda h, p, pid: scenarios.down_conversion(h, p, records=converted, max_seconds=60, pid=pid), 150))
-    steps.append(("down_conversion_lz4", f"down-conversion: {converted:,} records in lz4 batches fetched as v3 and as v12",
-                  lambda h, p, pid: scenarios.down_conversion(h, p, records=converted, max_seconds=60, pid=pid, compression="lz4"), 150))
-    steps.append(("churn", "churn: 50 groups joining and leaving", lambda h, p, pid: scenarios.churn(h, p, 50, max_seconds=3 if quick else 8), 60))
+    steps.append(
+        (
+            "down_conversion",
+            f"down-conversion: {converted:,} records fetched as v3 and as v12",
+            lambda h, p, pid: scenarios.down_conversion(h, p, records=converted, max_seconds=60, pid=pid),
+            150,
+        )
+    )
+    steps.append(
+        (
+            "down_conversion_lz4",
+            f"down-conversion: {converted:,} records in lz4 batches fetched as v3 and as v12",
+            lambda h, p, pid: scenarios.down_conversion(
+                h, p, records=converted, max_seconds=60, pid=pid, compression="lz4"
+            ),
+            150,
+        )
+    )
+    steps.append(
+        (
+            "churn",
+            "churn: 50 groups joining and leaving",
+            lambda h, p, pid: scenarios.churn(h, p, 50, max_seconds=3 if quick else 8),
+            60,
+        )
+    )
     # the consumer protocol (KIP-848) and the classic one on the same broker, as ratios
-    steps.append(("consumer_protocol", "consumer protocol vs classic: 1,000 members heartbeating, groups of 3 to Stable",
-                  lambda h, p, pid: consumer_scenarios.side_by_side(h, p, 1000, 10, seconds=5 if quick else 10,
-                                                                    groups_of_3=10 if quick else 20, pid=pid), 240))
+    steps.append(
+        (
+            "consumer_protocol",
+            "consumer protocol vs classic: 1,000 members heartbeating, groups of 3 to Stable",
+            lambda h, p, pid: consumer_scenarios.side_by_side(
+                h, p, 1000, 10, seconds=5 if quick else 10, groups_of_3=10 if quick else 20, pid=pid
+            ),
+            240,
+        )
+    )
     if scale_groups:
-        steps.append(("scale", f"scale: {scale_groups:,} groups held, heartbeats timed",
-                      lambda h, p, pid: scenarios.scale(h, p, scale_groups, pid=pid, hb_seconds=5, max_seconds=300), 400))
+        steps.append(
+            (
+                "scale",
+                f"scale: {scale_groups:,} groups held, heartbeats timed",
+                lambda h, p, pid: scenarios.scale(h, p, scale_groups, pid=pid, hb_seconds=5, max_seconds=300),
+                400,
+            )
+        )
     return steps
 
 
-async def run_target(name: str, proc: subprocess.Popen, port: int, quick: bool, progress: Progress, scale_groups: int = 0) -> dict[str, Any]:
+async def run_target(
+    name: str, proc: subprocess.Popen, port: int, quick: bool, progress: Progress, scale_groups: int = 0
+) -> dict[str, Any]:
     """Every scenario against one broker; one a peer cannot do is reported as an error, the rest still run."""
     host = "127.0.0.1"
     out: dict[str, Any] = {"target": name}
@@ -171,39 +263,75 @@ def markdown(results: dict[str, Any]) -> str:
     ]
     by = {r["target"]: r for r in results["targets"]}
     on, off, tansu = by.get("groupd-fsync"), by.get("groupd-nofsync"), by.get("tansu")
-    keys = ["rebalance", "churn", "commits_1", "commits_8", "commits_64", "commits_256", "steady_heartbeats", "steady_commits"]
+    keys = [
+        "rebalance",
+        "churn",
+        "commits_1",
+        "commits_8",
+        "commits_64",
+        "commits_256",
+        "steady_heartbeats",
+        "steady_commits",
+    ]
     for key in keys:
         for metric in ("per_second", "p50_ms", "p99_ms", "p999_ms"):
             a = (on or {}).get(key, {}).get(metric)
             b = (off or {}).get(key, {}).get(metric)
             c = (tansu or {}).get(key, {}).get(metric)
-            r = ratio(a, c) if metric == "per_second" else (ratio(c, a) + " (lower is better: Tansu/groupd)" if a and c else "n/a")
+            r = (
+                ratio(a, c)
+                if metric == "per_second"
+                else (ratio(c, a) + " (lower is better: Tansu/groupd)" if a and c else "n/a")
+            )
             rows.append(f"| {key} | {metric} | {a} | {b} | {c if c is not None else 'n/a'} | {r} |")
     cells = []
     for target in (on, off, tansu):
         st = (target or {}).get("steady", {})
-        cells.append(f"{st['broker_cpu_pct_per_1000_members']}% of a core ({st['broker_cpu_pct']}% for {st['members']})" if "broker_cpu_pct_per_1000_members" in st else st.get("error", "n/a")[:60])
+        cells.append(
+            f"{st['broker_cpu_pct_per_1000_members']}% of a core ({st['broker_cpu_pct']}% for {st['members']})"
+            if "broker_cpu_pct_per_1000_members" in st
+            else st.get("error", "n/a")[:60]
+        )
     rows.append("| steady | broker CPU per 1,000 members | " + " | ".join(cells) + " | |")
-    rows += ["", "| produce/fetch (1 KiB records, batches of 100) | groupd fsync on | groupd fsync off | Tansu (memory) |", "| --- | --- | --- | --- |"]
+    rows += [
+        "",
+        "| produce/fetch (1 KiB records, batches of 100) | groupd fsync on | groupd fsync off | Tansu (memory) |",
+        "| --- | --- | --- | --- |",
+    ]
     for partitions in (1, 6):
         for acks in (1, -1):
             key = f"produce_fetch_{partitions}p_acks{acks}"
             cells = []
             for target in (on, off, tansu):
                 r = (target or {}).get(key, {})
-                cells.append(f"{r['produce_mb_s']} MB/s in, {r['consume_mb_s']} MB/s out" if "produce_mb_s" in r else r.get("error", "n/a")[:60])
+                cells.append(
+                    f"{r['produce_mb_s']} MB/s in, {r['consume_mb_s']} MB/s out"
+                    if "produce_mb_s" in r
+                    else r.get("error", "n/a")[:60]
+                )
             rows.append(f"| {partitions} partition(s), acks={acks} | " + " | ".join(cells) + " |")
     cells = []
     for target in (on, off, tansu):
         r = (target or {}).get("fetch_wakeup", {})
         cells.append(f"p50 {r['p50_ms']} ms, p99 {r['p99_ms']} ms" if "p50_ms" in r else "n/a")
     rows.append("| fetch long-poll wake-up (produce -> fetch returns) | " + " | ".join(cells) + " |")
-    for key, label in (("down_conversion", "same 1 KiB records"), ("down_conversion_lz4", "same 1 KiB records in lz4 batches")):
+    for key, label in (
+        ("down_conversion", "same 1 KiB records"),
+        ("down_conversion_lz4", "same 1 KiB records in lz4 batches"),
+    ):
         cells = []
         for target in (on, off, tansu):
             r = (target or {}).get(key, {})
-            cpu = f", broker CPU {r['fetch_v3_broker_cpu_s_per_gb']} vs {r['fetch_v12_broker_cpu_s_per_gb']} s/GB" if "fetch_v3_broker_cpu_s_per_gb" in r else ""
-            cells.append(f"v3 {r['fetch_v3_mb_s']} MB/s vs v12 {r['fetch_v12_mb_s']} MB/s ({r['v3_over_v12']}x){cpu}" if "v3_over_v12" in r else "n/a")
+            cpu = (
+                f", broker CPU {r['fetch_v3_broker_cpu_s_per_gb']} vs {r['fetch_v12_broker_cpu_s_per_gb']} s/GB"
+                if "fetch_v3_broker_cpu_s_per_gb" in r
+                else ""
+            )
+            cells.append(
+                f"v3 {r['fetch_v3_mb_s']} MB/s vs v12 {r['fetch_v12_mb_s']} MB/s ({r['v3_over_v12']}x){cpu}"
+                if "v3_over_v12" in r
+                else "n/a"
+            )
         rows.append(f"| Fetch v3 (down-converted to magic 1) vs Fetch v12, {label} | " + " | ".join(cells) + " |")
     rows += ["", consumer_protocol_table(on, off, tansu)]
     rows.append("")
@@ -211,8 +339,8 @@ def markdown(results: dict[str, Any]) -> str:
         sc = on["scale"]
         hb = sc.get("heartbeats", {})
         rows.append(
-            f"Held groups (groupd, fsync on): {sc['groups']:,} three-member groups ({sc['members']:,} members) formed in "
-            f"{sc['form_seconds']} s, broker RSS {sc.get('broker_rss_mib', 'n/a')} MiB; heartbeats on a sample: "
+            f"Held groups (groupd, fsync on): {sc['groups']:,} three-member groups ({sc['members']:,} members) formed "
+            f"in {sc['form_seconds']} s, broker RSS {sc.get('broker_rss_mib', 'n/a')} MiB; heartbeats on a sample: "
             f"{hb.get('per_second')}/s, p99 {hb.get('p99_ms')} ms."
         )
         rows.append("")
@@ -225,13 +353,19 @@ def markdown(results: dict[str, Any]) -> str:
             ("all_survivors", "every record a survivor (a compacted store)"),
         ):
             if key in rp:
-                rows.append(f"| start-up replay, {label} | records/s | {rp[key]['per_second']} ({rp[key]['count']} records) | | n/a | |")
+                rows.append(
+                    f"| start-up replay, {label} | records/s | {rp[key]['per_second']} ({rp[key]['count']} records) | "
+                    "| n/a | |"
+                )
     return "\n".join(rows) + "\n"
 
 
 def consumer_protocol_table(*targets: dict[str, Any] | None) -> str:
     """The consumer protocol (KIP-848) against the classic one on each broker: ratios consumer / classic."""
-    rows = ["| consumer protocol vs classic (same broker) | groupd fsync on | groupd fsync off | Tansu (memory) |", "| --- | --- | --- | --- |"]
+    rows = [
+        "| consumer protocol vs classic (same broker) | groupd fsync on | groupd fsync off | Tansu (memory) |",
+        "| --- | --- | --- | --- |",
+    ]
     cells: dict[str, list[str]] = {"hb": [], "cpu": [], "stable": []}
     for target in targets:
         r = (target or {}).get("consumer_protocol", {})
@@ -240,15 +374,35 @@ def consumer_protocol_table(*targets: dict[str, Any] | None) -> str:
                 cells[k].append(str(r.get("error", "n/a"))[:60])
             continue
         c, k = r["consumer"], r["classic"]
-        cells["hb"].append(f"p99 {c['p99_ms']} vs {k['p99_ms']} ms ({r['p99_consumer_over_classic']}x), {c['per_second']}/s vs {k['per_second']}/s")
-        cells["cpu"].append(f"{c.get('broker_cpu_us_per_heartbeat')} vs {k.get('broker_cpu_us_per_heartbeat')} us ({r.get('cpu_consumer_over_classic')}x); "
-                            f"{c.get('broker_cpu_pct_per_1000_members')}% vs {k.get('broker_cpu_pct_per_1000_members')}% of a core per 1,000 members")
+        cells["hb"].append(
+            f"p99 {c['p99_ms']} vs {k['p99_ms']} ms ({r['p99_consumer_over_classic']}x), {c['per_second']}/s vs "
+            f"{k['per_second']}/s"
+        )
+        cells["cpu"].append(
+            f"{c.get('broker_cpu_us_per_heartbeat')} vs {k.get('broker_cpu_us_per_heartbeat')} us "
+            f"({r.get('cpu_consumer_over_classic')}x); "
+            f"{c.get('broker_cpu_pct_per_1000_members')}% vs {k.get('broker_cpu_pct_per_1000_members')}% of a core per "
+            "1,000 members"
+        )
         s, j = r["to_stable"]["consumer"], r["to_stable"]["classic"]
-        cells["stable"].append(f"p50 {s['p50_ms']} vs {j['p50_ms']} ms ({r['to_stable']['p50_consumer_over_classic']}x), p99 {s['p99_ms']} vs {j['p99_ms']} ms")
-    members = next((t["consumer_protocol"]["members"] for t in targets if t and "members" in t.get("consumer_protocol", {})), 1000)
-    rows.append(f"| {members} members in groups of 10 heartbeating every 0.5 s: consumer vs classic | " + " | ".join(cells["hb"]) + " |")
+        cells["stable"].append(
+            f"p50 {s['p50_ms']} vs {j['p50_ms']} ms ({r['to_stable']['p50_consumer_over_classic']}x), p99 "
+            f"{s['p99_ms']} vs {j['p99_ms']} ms"
+        )
+    members = next(
+        (t["consumer_protocol"]["members"] for t in targets if t and "members" in t.get("consumer_protocol", {})), 1000
+    )
+    rows.append(
+        f"| {members} members in groups of 10 heartbeating every 0.5 s: consumer vs classic | "
+        + " | ".join(cells["hb"])
+        + " |"
+    )
     rows.append("| broker CPU per heartbeat: consumer vs classic | " + " | ".join(cells["cpu"]) + " |")
-    rows.append("| a group of 3, first heartbeat to Stable vs first JoinGroup to last SyncGroup | " + " | ".join(cells["stable"]) + " |")
+    rows.append(
+        "| a group of 3, first heartbeat to Stable vs first JoinGroup to last SyncGroup | "
+        + " | ".join(cells["stable"])
+        + " |"
+    )
     return "\n".join(rows)
 
 
@@ -262,7 +416,10 @@ def total_steps(quick: bool) -> int:
 async def main_async(quick: bool, calibration: dict[str, Any], progress: Progress) -> dict[str, Any]:
     results: dict[str, Any] = {
         "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
-        "machine": f"{os.cpu_count()} cores, {platform.processor() or platform.machine()}, Python {platform.python_version()}",
+        "machine": (
+            f"{os.cpu_count()} cores, {platform.processor() or platform.machine()}, "
+            f"Python {platform.python_version()}"
+        ),
         "targets": [],
         "calibration": calibration,
     }

@@ -97,7 +97,16 @@ async def _member(conn: Conn, group: str, member_id: str, session_ms: int = 30_0
     return None
 
 
-async def rebalance(host: str, port: int, groups: int, members: int = 3, concurrency: int = 32, max_seconds: float = 60, prefix: str | None = None, warmup: int | None = None) -> Stats:
+async def rebalance(
+    host: str,
+    port: int,
+    groups: int,
+    members: int = 3,
+    concurrency: int = 32,
+    max_seconds: float = 60,
+    prefix: str | None = None,
+    warmup: int | None = None,
+) -> Stats:
     """G groups x M members join+sync, ``concurrency`` groups at a time; latency first join -> last sync.
 
     Each member uses its own connection, taken from a pool as a running consumer keeps its connection
@@ -136,7 +145,11 @@ async def rebalance(host: str, port: int, groups: int, members: int = 3, concurr
     if warmup:
         warm = Stats("warmup")
         await asyncio.gather(*(form_one(warm, f"{prefix}-warmup-{i}", None) for i in range(warmup)))
-        stats.extra = {"warmup_groups": warmup, "warmup_errors": warm.errors, "warmup_max_ms": round(max(warm.latencies, default=0) * 1000, 3)}
+        stats.extra = {
+            "warmup_groups": warmup,
+            "warmup_errors": warm.errors,
+            "warmup_max_ms": round(max(warm.latencies, default=0) * 1000, 3),
+        }
 
     try:
         return await _timed(stats, (form_one(stats, f"{prefix}-{i}", deadline) for i in range(groups)))
@@ -148,11 +161,21 @@ async def rebalance(host: str, port: int, groups: int, members: int = 3, concurr
 async def ensure_topic(host: str, port: int, topic: str, partitions: int = 1) -> None:
     conn = await Conn.open(host, port)
     t = nested(ApiKey.CREATE_TOPICS, 5, "CreatableTopic")
-    await conn.call(ApiKey.CREATE_TOPICS, 5, {"topics": (t(name=topic, num_partitions=partitions, replication_factor=1, assignments=(), configs=()),), "timeout": 5000, "validate_only": False})
+    await conn.call(
+        ApiKey.CREATE_TOPICS,
+        5,
+        {
+            "topics": (t(name=topic, num_partitions=partitions, replication_factor=1, assignments=(), configs=()),),
+            "timeout": 5000,
+            "validate_only": False,
+        },
+    )
     await conn.close()
 
 
-async def commits(host: str, port: int, committers: int, max_seconds: float = 5, max_count: int = 200_000, same_group: bool = False) -> Stats:
+async def commits(
+    host: str, port: int, committers: int, max_seconds: float = 5, max_count: int = 200_000, same_group: bool = False
+) -> Stats:
     """Simple OffsetCommits (generation -1), one in flight per committer, each on its own connection."""
     topic = "bench-commits"
     await ensure_topic(host, port, topic)
@@ -165,11 +188,30 @@ async def commits(host: str, port: int, committers: int, max_seconds: float = 5,
     async def committer(i: int) -> None:
         conn = await Conn.open(host, port)
         group = f"commit-{tag}" if same_group else f"commit-{tag}-{i}"
-        template = Template(8, COMMIT_V, {
-            "group_id": group, "generation_id_or_member_epoch": -1, "member_id": "", "group_instance_id": None,
-            "retention_time": -1,
-            "topics": (tcls(name=topic, partitions=(pcls(partition_index=0, committed_offset=Template.MARKER, committed_leader_epoch=-1, committed_metadata=""),)),),
-        })
+        template = Template(
+            8,
+            COMMIT_V,
+            {
+                "group_id": group,
+                "generation_id_or_member_epoch": -1,
+                "member_id": "",
+                "group_instance_id": None,
+                "retention_time": -1,
+                "topics": (
+                    tcls(
+                        name=topic,
+                        partitions=(
+                            pcls(
+                                partition_index=0,
+                                committed_offset=Template.MARKER,
+                                committed_leader_epoch=-1,
+                                committed_metadata="",
+                            ),
+                        ),
+                    ),
+                ),
+            },
+        )
         offset = 0
         try:
             while time.monotonic() < stop_at and stats.count < max_count:
@@ -205,8 +247,14 @@ def rss_mib(pid: int) -> float:
 
 
 async def steady(
-    host: str, port: int, groups: int, max_seconds: float = 10, hb_interval: float = 0.5,
-    commit_interval: float = 1.0, pid: int | None = None, setup_seconds: float = 60,
+    host: str,
+    port: int,
+    groups: int,
+    max_seconds: float = 10,
+    hb_interval: float = 0.5,
+    commit_interval: float = 1.0,
+    pid: int | None = None,
+    setup_seconds: float = 60,
 ) -> dict[str, Any]:
     """Steady state: G three-member groups formed, then every member heartbeats each ``hb_interval``
     and commits its position each ``commit_interval`` with its generation and
@@ -245,16 +293,38 @@ async def steady(
     await asyncio.gather(*(form(i) for i in range(groups)))
     setup.seconds = time.perf_counter() - began
     hb, commits = Stats("steady-heartbeats"), Stats("steady-commits")
-    tcls, pcls = nested(ApiKey.OFFSET_COMMIT, COMMIT_V, "OffsetCommitRequestTopic"), nested(ApiKey.OFFSET_COMMIT, COMMIT_V, "OffsetCommitRequestPartition")
+    tcls, pcls = (
+        nested(ApiKey.OFFSET_COMMIT, COMMIT_V, "OffsetCommitRequestTopic"),
+        nested(ApiKey.OFFSET_COMMIT, COMMIT_V, "OffsetCommitRequestPartition"),
+    )
     stop_at = time.monotonic() + max_seconds
 
     async def member(c: Conn, group: str, member_id: str, generation: int, phase: float) -> None:
         beat = {"group_id": group, "generation_id": generation, "member_id": member_id, "group_instance_id": None}
-        commit = Template(8, COMMIT_V, {
-            "group_id": group, "generation_id_or_member_epoch": generation, "member_id": member_id,
-            "group_instance_id": None, "retention_time": -1,
-            "topics": (tcls(name=topic, partitions=(pcls(partition_index=0, committed_offset=Template.MARKER, committed_leader_epoch=-1, committed_metadata=""),)),),
-        })
+        commit = Template(
+            8,
+            COMMIT_V,
+            {
+                "group_id": group,
+                "generation_id_or_member_epoch": generation,
+                "member_id": member_id,
+                "group_instance_id": None,
+                "retention_time": -1,
+                "topics": (
+                    tcls(
+                        name=topic,
+                        partitions=(
+                            pcls(
+                                partition_index=0,
+                                committed_offset=Template.MARKER,
+                                committed_leader_epoch=-1,
+                                committed_metadata="",
+                            ),
+                        ),
+                    ),
+                ),
+            },
+        )
         await asyncio.sleep(phase * hb_interval)
         now = time.monotonic()
         next_beat, next_commit, position = now, now + phase * commit_interval, 0
@@ -282,10 +352,15 @@ async def steady(
     await asyncio.gather(*(member(c, g, m, gen, i / max(n, 1)) for i, (c, g, m, gen) in enumerate(formed)))
     hb.seconds = commits.seconds = time.perf_counter() - began
     out: dict[str, Any] = {
-        "scenario": "steady", "groups": setup.count, "groups_not_formed": setup.errors, "members": n,
+        "scenario": "steady",
+        "groups": setup.count,
+        "groups_not_formed": setup.errors,
+        "members": n,
         "form_seconds": round(setup.seconds, 2),
-        "hb_interval_s": hb_interval, "commit_interval_s": commit_interval,
-        "heartbeats": hb.summary(), "commits": commits.summary(),
+        "hb_interval_s": hb_interval,
+        "commit_interval_s": commit_interval,
+        "heartbeats": hb.summary(),
+        "commits": commits.summary(),
     }
     if pid is not None and n:
         busy = cpu_seconds(pid) - cpu0
@@ -299,20 +374,49 @@ async def steady(
 def _produce_body(topic: str, partition: int, records: bytes, acks: int) -> dict[str, Any]:
     t = nested(ApiKey.PRODUCE, 9, "TopicProduceData")
     p = nested(ApiKey.PRODUCE, 9, "PartitionProduceData")
-    return {"transactional_id": None, "acks": acks, "timeout": 10_000, "topic_data": (t(name=topic, partition_data=(p(index=partition, records=records),)),)}
-
-
-def _fetch_body(topic: str, partition: int, offset: int, max_wait: int = 500, max_bytes: int = 8 << 20) -> dict[str, Any]:
-    t = nested(ApiKey.FETCH, 11, "FetchTopic")
-    p = nested(ApiKey.FETCH, 11, "FetchPartition")
     return {
-        "replica_id": -1, "max_wait": max_wait, "min_bytes": 1, "max_bytes": max_bytes, "isolation_level": 0, "session_id": 0,
-        "session_epoch": -1, "topics": (t(topic=topic, partitions=(p(partition=partition, current_leader_epoch=-1, fetch_offset=offset, log_start_offset=-1, partition_max_bytes=max_bytes),)),),
-        "forgotten_topics_data": (), "rack_id": "",
+        "transactional_id": None,
+        "acks": acks,
+        "timeout": 10_000,
+        "topic_data": (t(name=topic, partition_data=(p(index=partition, records=records),)),),
     }
 
 
-async def produce_fetch(host: str, port: int, partitions: int, acks: int, seconds: float = 3, record_bytes: int = 1024, per_batch: int = 100) -> dict[str, Any]:
+def _fetch_body(
+    topic: str, partition: int, offset: int, max_wait: int = 500, max_bytes: int = 8 << 20
+) -> dict[str, Any]:
+    t = nested(ApiKey.FETCH, 11, "FetchTopic")
+    p = nested(ApiKey.FETCH, 11, "FetchPartition")
+    return {
+        "replica_id": -1,
+        "max_wait": max_wait,
+        "min_bytes": 1,
+        "max_bytes": max_bytes,
+        "isolation_level": 0,
+        "session_id": 0,
+        "session_epoch": -1,
+        "topics": (
+            t(
+                topic=topic,
+                partitions=(
+                    p(
+                        partition=partition,
+                        current_leader_epoch=-1,
+                        fetch_offset=offset,
+                        log_start_offset=-1,
+                        partition_max_bytes=max_bytes,
+                    ),
+                ),
+            ),
+        ),
+        "forgotten_topics_data": (),
+        "rack_id": "",
+    }
+
+
+async def produce_fetch(
+    host: str, port: int, partitions: int, acks: int, seconds: float = 3, record_bytes: int = 1024, per_batch: int = 100
+) -> dict[str, Any]:
     """Produce 1 KiB records in batches of 100 to every partition for ``seconds``, then read them all back."""
     from groupd.storage.batch import build_batch
 
@@ -364,9 +468,22 @@ async def produce_fetch(host: str, port: int, partitions: int, acks: int, second
 
     conn = await Conn.open(host, port)
     lt, lp = nested(ApiKey.LIST_OFFSETS, 7, "ListOffsetsTopic"), nested(ApiKey.LIST_OFFSETS, 7, "ListOffsetsPartition")
-    resp = await conn.call(ApiKey.LIST_OFFSETS, 7, {"replica_id": -1, "isolation_level": 0, "topics": (
-        lt(name=topic, partitions=tuple(lp(partition_index=p, current_leader_epoch=-1, timestamp=-1) for p in range(partitions))),
-    )})
+    resp = await conn.call(
+        ApiKey.LIST_OFFSETS,
+        7,
+        {
+            "replica_id": -1,
+            "isolation_level": 0,
+            "topics": (
+                lt(
+                    name=topic,
+                    partitions=tuple(
+                        lp(partition_index=p, current_leader_epoch=-1, timestamp=-1) for p in range(partitions)
+                    ),
+                ),
+            ),
+        },
+    )
     latest = {p.partition_index: p.offset for p in resp.topics[0].partitions}
     ends = [latest[p] for p in range(partitions)]
     await conn.close()
@@ -411,9 +528,13 @@ async def _form(conns: list[Conn], group: str, session_ms: int = 30_000) -> list
     and holds the id pending), then each member joins and syncs on its own (``_member``). The ids
     are awaited as futures, not a task per member: a task cost the load generator about as much as
     a request, on the two cores it shares with the broker."""
-    firsts = await asyncio.gather(*(c.request(ApiKey.JOIN_GROUP, JOIN_V, _join_body(group, "", session_ms)) for c in conns))
+    firsts = await asyncio.gather(
+        *(c.request(ApiKey.JOIN_GROUP, JOIN_V, _join_body(group, "", session_ms)) for c in conns)
+    )
     ids = [j.member_id for j in firsts]
-    gens = await asyncio.gather(*(_member(c, group, m, session_ms, expected=len(conns)) for c, m in zip(conns, ids, strict=True)))
+    gens = await asyncio.gather(
+        *(_member(c, group, m, session_ms, expected=len(conns)) for c, m in zip(conns, ids, strict=True))
+    )
     if any(g is None for g in gens):
         raise ConnectionError(f"group {group} did not form")
     return list(zip(ids, gens, strict=True))
@@ -434,7 +555,14 @@ async def churn(host: str, port: int, groups: int = 50, max_seconds: float = 10)
             while time.monotonic() < stop_at:
                 started = time.perf_counter()
                 formed = await _form(conns, group)
-                resp = await conns[0].call(ApiKey.LEAVE_GROUP, 3, {"group_id": group, "members": tuple(leaver(member_id=m, group_instance_id=None) for m, _ in formed)})
+                resp = await conns[0].call(
+                    ApiKey.LEAVE_GROUP,
+                    3,
+                    {
+                        "group_id": group,
+                        "members": tuple(leaver(member_id=m, group_instance_id=None) for m, _ in formed),
+                    },
+                )
                 stats.latencies.append(time.perf_counter() - started)
                 stats.count += 1
                 if resp.error_code != 0:
@@ -448,7 +576,15 @@ async def churn(host: str, port: int, groups: int = 50, max_seconds: float = 10)
     return await _timed(stats, (run(i) for i in range(groups)))
 
 
-async def scale(host: str, port: int, groups: int, pid: int | None = None, concurrency: int = 64, hb_seconds: float = 5, max_seconds: float = 600) -> dict[str, Any]:
+async def scale(
+    host: str,
+    port: int,
+    groups: int,
+    pid: int | None = None,
+    concurrency: int = 64,
+    hb_seconds: float = 5,
+    max_seconds: float = 600,
+) -> dict[str, Any]:
     """Hold G three-member groups (long sessions), measure broker RSS, then heartbeat p99 on a sample.
 
     Connections are pooled: a member's connection is free again once its group is formed, as a client's
@@ -476,7 +612,12 @@ async def scale(host: str, port: int, groups: int, pid: int | None = None, concu
     began = time.perf_counter()
     await asyncio.gather(*(form(i) for i in range(groups)))
     formed_s = time.perf_counter() - began
-    out: dict[str, Any] = {"scenario": f"scale-{groups}", "groups": formed, "members": len(members), "form_seconds": round(formed_s, 1)}
+    out: dict[str, Any] = {
+        "scenario": f"scale-{groups}",
+        "groups": formed,
+        "members": len(members),
+        "form_seconds": round(formed_s, 1),
+    }
     if pid is not None:
         out["broker_rss_mib"] = round(rss_mib(pid), 1)
     hb = Stats("scale-heartbeats")
@@ -489,7 +630,11 @@ async def scale(host: str, port: int, groups: int, pid: int | None = None, concu
         while time.monotonic() < stop_at:
             for group, member, generation in batch:
                 started = time.perf_counter()
-                resp = await conn.call(ApiKey.HEARTBEAT, HB_V, {"group_id": group, "generation_id": generation, "member_id": member, "group_instance_id": None})
+                resp = await conn.call(
+                    ApiKey.HEARTBEAT,
+                    HB_V,
+                    {"group_id": group, "generation_id": generation, "member_id": member, "group_instance_id": None},
+                )
                 hb.latencies.append(time.perf_counter() - started)
                 hb.count += 1
                 hb.errors += resp.error_code != 0
@@ -535,8 +680,16 @@ def _next_offset_message_set(data: bytes, offset: int) -> int:
     return offset
 
 
-async def down_conversion(host: str, port: int, records: int = 20_000, record_bytes: int = 1024, per_batch: int = 100, max_seconds: float = 60,
-                          pid: int | None = None, compression: str = "none") -> dict[str, Any]:
+async def down_conversion(
+    host: str,
+    port: int,
+    records: int = 20_000,
+    record_bytes: int = 1024,
+    per_batch: int = 100,
+    max_seconds: float = 60,
+    pid: int | None = None,
+    compression: str = "none",
+) -> dict[str, Any]:
     """The cost of Fetch v0-3's down-conversion (issue 32): the same ``records`` (v2 batches of
     ``per_batch``) read once by a Fetch v12 reader (the stored bytes as they are) and once by a Fetch v3
     reader (each batch rewritten as magic 1 messages; a compressed batch decompressed and recompressed
@@ -558,11 +711,19 @@ async def down_conversion(host: str, port: int, records: int = 20_000, record_by
     conn = await Conn.open(host, port)
     written = 0
     while written < records:
-        pending = [conn.request(ApiKey.PRODUCE, 9, _produce_body(topic, 0, batch, 1)) for _ in range(min(8, (records - written) // per_batch or 1))]
+        pending = [
+            conn.request(ApiKey.PRODUCE, 9, _produce_body(topic, 0, batch, 1))
+            for _ in range(min(8, (records - written) // per_batch or 1))
+        ]
         for f in pending:
             await f
         written += per_batch * len(pending)
-    out: dict[str, Any] = {"scenario": "down_conversion", "records": written, "record_bytes": record_bytes, "compression": compression}
+    out: dict[str, Any] = {
+        "scenario": "down_conversion",
+        "records": written,
+        "record_bytes": record_bytes,
+        "compression": compression,
+    }
     for version, label, advance in ((12, "v12", _next_offset_v2), (3, "v3", _next_offset_message_set)):
         t, p = nested(ApiKey.FETCH, version, "FetchTopic"), nested(ApiKey.FETCH, version, "FetchPartition")
         offset, began = 0, time.perf_counter()
@@ -570,9 +731,31 @@ async def down_conversion(host: str, port: int, records: int = 20_000, record_by
         give_up = time.monotonic() + max_seconds
         while offset < written and time.monotonic() < give_up:
             body = {
-                "replica_id": -1, "max_wait": 0, "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": 0, "session_id": 0, "session_epoch": -1,
-                "topics": (codec.make(t, topic=topic, partitions=(codec.make(p, partition=0, current_leader_epoch=-1, fetch_offset=offset, log_start_offset=-1, partition_max_bytes=1 << 20),)),),
-                "forgotten_topics_data": (), "rack_id": "",
+                "replica_id": -1,
+                "max_wait": 0,
+                "min_bytes": 1,
+                "max_bytes": 1 << 20,
+                "isolation_level": 0,
+                "session_id": 0,
+                "session_epoch": -1,
+                "topics": (
+                    codec.make(
+                        t,
+                        topic=topic,
+                        partitions=(
+                            codec.make(
+                                p,
+                                partition=0,
+                                current_leader_epoch=-1,
+                                fetch_offset=offset,
+                                log_start_offset=-1,
+                                partition_max_bytes=1 << 20,
+                            ),
+                        ),
+                    ),
+                ),
+                "forgotten_topics_data": (),
+                "rack_id": "",
             }
             resp = await conn.call(ApiKey.FETCH, version, body)
             data = bytes(resp.responses[0].partitions[0].records or b"")
@@ -581,7 +764,9 @@ async def down_conversion(host: str, port: int, records: int = 20_000, record_by
         out[f"fetch_{label}_mb_s"] = round(offset * record_bytes / 1e6 / seconds, 1) if seconds else 0.0
         out[f"fetch_{label}_records"] = offset
         if pid and offset:
-            out[f"fetch_{label}_broker_cpu_s_per_gb"] = round((cpu_seconds(pid) - cpu0) / (offset * record_bytes / 1e9), 1)
+            out[f"fetch_{label}_broker_cpu_s_per_gb"] = round(
+                (cpu_seconds(pid) - cpu0) / (offset * record_bytes / 1e9), 1
+            )
     await conn.close()
     v3, v12 = out["fetch_v3_mb_s"], out["fetch_v12_mb_s"]
     out["v3_over_v12"] = round(v3 / v12, 3) if v12 else 0.0

@@ -31,28 +31,54 @@ from groupd.coordinator.share_state.persister import SharePartitionKey
 from groupd.protocol.api_table import ApiKey
 from groupd.storage.batch import build_batch
 
-SHARE_FETCH, FETCH, PRODUCE, OFFSET_COMMIT = int(ApiKey.SHARE_FETCH), int(ApiKey.FETCH), int(ApiKey.PRODUCE), int(ApiKey.OFFSET_COMMIT)
+SHARE_FETCH, FETCH, PRODUCE, OFFSET_COMMIT = (
+    int(ApiKey.SHARE_FETCH),
+    int(ApiKey.FETCH),
+    int(ApiKey.PRODUCE),
+    int(ApiKey.OFFSET_COMMIT),
+)
 PER_BATCH = 100  # records per produced batch
 
 
 async def fill(conn: client.Conn, topic: str, n: int) -> None:
     for i in range(0, n, PER_BATCH):
         batch = bytes(build_batch([(None, b"x" * 100)] * min(PER_BATCH, n - i), timestamp_ms=1000))
-        r = await conn.call(PRODUCE, 9, {"transactional_id": None, "acks": -1, "timeout": 5000, "topic_data": [
-            {"name": topic, "partition_data": [{"index": 0, "records": batch}]}]})
+        r = await conn.call(
+            PRODUCE,
+            9,
+            {
+                "transactional_id": None,
+                "acks": -1,
+                "timeout": 5000,
+                "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": batch}]}],
+            },
+        )
         assert r.responses[0].partition_responses[0].error_code == 0
 
 
-def share_fetch_body(group: str, member: str, tid: uuid.UUID, epoch: int, acks: list, max_wait: int = 500) -> dict[str, Any]:
+def share_fetch_body(
+    group: str, member: str, tid: uuid.UUID, epoch: int, acks: list, max_wait: int = 500
+) -> dict[str, Any]:
     batches = [{"first_offset": f, "last_offset": last, "acknowledge_types": [1]} for f, last in acks]
-    return {"group_id": group, "member_id": member, "share_session_epoch": epoch, "max_wait": max_wait, "min_bytes": 1,
-            "max_bytes": 1 << 20, "max_records": 500, "batch_size": 500, "share_acquire_mode": 0, "is_renew_ack": False,
-            "topics": [{"topic_id": tid, "partitions": [{"partition_index": 0, "acknowledgement_batches": batches}]}],
-            "forgotten_topics_data": []}
+    return {
+        "group_id": group,
+        "member_id": member,
+        "share_session_epoch": epoch,
+        "max_wait": max_wait,
+        "min_bytes": 1,
+        "max_bytes": 1 << 20,
+        "max_records": 500,
+        "batch_size": 500,
+        "share_acquire_mode": 0,
+        "is_renew_ack": False,
+        "topics": [{"topic_id": tid, "partitions": [{"partition_index": 0, "acknowledgement_batches": batches}]}],
+        "forgotten_topics_data": [],
+    }
 
 
-async def share_member(port: int, group: str, member: str, tid: uuid.UUID, done: dict[str, int], total: int,
-                       deadline: float) -> None:
+async def share_member(
+    port: int, group: str, member: str, tid: uuid.UUID, done: dict[str, int], total: int, deadline: float
+) -> None:
     conn = await client.Conn.open("127.0.0.1", port)
     epoch, acks = 0, []
     try:
@@ -61,7 +87,9 @@ async def share_member(port: int, group: str, member: str, tid: uuid.UUID, done:
             if r.error_code:
                 raise RuntimeError(f"ShareFetch answered {r.error_code}")
             epoch += 1
-            acks = [(a.first_offset, a.last_offset) for t in r.responses for p in t.partitions for a in p.acquired_records]
+            acks = [
+                (a.first_offset, a.last_offset) for t in r.responses for p in t.partitions for a in p.acquired_records
+            ]
             done["n"] += sum(last - f + 1 for f, last in acks)
         if acks:  # the last ones, and the session closed
             await conn.call(SHARE_FETCH, 1, share_fetch_body(group, member, tid, -1, acks, max_wait=0))
@@ -69,7 +97,9 @@ async def share_member(port: int, group: str, member: str, tid: uuid.UUID, done:
         await conn.close()
 
 
-async def share_throughput(broker: Broker, port: int, tid: uuid.UUID, members: int, total: int, seconds: float) -> dict[str, Any]:
+async def share_throughput(
+    broker: Broker, port: int, tid: uuid.UUID, members: int, total: int, seconds: float
+) -> dict[str, Any]:
     group = f"share-{members}"
     await broker.share_persister.initialize(SharePartitionKey(group, tid, 0), 0, 0)
     done = {"n": 0}
@@ -77,7 +107,12 @@ async def share_throughput(broker: Broker, port: int, tid: uuid.UUID, members: i
     deadline = time.monotonic() + seconds
     await asyncio.gather(*(share_member(port, group, f"m{i}", tid, done, total, deadline) for i in range(members)))
     took = time.perf_counter() - started
-    return {"members": members, "records": done["n"], "seconds": round(took, 2), "records_per_s": round(done["n"] / took)}
+    return {
+        "members": members,
+        "records": done["n"],
+        "seconds": round(took, 2),
+        "records_per_s": round(done["n"] / took),
+    }
 
 
 async def consumer_throughput(port: int, topic: str, total: int, seconds: float) -> dict[str, Any]:
@@ -88,24 +123,68 @@ async def consumer_throughput(port: int, topic: str, total: int, seconds: float)
     deadline = time.monotonic() + seconds
     try:
         while offset < total and time.monotonic() < deadline:
-            r = await conn.call(FETCH, 11, {
-                "replica_id": -1, "max_wait": 200, "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": 0,
-                "session_id": 0, "session_epoch": -1, "rack_id": "", "forgotten_topics_data": [],
-                "topics": [{"topic": topic, "partitions": [{"partition": 0, "current_leader_epoch": -1, "fetch_offset": offset,
-                                                            "log_start_offset": -1, "partition_max_bytes": 1 << 20}]}]})
+            r = await conn.call(
+                FETCH,
+                11,
+                {
+                    "replica_id": -1,
+                    "max_wait": 200,
+                    "min_bytes": 1,
+                    "max_bytes": 1 << 20,
+                    "isolation_level": 0,
+                    "session_id": 0,
+                    "session_epoch": -1,
+                    "rack_id": "",
+                    "forgotten_topics_data": [],
+                    "topics": [
+                        {
+                            "topic": topic,
+                            "partitions": [
+                                {
+                                    "partition": 0,
+                                    "current_leader_epoch": -1,
+                                    "fetch_offset": offset,
+                                    "log_start_offset": -1,
+                                    "partition_max_bytes": 1 << 20,
+                                }
+                            ],
+                        }
+                    ],
+                },
+            )
             data = r.responses[0].partitions[0].records or b""
             last = offset - 1
             pos = 0
             while pos + 61 <= len(data):  # batch headers: base offset, length, last offset delta at 23
-                base = int.from_bytes(data[pos:pos + 8], "big")
-                last = base + int.from_bytes(data[pos + 23:pos + 27], "big")
-                pos += 12 + int.from_bytes(data[pos + 8:pos + 12], "big")
+                base = int.from_bytes(data[pos : pos + 8], "big")
+                last = base + int.from_bytes(data[pos + 23 : pos + 27], "big")
+                pos += 12 + int.from_bytes(data[pos + 8 : pos + 12], "big")
             if last >= offset:
                 offset = last + 1
-                await conn.call(OFFSET_COMMIT, 8, {
-                    "group_id": "classic", "generation_id_or_member_epoch": -1, "member_id": "", "group_instance_id": None,
-                    "retention_time_ms": -1, "topics": [{"name": topic, "partitions": [
-                        {"partition_index": 0, "committed_offset": offset, "committed_leader_epoch": -1, "committed_metadata": None}]}]})
+                await conn.call(
+                    OFFSET_COMMIT,
+                    8,
+                    {
+                        "group_id": "classic",
+                        "generation_id_or_member_epoch": -1,
+                        "member_id": "",
+                        "group_instance_id": None,
+                        "retention_time_ms": -1,
+                        "topics": [
+                            {
+                                "name": topic,
+                                "partitions": [
+                                    {
+                                        "partition_index": 0,
+                                        "committed_offset": offset,
+                                        "committed_leader_epoch": -1,
+                                        "committed_metadata": None,
+                                    }
+                                ],
+                            }
+                        ],
+                    },
+                )
     finally:
         await conn.close()
     took = time.perf_counter() - started
@@ -117,7 +196,9 @@ async def redelivery_latency(broker: Broker, port: int, rounds: int = 5, lock_ms
     gets them."""
     group = "redelivery"
     tid = broker.create_topic("bench-redelivery", 1, {}).topic_id
-    broker.share_partitions.config_for = lambda g: ShareGroupConfig(record_lock_duration_ms=lock_ms) if g == group else ShareGroupConfig()
+    broker.share_partitions.config_for = lambda g: (
+        ShareGroupConfig(record_lock_duration_ms=lock_ms) if g == group else ShareGroupConfig()
+    )
     await broker.share_persister.initialize(SharePartitionKey(group, tid, 0), 0, 0)
     a, b = await client.Conn.open("127.0.0.1", port), await client.Conn.open("127.0.0.1", port)
     late: list[float] = []
@@ -127,7 +208,9 @@ async def redelivery_latency(broker: Broker, port: int, rounds: int = 5, lock_ms
             await fill(a, "bench-redelivery", 10)
             r = await a.call(SHARE_FETCH, 1, share_fetch_body(group, "A", tid, ea, [], max_wait=1000))
             ea += 1
-            got = [(x.first_offset, x.last_offset) for t in r.responses for p in t.partitions for x in p.acquired_records]
+            got = [
+                (x.first_offset, x.last_offset) for t in r.responses for p in t.partitions for x in p.acquired_records
+            ]
             acquired_at = time.monotonic()
             r = await b.call(SHARE_FETCH, 1, share_fetch_body(group, "B", tid, eb, [], max_wait=5000))
             eb += 1
@@ -135,13 +218,23 @@ async def redelivery_latency(broker: Broker, port: int, rounds: int = 5, lock_ms
             if got and redelivered:
                 late.append((time.monotonic() - acquired_at) * 1000 - lock_ms)
             # B accepts them so the next round starts on fresh records
-            await b.call(SHARE_FETCH, 1, share_fetch_body(group, "B", tid, eb, [(x.first_offset, x.last_offset) for x in redelivered], max_wait=0))
+            await b.call(
+                SHARE_FETCH,
+                1,
+                share_fetch_body(
+                    group, "B", tid, eb, [(x.first_offset, x.last_offset) for x in redelivered], max_wait=0
+                ),
+            )
             eb += 1
     finally:
         await a.close()
         await b.close()
-    return {"lock_ms": lock_ms, "rounds": len(late), "late_ms_median": round(statistics.median(late), 1) if late else None,
-            "late_ms_max": round(max(late), 1) if late else None}
+    return {
+        "lock_ms": lock_ms,
+        "rounds": len(late),
+        "late_ms_median": round(statistics.median(late), 1) if late else None,
+        "late_ms_max": round(max(late), 1) if late else None,
+    }
 
 
 async def main(total: int, seconds: float) -> dict[str, Any]:

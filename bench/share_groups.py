@@ -41,7 +41,9 @@ def heartbeat_rate(n_members: int, n_partitions: int, seconds: float = 3.0) -> t
     now = 1_000_000
     for i in range(n_members):
         heartbeat(groups, topics, ShareGroupHeartbeat("g", f"m{i}", 0, subscribed_topic_names=("t",)), now, config)
-    state_initialized(groups, topics, ShareStateInitialized("g", ((uuid.UUID(int=1), tuple(range(n_partitions))),), True), now)
+    state_initialized(
+        groups, topics, ShareStateInitialized("g", ((uuid.UUID(int=1), tuple(range(n_partitions))),), True), now
+    )
     g = groups["g"]
     for m in list(g.members.values()):
         heartbeat(groups, topics, ShareGroupHeartbeat("g", m.member_id, m.epoch), now, config)

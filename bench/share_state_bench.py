@@ -24,7 +24,9 @@ from groupd.coordinator.share_state.persister import ACKNOWLEDGED, AVAILABLE, Sh
 
 
 def _config(root: Path) -> Any:
-    return default_config(**{"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(root), "metrics.listener": "", "log.level": "WARN"})
+    return default_config(
+        **{"listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(root), "metrics.listener": "", "log.level": "WARN"}
+    )
 
 
 def _batches(i: int) -> tuple[StateBatch, ...]:
@@ -86,7 +88,12 @@ async def load(root: Path, states: int, updates: int) -> dict[str, float]:
     elapsed = time.perf_counter() - t0
     records = b.share_coordinator.loaded_records
     await b.share_coordinator.stop()
-    return {"states": states, "records": records, "load_s": round(elapsed, 3), "records_per_s": round(records / elapsed)}
+    return {
+        "states": states,
+        "records": records,
+        "load_s": round(elapsed, 3),
+        "records_per_s": round(records / elapsed),
+    }
 
 
 async def main(seconds: float, states: int, updates: int) -> dict[str, Any]:

@@ -30,15 +30,25 @@ def variants(key: int, version: int, values: dict) -> dict[str, bytes]:
     in every section."""
     frame = encode_request(key, version, values, 1, "bench")[4:]
     _, head = codec.decode(codec.request_header_class(key, version), frame)
-    sections = [head - 1] + [head + f.pos for f in length_fields(codec.request_class(key, version), frame[head:]) if f.what == "tags"]
+    sections = [head - 1] + [
+        head + f.pos for f in length_fields(codec.request_class(key, version), frame[head:]) if f.what == "tags"
+    ]
     everywhere = frame
     for at in reversed(sections):
         everywhere = _add_unknown(everywhere, at)
-    return {"clean": frame, "top": _add_unknown(frame, len(frame) - 1), "everywhere": everywhere, "sections": bytes([len(sections)])}
+    return {
+        "clean": frame,
+        "top": _add_unknown(frame, len(frame) - 1),
+        "everywhere": everywhere,
+        "sections": bytes([len(sections)]),
+    }
 
 
 def main(rounds: int = 9, reps: int = 5_000) -> None:
-    print("| request | sections | clean | one unknown tag (top level) | one in every section |\n| --- | ---: | ---: | ---: | ---: |")
+    print(
+        "| request | sections | clean | one unknown tag (top level) | one in every section |\n| --- | ---: | ---: | "
+        "---: | ---: |"
+    )
     for name, (key, version, values) in requests().items():
         frames = variants(key, version, values)
         sections = frames.pop("sections")[0]

@@ -60,7 +60,9 @@ def tune_gc() -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="groupd", description="A Kafka-protocol broker with a faithful group coordinator")
+    parser = argparse.ArgumentParser(
+        prog="groupd", description="A Kafka-protocol broker with a faithful group coordinator"
+    )
     parser.add_argument("--config", help="a Kafka-style server.properties file")
     parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE", help="set one config key")
     args = parser.parse_args(argv)

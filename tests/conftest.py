@@ -8,7 +8,12 @@ from tests.harness import FAST_CONFIG, BrokerProcess, WireClient
 
 
 def broker_config(tmp_path, **overrides):
-    values = {**FAST_CONFIG, "listeners": "PLAINTEXT://127.0.0.1:0", "log.dirs": str(tmp_path / "data"), "metrics.listener": ""}
+    values = {
+        **FAST_CONFIG,
+        "listeners": "PLAINTEXT://127.0.0.1:0",
+        "log.dirs": str(tmp_path / "data"),
+        "metrics.listener": "",
+    }
     values.update(overrides)
     return default_config(**values)
 

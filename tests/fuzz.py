@@ -48,7 +48,15 @@ from tests.harness import FAST_CONFIG, BrokerProcess, WireClient, request_bytes
 
 WIDTHS = {"int8": 8, "int16": 16, "int32": 32, "int64": 64, "uint16": 16, "uint32": 32}
 STRINGS = ["", "fz", "fz2", "__consumer_offsets", "__transaction_state", "g", "x" * 300, "a/b", "ü"]
-ELEMENTS = {"i8": "int8", "i16": "int16", "i32": "int32", "i64": "int64", "str": "string", "UUID": "uuid", "bool": "bool"}
+ELEMENTS = {
+    "i8": "int8",
+    "i16": "int16",
+    "i32": "int32",
+    "i64": "int64",
+    "str": "string",
+    "UUID": "uuid",
+    "bool": "bool",
+}
 
 
 class Values:
@@ -112,8 +120,23 @@ class Values:
 
 # ------------------------------------------------------------------ where a request's lengths are
 
-_FIXED = {"int8": 1, "uint8": 1, "bool": 1, "int16": 2, "uint16": 2, "error_code": 2, "int32": 4, "uint32": 4,
-          "timedelta_i32": 4, "int64": 8, "uint64": 8, "float64": 8, "timedelta_i64": 8, "datetime_i64": 8, "uuid": 16}
+_FIXED = {
+    "int8": 1,
+    "uint8": 1,
+    "bool": 1,
+    "int16": 2,
+    "uint16": 2,
+    "error_code": 2,
+    "int32": 4,
+    "uint32": 4,
+    "timedelta_i32": 4,
+    "int64": 8,
+    "uint64": 8,
+    "float64": 8,
+    "timedelta_i64": 8,
+    "datetime_i64": 8,
+    "uuid": 16,
+}
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -130,7 +153,15 @@ class LengthField:
     nullable: bool = True
 
 
-def _length(buf: bytes, pos: int, flexible: bool, legacy: str, out: list[LengthField], what: str = "value", nullable: bool = True) -> tuple[int, int]:
+def _length(
+    buf: bytes,
+    pos: int,
+    flexible: bool,
+    legacy: str,
+    out: list[LengthField],
+    what: str = "value",
+    nullable: bool = True,
+) -> tuple[int, int]:
     """(length, position after it), recording where it is; compact lengths are returned minus one."""
     if flexible:
         raw, after = read_uvarint(buf, pos)
@@ -221,10 +252,20 @@ class Mutator:
                     payload = frame[4:]
                     _, used = codec.decode(codec.request_header_class(key, version), payload)
                     body = payload[used:]
-                    self.bases.append(Base(key, version, payload[:used], body, length_fields(codec.request_class(key, version), body)))
+                    self.bases.append(
+                        Base(key, version, payload[:used], body, length_fields(codec.request_class(key, version), body))
+                    )
         self.kinds = [
-            (self._length, 40), (self._overwrite, 15), (self._flip, 10), (self._truncate, 8), (self._splice, 8),
-            (self._version, 6), (self._client_id, 3), (self._as_is, 5), (self._frame_size, 2), (self._tags, 6),
+            (self._length, 40),
+            (self._overwrite, 15),
+            (self._flip, 10),
+            (self._truncate, 8),
+            (self._splice, 8),
+            (self._version, 6),
+            (self._client_id, 3),
+            (self._as_is, 5),
+            (self._frame_size, 2),
+            (self._tags, 6),
         ]
         self._weights = [w for _, w in self.kinds]
         self._choices = [k for k, _ in self.kinds]
@@ -241,7 +282,9 @@ class Mutator:
             self.r.choices(self._choices, self._weights)[0](state)
         payload = bytes(state["header"]) + bytes(state["body"])
         size = len(payload) if state["size"] is None else state["size"]
-        key, version = struct.unpack_from(">hh", state["header"], 0) if len(state["header"]) >= 4 else (base.key, base.version)
+        key, version = (
+            struct.unpack_from(">hh", state["header"], 0) if len(state["header"]) >= 4 else (base.key, base.version)
+        )
         return key, version, struct.pack(">i", size) + payload
 
     def _length(self, s: dict) -> None:
@@ -265,7 +308,11 @@ class Mutator:
         """Unknown tagged fields put into a section of the header or the body: well-formed (Kafka skips
         them and serves the request), one whose size runs past the end, or a low tag with odd bytes."""
         base = s["base"]
-        if not codec.is_flexible(base.key, base.version) or len(s["body"]) != len(base.body) or len(s["header"]) != len(base.header):
+        if (
+            not codec.is_flexible(base.key, base.version)
+            or len(s["body"]) != len(base.body)
+            or len(s["header"]) != len(base.header)
+        ):
             return self._overwrite(s)  # no sections, or a frame already cut
         sections = [("body", f.pos) for f in base.lengths if f.what == "tags"] + [("header", len(base.header) - 1)]
         where, at = self.r.choice(sections)
@@ -290,7 +337,11 @@ class Mutator:
             return
         width = self.r.choice([1, 2, 4])
         pos = self.r.randrange(len(body))
-        fill = self.r.choice([b"\xff", b"\x00", b"\x7f", b"\x80"]) * width if self.r.random() < 0.6 else self.r.randbytes(width)
+        fill = (
+            self.r.choice([b"\xff", b"\x00", b"\x7f", b"\x80"]) * width
+            if self.r.random() < 0.6
+            else self.r.randbytes(width)
+        )
         body[pos : pos + width] = fill[: len(body) - pos]
 
     def _flip(self, s: dict) -> None:
@@ -381,8 +432,15 @@ async def _good_client(port: int, stop: asyncio.Event, summary: Summary) -> None
         try:
             if client is None:
                 client = await WireClient.connect(port, client_id="well-behaved")
-            versions = await client.call(18, 3, {"client_software_name": "t", "client_software_version": "1"}, timeout=10)
-            meta = await client.call(3, 12, {"topics": None, "allow_auto_topic_creation": False, "include_topic_authorized_operations": False}, timeout=10)
+            versions = await client.call(
+                18, 3, {"client_software_name": "t", "client_software_version": "1"}, timeout=10
+            )
+            meta = await client.call(
+                3,
+                12,
+                {"topics": None, "allow_auto_topic_creation": False, "include_topic_authorized_operations": False},
+                timeout=10,
+            )
             coord = await client.call(10, 4, {"key_type": 0, "coordinator_keys": ("good-group",)}, timeout=10)
             ok = versions.error_code == 0 and bool(meta.brokers) and coord.coordinators[0].error_code == 0
         except (OSError, TimeoutError, asyncio.IncompleteReadError):
@@ -398,8 +456,15 @@ async def _good_client(port: int, stop: asyncio.Event, summary: Summary) -> None
         await client.close()
 
 
-async def fuzz(broker: BrokerProcess, frames: int, seed: int = 26, concurrency: int = 24, wait: float = 0.3,
-               progress: bool = False, max_seconds: float | None = None) -> Summary:
+async def fuzz(
+    broker: BrokerProcess,
+    frames: int,
+    seed: int = 26,
+    concurrency: int = 24,
+    wait: float = 0.3,
+    progress: bool = False,
+    max_seconds: float | None = None,
+) -> Summary:
     """Fire ``frames`` mutated frames at ``broker`` (restarted if it dies, each death counted), or as many
     as ``max_seconds`` allow."""
     mutator = Mutator(seed)

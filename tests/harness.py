@@ -46,7 +46,9 @@ CLIENT_CONFIG = {**FAST_CONFIG, "group.initial.rebalance.delay.ms": "300"}
 class BrokerProcess:
     """``python -m groupd`` in a child process on a free loopback port; survives restart with the same data."""
 
-    def __init__(self, log_dir: Path, overrides: dict[str, Any] | None = None, port: int | None = None, nofile: int | None = None) -> None:
+    def __init__(
+        self, log_dir: Path, overrides: dict[str, Any] | None = None, port: int | None = None, nofile: int | None = None
+    ) -> None:
         self.log_dir = Path(log_dir)
         self.nofile = nofile  # RLIMIT_NOFILE of the child (tests of running out of descriptors)
         self.port = port or free_port()
@@ -73,8 +75,13 @@ class BrokerProcess:
     def launch(self) -> None:
         """The process, not yet waited for."""
         self._log = open(self.log_path, "ab")  # noqa: SIM115 - lives as long as the process
-        self.proc = subprocess.Popen(self.command(), cwd=ROOT, stdout=self._log, stderr=subprocess.STDOUT,
-                                     preexec_fn=self._limits if self.nofile else None)
+        self.proc = subprocess.Popen(
+            self.command(),
+            cwd=ROOT,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            preexec_fn=self._limits if self.nofile else None,
+        )
 
     def start(self, timeout: float = 20.0) -> BrokerProcess:
         self.launch()
@@ -159,7 +166,9 @@ def request_bytes(api_key: int, version: int, body: Any, correlation_id: int = 1
 
 def padded_api_versions(correlation_id: int, size: int) -> bytes:
     """A whole ApiVersions v3 frame of ``size`` bytes: its client software name carries the padding."""
-    frame = bytearray(request_bytes(18, 3, {"client_software_name": "x", "client_software_version": "1"}, correlation_id))
+    frame = bytearray(
+        request_bytes(18, 3, {"client_software_name": "x", "client_software_version": "1"}, correlation_id)
+    )
     name_at = frame.index(b"\x02x")  # compact string "x": length+1, then the byte
     grow = size - len(frame)
     name = b"a" * (1 + grow)

@@ -33,15 +33,77 @@ def _openssl(*args: str, cwd: Path) -> None:
 def make_certs(directory: Path) -> Certs:
     d = Path(directory)
     d.mkdir(parents=True, exist_ok=True)
-    _openssl("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", "ca.key", "-out", "ca.pem", "-days", "2", "-subj", "/CN=groupd test CA", cwd=d)
+    _openssl(
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-keyout",
+        "ca.key",
+        "-out",
+        "ca.pem",
+        "-days",
+        "2",
+        "-subj",
+        "/CN=groupd test CA",
+        cwd=d,
+    )
     (d / "server.ext").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n")
     (d / "client.ext").write_text("extendedKeyUsage=clientAuth\n")
     for name, subject in (("server", "/CN=localhost"), ("client", CLIENT_SUBJECT)):
-        _openssl("req", "-newkey", "rsa:2048", "-nodes", "-keyout", f"{name}.key", "-out", f"{name}.csr", "-subj", subject, cwd=d)
         _openssl(
-            "x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key", "-CAcreateserial", "-out", f"{name}.pem",
-            "-days", "2", "-extfile", f"{name}.ext", cwd=d,
+            "req",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-keyout",
+            f"{name}.key",
+            "-out",
+            f"{name}.csr",
+            "-subj",
+            subject,
+            cwd=d,
         )
-    _openssl("pkcs8", "-topk8", "-in", "server.key", "-out", "server-encrypted.key", "-passout", f"pass:{KEY_PASSWORD}", cwd=d)
-    (d / "server-keystore.pem").write_text((d / "server.key").read_text() + (d / "server.pem").read_text() + (d / "ca.pem").read_text())
-    return Certs(d, d / "ca.pem", d / "server-keystore.pem", d / "server.pem", d / "server.key", d / "server-encrypted.key", d / "client.pem", d / "client.key")
+        _openssl(
+            "x509",
+            "-req",
+            "-in",
+            f"{name}.csr",
+            "-CA",
+            "ca.pem",
+            "-CAkey",
+            "ca.key",
+            "-CAcreateserial",
+            "-out",
+            f"{name}.pem",
+            "-days",
+            "2",
+            "-extfile",
+            f"{name}.ext",
+            cwd=d,
+        )
+    _openssl(
+        "pkcs8",
+        "-topk8",
+        "-in",
+        "server.key",
+        "-out",
+        "server-encrypted.key",
+        "-passout",
+        f"pass:{KEY_PASSWORD}",
+        cwd=d,
+    )
+    (d / "server-keystore.pem").write_text(
+        (d / "server.key").read_text() + (d / "server.pem").read_text() + (d / "ca.pem").read_text()
+    )
+    return Certs(
+        d,
+        d / "ca.pem",
+        d / "server-keystore.pem",
+        d / "server.pem",
+        d / "server.key",
+        d / "server-encrypted.key",
+        d / "client.pem",
+        d / "client.key",
+    )

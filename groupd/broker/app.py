@@ -72,11 +72,17 @@ class Broker:
         self._connections: set[Connection] = set()
         self._unflushed: list[Connection] = []
         self._loop: asyncio.AbstractEventLoop  # set by start(); what reads it runs once the broker listens
-        self.topics.reserved = (OFFSETS_TOPIC, TXN_STATE_TOPIC, SHARE_STATE_TOPIC)  # the coordinators' own logs: never a data topic's
+        self.topics.reserved = (
+            OFFSETS_TOPIC,
+            TXN_STATE_TOPIC,
+            SHARE_STATE_TOPIC,
+        )  # the coordinators' own logs: never a data topic's
         self.scram = ScramStore(self.storage.metadata)
         self.group_configs = GroupConfigStore(self.storage.metadata, config)  # GROUP resources' configs
         self.producers = ProducerIds(self.storage.metadata)
-        self.quotas = quotas.load(self.storage.metadata, config["quota.window.num"], config["quota.window.size.seconds"] * 1000)
+        self.quotas = quotas.load(
+            self.storage.metadata, config["quota.window.num"], config["quota.window.size.seconds"] * 1000
+        )
         self.partitions = PartitionManager(config, self.storage, self.topics, self.producers)
         self.services.append(self.partitions)
         self.services.append(log_end_history.for_broker(self))  # after partitions: it stops first, sampling last
@@ -90,7 +96,9 @@ class Broker:
         self.share_coordinator.on_write = self.metrics.share_state_write
         self.services.append(self.share_coordinator)
         self.coordinator = GroupCoordinator(config, self.storage, self.metrics)
-        self.coordinator.on_append = lambda partition: self.partitions.appended((OFFSETS_TOPIC, partition))  # long polls
+        self.coordinator.on_append = lambda partition: self.partitions.appended(
+            (OFFSETS_TOPIC, partition)
+        )  # long polls
         self.coordinator.cfg.group_overrides = self.group_configs.overrides  # consumer.* group configs
         self.services.append(self.coordinator)
         # share groups (KIP-932): their settings, the share coordinator's port and the async work of their rules
@@ -100,25 +108,53 @@ class Broker:
         self.transactions = TransactionCoordinator(self)  # type: ignore[arg-type]  # as ShareCoordinator's
         self.services.append(self.transactions)
         # KIP-932 share-partitions and sessions, over the persister (read at each use: tests swap it)
-        self.share_partitions = SharePartitionManager(self, lambda: self.share_persister, self.share_group_config,
-                                                      config.get("group.share.max.share.sessions", 2_000))
+        self.share_partitions = SharePartitionManager(
+            self,
+            lambda: self.share_persister,
+            self.share_group_config,
+            config.get("group.share.max.share.sessions", 2_000),
+        )
         self.services.append(self.share_partitions)
         cluster = config["cluster.id"]
         self.internal_topics = {
             t.name: t
             for t in (
                 # the configs Kafka creates them with (GroupCoordinator's and TransactionStateManager's)
-                InternalTopic.of(cluster, OFFSETS_TOPIC, config["offsets.topic.num.partitions"], {
-                    "cleanup.policy": "compact", "compression.type": "producer", "segment.bytes": str(config["offsets.topic.segment.bytes"]),
-                }, lambda: any(s.log.log_end_offset for s in self.coordinator.shards.values())),
-                InternalTopic.of(cluster, TXN_STATE_TOPIC, config["transaction.state.log.num.partitions"], {
-                    "cleanup.policy": "compact", "compression.type": "uncompressed", "segment.bytes": str(config["transaction.state.log.segment.bytes"]),
-                }, self.transactions.has_records),
+                InternalTopic.of(
+                    cluster,
+                    OFFSETS_TOPIC,
+                    config["offsets.topic.num.partitions"],
+                    {
+                        "cleanup.policy": "compact",
+                        "compression.type": "producer",
+                        "segment.bytes": str(config["offsets.topic.segment.bytes"]),
+                    },
+                    lambda: any(s.log.log_end_offset for s in self.coordinator.shards.values()),
+                ),
+                InternalTopic.of(
+                    cluster,
+                    TXN_STATE_TOPIC,
+                    config["transaction.state.log.num.partitions"],
+                    {
+                        "cleanup.policy": "compact",
+                        "compression.type": "uncompressed",
+                        "segment.bytes": str(config["transaction.state.log.segment.bytes"]),
+                    },
+                    self.transactions.has_records,
+                ),
                 # ShareCoordinatorService.shareGroupStateTopicConfigs (KIP-932)
-                InternalTopic.of(cluster, SHARE_STATE_TOPIC, config["share.coordinator.state.topic.num.partitions"], {
-                    "cleanup.policy": "delete", "compression.type": "producer", "retention.ms": "-1",
-                    "segment.bytes": str(config["share.coordinator.state.topic.segment.bytes"]),
-                }, self.share_coordinator.has_records),
+                InternalTopic.of(
+                    cluster,
+                    SHARE_STATE_TOPIC,
+                    config["share.coordinator.state.topic.num.partitions"],
+                    {
+                        "cleanup.policy": "delete",
+                        "compression.type": "producer",
+                        "retention.ms": "-1",
+                        "segment.bytes": str(config["share.coordinator.state.topic.segment.bytes"]),
+                    },
+                    self.share_coordinator.has_records,
+                ),
             )
         }
         self.topics.on_delete.append(lambda topic: self.coordinator.remove_topic(topic.name))
@@ -148,8 +184,8 @@ class Broker:
     # ------------------------------------------------------------ the coordinators' logs as topics
 
     def internal_topic(self, name: str | None, topic_id: uuid.UUID | None = None) -> InternalTopic | None:
-        """``__consumer_offsets``, ``__transaction_state`` or ``__share_group_state``, by name (or, without one, by id), created
-        or not."""
+        """``__consumer_offsets``, ``__transaction_state`` or ``__share_group_state``, by name (or, without one, by id),
+        created or not."""
         if name is None:
             return next((t for t in self.internal_topics.values() if t.topic_id == topic_id), None)
         return self.internal_topics.get(name)
@@ -172,11 +208,16 @@ class Broker:
 
     def readable_log(self, topic: str, partition: int) -> PartitionLog | None:
         """The log Fetch and ListOffsets read: a data partition's, an offsets partition this node owns
-        (loaded), or a ``__transaction_state`` or ``__share_group_state`` partition. Produce, DeleteRecords and retention only
-        ever see the data partitions."""
+        (loaded), or a ``__transaction_state`` or ``__share_group_state`` partition. Produce, DeleteRecords and
+        retention only ever see the data partitions."""
         if topic == OFFSETS_TOPIC:
             shard = self.coordinator.shards.get(partition)
-            if shard is None or not shard.loaded or not self.coordinator.owns(partition) or not self.internal_topics[topic].exists():
+            if (
+                shard is None
+                or not shard.loaded
+                or not self.coordinator.owns(partition)
+                or not self.internal_topics[topic].exists()
+            ):
                 return None
             return shard.log
         if topic in (TXN_STATE_TOPIC, SHARE_STATE_TOPIC):
@@ -248,7 +289,9 @@ class Broker:
                     from groupd.broker.network.secure_connection import TlsServer
 
                     assert listener.ssl is not None  # resolve() gave every SSL and SASL_SSL listener its settings
-                    factory = functools.partial(TlsServer, self, listener.name, server_context(listener.ssl), connection)
+                    factory = functools.partial(
+                        TlsServer, self, listener.name, server_context(listener.ssl), connection
+                    )
                 server = self.admission.listen(listener.name, listener.host, listener.port, factory)
                 self._servers[listener.name] = server
                 self._server = self._server or server
@@ -258,14 +301,22 @@ class Broker:
         if self.config["connections.max.idle.ms"] >= 0:
             self._idle_timer = self._loop.call_later(self._idle_sweep_s(), self._close_idle)
         self.started_at = time.perf_counter()
-        bound = ", ".join(f"{name}://{s.sockets[0].getsockname()[0]}:{s.sockets[0].getsockname()[1]}" for name, s in self._servers.items())
+        bound = ", ".join(
+            f"{name}://{s.sockets[0].getsockname()[0]}:{s.sockets[0].getsockname()[1]}"
+            for name, s in self._servers.items()
+        )
         log.info(
             "groupd listening on %s (node.id=%d, log.dirs=%s) started in %.0f ms",
-            bound, self.node_id, self.config["log.dirs"], (self.started_at - began) * 1000,
+            bound,
+            self.node_id,
+            self.config["log.dirs"],
+            (self.started_at - began) * 1000,
         )
         for listener in self.config.listeners:
             if listener.advertised is None:
-                log.warning("listener %s is not in advertised.listeners: its clients get no broker in Metadata", listener.name)
+                log.warning(
+                    "listener %s is not in advertised.listeners: its clients get no broker in Metadata", listener.name
+                )
 
     def connection_opened(self, conn: Connection) -> None:
         if self.stopping:
@@ -292,7 +343,12 @@ class Broker:
                 conn.active = False
                 conn.quiet_since = now
             elif now - conn.quiet_since >= limit:
-                log.debug("connection %s closed: idle for %.0f ms (connections.max.idle.ms %d)", conn.peer, (now - conn.quiet_since) * 1000, limit * 1000)
+                log.debug(
+                    "connection %s closed: idle for %.0f ms (connections.max.idle.ms %d)",
+                    conn.peer,
+                    (now - conn.quiet_since) * 1000,
+                    limit * 1000,
+                )
                 self.metrics.connection_closed_idle()
                 conn.close_idle()
         self._idle_timer = self._loop.call_later(self._idle_sweep_s(), self._close_idle)

@@ -123,20 +123,73 @@ def _int_key(name: str, default: int, low: int | None = 0, high: int | None = IN
 KEYS: dict[str, Key] = {
     k.name: k
     for k in (
-        Key("listeners", _listeners.parse_endpoints, "PLAINTEXT://127.0.0.1:9092", doc="comma-separated `NAME://host:port` sockets the broker binds"),
-        Key("advertised.listeners", _listeners.parse_endpoints, None, doc="`NAME://host:port` given to clients of each listener (defaults to listeners)"),
-        Key("listener.security.protocol.map", _listeners.parse_protocol_map, _listeners.DEFAULT_PROTOCOL_MAP, doc="`NAME:PROTOCOL` per listener name: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL"),
+        Key(
+            "listeners",
+            _listeners.parse_endpoints,
+            "PLAINTEXT://127.0.0.1:9092",
+            doc="comma-separated `NAME://host:port` sockets the broker binds",
+        ),
+        Key(
+            "advertised.listeners",
+            _listeners.parse_endpoints,
+            None,
+            doc="`NAME://host:port` given to clients of each listener (defaults to listeners)",
+        ),
+        Key(
+            "listener.security.protocol.map",
+            _listeners.parse_protocol_map,
+            _listeners.DEFAULT_PROTOCOL_MAP,
+            doc="`NAME:PROTOCOL` per listener name: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL",
+        ),
         Key("log.dirs", str, "./data", doc="where topics, offsets and the topic registry live"),
         _int_key("node.id", 1, 0, INT32_MAX, "this broker's id in Metadata and FindCoordinator"),
         Key("cluster.id", str, "groupd-cluster", doc="cluster id reported in Metadata"),
         _int_key("socket.request.max.bytes", 104_857_600, 1, INT32_MAX, "largest request frame accepted"),
         _int_key("queued.max.requests", 500, 1, INT32_MAX, "requests read ahead per connection"),
-        _int_key("queued.max.request.bytes", 16 * 1024 * 1024, None, INT64_MAX, "bytes of requests read ahead per connection and not yet answered; reading pauses past it (0 or less: no bound but the count). Kafka's bounds the whole broker and is unbounded by default"),
-        _int_key("max.connections", INT32_MAX, 0, INT32_MAX, "connections open at once, all listeners together; at the limit the broker stops accepting until one closes (as Kafka's acceptor blocks)"),
-        _int_key("max.connections.per.ip", INT32_MAX, 0, INT32_MAX, "connections open at once from one address; one more is closed at once (0 only with overrides)"),
-        Key("max.connections.per.ip.overrides", _per_ip_overrides, "", doc="`host:count,host:count`: per-address limits instead of max.connections.per.ip"),
-        _int_key("connections.max.idle.ms", 600_000, None, INT64_MAX, "close a connection that read and wrote nothing this long, unless a request of it is outstanding (negative: never)"),
-        _int_key("max.request.partition.size.limit", 2000, 1, INT32_MAX, "most partitions one DescribeTopicPartitions answer holds"),
+        _int_key(
+            "queued.max.request.bytes",
+            16 * 1024 * 1024,
+            None,
+            INT64_MAX,
+            "bytes of requests read ahead per connection and not yet answered; reading pauses past it (0 or less: no "
+            "bound but the count). Kafka's bounds the whole broker and is unbounded by default",
+        ),
+        _int_key(
+            "max.connections",
+            INT32_MAX,
+            0,
+            INT32_MAX,
+            "connections open at once, all listeners together; at the limit the broker stops accepting until one "
+            "closes (as Kafka's acceptor blocks)",
+        ),
+        _int_key(
+            "max.connections.per.ip",
+            INT32_MAX,
+            0,
+            INT32_MAX,
+            "connections open at once from one address; one more is closed at once (0 only with overrides)",
+        ),
+        Key(
+            "max.connections.per.ip.overrides",
+            _per_ip_overrides,
+            "",
+            doc="`host:count,host:count`: per-address limits instead of max.connections.per.ip",
+        ),
+        _int_key(
+            "connections.max.idle.ms",
+            600_000,
+            None,
+            INT64_MAX,
+            "close a connection that read and wrote nothing this long, unless a request of it is outstanding "
+            "(negative: never)",
+        ),
+        _int_key(
+            "max.request.partition.size.limit",
+            2000,
+            1,
+            INT32_MAX,
+            "most partitions one DescribeTopicPartitions answer holds",
+        ),
         Key("auto.create.topics.enable", _bool, "true", doc="Metadata for an unknown topic creates it"),
         _int_key("num.partitions", 1, 1, INT32_MAX, "partitions of an auto-created topic"),
         _int_key("default.replication.factor", 1, 1, 1, "only 1: a single node"),
@@ -147,41 +200,209 @@ KEYS: dict[str, Key] = {
         _int_key("group.min.session.timeout.ms", 6000, 0, INT32_MAX, "smallest session timeout a member may ask"),
         _int_key("group.max.session.timeout.ms", 1_800_000, 0, INT32_MAX, "largest session timeout a member may ask"),
         _int_key("group.max.size", INT32_MAX, 1, INT32_MAX, "members per group"),
-        Key("group.coordinator.rebalance.protocols", _names("classic", "consumer"), "classic,consumer", doc="group protocols served: `classic` (JoinGroup/SyncGroup) and `consumer` (KIP-848 ConsumerGroupHeartbeat)"),
-        _int_key("group.consumer.session.timeout.ms", 45_000, 1, INT32_MAX, "consumer-protocol member removed after this long without a heartbeat"),
-        _int_key("group.consumer.min.session.timeout.ms", 45_000, 1, INT32_MAX, "least consumer.session.timeout.ms a group config may set"),
-        _int_key("group.consumer.max.session.timeout.ms", 60_000, 1, INT32_MAX, "largest consumer.session.timeout.ms a group config may set"),
-        _int_key("group.consumer.heartbeat.interval.ms", 5_000, 1, INT32_MAX, "heartbeat interval given to consumer-protocol members"),
-        _int_key("group.consumer.min.heartbeat.interval.ms", 5_000, 1, INT32_MAX, "least consumer.heartbeat.interval.ms a group config may set"),
-        _int_key("group.consumer.max.heartbeat.interval.ms", 15_000, 1, INT32_MAX, "largest consumer.heartbeat.interval.ms a group config may set"),
+        Key(
+            "group.coordinator.rebalance.protocols",
+            _names("classic", "consumer"),
+            "classic,consumer",
+            doc=(
+                "group protocols served: `classic` (JoinGroup/SyncGroup) and `consumer` "
+                "(KIP-848 ConsumerGroupHeartbeat)"
+            ),
+        ),
+        _int_key(
+            "group.consumer.session.timeout.ms",
+            45_000,
+            1,
+            INT32_MAX,
+            "consumer-protocol member removed after this long without a heartbeat",
+        ),
+        _int_key(
+            "group.consumer.min.session.timeout.ms",
+            45_000,
+            1,
+            INT32_MAX,
+            "least consumer.session.timeout.ms a group config may set",
+        ),
+        _int_key(
+            "group.consumer.max.session.timeout.ms",
+            60_000,
+            1,
+            INT32_MAX,
+            "largest consumer.session.timeout.ms a group config may set",
+        ),
+        _int_key(
+            "group.consumer.heartbeat.interval.ms",
+            5_000,
+            1,
+            INT32_MAX,
+            "heartbeat interval given to consumer-protocol members",
+        ),
+        _int_key(
+            "group.consumer.min.heartbeat.interval.ms",
+            5_000,
+            1,
+            INT32_MAX,
+            "least consumer.heartbeat.interval.ms a group config may set",
+        ),
+        _int_key(
+            "group.consumer.max.heartbeat.interval.ms",
+            15_000,
+            1,
+            INT32_MAX,
+            "largest consumer.heartbeat.interval.ms a group config may set",
+        ),
         _int_key("group.consumer.max.size", INT32_MAX, 1, INT32_MAX, "members per consumer-protocol group"),
-        Key("group.consumer.assignors", _names(*_ASSIGNORS), "uniform,range", doc="server-side assignors (`uniform`, `range`, or Kafka's class names); the first is the default"),
-        _int_key("group.consumer.assignment.interval.ms", 1_000, 0, INT32_MAX, "least time between two target assignments of a group (0: every change)"),
-        _int_key("group.consumer.min.assignment.interval.ms", 0, 0, INT32_MAX, "least consumer.assignment.interval.ms a group config may set"),
-        _int_key("group.consumer.max.assignment.interval.ms", 15_000, 0, INT32_MAX, "largest consumer.assignment.interval.ms a group config may set"),
-        Key("group.consumer.migration.policy", _choice("bidirectional", "upgrade", "downgrade", "disabled"), "bidirectional", doc="online conversion between classic and consumer-protocol groups: `bidirectional`, `upgrade` (classic to consumer only), `downgrade` (consumer to classic only) or `disabled`; empty groups convert under any policy"),
+        Key(
+            "group.consumer.assignors",
+            _names(*_ASSIGNORS),
+            "uniform,range",
+            doc="server-side assignors (`uniform`, `range`, or Kafka's class names); the first is the default",
+        ),
+        _int_key(
+            "group.consumer.assignment.interval.ms",
+            1_000,
+            0,
+            INT32_MAX,
+            "least time between two target assignments of a group (0: every change)",
+        ),
+        _int_key(
+            "group.consumer.min.assignment.interval.ms",
+            0,
+            0,
+            INT32_MAX,
+            "least consumer.assignment.interval.ms a group config may set",
+        ),
+        _int_key(
+            "group.consumer.max.assignment.interval.ms",
+            15_000,
+            0,
+            INT32_MAX,
+            "largest consumer.assignment.interval.ms a group config may set",
+        ),
+        Key(
+            "group.consumer.migration.policy",
+            _choice("bidirectional", "upgrade", "downgrade", "disabled"),
+            "bidirectional",
+            doc=(
+                "online conversion between classic and consumer-protocol groups: `bidirectional`, `upgrade` (classic "
+                "to consumer only), `downgrade` (consumer to classic only) or `disabled`; empty groups convert under "
+                "any policy"
+            ),
+        ),
         # share groups (KIP-932): Kafka 4.3's GroupCoordinatorConfig and ShareGroupConfig, with their bounds
-        _int_key("share.version", 1, 0, 1, "finalized level of Kafka's `share.version` feature: 1 serves share groups (Kafka 4.2+'s default), 0 answers their APIs UNSUPPORTED_VERSION"),
-        _int_key("group.share.session.timeout.ms", 45_000, 1, INT32_MAX, "share member removed after this long without a heartbeat"),
-        _int_key("group.share.min.session.timeout.ms", 45_000, 1, INT32_MAX, "least `share.session.timeout.ms` a group may set"),
-        _int_key("group.share.max.session.timeout.ms", 60_000, 1, INT32_MAX, "largest `share.session.timeout.ms` a group may set"),
+        _int_key(
+            "share.version",
+            1,
+            0,
+            1,
+            "finalized level of Kafka's `share.version` feature: 1 serves share groups (Kafka 4.2+'s default), 0 "
+            "answers their APIs UNSUPPORTED_VERSION",
+        ),
+        _int_key(
+            "group.share.session.timeout.ms",
+            45_000,
+            1,
+            INT32_MAX,
+            "share member removed after this long without a heartbeat",
+        ),
+        _int_key(
+            "group.share.min.session.timeout.ms",
+            45_000,
+            1,
+            INT32_MAX,
+            "least `share.session.timeout.ms` a group may set",
+        ),
+        _int_key(
+            "group.share.max.session.timeout.ms",
+            60_000,
+            1,
+            INT32_MAX,
+            "largest `share.session.timeout.ms` a group may set",
+        ),
         _int_key("group.share.heartbeat.interval.ms", 5_000, 1, INT32_MAX, "heartbeat interval given to share members"),
-        _int_key("group.share.min.heartbeat.interval.ms", 5_000, 1, INT32_MAX, "least `share.heartbeat.interval.ms` a group may set"),
-        _int_key("group.share.max.heartbeat.interval.ms", 15_000, 1, INT32_MAX, "largest `share.heartbeat.interval.ms` a group may set"),
+        _int_key(
+            "group.share.min.heartbeat.interval.ms",
+            5_000,
+            1,
+            INT32_MAX,
+            "least `share.heartbeat.interval.ms` a group may set",
+        ),
+        _int_key(
+            "group.share.max.heartbeat.interval.ms",
+            15_000,
+            1,
+            INT32_MAX,
+            "largest `share.heartbeat.interval.ms` a group may set",
+        ),
         _int_key("group.share.max.size", 200, 1, 1000, "members per share group"),
-        Key("group.share.assignors", _names("simple", _SHARE_ASSIGNOR_CLASS), "simple", doc="the share groups' assignor: exactly one, `simple`"),
-        _int_key("group.share.assignment.interval.ms", 1_000, 0, INT32_MAX, "least time between two target assignments of a share group (0: every change)"),
-        _int_key("group.share.min.assignment.interval.ms", 0, 0, INT32_MAX, "least `share.assignment.interval.ms` a group may set"),
-        _int_key("group.share.max.assignment.interval.ms", 15_000, 0, INT32_MAX, "largest `share.assignment.interval.ms` a group may set"),
-        _int_key("group.share.record.lock.duration.ms", 30_000, 1000, 3_600_000, "how long a share member holds the records it acquired"),
-        _int_key("group.share.min.record.lock.duration.ms", 15_000, 1000, 30_000, "least `share.record.lock.duration.ms` a group may set"),
-        _int_key("group.share.max.record.lock.duration.ms", 60_000, 30_000, 3_600_000, "largest `share.record.lock.duration.ms` a group may set"),
+        Key(
+            "group.share.assignors",
+            _names("simple", _SHARE_ASSIGNOR_CLASS),
+            "simple",
+            doc="the share groups' assignor: exactly one, `simple`",
+        ),
+        _int_key(
+            "group.share.assignment.interval.ms",
+            1_000,
+            0,
+            INT32_MAX,
+            "least time between two target assignments of a share group (0: every change)",
+        ),
+        _int_key(
+            "group.share.min.assignment.interval.ms",
+            0,
+            0,
+            INT32_MAX,
+            "least `share.assignment.interval.ms` a group may set",
+        ),
+        _int_key(
+            "group.share.max.assignment.interval.ms",
+            15_000,
+            0,
+            INT32_MAX,
+            "largest `share.assignment.interval.ms` a group may set",
+        ),
+        _int_key(
+            "group.share.record.lock.duration.ms",
+            30_000,
+            1000,
+            3_600_000,
+            "how long a share member holds the records it acquired",
+        ),
+        _int_key(
+            "group.share.min.record.lock.duration.ms",
+            15_000,
+            1000,
+            30_000,
+            "least `share.record.lock.duration.ms` a group may set",
+        ),
+        _int_key(
+            "group.share.max.record.lock.duration.ms",
+            60_000,
+            30_000,
+            3_600_000,
+            "largest `share.record.lock.duration.ms` a group may set",
+        ),
         _int_key("group.share.delivery.count.limit", 5, 2, 10, "deliveries of a record before it is archived"),
         _int_key("group.share.min.delivery.count.limit", 2, 2, 5, "least `share.delivery.count.limit` a group may set"),
-        _int_key("group.share.max.delivery.count.limit", 10, 5, 25, "largest `share.delivery.count.limit` a group may set"),
+        _int_key(
+            "group.share.max.delivery.count.limit", 10, 5, 25, "largest `share.delivery.count.limit` a group may set"
+        ),
         _int_key("group.share.partition.max.record.locks", 2_000, 100, 10_000, "records in flight per share partition"),
-        _int_key("group.share.min.partition.max.record.locks", 100, 100, 2_000, "least `share.partition.max.record.locks` a group may set"),
-        _int_key("group.share.max.partition.max.record.locks", 4_000, 2_000, 10_000, "largest `share.partition.max.record.locks` a group may set"),
+        _int_key(
+            "group.share.min.partition.max.record.locks",
+            100,
+            100,
+            2_000,
+            "least `share.partition.max.record.locks` a group may set",
+        ),
+        _int_key(
+            "group.share.max.partition.max.record.locks",
+            4_000,
+            2_000,
+            10_000,
+            "largest `share.partition.max.record.locks` a group may set",
+        ),
         _int_key("group.share.max.share.sessions", 2_000, 1, INT32_MAX, "share sessions per broker"),
         # offsets store
         _int_key("offsets.topic.num.partitions", 50, 1, INT32_MAX, "partitions of __consumer_offsets"),
@@ -189,52 +410,206 @@ KEYS: dict[str, Key] = {
         _int_key("offsets.retention.check.interval.ms", 600_000, 1, INT64_MAX, "how often expired offsets are removed"),
         _int_key("offset.metadata.max.bytes", 4096, 0, INT32_MAX, "largest commit metadata string"),
         _int_key("offsets.commit.timeout.ms", 5000, 1, INT32_MAX, "how long a commit may wait for its write"),
-        _int_key("offsets.retain.uncompacted.hours", 0, 0, INT32_MAX, "keep offsets segments uncompacted this long, so the pipeline sees full history (0: compact at once)"),
-        _int_key("log.end.history.interval.ms", 10_000, 0, INT32_MAX, "record each data partition's log end this often into log.dirs/log-end-history, for the pipeline's lag over time (0: off)"),
-        _int_key("log.end.history.retention.ms", 604_800_000, -1, INT64_MAX, "keep log-end history this long (-1: forever)"),
+        _int_key(
+            "offsets.retain.uncompacted.hours",
+            0,
+            0,
+            INT32_MAX,
+            "keep offsets segments uncompacted this long, so the pipeline sees full history (0: compact at once)",
+        ),
+        _int_key(
+            "log.end.history.interval.ms",
+            10_000,
+            0,
+            INT32_MAX,
+            "record each data partition's log end this often into log.dirs/log-end-history, for the pipeline's lag "
+            "over time (0: off)",
+        ),
+        _int_key(
+            "log.end.history.retention.ms", 604_800_000, -1, INT64_MAX, "keep log-end history this long (-1: forever)"
+        ),
         _int_key("offsets.topic.segment.bytes", 104_857_600, 1024, INT32_MAX, "segment size of offsets partitions"),
         # transactions
-        _int_key("transaction.max.timeout.ms", 900_000, 1, INT32_MAX, "longest transaction.timeout.ms a producer may ask"),
-        _int_key("transaction.abort.timed.out.transaction.cleanup.interval.ms", 10_000, 1, INT32_MAX, "how often transactions past their timeout are aborted"),
-        _int_key("transactional.id.expiration.ms", 604_800_000, 1, INT32_MAX, "forget a transactional id idle this long, its transaction complete"),
-        _int_key("transaction.remove.expired.transaction.cleanup.interval.ms", 3_600_000, 1, INT32_MAX, "how often expired transactional ids are forgotten"),
-        _int_key("transaction.state.log.num.partitions", 50, 1, INT32_MAX, "partitions of __transaction_state (should not change after deployment; ids found elsewhere are moved at start-up)"),
-        _int_key("transaction.state.log.segment.bytes", 104_857_600, 1024, INT32_MAX, "segment size of __transaction_state partitions"),
+        _int_key(
+            "transaction.max.timeout.ms", 900_000, 1, INT32_MAX, "longest transaction.timeout.ms a producer may ask"
+        ),
+        _int_key(
+            "transaction.abort.timed.out.transaction.cleanup.interval.ms",
+            10_000,
+            1,
+            INT32_MAX,
+            "how often transactions past their timeout are aborted",
+        ),
+        _int_key(
+            "transactional.id.expiration.ms",
+            604_800_000,
+            1,
+            INT32_MAX,
+            "forget a transactional id idle this long, its transaction complete",
+        ),
+        _int_key(
+            "transaction.remove.expired.transaction.cleanup.interval.ms",
+            3_600_000,
+            1,
+            INT32_MAX,
+            "how often expired transactional ids are forgotten",
+        ),
+        _int_key(
+            "transaction.state.log.num.partitions",
+            50,
+            1,
+            INT32_MAX,
+            "partitions of __transaction_state (should not change after deployment; ids found elsewhere are moved at "
+            "start-up)",
+        ),
+        _int_key(
+            "transaction.state.log.segment.bytes",
+            104_857_600,
+            1024,
+            INT32_MAX,
+            "segment size of __transaction_state partitions",
+        ),
         # the share coordinator (ShareCoordinatorConfig)
-        _int_key("share.coordinator.state.topic.num.partitions", 50, 1, INT32_MAX, "partitions of __share_group_state (should not change after deployment)"),
-        _int_key("share.coordinator.state.topic.segment.bytes", 104_857_600, 1024, INT32_MAX, "segment size of __share_group_state partitions"),
-        _int_key("share.coordinator.snapshot.update.records.per.snapshot", 500, 0, 500, "ShareUpdate records of a share-partition before its state is written whole again (a ShareSnapshot)"),
-        _int_key("share.coordinator.state.topic.prune.interval.ms", 300_000, 0, INT32_MAX, "how often records overridden by later snapshots are deleted from __share_group_state (0: never)"),
-        _int_key("share.coordinator.cold.partition.snapshot.interval.ms", 300_000, 1, INT32_MAX, "a share-partition unsnapshotted this long is snapshotted again, so pruning can pass it"),
+        _int_key(
+            "share.coordinator.state.topic.num.partitions",
+            50,
+            1,
+            INT32_MAX,
+            "partitions of __share_group_state (should not change after deployment)",
+        ),
+        _int_key(
+            "share.coordinator.state.topic.segment.bytes",
+            104_857_600,
+            1024,
+            INT32_MAX,
+            "segment size of __share_group_state partitions",
+        ),
+        _int_key(
+            "share.coordinator.snapshot.update.records.per.snapshot",
+            500,
+            0,
+            500,
+            "ShareUpdate records of a share-partition before its state is written whole again (a ShareSnapshot)",
+        ),
+        _int_key(
+            "share.coordinator.state.topic.prune.interval.ms",
+            300_000,
+            0,
+            INT32_MAX,
+            "how often records overridden by later snapshots are deleted from __share_group_state (0: never)",
+        ),
+        _int_key(
+            "share.coordinator.cold.partition.snapshot.interval.ms",
+            300_000,
+            1,
+            INT32_MAX,
+            "a share-partition unsnapshotted this long is snapshotted again, so pruning can pass it",
+        ),
         # client quotas (their values: AlterClientQuotas)
         _int_key("quota.window.num", 11, 1, INT32_MAX, "samples a client's byte rate is measured over"),
         _int_key("quota.window.size.seconds", 1, 1, INT32_MAX, "length of one sample"),
         # storage
         _int_key("log.segment.bytes", 1_073_741_824, 1024, INT32_MAX, "segment roll size"),
         _int_key("log.roll.ms", 604_800_000, 1, INT64_MAX, "segment roll age (if unset, from log.roll.hours)"),
-        _int_key("log.flush.interval.messages", 1, 1, INT64_MAX, "fsync after this many appended messages (1: every write is durable before it is acknowledged)"),
+        _int_key(
+            "log.flush.interval.messages",
+            1,
+            1,
+            INT64_MAX,
+            "fsync after this many appended messages (1: every write is durable before it is acknowledged)",
+        ),
         _int_key("log.flush.interval.ms", 0, 0, INT64_MAX, "fsync at least this often (0: with every write)"),
-        _int_key("num.recovery.threads.per.data.dir", 2, 1, 64, "processes that walk the offsets store at start-up, the broker included (1: the broker alone)"),
-        _int_key("log.retention.ms", 604_800_000, -1, INT64_MAX, "delete data older than this (-1: never); if unset, from log.retention.minutes, else log.retention.hours (Kafka's precedence)"),
-        Key("log.retention.minutes", int, None, -(2**31), INT32_MAX, doc="retention in minutes, used when log.retention.ms is not set"),
-        Key("log.retention.hours", int, "168", -(2**31), INT32_MAX, doc="retention in hours, used when neither log.retention.ms nor .minutes is set (negative: never)"),
+        _int_key(
+            "num.recovery.threads.per.data.dir",
+            2,
+            1,
+            64,
+            "processes that walk the offsets store at start-up, the broker included (1: the broker alone)",
+        ),
+        _int_key(
+            "log.retention.ms",
+            604_800_000,
+            -1,
+            INT64_MAX,
+            "delete data older than this (-1: never); if unset, from log.retention.minutes, else log.retention.hours "
+            "(Kafka's precedence)",
+        ),
+        Key(
+            "log.retention.minutes",
+            int,
+            None,
+            -(2**31),
+            INT32_MAX,
+            doc="retention in minutes, used when log.retention.ms is not set",
+        ),
+        Key(
+            "log.retention.hours",
+            int,
+            "168",
+            -(2**31),
+            INT32_MAX,
+            doc="retention in hours, used when neither log.retention.ms nor .minutes is set (negative: never)",
+        ),
         _int_key("log.roll.hours", 168, 1, INT32_MAX, "segment roll age in hours, used when log.roll.ms is not set"),
-        Key("broker.id", int, None, -1, INT32_MAX, doc="the ZooKeeper-era name of node.id, used when node.id is not set"),
-        _int_key("log.retention.bytes", -1, -1, INT64_MAX, "delete old segments past this size per partition (-1: never)"),
+        Key(
+            "broker.id", int, None, -1, INT32_MAX, doc="the ZooKeeper-era name of node.id, used when node.id is not set"
+        ),
+        _int_key(
+            "log.retention.bytes", -1, -1, INT64_MAX, "delete old segments past this size per partition (-1: never)"
+        ),
         _int_key("log.retention.check.interval.ms", 300_000, 1, INT64_MAX, "how often retention runs"),
         _int_key("log.cleaner.delete.retention.ms", 86_400_000, 0, INT64_MAX, "how long tombstones survive compaction"),
         _int_key("message.max.bytes", 1_048_588, 0, INT32_MAX, "largest record batch accepted"),
-        Key("log.message.downconversion.enable", _bool, "true", doc="Fetch v0-3 (magic 0/1 readers) get converted records; false: UNSUPPORTED_VERSION (topics: message.downconversion.enable)"),
+        Key(
+            "log.message.downconversion.enable",
+            _bool,
+            "true",
+            doc=(
+                "Fetch v0-3 (magic 0/1 readers) get converted records; false: UNSUPPORTED_VERSION "
+                "(topics: message.downconversion.enable)"
+            ),
+        ),
         # observability
         Key("metrics.listener", _host_port, "127.0.0.1:9404", doc="host:port of /metrics and /healthz (empty: off)"),
-        _int_key("metrics.max.group.series", 1000, 0, INT32_MAX, "groups with their own metric series; the rest sum under __overflow__"),
+        _int_key(
+            "metrics.max.group.series",
+            1000,
+            0,
+            INT32_MAX,
+            "groups with their own metric series; the rest sum under __overflow__",
+        ),
         # security (docs/security.md); each may be given per listener as listener.name.<listener>.<key>
-        Key("sasl.enabled.mechanisms", str, "GSSAPI", doc="mechanisms of SASL listeners: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 (GSSAPI, Kafka's default, is refused)"),
-        Key(JAAS_KEY, str, None, doc="PLAIN's users: `PlainLoginModule required user_<name>=\"<password>\" ...;`"),
-        _int_key("sasl.server.max.receive.size", 524_288, 1, INT32_MAX, "largest frame read before a SASL client has authenticated"),
+        Key(
+            "sasl.enabled.mechanisms",
+            str,
+            "GSSAPI",
+            doc=(
+                "mechanisms of SASL listeners: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512 "
+                "(GSSAPI, Kafka's default, is refused)"
+            ),
+        ),
+        Key(JAAS_KEY, str, None, doc='PLAIN\'s users: `PlainLoginModule required user_<name>="<password>" ...;`'),
+        _int_key(
+            "sasl.server.max.receive.size",
+            524_288,
+            1,
+            INT32_MAX,
+            "largest frame read before a SASL client has authenticated",
+        ),
         _int_key("connections.max.reauth.ms", 0, 0, 0, "only 0: sessions do not expire (no re-authentication)"),
-        _int_key("connection.failed.authentication.delay.ms", 100, 0, INT32_MAX, "close a connection this long after its failed authentication"),
-        Key("ssl.keystore.type", str, "JKS", doc="only PEM is read (KIP-651); JKS, Kafka's default, and PKCS12 are refused"),
+        _int_key(
+            "connection.failed.authentication.delay.ms",
+            100,
+            0,
+            INT32_MAX,
+            "close a connection this long after its failed authentication",
+        ),
+        Key(
+            "ssl.keystore.type",
+            str,
+            "JKS",
+            doc="only PEM is read (KIP-651); JKS, Kafka's default, and PKCS12 are refused",
+        ),
         Key("ssl.keystore.location", str, None, doc="PEM file holding the private key and the certificate chain"),
         Key("ssl.keystore.certificate.chain", str, None, doc="the certificate chain inline, PEM"),
         Key("ssl.keystore.key", str, None, doc="the private key inline, PEM (PKCS#8, perhaps encrypted)"),
@@ -244,7 +619,15 @@ KEYS: dict[str, Key] = {
         Key("ssl.truststore.location", str, None, doc="PEM file of the certificates client certificates must chain to"),
         Key("ssl.truststore.certificates", str, None, doc="the same inline, PEM"),
         Key("ssl.truststore.password", str, None, doc="not used with PEM (refused)"),
-        Key("ssl.client.auth", _choice("none", "requested", "required"), "none", doc="ask SSL clients for a certificate: none, requested or required (on SASL_SSL only with the listener prefix)"),
+        Key(
+            "ssl.client.auth",
+            _choice("none", "requested", "required"),
+            "none",
+            doc=(
+                "ask SSL clients for a certificate: none, requested or required (on SASL_SSL only with the listener "
+                "prefix)"
+            ),
+        ),
     )
 }
 
@@ -362,11 +745,14 @@ def build_config(raw: Mapping[str, str]) -> Config:
     if values["max.connections.per.ip.overrides"] is None:
         values["max.connections.per.ip.overrides"] = {}
     if values["max.connections.per.ip"] == 0 and not values["max.connections.per.ip.overrides"]:
-        raise ConfigError("max.connections.per.ip can be set to zero only if max.connections.per.ip.overrides property is set.")
+        raise ConfigError(
+            "max.connections.per.ip can be set to zero only if max.connections.per.ip.overrides property is set."
+        )
     idle, delay = values["connections.max.idle.ms"], values["connection.failed.authentication.delay.ms"]
     if idle >= 0 and delay >= idle:
         raise ConfigError(
-            f"connection.failed.authentication.delay.ms={delay} should always be less than connections.max.idle.ms={idle} to prevent failed authentication responses from timing out"
+            f"connection.failed.authentication.delay.ms={delay} should always be less than "
+            f"connections.max.idle.ms={idle} to prevent failed authentication responses from timing out"
         )
     if values["group.min.session.timeout.ms"] > values["group.max.session.timeout.ms"]:
         raise ConfigError("group.min.session.timeout.ms must not exceed group.max.session.timeout.ms")
@@ -374,8 +760,12 @@ def build_config(raw: Mapping[str, str]) -> Config:
     _check_share_bounds(values)
     try:
         values["listeners"] = _listeners.resolve(
-            values["listeners"], values["advertised.listeners"], values["listener.security.protocol.map"],
-            _listeners.split_prefixed(raw), lambda key: raw.get(key, KEYS[key].default if key in KEYS else None), tls_settings,
+            values["listeners"],
+            values["advertised.listeners"],
+            values["listener.security.protocol.map"],
+            _listeners.split_prefixed(raw),
+            lambda key: raw.get(key, KEYS[key].default if key in KEYS else None),
+            tls_settings,
         )
     except _listeners.ListenerError as exc:
         raise ConfigError(str(exc)) from None
@@ -453,7 +843,11 @@ def _check_share_bounds(values: dict[str, Any]) -> None:
     """Kafka's GroupCoordinatorConfig requirements on the group.share.* keys: each min <= max, each
     value within its bounds, the heartbeat interval below the session timeout, exactly one assignor."""
     for name in ("session.timeout.ms", "heartbeat.interval.ms", "assignment.interval.ms"):
-        low, high, v = values[f"group.share.min.{name}"], values[f"group.share.max.{name}"], values[f"group.share.{name}"]
+        low, high, v = (
+            values[f"group.share.min.{name}"],
+            values[f"group.share.max.{name}"],
+            values[f"group.share.{name}"],
+        )
         if high < low:
             raise ConfigError(f"group.share.max.{name} must be greater than or equal to group.share.min.{name}")
         if not low <= v <= high:
@@ -461,4 +855,6 @@ def _check_share_bounds(values: dict[str, Any]) -> None:
     if values["group.share.heartbeat.interval.ms"] >= values["group.share.session.timeout.ms"]:
         raise ConfigError("group.share.heartbeat.interval.ms must be less than group.share.session.timeout.ms")
     if len(values["group.share.assignors"]) != 1:
-        raise ConfigError(f"group.share.assignors must contain exactly one assignor, but found {len(values['group.share.assignors'])}")
+        raise ConfigError(
+            f"group.share.assignors must contain exactly one assignor, but found {len(values['group.share.assignors'])}"
+        )

@@ -67,7 +67,14 @@ class RequestContext:
     def nested(self, name: str) -> type:
         return codec.nested(self.response_class, name)
 
-    def by_topic(self, topic_entity: str, partition_entity: str, rows: Any, parts_field: str = "partitions", key_field: str = "name") -> tuple:
+    def by_topic(
+        self,
+        topic_entity: str,
+        partition_entity: str,
+        rows: Any,
+        parts_field: str = "partitions",
+        key_field: str = "name",
+    ) -> tuple:
         """Nest per-partition answers ``(topic, {partition fields})`` under their topics, in first-seen
         order; ``topic`` fills ``key_field`` (``topic_id`` where a version names topics by id)."""
         part_cls = self.nested(partition_entity)
@@ -125,7 +132,11 @@ Request = TypeVar("Request")
 
 
 def answered_later(
-    broker: Broker, group_id: str, handler: Callable[..., Any], request: Any, finish: Callable[[Any, BaseException | None], Response]
+    broker: Broker,
+    group_id: str,
+    handler: Callable[..., Any],
+    request: Any,
+    finish: Callable[[Any, BaseException | None], Response],
 ) -> Answer:
     """Run a core handler through the coordinator; the answer is ``finish(payload, None)`` once the
     payload is delivered, or ``finish(None, error)`` when the coordinator refuses (not its partition,
@@ -151,7 +162,9 @@ def later_of(awaitable: Awaitable[Any], then: Callable[[Any], Response] | None =
     return later
 
 
-def waits(handler: Callable[[Broker, RequestContext, Request], Awaitable[Response]]) -> Callable[[Broker, RequestContext, Request], Answer]:
+def waits(
+    handler: Callable[[Broker, RequestContext, Request], Awaitable[Response]],
+) -> Callable[[Broker, RequestContext, Request], Answer]:
     """A handler written as a coroutine because it always waits (another coordinator's call, the share
     state's store): the routed handler answers with a Later of it."""
 

@@ -79,15 +79,24 @@ class ShareGroupShell:
         """Delete these partitions' share state; 0, or the first error."""
         persister = self.broker.share_persister
         keys = [SharePartitionKey(group_id, t, p) for t, ps in topics for p in ps]
-        answers: list[int | BaseException] = await asyncio.gather(*(persister.delete(k) for k in keys), return_exceptions=True)
+        answers: list[int | BaseException] = await asyncio.gather(
+            *(persister.delete(k) for k in keys), return_exceptions=True
+        )
         for key, answer in zip(keys, answers, strict=True):
             if answer != 0:
-                log.error("share group %s: deleting the share state of %s-%d failed: %s", group_id, key.topic_id, key.partition, answer)
+                log.error(
+                    "share group %s: deleting the share state of %s-%d failed: %s",
+                    group_id,
+                    key.topic_id,
+                    key.partition,
+                    answer,
+                )
                 return int(answer) if isinstance(answer, int) else E.UNKNOWN_SERVER_ERROR
         return 0
 
-    async def initialize_at(self, group_id: str, state_epoch: int,
-                            offsets: Sequence[tuple[uuid.UUID, Sequence[tuple[int, int]]]]) -> int:
+    async def initialize_at(
+        self, group_id: str, state_epoch: int, offsets: Sequence[tuple[uuid.UUID, Sequence[tuple[int, int]]]]
+    ) -> int:
         """AlterShareGroupOffsets' second step (Kafka's persisterInitialize): initialize each partition at
         its new start offset, then record them initialized; any failure leaves them uninitialized and
         is the answer's error."""
@@ -98,7 +107,9 @@ class ShareGroupShell:
         )
         failed = [a for a in answers if a != 0]
         topics = tuple((t, tuple(p for p, _ in pairs)) for t, pairs in offsets)
-        await self.broker.coordinator.call(group_id, group_types.share_state_initialized, ShareStateInitialized(group_id, topics, not failed))
+        await self.broker.coordinator.call(
+            group_id, group_types.share_state_initialized, ShareStateInitialized(group_id, topics, not failed)
+        )
         if failed:
             return failed[0] if isinstance(failed[0], int) else E.UNKNOWN_SERVER_ERROR
         return 0
@@ -116,10 +127,18 @@ class ShareGroupShell:
         failed = [(k, a) for k, a in zip(keys, answers, strict=True) if a != 0]
         if failed:
             key, answer = failed[0]
-            log.error("share group %s: initializing %d share partitions failed (first: %s-%d: %s)",
-                      ask.group_id, len(failed), key.topic_id, key.partition, answer)
+            log.error(
+                "share group %s: initializing %d share partitions failed (first: %s-%d: %s)",
+                ask.group_id,
+                len(failed),
+                key.topic_id,
+                key.partition,
+                answer,
+            )
         event = ShareStateInitialized(ask.group_id, ask.topics, not failed)
         try:
             await self.broker.coordinator.call(ask.group_id, group_types.share_state_initialized, event)
         except CoordinatorError as exc:  # the partition moved or failed: the next heartbeat asks again
-            log.warning("share group %s: recording initialized share partitions failed: error %d", ask.group_id, exc.code)
+            log.warning(
+                "share group %s: recording initialized share partitions failed: error %d", ask.group_id, exc.code
+            )

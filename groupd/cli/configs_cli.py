@@ -90,20 +90,43 @@ def _entity(args: argparse.Namespace) -> list[tuple[str, str | None]]:
 
 def describe(client: Client, entity: list[tuple[str, str | None]]) -> list[str]:
     components = [{"entity_type": k, "match_type": 1 if n is None else 0, "match": n} for k, n in entity]
-    resp = client.call(ApiKey.DESCRIBE_CLIENT_QUOTAS, 1, components=tuple(codec.make(codec.nested(codec.request_class(ApiKey.DESCRIBE_CLIENT_QUOTAS, 1), "ComponentData"), **c) for c in components), strict=True)
+    resp = client.call(
+        ApiKey.DESCRIBE_CLIENT_QUOTAS,
+        1,
+        components=tuple(
+            codec.make(codec.nested(codec.request_class(ApiKey.DESCRIBE_CLIENT_QUOTAS, 1), "ComponentData"), **c)
+            for c in components
+        ),
+        strict=True,
+    )
     if resp.error_code:
         raise KafkaError(f"{resp.error_code.name}: {resp.error_message}")
     lines = []
     for entry in resp.entries or ():
-        who = ", ".join(f"{e.entity_type}={e.entity_name if e.entity_name is not None else '<default>'}" for e in entry.entity)
+        who = ", ".join(
+            f"{e.entity_type}={e.entity_name if e.entity_name is not None else '<default>'}" for e in entry.entity
+        )
         values = ",".join(f"{v.key}={_number(v.value)}" for v in entry.values)
         lines.append(f"Quota configs for {who} are {values}")
     users = [n for k, n in entity if k == "user" and n is not None]
     if users and len(entity) == 1:
-        resp = client.call(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, users=tuple(codec.make(codec.nested(codec.request_class(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0), "UserName"), name=u) for u in users))
+        resp = client.call(
+            ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS,
+            0,
+            users=tuple(
+                codec.make(
+                    codec.nested(codec.request_class(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0), "UserName"), name=u
+                )
+                for u in users
+            ),
+        )
         for result in resp.results:
             if result.error_code == 0:
-                creds = ",".join(f"{BY_TYPE[c.mechanism].name}=iterations={c.iterations}" for c in result.credential_infos if c.mechanism in BY_TYPE)
+                creds = ",".join(
+                    f"{BY_TYPE[c.mechanism].name}=iterations={c.iterations}"
+                    for c in result.credential_infos
+                    if c.mechanism in BY_TYPE
+                )
                 lines.append(f"SCRAM credential configs for user-principal '{result.user}' are {creds}")
     return lines
 
@@ -127,7 +150,11 @@ def alter(client: Client, entity: list[tuple[str, str | None]], add: str, delete
         for result in resp.entries:
             if result.error_code:
                 raise KafkaError(f"{result.error_code.name}: {result.error_message}")
-        out.append("Completed updating config for " + ", ".join(f"{k} {n if n is not None else '<default>'}" for k, n in entity) + ".")
+        out.append(
+            "Completed updating config for "
+            + ", ".join(f"{k} {n if n is not None else '<default>'}" for k, n in entity)
+            + "."
+        )
     user = next((n for k, n in entity if k == "user"), None)
     scram_removed = [k for k in removed if k in BY_NAME]
     if scram or scram_removed:
@@ -140,7 +167,10 @@ def alter(client: Client, entity: list[tuple[str, str | None]], add: str, delete
             iterations = int(fields.get("iterations", DEFAULT_ITERATIONS))
             salt = fields["salt"].encode() if "salt" in fields else os.urandom(32)
             upsertion = codec.nested(cls, "ScramCredentialUpsertion")(
-                name=user, mechanism=mechanism.type, iterations=iterations, salt=salt,
+                name=user,
+                mechanism=mechanism.type,
+                iterations=iterations,
+                salt=salt,
                 salted_password=salted_password(mechanism, fields["password"], salt, iterations),
             )
             _scram_result(client.call(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, deletions=(), upsertions=(upsertion,)))
@@ -158,7 +188,9 @@ def _scram_result(resp: Any) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="groupd-configs", description="Client quotas, SCRAM credentials and group configs, like kafka-configs.sh")
+    p = argparse.ArgumentParser(
+        prog="groupd-configs", description="Client quotas, SCRAM credentials and group configs, like kafka-configs.sh"
+    )
     p.add_argument("--bootstrap-server", required=True)
     p.add_argument("--entity-type", action="append", choices=sorted([*ENTITY_TYPES, "groups"]))
     p.add_argument("--entity-name", action="append")
@@ -172,7 +204,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--delete-config", default="")
     args = p.parse_args(argv)
     if args.group is not None:
-        args.entity_type, args.entity_name = [*(args.entity_type or []), "groups"], [*(args.entity_name or []), args.group]
+        args.entity_type, args.entity_name = (
+            [*(args.entity_type or []), "groups"],
+            [*(args.entity_name or []), args.group],
+        )
     if not args.entity_type:
         p.error("give --entity-type (or --group)")
     groups = "groups" in args.entity_type
@@ -189,13 +224,16 @@ def main(argv: list[str] | None = None) -> int:
         if groups:
             name = args.entity_name[0] if args.entity_name else None
             lines = (
-                group_configs.describe(client, name, args.all) if args.describe
+                group_configs.describe(client, name, args.all)
+                if args.describe
                 else group_configs.alter(client, args.entity_name[0], args.add_config, args.delete_config)
             )
             print("\n".join(lines))
             return 0
         entity = _entity(args)
-        lines = describe(client, entity) if args.describe else alter(client, entity, args.add_config, args.delete_config)
+        lines = (
+            describe(client, entity) if args.describe else alter(client, entity, args.add_config, args.delete_config)
+        )
         print("\n".join(lines))
         return 0
     except (KafkaError, KeyError, ValueError) as exc:

@@ -63,7 +63,9 @@ def _read(sock: socket.socket, n: int) -> bytes:
     return bytes(out)
 
 
-def describe(host: str, port: int, group_ids: list[str], ctx: ssl.SSLContext | None, timeout_s: float) -> dict[str, dict[str, Any]]:
+def describe(
+    host: str, port: int, group_ids: list[str], ctx: ssl.SSLContext | None, timeout_s: float
+) -> dict[str, dict[str, Any]]:
     """The consumer-protocol groups among ``group_ids`` (those answered GROUP_ID_NOT_FOUND are left out),
     as groupd-groups' description dicts. Raises OSError/ConnectionError when the broker cannot answer."""
     body = {"group_ids": tuple(group_ids), "include_authorized_operations": False}

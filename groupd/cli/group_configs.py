@@ -24,8 +24,14 @@ SET, DELETE = 0, 1
 DYNAMIC_GROUP_CONFIG = 8
 # the Admin client's ConfigEntry.ConfigSource names of DescribeConfigs' source ids
 SOURCE_NAMES = {
-    0: "UNKNOWN", 1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG", 3: "DYNAMIC_DEFAULT_BROKER_CONFIG",
-    4: "STATIC_BROKER_CONFIG", 5: "DEFAULT_CONFIG", 6: "DYNAMIC_BROKER_LOGGER_CONFIG", 7: "DYNAMIC_CLIENT_METRICS_CONFIG",
+    0: "UNKNOWN",
+    1: "DYNAMIC_TOPIC_CONFIG",
+    2: "DYNAMIC_BROKER_CONFIG",
+    3: "DYNAMIC_DEFAULT_BROKER_CONFIG",
+    4: "STATIC_BROKER_CONFIG",
+    5: "DEFAULT_CONFIG",
+    6: "DYNAMIC_BROKER_LOGGER_CONFIG",
+    7: "DYNAMIC_CLIENT_METRICS_CONFIG",
     8: "DYNAMIC_GROUP_CONFIG",
 }
 _ITEM = re.compile(r"([^,=\[\]]+)=(\[[^\]]*\]|[^,]*)")
@@ -38,10 +44,10 @@ def parse_plain_configs(text: str) -> dict[str, str]:
     while rest:
         m = _ITEM.match(rest)
         if m is None:
-            raise ValueError(f"Invalid entity config: all configs to be added must be in the format \"key=val\": {rest}")
+            raise ValueError(f'Invalid entity config: all configs to be added must be in the format "key=val": {rest}')
         key, value = m.group(1).strip(), m.group(2).strip()
         out[key] = value[1:-1] if value.startswith("[") else value
-        rest = rest[m.end():].lstrip(",").strip()
+        rest = rest[m.end() :].lstrip(",").strip()
     return out
 
 
@@ -88,13 +94,20 @@ def describe(client: Client, group: str | None, every: bool) -> list[str]:
     res_cls = codec.nested(cls, "DescribeConfigsResource")
     for name in names:
         lines.append(f"{'All' if every else 'Dynamic'} configs for group {name} are:")
-        resp = client.call(ApiKey.DESCRIBE_CONFIGS, 4, include_synonyms=True, include_documentation=False,
-                           resources=(res_cls(resource_type=GROUP, resource_name=name, configuration_keys=None),))
+        resp = client.call(
+            ApiKey.DESCRIBE_CONFIGS,
+            4,
+            include_synonyms=True,
+            include_documentation=False,
+            resources=(res_cls(resource_type=GROUP, resource_name=name, configuration_keys=None),),
+        )
         (result,) = resp.results
         _check(result.error_code, result.error_message)
         for entry in sorted(result.configs, key=lambda e: e.name):
             if not every and entry.config_source != DYNAMIC_GROUP_CONFIG:
                 continue
             synonyms = ", ".join(f"{SOURCE_NAMES.get(s.source, 'UNKNOWN')}:{s.name}={s.value}" for s in entry.synonyms)
-            lines.append(f"  {entry.name}={entry.value} sensitive={str(entry.is_sensitive).lower()} synonyms={{{synonyms}}}")
+            lines.append(
+                f"  {entry.name}={entry.value} sensitive={str(entry.is_sensitive).lower()} synonyms={{{synonyms}}}"
+            )
     return lines

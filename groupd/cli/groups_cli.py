@@ -27,7 +27,16 @@ from groupd.cli import offset_reset as reset
 MISSING = "-"
 CONSUMER_STATES = ("PreparingRebalance", "CompletingRebalance", "Stable", "Dead", "Empty", "Assigning", "Reconciling")
 CONSUMER_TYPES = ("Classic", "Consumer")
-SCENARIOS = ("to_offset", "shift_by", "to_datetime", "by_duration", "to_earliest", "to_latest", "to_current", "from_file")
+SCENARIOS = (
+    "to_offset",
+    "shift_by",
+    "to_datetime",
+    "by_duration",
+    "to_earliest",
+    "to_latest",
+    "to_current",
+    "from_file",
+)
 _JAAS_OPTION = re.compile(r'(username|password)\s*=\s*"([^"]*)"')
 
 
@@ -48,15 +57,20 @@ def client_settings(properties: dict[str, str]) -> dict[str, Any]:
     password = properties.get("sasl.password", jaas.get("password"))
     if user is not None:
         out["sasl_plain_username"], out["sasl_plain_password"] = user, password
-    for keys, setting in ((("ssl.truststore.location", "ssl.ca.location"), "ssl_cafile"),
-                          (("ssl.keystore.location", "ssl.certificate.location"), "ssl_certfile"),
-                          (("ssl.key.location",), "ssl_keyfile")):
+    for keys, setting in (
+        (("ssl.truststore.location", "ssl.ca.location"), "ssl_cafile"),
+        (("ssl.keystore.location", "ssl.certificate.location"), "ssl_certfile"),
+        (("ssl.key.location",), "ssl_keyfile"),
+    ):
         for key in keys:
             if key in properties:
                 out[setting] = properties[key]
     if out.get("ssl_certfile") and "ssl_keyfile" not in out:
         out["ssl_keyfile"] = out["ssl_certfile"]  # a PEM key store holds the key beside the chain
-    if "ssl.endpoint.identification.algorithm" in properties and not properties["ssl.endpoint.identification.algorithm"]:
+    if (
+        "ssl.endpoint.identification.algorithm" in properties
+        and not properties["ssl.endpoint.identification.algorithm"]
+    ):
         out["ssl_check_hostname"] = False
     return out
 
@@ -64,40 +78,86 @@ def client_settings(properties: dict[str, str]) -> dict[str, Any]:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="groupd-groups",
-        description="This tool helps to list all consumer groups, describe a consumer group, delete consumer group info, "
-                    "or reset consumer group offsets (Kafka's kafka-consumer-groups.sh, same flags and output).")
+        description=(
+            "This tool helps to list all consumer groups, describe a consumer group, delete consumer group info, "
+            "or reset consumer group offsets (Kafka's kafka-consumer-groups.sh, same flags and output)."
+        ),
+    )
     p.add_argument("--bootstrap-server", help="REQUIRED: The server(s) to connect to.")
     p.add_argument("--group", action="append", default=[], help="The consumer group we wish to act on (repeatable).")
-    p.add_argument("--topic", action="append", default=[], help="A topic, or topic:0,1,2 for some of its partitions (repeatable).")
-    p.add_argument("--all-topics", action="store_true", help="Consider all topics assigned to a group in the reset-offsets process.")
+    p.add_argument(
+        "--topic", action="append", default=[], help="A topic, or topic:0,1,2 for some of its partitions (repeatable)."
+    )
+    p.add_argument(
+        "--all-topics",
+        action="store_true",
+        help="Consider all topics assigned to a group in the reset-offsets process.",
+    )
     p.add_argument("--all-groups", action="store_true", help="Apply to all consumer groups.")
-    for flag, doc in (("--list", "List all consumer groups."),
-                      ("--describe", "Describe consumer group and list offset lag related to given group."),
-                      ("--delete", "Delete groups: their offsets and ownership information."),
-                      ("--reset-offsets", "Reset offsets of consumer groups (inactive ones only)."),
-                      ("--delete-offsets", "Delete offsets of one consumer group, for the topics given.")):
+    for flag, doc in (
+        ("--list", "List all consumer groups."),
+        ("--describe", "Describe consumer group and list offset lag related to given group."),
+        ("--delete", "Delete groups: their offsets and ownership information."),
+        ("--reset-offsets", "Reset offsets of consumer groups (inactive ones only)."),
+        ("--delete-offsets", "Delete offsets of one consumer group, for the topics given."),
+    ):
         p.add_argument(flag, action="store_true", help=doc)
-    p.add_argument("--timeout", type=int, default=5000, metavar="MS", help="How long to wait for the broker (ms, default 5000).")
+    p.add_argument(
+        "--timeout", type=int, default=5000, metavar="MS", help="How long to wait for the broker (ms, default 5000)."
+    )
     p.add_argument("--command-config", help="Property file of client configs (security.protocol, sasl.*, ssl.*).")
-    p.add_argument("--dry-run", action="store_true", help="Only show results without executing changes (reset-offsets).")
+    p.add_argument(
+        "--dry-run", action="store_true", help="Only show results without executing changes (reset-offsets)."
+    )
     p.add_argument("--execute", action="store_true", help="Execute operation (reset-offsets).")
     p.add_argument("--export", action="store_true", help="Export operation execution to a CSV file (reset-offsets).")
     p.add_argument("--to-offset", type=int, help="Reset offsets to a specific offset.")
     p.add_argument("--from-file", help="Reset offsets to values defined in CSV file.")
     p.add_argument("--to-datetime", help="Reset offsets to offset from datetime. Format: 'YYYY-MM-DDTHH:mm:SS.sss'")
-    p.add_argument("--by-duration", help="Reset offsets to offset by duration from current timestamp. Format: 'PnDTnHnMnS'")
+    p.add_argument(
+        "--by-duration", help="Reset offsets to offset by duration from current timestamp. Format: 'PnDTnHnMnS'"
+    )
     p.add_argument("--to-earliest", action="store_true", help="Reset offsets to earliest offset.")
     p.add_argument("--to-latest", action="store_true", help="Reset offsets to latest offset.")
     p.add_argument("--to-current", action="store_true", help="Reset offsets to current offset.")
-    p.add_argument("--shift-by", type=int, help="Reset offsets shifting current offset by 'n', where 'n' can be positive or negative.")
+    p.add_argument(
+        "--shift-by",
+        type=int,
+        help="Reset offsets shifting current offset by 'n', where 'n' can be positive or negative.",
+    )
     p.add_argument("--members", action="store_true", help="Describe members of the group (with --describe).")
     p.add_argument("--verbose", action="store_true", help="Provide additional information when describing the group.")
-    p.add_argument("--offsets", action="store_true", help="Describe the group's partitions with their offset lag (the default).")
-    p.add_argument("--state", nargs="?", const="", default=None, help="With --describe: the group's state; with --list: states, optionally filtered (stable,empty).")
-    p.add_argument("--type", nargs="?", const="", default=None, help="With --list: group types, optionally filtered (classic,consumer).")
-    p.add_argument("--status", action="store_true", help="groupd: with --describe, the broker's live consumer status per partition (Burrow's rules).")
-    p.add_argument("--metrics-url", help="groupd: the broker's /metrics for --status (default http://<bootstrap host>:9404/metrics).")
-    p.add_argument("--share", action="store_true", help="Share groups (KIP-932): --list and --describe as Kafka's kafka-share-groups.sh shows them.")
+    p.add_argument(
+        "--offsets", action="store_true", help="Describe the group's partitions with their offset lag (the default)."
+    )
+    p.add_argument(
+        "--state",
+        nargs="?",
+        const="",
+        default=None,
+        help="With --describe: the group's state; with --list: states, optionally filtered (stable,empty).",
+    )
+    p.add_argument(
+        "--type",
+        nargs="?",
+        const="",
+        default=None,
+        help="With --list: group types, optionally filtered (classic,consumer).",
+    )
+    p.add_argument(
+        "--status",
+        action="store_true",
+        help="groupd: with --describe, the broker's live consumer status per partition (Burrow's rules).",
+    )
+    p.add_argument(
+        "--metrics-url",
+        help="groupd: the broker's /metrics for --status (default http://<bootstrap host>:9404/metrics).",
+    )
+    p.add_argument(
+        "--share",
+        action="store_true",
+        help="Share groups (KIP-932): --list and --describe as Kafka's kafka-share-groups.sh shows them.",
+    )
     return p
 
 
@@ -105,9 +165,11 @@ def check_args(a: argparse.Namespace, usage: Callable[[str], NoReturn]) -> None:
     """Kafka's ``checkArgs``, message for message."""
     actions = [a.list, a.describe, a.delete, a.reset_offsets, a.delete_offsets]
     if sum(actions) != 1:
-        usage("Command must include exactly one action: --list, --describe, --delete, --reset-offsets, --delete-offsets")
+        usage(
+            "Command must include exactly one action: --list, --describe, --delete, --reset-offsets, --delete-offsets"
+        )
     if not a.bootstrap_server:
-        usage("Missing required argument \"[bootstrap-server]\"")
+        usage('Missing required argument "[bootstrap-server]"')
     scope = "--all-groups, --group"
     if a.describe:
         if not a.group and not a.all_groups:
@@ -134,20 +196,29 @@ def check_args(a: argparse.Namespace, usage: Callable[[str], NoReturn]) -> None:
         if a.dry_run and a.execute:
             usage("Option [reset-offsets] only accepts one of [execute] and [dry-run]")
         if not a.dry_run and not a.execute:
-            print("WARN: No action will be performed as the --execute option is missing. In a future major release, the default "
-                  "behavior of this command will be to prompt the user before executing the reset rather than doing a dry run. "
-                  "You should add the --dry-run option explicitly if you are scripting this command and want to keep the "
-                  "current default behavior without prompting.", file=sys.stderr)
+            print(
+                "WARN: No action will be performed as the --execute option is missing. In a future major release, the "
+                "default behavior of this command will be to prompt the user before executing the reset rather than "
+                "doing a dry run. You should add the --dry-run option explicitly if you are scripting this command "
+                "and want to keep the current default behavior without prompting.",
+                file=sys.stderr,
+            )
         if not a.group and not a.all_groups:
             usage(f"Option [reset-offsets] takes one of these options: {scope}")
         if len(chosen) > 1:
             usage(f"Option [{chosen[0].replace('_', '-')}] can't be used with option [{chosen[1].replace('_', '-')}]")
         if not chosen:
-            usage("Option '[reset-offsets]' requires one of the following scenarios: " + ", ".join(f"[{s.replace('_', '-')}]" for s in SCENARIOS))
+            usage(
+                "Option '[reset-offsets]' requires one of the following scenarios: "
+                + ", ".join(f"[{s.replace('_', '-')}]" for s in SCENARIOS)
+            )
         if not (a.all_topics or a.topic or a.from_file):
             usage("One of the reset scopes should be defined: --all-topics, --topic.")
     elif chosen or a.dry_run or a.execute or a.export or a.all_topics:
-        usage("Option [reset-offsets] scenarios, [dry-run], [execute], [export] and [all-topics] may be used with [reset-offsets] only")
+        usage(
+            "Option [reset-offsets] scenarios, [dry-run], [execute], [export] and [all-topics] may be used with "
+            "[reset-offsets] only"
+        )
     if a.group and a.all_groups:
         usage("Option [group] can't be used with option [all-groups]")
     if a.group and a.list:
@@ -184,8 +255,13 @@ class GroupService:
         from kafka import KafkaAdminClient
 
         self.timeout_ms = timeout_ms
-        self.admin = KafkaAdminClient(bootstrap_servers=bootstrap, client_id="groupd-groups", request_timeout_ms=max(timeout_ms, 1000),
-                                      bootstrap_timeout_ms=timeout_ms, **settings)
+        self.admin = KafkaAdminClient(
+            bootstrap_servers=bootstrap,
+            client_id="groupd-groups",
+            request_timeout_ms=max(timeout_ms, 1000),
+            bootstrap_timeout_ms=timeout_ms,
+            **settings,
+        )
         self.settings = settings
         self.warnings: list[str] = []
 
@@ -194,7 +270,9 @@ class GroupService:
 
     # --- reading
     def list_groups(self, states: list[str] | None = None, types: list[str] | None = None) -> list[dict[str, Any]]:
-        groups = self.admin.list_groups(states_filter=states or None, types_filter=[t.lower() for t in types] if types else None)
+        groups = self.admin.list_groups(
+            states_filter=states or None, types_filter=[t.lower() for t in types] if types else None
+        )
         return [g for g in groups if g.get("protocol_type") in ("consumer", "")]
 
     def describe(self, groups: list[str]) -> dict[str, dict[str, Any]]:
@@ -231,7 +309,9 @@ class GroupService:
         return manager.cluster.broker_metadata(node_id)
 
     def committed(self, group: str) -> dict[Any, Any]:
-        return {tp: om for tp, om in self.admin.list_group_offsets({group: None}).get(group, {}).items() if om.offset >= 0}
+        return {
+            tp: om for tp, om in self.admin.list_group_offsets({group: None}).get(group, {}).items() if om.offset >= 0
+        }
 
     def log_offsets(self, partitions: list[Any], spec: int) -> dict[Any, int]:
         if not partitions:
@@ -249,7 +329,10 @@ class GroupService:
             if t.get("error_code", 0) != 0:
                 if missing_ok:
                     continue
-                raise CommandError(f"The partitions of topic '{t['name']}' could not be described: this server does not host this topic-partition.")
+                raise CommandError(
+                    f"The partitions of topic '{t['name']}' could not be described: this server does not host this "
+                    "topic-partition."
+                )
             out += [TopicPartition(t["name"], p["partition_index"]) for p in t["partitions"]]
         return sorted(out)
 
@@ -265,13 +348,27 @@ class GroupService:
         for m in members:
             tps = sorted(TopicPartition(t, p) for t, p in _assigned(m))
             owned.update(tps)
-            rows += [dict(group=group, tp=tp, consumer=m.get("member_id"), host=m.get("client_host"), client=m.get("client_id")) for tp in tps]
-        rows += [dict(group=group, tp=tp, consumer=MISSING, host=MISSING, client=MISSING) for tp in sorted(set(committed) - owned)]
+            rows += [
+                dict(
+                    group=group,
+                    tp=tp,
+                    consumer=m.get("member_id"),
+                    host=m.get("client_host"),
+                    client=m.get("client_id"),
+                )
+                for tp in tps
+            ]
+        rows += [
+            dict(group=group, tp=tp, consumer=MISSING, host=MISSING, client=MISSING)
+            for tp in sorted(set(committed) - owned)
+        ]
         ends = self.log_offsets([r["tp"] for r in rows], -1)
         for r in rows:
             om = committed.get(r["tp"])
             r["offset"] = om.offset if om is not None else None
-            r["epoch"] = om.leader_epoch if om is not None and om.leader_epoch is not None and om.leader_epoch >= 0 else None
+            r["epoch"] = (
+                om.leader_epoch if om is not None and om.leader_epoch is not None and om.leader_epoch >= 0 else None
+            )
             r["end"] = ends.get(r["tp"])
             r["lag"] = r["end"] - r["offset"] if r["offset"] is not None and r["end"] is not None else None
         return rows
@@ -284,7 +381,10 @@ class GroupService:
     # --- changing
     def delete_groups(self, groups: list[str]) -> dict[str, str | None]:
         result = self.admin.delete_groups(groups)
-        return {g: (None if err in (None, "", "OK") or getattr(err, "errno", 1) == 0 else _error_text(err)) for g, err in _items(result)}
+        return {
+            g: (None if err in (None, "", "OK") or getattr(err, "errno", 1) == 0 else _error_text(err))
+            for g, err in _items(result)
+        }
 
     def plan(self, group: str, a: argparse.Namespace, file_plan: reset.Plan | None) -> dict[Any, int]:
         """The offsets ``--reset-offsets`` would commit for one group (Kafka's ``prepareOffsetsToReset``)."""
@@ -302,7 +402,9 @@ class GroupService:
             known = set(self.topic_partitions(sorted({tp.topic for tp in named}), missing_ok=True))
             missing = [tp for tp in named if tp not in known]
             if missing:
-                raise CommandError("The partitions \"" + ",".join(f"{tp.topic}-{tp.partition}" for tp in missing) + "\" do not exist")
+                raise CommandError(
+                    'The partitions "' + ",".join(f"{tp.topic}-{tp.partition}" for tp in missing) + '" do not exist'
+                )
         if a.to_earliest:
             return self.log_offsets(partitions, -2)
         if a.to_latest:
@@ -312,25 +414,38 @@ class GroupService:
         if a.shift_by is not None:
             absent = [tp for tp in partitions if tp not in committed]
             if absent:
-                raise CommandError(f"Cannot shift offset for partition {absent[0].topic}-{absent[0].partition} since there is no current committed offset")
+                raise CommandError(
+                    f"Cannot shift offset for partition {absent[0].topic}-{absent[0].partition} since there is no "
+                    "current committed offset"
+                )
             return self._bounded({tp: committed[tp].offset + a.shift_by for tp in partitions})
         if a.to_current:
             ends = self.log_offsets([tp for tp in partitions if tp not in committed], -1)
             return {tp: committed[tp].offset if tp in committed else ends[tp] for tp in partitions}
         import time
 
-        stamp = reset.parse_datetime(a.to_datetime) if a.to_datetime else int(time.time() * 1000) - reset.parse_duration_ms(a.by_duration)
+        stamp = (
+            reset.parse_datetime(a.to_datetime)
+            if a.to_datetime
+            else int(time.time() * 1000) - reset.parse_duration_ms(a.by_duration)
+        )
         found = self.log_offsets(partitions, stamp)
         empty = [tp for tp in partitions if found.get(tp, -1) < 0]
         for tp in empty:
-            self.warnings.append(f"\nWarn: Partition {tp.partition} from topic {tp.topic} is empty. Falling back to latest known offset.")
+            self.warnings.append(
+                f"\nWarn: Partition {tp.partition} from topic {tp.topic} is empty. Falling back to latest known offset."
+            )
         found.update(self.log_offsets(empty, -1))
         return {tp: found[tp] for tp in partitions}
 
     def _bounded(self, requested: dict[Any, int]) -> dict[Any, int]:
         parts = sorted(requested)
-        return reset.clamp(requested, self.log_offsets(parts, -2), self.log_offsets(parts, -1),
-                           lambda line: self.warnings.append(f"WARN {line}"))
+        return reset.clamp(
+            requested,
+            self.log_offsets(parts, -2),
+            self.log_offsets(parts, -1),
+            lambda line: self.warnings.append(f"WARN {line}"),
+        )
 
     def commit(self, group: str, offsets: dict[Any, int]) -> None:
         from kafka.structs import OffsetAndMetadata
@@ -345,7 +460,9 @@ class GroupService:
         except Exception as exc:  # a top-level error: the group is missing, not empty, ...
             return _error_text(exc), {}
         per = {tp: (None if getattr(err, "errno", 0) == 0 else _error_text(err)) for tp, err in result.items()}
-        return (("Encountered some partition-level error, see the follow-up details.") if any(per.values()) else None), per
+        return (
+            ("Encountered some partition-level error, see the follow-up details.") if any(per.values()) else None
+        ), per
 
 
 def _items(result: Any) -> list[tuple[str, Any]]:
@@ -404,8 +521,14 @@ def run(a: argparse.Namespace, out: Callable[[str], None], err: Callable[[str], 
         service.close()
 
 
-def _run(service: GroupService, a: argparse.Namespace, states: list[str], types: list[str],
-         out: Callable[[str], None], err: Callable[[str], None]) -> int:
+def _run(
+    service: GroupService,
+    a: argparse.Namespace,
+    states: list[str],
+    types: list[str],
+    out: Callable[[str], None],
+    err: Callable[[str], None],
+) -> int:
     if a.list:
         listings = service.list_groups(states, types)
         if a.state is not None or a.type is not None:
@@ -423,7 +546,9 @@ def _run(service: GroupService, a: argparse.Namespace, states: list[str], types:
         if not failed:
             out("Deletion of requested consumer groups (" + ", ".join(f"'{g}'" for g in ok) + ") was successful.\n")
             return 0
-        text = "\nError: Deletion of some consumer groups failed:\n" + "".join(f"* Group '{g}' could not be deleted due to: {e}\n" for g, e in failed.items())
+        text = "\nError: Deletion of some consumer groups failed:\n" + "".join(
+            f"* Group '{g}' could not be deleted due to: {e}\n" for g, e in failed.items()
+        )
         if ok:
             text += "\nThese consumer groups were deleted successfully: " + ", ".join(f"'{g}'" for g in ok) + "\n"
         out(text)
@@ -433,13 +558,22 @@ def _run(service: GroupService, a: argparse.Namespace, states: list[str], types:
         out((f"\nError: {top}" if top else f"Request succeeded for deleting offsets from group {groups[0]}.") + "\n")
         width = max([15] + [len(tp.topic) for tp in per])
         lines = [f"{'TOPIC':<{width}} {'PARTITION':<10} {'STATUS':<15}"]
-        lines += [f"{tp.topic:<{width}} {tp.partition:<10} {('Error: ' + e) if e else 'Successful':<15}" for tp, e in sorted(per.items())]
+        lines += [
+            f"{tp.topic:<{width}} {tp.partition:<10} {('Error: ' + e) if e else 'Successful':<15}"
+            for tp, e in sorted(per.items())
+        ]
         out("".join("\n" + line for line in lines) + "\n")
         return 1 if top else 0
     return _reset(service, a, groups, out, err)
 
 
-def _describe(service: GroupService, a: argparse.Namespace, groups: list[str], out: Callable[[str], None], err: Callable[[str], None]) -> int:
+def _describe(
+    service: GroupService,
+    a: argparse.Namespace,
+    groups: list[str],
+    out: Callable[[str], None],
+    err: Callable[[str], None],
+) -> int:
     code = 0
     descriptions = service.describe(groups)
     for group in sorted(groups):
@@ -454,7 +588,11 @@ def _describe(service: GroupService, a: argparse.Namespace, groups: list[str], o
         elif state in ("PreparingRebalance", "CompletingRebalance", "Assigning", "Reconciling"):
             err(f"\nWarning: Consumer group '{group}' is rebalancing.\n")
         if a.members:
-            out(show.format_members(group, desc.get("members") or [], a.verbose, _assigned, desc.get("assignment_epoch")))
+            out(
+                show.format_members(
+                    group, desc.get("members") or [], a.verbose, _assigned, desc.get("assignment_epoch")
+                )
+            )
         elif a.state is not None:
             out(show.format_state(group, desc, service.coordinator_text(group), a.verbose))
         elif a.status:
@@ -471,7 +609,13 @@ def _describe(service: GroupService, a: argparse.Namespace, groups: list[str], o
     return code
 
 
-def _reset(service: GroupService, a: argparse.Namespace, groups: list[str], out: Callable[[str], None], err: Callable[[str], None]) -> int:
+def _reset(
+    service: GroupService,
+    a: argparse.Namespace,
+    groups: list[str],
+    out: Callable[[str], None],
+    err: Callable[[str], None],
+) -> int:
     file_plan = None
     if a.from_file:
         try:
@@ -485,7 +629,10 @@ def _reset(service: GroupService, a: argparse.Namespace, groups: list[str], out:
     for group in groups:
         state = (descriptions.get(group) or {}).get("group_state") or "Dead"
         if state not in ("Empty", "Dead"):
-            out(f"\nError: Assignments can only be reset if the group '{group}' is inactive, but the current state is {state}.\n")
+            out(
+                f"\nError: Assignments can only be reset if the group '{group}' is inactive, but the current state is "
+                f"{state}.\n"
+            )
             plans[group] = {}
             code = 1
             continue
@@ -528,8 +675,10 @@ def main(argv: list[str] | None = None) -> int:
     except Exception as exc:  # the client's errors (no broker, timeouts, auth) as one line, as Kafka prints them
         name = type(exc).__name__
         if name in ("NoBrokersAvailable", "KafkaConnectionError", "KafkaTimeoutError") or isinstance(exc, OSError):
-            out(f"\nError: Executing consumer group command failed due to: could not reach {a.bootstrap_server} "
-                f"within --timeout {a.timeout} ms ({name})\n")
+            out(
+                f"\nError: Executing consumer group command failed due to: could not reach {a.bootstrap_server} "
+                f"within --timeout {a.timeout} ms ({name})\n"
+            )
         else:
             out(f"\nError: Executing consumer group command failed due to {name}: {_error_text(exc)}\n")
         return 1

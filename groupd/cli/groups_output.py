@@ -47,10 +47,31 @@ def format_offsets(rows: list[dict[str, Any]], verbose: bool) -> str:
     hw = max([15] + [len(_v(r["host"])) for r in rows])
     if verbose:
         widths = [gw, tw, 10, 15, 15, 15, 15, cw, hw, 0]
-        header = ["GROUP", "TOPIC", "PARTITION", "LEADER-EPOCH", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST", "CLIENT-ID"]
+        header = [
+            "GROUP",
+            "TOPIC",
+            "PARTITION",
+            "LEADER-EPOCH",
+            "CURRENT-OFFSET",
+            "LOG-END-OFFSET",
+            "LAG",
+            "CONSUMER-ID",
+            "HOST",
+            "CLIENT-ID",
+        ]
     else:
         widths = [gw, tw, 10, 15, 15, 15, cw, hw, 0]
-        header = ["GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST", "CLIENT-ID"]
+        header = [
+            "GROUP",
+            "TOPIC",
+            "PARTITION",
+            "CURRENT-OFFSET",
+            "LOG-END-OFFSET",
+            "LAG",
+            "CONSUMER-ID",
+            "HOST",
+            "CLIENT-ID",
+        ]
     lines = [_line(widths, header)]
     for r in rows:
         values = [r["group"], r["tp"].topic, r["tp"].partition]
@@ -69,8 +90,13 @@ def assignment_text(partitions: list[tuple[str, int]]) -> str:
     return ";".join(sorted(f"{t}:" + ",".join(str(p) for p in sorted(ps)) for t, ps in by_topic.items())) or MISSING
 
 
-def format_members(group: str, members: list[dict[str, Any]], verbose: bool, assigned: Callable[[dict[str, Any]], list[tuple[str, int]]],
-                   target_epoch: int | None = None) -> str:
+def format_members(
+    group: str,
+    members: list[dict[str, Any]],
+    verbose: bool,
+    assigned: Callable[[dict[str, Any]], list[tuple[str, int]]],
+    target_epoch: int | None = None,
+) -> str:
     """``--describe --members``; with ``--verbose`` Kafka 4's epochs and assignments: a consumer-protocol
     member's epoch and current assignment, the group's target assignment epoch and the member's target
     (``-`` for a classic group), and UPGRADED when classic members sit in a consumer group (KIP-848's
@@ -85,22 +111,45 @@ def format_members(group: str, members: list[dict[str, Any]], verbose: bool, ass
     aw = max([20] + [len(assignment_text(assigned(m))) for m in members])
     tw = max([20] + [len(assignment_text(_target(m))) for m in members])
     widths = [gw, cw] + ([iw] if with_instance else []) + [hw, lw, 15]
-    header = ["GROUP", "CONSUMER-ID"] + (["GROUP-INSTANCE-ID"] if with_instance else []) + ["HOST", "CLIENT-ID", "#PARTITIONS"]
+    header = (
+        ["GROUP", "CONSUMER-ID"]
+        + (["GROUP-INSTANCE-ID"] if with_instance else [])
+        + ["HOST", "CLIENT-ID", "#PARTITIONS"]
+    )
     extra_widths = [15, aw, 15, tw] + ([0] if with_upgraded else [])
 
     def row(values: list[Any], extra: list[Any]) -> str:
         text = _line(widths, values) + " "
         if verbose:
-            text += _line(extra_widths, extra) if with_upgraded else _line([*extra_widths[:-1], 0], extra[:-1] + [f"{_v(extra[-1]):<{tw}}"])
+            text += (
+                _line(extra_widths, extra)
+                if with_upgraded
+                else _line([*extra_widths[:-1], 0], extra[:-1] + [f"{_v(extra[-1]):<{tw}}"])
+            )
         return text
 
-    lines = [row(header, ["CURRENT-EPOCH", "CURRENT-ASSIGNMENT", "TARGET-EPOCH", "TARGET-ASSIGNMENT", "UPGRADED"][:len(extra_widths)])]
+    lines = [
+        row(
+            header,
+            ["CURRENT-EPOCH", "CURRENT-ASSIGNMENT", "TARGET-EPOCH", "TARGET-ASSIGNMENT", "UPGRADED"][
+                : len(extra_widths)
+            ],
+        )
+    ]
     for m in members:
         parts = assigned(m)
-        values = [group, m.get("member_id")] + ([m.get("group_instance_id") or ""] if with_instance else []) + [m.get("client_host"), m.get("client_id"), len(parts)]
+        values = (
+            [group, m.get("member_id")]
+            + ([m.get("group_instance_id") or ""] if with_instance else [])
+            + [m.get("client_host"), m.get("client_id"), len(parts)]
+        )
         consumer = "member_epoch" in m
-        extra = [m.get("member_epoch"), assignment_text(parts), target_epoch if consumer else None,
-                 assignment_text(_target(m)) if consumer else None]
+        extra = [
+            m.get("member_epoch"),
+            assignment_text(parts),
+            target_epoch if consumer else None,
+            assignment_text(_target(m)) if consumer else None,
+        ]
         if with_upgraded:
             extra.append("false" if m.get("member_type") == 0 else "true")
         lines.append(row(values, extra))
@@ -119,8 +168,24 @@ def format_state(group: str, desc: dict[str, Any], coordinator: str, verbose: bo
     members = len(desc.get("members") or [])
     if verbose:
         widths = [gw, cw, 20, 20, 15, 25, 0]
-        header = ["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "GROUP-EPOCH", "TARGET-ASSIGNMENT-EPOCH", "#MEMBERS"]
-        row = [group, coordinator, strategy, desc.get("group_state"), desc.get("group_epoch"), desc.get("assignment_epoch"), members]
+        header = [
+            "GROUP",
+            "COORDINATOR (ID)",
+            "ASSIGNMENT-STRATEGY",
+            "STATE",
+            "GROUP-EPOCH",
+            "TARGET-ASSIGNMENT-EPOCH",
+            "#MEMBERS",
+        ]
+        row = [
+            group,
+            coordinator,
+            strategy,
+            desc.get("group_state"),
+            desc.get("group_epoch"),
+            desc.get("assignment_epoch"),
+            members,
+        ]
     else:
         widths = [gw, cw, 20, 20, 0]
         header = ["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"]

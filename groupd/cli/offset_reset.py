@@ -70,7 +70,9 @@ def parse_datetime(text: str) -> int:
     return int(when.timestamp() * 1000)
 
 
-_DURATION = re.compile(r"^([-+]?)P(?:([-+]?\d+)D)?(?:T(?:([-+]?\d+)H)?(?:([-+]?\d+)M)?(?:([-+]?\d+)(?:[.,](\d{0,9}))?S)?)?$", re.I)
+_DURATION = re.compile(
+    r"^([-+]?)P(?:([-+]?\d+)D)?(?:T(?:([-+]?\d+)H)?(?:([-+]?\d+)M)?(?:([-+]?\d+)(?:[.,](\d{0,9}))?S)?)?$", re.I
+)
 
 
 def parse_duration_ms(text: str) -> int:
@@ -85,17 +87,27 @@ def parse_duration_ms(text: str) -> int:
     return -ms if sign == "-" else ms
 
 
-def clamp(requested: Mapping[TopicPartition, int], starts: Mapping[TopicPartition, int], ends: Mapping[TopicPartition, int],
-          warn: Callable[[str], None]) -> dict[TopicPartition, int]:
+def clamp(
+    requested: Mapping[TopicPartition, int],
+    starts: Mapping[TopicPartition, int],
+    ends: Mapping[TopicPartition, int],
+    warn: Callable[[str], None],
+) -> dict[TopicPartition, int]:
     """Kafka's ``checkOffsetsRange``: past the end becomes the end, before the start becomes the start."""
     out: dict[TopicPartition, int] = {}
     for tp, offset in requested.items():
         label = f"{tp.topic}-{tp.partition}"
         if tp in ends and offset > ends[tp]:
-            warn(f"New offset ({offset}) is higher than latest offset for topic partition {label}. Value will be set to {ends[tp]}.")
+            warn(
+                f"New offset ({offset}) is higher than latest offset for topic partition {label}. Value will be set to "
+                f"{ends[tp]}."
+            )
             out[tp] = ends[tp]
         elif tp in starts and offset < starts[tp]:
-            warn(f"New offset ({offset}) is lower than earliest offset for topic partition {label}. Value will be set to {starts[tp]}.")
+            warn(
+                f"New offset ({offset}) is lower than earliest offset for topic partition {label}. Value will be set "
+                f"to {starts[tp]}."
+            )
             out[tp] = starts[tp]
         else:
             out[tp] = offset

@@ -84,7 +84,9 @@ class ShareAdmin:
         if group not in self._coordinators:
             r = self.bootstrap.call(ApiKey.FIND_COORDINATOR, 3, {"key": group, "key_type": 0})
             if r.error_code:
-                raise ShareAdminError(f"The coordinator of share group '{group}' is not available (error {int(r.error_code)}).")
+                raise ShareAdminError(
+                    f"The coordinator of share group '{group}' is not available (error {int(r.error_code)})."
+                )
             conn = Connection(r.host, r.port, self.timeout_ms)
             self._coordinators[group] = (conn, f"{r.host}:{r.port}  ({r.node_id})")
         return self._coordinators[group]
@@ -95,7 +97,9 @@ class ShareAdmin:
 
     def describe(self, group: str) -> DescribedGroup:
         conn, _ = self.coordinator(group)
-        (g,) = conn.call(ApiKey.SHARE_GROUP_DESCRIBE, 1, {"group_ids": (group,), "include_authorized_operations": False}).groups
+        (g,) = conn.call(
+            ApiKey.SHARE_GROUP_DESCRIBE, 1, {"group_ids": (group,), "include_authorized_operations": False}
+        ).groups
         return g
 
     def offsets(self, group: str) -> builtins.list[OffsetRow]:  # (``list`` in this class is the method above)
@@ -106,8 +110,15 @@ class ShareAdmin:
         r = conn.call(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, 1, {"groups": (entry,)})
         (g,) = r.groups
         if g.error_code:
-            raise ShareAdminError(g.error_message or f"Describing the offsets of share group '{group}' failed (error {int(g.error_code)}).")
-        return sorted((t.topic_name, p.partition_index, p.leader_epoch, p.start_offset, p.lag) for t in g.topics for p in t.partitions)
+            raise ShareAdminError(
+                g.error_message
+                or f"Describing the offsets of share group '{group}' failed (error {int(g.error_code)})."
+            )
+        return sorted(
+            (t.topic_name, p.partition_index, p.leader_epoch, p.start_offset, p.lag)
+            for t in g.topics
+            for p in t.partitions
+        )
 
 
 def _shown(v: int) -> str:
@@ -125,7 +136,10 @@ def format_offsets(group: str, rows: list[OffsetRow], verbose: bool) -> str:
     gw, tw = max(15, len(group)), max([15] + [len(r[0]) for r in rows])
     if verbose:
         head = f"\n{'GROUP':<{gw}} {'TOPIC':<{tw}} {'PARTITION':<10} {'LEADER-EPOCH':<13} {'START-OFFSET':<13} LAG"
-        lines = [f"\n{group:<{gw}} {t:<{tw}} {p:<10} {_shown(e):<13} {_shown(o):<13} {_shown(lag)}" for t, p, e, o, lag in rows]
+        lines = [
+            f"\n{group:<{gw}} {t:<{tw}} {p:<10} {_shown(e):<13} {_shown(o):<13} {_shown(lag)}"
+            for t, p, e, o, lag in rows
+        ]
     else:
         head = f"\n{'GROUP':<{gw}} {'TOPIC':<{tw}} {'PARTITION':<10} {'START-OFFSET':<13} LAG"
         lines = [f"\n{group:<{gw}} {t:<{tw}} {p:<10} {_shown(o):<13} {_shown(lag)}" for t, p, _e, o, lag in rows]
@@ -136,16 +150,25 @@ def format_state(group: str, g: DescribedGroup, coordinator: str, verbose: bool)
     gw, cw = max(15, len(group)), max(25, len(coordinator))
     if verbose:
         fmt = f"\n{{:<{gw}}} {{:<{cw}}} {{:<15}} {{:<12}} {{:<17}} {{}}"
-        return (fmt.format("GROUP", "COORDINATOR (ID)", "STATE", "GROUP-EPOCH", "ASSIGNMENT-EPOCH", "#MEMBERS")
-                + fmt.format(group, coordinator, g.group_state, g.group_epoch, g.assignment_epoch, len(g.members)) + "\n")
+        return (
+            fmt.format("GROUP", "COORDINATOR (ID)", "STATE", "GROUP-EPOCH", "ASSIGNMENT-EPOCH", "#MEMBERS")
+            + fmt.format(group, coordinator, g.group_state, g.group_epoch, g.assignment_epoch, len(g.members))
+            + "\n"
+        )
     fmt = f"\n{{:<{gw}}} {{:<{cw}}} {{:<15}} {{}}"
-    return fmt.format("GROUP", "COORDINATOR (ID)", "STATE", "#MEMBERS") + fmt.format(group, coordinator, g.group_state, len(g.members)) + "\n"
+    return (
+        fmt.format("GROUP", "COORDINATOR (ID)", "STATE", "#MEMBERS")
+        + fmt.format(group, coordinator, g.group_state, len(g.members))
+        + "\n"
+    )
 
 
 def _assignment(member: Member) -> tuple[int, str]:
     tps = member.assignment.topic_partitions
     count = sum(len(tp.partitions) for tp in tps)
-    text = ";".join(sorted(f"{tp.topic_name}:" + ",".join(str(p) for p in sorted(tp.partitions)) for tp in tps if tp.partitions))
+    text = ";".join(
+        sorted(f"{tp.topic_name}:" + ",".join(str(p) for p in sorted(tp.partitions)) for tp in tps if tp.partitions)
+    )
     return count, text
 
 

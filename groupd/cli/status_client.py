@@ -33,4 +33,7 @@ def fetch_status(url: str, group: str, timeout: float = 5.0) -> list[dict[str, A
                 statuses[key] = int(sample.value)
             elif sample.name == "kafka_consumergroup_lag":
                 lags[key] = int(sample.value)
-    return [{"topic": t, "partition": p, "status": NAMES[s], "lag": lags.get((t, p))} for (t, p), s in sorted(statuses.items())]
+    return [
+        {"topic": t, "partition": p, "status": NAMES[s], "lag": lags.get((t, p))}
+        for (t, p), s in sorted(statuses.items())
+    ]

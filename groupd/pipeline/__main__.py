@@ -81,8 +81,15 @@ class Steps:
         return out
 
 
-def report_frames(spark: SparkSession, log_dirs: str, storm_min: int = 5, storm_window: int = 60, now_ms: int | None = None,
-                  detail_groups: int = 40, steps: Steps | None = None) -> dict[str, Any]:
+def report_frames(
+    spark: SparkSession,
+    log_dirs: str,
+    storm_min: int = 5,
+    storm_window: int = 60,
+    now_ms: int | None = None,
+    detail_groups: int = 40,
+    steps: Steps | None = None,
+) -> dict[str, Any]:
     """Everything the report shows, as pandas frames: small aggregates for every group, and the detailed
     series (generations, lag timeline, commit rate) for the ``detail_groups`` groups needing attention most."""
     from pyspark.sql import functions as F
@@ -95,8 +102,10 @@ def report_frames(spark: SparkSession, log_dirs: str, storm_min: int = 5, storm_
     g = jobs.groups(spark, log_dirs).cache()
     hist = jobs.log_end_history(spark, log_dirs).cache()
     counts = steps(
-        lambda n: f"read {log_dirs}: {n['commit_records']:,} offset-commit records, {n['group_records']:,} group records, "
-        f"{n['log_end_samples']:,} log-end samples",
+        lambda n: (
+            f"read {log_dirs}: {n['commit_records']:,} offset-commit records, {n['group_records']:,} group records, "
+            f"{n['log_end_samples']:,} log-end samples"
+        ),
         lambda: {"commit_records": c.count(), "group_records": g.count(), "log_end_samples": hist.count()},
     )
     has_history = counts["log_end_samples"] > 0
@@ -105,19 +114,25 @@ def report_frames(spark: SparkSession, log_dirs: str, storm_min: int = 5, storm_
     removed_df = spark.createDataFrame(removed[["group"]]) if len(removed) else jobs.removed_groups(g, c).limit(0)
     c_live = jobs.live(c, removed_df)
     history = jobs.live(jobs.rebalance_history(g), removed_df).cache()
-    storms = steps(lambda s: f"storms: {len(s)}", lambda: jobs.storm_intervals(history, storm_min, storm_window).toPandas())
+    storms = steps(
+        lambda s: f"storms: {len(s)}", lambda: jobs.storm_intervals(history, storm_min, storm_window).toPandas()
+    )
     status_df = jobs.consumer_status(c_live, ends, now_ms=now, history=hist if has_history else None).cache()
     status = steps(lambda s: f"Burrow status of {len(s):,} partitions", status_df.toPandas)
     lag_df = jobs.lag(c_live, ends)
     overview = steps(
         lambda o: f"overview of {len(o):,} live groups",
-        lambda: jobs.overview(history, jobs.storm_intervals(history, storm_min, storm_window), lag_df, status_df, c_live).toPandas(),
+        lambda: jobs.overview(
+            history, jobs.storm_intervals(history, storm_min, storm_window), lag_df, status_df, c_live
+        ).toPandas(),
     )
     chosen = list(overview["group"][:detail_groups])
     pick = F.col("group").isin(chosen)
     detail = steps(
-        lambda d: f"detail of {len(chosen)} groups: {len(d['history']):,} generations, "
-        + (f"{len(d['lag_timeline']):,} lag points" if has_history else "no lag history"),
+        lambda d: (
+            f"detail of {len(chosen)} groups: {len(d['history']):,} generations, "
+            + (f"{len(d['lag_timeline']):,} lag points" if has_history else "no lag history")
+        ),
         lambda: {
             "history": history.where(pick).toPandas(),
             "lag_timeline": jobs.topic_lag_timeline(c_live.where(pick), hist).toPandas() if has_history else None,
@@ -126,29 +141,48 @@ def report_frames(spark: SparkSession, log_dirs: str, storm_min: int = 5, storm_
     )
     span = steps(
         "time span of the store",
-        lambda: g.select(F.min("record_timestamp").alias("a"), F.max("record_timestamp").alias("b")).union(
-            c.select(F.min("record_timestamp"), F.max("record_timestamp"))
-        ).agg(F.min("a"), F.max("b")).first(),
+        lambda: (
+            g.select(F.min("record_timestamp").alias("a"), F.max("record_timestamp").alias("b"))
+            .union(c.select(F.min("record_timestamp"), F.max("record_timestamp")))
+            .agg(F.min("a"), F.max("b"))
+            .first()
+        ),
     )
     totals = history.agg(F.count("*"), F.countDistinct("group")).first()
     assert span is not None and totals is not None  # an aggregate over no grouping is one row, even of nothing
     meta = {
-        "store": str(Path(log_dirs).resolve()), "span_ms": (span[0], span[1]), "generated_ms": wall_ms(),
-        "now_ms": now, "counts": {**counts, "generations": totals[0], "groups": len(overview), "removed": len(removed)},
-        "has_history": has_history, "storm_min": storm_min, "storm_window": storm_window, "detail_groups": len(chosen),
+        "store": str(Path(log_dirs).resolve()),
+        "span_ms": (span[0], span[1]),
+        "generated_ms": wall_ms(),
+        "now_ms": now,
+        "counts": {**counts, "generations": totals[0], "groups": len(overview), "removed": len(removed)},
+        "has_history": has_history,
+        "storm_min": storm_min,
+        "storm_window": storm_window,
+        "detail_groups": len(chosen),
     }
     for df in (c, g, hist, history, status_df):
         df.unpersist()
     return {"meta": meta, "overview": overview, "removed": removed, "storms": storms, "status": status, **detail}
 
 
-def run(job: str, log_dirs: str, out: Path, master: str = "local[2]", storm_min: int = 5, storm_window: int = 60,
-        now_ms: int | None = None, say: Callable[[str], None] | None = None, spark_log: Path | None = None) -> Path:
+def run(
+    job: str,
+    log_dirs: str,
+    out: Path,
+    master: str = "local[2]",
+    storm_min: int = 5,
+    storm_window: int = 60,
+    now_ms: int | None = None,
+    say: Callable[[str], None] | None = None,
+    spark_log: Path | None = None,
+) -> Path:
     from groupd.pipeline import jobs, report
 
     steps = Steps(say or (lambda _: None))
     spark = steps(
-        f"Spark session on {master}" + (f" (Spark's log: {spark_log})" if spark_log else ""), lambda: session(master, spark_log)
+        f"Spark session on {master}" + (f" (Spark's log: {spark_log})" if spark_log else ""),
+        lambda: session(master, spark_log),
     )
     out.mkdir(parents=True, exist_ok=True)
     if job == "report":
@@ -172,8 +206,11 @@ def run(job: str, log_dirs: str, out: Path, master: str = "local[2]", storm_min:
         "summary": lambda: jobs.summary(history, jobs.storms(history, storm_min, storm_window), jobs.lag(c, ends)),
         "removed": lambda: removed,
         "overview": lambda: jobs.overview(
-            jobs.live(history, removed), jobs.storm_intervals(history, storm_min, storm_window), jobs.lag(jobs.live(c, removed), ends),
-            jobs.consumer_status(jobs.live(c, removed), ends, now_ms=now_ms, history=hist), jobs.live(c, removed),
+            jobs.live(history, removed),
+            jobs.storm_intervals(history, storm_min, storm_window),
+            jobs.lag(jobs.live(c, removed), ends),
+            jobs.consumer_status(jobs.live(c, removed), ends, now_ms=now_ms, history=hist),
+            jobs.live(c, removed),
         ),
     }
     df: pd.DataFrame = steps(f"ran {job}", lambda: results[job]().toPandas())
@@ -194,8 +231,17 @@ def main() -> None:
     parser.add_argument("--now-ms", type=int, default=None, help="evaluate statuses as of this time (default: now)")
     args = parser.parse_args()
     out = Path(args.out)
-    run(args.job, args.log_dirs, out, args.master, args.storm_min, args.storm_window_seconds, args.now_ms,
-        say=lambda s: print(s, flush=True), spark_log=out / "spark.log")
+    run(
+        args.job,
+        args.log_dirs,
+        out,
+        args.master,
+        args.storm_min,
+        args.storm_window_seconds,
+        args.now_ms,
+        say=lambda s: print(s, flush=True),
+        spark_log=out / "spark.log",
+    )
 
 
 if __name__ == "__main__":

@@ -72,7 +72,9 @@ class GroupdDataSource(DataSource):
         return SCHEMAS[self._kind()]
 
     def reader(self, schema: StructType) -> DataSourceReader:
-        return _Reader(self.options.get("path", "./data"), self._kind(), int(self.options.get("splits", DEFAULT_SPLITS)))
+        return _Reader(
+            self.options.get("path", "./data"), self._kind(), int(self.options.get("splits", DEFAULT_SPLITS))
+        )
 
 
 class _Reader(DataSourceReader):

@@ -38,7 +38,8 @@ def log_ends(spark: SparkSession, log_dirs: str) -> DataFrame:
 
 
 def log_end_history(spark: SparkSession, log_dirs: str) -> DataFrame:
-    """The log ends the broker recorded over time (groupd/broker/ops/log_end_history.py); empty when it recorded none."""
+    """The log ends the broker recorded over time (groupd/broker/ops/log_end_history.py); empty when it recorded
+    none."""
     return spark.read.format("groupd").option("records", "log_ends").load(log_dirs)
 
 
@@ -51,22 +52,28 @@ def removed_groups(group_records: DataFrame, commit_records: DataFrame) -> DataF
     the group and each of its offsets) or expired (offsets retention, then the empty group). One row per
     group: when its last tombstone was written and whether the group record itself was tombstoned."""
     g = (
-        group_records.withColumn("_n", F.row_number().over(_newest_first("group"))).where("_n = 1")
+        group_records.withColumn("_n", F.row_number().over(_newest_first("group")))
+        .where("_n = 1")
         .select("group", "is_tombstone", "record_timestamp", F.lit(True).alias("is_group_record"))
     )
     c = (
-        commit_records.withColumn("_n", F.row_number().over(_newest_first("group", "topic", "partition"))).where("_n = 1")
+        commit_records.withColumn("_n", F.row_number().over(_newest_first("group", "topic", "partition")))
+        .where("_n = 1")
         .select("group", "is_tombstone", "record_timestamp", F.lit(False).alias("is_group_record"))
     )
     return (
-        g.unionByName(c).groupBy("group").agg(
+        g.unionByName(c)
+        .groupBy("group")
+        .agg(
             F.max(F.when(~F.col("is_tombstone"), 1).otherwise(0)).alias("_live"),
             F.max(F.when(F.col("is_tombstone"), F.col("record_timestamp"))).alias("removed_ms"),
             F.max(F.when(F.col("is_tombstone") & F.col("is_group_record"), 1).otherwise(0)).alias("_group_tombstone"),
         )
         .where("_live = 0")
         .select(
-            "group", "removed_ms", F.timestamp_millis("removed_ms").alias("removed_at"),
+            "group",
+            "removed_ms",
+            F.timestamp_millis("removed_ms").alias("removed_at"),
             F.when(F.col("_group_tombstone") == 1, "deleted").otherwise("offsets expired or deleted").alias("how"),
         )
     )
@@ -89,33 +96,50 @@ def rebalance_history(group_records: DataFrame) -> DataFrame:
     created again under the same id starts a new incarnation: its first generation is "group formed".
     """
     order = Window.partitionBy("group").orderBy("store_partition", "record_offset")
-    recs = group_records.withColumn(
-        "incarnation", F.sum(F.col("is_tombstone").cast("int")).over(order.rowsBetween(Window.unboundedPreceding, 0))
-    ).where(~F.col("is_tombstone")).select(
-        "group", "incarnation", "generation", "group_type", "protocol", "leader", "member_count", "members",
-        F.coalesce(F.col("state_timestamp"), F.col("record_timestamp")).alias("start_ms"), "record_timestamp",
-        F.transform("members", lambda m: m["member_id"]).alias("member_ids"),
-        "record_offset", "store_partition",
+    recs = (
+        group_records.withColumn(
+            "incarnation",
+            F.sum(F.col("is_tombstone").cast("int")).over(order.rowsBetween(Window.unboundedPreceding, 0)),
+        )
+        .where(~F.col("is_tombstone"))
+        .select(
+            "group",
+            "incarnation",
+            "generation",
+            "group_type",
+            "protocol",
+            "leader",
+            "member_count",
+            "members",
+            F.coalesce(F.col("state_timestamp"), F.col("record_timestamp")).alias("start_ms"),
+            "record_timestamp",
+            F.transform("members", lambda m: m["member_id"]).alias("member_ids"),
+            "record_offset",
+            "store_partition",
+        )
     )
     within = Window.partitionBy("group", "incarnation", "generation").orderBy("store_partition", "record_offset")
     prev_in_gen = F.lag("member_ids").over(within)
-    recs = (
-        recs.withColumn("_n", F.row_number().over(within))
-        .withColumn(
-            "_restarted",
-            F.when(
-                prev_in_gen.isNotNull(),
-                F.transform(
-                    F.filter("members", lambda m: ~F.array_contains(prev_in_gen, m["member_id"])),
-                    lambda m: F.coalesce(m["group_instance_id"], m["member_id"]),
-                ),
+    recs = recs.withColumn("_n", F.row_number().over(within)).withColumn(
+        "_restarted",
+        F.when(
+            prev_in_gen.isNotNull(),
+            F.transform(
+                F.filter("members", lambda m: ~F.array_contains(prev_in_gen, m["member_id"])),
+                lambda m: F.coalesce(m["group_instance_id"], m["member_id"]),
             ),
-        )
+        ),
     )
     restarts = (
         recs.where((F.col("_n") > 1) & (F.size("_restarted") > 0))
         .groupBy("group", "incarnation", "generation")
-        .agg(F.sort_array(F.collect_list(F.struct(F.col("record_timestamp").alias("at_ms"), F.col("_restarted").alias("instances")))).alias("static_restarts"))
+        .agg(
+            F.sort_array(
+                F.collect_list(
+                    F.struct(F.col("record_timestamp").alias("at_ms"), F.col("_restarted").alias("instances"))
+                )
+            ).alias("static_restarts")
+        )
     )
     gens = recs.where("_n = 1").drop("_n", "_restarted")
     w = Window.partitionBy("group", "incarnation").orderBy("store_partition", "record_offset")
@@ -123,12 +147,22 @@ def rebalance_history(group_records: DataFrame) -> DataFrame:
     prev_count = F.lag("member_count").over(w)
     out = (
         gens.join(restarts, ["group", "incarnation", "generation"], "left")
-        .withColumn("static_restarts", F.coalesce("static_restarts", F.array().cast("array<struct<at_ms:bigint,instances:array<string>>>")))
+        .withColumn(
+            "static_restarts",
+            F.coalesce("static_restarts", F.array().cast("array<struct<at_ms:bigint,instances:array<string>>>")),
+        )
         .withColumn("end_ms", F.lead("start_ms").over(w))
         .withColumn("duration_ms", F.col("end_ms") - F.col("start_ms"))
         .withColumn("rebalance_ms", F.col("start_ms") - F.lag("start_ms").over(w))
-        .withColumn("joined", F.when(prev_ids.isNull(), F.col("member_ids")).otherwise(F.array_except("member_ids", prev_ids)))
-        .withColumn("left", F.when(prev_ids.isNull(), F.array().cast("array<string>")).otherwise(F.array_except(prev_ids, "member_ids")))
+        .withColumn(
+            "joined", F.when(prev_ids.isNull(), F.col("member_ids")).otherwise(F.array_except("member_ids", prev_ids))
+        )
+        .withColumn(
+            "left",
+            F.when(prev_ids.isNull(), F.array().cast("array<string>")).otherwise(
+                F.array_except(prev_ids, "member_ids")
+            ),
+        )
         .withColumn(
             "likely_cause",
             F.when(F.col("member_count") == 0, "emptied")
@@ -142,9 +176,23 @@ def rebalance_history(group_records: DataFrame) -> DataFrame:
         .withColumn("end", F.timestamp_millis("end_ms"))
     )
     return out.select(
-        "group", "group_type", "incarnation", "generation", "start", "end", "start_ms", "end_ms", "duration_ms", "rebalance_ms",
+        "group",
+        "group_type",
+        "incarnation",
+        "generation",
+        "start",
+        "end",
+        "start_ms",
+        "end_ms",
+        "duration_ms",
+        "rebalance_ms",
         "member_count",
-        "joined", "left", "likely_cause", "static_restarts", "protocol", "leader",
+        "joined",
+        "left",
+        "likely_cause",
+        "static_restarts",
+        "protocol",
+        "leader",
     )
 
 
@@ -154,7 +202,8 @@ def storm_intervals(history: DataFrame, min_rebalances: int = 5, window_seconds:
     peak count seen in one window."""
     w = Window.partitionBy("group").orderBy("start_ms").rangeBetween(0, window_seconds * 1000 - 1)
     hits = (
-        history.withColumn("in_window", F.count("*").over(w)).withColumn("window_end_ms", F.max("start_ms").over(w))
+        history.withColumn("in_window", F.count("*").over(w))
+        .withColumn("window_end_ms", F.max("start_ms").over(w))
         .where(F.col("in_window") >= min_rebalances)
     )
     order = Window.partitionBy("group").orderBy("start_ms")
@@ -162,20 +211,30 @@ def storm_intervals(history: DataFrame, min_rebalances: int = 5, window_seconds:
     islands = hits.withColumn("_new", F.when(reach.isNull() | (F.col("start_ms") > reach), 1).otherwise(0)).withColumn(
         "_island", F.sum("_new").over(order.rowsBetween(Window.unboundedPreceding, 0))
     )
-    return islands.groupBy("group", "_island").agg(
-        F.min("start_ms").alias("storm_start_ms"), F.max("window_end_ms").alias("storm_end_ms"),
-        F.max("in_window").alias("peak_in_window"),
-    ).drop("_island").withColumn("window_seconds", F.lit(window_seconds))
+    return (
+        islands.groupBy("group", "_island")
+        .agg(
+            F.min("start_ms").alias("storm_start_ms"),
+            F.max("window_end_ms").alias("storm_end_ms"),
+            F.max("in_window").alias("peak_in_window"),
+        )
+        .drop("_island")
+        .withColumn("window_seconds", F.lit(window_seconds))
+    )
 
 
 def storms(history: DataFrame, min_rebalances: int = 5, window_seconds: int = 60) -> DataFrame:
     """Groups with >= ``min_rebalances`` new generations inside any ``window_seconds`` sliding window."""
-    return storm_intervals(history, min_rebalances, window_seconds).groupBy("group").agg(
-        F.max("peak_in_window").alias("max_rebalances_in_window"),
-        F.min("storm_start_ms").alias("first_storm_start_ms"),
-        F.max("storm_end_ms").alias("last_storm_end_ms"),
-        F.count("*").alias("storm_count"),
-        F.lit(window_seconds).alias("window_seconds"),
+    return (
+        storm_intervals(history, min_rebalances, window_seconds)
+        .groupBy("group")
+        .agg(
+            F.max("peak_in_window").alias("max_rebalances_in_window"),
+            F.min("storm_start_ms").alias("first_storm_start_ms"),
+            F.max("storm_end_ms").alias("last_storm_end_ms"),
+            F.count("*").alias("storm_count"),
+            F.lit(window_seconds).alias("window_seconds"),
+        )
     )
 
 
@@ -187,7 +246,13 @@ def positions(commit_records: DataFrame) -> DataFrame:
         "_after", F.sum(F.col("is_tombstone").cast("int")).over(order.rowsBetween(0, Window.unboundedFollowing))
     )
     return since.where((F.col("_after") == 0) & ~F.col("is_tombstone")).select(
-        "group", "topic", "partition", "offset", "commit_timestamp", F.timestamp_millis("commit_timestamp").alias("committed_at"), "metadata",
+        "group",
+        "topic",
+        "partition",
+        "offset",
+        "commit_timestamp",
+        F.timestamp_millis("commit_timestamp").alias("committed_at"),
+        "metadata",
         F.col("record_offset").alias("seq"),  # the store's order, for commits made in the same millisecond
     )
 
@@ -195,7 +260,9 @@ def positions(commit_records: DataFrame) -> DataFrame:
 def latest_commits(commit_records: DataFrame) -> DataFrame:
     w = _newest_first("group", "topic", "partition")
     return (
-        commit_records.withColumn("_n", F.row_number().over(w)).where(F.col("_n") == 1).drop("_n")
+        commit_records.withColumn("_n", F.row_number().over(w))
+        .where(F.col("_n") == 1)
+        .drop("_n")
         .where(~F.col("is_tombstone"))
     )
 
@@ -204,8 +271,13 @@ def lag(commit_records: DataFrame, ends: DataFrame) -> DataFrame:
     """Lag now per group/partition: the partition's log-end offset minus the last committed offset."""
     latest = latest_commits(commit_records)
     return latest.join(ends, ["topic", "partition"], "left").select(
-        "group", "topic", "partition", F.col("offset").alias("committed_offset"), "log_end_offset",
-        F.greatest(F.col("log_end_offset") - F.col("offset"), F.lit(0)).alias("lag"), "commit_timestamp",
+        "group",
+        "topic",
+        "partition",
+        F.col("offset").alias("committed_offset"),
+        "log_end_offset",
+        F.greatest(F.col("log_end_offset") - F.col("offset"), F.lit(0)).alias("lag"),
+        "commit_timestamp",
     )
 
 
@@ -214,16 +286,34 @@ def _as_of(positions_df: DataFrame, history: DataFrame) -> DataFrame:
     newest log end and committed offset known at its time (``kind`` 0 = log-end sample, 1 = commit)."""
     keys = positions_df.select("group", "topic", "partition").distinct()
     samples = keys.join(history, ["topic", "partition"]).select(
-        "group", "topic", "partition", F.col("sampled_ms").alias("t"), F.lit(0).alias("kind"), F.lit(0).cast("long").alias("seq"),
-        F.col("log_end_offset").alias("end"), F.lit(None).cast("long").alias("offset"),
+        "group",
+        "topic",
+        "partition",
+        F.col("sampled_ms").alias("t"),
+        F.lit(0).alias("kind"),
+        F.lit(0).cast("long").alias("seq"),
+        F.col("log_end_offset").alias("end"),
+        F.lit(None).cast("long").alias("offset"),
     )
     commits_ = positions_df.select(
-        "group", "topic", "partition", F.col("commit_timestamp").alias("t"), F.lit(1).alias("kind"), "seq",
-        F.lit(None).cast("long").alias("end"), "offset",
+        "group",
+        "topic",
+        "partition",
+        F.col("commit_timestamp").alias("t"),
+        F.lit(1).alias("kind"),
+        "seq",
+        F.lit(None).cast("long").alias("end"),
+        "offset",
     )
-    w = Window.partitionBy("group", "topic", "partition").orderBy("t", "kind", "seq").rowsBetween(Window.unboundedPreceding, 0)
-    return samples.unionByName(commits_).withColumn("end_known", F.last("end", ignorenulls=True).over(w)).withColumn(
-        "offset_known", F.last("offset", ignorenulls=True).over(w)
+    w = (
+        Window.partitionBy("group", "topic", "partition")
+        .orderBy("t", "kind", "seq")
+        .rowsBetween(Window.unboundedPreceding, 0)
+    )
+    return (
+        samples.unionByName(commits_)
+        .withColumn("end_known", F.last("end", ignorenulls=True).over(w))
+        .withColumn("offset_known", F.last("offset", ignorenulls=True).over(w))
     )
 
 
@@ -235,18 +325,44 @@ def _lags_at(pos: DataFrame, ends: DataFrame, history: DataFrame | None) -> Data
         at = pos.withColumn("end_known", F.lit(None).cast("long"))
     else:
         samples = history.select(
-            F.lit(None).cast("string").alias("group"), "topic", "partition", F.lit(None).cast("long").alias("offset"),
-            F.col("sampled_ms").alias("commit_timestamp"), F.lit(0).alias("kind"), F.lit(0).cast("long").alias("seq"),
+            F.lit(None).cast("string").alias("group"),
+            "topic",
+            "partition",
+            F.lit(None).cast("long").alias("offset"),
+            F.col("sampled_ms").alias("commit_timestamp"),
+            F.lit(0).alias("kind"),
+            F.lit(0).cast("long").alias("seq"),
             F.col("log_end_offset").alias("end"),
         )
         commits_ = pos.select(
-            "group", "topic", "partition", "offset", "commit_timestamp", F.lit(1).alias("kind"), "seq", F.lit(None).cast("long").alias("end"),
+            "group",
+            "topic",
+            "partition",
+            "offset",
+            "commit_timestamp",
+            F.lit(1).alias("kind"),
+            "seq",
+            F.lit(None).cast("long").alias("end"),
         )
         # by partition, not by group: the samples are not copied once per group reading the partition
-        w = Window.partitionBy("topic", "partition").orderBy("commit_timestamp", "kind", "seq").rowsBetween(Window.unboundedPreceding, 0)
-        at = samples.unionByName(commits_).withColumn("end_known", F.last("end", ignorenulls=True).over(w)).where("kind = 1")
+        w = (
+            Window.partitionBy("topic", "partition")
+            .orderBy("commit_timestamp", "kind", "seq")
+            .rowsBetween(Window.unboundedPreceding, 0)
+        )
+        at = (
+            samples.unionByName(commits_)
+            .withColumn("end_known", F.last("end", ignorenulls=True).over(w))
+            .where("kind = 1")
+        )
     return at.join(today, ["topic", "partition"], "left").select(
-        "group", "topic", "partition", "offset", "commit_timestamp", F.timestamp_millis("commit_timestamp").alias("committed_at"), "seq",
+        "group",
+        "topic",
+        "partition",
+        "offset",
+        "commit_timestamp",
+        F.timestamp_millis("commit_timestamp").alias("committed_at"),
+        "seq",
         F.coalesce("end_known", "today_end").alias("log_end_offset"),
         F.when(F.col("end_known").isNotNull(), "recorded").otherwise("today").alias("end_source"),
         F.greatest(F.coalesce("end_known", "today_end") - F.col("offset"), F.lit(0)).alias("lag"),
@@ -263,26 +379,45 @@ def topic_lag_timeline(commit_records: DataFrame, history: DataFrame) -> DataFra
     """Lag per group and topic over time, at every log-end sample and commit: the sum over the topic's
     partitions of (log end known then - offset committed by then), counting a partition once both exist."""
     at = _as_of(positions(commit_records), history).withColumn(
-        "plag", F.when(F.col("end_known").isNotNull() & F.col("offset_known").isNotNull(), F.greatest(F.col("end_known") - F.col("offset_known"), F.lit(0))).otherwise(0)
+        "plag",
+        F.when(
+            F.col("end_known").isNotNull() & F.col("offset_known").isNotNull(),
+            F.greatest(F.col("end_known") - F.col("offset_known"), F.lit(0)),
+        ).otherwise(0),
     )
     per_partition = Window.partitionBy("group", "topic", "partition").orderBy("t", "kind", "seq")
     at = at.withColumn("delta", F.col("plag") - F.coalesce(F.lag("plag").over(per_partition), F.lit(0)))
-    per_topic = Window.partitionBy("group", "topic").orderBy("t", "kind", "partition", "seq").rowsBetween(Window.unboundedPreceding, 0)
-    at = at.withColumn("lag", F.sum("delta").over(per_topic)).withColumn(
-        "_committed", F.max(F.col("offset_known").isNotNull().cast("int")).over(per_topic)
-    ).where("_committed = 1")  # from the group's first commit on the topic
+    per_topic = (
+        Window.partitionBy("group", "topic")
+        .orderBy("t", "kind", "partition", "seq")
+        .rowsBetween(Window.unboundedPreceding, 0)
+    )
+    at = (
+        at.withColumn("lag", F.sum("delta").over(per_topic))
+        .withColumn("_committed", F.max(F.col("offset_known").isNotNull().cast("int")).over(per_topic))
+        .where("_committed = 1")
+    )  # from the group's first commit on the topic
     last_at_t = Window.partitionBy("group", "topic", "t").orderBy(F.desc("kind"), F.desc("partition"), F.desc("seq"))
-    return at.withColumn("_n", F.row_number().over(last_at_t)).where("_n = 1").select("group", "topic", F.col("t").alias("t_ms"), "lag")
+    return (
+        at.withColumn("_n", F.row_number().over(last_at_t))
+        .where("_n = 1")
+        .select("group", "topic", F.col("t").alias("t_ms"), "lag")
+    )
 
 
 def commit_rate(commit_records: DataFrame, bucket_seconds: int = 60) -> DataFrame:
     """Offset-commit records per group per ``bucket_seconds`` (one record per committed partition)."""
     bucket = F.floor(F.col("commit_timestamp") / (bucket_seconds * 1000)) * (bucket_seconds * 1000)
-    return positions(commit_records).groupBy("group", bucket.cast("long").alias("bucket_ms")).agg(F.count("*").alias("commits"))
+    return (
+        positions(commit_records)
+        .groupBy("group", bucket.cast("long").alias("bucket_ms"))
+        .agg(F.count("*").alias("commits"))
+    )
 
 
 STATUS_SCHEMA = (
-    "group string, topic string, partition int, status string, rule string, commits_in_window int, last_offset long, lag long"
+    "group string, topic string, partition int, status string, rule string, commits_in_window int, last_offset long, "
+    "lag long"
 )
 
 
@@ -291,7 +426,11 @@ def _secs(ms: int) -> str:
 
 
 def burrow_verdict(
-    offsets: list[int], times: list[int], lags: list[int], now_ms: int, current_lag: int | None = None,
+    offsets: list[int],
+    times: list[int],
+    lags: list[int],
+    now_ms: int,
+    current_lag: int | None = None,
 ) -> tuple[str, str]:
     """Burrow's rules on one window of commits (oldest first; ``lags`` at each commit), and the rule that
     decided, in words; ``current_lag`` defaults to the last commit's. See ``consumer_status``."""
@@ -322,7 +461,11 @@ def burrow_status(offsets: list[int], times: list[int], lags: list[int], now_ms:
 
 
 def consumer_status(
-    commit_records: DataFrame, ends: DataFrame, window: int = 10, now_ms: int | None = None, history: DataFrame | None = None,
+    commit_records: DataFrame,
+    ends: DataFrame,
+    window: int = 10,
+    now_ms: int | None = None,
+    history: DataFrame | None = None,
 ) -> DataFrame:
     """Burrow's evaluation (its current evaluator) per group/partition over the last ``window`` commits:
 
@@ -342,7 +485,9 @@ def consumer_status(
 
     now = now_ms if now_ms is not None else wall_ms()
     newest = Window.partitionBy("group", "topic", "partition").orderBy(F.desc("commit_timestamp"), F.desc("seq"))
-    last = positions(commit_records).withColumn("_n", F.row_number().over(newest)).where(F.col("_n") <= window).drop("_n")
+    last = (
+        positions(commit_records).withColumn("_n", F.row_number().over(newest)).where(F.col("_n") <= window).drop("_n")
+    )
     windows = (
         _lags_at(last, ends, history)
         .groupBy("group", "topic", "partition")
@@ -373,53 +518,75 @@ def consumer_status(
 SEVERITY = {"STOP": 4, "STALL": 4, "REWIND": 4, "WARN": 2, "OK": 0}
 
 
-def overview(history: DataFrame, storm_df: DataFrame, lag_df: DataFrame, status: DataFrame, commit_records: DataFrame) -> DataFrame:
+def overview(
+    history: DataFrame, storm_df: DataFrame, lag_df: DataFrame, status: DataFrame, commit_records: DataFrame
+) -> DataFrame:
     """Groups at a glance, one row per live group: kind, state, worst Burrow status with its rule, lag now,
     new generations, last storm, last commit; ordered with the ones needing attention first."""
     last_gen = Window.partitionBy("group").orderBy(F.desc("incarnation"), F.desc("generation"))
     gens = history.withColumn("_n", F.row_number().over(last_gen))
     current = gens.where("_n = 1").select(
-        "group", "group_type", F.col("generation").alias("generation_now"), F.col("member_count").alias("members_now"),
+        "group",
+        "group_type",
+        F.col("generation").alias("generation_now"),
+        F.col("member_count").alias("members_now"),
         F.col("start_ms").alias("last_rebalance_ms"),
     )
     counts = history.groupBy("group").agg(
-        F.count("*").alias("generations"), F.sum(F.size("static_restarts")).alias("static_restarts"),
+        F.count("*").alias("generations"),
+        F.sum(F.size("static_restarts")).alias("static_restarts"),
     )
     severity = F.create_map(*[x for k, v in SEVERITY.items() for x in (F.lit(k), F.lit(v))])
     worst = Window.partitionBy("group").orderBy(F.desc("_sev"), F.desc("lag"), "topic", "partition")
     st = status.withColumn("_sev", severity[F.col("status")]).withColumn("_n", F.row_number().over(worst))
     bad = status.where("status != 'OK'").groupBy("group").agg(F.count("*").alias("partitions_not_ok"))
     worst_row = st.where("_n = 1").select(
-        "group", F.col("status").alias("burrow"), F.concat_ws("", F.col("topic"), F.lit("-"), F.col("partition").cast("string"), F.lit(": "), F.col("rule")).alias("burrow_rule"),
+        "group",
+        F.col("status").alias("burrow"),
+        F.concat_ws(
+            "", F.col("topic"), F.lit("-"), F.col("partition").cast("string"), F.lit(": "), F.col("rule")
+        ).alias("burrow_rule"),
         "_sev",
     )
     lag_now = lag_df.groupBy("group").agg(F.sum("lag").alias("lag_now"), F.countDistinct("topic").alias("topics"))
     last_commit = positions(commit_records).groupBy("group").agg(F.max("commit_timestamp").alias("last_commit_ms"))
-    last_storm = storm_df.groupBy("group").agg(F.max("storm_end_ms").alias("last_storm_ms"), F.max("peak_in_window").alias("storm_peak"))
+    last_storm = storm_df.groupBy("group").agg(
+        F.max("storm_end_ms").alias("last_storm_ms"), F.max("peak_in_window").alias("storm_peak")
+    )
     names = history.select("group").union(lag_df.select("group")).distinct()
     out = (
-        names.join(current, "group", "left").join(counts, "group", "left").join(worst_row, "group", "left")
-        .join(bad, "group", "left").join(lag_now, "group", "left").join(last_storm, "group", "left")
+        names.join(current, "group", "left")
+        .join(counts, "group", "left")
+        .join(worst_row, "group", "left")
+        .join(bad, "group", "left")
+        .join(lag_now, "group", "left")
+        .join(last_storm, "group", "left")
         .join(last_commit, "group", "left")
         .withColumn("group_type", F.coalesce("group_type", F.lit("offsets only")))
         .withColumn(
             "state",
             F.when(F.col("generation_now").isNull(), "no members")
-            .when(F.col("members_now") > 0, "Stable").otherwise("Empty"),
+            .when(F.col("members_now") > 0, "Stable")
+            .otherwise("Empty"),
         )
         .fillna({"generations": 0, "static_restarts": 0, "partitions_not_ok": 0, "_sev": 0})
     )
-    return out.orderBy(F.desc("_sev"), F.desc(F.col("last_storm_ms").isNotNull()), F.desc_nulls_last("lag_now"), "group").drop("_sev")
+    return out.orderBy(
+        F.desc("_sev"), F.desc(F.col("last_storm_ms").isNotNull()), F.desc_nulls_last("lag_now"), "group"
+    ).drop("_sev")
 
 
 def summary(history: DataFrame, storm_df: DataFrame, lag_df: DataFrame) -> DataFrame:
     per_group = history.groupBy("group").agg(
-        F.count("*").alias("generations"), F.max("generation").alias("last_generation"),
+        F.count("*").alias("generations"),
+        F.max("generation").alias("last_generation"),
         F.max("member_count").alias("max_members"),
     )
     lag_per_group = lag_df.groupBy("group").agg(F.sum("lag").alias("total_lag"))
     storming = storm_df.select("group", F.lit(True).alias("storm"))
     return (
-        per_group.join(lag_per_group, "group", "full").join(storming, "group", "left")
-        .fillna({"storm": False, "total_lag": 0}).orderBy("group")
+        per_group.join(lag_per_group, "group", "full")
+        .join(storming, "group", "left")
+        .fillna({"storm": False, "total_lag": 0})
+        .orderBy("group")
     )

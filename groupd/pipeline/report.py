@@ -135,7 +135,13 @@ def group_chart(group: str, gens: pd.DataFrame, storms: pd.DataFrame, lag: pd.Da
     for ax in axes.values():
         ax.yaxis.set_major_locator(MaxNLocator(integer=True, nbins=5))
         for s in storms.itertuples():
-            ax.axvspan(_dt(s.storm_start_ms), _dt(max(s.storm_end_ms, s.storm_start_ms + 1_000)), color=STORM_COLOUR, alpha=0.6, lw=0)
+            ax.axvspan(
+                _dt(s.storm_start_ms),
+                _dt(max(s.storm_end_ms, s.storm_start_ms + 1_000)),
+                color=STORM_COLOUR,
+                alpha=0.6,
+                lw=0,
+            )
         ax.grid(True, axis="y", color="#e5e5e5")
         ax.spines[["top", "right"]].set_visible(False)
     if "gens" in axes:
@@ -145,12 +151,29 @@ def group_chart(group: str, gens: pd.DataFrame, storms: pd.DataFrame, lag: pd.Da
         ys = list(g["member_count"]) + [g["member_count"].iloc[-1]]
         ax.step(xs, ys, where="post", color="#0a7ea4", lw=1.4, label="members")
         for cause, rows in g.groupby("likely_cause"):
-            ax.scatter(_dt(rows["start_ms"]), rows["member_count"], s=36, zorder=3, color=CAUSE_COLOURS.get(cause, "#57606a"),
-                       label=f"new generation: {cause}")
-        restarts = [(r["at_ms"], n) for lst, n in zip(g["static_restarts"], g["member_count"], strict=False) for r in (lst if not _missing(lst) else [])]
+            ax.scatter(
+                _dt(rows["start_ms"]),
+                rows["member_count"],
+                s=36,
+                zorder=3,
+                color=CAUSE_COLOURS.get(cause, "#57606a"),
+                label=f"new generation: {cause}",
+            )
+        restarts = [
+            (r["at_ms"], n)
+            for lst, n in zip(g["static_restarts"], g["member_count"], strict=False)
+            for r in (lst if not _missing(lst) else [])
+        ]
         if restarts:
-            ax.scatter(_dt([r[0] for r in restarts]), [r[1] for r in restarts], marker="x", s=60, color="#8250df", zorder=4,
-                       label="static member restarted (no rebalance)")
+            ax.scatter(
+                _dt([r[0] for r in restarts]),
+                [r[1] for r in restarts],
+                marker="x",
+                s=60,
+                color="#8250df",
+                zorder=4,
+                label="static member restarted (no rebalance)",
+            )
         handles, labels = ax.get_legend_handles_labels()
         if len(storms):
             handles.append(Patch(color=STORM_COLOUR, alpha=0.6))
@@ -162,13 +185,25 @@ def group_chart(group: str, gens: pd.DataFrame, storms: pd.DataFrame, lag: pd.Da
         assert lag is not None  # its panel is there only when it has rows
         ax = axes["lag"]
         for topic, rows in lag.sort_values("t_ms").groupby("topic"):
-            ax.step(list(_dt(rows["t_ms"])) + [hi], list(rows["lag"]) + [rows["lag"].iloc[-1]], where="post", lw=1.5, label=f"lag on {topic}")
+            ax.step(
+                list(_dt(rows["t_ms"])) + [hi],
+                list(rows["lag"]) + [rows["lag"].iloc[-1]],
+                where="post",
+                lw=1.5,
+                label=f"lag on {topic}",
+            )
         ax.set_ylabel("lag (records)")
         ax.set_ylim(bottom=0)
         ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8, frameon=False)
     if "rate" in axes:
         ax = axes["rate"]
-        ax.bar(_dt(rate["bucket_ms"] + 30_000), rate["commits"], width=50 / 86_400, color="#0969da", label="offset commits per minute")
+        ax.bar(
+            _dt(rate["bucket_ms"] + 30_000),
+            rate["commits"],
+            width=50 / 86_400,
+            color="#0969da",
+            label="offset commits per minute",
+        )
         ax.set_ylabel("commits / min")
         ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1), fontsize=8, frameon=False)
     last = axes[panels[-1]]
@@ -182,6 +217,7 @@ def group_chart(group: str, gens: pd.DataFrame, storms: pd.DataFrame, lag: pd.Da
 
 # ------------------------------------------------------------------------------------------ sections
 
+
 def _header(meta: dict) -> str:
     n = meta["counts"]
     a, b = meta["span_ms"]
@@ -190,8 +226,11 @@ def _header(meta: dict) -> str:
         ("Time span", f"{fmt_time(a)} to {fmt_time(b)} UTC ({fmt_duration(None if _missing(a) else b - a)})"),
         ("Generated", f"{fmt_time(meta['generated_ms'])} UTC; statuses evaluated at {fmt_time(meta['now_ms'])} UTC"),
         ("Groups", f"{fmt_int(n['groups'])} live, {fmt_int(n['removed'])} deleted or expired"),
-        ("Records", f"{fmt_int(n['generations'])} generations, {fmt_int(n['commit_records'])} offset-commit records, "
-                    f"{fmt_int(n['log_end_samples'])} log-end samples"),
+        (
+            "Records",
+            f"{fmt_int(n['generations'])} generations, {fmt_int(n['commit_records'])} offset-commit records, "
+            f"{fmt_int(n['log_end_samples'])} log-end samples",
+        ),
     ]
     return "<dl class='meta'>" + "".join(f"<dt>{k}</dt><dd>{v}</dd>" for k, v in rows) + "</dl>"
 
@@ -201,18 +240,19 @@ def _cannot_tell(meta: dict) -> str:
     if not meta["has_history"]:
         items.append(
             "<b>Lag over time and Burrow's WARN.</b> This store holds no log-end history (the broker records it every "
-            "<code>log.end.history.interval.ms</code> into <code>log.dirs/log-end-history</code>), so lag at each commit is "
-            "measured against today's log end: WARN (lag never decreasing) cannot show, and no lag-over-time chart is drawn."
+            "<code>log.end.history.interval.ms</code> into <code>log.dirs/log-end-history</code>), so lag at each "
+            "commit is measured against today's log end: WARN (lag never decreasing) cannot show, and no "
+            "lag-over-time chart is drawn."
         )
     items += [
-        "<b>How long a rebalance took.</b> A generation's record is written when its sync completes; when the rebalance "
-        "began (the first JoinGroup) is not stored. The tables give when each generation started, how long it lasted and "
-        "the time since the one before.",
+        "<b>How long a rebalance took.</b> A generation's record is written when its sync completes; when the "
+        "rebalance began (the first JoinGroup) is not stored. The tables give when each generation started, how long "
+        "it lasted and the time since the one before.",
         "<b>Why a member left.</b> A LeaveGroup and a session expiry write the same record: both read "
         "&ldquo;leave or session expiry&rdquo;.",
-        "<b>History thinned by compaction.</b> Closed segments of <code>__consumer_offsets</code> keep only the newest "
-        "record per key, so generations and commits older than the active segment collapse to their last value unless the "
-        "broker keeps them (<code>offsets.retain.uncompacted.hours</code>).",
+        "<b>History thinned by compaction.</b> Closed segments of <code>__consumer_offsets</code> keep only the "
+        "newest record per key, so generations and commits older than the active segment collapse to their last value "
+        "unless the broker keeps them (<code>offsets.retain.uncompacted.hours</code>).",
         "<b>Deleted or expired.</b> A group whose offsets all expired and whose record was never tombstoned reads "
         "&ldquo;offsets expired or deleted&rdquo;.",
     ]
@@ -222,7 +262,10 @@ def _cannot_tell(meta: dict) -> str:
 def _state(row: Any) -> str:
     if row.state == "Stable":
         word = "epoch" if row.group_type == "consumer" else "generation"
-        return f"Stable, {fmt_int(row.members_now)} member{'s' if row.members_now != 1 else ''}, {word} {fmt_int(row.generation_now)}"
+        return (
+            f"Stable, {fmt_int(row.members_now)} member{'s' if row.members_now != 1 else ''}, "
+            f"{word} {fmt_int(row.generation_now)}"
+        )
     if row.state == "Empty":
         return f"Empty since {fmt_time(row.last_rebalance_ms)}"
     return esc(row.state)
@@ -235,39 +278,81 @@ def _glance(overview: pd.DataFrame, detailed: set[str], meta: dict) -> str:
         if _missing(r.burrow):
             burrow = f"{_badge(None)} <span class='muted'>no offsets committed</span>"
         else:
-            more = f" <span class='muted'>(+{int(r.partitions_not_ok) - 1} more partitions not OK)</span>" if r.partitions_not_ok > 1 else ""
+            more = (
+                f" <span class='muted'>(+{int(r.partitions_not_ok) - 1} more partitions not OK)</span>"
+                if r.partitions_not_ok > 1
+                else ""
+            )
             burrow = f"{_badge(r.burrow)} {esc(r.burrow_rule)}{more}"
-        storm = NOTHING if _missing(r.last_storm_ms) else f"{fmt_time(r.last_storm_ms)} (peak {fmt_int(r.storm_peak)} in {meta['storm_window']} s)"
-        rows.append([
-            name, esc(r.group_type), _state(r), burrow, fmt_int(r.lag_now), fmt_int(r.generations),
-            fmt_int(r.static_restarts), storm, fmt_time(r.last_commit_ms),
-        ])
+        storm = (
+            NOTHING
+            if _missing(r.last_storm_ms)
+            else f"{fmt_time(r.last_storm_ms)} (peak {fmt_int(r.storm_peak)} in {meta['storm_window']} s)"
+        )
+        rows.append(
+            [
+                name,
+                esc(r.group_type),
+                _state(r),
+                burrow,
+                fmt_int(r.lag_now),
+                fmt_int(r.generations),
+                fmt_int(r.static_restarts),
+                storm,
+                fmt_time(r.last_commit_ms),
+            ]
+        )
     storms = sum(1 for r in overview.itertuples() if not _missing(r.last_storm_ms))
     note = (
         f"<p>A storm is {meta['storm_min']} or more new generations within {meta['storm_window']} s. "
         + ("No group had one in this span." if storms == 0 else f"{storms} group{'s' if storms != 1 else ''} had one.")
         + " Burrow's statuses: <span class='badge' style='background:#1a7f37'>OK</span> "
-        "<span class='badge' style='background:#9a6700'>WARN</span> lag growing; "
-        "<span class='badge' style='background:#cf222e'>STOP</span> <span class='badge' style='background:#cf222e'>STALL</span> "
-        "<span class='badge' style='background:#cf222e'>REWIND</span> consumer in trouble. Each names the partition and "
-        "the rule that fired.</p>"
+        "<span class='badge' style='background:#9a6700'>WARN</span> lag growing; <span class='badge' "
+        "style='background:#cf222e'>STOP</span> <span class='badge' style='background:#cf222e'>STALL</span> <span "
+        "class='badge' style='background:#cf222e'>REWIND</span> consumer in trouble. Each names the partition and the "
+        "rule that fired.</p>"
     )
     left_out = len(overview) - len(rows)
-    tail = (f"<p class='muted'>{left_out:,} more groups, each needing attention less than the last one listed, are left "
-            "out here; <code>python -m groupd.pipeline overview</code> lists every group.</p>") if left_out > 0 else ""
-    return "<h2>Groups at a glance</h2>" + note + _table(
-        ["Group", "Kind", "State", "Burrow status (worst partition: rule that fired)", "Lag now", "Generations",
-         "Static restarts", "Last storm", "Last commit"],
-        rows, "glance",
-    ) + tail
+    tail = (
+        (
+            f"<p class='muted'>{left_out:,} more groups, each needing attention less than the last one listed, are "
+            "left out here; <code>python -m groupd.pipeline overview</code> lists every group.</p>"
+        )
+        if left_out > 0
+        else ""
+    )
+    return (
+        "<h2>Groups at a glance</h2>"
+        + note
+        + _table(
+            [
+                "Group",
+                "Kind",
+                "State",
+                "Burrow status (worst partition: rule that fired)",
+                "Lag now",
+                "Generations",
+                "Static restarts",
+                "Last storm",
+                "Last commit",
+            ],
+            rows,
+            "glance",
+        )
+        + tail
+    )
 
 
 def _removed(removed: pd.DataFrame) -> str:
     if not len(removed):
         return ""
-    rows = [[esc(r.group), f"{fmt_time(r.removed_ms)} UTC", esc(r.how)] for r in removed.sort_values("removed_ms").itertuples()]
-    return ("<h2>Deleted or expired groups</h2><p>Shown here once; they appear in no other table.</p>"
-            + _table(["Group", "Removed at", "How"], rows, "removed"))
+    rows = [
+        [esc(r.group), f"{fmt_time(r.removed_ms)} UTC", esc(r.how)]
+        for r in removed.sort_values("removed_ms").itertuples()
+    ]
+    return "<h2>Deleted or expired groups</h2><p>Shown here once; they appear in no other table.</p>" + _table(
+        ["Group", "Removed at", "How"], rows, "removed"
+    )
 
 
 def _generations_table(gens: pd.DataFrame) -> str:
@@ -276,18 +361,32 @@ def _generations_table(gens: pd.DataFrame) -> str:
     rows = []
     for r in g.tail(TABLE_ROWS).itertuples():
         restarts = [] if _missing(r.static_restarts) else list(r.static_restarts)
-        note = "; ".join(f"static member {fmt_names(x['instances'])} restarted at {fmt_time(x['at_ms'])}" for x in restarts)
-        lasted = fmt_duration(r.duration_ms) if not _missing(r.duration_ms) else ("current" if r.member_count else NOTHING)
-        rows.append([
-            fmt_int(r.generation), fmt_time(r.start_ms), fmt_duration(r.rebalance_ms), lasted,
-            fmt_int(r.member_count), fmt_names(r.joined), fmt_names(r.left),
-            f"<span style='color:{CAUSE_COLOURS.get(r.likely_cause, '#57606a')}'>&#9679;</span> {esc(r.likely_cause)}"
-            + (f"<br><span class='muted'>{esc(note)}</span>" if note else ""),
-        ])
+        note = "; ".join(
+            f"static member {fmt_names(x['instances'])} restarted at {fmt_time(x['at_ms'])}" for x in restarts
+        )
+        lasted = (
+            fmt_duration(r.duration_ms) if not _missing(r.duration_ms) else ("current" if r.member_count else NOTHING)
+        )
+        rows.append(
+            [
+                fmt_int(r.generation),
+                fmt_time(r.start_ms),
+                fmt_duration(r.rebalance_ms),
+                lasted,
+                fmt_int(r.member_count),
+                fmt_names(r.joined),
+                fmt_names(r.left),
+                f"<span style='color:{CAUSE_COLOURS.get(r.likely_cause, '#57606a')}'>&#9679;</span> "
+                f"{esc(r.likely_cause)}"
+                + (f"<br><span class='muted'>{esc(note)}</span>" if note else ""),
+            ]
+        )
     word = "epoch" if (g["group_type"] == "consumer").all() else "generation"
     more = f"<p class='muted'>{hidden:,} earlier {word}s not listed.</p>" if hidden else ""
     return more + _table(
-        [word.capitalize(), "Started (UTC)", "Since previous", "Lasted", "Members", "Joined", "Left", "Likely cause"], rows, "gens"
+        [word.capitalize(), "Started (UTC)", "Since previous", "Lasted", "Members", "Joined", "Left", "Likely cause"],
+        rows,
+        "gens",
     )
 
 
@@ -304,9 +403,16 @@ def _group_section(row: Any, frames: dict, span: tuple[int, int]) -> str:
     if not _missing(row.burrow):
         facts.append(f"Burrow {_badge(row.burrow)} {esc(row.burrow_rule)}")
     if len(storms):
-        facts.append("storm" + ("s" if len(storms) > 1 else "") + " " + "; ".join(
-            f"{fmt_time(s.storm_start_ms)} to {fmt_time(s.storm_end_ms)} (peak {fmt_int(s.peak_in_window)} new generations in {int(s.window_seconds)} s)"
-            for s in storms.itertuples()))
+        facts.append(
+            "storm"
+            + ("s" if len(storms) > 1 else "")
+            + " "
+            + "; ".join(
+                f"{fmt_time(s.storm_start_ms)} to {fmt_time(s.storm_end_ms)} (peak {fmt_int(s.peak_in_window)} new "
+                f"generations in {int(s.window_seconds)} s)"
+                for s in storms.itertuples()
+            )
+        )
     parts.append("<p>" + " · ".join(facts) + "</p>")
     png = group_chart(group, gens, storms, lag, rate, span)
     if png is not None:
@@ -314,10 +420,15 @@ def _group_section(row: Any, frames: dict, span: tuple[int, int]) -> str:
     if len(gens):
         parts.append(_generations_table(gens))
     if len(status) > 1 or (len(status) == 1 and status["status"].iloc[0] != "OK"):
-        rows = [[esc(f"{s.topic}-{s.partition}"), _badge(s.status), esc(s.rule), fmt_int(s.lag), fmt_int(s.last_offset)]
-                for s in status.sort_values(["topic", "partition"]).itertuples()]
-        parts.append("<details><summary>Burrow status per partition</summary>"
-                     + _table(["Partition", "Status", "Rule that fired", "Lag now", "Last committed offset"], rows) + "</details>")
+        rows = [
+            [esc(f"{s.topic}-{s.partition}"), _badge(s.status), esc(s.rule), fmt_int(s.lag), fmt_int(s.last_offset)]
+            for s in status.sort_values(["topic", "partition"]).itertuples()
+        ]
+        parts.append(
+            "<details><summary>Burrow status per partition</summary>"
+            + _table(["Partition", "Status", "Rule that fired", "Lag now", "Last committed offset"], rows)
+            + "</details>"
+        )
     parts.append("</section>")
     return "".join(parts)
 
@@ -325,7 +436,8 @@ def _group_section(row: Any, frames: dict, span: tuple[int, int]) -> str:
 CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,sans-serif;margin:1.5em 2em;color:#24292f;max-width:1300px}
 h1{font-size:1.5em;margin-bottom:.2em}h2{border-bottom:1px solid #d0d7de;padding-bottom:.2em;margin-top:1.6em}
-h3{margin-top:1.8em}dl.meta{display:grid;grid-template-columns:max-content auto;gap:.2em 1em}dt{font-weight:600}dd{margin:0}
+h3{margin-top:1.8em}dl.meta{display:grid;grid-template-columns:max-content auto;gap:.2em 1em}\
+dt{font-weight:600}dd{margin:0}
 table{border-collapse:collapse;font-size:.9em;margin:.5em 0}th,td{padding:3px 8px;border-bottom:1px solid #eaeef2;
 text-align:left;vertical-align:top}th{background:#f6f8fa}td:nth-child(n+5){font-variant-numeric:tabular-nums}
 .badge{color:#fff;border-radius:3px;padding:0 5px;font-weight:600;font-size:.85em}.muted{color:#57606a}
@@ -342,11 +454,19 @@ def render(frames: dict) -> str:
     span = (a if not _missing(a) else meta["now_ms"], max(b if not _missing(b) else meta["now_ms"], meta["now_ms"]))
     sections = "".join(_group_section(r, frames, span) for r in detailed_rows)
     left_out = len(overview) - len(detailed)
-    per_group = "<h2>Group by group</h2><p>The groups needing attention first" + (
-        f"; {left_out:,} more are in the table above only." if left_out else ".") + "</p>" + sections
+    per_group = (
+        "<h2>Group by group</h2><p>The groups needing attention first"
+        + (f"; {left_out:,} more are in the table above only." if left_out else ".")
+        + "</p>"
+        + sections
+    )
     return (
         "<!doctype html><html lang='en'><head><meta charset='utf-8'><title>groupd: what did the groups do?</title>"
         f"<style>{CSS}</style></head><body><h1>groupd: what did the consumer groups do?</h1>"
-        + _header(meta) + _cannot_tell(meta) + _glance(overview, detailed, meta) + _removed(frames["removed"]) + per_group
+        + _header(meta)
+        + _cannot_tell(meta)
+        + _glance(overview, detailed, meta)
+        + _removed(frames["removed"])
+        + per_group
         + "</body></html>"
     )

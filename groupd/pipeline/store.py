@@ -115,7 +115,9 @@ def read_offsets_partition(directory: Path, kind: str) -> Iterator[tuple]:
             yield from rows
 
 
-def _offsets_rows(store_partition: int, header: BatchHeader, batch: memoryview, kind: str, members: Members) -> Iterator[tuple]:
+def _offsets_rows(
+    store_partition: int, header: BatchHeader, batch: memoryview, kind: str, members: Members
+) -> Iterator[tuple]:
     for rec in iter_records(batch, header):
         if rec.key is None:
             continue
@@ -139,8 +141,16 @@ def _offsets_rows(store_partition: int, header: BatchHeader, batch: memoryview, 
             else:
                 assert isinstance(value, OffsetCommitValue)  # an offset key's value
                 yield (
-                    key.group, key.topic, key.partition, value.offset, value.leader_epoch, value.metadata,
-                    value.commit_timestamp, value.expire_timestamp, *at, False,
+                    key.group,
+                    key.topic,
+                    key.partition,
+                    value.offset,
+                    value.leader_epoch,
+                    value.metadata,
+                    value.commit_timestamp,
+                    value.expire_timestamp,
+                    *at,
+                    False,
                 )
         elif kind == "groups" and isinstance(key, GroupMetadataKey):
             if value is None:
@@ -148,12 +158,29 @@ def _offsets_rows(store_partition: int, header: BatchHeader, batch: memoryview, 
             else:
                 assert isinstance(value, GroupMetadataValue)  # a group key's value
                 ms = [
-                    (m.member_id, m.group_instance_id, m.client_id, m.client_host, m.session_timeout, m.rebalance_timeout, len(m.assignment))
+                    (
+                        m.member_id,
+                        m.group_instance_id,
+                        m.client_id,
+                        m.client_host,
+                        m.session_timeout,
+                        m.rebalance_timeout,
+                        len(m.assignment),
+                    )
                     for m in value.members
                 ]
                 yield (
-                    key.group, value.generation, value.protocol_type, value.protocol, value.leader,
-                    value.current_state_timestamp, len(ms), ms, *at, False, "classic",
+                    key.group,
+                    value.generation,
+                    value.protocol_type,
+                    value.protocol,
+                    value.leader,
+                    value.current_state_timestamp,
+                    len(ms),
+                    ms,
+                    *at,
+                    False,
+                    "classic",
                 )
 
 
@@ -170,7 +197,13 @@ def _modern_rows(raw_key: bytes, raw_value: bytes | None, at: tuple, members: Me
             assert isinstance(m, consumer_records.MemberMetadata)  # a member-metadata key's value
             session = m.classic.session_timeout_ms if m.classic is not None else None
             members.setdefault(key.group, {})[key.member_id] = (
-                key.member_id, m.instance_id, m.client_id, m.client_host, session, m.rebalance_timeout_ms, None,
+                key.member_id,
+                m.instance_id,
+                m.client_id,
+                m.client_host,
+                session,
+                m.rebalance_timeout_ms,
+                None,
             )
     elif isinstance(key, consumer_records.GroupKey) and key.kind == consumer_records.GROUP_METADATA:
         if raw_value is None:

@@ -104,13 +104,17 @@ _DECLARED = (
     ApiSpec(ApiKey.SYNC_GROUP, "SyncGroup", 0, 5),
     ApiSpec(ApiKey.DESCRIBE_GROUPS, "DescribeGroups", 0, 6),
     ApiSpec(ApiKey.LIST_GROUPS, "ListGroups", 0, 5),
-    ApiSpec(ApiKey.SASL_HANDSHAKE, "SaslHandshake", 0, 1),  # answered by the SASL gate before authentication (security/sasl.py)
+    ApiSpec(
+        ApiKey.SASL_HANDSHAKE, "SaslHandshake", 0, 1
+    ),  # answered by the SASL gate before authentication (security/sasl.py)
     ApiSpec(ApiKey.API_VERSIONS, "ApiVersions", 0, 4),
     ApiSpec(ApiKey.CREATE_TOPICS, "CreateTopics", 0, 7),
     ApiSpec(ApiKey.DELETE_TOPICS, "DeleteTopics", 0, 6),
     ApiSpec(ApiKey.DELETE_RECORDS, "DeleteRecords", 0, 2),
     ApiSpec(ApiKey.INIT_PRODUCER_ID, "InitProducerId", 0, 5),
-    ApiSpec(ApiKey.OFFSET_FOR_LEADER_EPOCH, "OffsetForLeaderEpoch", 0, 4),  # 0-1: Kafka 3.9's, which Kafka 4 dropped (KIP-896)
+    ApiSpec(
+        ApiKey.OFFSET_FOR_LEADER_EPOCH, "OffsetForLeaderEpoch", 0, 4
+    ),  # 0-1: Kafka 3.9's, which Kafka 4 dropped (KIP-896)
     ApiSpec(ApiKey.ADD_PARTITIONS_TO_TXN, "AddPartitionsToTxn", 0, 5),
     ApiSpec(ApiKey.ADD_OFFSETS_TO_TXN, "AddOffsetsToTxn", 0, 4),
     ApiSpec(ApiKey.END_TXN, "EndTxn", 0, 4),
@@ -146,7 +150,9 @@ _DECLARED = (
     ApiSpec(ApiKey.DESCRIBE_TOPIC_PARTITIONS, "DescribeTopicPartitions", 0, 0),
     ApiSpec(ApiKey.SHARE_GROUP_HEARTBEAT, "ShareGroupHeartbeat", 1, 1),  # KIP-932 (groupd/coordinator/share/)
     ApiSpec(ApiKey.SHARE_GROUP_DESCRIBE, "ShareGroupDescribe", 1, 1),
-    ApiSpec(ApiKey.SHARE_FETCH, "ShareFetch", 1, 2),  # KIP-932 (groupd/broker/share/); v0 was 4.0's early access, removed in 4.1
+    ApiSpec(
+        ApiKey.SHARE_FETCH, "ShareFetch", 1, 2
+    ),  # KIP-932 (groupd/broker/share/); v0 was 4.0's early access, removed in 4.1
     ApiSpec(ApiKey.SHARE_ACKNOWLEDGE, "ShareAcknowledge", 1, 2),
     # the share coordinator's inter-broker RPCs (KIP-932; groupd/coordinator/share_state/), listed as Kafka lists them
     ApiSpec(ApiKey.INITIALIZE_SHARE_GROUP_STATE, "InitializeShareGroupState", 0, 0),

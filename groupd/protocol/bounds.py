@@ -97,7 +97,9 @@ def read_uvarint(buf: bytes, pos: int) -> tuple[int, int]:
 
 
 def _too_many(name: str, count: int, remaining: int) -> None:
-    raise Unparseable(f"{name}: tried to allocate a collection of size {count}, but there are only {remaining} bytes remaining")
+    raise Unparseable(
+        f"{name}: tried to allocate a collection of size {count}, but there are only {remaining} bytes remaining"
+    )
 
 
 def _null(name: str) -> None:
@@ -140,8 +142,16 @@ class _Source:
 
     def __init__(self) -> None:
         self.env: dict[str, object] = {
-            "_I16": _I16, "_I32": _I32, "_uv": read_uvarint, "_skip_compact": _skip_compact, "_tags": _tags,
-            "_too_many": _too_many, "_null": _null, "_struct_error": struct.error, "_Unparseable": Unparseable, "_TRUNCATED": TRUNCATED,
+            "_I16": _I16,
+            "_I32": _I32,
+            "_uv": read_uvarint,
+            "_skip_compact": _skip_compact,
+            "_tags": _tags,
+            "_too_many": _too_many,
+            "_null": _null,
+            "_struct_error": struct.error,
+            "_Unparseable": Unparseable,
+            "_TRUNCATED": TRUNCATED,
             "cuts": None,  # the top-level check cuts nothing (a global: a local would cost a store on every request)
         }
         self.lines: list[str] = []
@@ -188,7 +198,10 @@ def _tags(buf: bytes, pos: int, end: int, known: dict[int, Walker] | None, cuts:
             pos = known[tag](buf, pos, end, cuts)
             continue
         if size > end - pos:
-            raise Unparseable(f"unknown tagged field {tag}: error reading byte array of {size} byte(s): only {end - pos} byte(s) available")
+            raise Unparseable(
+                f"unknown tagged field {tag}: error reading byte array of {size} byte(s): only {end - pos} byte(s) "
+                "available"
+            )
         pos += size
         if cuts is not None:
             cuts.spans.append((entry, pos, b""))
@@ -229,8 +242,11 @@ def _generate(cls: type, top: bool) -> Callable[..., int]:
         _entity(src, cls, 2, top=True)
         src.flush(2)
         return _compile(
-            src, "def walk(buf, pos):\n    end = len(buf)\n    try:\n",
-            "\n        pass\n    except (IndexError, _struct_error):\n        raise _Unparseable(_TRUNCATED) from None\n", cls.__qualname__,
+            src,
+            "def walk(buf, pos):\n    end = len(buf)\n    try:\n",
+            "\n        pass\n    except (IndexError, _struct_error):\n"
+            "        raise _Unparseable(_TRUNCATED) from None\n",
+            cls.__qualname__,
         )
     _entity(src, cls, 1, top=False)
     src.flush(1)
@@ -313,7 +329,9 @@ def _field(src: _Source, cls: type, field: object, flexible: bool, ind: int, tai
         src.line("for _ in range(n - 1):", ind + 1)
         _entity(src, kind.type_, ind + 2, top=False)
         _entity(src, kind.type_, ind + 1, top=True)
-    elif (size := _FIXED_SIZE.get(kafka_type) if isinstance(kind, PrimitiveTupleField) else _fixed_size(kind.type_)) is not None:
+    elif (
+        size := _FIXED_SIZE.get(kafka_type) if isinstance(kind, PrimitiveTupleField) else _fixed_size(kind.type_)
+    ) is not None:
         src.line(f"elif n > 0: pos += n * {size}", ind)
     else:
         src.line("elif n > 0:", ind)
@@ -341,7 +359,9 @@ def _tag_walker(cls: type, name: str) -> Walker:
     src = _Source()
     _field(src, cls, field, True, 1)
     src.flush(1)
-    return cast(Walker, _compile(src, "def walk(buf, pos, end, cuts):\n", "\n    return pos\n", f"{cls.__qualname__}.{name}"))
+    return cast(
+        Walker, _compile(src, "def walk(buf, pos, end, cuts):\n", "\n    return pos\n", f"{cls.__qualname__}.{name}")
+    )
 
 
 @functools.cache

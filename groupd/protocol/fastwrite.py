@@ -341,7 +341,9 @@ def _compile(cls: type, from_values: bool) -> Callable[[Any, list], None]:
             # tagged fields at their defaults are not written: then the count is 0; otherwise kio writes
             # this entity (rare: tagged fields carry optional extras)
             if from_values:
-                checks = " or ".join(f"e.get({name!r}, {b.name(default)}) != {b.name(default)}" for name, default in tagged)
+                checks = " or ".join(
+                    f"e.get({name!r}, {b.name(default)}) != {b.name(default)}" for name, default in tagged
+                )
                 head.append(f"if {checks}: raise {b.name(NotCompiled)}")
             else:
                 kio_writer = b.name(_kio_bytes(cls))

@@ -57,7 +57,9 @@ def parse_request(body: bytes, api_key: int | None = None, api_version: int = 0)
         request, _ = read_body(body, used)
         return RequestHeader(api_key, api_version, kio_header.correlation_id, kio_header.client_id), request
     except KeyError:  # kio's "Unknown tagged field tag: N", where Kafka's reader skips the field
-        stripped = unknown_tags.strip(body, codec.request_header_class(api_key, api_version), codec.request_class(api_key, api_version))
+        stripped = unknown_tags.strip(
+            body, codec.request_header_class(api_key, api_version), codec.request_class(api_key, api_version)
+        )
         if stripped is None:
             raise
     return parse_request(stripped, api_key, api_version)  # read again, without them
@@ -90,6 +92,8 @@ def _readers_of(api_key: int, api_version: int) -> tuple[Any, Any, Any]:
 CACHED_BODIES = frozenset({10, 13, 18})  # FindCoordinator, LeaveGroup, ApiVersions
 _BODY_CACHE_MAX = 4096
 _bodies: dict[Any, bytes] = {}
+
+
 def encode_request(api_key: int, version: int, body: Any, correlation_id: int, client_id: str) -> bytes:
     """A whole request frame, size prefix included, as a client sends it (tests, bench, tools).
     ``body`` is a kio entity or a dict of newest-shape values."""

@@ -43,7 +43,11 @@ def strip(frame: bytes, header_class: type, body_class: type) -> bytes | None:
     for owner, tag in cuts.tags:
         elsewhere = _versions_with_tag(owner, tag)
         if elsewhere:
-            raise bounds.Unparseable(f"{owner.__name__}: tag {tag} is not valid for version {owner.__version__} (only {_ranges(elsewhere)})")  # type: ignore[attr-defined]  # kio's class attribute
+            raise bounds.Unparseable(
+                f"{owner.__name__}: tag {tag} is not valid for version "
+                f"{owner.__version__} (only "  # type: ignore[attr-defined]  # kio's class attribute
+                f"{_ranges(elsewhere)})"
+            )
     if not cuts.spans:
         return None
     out = bytearray()

@@ -265,7 +265,20 @@ def build_batch(
         body += rec
     count = len(records)
     last_delta = (offset_deltas[-1] if offset_deltas else count - 1) if count else 0
-    tail = struct.pack(">hiqqqhii", attributes, last_delta, timestamp_ms, max_ts, producer_id, producer_epoch, base_sequence, count) + body
+    tail = (
+        struct.pack(
+            ">hiqqqhii",
+            attributes,
+            last_delta,
+            timestamp_ms,
+            max_ts,
+            producer_id,
+            producer_epoch,
+            base_sequence,
+            count,
+        )
+        + body
+    )
     crc = crc32c(tail)
     head = _HEAD.pack(base_offset, len(tail) + 9, 0, 2, crc)
     return bytearray(head) + tail if mutable else head + tail
@@ -280,15 +293,21 @@ _CONTROL_KEY = struct.Struct(">hh")
 _CONTROL_VALUE = struct.Struct(">hi")  # version int16 0, coordinator epoch int32
 
 
-def build_control_batch(producer_id: int, producer_epoch: int, commit: bool, *, timestamp_ms: int, coordinator_epoch: int = 0) -> bytearray:
+def build_control_batch(
+    producer_id: int, producer_epoch: int, commit: bool, *, timestamp_ms: int, coordinator_epoch: int = 0
+) -> bytearray:
     """A transaction marker as Kafka writes it: a transactional control batch of one record, whose key
     says COMMIT or ABORT and whose value carries the coordinator's epoch. Consumers never see it as a
     message; READ_COMMITTED readers use it to end the producer's transaction."""
     key = _CONTROL_KEY.pack(0, COMMIT_MARKER if commit else ABORT_MARKER)
     value = _CONTROL_VALUE.pack(0, coordinator_epoch)
     return build_batch(
-        [(key, value)], timestamp_ms=timestamp_ms, producer_id=producer_id, producer_epoch=producer_epoch,
-        attributes=TRANSACTIONAL | CONTROL, mutable=True,
+        [(key, value)],
+        timestamp_ms=timestamp_ms,
+        producer_id=producer_id,
+        producer_epoch=producer_epoch,
+        attributes=TRANSACTIONAL | CONTROL,
+        mutable=True,
     )
 
 
@@ -548,7 +567,11 @@ class TxnWalk:
             if len(found) == header.record_count:
                 records = found.items()
         if records is None:
-            records = [(bytes(r.key), None if r.value is None else bytes(r.value)) for r in iter_records(memoryview(data)[pos:end], header) if r.key is not None]
+            records = [
+                (bytes(r.key), None if r.value is None else bytes(r.value))
+                for r in iter_records(memoryview(data)[pos:end], header)
+                if r.key is not None
+            ]
         for key, value in records:
             if value is None or key[:2] not in _OFFSET_KEY_TYPES:
                 latest[key] = value  # a tombstone or another record acts at once, as a plain one

@@ -157,7 +157,14 @@ class GroupCommitter:
 
     @staticmethod
     def _take(log: Log, pending: _Pending) -> _Round:
-        r = _Round(log, pending.next_round, pending.callbacks, pending.waiters, list(pending.logs.values()) or [log], time.perf_counter())
+        r = _Round(
+            log,
+            pending.next_round,
+            pending.callbacks,
+            pending.waiters,
+            list(pending.logs.values()) or [log],
+            time.perf_counter(),
+        )
         pending.next_round, pending.callbacks, pending.waiters, pending.logs = None, [], 0, {}
         return r
 
@@ -214,7 +221,8 @@ class GroupCommitter:
             self._finish(pending, r, None)
             return
         self.helper.sync_then(  # type: ignore[union-attr]
-            lambda outcome: self._journal_landed(pending, r, counts, outcome), journal.current,
+            lambda outcome: self._journal_landed(pending, r, counts, outcome),
+            journal.current,
         )
 
     def _start_checkpoint(self, journal: Journal) -> None:
@@ -223,7 +231,8 @@ class GroupCommitter:
         the only durable copy of its batches, so no checkpoint starts before it ends (the new file
         grows past the checkpoint size meanwhile)."""
         taken = [
-            (lg, t) for lg in self._logs.values()
+            (lg, t)
+            for lg in self._logs.values()
             if lg.journal_partition is not None and (t := lg.take_for_sync()) is not None
         ]
         journal.switch()

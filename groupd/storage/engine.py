@@ -348,7 +348,9 @@ class StorageEngine(Protocol):
         UnknownPartition when there is no such partition."""
         ...
 
-    def open_partition_set(self, topic: str, partitions: Iterable[int], config: LogConfig, durability: Durability) -> PartitionSet:
+    def open_partition_set(
+        self, topic: str, partitions: Iterable[int], config: LogConfig, durability: Durability
+    ) -> PartitionSet:
         """The partitions of a coordinator's topic opened together (see PartitionSet); what a previous
         run left half-done (a journal) is made durable in them first. StorageError when it cannot be."""
         ...
@@ -358,7 +360,9 @@ class StorageEngine(Protocol):
         may share the walk, worth it from some ``stored_bytes`` on (see ReplayReader)."""
         ...
 
-    def durability(self, *, flush_interval_messages: int = 1, flush_interval_ms: int = 0, shared: bool = False) -> Durability:
+    def durability(
+        self, *, flush_interval_messages: int = 1, flush_interval_ms: int = 0, shared: bool = False
+    ) -> Durability:
         """A new group-commit source under Kafka's flush policy (log.flush.interval.*); ``shared``: one
         round serves every log of the source (one sync for all), else each log has its own rounds."""
         ...

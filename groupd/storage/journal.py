@@ -96,7 +96,12 @@ class Journal:
         for partition, batches in sorted(found.items()):
             target = logs.get(partition)
             if target is None:
-                log.warning("%s: %d batches for partition %d, which is not here: left out", JOURNAL_NAME, len(batches), partition)
+                log.warning(
+                    "%s: %d batches for partition %d, which is not here: left out",
+                    JOURNAL_NAME,
+                    len(batches),
+                    partition,
+                )
                 continue
             restored += _restore(target, partition, batches)
         ends_after = {p: lg.log_end_offset for p, lg in logs.items()}
@@ -185,7 +190,11 @@ def _restore(target: Log, partition: int, batches: list[tuple[int, memoryview]])
         if base > end:
             log.error(
                 "%s: partition %d ends at offset %d but its next journaled batch starts at %d: "
-                "the rest of its journal is left out", JOURNAL_NAME, partition, end, base,
+                "the rest of its journal is left out",
+                JOURNAL_NAME,
+                partition,
+                end,
+                base,
             )
             break
         target.append(bytearray(batch))
@@ -193,4 +202,3 @@ def _restore(target: Log, partition: int, batches: list[tuple[int, memoryview]])
     if restored:
         log.warning("%s: restored %d batches of partition %d from the journal", JOURNAL_NAME, restored, partition)
     return restored
-

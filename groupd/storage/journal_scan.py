@@ -37,7 +37,9 @@ class Scan:
     """What one journal file holds, read from its start."""
 
     entries: list[tuple[int, int, memoryview]] = field(default_factory=list)  # (position, partition, batch)
-    damaged: list[tuple[int, int, memoryview]] = field(default_factory=list)  # (position, partition by its header, batch)
+    damaged: list[tuple[int, int, memoryview]] = field(
+        default_factory=list
+    )  # (position, partition by its header, batch)
     stop: int = 0  # where reading ended
     at_end: bool = False  # the entries ran up to the end of the file: no zeros or garbage after them
 
@@ -77,7 +79,9 @@ def scan(data: bytes | memoryview) -> Scan:
     return out
 
 
-def judge(name: str, size: int, prefill: int, found: Scan, ends_before: dict[int, int], ends_after: dict[int, int]) -> bool:
+def judge(
+    name: str, size: int, prefill: int, found: Scan, ends_before: dict[int, int], ends_after: dict[int, int]
+) -> bool:
     """Log what damage ``found`` shows (ERROR with numbers) given each partition's end offset before
     and after the restore; True when acknowledged batches may be lost."""
     damaged = False
@@ -89,13 +93,21 @@ def judge(name: str, size: int, prefill: int, found: Scan, ends_before: dict[int
                 "%s: is %d bytes, shorter than the %d bytes a journal file keeps while the broker runs, and "
                 "its entries run up to its end: it was cut, and whatever was journaled after byte %d is lost, "
                 "acknowledged commits among it (%d entries read before the cut)",
-                name, size, prefill, size, len(found.entries),
+                name,
+                size,
+                prefill,
+                size,
+                len(found.entries),
             )
             damaged = True
         else:
             log.warning(
                 "%s: is %d bytes, shorter than the %d bytes a journal file keeps while the broker runs: it was "
-                "cut, but after its last entry (byte %d): nothing journaled is lost", name, size, prefill, found.stop,
+                "cut, but after its last entry (byte %d): nothing journaled is lost",
+                name,
+                size,
+                prefill,
+                found.stop,
             )
     return damaged
 
@@ -108,7 +120,8 @@ def _judge_damaged_entry(name: str, found: Scan, ends_before: dict[int, int], en
     # journaled after the damaged entry: its partition lacked it (an earlier turn's entries are all in
     # their partitions), or it is no older than the last entry before the damage (they are older too)
     newer = [
-        (p, h.base_offset) for p, h in later
+        (p, h.base_offset)
+        for p, h in later
         if (p in ends_before and h.base_offset >= ends_before[p]) or (since is not None and h.max_timestamp >= since)
     ]
     if not newer:
@@ -119,13 +132,24 @@ def _judge_damaged_entry(name: str, found: Scan, ends_before: dict[int, int], en
     if not lost and partition in ends_after and 0 <= base < ends_after[partition]:
         log.warning(
             "%s: the entry at byte %d is damaged (CRC mismatch) inside the part that had been synced, but its "
-            "batch (offset %d of partition %d) is in its partition: nothing is lost", name, first, base, partition,
+            "batch (offset %d of partition %d) is in its partition: nothing is lost",
+            name,
+            first,
+            base,
+            partition,
         )
         return False
     log.error(
         "%s: the entry at byte %d (offset %d of partition %d by its header) is damaged (CRC mismatch), yet "
         "%d entries after it were journaled later, so its round had been synced: acknowledged commits are "
         "lost; its batch and %d batches after it could not be restored (their partition lacks the damaged "
-        "one), %d damaged entries in all", name, first, base, partition, len(newer), lost, len(found.damaged),
+        "one), %d damaged entries in all",
+        name,
+        first,
+        base,
+        partition,
+        len(newer),
+        lost,
+        len(found.damaged),
     )
     return True

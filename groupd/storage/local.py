@@ -113,7 +113,9 @@ class LocalEngine:
             raise UnknownPartition(f"no partition {topic}-{partition}")
         shutil.rmtree(directory, ignore_errors=True)
 
-    def open_partition_set(self, topic: str, partitions: Iterable[int], config: LogConfig, durability: Durability) -> PartitionSet:
+    def open_partition_set(
+        self, topic: str, partitions: Iterable[int], config: LogConfig, durability: Durability
+    ) -> PartitionSet:
         if not isinstance(durability, GroupCommitter):
             raise TypeError("the local engine's partition sets are written through its own durability")
         return LocalPartitionSet(self.root, topic, partitions, config, durability)
@@ -121,10 +123,14 @@ class LocalEngine:
     def replay_reader(self, helpers: int, stored_bytes: int) -> ReplayReader:
         return LocalReplayReader(helpers, stored_bytes)
 
-    def durability(self, *, flush_interval_messages: int = 1, flush_interval_ms: int = 0, shared: bool = False) -> Durability:
+    def durability(
+        self, *, flush_interval_messages: int = 1, flush_interval_ms: int = 0, shared: bool = False
+    ) -> Durability:
         committer = GroupCommitter(
-            flush_interval_messages=flush_interval_messages, flush_interval_ms=flush_interval_ms,
-            shared=shared, directory=self.root,
+            flush_interval_messages=flush_interval_messages,
+            flush_interval_ms=flush_interval_ms,
+            shared=shared,
+            directory=self.root,
         )
         # its rounds take this engine's own logs (Log, which open_partition hands out): typed on Log, so
         # the hot path pays no conversion

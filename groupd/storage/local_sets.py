@@ -73,7 +73,9 @@ def write_out_slice(logs: Mapping[int, _Written], tick: int, topic: str) -> None
 
 
 class LocalPartitionSet:
-    def __init__(self, root: Path, topic: str, partitions: Iterable[int], config: LogConfig, committer: GroupCommitter) -> None:
+    def __init__(
+        self, root: Path, topic: str, partitions: Iterable[int], config: LogConfig, committer: GroupCommitter
+    ) -> None:
         self.topic = topic
         self.committer = committer
         self._logs: dict[int, Log] = {}

@@ -384,7 +384,14 @@ class Log:
         """A batch of these records, built here: it needs none of ``append``'s checks of a stranger's.
         A producer id and the TRANSACTIONAL attribute make it a transaction's batch."""
         ts = self.now_ms() if timestamp_ms is None else timestamp_ms
-        buf = build_batch(records, timestamp_ms=ts, mutable=True, producer_id=producer_id, producer_epoch=producer_epoch, attributes=attributes)
+        buf = build_batch(
+            records,
+            timestamp_ms=ts,
+            mutable=True,
+            producer_id=producer_id,
+            producer_epoch=producer_epoch,
+            attributes=attributes,
+        )
         size = len(buf)
         if size > self.config.max_message_bytes or size > self.config.segment_bytes:
             return self.append(buf)  # raises RecordTooLarge, naming the limits
@@ -511,7 +518,6 @@ class Log:
     def any_fd(self) -> int | None:
         return self.segments[-1].fd if self.segments else None
 
-
     # ------------------------------------------------------------ reads
 
     def read(self, offset: int, max_bytes: int, upto: int | None = None) -> bytes:
@@ -519,9 +525,7 @@ class Log:
         ``upto``: only batches that start below it (a READ_COMMITTED fetch stops at the stable offset)."""
         self._settle()
         if offset < self.log_start_offset or offset > self.log_end_offset:
-            raise OffsetOutOfRange(
-                f"offset {offset} is outside [{self.log_start_offset}, {self.log_end_offset}]"
-            )
+            raise OffsetOutOfRange(f"offset {offset} is outside [{self.log_start_offset}, {self.log_end_offset}]")
         if offset == self.log_end_offset:
             return b""
         si = max(bisect.bisect_right(self._bases, offset) - 1, 0)
@@ -546,7 +550,11 @@ class Log:
             ei = bisect.bisect_right(seg.positions, limit) - 1
             end = seg.positions[ei + 1] if ei + 1 < len(seg.positions) else seg.size
             if end > limit:
-                end = seg.positions[ei] if ei > bi else (seg.positions[bi + 1] if bi + 1 < len(seg.positions) else seg.size)
+                end = (
+                    seg.positions[ei]
+                    if ei > bi
+                    else (seg.positions[bi + 1] if bi + 1 < len(seg.positions) else seg.size)
+                )
             if upto is not None and stop < len(seg.positions):
                 end = min(end, seg.positions[stop])
             return seg.pread(start, end)
@@ -838,7 +846,9 @@ class Log:
             return stats
         latest: dict[bytes, int] = {}
         for header, batch in self.batches():
-            if header.attributes & _TXN_OR_CONTROL and (header.is_control or not committed.get(header.base_offset, False)):
+            if header.attributes & _TXN_OR_CONTROL and (
+                header.is_control or not committed.get(header.base_offset, False)
+            ):
                 continue  # markers hold no data; aborted and open transactions outrank nothing
             for rec in iter_records_safe(batch):
                 if rec.key is not None:
@@ -867,7 +877,8 @@ class Log:
                 if header.is_transactional and not committed.get(header.base_offset, False):
                     continue  # aborted (an open one is never in a cleaned segment)
                 keep = [
-                    r for r in recs
+                    r
+                    for r in recs
                     if r.key is not None
                     and latest.get(bytes(r.key)) == r.offset
                     and not (r.value is None and now_ms - header.max_timestamp > self.config.delete_retention_ms)
@@ -879,18 +890,20 @@ class Log:
                 if header.is_transactional:
                     retained.add(header.producer_id)
                 first = keep[0].offset
-                rebuilt = bytearray(build_batch(
-                    [(r.key, r.value) for r in keep],
-                    base_offset=first,
-                    timestamp_ms=keep[0].timestamp,
-                    headers=[r.headers for r in keep],
-                    offset_deltas=[r.offset - first for r in keep],
-                    timestamps=[r.timestamp for r in keep],
-                    producer_id=header.producer_id,
-                    producer_epoch=header.producer_epoch,
-                    base_sequence=header.base_sequence,
-                    attributes=header.attributes & TRANSACTIONAL,
-                ))
+                rebuilt = bytearray(
+                    build_batch(
+                        [(r.key, r.value) for r in keep],
+                        base_offset=first,
+                        timestamp_ms=keep[0].timestamp,
+                        headers=[r.headers for r in keep],
+                        offset_deltas=[r.offset - first for r in keep],
+                        timestamps=[r.timestamp for r in keep],
+                        producer_id=header.producer_id,
+                        producer_epoch=header.producer_epoch,
+                        base_sequence=header.base_sequence,
+                        attributes=header.attributes & TRANSACTIONAL,
+                    )
+                )
                 h = parse_header(rebuilt, 0)
                 new.add(h, len(out))
                 out += rebuilt

@@ -42,7 +42,16 @@ NO_TIMESTAMP = -1
 class Message:
     __slots__ = ("offset", "magic", "codec", "log_append_time", "timestamp", "key", "value")
 
-    def __init__(self, offset: int, magic: int, codec: int, log_append_time: bool, timestamp: int, key: bytes | None, value: bytes | None) -> None:
+    def __init__(
+        self,
+        offset: int,
+        magic: int,
+        codec: int,
+        log_append_time: bool,
+        timestamp: int,
+        key: bytes | None,
+        value: bytes | None,
+    ) -> None:
         self.offset, self.magic, self.codec, self.log_append_time = offset, magic, codec, log_append_time
         self.timestamp, self.key, self.value = timestamp, key, value
 
@@ -87,7 +96,9 @@ def read_messages(data: bytes | memoryview) -> Iterator[Message]:
             p += 8
         key, p = _read_bytes(buf, p, end)
         value, p = _read_bytes(buf, p, end)
-        yield Message(offset, magic, attributes & 0x07, bool(attributes & LOG_APPEND_TIME) and magic == 1, timestamp, key, value)
+        yield Message(
+            offset, magic, attributes & 0x07, bool(attributes & LOG_APPEND_TIME) and magic == 1, timestamp, key, value
+        )
         pos = end
     if pos != len(buf):
         raise CorruptBatch("trailing bytes after the last message")
@@ -121,7 +132,9 @@ def to_record_batch(data: bytes | memoryview, target: int | None = None) -> byte
             raise InvalidRecord("Found invalid compressed record set with null value")
         for inner in read_messages(codecs.decompress(m.codec, m.value, m.magic)):
             if inner.codec != NONE:
-                raise InvalidRecord("Compressed outer record should not have an inner record with a compression attribute set")
+                raise InvalidRecord(
+                    "Compressed outer record should not have an inner record with a compression attribute set"
+                )
             records.append((inner.key, inner.value))
             stamps.append(m.timestamp if m.log_append_time else inner.timestamp)
     if not records:
@@ -149,7 +162,9 @@ _ENTRY_CRC = struct.Struct(">qiI")  # offset, message size, crc
 _NULL = _I32.pack(-1)
 
 
-def _append_message(out: bytearray, offset: int, magic: int, attributes: int, timestamp: int, key: bytes | None, value: bytes | None) -> None:
+def _append_message(
+    out: bytearray, offset: int, magic: int, attributes: int, timestamp: int, key: bytes | None, value: bytes | None
+) -> None:
     """One message appended to ``out``, each part copied once (down-conversion's whole cost is copies)."""
     head = _HEAD_V1.pack(magic, attributes, timestamp) if magic == 1 else _HEAD_V0.pack(magic, attributes)
     klen = _NULL if key is None else _I32.pack(len(key))
@@ -210,7 +225,9 @@ def down_convert(data: bytes | memoryview, magic: int, first_offset: int) -> tup
     return bytes(out), converted
 
 
-def _convert_batch(out: bytearray, view: memoryview, pos: int, header: BatchHeader, magic: int, first_offset: int) -> int:
+def _convert_batch(
+    out: bytearray, view: memoryview, pos: int, header: BatchHeader, magic: int, first_offset: int
+) -> int:
     """One v2 batch appended to ``out`` as Kafka's RecordsUtil.convertRecordBatch writes it; the records
     written. Control batches give nothing; so do an uncompressed batch's records below ``first_offset``.
     A compressed batch gives one wrapper of all its records, compressed with its codec: inner offsets

@@ -73,8 +73,13 @@ def aiokafka() -> None:
 
     async def main() -> None:
         c = AIOKafkaConsumer(
-            spec["topic"], bootstrap_servers=spec["bootstrap"], group_id=spec["group"], group_instance_id=spec.get("instance"),
-            session_timeout_ms=spec["session_ms"], heartbeat_interval_ms=200, enable_auto_commit=False,
+            spec["topic"],
+            bootstrap_servers=spec["bootstrap"],
+            group_id=spec["group"],
+            group_instance_id=spec.get("instance"),
+            session_timeout_ms=spec["session_ms"],
+            heartbeat_interval_ms=200,
+            enable_auto_commit=False,
         )
         await c.start()
         while not stop["now"] and time.monotonic() < deadline:

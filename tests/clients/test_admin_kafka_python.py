@@ -54,27 +54,39 @@ def test_partitions_records_and_configs(broker_process):
     assert consumer.end_offsets([tp])[tp] == 10
 
     def topic_configs(config_filter="modified"):
-        described = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, "adm")], config_filter=config_filter)
+        described = admin.describe_configs(
+            [ConfigResource(ConfigResourceType.TOPIC, "adm")], config_filter=config_filter
+        )
         return described["topic"]["adm"]
 
     modified = topic_configs()
     assert set(modified) == {"retention.ms"} and "3600000" in str(modified["retention.ms"])
     assert "cleanup.policy" in topic_configs("all")
-    admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, "adm", configs={"retention.ms": "1000"})], incremental=True)
+    admin.alter_configs(
+        [ConfigResource(ConfigResourceType.TOPIC, "adm", configs={"retention.ms": "1000"})], incremental=True
+    )
     assert "'1000'" in str(topic_configs()["retention.ms"])
-    refused = admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, "adm", configs={"no.such.key": "1"})], incremental=True, raise_on_unknown=False)
-    assert InvalidConfigurationError.errno == 40 and ("40" in str(refused) or "InvalidConfiguration" in str(refused)), refused
+    refused = admin.alter_configs(
+        [ConfigResource(ConfigResourceType.TOPIC, "adm", configs={"no.such.key": "1"})],
+        incremental=True,
+        raise_on_unknown=False,
+    )
+    assert InvalidConfigurationError.errno == 40 and ("40" in str(refused) or "InvalidConfiguration" in str(refused)), (
+        refused
+    )
     producer.close()
     consumer.close()
     admin.close()
 
 
-@pytest.mark.scenario('kafka-python', 9)
+@pytest.mark.scenario("kafka-python", 9)
 def test_group_admin(broker_process):
     bs = broker_process.bootstrap
     admin = KafkaAdminClient(bootstrap_servers=bs)
     admin.create_topics([NewTopic("ga", 3, 1)])
-    member = ChildConsumer(bs, "ga", group_id="admin-g", enable_auto_commit=False, session_timeout_ms=6000, heartbeat_interval_ms=300)
+    member = ChildConsumer(
+        bs, "ga", group_id="admin-g", enable_auto_commit=False, session_timeout_ms=6000, heartbeat_interval_ms=300
+    )
     wait_until(lambda: len(member.assignment) == 3, 20, "the member to own all partitions")
     listed = admin.list_groups()
     assert "admin-g" in str(listed)
@@ -95,15 +107,25 @@ def test_group_admin(broker_process):
 def test_acls_log_dirs_reassignments_and_legacy_alter_configs(broker_process):
     admin = KafkaAdminClient(bootstrap_servers=broker_process.bootstrap)
     any_topic = ResourcePatternFilter(ResourceType.TOPIC, None, ACLResourcePatternType.ANY)
-    acl_filter = ACLFilter(principal=None, host=None, operation=ACLOperation.ANY, permission_type=ACLPermissionType.ANY, resource_pattern=any_topic)
+    acl_filter = ACLFilter(
+        principal=None,
+        host=None,
+        operation=ACLOperation.ANY,
+        permission_type=ACLPermissionType.ANY,
+        resource_pattern=any_topic,
+    )
     # no authorizer: kafka-python raises the SECURITY_DISABLED error with Kafka's message
     with pytest.raises(SecurityDisabledError, match="No Authorizer is configured on the broker"):
         admin.describe_acls(acl_filter)
-    acl = ACL("User:alice", "*", ACLOperation.READ, ACLPermissionType.ALLOW, ResourcePattern(ResourceType.TOPIC, "adm-acl"))
+    acl = ACL(
+        "User:alice", "*", ACLOperation.READ, ACLPermissionType.ALLOW, ResourcePattern(ResourceType.TOPIC, "adm-acl")
+    )
     assert admin.create_acls([acl]) == {"succeeded": [], "failed": [SecurityDisabledError]}
     assert admin.delete_acls([acl_filter]) == [(acl_filter, [], SecurityDisabledError)]
 
-    admin.create_topics([NewTopic("logs", 2, 1, topic_configs={"retention.ms": "3600000", "cleanup.policy": "compact,delete"})])
+    admin.create_topics(
+        [NewTopic("logs", 2, 1, topic_configs={"retention.ms": "3600000", "cleanup.policy": "compact,delete"})]
+    )
     producer = KafkaProducer(bootstrap_servers=broker_process.bootstrap)
     for i in range(20):
         producer.send("logs", key=b"k", value=str(i).encode() * 50, partition=1)
@@ -128,16 +150,26 @@ def test_acls_log_dirs_reassignments_and_legacy_alter_configs(broker_process):
 
     assert set(topic_configs()) == {"retention.ms", "cleanup.policy"}
     # legacy AlterConfigs (api 33); kafka-python sends the other modified keys along, as the API replaces the set
-    result = admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, "logs", configs={"retention.ms": "7200000"})], incremental=False)
+    result = admin.alter_configs(
+        [ConfigResource(ConfigResourceType.TOPIC, "logs", configs={"retention.ms": "7200000"})], incremental=False
+    )
     assert result == {"topic": {"logs": "OK"}}
     modified = topic_configs()
     assert set(modified) == {"retention.ms", "cleanup.policy"}
     assert "'7200000'" in str(modified["retention.ms"]) and "'compact,delete'" in str(modified["cleanup.policy"])
-    dry = admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, "logs", configs={"retention.ms": "60000"})], incremental=False, validate_only=True)
+    dry = admin.alter_configs(
+        [ConfigResource(ConfigResourceType.TOPIC, "logs", configs={"retention.ms": "60000"})],
+        incremental=False,
+        validate_only=True,
+    )
     assert dry == {"topic": {"logs": "OK"}}
     assert "'7200000'" in str(topic_configs()["retention.ms"])
-    refused = admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, "logs", configs={"segment.bytes": "1"})], incremental=False)
-    assert "InvalidConfigurationError" in refused["topic"]["logs"] and "segment.bytes" in refused["topic"]["logs"], refused
+    refused = admin.alter_configs(
+        [ConfigResource(ConfigResourceType.TOPIC, "logs", configs={"segment.bytes": "1"})], incremental=False
+    )
+    assert "InvalidConfigurationError" in refused["topic"]["logs"] and "segment.bytes" in refused["topic"]["logs"], (
+        refused
+    )
     assert "'7200000'" in str(topic_configs()["retention.ms"])
     admin.close()
 
@@ -151,7 +183,9 @@ def test_elections_reassignments_and_log_dir_moves(broker_process):
         response = admin.elect_leaders(election_type, {"reps": [0, 1, 2]})
         (result,) = response.replica_election_results
         assert result.topic == "reps"
-        assert sorted((p.partition_id, p.error_code) for p in result.partition_result) == [(p, ElectionNotNeededError.errno) for p in range(3)]
+        assert sorted((p.partition_id, p.error_code) for p in result.partition_result) == [
+            (p, ElectionNotNeededError.errno) for p in range(3)
+        ]
     with pytest.raises(UnknownTopicOrPartitionError):
         admin.elect_leaders(0, {"reps": [7]})
 
@@ -168,6 +202,9 @@ def test_elections_reassignments_and_log_dir_moves(broker_process):
     log_dir = answer["log_dirs"][0]["log_dir"]
     here, there = TopicPartitionReplica("reps", 0, node), TopicPartitionReplica("reps", 1, node)
     missing = TopicPartitionReplica("reps", 9, node)
-    assert admin.alter_replica_log_dirs({here: log_dir, missing: log_dir}) == {here: NoError, missing: UnknownTopicOrPartitionError}
+    assert admin.alter_replica_log_dirs({here: log_dir, missing: log_dir}) == {
+        here: NoError,
+        missing: UnknownTopicOrPartitionError,
+    }
     assert admin.alter_replica_log_dirs({there: log_dir + "-elsewhere"}) == {there: LogDirNotFoundError}
     admin.close()

@@ -48,7 +48,9 @@ def test_static_member_restart_keeps_partitions(broker_process, client):
         before_a, before_b = set(a.assignment), set(b.assignment)
         a.kill()  # gone without a word; restarted within its session timeout with the same instance id
         a2 = ChildMember(client, broker_process.bootstrap, topic, group, 15000, instance="a")
-        wait_until(lambda: a2.assignment == before_a, 30, f"{client}: the restarted static member getting its partitions back")
+        wait_until(
+            lambda: a2.assignment == before_a, 30, f"{client}: the restarted static member getting its partitions back"
+        )
         assert b.assignment == before_b, "the other member kept its partitions: no rebalance"
         a2.kill()
     finally:

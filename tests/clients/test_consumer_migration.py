@@ -33,7 +33,12 @@ def broker(tmp_path):
 def confluent(bootstrap: str, group: str, topic: str, protocol: str) -> Any:
     from confluent_kafka import Consumer
 
-    config = {"bootstrap.servers": bootstrap, "group.id": group, "group.protocol": protocol, "auto.offset.reset": "earliest"}
+    config = {
+        "bootstrap.servers": bootstrap,
+        "group.id": group,
+        "group.protocol": protocol,
+        "auto.offset.reset": "earliest",
+    }
     if protocol == "classic":
         config.update(CLASSIC)
     c = Consumer(config)
@@ -42,8 +47,15 @@ def confluent(bootstrap: str, group: str, topic: str, protocol: str) -> Any:
 
 
 def kafka_python(bootstrap: str, group: str, topic: str) -> ChildConsumer:
-    return ChildConsumer(bootstrap, topic, group_id=group, session_timeout_ms=10_000, heartbeat_interval_ms=300,
-                         auto_offset_reset="earliest", auto_commit_interval_ms=500)
+    return ChildConsumer(
+        bootstrap,
+        topic,
+        group_id=group,
+        session_timeout_ms=10_000,
+        heartbeat_interval_ms=300,
+        auto_offset_reset="earliest",
+        auto_commit_interval_ms=500,
+    )
 
 
 class Members:
@@ -93,7 +105,9 @@ class Members:
             self.poll()
             if done():
                 return
-        raise AssertionError(f"timed out after {seconds}s waiting for {what}: owned {self.owned()}, {len(self.got)} records")
+        raise AssertionError(
+            f"timed out after {seconds}s waiting for {what}: owned {self.owned()}, {len(self.got)} records"
+        )
 
     def covering(self, partitions: int) -> bool:
         views = self.owned()
@@ -162,4 +176,3 @@ def test_online_upgrade_then_downgrade(broker):
         classic.close()
     finally:
         child.stop()
-

@@ -83,7 +83,9 @@ def test_admin_lists_describes_resets_and_deletes_a_consumer_protocol_group(kip8
     admin.alter_consumer_group_offsets([reset])["kadm-g"].result(10)
     offsets = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions("kadm-g")])["kadm-g"].result(10)
     assert sorted(tp.offset for tp in offsets.topic_partitions) == [1, 1]
-    assert len(consume({"bootstrap.servers": bs, "group.id": "kadm-g"}, "kadm", 8)) == 8, "the group resumes at the reset offsets"
+    assert len(consume({"bootstrap.servers": bs, "group.id": "kadm-g"}, "kadm", 8)) == 8, (
+        "the group resumes at the reset offsets"
+    )
     admin.delete_consumer_groups(["kadm-g"])["kadm-g"].result(10)
     assert "kadm-g" not in {g.group_id for g in admin.list_consumer_groups().result(10).valid}
 
@@ -146,16 +148,34 @@ def test_consumer_protocol_member_over_its_byte_rate_is_throttled_and_loses_noth
     def seen(stats: str) -> None:
         throttles.extend(b["throttle"]["max"] for b in json.loads(stats)["brokers"].values() if b["throttle"]["max"])
 
-    producer = Producer({"bootstrap.servers": bs, "client.id": "throttled", "linger.ms": 0, "statistics.interval.ms": 100,
-                         "throttle_cb": lambda event: throttles.append(event.throttle_time), "stats_cb": seen})
+    producer = Producer(
+        {
+            "bootstrap.servers": bs,
+            "client.id": "throttled",
+            "linger.ms": 0,
+            "statistics.interval.ms": 100,
+            "throttle_cb": lambda event: throttles.append(event.throttle_time),
+            "stats_cb": seen,
+        }
+    )
     for i in range(TOTAL):
         producer.produce("quota", value=bytes([i]) * 3000)
         producer.flush(30)
     assert throttles and max(throttles) > 0, "the producer was throttled"
     throttles.clear()
-    c = Consumer({"bootstrap.servers": bs, "group.id": "quota-g", "group.protocol": "consumer", "client.id": "throttled",
-                  "auto.offset.reset": "earliest", "fetch.max.bytes": 1 << 20, "statistics.interval.ms": 100,
-                  "throttle_cb": lambda event: throttles.append(event.throttle_time), "stats_cb": seen})
+    c = Consumer(
+        {
+            "bootstrap.servers": bs,
+            "group.id": "quota-g",
+            "group.protocol": "consumer",
+            "client.id": "throttled",
+            "auto.offset.reset": "earliest",
+            "fetch.max.bytes": 1 << 20,
+            "statistics.interval.ms": 100,
+            "throttle_cb": lambda event: throttles.append(event.throttle_time),
+            "stats_cb": seen,
+        }
+    )
     c.subscribe(["quota"])
     got: list[int] = []
     started = time.monotonic()
@@ -178,7 +198,9 @@ def test_consumer_protocol_group_over_sasl_plain(secured):  # noqa: F811
     sasl = secured.bootstraps["SASL_PLAINTEXT"]
     create_secured_topic(sasl, "kp-sasl", 2, **CK_SASL)
     ck_produce(sasl, "kp-sasl", values("v", 40), **CK_SASL)
-    assert sorted(consume({"bootstrap.servers": sasl, "group.id": "kp-sasl-g", **CK_SASL}, "kp-sasl", 40)) == encoded(values("v", 40))
+    assert sorted(consume({"bootstrap.servers": sasl, "group.id": "kp-sasl-g", **CK_SASL}, "kp-sasl", 40)) == encoded(
+        values("v", 40)
+    )
 
 
 @pytest.mark.scenario(CLIENT, 13)
@@ -188,20 +210,29 @@ def test_consumer_protocol_group_over_sasl_scram_users_an_admin_created(scram_se
     sasl = scram_secured.bootstraps["SASL_PLAINTEXT"]
     login = scram("librdkafka", "SCRAM-SHA-512", "kim", "k-pass")
     ck_produce(sasl, "kscram", values("s", 20), **login)
-    assert sorted(consume({"bootstrap.servers": sasl, "group.id": "kscram-g", **login}, "kscram", 20)) == encoded(values("s", 20))
+    assert sorted(consume({"bootstrap.servers": sasl, "group.id": "kscram-g", **login}, "kscram", 20)) == encoded(
+        values("s", 20)
+    )
 
 
 @pytest.mark.scenario(CLIENT, 14)
 def test_consumer_protocol_groups_over_ssl_and_sasl_ssl(tls_secured):  # noqa: F811
     certs, ssl_bs, sasl_ssl_bs = tls_secured.certs, tls_secured.bootstraps["SSL"], tls_secured.bootstraps["SASL_SSL"]
-    ck_ssl = {"security.protocol": "SSL", "ssl.ca.location": str(certs.ca), "ssl.certificate.location": str(certs.client_cert),
-              "ssl.key.location": str(certs.client_key)}
+    ck_ssl = {
+        "security.protocol": "SSL",
+        "ssl.ca.location": str(certs.ca),
+        "ssl.certificate.location": str(certs.client_cert),
+        "ssl.key.location": str(certs.client_key),
+    }
     ck_sasl_ssl = {**CK_SASL, "security.protocol": "SASL_SSL", "ssl.ca.location": str(certs.ca)}
     create_secured_topic(ssl_bs, "ktls", 2, **ck_ssl)
     ck_produce(sasl_ssl_bs, "ktls", values("t", 30), **ck_sasl_ssl)
     expected = encoded(values("t", 30))
     assert sorted(consume({"bootstrap.servers": ssl_bs, "group.id": "ktls-ssl", **ck_ssl}, "ktls", 30)) == expected
-    assert sorted(consume({"bootstrap.servers": sasl_ssl_bs, "group.id": "ktls-sasl", **ck_sasl_ssl}, "ktls", 30)) == expected
+    assert (
+        sorted(consume({"bootstrap.servers": sasl_ssl_bs, "group.id": "ktls-sasl", **ck_sasl_ssl}, "ktls", 30))
+        == expected
+    )
 
 
 @pytest.mark.scenario(CLIENT, 15)
@@ -213,8 +244,15 @@ def test_consumer_protocol_member_commits_epochs_validates_positions_and_detects
 
     bs = epoch_broker.bootstrap
     producer = _ck_topic(bs, "kepochs", 10)
-    first = Consumer({"bootstrap.servers": bs, "group.id": "kepochs-g", "group.protocol": "consumer",
-                      "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    first = Consumer(
+        {
+            "bootstrap.servers": bs,
+            "group.id": "kepochs-g",
+            "group.protocol": "consumer",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
     first.subscribe(["kepochs"])
     assert _ck_poll(first, 10, 40) == [(i, 0) for i in range(10)]
     first.commit(asynchronous=False)
@@ -224,8 +262,15 @@ def test_consumer_protocol_member_commits_epochs_validates_positions_and_detects
     for i in range(10, 15):
         producer.produce("kepochs", value=b"v%d" % i)
     assert producer.flush(15) == 0
-    second = Consumer({"bootstrap.servers": bs, "group.id": "kepochs-g", "group.protocol": "consumer",
-                       "auto.offset.reset": "error", "enable.auto.commit": False})
+    second = Consumer(
+        {
+            "bootstrap.servers": bs,
+            "group.id": "kepochs-g",
+            "group.protocol": "consumer",
+            "auto.offset.reset": "error",
+            "enable.auto.commit": False,
+        }
+    )
     second.subscribe(["kepochs"])
     assert _ck_poll(second, 5, 40) == [(i, 0) for i in range(10, 15)], "resumed at the commit, no reset"
     before = ofle_requests(epoch_broker)
@@ -251,8 +296,14 @@ def test_partitions_added_to_a_subscribed_topic_are_assigned(kip848_broker):  # 
         admin = AdminClient({"bootstrap.servers": bs})
         for f in admin.create_partitions([NewPartitions("kgrow", 6)]).values():
             f.result(15)
-        assert poll_until(members, lambda: set().union(*(owned(c) for c in members)) == {("kgrow", p) for p in range(6)}
-                          and all(len(owned(c)) == 3 for c in members), 40)
+        assert poll_until(
+            members,
+            lambda: (
+                set().union(*(owned(c) for c in members)) == {("kgrow", p) for p in range(6)}
+                and all(len(owned(c)) == 3 for c in members)
+            ),
+            40,
+        )
         produce(bs, "kgrow", 60)
         got = []
         assert poll_until(members, lambda: len(got) >= 60, 40, got)

@@ -30,7 +30,11 @@ def test_group_reads_everything_once_and_resumes_after_restart(broker_process, c
 
     members = [member() for _ in range(3)]
     wait_until(lambda: sum(len(m.values()) for m in members) >= 600, 60, "600 records across the group")
-    wait_until(lambda: all(m.assignment for m in members) and sum(len(m.assignment) for m in members) == 6, 30, "3 members with 6 partitions")
+    wait_until(
+        lambda: all(m.assignment for m in members) and sum(len(m.assignment) for m in members) == 6,
+        30,
+        "3 members with 6 partitions",
+    )
     got = [v for m in members for v in m.values()]
     assert sorted(got) == sorted(sent), "every record exactly once"
     parts = [m.assignment for m in members]

@@ -44,7 +44,9 @@ def heartbeats(mport):
 def alter(a, group, **configs):
     from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource, ResourceType
 
-    entries = [ConfigEntry(k.replace("_", "."), v, incremental_operation=AlterConfigOpType.SET) for k, v in configs.items()]
+    entries = [
+        ConfigEntry(k.replace("_", "."), v, incremental_operation=AlterConfigOpType.SET) for k, v in configs.items()
+    ]
     resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=entries)
     (future,) = a.incremental_alter_configs([resource]).values()
     return future.result(timeout=15)
@@ -118,27 +120,74 @@ def run(capsys, *args):
 
 def test_groupd_configs_groups(broker_process, capsys):
     bs = broker_process.bootstrap
-    code, out, err = run(capsys, "--bootstrap-server", bs, "--entity-type", "groups", "--entity-name", "cli-g", "--describe")
+    code, out, err = run(
+        capsys, "--bootstrap-server", bs, "--entity-type", "groups", "--entity-name", "cli-g", "--describe"
+    )
     assert (code, out.strip()) == (0, "The group 'cli-g' doesn't exist and doesn't have dynamic config."), err
-    code, out, err = run(capsys, "--bootstrap-server", bs, "--entity-type", "groups", "--entity-name", "cli-g", "--alter",
-                         "--add-config", "share.auto.offset.reset=earliest,share.delivery.count.limit=7")
+    code, out, err = run(
+        capsys,
+        "--bootstrap-server",
+        bs,
+        "--entity-type",
+        "groups",
+        "--entity-name",
+        "cli-g",
+        "--alter",
+        "--add-config",
+        "share.auto.offset.reset=earliest,share.delivery.count.limit=7",
+    )
     assert (code, out.strip()) == (0, "Completed updating config for group cli-g."), err
-    code, out, err = run(capsys, "--bootstrap-server", bs, "--entity-type", "groups", "--entity-name", "cli-g", "--describe")
+    code, out, err = run(
+        capsys, "--bootstrap-server", bs, "--entity-type", "groups", "--entity-name", "cli-g", "--describe"
+    )
     assert code == 0, err
     assert out.splitlines() == [
         "Dynamic configs for group cli-g are:",
-        "  share.auto.offset.reset=earliest sensitive=false synonyms={DYNAMIC_GROUP_CONFIG:share.auto.offset.reset=earliest, "
+        "  share.auto.offset.reset=earliest sensitive=false "
+        "synonyms={DYNAMIC_GROUP_CONFIG:share.auto.offset.reset=earliest, "
         "DEFAULT_CONFIG:share.auto.offset.reset=latest}",
         "  share.delivery.count.limit=7 sensitive=false synonyms={DYNAMIC_GROUP_CONFIG:share.delivery.count.limit=7, "
         "DEFAULT_CONFIG:group.share.delivery.count.limit=5}",
     ]
     code, out, err = run(capsys, "--bootstrap-server", bs, "--group", "cli-g", "--describe", "--all")
     assert code == 0 and out.splitlines()[0] == "All configs for group cli-g are:" and len(out.splitlines()) == 18
-    assert "  consumer.session.timeout.ms=45000 sensitive=false synonyms={DEFAULT_CONFIG:group.consumer.session.timeout.ms=45000}" in out
-    code, out, err = run(capsys, "--bootstrap-server", bs, "--entity-type", "groups", "--entity-name", "cli-g", "--alter",
-                         "--delete-config", "share.delivery.count.limit", "--add-config", "share.isolation.level=read_committed")
+    assert (
+        "  consumer.session.timeout.ms=45000 sensitive=false "
+        "synonyms={DEFAULT_CONFIG:group.consumer.session.timeout.ms=45000}"
+        in out
+    )
+    code, out, err = run(
+        capsys,
+        "--bootstrap-server",
+        bs,
+        "--entity-type",
+        "groups",
+        "--entity-name",
+        "cli-g",
+        "--alter",
+        "--delete-config",
+        "share.delivery.count.limit",
+        "--add-config",
+        "share.isolation.level=read_committed",
+    )
     assert code == 0, err
-    code, out, _ = run(capsys, "--bootstrap-server", bs, "--entity-type", "groups", "--describe")  # every group with configs
-    assert [line.split("=")[0].strip() for line in out.splitlines()[1:]] == ["share.auto.offset.reset", "share.isolation.level"]
-    code, out, err = run(capsys, "--bootstrap-server", bs, "--group", "cli-g", "--alter", "--add-config", "share.isolation.level=serializable")
-    assert code == 1 and err.startswith("Error: INVALID_CONFIG: Invalid value serializable for configuration share.isolation.level")
+    code, out, _ = run(
+        capsys, "--bootstrap-server", bs, "--entity-type", "groups", "--describe"
+    )  # every group with configs
+    assert [line.split("=")[0].strip() for line in out.splitlines()[1:]] == [
+        "share.auto.offset.reset",
+        "share.isolation.level",
+    ]
+    code, out, err = run(
+        capsys,
+        "--bootstrap-server",
+        bs,
+        "--group",
+        "cli-g",
+        "--alter",
+        "--add-config",
+        "share.isolation.level=serializable",
+    )
+    assert code == 1 and err.startswith(
+        "Error: INVALID_CONFIG: Invalid value serializable for configuration share.isolation.level"
+    )

@@ -15,7 +15,14 @@ SESSION_MS = 2000
 
 
 def make_member(bootstrap, topic, group):
-    return ChildConsumer(bootstrap, topic, group_id=group, session_timeout_ms=SESSION_MS, heartbeat_interval_ms=200, enable_auto_commit=False)
+    return ChildConsumer(
+        bootstrap,
+        topic,
+        group_id=group,
+        session_timeout_ms=SESSION_MS,
+        heartbeat_interval_ms=200,
+        enable_auto_commit=False,
+    )
 
 
 def covered(members, n=6):
@@ -29,7 +36,7 @@ def setup_topic(bootstrap, name):
     admin.close()
 
 
-@pytest.mark.scenario('kafka-python', 3, 4)
+@pytest.mark.scenario("kafka-python", 3, 4)
 def test_three_members_then_one_closes(broker_process):
     setup_topic(broker_process.bootstrap, "g3")
     members = [make_member(broker_process.bootstrap, "g3", "grp-close") for _ in range(3)]
@@ -41,7 +48,7 @@ def test_three_members_then_one_closes(broker_process):
         m.stop()
 
 
-@pytest.mark.scenario('kafka-python', 5)
+@pytest.mark.scenario("kafka-python", 5)
 def test_killed_member_expires_and_others_take_over(broker_process):
     setup_topic(broker_process.bootstrap, "gk")
     members = [make_member(broker_process.bootstrap, "gk", "grp-kill") for _ in range(3)]
@@ -57,7 +64,7 @@ def test_killed_member_expires_and_others_take_over(broker_process):
             m.stop()
 
 
-@pytest.mark.scenario('kafka-python', 6)
+@pytest.mark.scenario("kafka-python", 6)
 def test_commit_then_new_consumer_resumes_across_restart(broker_process):
     setup_topic(broker_process.bootstrap, "gc")
     tp = TopicPartition("gc", 2)

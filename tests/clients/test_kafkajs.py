@@ -18,22 +18,35 @@ def run(scenario: str, bootstrap: str, timeout: float = 90, sasl: dict | None = 
     ``ssl``: PEM files (ca, cert, key) for kafkajs's ssl option, to go through TLS."""
     node = shutil.which("node")
     assert node, "node is not installed: kafkajs scenarios cannot run (install Node.js 20)"
-    assert (JS / "node_modules" / "kafkajs").exists(), "kafkajs is not installed: run `make js-deps` (npm ci in tests/clients/js)"
-    env = {**os.environ, **({"KAFKAJS_SASL": json.dumps(sasl)} if sasl else {}), **({"KAFKAJS_SSL": json.dumps(ssl)} if ssl else {})}
-    out = subprocess.run([node, str(JS / "scenarios.js"), scenario, bootstrap], capture_output=True, text=True, timeout=timeout, cwd=JS, env=env)
+    assert (JS / "node_modules" / "kafkajs").exists(), (
+        "kafkajs is not installed: run `make js-deps` (npm ci in tests/clients/js)"
+    )
+    env = {
+        **os.environ,
+        **({"KAFKAJS_SASL": json.dumps(sasl)} if sasl else {}),
+        **({"KAFKAJS_SSL": json.dumps(ssl)} if ssl else {}),
+    }
+    out = subprocess.run(
+        [node, str(JS / "scenarios.js"), scenario, bootstrap],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=JS,
+        env=env,
+    )
     line = (out.stdout.strip().splitlines() or ["{}"])[-1]
     doc = json.loads(line)
     assert doc.get("ok"), f"kafkajs {scenario}: {doc.get('error') or out.stderr[-2000:]}"
     return doc["result"]
 
 
-@pytest.mark.scenario('kafkajs', 1, 2)
+@pytest.mark.scenario("kafkajs", 1, 2)
 def test_connect_and_create(broker_process):
     assert run("connect", broker_process.bootstrap)["topics"] == []
     assert run("create", broker_process.bootstrap)["partitions"] == 6
 
 
-@pytest.mark.scenario('kafkajs', 3, 4)
+@pytest.mark.scenario("kafkajs", 3, 4)
 def test_group_disjoint_then_handover(broker_process):
     result = run("group", broker_process.bootstrap)
     before, after = result["before"], result["after"]
@@ -41,13 +54,13 @@ def test_group_disjoint_then_handover(broker_process):
     assert sorted(p for a in after for p in a) == list(range(6)) and len(after) == 2
 
 
-@pytest.mark.scenario('kafkajs', 6)
+@pytest.mark.scenario("kafkajs", 6)
 def test_commit_and_resume(broker_process):
     result = run("resume", broker_process.bootstrap)
     assert result["first"] == 30 and result["again"] == ["later"]
 
 
-@pytest.mark.scenario('kafkajs', 9)
+@pytest.mark.scenario("kafkajs", 9)
 def test_admin_groups_and_offsets(broker_process):
     r = run("admin", broker_process.bootstrap)
     assert r["listed"] and r["state"] == "Stable" and r["members"] == 1
@@ -66,7 +79,10 @@ class NodeMember:
         self.assignment: set[int] = set()
         self.proc = subprocess.Popen(
             [shutil.which("node"), str(JS / "scenarios.js"), "member", bootstrap, topic, group],
-            cwd=JS, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+            cwd=JS,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            text=True,
         )
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
@@ -107,7 +123,7 @@ def test_killed_member_expires(broker_process):
             m.kill()
 
 
-@pytest.mark.scenario('kafkajs', 11)
+@pytest.mark.scenario("kafkajs", 11)
 def test_transactions(broker_process):
     r = run("transactions", broker_process.bootstrap)
     # the aborted message is never read; the two committed ones and the transaction's group offset are

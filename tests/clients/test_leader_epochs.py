@@ -28,7 +28,9 @@ def epoch_broker(tmp_path):
     """A broker with /metrics on, and no topic auto-creation (a consumer's Metadata must not bring a
     deleted topic back before the test recreates it)."""
     port = free_port()
-    proc = BrokerProcess(tmp_path / "data", {"metrics.listener": f"127.0.0.1:{port}", "auto.create.topics.enable": "false"})
+    proc = BrokerProcess(
+        tmp_path / "data", {"metrics.listener": f"127.0.0.1:{port}", "auto.create.topics.enable": "false"}
+    )
     proc.metrics_port = port
     proc.start()
     yield proc
@@ -75,7 +77,9 @@ def _ck_poll(consumer, want: int, seconds: float) -> list:
 def _ck_consumer(bs: str, reset: str = "earliest"):
     from confluent_kafka import Consumer
 
-    return Consumer({"bootstrap.servers": bs, "group.id": "epochs", "auto.offset.reset": reset, "enable.auto.commit": False})
+    return Consumer(
+        {"bootstrap.servers": bs, "group.id": "epochs", "auto.offset.reset": reset, "enable.auto.commit": False}
+    )
 
 
 @pytest.mark.scenario("confluent-kafka", 15)
@@ -181,7 +185,9 @@ def test_kafka_python_reads_epoch_zero_commits_it_and_resumes(epoch_broker):
     bs = epoch_broker.bootstrap
     admin, producer = _kp_setup(bs, "kp-epochs", 6)
     tp = TopicPartition("kp-epochs", 0)
-    c = KafkaConsumer("kp-epochs", bootstrap_servers=bs, group_id="kpe", auto_offset_reset="earliest", enable_auto_commit=False)
+    c = KafkaConsumer(
+        "kp-epochs", bootstrap_servers=bs, group_id="kpe", auto_offset_reset="earliest", enable_auto_commit=False
+    )
     assert [(o, e) for o, e, _ in _kp_poll(c, 6, 30)] == [(i, 0) for i in range(6)]
     c.commit()
     committed = c.committed(tp, metadata=True)
@@ -190,7 +196,9 @@ def test_kafka_python_reads_epoch_zero_commits_it_and_resumes(epoch_broker):
     for i in range(6, 9):
         producer.send("kp-epochs", b"v%d" % i)
     producer.flush()
-    resumed = KafkaConsumer("kp-epochs", bootstrap_servers=bs, group_id="kpe", auto_offset_reset="none", enable_auto_commit=False)
+    resumed = KafkaConsumer(
+        "kp-epochs", bootstrap_servers=bs, group_id="kpe", auto_offset_reset="none", enable_auto_commit=False
+    )
     assert [(o, e) for o, e, _ in _kp_poll(resumed, 3, 30)] == [(6, 0), (7, 0), (8, 0)]
     assert ofle_requests(epoch_broker) == 0
     resumed.close()

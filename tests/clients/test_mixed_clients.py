@@ -21,8 +21,15 @@ def test_cooperative_sticky_keeps_unmoved_partitions(broker_process):
     revoked: dict[str, list[int]] = {"a": [], "b": []}
 
     def consumer(name):
-        c = Consumer({"bootstrap.servers": bs, "group.id": "coop-g", "partition.assignment.strategy": "cooperative-sticky",
-                      "session.timeout.ms": 6000, "heartbeat.interval.ms": 300})
+        c = Consumer(
+            {
+                "bootstrap.servers": bs,
+                "group.id": "coop-g",
+                "partition.assignment.strategy": "cooperative-sticky",
+                "session.timeout.ms": 6000,
+                "heartbeat.interval.ms": 300,
+            }
+        )
         c.subscribe(["coop"], on_revoke=lambda _c, parts: revoked[name].extend(p.partition for p in parts))
         return c
 
@@ -53,8 +60,18 @@ def test_three_client_libraries_share_one_group(broker_process):
 
     bs = broker_process.bootstrap
     create_topic(bs, "mixed", 6)
-    kp = ChildConsumer(bs, "mixed", group_id="mixed-g", session_timeout_ms=10000, heartbeat_interval_ms=300, enable_auto_commit=False)
-    ck = Consumer({"bootstrap.servers": bs, "group.id": "mixed-g", "partition.assignment.strategy": "range", "session.timeout.ms": 10000, "heartbeat.interval.ms": 300})
+    kp = ChildConsumer(
+        bs, "mixed", group_id="mixed-g", session_timeout_ms=10000, heartbeat_interval_ms=300, enable_auto_commit=False
+    )
+    ck = Consumer(
+        {
+            "bootstrap.servers": bs,
+            "group.id": "mixed-g",
+            "partition.assignment.strategy": "range",
+            "session.timeout.ms": 10000,
+            "heartbeat.interval.ms": 300,
+        }
+    )
     ck.subscribe(["mixed"])
     ak_assignment: set[int] = set()
     stop = threading.Event()
@@ -64,7 +81,11 @@ def test_three_client_libraries_share_one_group(broker_process):
             from aiokafka.coordinator.assignors.range import RangePartitionAssignor
 
             c = AIOKafkaConsumer(
-                "mixed", bootstrap_servers=bs, group_id="mixed-g", session_timeout_ms=10000, heartbeat_interval_ms=300,
+                "mixed",
+                bootstrap_servers=bs,
+                group_id="mixed-g",
+                session_timeout_ms=10000,
+                heartbeat_interval_ms=300,
                 partition_assignment_strategy=(RangePartitionAssignor,),  # aiokafka's default is round-robin only
             )
             await c.start()
@@ -79,6 +100,7 @@ def test_three_client_libraries_share_one_group(broker_process):
     thread = threading.Thread(target=run_aiokafka, daemon=True)
     thread.start()
     try:
+
         def shared():
             ck.poll(0.05)
             parts = [kp.assignment, {p.partition for p in ck.assignment()}, set(ak_assignment)]
@@ -103,7 +125,11 @@ def test_kafka_python_cooperative_sticky_revokes_only_what_moves(broker_process)
         wait_until(lambda: len(a.assignment) == 6, 30, "the first member to own all 6 partitions")
         b = ChildMember("kafka-python", bs, "kcoop", "kcoop-g", 6000, assignor="cooperative-sticky")
         try:
-            wait_until(lambda: a.assignment and b.assignment and len(a.assignment) + len(b.assignment) == 6, 45, "two members sharing 6 partitions")
+            wait_until(
+                lambda: a.assignment and b.assignment and len(a.assignment) + len(b.assignment) == 6,
+                45,
+                "two members sharing 6 partitions",
+            )
             assert a.assignment.isdisjoint(b.assignment)
             assert set(a.revoked) == b.assignment, f"incremental: only moved partitions revoked, got {a.revoked}"
         finally:

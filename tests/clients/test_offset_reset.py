@@ -33,7 +33,9 @@ def test_confluent_consumer_past_the_end_resets(broker_process, reset):
     for i in range(5):
         producer.produce("past", value=f"old{i}")
     assert producer.flush(15) == 0
-    consumer = Consumer({"bootstrap.servers": bs, "group.id": "pastg", "auto.offset.reset": reset, "enable.auto.commit": False})
+    consumer = Consumer(
+        {"bootstrap.servers": bs, "group.id": "pastg", "auto.offset.reset": reset, "enable.auto.commit": False}
+    )
     consumer.assign([TopicPartition("past", 0, 1000)])  # far past the end: out of range
     if reset == "earliest":
         assert _consume(consumer, 5, 20) == [f"old{i}".encode() for i in range(5)]

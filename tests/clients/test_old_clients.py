@@ -114,8 +114,14 @@ def test_sarama_group_of_three_commits_and_a_restart_resumes_exactly(go_clients,
     assert "PRODUCED 300" in run(sarama, "produce", bs, "sar", "0", "300", "gzip")
     members = [GoConsumer(sarama, bs, "sar", "sg") for _ in range(3)]
     try:
-        wait_until(lambda: len({v for m in members for v in m.values}) == 300
-                   and all(m.assigned and m.assigned[-1] == 2 for m in members), 60, "three members sharing 300 records")
+        wait_until(
+            lambda: (
+                len({v for m in members for v in m.values}) == 300
+                and all(m.assigned and m.assigned[-1] == 2 for m in members)
+            ),
+            60,
+            "three members sharing 300 records",
+        )
         time.sleep(2.5)  # past Sarama's 1 s auto-commit interval
         for m in members:
             m.close()
@@ -167,10 +173,14 @@ def test_kafka_go_02_writer_and_group_reader_resume(go_clients, broker_process):
     kgo, bs = go_clients["kafkago_client"], broker_process.bootstrap
     create_topic(bs, "kg", 3)
     assert "WRITTEN 200" in run(kgo, "write", bs, "kg", "0", "200")
-    first = [line.split()[3] for line in run(kgo, "read", bs, "kg", "kgg", "200").splitlines() if line.startswith("MSG")]
+    first = [
+        line.split()[3] for line in run(kgo, "read", bs, "kg", "kgg", "200").splitlines() if line.startswith("MSG")
+    ]
     assert sorted(first, key=lambda v: int(v[1:])) == [f"v{i}" for i in range(200)]
     assert "WRITTEN 50" in run(kgo, "write", bs, "kg", "200", "50")
-    second = [line.split()[3] for line in run(kgo, "read", bs, "kg", "kgg", "50").splitlines() if line.startswith("MSG")]
+    second = [
+        line.split()[3] for line in run(kgo, "read", bs, "kg", "kgg", "50").splitlines() if line.startswith("MSG")
+    ]
     assert sorted(second, key=lambda v: int(v[1:])) == [f"v{i}" for i in range(200, 250)]
 
 
@@ -184,7 +194,11 @@ def test_kafka_go_02_snappy_and_lz4_writer_and_reader(go_clients, broker_process
     topic = f"kg-{codec}"
     create_topic(bs, topic, 1)
     assert "WRITTEN 100" in run(kgo, "write", bs, topic, "0", "100", codec)
-    got = [line.split()[3] for line in run(kgo, "read", bs, topic, f"{topic}-g", "100").splitlines() if line.startswith("MSG")]
+    got = [
+        line.split()[3]
+        for line in run(kgo, "read", bs, topic, f"{topic}-g", "100").splitlines()
+        if line.startswith("MSG")
+    ]
     assert got == [f"v{i}" for i in range(100)]
 
 
@@ -203,8 +217,15 @@ def test_kafka_python_with_api_version_0_10_forced(broker_process):
     producer.close()
 
     def consume(n):
-        c = KafkaConsumer("kp10", bootstrap_servers=bs, api_version=(0, 10), group_id="kp10g", auto_offset_reset="earliest",
-                          enable_auto_commit=False, consumer_timeout_ms=15000)
+        c = KafkaConsumer(
+            "kp10",
+            bootstrap_servers=bs,
+            api_version=(0, 10),
+            group_id="kp10g",
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+            consumer_timeout_ms=15000,
+        )
         got = []
         for m in c:
             got.append(m.value.decode())
@@ -218,12 +239,17 @@ def test_kafka_python_with_api_version_0_10_forced(broker_process):
     assert consume(40) == [f"v{i}" for i in range(60, 100)]
 
 
-
 def _read_all(bs: str, topic: str, n: int, **config) -> list[str]:
     from kafka import KafkaConsumer
 
-    c = KafkaConsumer(topic, bootstrap_servers=bs, auto_offset_reset="earliest", enable_auto_commit=False,
-                      consumer_timeout_ms=15000, **config)
+    c = KafkaConsumer(
+        topic,
+        bootstrap_servers=bs,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        consumer_timeout_ms=15000,
+        **config,
+    )
     got = []
     for m in c:
         got.append(m.value.decode())
@@ -330,7 +356,9 @@ def test_burrow_reads_lag_from_groupd(go_clients, broker_process, tmp_path):
     from tests.harness import free_port
 
     if shutil.which("Burrow") is None or not ZK_SERVER.exists() or shutil.which("java") is None:
-        pytest.skip("Burrow and ZooKeeper are not installed on this machine (Debian's burrow, zookeeper; `make go-deps`)")
+        pytest.skip(
+            "Burrow and ZooKeeper are not installed on this machine (Debian's burrow, zookeeper; `make go-deps`)"
+        )
     sarama, bs = go_clients["sarama_client"], broker_process.bootstrap
     create_topic(bs, "bt", 2)
     run(sarama, "produce", bs, "bt", "0", "100")
@@ -344,10 +372,17 @@ def test_burrow_reads_lag_from_groupd(go_clients, broker_process, tmp_path):
     run(sarama, "produce", bs, "bt", "100", "30")
     zk_port, http_port = free_port(), free_port()
     (tmp_path / "zk").mkdir()
-    (tmp_path / "zoo.cfg").write_text(f"tickTime=2000\ndataDir={tmp_path / 'zk'}\nclientPort={zk_port}\nclientPortAddress=127.0.0.1\nadmin.enableServer=false\n4lw.commands.whitelist=srvr\n")
-    (tmp_path / "burrow.toml").write_text(BURROW_CONFIG.format(dir=tmp_path, zk_port=zk_port, bootstrap=bs, http_port=http_port))
+    (tmp_path / "zoo.cfg").write_text(
+        f"tickTime=2000\ndataDir={tmp_path / 'zk'}\nclientPort={zk_port}\nclientPortAddress=127.0.0.1\n"
+        "admin.enableServer=false\n4lw.commands.whitelist=srvr\n"
+    )
+    (tmp_path / "burrow.toml").write_text(
+        BURROW_CONFIG.format(dir=tmp_path, zk_port=zk_port, bootstrap=bs, http_port=http_port)
+    )
     log = open(tmp_path / "burrow.log", "wb")  # noqa: SIM115 - closed below
-    zk = subprocess.Popen([str(ZK_SERVER), "start-foreground", str(tmp_path / "zoo.cfg")], stdout=log, stderr=subprocess.STDOUT)
+    zk = subprocess.Popen(
+        [str(ZK_SERVER), "start-foreground", str(tmp_path / "zoo.cfg")], stdout=log, stderr=subprocess.STDOUT
+    )
     burrow = None
     try:
         wait_until(lambda: _zk_ok(zk_port), 30, "ZooKeeper")
@@ -363,9 +398,13 @@ def test_burrow_reads_lag_from_groupd(go_clients, broker_process, tmp_path):
                 return False
             seen.append(status)
             return status.get("totallag") == 30
+
         wait_until(lag_known, 60, f"Burrow's lag of group bg (last: {seen[-1:]})")
         parts = seen[-1]["partitions"]
-        assert sorted((p["partition"], p["end"]["offset"], p["current_lag"]) for p in parts) == [(0, 50, 15), (1, 50, 15)]
+        assert sorted((p["partition"], p["end"]["offset"], p["current_lag"]) for p in parts) == [
+            (0, 50, 15),
+            (1, 50, 15),
+        ]
     finally:
         for proc in (burrow, zk):
             if proc is not None:

@@ -24,7 +24,11 @@ pytestmark = pytest.mark.client
 def scrape(port: int) -> dict[tuple[str, tuple], float]:
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5) as resp:
         text = resp.read().decode()
-    return {(s.name, tuple(sorted(s.labels.items()))): s.value for f in text_string_to_metric_families(text) for s in f.samples}
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for f in text_string_to_metric_families(text)
+        for s in f.samples
+    }
 
 
 def value(samples, name, **labels):
@@ -52,7 +56,9 @@ def check_dashboard(samples) -> None:
             for name in re.findall(r"\b((?:groupd|kafka|process)_\w+)", expr):
                 assert name in exported, f"{panel['title']}: {name} is not exported"
                 if name.endswith("_total") or name.endswith("_bucket"):
-                    assert re.search(rf"rate\({name}\b", expr), f"{panel['title']}: a counter is shown as a rate: {expr}"
+                    assert re.search(rf"rate\({name}\b", expr), (
+                        f"{panel['title']}: a counter is shown as a rate: {expr}"
+                    )
     titles = " ".join(p["title"] for p in doc["panels"]).lower()
     for wanted in ("consumer status", "lag by group and topic", "in / out per topic", "rebalance rate by cause"):
         assert wanted in titles
@@ -69,8 +75,14 @@ def test_operator_metrics_and_live_status(tmp_path, capsys):
         for i in range(10):
             producer.send("mt", value=b"0123456789", partition=i % 2)
         producer.flush()
-        consumer = KafkaConsumer("mt", bootstrap_servers=bs, group_id="mg", auto_offset_reset="earliest", enable_auto_commit=False,
-                                 consumer_timeout_ms=5000)
+        consumer = KafkaConsumer(
+            "mt",
+            bootstrap_servers=bs,
+            group_id="mg",
+            auto_offset_reset="earliest",
+            enable_auto_commit=False,
+            consumer_timeout_ms=5000,
+        )
         assert sum(1 for _ in zip(range(10), consumer, strict=False)) == 10
         consumer.commit()
         samples = scrape(mport)
@@ -98,9 +110,16 @@ def test_operator_metrics_and_live_status(tmp_path, capsys):
             admin.alter_group_offsets("stuck", {tp: OffsetAndMetadata(5, "", -1)})
             time.sleep(1.1)  # Burrow keeps commits at least a second apart
         samples = scrape(mport)
-        assert value(samples, "groupd_consumergroup_partition_status", consumergroup="stuck", topic="mt", partition="0") == 5, "STALL"
-        assert value(samples, "groupd_consumergroup_status", consumergroup="stuck") == 3, "a stalled partition makes the group ERR"
-        assert value(samples, "groupd_consumergroup_status", consumergroup="mg") == 1, "mg's lag was zero in its window: OK"
+        assert (
+            value(samples, "groupd_consumergroup_partition_status", consumergroup="stuck", topic="mt", partition="0")
+            == 5
+        ), "STALL"
+        assert value(samples, "groupd_consumergroup_status", consumergroup="stuck") == 3, (
+            "a stalled partition makes the group ERR"
+        )
+        assert value(samples, "groupd_consumergroup_status", consumergroup="mg") == 1, (
+            "mg's lag was zero in its window: OK"
+        )
         url = f"http://127.0.0.1:{mport}/metrics"
         code = groups(["--bootstrap-server", bs, "--describe", "--group", "stuck", "--status", "--metrics-url", url])
         out = capsys.readouterr().out

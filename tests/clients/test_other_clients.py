@@ -22,20 +22,32 @@ def test_confluent_group_produce_consume_handover(broker_process):
 
     bs = broker_process.bootstrap
     create_topic(bs, "ck")
-    producer = Producer({"bootstrap.servers": bs, "acks": "all", "enable.idempotence": True, "compression.type": "gzip"})
+    producer = Producer(
+        {"bootstrap.servers": bs, "acks": "all", "enable.idempotence": True, "compression.type": "gzip"}
+    )
     for i in range(300):
         producer.produce("ck", key=str(i), value=f"v{i}")
     assert producer.flush(15) == 0
 
     def consumer():
-        c = Consumer({"bootstrap.servers": bs, "group.id": "ckg", "auto.offset.reset": "earliest", "session.timeout.ms": 6000, "heartbeat.interval.ms": 300})
+        c = Consumer(
+            {
+                "bootstrap.servers": bs,
+                "group.id": "ckg",
+                "auto.offset.reset": "earliest",
+                "session.timeout.ms": 6000,
+                "heartbeat.interval.ms": 300,
+            }
+        )
         c.subscribe(["ck"])
         return c
 
     members = [consumer() for _ in range(3)]
     got = []
     deadline = time.monotonic() + 40
-    while time.monotonic() < deadline and (len(got) < 300 or sum(len(c.assignment()) for c in members) != 6 or not all(c.assignment() for c in members)):
+    while time.monotonic() < deadline and (
+        len(got) < 300 or sum(len(c.assignment()) for c in members) != 6 or not all(c.assignment() for c in members)
+    ):
         for c in members:
             m = c.poll(0.05)
             if m is not None and m.error() is None:
@@ -54,7 +66,7 @@ def test_confluent_group_produce_consume_handover(broker_process):
         c.close()
 
 
-@pytest.mark.scenario('confluent-kafka', 7)
+@pytest.mark.scenario("confluent-kafka", 7)
 def test_confluent_static_member_restart_keeps_partitions_without_rebalance(broker_process):
     from confluent_kafka import Consumer
 
@@ -62,13 +74,23 @@ def test_confluent_static_member_restart_keeps_partitions_without_rebalance(brok
     create_topic(bs, "cs", 4)
 
     def member(instance):
-        c = Consumer({"bootstrap.servers": bs, "group.id": "csg", "group.instance.id": instance, "session.timeout.ms": 10000, "heartbeat.interval.ms": 300})
+        c = Consumer(
+            {
+                "bootstrap.servers": bs,
+                "group.id": "csg",
+                "group.instance.id": instance,
+                "session.timeout.ms": 10000,
+                "heartbeat.interval.ms": 300,
+            }
+        )
         c.subscribe(["cs"])
         return c
 
     a, b = member("a"), member("b")
     deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and not (a.assignment() and b.assignment() and len(a.assignment()) + len(b.assignment()) == 4):
+    while time.monotonic() < deadline and not (
+        a.assignment() and b.assignment() and len(a.assignment()) + len(b.assignment()) == 4
+    ):
         a.poll(0.05)
         b.poll(0.05)
     before = {tp.partition for tp in a.assignment()}
@@ -84,7 +106,7 @@ def test_confluent_static_member_restart_keeps_partitions_without_rebalance(brok
     b.close()
 
 
-@pytest.mark.scenario('aiokafka', 1, 6)
+@pytest.mark.scenario("aiokafka", 1, 6)
 def test_aiokafka_group_consume_commit_resume(broker_process):
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
@@ -99,7 +121,15 @@ def test_aiokafka_group_consume_commit_resume(broker_process):
         await producer.flush()
 
         async def consume(n, timeout=30):
-            c = AIOKafkaConsumer("ak", bootstrap_servers=bs, group_id="akg", auto_offset_reset="earliest", enable_auto_commit=False, session_timeout_ms=6000, heartbeat_interval_ms=300)
+            c = AIOKafkaConsumer(
+                "ak",
+                bootstrap_servers=bs,
+                group_id="akg",
+                auto_offset_reset="earliest",
+                enable_auto_commit=False,
+                session_timeout_ms=6000,
+                heartbeat_interval_ms=300,
+            )
             await c.start()
             seen = []
             deadline = time.monotonic() + timeout
@@ -121,7 +151,7 @@ def test_aiokafka_group_consume_commit_resume(broker_process):
     asyncio.run(asyncio.wait_for(scenario(), 90))
 
 
-@pytest.mark.scenario('aiokafka', 3)
+@pytest.mark.scenario("aiokafka", 3)
 def test_aiokafka_two_members_split_partitions(broker_process):
     from aiokafka import AIOKafkaConsumer
 
@@ -129,7 +159,12 @@ def test_aiokafka_two_members_split_partitions(broker_process):
     create_topic(bs, "ak2")
 
     async def scenario():
-        cs = [AIOKafkaConsumer("ak2", bootstrap_servers=bs, group_id="ak2g", session_timeout_ms=6000, heartbeat_interval_ms=300) for _ in range(2)]
+        cs = [
+            AIOKafkaConsumer(
+                "ak2", bootstrap_servers=bs, group_id="ak2g", session_timeout_ms=6000, heartbeat_interval_ms=300
+            )
+            for _ in range(2)
+        ]
         for c in cs:
             await c.start()
 
@@ -168,8 +203,16 @@ def test_confluent_commit_resume_and_admin(broker_process):
     producer.flush(10)
 
     def consume(n):
-        c = Consumer({"bootstrap.servers": bs, "group.id": "cadm-g", "auto.offset.reset": "earliest", "enable.auto.commit": False,
-                      "session.timeout.ms": 6000, "heartbeat.interval.ms": 300})
+        c = Consumer(
+            {
+                "bootstrap.servers": bs,
+                "group.id": "cadm-g",
+                "auto.offset.reset": "earliest",
+                "enable.auto.commit": False,
+                "session.timeout.ms": 6000,
+                "heartbeat.interval.ms": 300,
+            }
+        )
         c.subscribe(["cadm"])
         got = []
         deadline = time.monotonic() + 30
@@ -202,7 +245,9 @@ def test_confluent_commit_resume_and_admin(broker_process):
     c2, again = consume(1)
     assert again == [b"later"], "resumes exactly at the committed offsets"
     c2.close()
-    admin.alter_consumer_group_offsets([ConsumerGroupTopicPartitions("cadm-g", [TopicPartition("cadm", 0, 0), TopicPartition("cadm", 1, 0)])])["cadm-g"].result(10)
+    admin.alter_consumer_group_offsets(
+        [ConsumerGroupTopicPartitions("cadm-g", [TopicPartition("cadm", 0, 0), TopicPartition("cadm", 1, 0)])]
+    )["cadm-g"].result(10)
     offsets = admin.list_consumer_group_offsets([ConsumerGroupTopicPartitions("cadm-g")])["cadm-g"].result(10)
     assert sorted(tp.offset for tp in offsets.topic_partitions) == [0, 0]
     admin.delete_consumer_groups(["cadm-g"])["cadm-g"].result(10)
@@ -221,7 +266,9 @@ def test_aiokafka_admin(broker_process):
         await admin.start()
         await admin.create_topics([NewTopic("aadm", 6, 1)])
         assert "aadm" in await admin.list_topics()
-        c = AIOKafkaConsumer("aadm", bootstrap_servers=bs, group_id="aadm-g", session_timeout_ms=6000, heartbeat_interval_ms=300)
+        c = AIOKafkaConsumer(
+            "aadm", bootstrap_servers=bs, group_id="aadm-g", session_timeout_ms=6000, heartbeat_interval_ms=300
+        )
         await c.start()
         deadline = time.monotonic() + 30
         while len(c.assignment()) != 6 and time.monotonic() < deadline:

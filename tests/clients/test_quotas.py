@@ -31,7 +31,11 @@ def quota_process(tmp_path):
 def set_quotas(port: int, client_id: str = "throttled") -> None:
     async def go() -> None:
         wire = await WireClient.connect(port)
-        resp = await wire.call(49, 1, alter_body(1, [([("client-id", client_id)], [("producer_byte_rate", RATE), ("consumer_byte_rate", RATE)])]))
+        resp = await wire.call(
+            49,
+            1,
+            alter_body(1, [([("client-id", client_id)], [("producer_byte_rate", RATE), ("consumer_byte_rate", RATE)])]),
+        )
         assert resp.entries[0].error_code == 0
         await wire.close()
 
@@ -39,7 +43,9 @@ def set_quotas(port: int, client_id: str = "throttled") -> None:
 
 
 def _throttle_max(metrics: dict) -> float:
-    return max((v for group in metrics.values() for k, v in group.items() if k == "throttle-time-max" and v == v), default=0.0)
+    return max(
+        (v for group in metrics.values() for k, v in group.items() if k == "throttle-time-max" and v == v), default=0.0
+    )
 
 
 @pytest.mark.scenario("kafka-python", 12)
@@ -52,7 +58,9 @@ def test_kafka_python_producer_and_consumer_are_throttled_and_lose_nothing(quota
     admin.close()
     set_quotas(quota_process.port)
 
-    producer = KafkaProducer(bootstrap_servers=quota_process.bootstrap, client_id="throttled", linger_ms=0, batch_size=4096)
+    producer = KafkaProducer(
+        bootstrap_servers=quota_process.bootstrap, client_id="throttled", linger_ms=0, batch_size=4096
+    )
     started = time.monotonic()
     for i in range(TOTAL):
         producer.send("quota", value=bytes([i]) * 3000)
@@ -64,8 +72,13 @@ def test_kafka_python_producer_and_consumer_are_throttled_and_lose_nothing(quota
     assert produced_in > 1.2, produced_in
 
     consumer = KafkaConsumer(
-        "quota", bootstrap_servers=quota_process.bootstrap, client_id="throttled", auto_offset_reset="earliest",
-        enable_auto_commit=False, consumer_timeout_ms=20_000, fetch_max_bytes=1 << 20,
+        "quota",
+        bootstrap_servers=quota_process.bootstrap,
+        client_id="throttled",
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        consumer_timeout_ms=20_000,
+        fetch_max_bytes=1 << 20,
     )
     values = []
     for message in consumer:
@@ -90,12 +103,18 @@ def test_confluent_producer_sees_its_throttle_time(quota_process):
     set_quotas(quota_process.port)
 
     throttles: list[int] = []
-    producer = Producer({
-        "bootstrap.servers": quota_process.bootstrap, "client.id": "throttled", "linger.ms": 0,
-        "statistics.interval.ms": 100,
-        "throttle_cb": lambda event: throttles.append(event.throttle_time),
-        "stats_cb": lambda s: throttles.extend(b["throttle"]["max"] for b in json.loads(s)["brokers"].values() if b["throttle"]["max"]),
-    })
+    producer = Producer(
+        {
+            "bootstrap.servers": quota_process.bootstrap,
+            "client.id": "throttled",
+            "linger.ms": 0,
+            "statistics.interval.ms": 100,
+            "throttle_cb": lambda event: throttles.append(event.throttle_time),
+            "stats_cb": lambda s: throttles.extend(
+                b["throttle"]["max"] for b in json.loads(s)["brokers"].values() if b["throttle"]["max"]
+            ),
+        }
+    )
     delivered = []
     for i in range(TOTAL):
         producer.produce("quota", value=bytes([i]) * 3000, on_delivery=lambda err, msg: delivered.append(err))
@@ -125,7 +144,9 @@ def test_aiokafka_producer_and_consumer_are_slowed_and_lose_nothing(quota_proces
             await producer.send_and_wait("quota", bytes([i]) * 3000)
         produced_in = time.monotonic() - started
         await producer.stop()
-        consumer = AIOKafkaConsumer("quota", bootstrap_servers=quota_process.bootstrap, client_id="throttled", auto_offset_reset="earliest")
+        consumer = AIOKafkaConsumer(
+            "quota", bootstrap_servers=quota_process.bootstrap, client_id="throttled", auto_offset_reset="earliest"
+        )
         await consumer.start()
         seen: list[int] = []
         try:

@@ -18,8 +18,18 @@ JAAS = (
     "org.apache.kafka.common.security.plain.PlainLoginModule required "
     'username="admin" password="admin-secret" user_admin="admin-secret" user_alice="alice-secret";'
 )
-CK_SASL = {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN", "sasl.username": "alice", "sasl.password": "alice-secret"}
-KP_SASL = {"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": "PLAIN", "sasl_plain_username": "alice", "sasl_plain_password": "alice-secret"}
+CK_SASL = {
+    "security.protocol": "SASL_PLAINTEXT",
+    "sasl.mechanism": "PLAIN",
+    "sasl.username": "alice",
+    "sasl.password": "alice-secret",
+}
+KP_SASL = {
+    "security_protocol": "SASL_PLAINTEXT",
+    "sasl_mechanism": "PLAIN",
+    "sasl_plain_username": "alice",
+    "sasl_plain_password": "alice-secret",
+}
 
 
 def broker_with(tmp_path, listeners: dict[str, int | None], **settings: str) -> BrokerProcess:
@@ -27,14 +37,20 @@ def broker_with(tmp_path, listeners: dict[str, int | None], **settings: str) -> 
     ``proc.bootstraps[name]`` is each listener's address."""
     proc = BrokerProcess(tmp_path / "data")
     ports = {"PLAINTEXT": proc.port, **{name: free_port() for name in listeners}}
-    proc.overrides.update({"listeners": ",".join(f"{name}://127.0.0.1:{port}" for name, port in ports.items()), **settings})
+    proc.overrides.update(
+        {"listeners": ",".join(f"{name}://127.0.0.1:{port}" for name, port in ports.items()), **settings}
+    )
     proc.bootstraps = {name: f"127.0.0.1:{port}" for name, port in ports.items()}
     return proc.start()
 
 
 @pytest.fixture
 def secured(tmp_path):
-    proc = broker_with(tmp_path, {"SASL_PLAINTEXT": None}, **{"sasl.enabled.mechanisms": "PLAIN", "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS})
+    proc = broker_with(
+        tmp_path,
+        {"SASL_PLAINTEXT": None},
+        **{"sasl.enabled.mechanisms": "PLAIN", "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS},
+    )
     yield proc
     proc.kill()
 
@@ -60,7 +76,9 @@ def ck_consume(config: dict, topic: str, want: int) -> list[bytes]:
     """Values a confluent-kafka consumer in ``config``'s group reads from ``topic``, up to ``want``."""
     from confluent_kafka import Consumer
 
-    consumer = Consumer({"auto.offset.reset": "earliest", "session.timeout.ms": 6000, "heartbeat.interval.ms": 300, **config})
+    consumer = Consumer(
+        {"auto.offset.reset": "earliest", "session.timeout.ms": 6000, "heartbeat.interval.ms": 300, **config}
+    )
     consumer.subscribe([topic])
     got: list[bytes] = []
     deadline = time.monotonic() + 30
@@ -102,8 +120,14 @@ def kp_consume(bootstrap: str, topic: str, group: str, want: int, **auth) -> tup
     from kafka import KafkaConsumer, TopicPartition
 
     consumer = KafkaConsumer(
-        topic, bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest", enable_auto_commit=False,
-        session_timeout_ms=6000, heartbeat_interval_ms=300, **auth,
+        topic,
+        bootstrap_servers=bootstrap,
+        group_id=group,
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+        session_timeout_ms=6000,
+        heartbeat_interval_ms=300,
+        **auth,
     )
     got: list[bytes] = []
     deadline = time.monotonic() + 30
@@ -122,8 +146,13 @@ def ak_consume(bootstrap: str, topic: str, group: str, want: int, **auth) -> lis
 
     async def main() -> list[bytes]:
         consumer = AIOKafkaConsumer(
-            topic, bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest",
-            session_timeout_ms=6000, heartbeat_interval_ms=300, **auth,
+            topic,
+            bootstrap_servers=bootstrap,
+            group_id=group,
+            auto_offset_reset="earliest",
+            session_timeout_ms=6000,
+            heartbeat_interval_ms=300,
+            **auth,
         )
         await consumer.start()
         got: list[bytes] = []
@@ -155,7 +184,9 @@ def test_kafka_python_group_over_sasl_while_plaintext_serves_another(secured):
     create_topic(sasl, "kp-sasl", 3, **CK_SASL)
     kp_produce(sasl, "kp-sasl", values("v", 60), **KP_SASL)
     results: dict[str, tuple] = {}
-    plain = threading.Thread(target=lambda: results.__setitem__("plain", kp_consume(secured.bootstrap, "kp-sasl", "kp-plain", 60)))
+    plain = threading.Thread(
+        target=lambda: results.__setitem__("plain", kp_consume(secured.bootstrap, "kp-sasl", "kp-plain", 60))
+    )
     plain.start()
     results["sasl"] = kp_consume(sasl, "kp-sasl", "kp-sasl-g", 60, **KP_SASL)
     plain.join(40)
@@ -170,13 +201,17 @@ def test_confluent_kafka_group_over_sasl(secured):
     sasl = secured.bootstraps["SASL_PLAINTEXT"]
     create_topic(sasl, "ck-sasl", 2, **CK_SASL)
     ck_produce(sasl, "ck-sasl", values("v", 40), **CK_SASL)
-    assert sorted(ck_consume({"bootstrap.servers": sasl, "group.id": "ck-sasl-g", **CK_SASL}, "ck-sasl", 40)) == encoded(values("v", 40))
+    assert sorted(
+        ck_consume({"bootstrap.servers": sasl, "group.id": "ck-sasl-g", **CK_SASL}, "ck-sasl", 40)
+    ) == encoded(values("v", 40))
     # and the PLAINTEXT listener's clients see the same data
     assert len(ck_consume({"bootstrap.servers": secured.bootstrap, "group.id": "ck-plain-g"}, "ck-sasl", 40)) == 40
 
 
 def test_confluent_kafka_wrong_password_is_an_authentication_error(secured):
-    assert "Invalid username or password" in ck_auth_error({"bootstrap.servers": secured.bootstraps["SASL_PLAINTEXT"], **CK_SASL, "sasl.password": "guess"})
+    assert "Invalid username or password" in ck_auth_error(
+        {"bootstrap.servers": secured.bootstraps["SASL_PLAINTEXT"], **CK_SASL, "sasl.password": "guess"}
+    )
     assert "Invalid username or password" in secured.log_text()
 
 
@@ -202,11 +237,21 @@ def test_a_sasl_listener_with_kafkas_default_gssapi_is_refused_at_start(tmp_path
     import subprocess
     import sys
 
-
     out = subprocess.run(
-        [sys.executable, "-m", "groupd", "--override", f"listeners=SASL_PLAINTEXT://127.0.0.1:{free_port()}",
-         "--override", f"log.dirs={tmp_path}", "--override", "metrics.listener="],
-        capture_output=True, text=True, timeout=30,
+        [
+            sys.executable,
+            "-m",
+            "groupd",
+            "--override",
+            f"listeners=SASL_PLAINTEXT://127.0.0.1:{free_port()}",
+            "--override",
+            f"log.dirs={tmp_path}",
+            "--override",
+            "metrics.listener=",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=30,
     )
     assert out.returncode == 2
     assert "GSSAPI (Kerberos), which groupd does not serve" in out.stderr
@@ -233,15 +278,28 @@ def create_scram_users(bootstrap: str, users: dict[str, tuple[str, int]]) -> Non
 
     mechanisms = {256: ScramMechanism.SCRAM_SHA_256, 512: ScramMechanism.SCRAM_SHA_512}
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    upserts = [UserScramCredentialUpsertion(user, ScramCredentialInfo(mechanisms[bits], 8192), password.encode()) for user, (password, bits) in users.items()]
+    upserts = [
+        UserScramCredentialUpsertion(user, ScramCredentialInfo(mechanisms[bits], 8192), password.encode())
+        for user, (password, bits) in users.items()
+    ]
     for f in admin.alter_user_scram_credentials(upserts).values():
         f.result(15)
 
 
 def scram(client: str, mechanism: str, user: str, password: str) -> dict[str, str]:
     if client == "librdkafka":
-        return {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": mechanism, "sasl.username": user, "sasl.password": password}
-    return {"security_protocol": "SASL_PLAINTEXT", "sasl_mechanism": mechanism, "sasl_plain_username": user, "sasl_plain_password": password}
+        return {
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": mechanism,
+            "sasl.username": user,
+            "sasl.password": password,
+        }
+    return {
+        "security_protocol": "SASL_PLAINTEXT",
+        "sasl_mechanism": mechanism,
+        "sasl_plain_username": user,
+        "sasl_plain_password": password,
+    }
 
 
 @pytest.mark.scenario("kafka-python", 13)
@@ -253,11 +311,17 @@ def test_scram_users_created_by_admin_then_kafka_python_and_aiokafka_and_librdka
     create_scram_users(scram_secured.bootstrap, {"carol": ("c-pass", 256), "dave": ("d-pass", 512)})
     admin = AdminClient({"bootstrap.servers": scram_secured.bootstrap})  # kept: its futures die with it
     described = admin.describe_user_scram_credentials(["carol", "dave"])
-    infos = {user: [(i.mechanism.name, i.iterations) for i in f.result(15).scram_credential_infos] for user, f in described.items()}
+    infos = {
+        user: [(i.mechanism.name, i.iterations) for i in f.result(15).scram_credential_infos]
+        for user, f in described.items()
+    }
     assert infos == {"carol": [("SCRAM_SHA_256", 8192)], "dave": [("SCRAM_SHA_512", 8192)]}
     create_topic(scram_secured.bootstrap, "scram-t", 2)
     sasl = scram_secured.bootstraps["SASL_PLAINTEXT"]
-    carol, dave = scram("python", "SCRAM-SHA-256", "carol", "c-pass"), scram("python", "SCRAM-SHA-512", "dave", "d-pass")
+    carol, dave = (
+        scram("python", "SCRAM-SHA-256", "carol", "c-pass"),
+        scram("python", "SCRAM-SHA-512", "dave", "d-pass"),
+    )
     kp_produce(sasl, "scram-t", values("kp", 20), **carol)
     ck_produce(sasl, "scram-t", values("rd", 20), **scram("librdkafka", "SCRAM-SHA-512", "dave", "d-pass"))
     expected = encoded(values("kp", 20), values("rd", 20))
@@ -285,11 +349,19 @@ def tls_secured(tmp_path):
     from tests.tls_certs import make_certs
 
     certs = make_certs(tmp_path / "certs")
-    proc = broker_with(tmp_path, {"SSL": None, "SASL_SSL": None}, **{
-        "ssl.keystore.type": "PEM", "ssl.keystore.location": str(certs.server_keystore),
-        "ssl.truststore.type": "PEM", "ssl.truststore.location": str(certs.ca), "ssl.client.auth": "required",
-        "sasl.enabled.mechanisms": "PLAIN", "listener.name.sasl_ssl.plain.sasl.jaas.config": JAAS,
-    })
+    proc = broker_with(
+        tmp_path,
+        {"SSL": None, "SASL_SSL": None},
+        **{
+            "ssl.keystore.type": "PEM",
+            "ssl.keystore.location": str(certs.server_keystore),
+            "ssl.truststore.type": "PEM",
+            "ssl.truststore.location": str(certs.ca),
+            "ssl.client.auth": "required",
+            "sasl.enabled.mechanisms": "PLAIN",
+            "listener.name.sasl_ssl.plain.sasl.jaas.config": JAAS,
+        },
+    )
     proc.certs = certs
     yield proc
     proc.kill()
@@ -302,11 +374,21 @@ def test_ssl_and_sasl_ssl_with_confluent_kafka_kafka_python_and_aiokafka(tls_sec
     from aiokafka.helpers import create_ssl_context
 
     certs, ssl_bs, sasl_ssl_bs = tls_secured.certs, tls_secured.bootstraps["SSL"], tls_secured.bootstraps["SASL_SSL"]
-    ck_ssl = {"security.protocol": "SSL", "ssl.ca.location": str(certs.ca), "ssl.certificate.location": str(certs.client_cert), "ssl.key.location": str(certs.client_key)}
+    ck_ssl = {
+        "security.protocol": "SSL",
+        "ssl.ca.location": str(certs.ca),
+        "ssl.certificate.location": str(certs.client_cert),
+        "ssl.key.location": str(certs.client_key),
+    }
     ck_sasl_ssl = {**CK_SASL, "security.protocol": "SASL_SSL", "ssl.ca.location": str(certs.ca)}
     create_topic(ssl_bs, "tls-t", 2, **ck_ssl)
     ck_produce(sasl_ssl_bs, "tls-t", values("rd", 20), **ck_sasl_ssl)
-    kp_ssl = {"security_protocol": "SSL", "ssl_cafile": str(certs.ca), "ssl_certfile": str(certs.client_cert), "ssl_keyfile": str(certs.client_key)}
+    kp_ssl = {
+        "security_protocol": "SSL",
+        "ssl_cafile": str(certs.ca),
+        "ssl_certfile": str(certs.client_cert),
+        "ssl_keyfile": str(certs.client_key),
+    }
     kp_produce(ssl_bs, "tls-t", values("kp", 20), **kp_ssl)
     expected = encoded(values("rd", 20), values("kp", 20))
     assert sorted(ck_consume({"bootstrap.servers": ssl_bs, "group.id": "tls-rd", **ck_ssl}, "tls-t", 40)) == expected
@@ -323,15 +405,25 @@ def test_ssl_and_sasl_ssl_with_confluent_kafka_kafka_python_and_aiokafka(tls_sec
 def test_kafkajs_commits_and_resumes_over_sasl_plain_and_scram(tmp_path):
     from tests.clients.test_kafkajs import run
 
-    proc = broker_with(tmp_path, {"SASL_PLAINTEXT": None}, **{
-        "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256", "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
-    })
+    proc = broker_with(
+        tmp_path,
+        {"SASL_PLAINTEXT": None},
+        **{
+            "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256",
+            "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
+        },
+    )
     try:
         sasl = proc.bootstraps["SASL_PLAINTEXT"]
         result = run("resume", sasl, sasl={"mechanism": "plain", "username": "alice", "password": "alice-secret"})
         assert result["first"] == 30 and result["again"] == ["later"]
         create_scram_users(proc.bootstrap, {"frank": ("f-pass", 256)})
-        assert "js-resume" in run("connect", sasl, sasl={"mechanism": "scram-sha-256", "username": "frank", "password": "f-pass"})["topics"]
+        assert (
+            "js-resume"
+            in run("connect", sasl, sasl={"mechanism": "scram-sha-256", "username": "frank", "password": "f-pass"})[
+                "topics"
+            ]
+        )
     finally:
         proc.kill()
 
@@ -344,5 +436,10 @@ def test_kafkajs_over_ssl_with_a_client_certificate_and_over_sasl_ssl(tls_secure
     files = {"ca": str(certs.ca), "cert": str(certs.client_cert), "key": str(certs.client_key)}
     result = run("resume", tls_secured.bootstraps["SSL"], ssl=files)
     assert result["first"] == 30 and result["again"] == ["later"]
-    topics = run("connect", tls_secured.bootstraps["SASL_SSL"], ssl=files, sasl={"mechanism": "plain", "username": "alice", "password": "alice-secret"})["topics"]
+    topics = run(
+        "connect",
+        tls_secured.bootstraps["SASL_SSL"],
+        ssl=files,
+        sasl={"mechanism": "plain", "username": "alice", "password": "alice-secret"},
+    )["topics"]
     assert "js-resume" in topics

@@ -136,7 +136,9 @@ def test_release_redelivers_with_a_higher_count_and_reject_archives(share_broker
         produce(bs, "tasks", [b"keep", b"again", b"poison"])
         decided: dict[bytes, list[int]] = {}
         deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and not (len(decided.get(b"again", [])) >= 2 and b"keep" in decided and b"poison" in decided):
+        while time.monotonic() < deadline and not (
+            len(decided.get(b"again", [])) >= 2 and b"keep" in decided and b"poison" in decided
+        ):
             for m in c.poll(0.2):
                 if m.error() is not None:
                     continue
@@ -180,7 +182,8 @@ HOLDER = """
 import json, sys, time
 from confluent_kafka import ShareConsumer
 spec = json.loads(sys.argv[1])
-c = ShareConsumer({"bootstrap.servers": spec["bs"], "group.id": spec["group"], "share.acknowledgement.mode": "explicit"})
+c = ShareConsumer({"bootstrap.servers": spec["bs"], "group.id": spec["group"], \
+"share.acknowledgement.mode": "explicit"})
 c.subscribe([spec["topic"]])
 deadline = time.monotonic() + 60
 while time.monotonic() < deadline:
@@ -200,8 +203,11 @@ def test_a_member_holding_records_loses_them_to_the_others(share_broker, how):
     locks run out; killed, at once (its connection closes, ending its share session)."""
     bs = share_broker.bootstrap
     create_topic(bs, "held", 1)
-    holder = subprocess.Popen([sys.executable, "-c", HOLDER, json.dumps({"bs": bs, "group": "g-held", "topic": "held"})],
-                              stdout=subprocess.PIPE, text=True)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, json.dumps({"bs": bs, "group": "g-held", "topic": "held"})],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
     other = None
     try:
         os.set_blocking(holder.stdout.fileno(), False)
@@ -291,8 +297,13 @@ def test_earliest_through_the_group_config(share_broker):
     create_topic(bs, "early", 1)
     produce(bs, "early", [f"e-{i}".encode() for i in range(5)])
     admin = AdminClient({"bootstrap.servers": bs})
-    resource = ConfigResource(ResourceType.GROUP, "g-early", incremental_configs=[
-        ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)])
+    resource = ConfigResource(
+        ResourceType.GROUP,
+        "g-early",
+        incremental_configs=[
+            ConfigEntry("share.auto.offset.reset", "earliest", incremental_operation=AlterConfigOpType.SET)
+        ],
+    )
     try:
         admin.incremental_alter_configs([resource])[resource].result(15)
     except KafkaException as exc:  # a build without group configs (their branch) refuses GROUP resources

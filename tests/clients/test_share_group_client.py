@@ -55,7 +55,11 @@ def test_share_consumer_joins_gets_its_partitions_and_leaves(broker_process):
     try:
         def assigned():
             g = described(broker_process.port, "sg")
-            return g.error_code == 0 and len(g.members) == 1 and sum(len(tp.partitions) for tp in g.members[0].assignment.topic_partitions) == 2
+            return (
+                g.error_code == 0
+                and len(g.members) == 1
+                and sum(len(tp.partitions) for tp in g.members[0].assignment.topic_partitions) == 2
+            )
 
         wait_until(assigned, 30, "the share consumer to hold both partitions")
         g = described(broker_process.port, "sg")

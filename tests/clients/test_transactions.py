@@ -364,11 +364,16 @@ def test_aiokafka_transactions_commit_abort_offsets_and_read_committed(broker, c
     asyncio.run(asyncio.wait_for(scenario(), 45))
     admin = KafkaAdminClient(bootstrap_servers=bs, request_timeout_ms=10000)
     closing(admin.close)
-    eventually(lambda: {tp.partition: om.offset for tp, om in admin.list_group_offsets({"ak-group": None})["ak-group"].items()},
-               {0: 3, 1: 4}, what="the group's offsets after the commit")
+    eventually(
+        lambda: {
+            tp.partition: om.offset for tp, om in admin.list_group_offsets({"ak-group": None})["ak-group"].items()
+        },
+        {0: 3, 1: 4},
+        what="the group's offsets after the commit",
+    )
 
 
-@pytest.mark.scenario('confluent-kafka', 11)
+@pytest.mark.scenario("confluent-kafka", 11)
 def test_confluent_transactions_commit_abort_send_offsets_read_committed(broker, closing):
     """librdkafka: init/begin/produce/abort, then a consume-transform-produce transaction whose
     send_offsets_to_transaction carries the consumer's group metadata; a read_committed Consumer sees
@@ -386,8 +391,14 @@ def test_confluent_transactions_commit_abort_send_offsets_read_committed(broker,
         plain.produce("ck-in", value=f"in{i}", partition=i % 2)
     assert plain.flush(10) == 0
 
-    producer = Producer({"bootstrap.servers": bs, "transactional.id": "ck-tx-id", "transaction.timeout.ms": 30000,
-                         "socket.timeout.ms": 5000})
+    producer = Producer(
+        {
+            "bootstrap.servers": bs,
+            "transactional.id": "ck-tx-id",
+            "transaction.timeout.ms": 30000,
+            "socket.timeout.ms": 5000,
+        }
+    )
     closing(producer.close)
     producer.init_transactions(10)
     producer.begin_transaction()
@@ -396,9 +407,17 @@ def test_confluent_transactions_commit_abort_send_offsets_read_committed(broker,
     assert producer.flush(10) == 0
     producer.abort_transaction(10)
 
-    consumer = Consumer({"bootstrap.servers": bs, "group.id": "ck-group", "auto.offset.reset": "earliest",
-                         "enable.auto.commit": False, "isolation.level": "read_committed",
-                         "session.timeout.ms": 6000, "heartbeat.interval.ms": 300})
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bs,
+            "group.id": "ck-group",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+            "isolation.level": "read_committed",
+            "session.timeout.ms": 6000,
+            "heartbeat.interval.ms": 300,
+        }
+    )
     try:
         consumer.subscribe(["ck-in"])
         inputs = []
@@ -426,8 +445,15 @@ def test_confluent_transactions_commit_abort_send_offsets_read_committed(broker,
 
     eventually(group_offsets, [(0, 3), (1, 3)], what="the group's offsets after the commit")
 
-    reader = Consumer({"bootstrap.servers": bs, "group.id": "ck-reader", "isolation.level": "read_committed",
-                       "enable.auto.commit": False, "enable.partition.eof": True})
+    reader = Consumer(
+        {
+            "bootstrap.servers": bs,
+            "group.id": "ck-reader",
+            "isolation.level": "read_committed",
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+        }
+    )
     closing(reader.close)
     reader.assign([CkTopicPartition("ck-out", p, 0) for p in range(2)])
     got, at_end = [], set()
@@ -467,11 +493,15 @@ def test_kafka_python_open_transaction_survives_a_broker_restart_and_commits(bro
 
     broker.restart()
 
-    assert read_to_end(bs, "restart-tx", "read_committed", {0: 0, 1: 0}) == [], \
+    assert read_to_end(bs, "restart-tx", "read_committed", {0: 0, 1: 0}) == [], (
         "the transaction is still open after the restart"
+    )
     for p in range(2):
         producer.send("restart-tx", value=f"after{p}".encode(), partition=p).get(timeout=20)
     bounded(producer.commit_transaction, 20, "commit_transaction after the restart")
     assert read_to_end(bs, "restart-tx", "read_committed", {0: 3, 1: 3}) == [
-        (0, 0, b"before0"), (0, 1, b"after0"), (1, 0, b"before1"), (1, 1, b"after1")]
-
+        (0, 0, b"before0"),
+        (0, 1, b"after0"),
+        (1, 0, b"before1"),
+        (1, 1, b"after1"),
+    ]

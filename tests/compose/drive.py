@@ -85,7 +85,11 @@ def main() -> int:
         for _ in range(3)
     ]
     wait_until(lambda: sum(len(m.values()) for m in members) >= 300, 120, "the group to read 300 records")
-    wait_until(lambda: sum(len(m.assignment) for m in members) == 6 and all(m.assignment for m in members), 60, "3 members sharing 6 partitions")
+    wait_until(
+        lambda: sum(len(m.assignment) for m in members) == 6 and all(m.assignment for m in members),
+        60,
+        "3 members sharing 6 partitions",
+    )
     log("three members read everything")
     members[0].stop()
     wait_until(lambda: sum(len(m.assignment) for m in members[1:]) == 6, 60, "the other two to take over")

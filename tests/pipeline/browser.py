@@ -43,11 +43,26 @@ class Chromium:
             os.dup2(from_child_w, 4)
 
         self.proc = subprocess.Popen(
-            [binary, "--headless", "--no-sandbox", "--disable-gpu", "--remote-debugging-pipe", "--no-first-run",
-             "--disable-extensions", "--hide-scrollbars", "--force-device-scale-factor=1", f"--user-data-dir={self.profile}",
-             f"--window-size={width},{height}", "about:blank"],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-            preexec_fn=as_3_and_4, pass_fds=(3, 4), close_fds=True,
+            [
+                binary,
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--remote-debugging-pipe",
+                "--no-first-run",
+                "--disable-extensions",
+                "--hide-scrollbars",
+                "--force-device-scale-factor=1",
+                f"--user-data-dir={self.profile}",
+                f"--window-size={width},{height}",
+                "about:blank",
+            ],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            preexec_fn=as_3_and_4,
+            pass_fds=(3, 4),
+            close_fds=True,
         )
         os.close(to_child_r)
         os.close(from_child_w)
@@ -110,9 +125,15 @@ class Chromium:
         for e in self.events:
             m, p = e.get("method"), e.get("params", {})
             if m == "Runtime.exceptionThrown":
-                out.append(p["exceptionDetails"].get("text", "exception") + " " + str(p["exceptionDetails"].get("exception", {}).get("description", "")))
+                out.append(
+                    p["exceptionDetails"].get("text", "exception")
+                    + " "
+                    + str(p["exceptionDetails"].get("exception", {}).get("description", ""))
+                )
             elif m == "Runtime.consoleAPICalled" and p.get("type") in ("error", "assert"):
-                out.append("console: " + " ".join(str(a.get("value", a.get("description", ""))) for a in p.get("args", [])))
+                out.append(
+                    "console: " + " ".join(str(a.get("value", a.get("description", ""))) for a in p.get("args", []))
+                )
             elif m == "Log.entryAdded" and p["entry"].get("level") == "error":
                 out.append("log: " + p["entry"].get("text", ""))
         return out

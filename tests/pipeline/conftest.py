@@ -120,7 +120,9 @@ def modern_records(group: str) -> list[tuple[int, list]]:
         return cr.encode_consumer_key(cr.MemberKey(cr.MEMBER_METADATA, group, mid)), cr.encode_consumer_value(value)
 
     def epoch(n: int) -> tuple[bytes, bytes]:
-        return cr.encode_consumer_key(cr.GroupKey(cr.GROUP_METADATA, group)), cr.encode_consumer_value(cr.GroupMetadata(n))
+        return cr.encode_consumer_key(cr.GroupKey(cr.GROUP_METADATA, group)), cr.encode_consumer_value(
+            cr.GroupMetadata(n)
+        )
 
     gone = cr.encode_consumer_key(cr.MemberKey(cr.MEMBER_METADATA, group, "m1"))
     assignment = cr.encode_consumer_key(cr.MemberKey(cr.CURRENT_MEMBER_ASSIGNMENT, group, "m1"))
@@ -154,8 +156,14 @@ def write_incident(log_dirs) -> dict:
     for k in range(1, 31):
         t = T0 + k * TICK_MS
         lagged = 0 if k == 30 else 5
-        at(t, lambda t=t, lagged=lagged: core.commit(
-            ("orders", 0, log_end_at("orders", 0, t) - lagged), ("orders", 1, log_end_at("orders", 1, t) - lagged), group="steady"))
+        at(
+            t,
+            lambda t=t, lagged=lagged: core.commit(
+                ("orders", 0, log_end_at("orders", 0, t) - lagged),
+                ("orders", 1, log_end_at("orders", 1, t) - lagged),
+                group="steady",
+            ),
+        )
     # lagging: stuck at 40 on orders-0 over its last ten commits (STALL)
     for k in range(20, 30):
         at(T0 + k * TICK_MS, lambda: core.commit(("orders", 0, 40), group="lagging"))
@@ -179,7 +187,13 @@ def write_incident(log_dirs) -> dict:
 
     def app_commits(offset):
         g = core.group("orders-app")
-        resp = core.commit(("orders", 0, offset), ("orders", 1, offset), group="orders-app", generation=g.generation, member_id=app["members"][0])
+        resp = core.commit(
+            ("orders", 0, offset),
+            ("orders", 1, offset),
+            group="orders-app",
+            generation=g.generation,
+            member_id=app["members"][0],
+        )
         assert all(p.error == 0 for p in resp.partitions), resp
 
     at(T0 + 10_000, app_forms)
@@ -203,8 +217,13 @@ def write_incident(log_dirs) -> dict:
         for inst, mid in static["ids"].items():
             if mid != leader:
                 core.sync(mid, gen, group="static-app", instance=inst)
-        core.sync(leader, gen, {m: m.encode() for m in static["ids"].values()}, group="static-app",
-                  instance=next(i for i, m in static["ids"].items() if m == leader))
+        core.sync(
+            leader,
+            gen,
+            {m: m.encode() for m in static["ids"].values()},
+            group="static-app",
+            instance=next(i for i, m in static["ids"].items() if m == leader),
+        )
 
     def static_restart():
         tok = core.join(group="static-app", instance="i-2", session=400_000, rebalance=60_000)
@@ -230,7 +249,7 @@ def write_incident(log_dirs) -> dict:
     lg.close()
 
     # data partitions at their final log ends, and the log ends the broker recorded every 10 s
-    for (topic, partition) in RATES:
+    for topic, partition in RATES:
         data = Log.open(log_dirs / f"{topic}-{partition}")
         remaining = log_end_at(topic, partition, INCIDENT_END)
         while remaining:
@@ -240,7 +259,9 @@ def write_incident(log_dirs) -> dict:
         data.flush()
         data.close()
     clock = {"t": T0}
-    recorder = LogEndRecorder(LocalEngine(log_dirs), TICK_MS, -1, lambda: [(t, p, 0, log_end_at(t, p, clock["t"])) for t, p in RATES])
+    recorder = LogEndRecorder(
+        LocalEngine(log_dirs), TICK_MS, -1, lambda: [(t, p, 0, log_end_at(t, p, clock["t"])) for t, p in RATES]
+    )
     for t in range(T0, INCIDENT_END + 1, TICK_MS):
         clock["t"] = t
         recorder.tick(t)

@@ -44,19 +44,55 @@ def standalone(tmp_path_factory):
 
     home = Path(pyspark.__file__).parent
     tmp = tmp_path_factory.mktemp("spark-standalone")
-    env = {**os.environ, "SPARK_HOME": str(home), "SPARK_LOCAL_IP": "127.0.0.1", "SPARK_LOG_DIR": str(tmp), "SPARK_NO_DAEMONIZE": "1"}
+    env = {
+        **os.environ,
+        "SPARK_HOME": str(home),
+        "SPARK_LOCAL_IP": "127.0.0.1",
+        "SPARK_LOG_DIR": str(tmp),
+        "SPARK_NO_DAEMONIZE": "1",
+    }
     port, ui = free_port(), free_port()
     spark_class = str(home / "bin" / "spark-class")
     logs = {name: open(tmp / f"{name}.log", "wb") for name in ("master", "worker")}  # noqa: SIM115 (closed below)
     master = subprocess.Popen(
-        [spark_class, "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port), "--webui-port", str(ui)],
-        env=env, stdout=logs["master"], stderr=subprocess.STDOUT, start_new_session=True,
+        [
+            spark_class,
+            "org.apache.spark.deploy.master.Master",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--webui-port",
+            str(ui),
+        ],
+        env=env,
+        stdout=logs["master"],
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
     )
     url = f"spark://127.0.0.1:{port}"
     worker = subprocess.Popen(
-        [spark_class, "org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1", "--port", str(free_port()),
-         "--webui-port", str(free_port()), "--cores", "2", "--memory", "1g", "--work-dir", str(tmp / "work"), url],
-        env=env, stdout=logs["worker"], stderr=subprocess.STDOUT, start_new_session=True,
+        [
+            spark_class,
+            "org.apache.spark.deploy.worker.Worker",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(free_port()),
+            "--webui-port",
+            str(free_port()),
+            "--cores",
+            "2",
+            "--memory",
+            "1g",
+            "--work-dir",
+            str(tmp / "work"),
+            url,
+        ],
+        env=env,
+        stdout=logs["worker"],
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
     )
     try:
         deadline = time.monotonic() + 300
@@ -68,7 +104,9 @@ def standalone(tmp_path_factory):
                     break
             except OSError:
                 pass
-            assert master.poll() is None and worker.poll() is None, (tmp / "master.log").read_text()[-2000:] + (tmp / "worker.log").read_text()[-2000:]
+            assert master.poll() is None and worker.poll() is None, (tmp / "master.log").read_text()[-2000:] + (
+                tmp / "worker.log"
+            ).read_text()[-2000:]
             assert time.monotonic() < deadline, "the standalone worker did not register with its master in 300 s"
             time.sleep(1)
         yield {"url": url, "ui": ui, "work": tmp / "work"}
@@ -84,9 +122,24 @@ def test_the_job_runs_unchanged_on_a_standalone_cluster(spark, incident, standal
 
     local = json.loads(run("overview", incident["log_dirs"], tmp_path / "local", now_ms=INCIDENT_END).read_text())
     done = subprocess.run(
-        [sys.executable, "-m", "groupd.pipeline", "overview", "--master", standalone["url"], "--log-dirs", incident["log_dirs"],
-         "--out", str(tmp_path / "cluster"), "--now-ms", str(INCIDENT_END)],
-        capture_output=True, text=True, timeout=800, cwd=Path(__file__).parents[2],
+        [
+            sys.executable,
+            "-m",
+            "groupd.pipeline",
+            "overview",
+            "--master",
+            standalone["url"],
+            "--log-dirs",
+            incident["log_dirs"],
+            "--out",
+            str(tmp_path / "cluster"),
+            "--now-ms",
+            str(INCIDENT_END),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=800,
+        cwd=Path(__file__).parents[2],
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     print("on the standalone cluster:\n" + done.stdout)  # its steps and their times, shown with -s

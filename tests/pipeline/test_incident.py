@@ -83,7 +83,9 @@ def test_static_restart_and_storm_and_causes(spark, incident):
     assert (int(storm["storm_start_ms"][0]), int(storm["storm_end_ms"][0])) == (T0 + 20_000, last_join + 10_000)
     assert int(storm["peak_in_window"][0]) == STORM_GENERATIONS + 1
     storm_gens = history[history.group == "storm"].sort_values("generation")
-    assert list(storm_gens["rebalance_ms"].dropna().astype(int))[: STORM_GENERATIONS - 1] == [4_000] * (STORM_GENERATIONS - 1)
+    assert list(storm_gens["rebalance_ms"].dropna().astype(int))[: STORM_GENERATIONS - 1] == [4_000] * (
+        STORM_GENERATIONS - 1
+    )
 
 
 def test_consumer_protocol_group_reads_like_a_classic_one(spark, incident):
@@ -96,7 +98,9 @@ def test_consumer_protocol_group_reads_like_a_classic_one(spark, incident):
 
 
 def test_unknown_record_types_are_skipped_not_fatal(incident):
-    rows = [r for d in reader.offsets_partitions(incident["log_dirs"]) for r in reader.read_offsets_partition(d, "groups")]
+    rows = [
+        r for d in reader.offsets_partitions(incident["log_dirs"]) for r in reader.read_offsets_partition(d, "groups")
+    ]
     assert [r[1] for r in rows if r[0] == "modern-app"] == [1, 2, 3]
 
 
@@ -106,10 +110,18 @@ def test_overview_lists_live_groups_worst_first(spark, incident):
     removed = jobs.removed_groups(g, c)
     status = jobs.consumer_status(c, ends, now_ms=INCIDENT_END, history=hist)
     ov = jobs.overview(
-        jobs.live(history, removed), jobs.storm_intervals(history), jobs.lag(c, ends), status, c,
+        jobs.live(history, removed),
+        jobs.storm_intervals(history),
+        jobs.lag(c, ends),
+        status,
+        c,
     ).toPandas()
     assert set(ov["group"]) == {"storm", "steady", "lagging", "rewind", "stopped", "warn", "static-app", "modern-app"}
     assert set(ov["group"][:4]) == {"lagging", "rewind", "stopped"} | {ov["group"][3]} and ov["burrow"][3] == "WARN"
     row = ov.set_index("group").loc["storm"]
-    assert row["state"] == "Empty" and int(row["generations"]) == STORM_GENERATIONS + 1 and int(row["storm_peak"]) == STORM_GENERATIONS + 1
+    assert (
+        row["state"] == "Empty"
+        and int(row["generations"]) == STORM_GENERATIONS + 1
+        and int(row["storm_peak"]) == STORM_GENERATIONS + 1
+    )
     assert ov.set_index("group").loc["static-app", "static_restarts"] == 1

@@ -69,7 +69,10 @@ def test_consumer_status_follows_burrows_rules(spark, store):
     commits = jobs.commits(spark, store["log_dirs"])
     status = {r["group"]: r["status"] for r in jobs.consumer_status(commits, ends, now_ms=store["now_ms"]).collect()}
     assert status == {"steady": "OK", "lagging": "STALL"}
-    much_later = {r["group"]: r["status"] for r in jobs.consumer_status(commits, ends, now_ms=store["now_ms"] + 3_600_000).collect()}
+    much_later = {
+        r["group"]: r["status"]
+        for r in jobs.consumer_status(commits, ends, now_ms=store["now_ms"] + 3_600_000).collect()
+    }
     assert much_later == {"steady": "OK", "lagging": "STOP"}
 
 
@@ -107,7 +110,15 @@ def test_reader_counts_transactional_commits_only_once_committed(tmp_path):
 
     def commit(offset, pid=-1):
         rec = [(encode_key(OffsetCommitKey("g", "t", 0)), encode_value(OffsetCommitValue(offset, "", 1000)))]
-        log.append(build_batch(rec, timestamp_ms=1000, producer_id=pid, producer_epoch=0 if pid >= 0 else -1, attributes=0x10 if pid >= 0 else 0))
+        log.append(
+            build_batch(
+                rec,
+                timestamp_ms=1000,
+                producer_id=pid,
+                producer_epoch=0 if pid >= 0 else -1,
+                attributes=0x10 if pid >= 0 else 0,
+            )
+        )
 
     commit(1)
     commit(2, pid=7)

@@ -80,9 +80,14 @@ def test_groups_at_a_glance_carry_the_scripted_numbers(report):
     glance = rows_by_first_cell(t.tables[0])
     assert set(glance) == DETAILED
     burrow = "Burrow status (worst partition: rule that fired)"
-    assert glance["lagging"][burrow] == "STALL orders-0: committed offset stuck at 40 over 10 commits while lag is 2,960"
+    assert (
+        glance["lagging"][burrow] == "STALL orders-0: committed offset stuck at 40 over 10 commits while lag is 2,960"
+    )
     assert glance["lagging"]["Lag now"] == "2,960"
-    assert glance["stopped"][burrow].startswith("STOP orders-1: no commit for 210 s") and glance["stopped"]["Lag now"] == "2,200"
+    assert (
+        glance["stopped"][burrow].startswith("STOP orders-1: no commit for 210 s")
+        and glance["stopped"]["Lag now"] == "2,200"
+    )
     assert glance["rewind"][burrow] == "REWIND payments-0: committed offset went backwards, 1,050 to 600"
     assert glance["rewind"]["Lag now"] == "650"
     assert glance["warn"][burrow] == "WARN orders-1: lag never decreased over 10 commits (500 to 950)"
@@ -156,7 +161,8 @@ def test_a_real_browser_renders_the_report_and_every_chart_has_marks(report):
         browser.open(report.resolve().as_uri())
         charts = browser.evaluate(
             "[...document.querySelectorAll('img.chart')].map(i => {const r = i.getBoundingClientRect();"
-            " return {alt: i.alt, x: r.x + scrollX, y: r.y + scrollY, w: r.width, h: r.height, loaded: i.complete && i.naturalWidth > 0}})"
+            " return {alt: i.alt, x: r.x + scrollX, y: r.y + scrollY, w: r.width, h: r.height, loaded: i.complete && "
+            "i.naturalWidth > 0}})"
         )
         shot = browser.screenshot()
         errors = browser.errors()
@@ -167,5 +173,8 @@ def test_a_real_browser_renders_the_report_and_every_chart_has_marks(report):
     assert {c["alt"] for c in charts} == {f"timeline of {g}" for g in DETAILED}
     assert all(c["loaded"] and c["w"] > 300 and c["h"] > 100 for c in charts), charts
     img = Image.open(BytesIO(shot))
-    marks = {c["alt"]: mark_pixels(img, (int(c["x"]), int(c["y"]), int(c["x"] + c["w"]), int(c["y"] + c["h"]))) for c in charts}
+    marks = {
+        c["alt"]: mark_pixels(img, (int(c["x"]), int(c["y"]), int(c["x"] + c["w"]), int(c["y"] + c["h"])))
+        for c in charts
+    }
     assert all(n > 150 for n in marks.values()), sorted(marks.items(), key=lambda kv: kv[1])

@@ -60,7 +60,11 @@ async def test_a_restart_keeps_every_state(tmp_path):
         after = [await p.read(k, -1) for k in keys]
         assert after == before
         assert [await p.read_summary(k, -1) for k in keys] == summaries
-    assert before[0].batches == (StateBatch(0, 4, ACKNOWLEDGED, 1), StateBatch(5, 5, ARCHIVED, 2), StateBatch(6, 6, AVAILABLE, 2))
+    assert before[0].batches == (
+        StateBatch(0, 4, ACKNOWLEDGED, 1),
+        StateBatch(5, 5, ARCHIVED, 2),
+        StateBatch(6, 6, AVAILABLE, 2),
+    )
     assert before[0].start_offset == 0
     assert summaries[0].delivery_complete_count == 4
     assert before[5].error_code == 42  # deleted: never initialized as far as Read is concerned
@@ -78,7 +82,10 @@ async def test_the_state_topic_is_internal_with_kafkas_configs(tmp_path):
 
 
 async def test_pruning_deletes_what_later_snapshots_override(tmp_path):
-    overrides = {"share.coordinator.snapshot.update.records.per.snapshot": "2", "share.coordinator.state.topic.num.partitions": "1"}
+    overrides = {
+        "share.coordinator.snapshot.update.records.per.snapshot": "2",
+        "share.coordinator.state.topic.num.partitions": "1",
+    }
     async with running(tmp_path, **overrides) as b:
         topic = b.create_topic("t", 1, {})
         p = b.share_persister
@@ -113,7 +120,9 @@ async def test_share_coordinator_metrics(tmp_path):
         await b.share_persister.initialize(key, 0, 0)
         for i in range(3):
             assert await b.share_persister.write(key, 0, 0, -1, -1, (StateBatch(i, i, ACKNOWLEDGED, 1),)) == 0
-        assert await b.share_persister.write(SharePartitionKey("h", topic.topic_id, 0), 0, 0, -1, -1, ()) == 42  # not counted
+        assert (
+            await b.share_persister.write(SharePartitionKey("h", topic.topic_id, 0), 0, 0, -1, -1, ()) == 42
+        )  # not counted
         b.share_coordinator.cfg.cold_partition_snapshot_interval_ms = 0
         await b.share_coordinator.snapshot_cold()
         await b.share_coordinator.prune()
@@ -163,7 +172,10 @@ async def test_a_damaged_record_makes_its_partition_unavailable_not_partial(tmp_
 async def test_concurrent_writes_across_snapshots_replay_to_what_was_answered(tmp_path):
     """Writes arriving before earlier ones are durable build on them (a snapshot taken meanwhile holds
     every earlier update): what a restart replays is what the last answers reflected."""
-    overrides = {"share.coordinator.snapshot.update.records.per.snapshot": "3", "share.coordinator.state.topic.num.partitions": "1"}
+    overrides = {
+        "share.coordinator.snapshot.update.records.per.snapshot": "3",
+        "share.coordinator.state.topic.num.partitions": "1",
+    }
     async with running(tmp_path, **overrides) as b:
         topic = b.create_topic("t", 2, {})
         keys = [SharePartitionKey("g", topic.topic_id, p) for p in (0, 1)]
@@ -173,11 +185,17 @@ async def test_concurrent_writes_across_snapshots_replay_to_what_was_answered(tm
         async def writes(k, n):
             codes = []
             for i in range(n):
-                codes.append(await b.share_persister.write(k, 0, 0, -1, i + 1, (StateBatch(i, i, ACKNOWLEDGED, 1), StateBatch(i + 1, i + 1, AVAILABLE, 1))))
+                codes.append(
+                    await b.share_persister.write(
+                        k, 0, 0, -1, i + 1, (StateBatch(i, i, ACKNOWLEDGED, 1), StateBatch(i + 1, i + 1, AVAILABLE, 1))
+                    )
+                )
             return codes
 
         # two writers per key, interleaved over the same offsets, none waiting for the other's durability
-        results = await asyncio.gather(writes(keys[0], 40), writes(keys[0], 40), writes(keys[1], 40), writes(keys[1], 25))
+        results = await asyncio.gather(
+            writes(keys[0], 40), writes(keys[0], 40), writes(keys[1], 40), writes(keys[1], 25)
+        )
         assert {c for codes in results for c in codes} == {0}
         before = [await b.share_persister.read(k, -1) for k in keys]
         kinds = {k.kind for k, _v in stored_records(b, 0)}
@@ -188,8 +206,11 @@ async def test_concurrent_writes_across_snapshots_replay_to_what_was_answered(tm
 
 
 async def test_pruning_runs_every_prune_interval(tmp_path):
-    overrides = {"share.coordinator.snapshot.update.records.per.snapshot": "1", "share.coordinator.state.topic.num.partitions": "1",
-                 "share.coordinator.state.topic.prune.interval.ms": "20"}
+    overrides = {
+        "share.coordinator.snapshot.update.records.per.snapshot": "1",
+        "share.coordinator.state.topic.num.partitions": "1",
+        "share.coordinator.state.topic.prune.interval.ms": "20",
+    }
     async with running(tmp_path, **overrides) as b:
         topic = b.create_topic("t", 1, {})
         key = SharePartitionKey("g", topic.topic_id, 0)

@@ -31,10 +31,23 @@ async def test_states_survive_sigkill_and_restart(tmp_path):
         topic = resp.topics[0].topic_id
         groups = [f"g{i}" for i in range(4)]
         for i, g in enumerate(groups):
-            assert only(await c.call(INIT, 0, body(INIT, 0, g, [(topic, [{"partition": 0, "state_epoch": 1, "start_offset": 0}])]))).error_code == 0
+            assert (
+                only(
+                    await c.call(
+                        INIT, 0, body(INIT, 0, g, [(topic, [{"partition": 0, "state_epoch": 1, "start_offset": 0}])])
+                    )
+                ).error_code
+                == 0
+            )
             for n in range(i * 3):  # g0 none, g1 3 (still updates), g2 6 (a snapshot in between), g3 9
-                write = {"partition": 0, "state_epoch": 1, "leader_epoch": 0, "start_offset": n // 2, "delivery_complete_count": n + 1,
-                         "state_batches": [(n, n, 2, 1), (n + 1, n + 3, 0, n % 3 + 1)]}
+                write = {
+                    "partition": 0,
+                    "state_epoch": 1,
+                    "leader_epoch": 0,
+                    "start_offset": n // 2,
+                    "delivery_complete_count": n + 1,
+                    "state_batches": [(n, n, 2, 1), (n + 1, n + 3, 0, n % 3 + 1)],
+                }
                 assert only(await c.call(WRITE, 1, body(WRITE, 1, g, [(topic, [write])]))).error_code == 0
         await c.close()
         before = await _states(proc.port, topic, groups)

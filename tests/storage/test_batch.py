@@ -151,7 +151,13 @@ def test_truncated_record_is_corrupt():
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.tuples(st.one_of(st.none(), st.binary(max_size=80)), st.one_of(st.none(), st.binary(max_size=80))), min_size=1, max_size=70))
+@given(
+    st.lists(
+        st.tuples(st.one_of(st.none(), st.binary(max_size=80)), st.one_of(st.none(), st.binary(max_size=80))),
+        min_size=1,
+        max_size=70,
+    )
+)
 def test_small_record_layout_is_the_general_layout(records):
     import groupd.storage.batch as batch_module
 
@@ -185,7 +191,14 @@ def test_control_batch_is_kafkas_transaction_marker():
     for commit, kind in ((True, COMMIT_MARKER), (False, ABORT_MARKER)):
         raw = bytes(build_control_batch(42, 3, commit, timestamp_ms=1_700_000_000_000, coordinator_epoch=7))
         h = validate_batch(raw)
-        assert (h.is_control, h.is_transactional, h.producer_id, h.producer_epoch, h.base_sequence, h.record_count) == (True, True, 42, 3, -1, 1)
+        assert (h.is_control, h.is_transactional, h.producer_id, h.producer_epoch, h.base_sequence, h.record_count) == (
+            True,
+            True,
+            42,
+            3,
+            -1,
+            1,
+        )
         (rec,) = list(iter_records(raw))
         assert rec.key == struct.pack(">hh", 0, kind)
         assert rec.value == struct.pack(">hi", 0, 7)

@@ -18,7 +18,10 @@ def filled(path, batches=40):
 
 def shape(log):
     return (
-        [(s.base_offset, s.size, s.next_offset, list(s.offsets), list(s.positions), list(s.max_ts)) for s in log.segments],
+        [
+            (s.base_offset, s.size, s.next_offset, list(s.offsets), list(s.positions), list(s.max_ts))
+            for s in log.segments
+        ],
         log.log_end_offset,
         [bytes(c) for c in log.chunks()],
     )

@@ -206,7 +206,8 @@ async def test_checkpoints_switch_files_and_write_the_logs_out(tmp_path):
     journal.checkpoint_bytes = 1 << 30  # the last round is in the journal only
     expected = await rounds(committer, logs, 1, start=40)
     assert journal.position > 0 and committer.checkpointing is None
-    assert all(durable[lg.segments[-1].path] < lg.size_bytes for lg in logs.values())  # the last one in the journal only
+    # the last one in the journal only
+    assert all(durable[lg.segments[-1].path] < lg.size_bytes for lg in logs.values())
     # the checkpoint made the files durable as they were then; everything since is in the journal
     lose_and_recover(tmp_path, logs, committer, durable, expected)
 
@@ -278,9 +279,11 @@ async def test_a_round_writes_out_a_few_logs_and_leaves_the_rest_to_later_rounds
     writes: list[int] = []
     per_round: list[int] = []
     for lg in logs.values():
+
         def counted(original=lg.write_pending):
             writes.append(1)
             return original()
+
         lg.write_pending = counted
     launch = committer._launch_journaled
 

@@ -212,7 +212,17 @@ def test_compaction_reads_snappy_lz4_and_zstd_batches(tmp_path, codec):
 
 
 @settings(max_examples=40, deadline=None)
-@given(st.lists(st.lists(st.tuples(st.binary(max_size=8) | st.none(), st.binary(max_size=16) | st.none()), min_size=1, max_size=5), min_size=1, max_size=10))
+@given(
+    st.lists(
+        st.lists(
+            st.tuples(st.binary(max_size=8) | st.none(), st.binary(max_size=16) | st.none()),
+            min_size=1,
+            max_size=5,
+        ),
+        min_size=1,
+        max_size=10,
+    )
+)
 def test_replay_equals_appended(tmp_path_factory, batches):
     d = tmp_path_factory.mktemp("prop")
     log = Log.open(d / "p")
@@ -379,7 +389,16 @@ def test_compaction_with_transactions_as_kafkas_cleaner(tmp_path):
     log = Log.open(tmp_path / "tx", LogConfig(segment_bytes=120), now_ms=clock)
 
     def txn(pid, key, value):
-        log.append(build_batch([(key, value)], timestamp_ms=clock.t, producer_id=pid, producer_epoch=3, base_sequence=0, attributes=0x10))
+        log.append(
+            build_batch(
+                [(key, value)],
+                timestamp_ms=clock.t,
+                producer_id=pid,
+                producer_epoch=3,
+                base_sequence=0,
+                attributes=0x10,
+            )
+        )
 
     log.append_records([(b"k", b"plain")], clock.t)  # 0
     txn(1, b"k", b"aborted")  # 1
@@ -393,7 +412,17 @@ def test_compaction_with_transactions_as_kafkas_cleaner(tmp_path):
     assert len(log.segments) >= 4
     clock.t += 1000
     log.compact(clock.t)
-    kept = [(h.base_offset, h.is_control, h.is_transactional, h.producer_id, h.producer_epoch, [r.value for r in iter_records(b)]) for h, b in log.batches()]
+    kept = [
+        (
+            h.base_offset,
+            h.is_control,
+            h.is_transactional,
+            h.producer_id,
+            h.producer_epoch,
+            [r.value for r in iter_records(b)],
+        )
+        for h, b in log.batches()
+    ]
     offsets = [k[0] for k in kept]
     assert 0 not in offsets and 1 not in offsets  # shadowed by the committed value; aborted
     assert (3, False, True, 2, 3, [b"committed"]) in kept

@@ -43,7 +43,12 @@ records = st.lists(
 def test_same_survivors_in_the_same_order_as_the_decoder(batches):
     built = []
     for recs, compress, ts in batches:
-        plain = build_batch(recs, timestamp_ms=ts, timestamps=[ts + 70_000 * i for i in range(len(recs))], offset_deltas=[200 * i for i in range(len(recs))])
+        plain = build_batch(
+            recs,
+            timestamp_ms=ts,
+            timestamps=[ts + 70_000 * i for i in range(len(recs))],
+            offset_deltas=[200 * i for i in range(len(recs))],
+        )
         built.append(gzipped(plain) if compress else plain)
     latest: dict = {}
     seen = collect_latest(b"".join(built), latest)

@@ -28,7 +28,11 @@ RETENTION = 1_000
 
 
 def open_log(path, clock):
-    return Log.open(path, LogConfig(segment_bytes=300, delete_retention_ms=RETENTION, cleanup_policy="compact"), now_ms=lambda: clock[0])
+    return Log.open(
+        path,
+        LogConfig(segment_bytes=300, delete_retention_ms=RETENTION, cleanup_policy="compact"),
+        now_ms=lambda: clock[0],
+    )
 
 
 def tx(records, pid=7, epoch=0):
@@ -45,7 +49,14 @@ def contents(log):
     for h, batch in log.batches():
         for r in iter_records(batch):
             kind = "marker" if h.is_control else ("tx" if h.is_transactional else "plain")
-            out.append((r.offset, kind, h.producer_id if h.is_control else bytes(r.key), None if h.is_control or r.value is None else bytes(r.value)))
+            out.append(
+                (
+                    r.offset,
+                    kind,
+                    h.producer_id if h.is_control else bytes(r.key),
+                    None if h.is_control or r.value is None else bytes(r.value),
+                )
+            )
     return out
 
 
@@ -129,7 +140,11 @@ def test_a_compacted_store_loads_as_the_uncompacted_one(tmp_path, seed):
     rng = random.Random(seed)
     c = random_history(rng, rng.randint(5, 60), tombstones=seed % 2 == 0)
     clock = [T0]
-    log = Log.open(tmp_path / "p", LogConfig(segment_bytes=rng.choice([200, 400, 800]), delete_retention_ms=RETENTION, cleanup_policy="compact"), now_ms=lambda: clock[0])
+    log = Log.open(
+        tmp_path / "p",
+        LogConfig(segment_bytes=rng.choice([200, 400, 800]), delete_retention_ms=RETENTION, cleanup_policy="compact"),
+        now_ms=lambda: clock[0],
+    )
     for batch in log_bytes(c.results):
         log.append(batch)
     log.append_records([(b"\x00\x02\x00\x01z", None)], T0)  # something in the active segment

@@ -44,10 +44,20 @@ def test_rebuilt_from_the_batches_of_a_log(tmp_path):
         return validate_batch(bytes(b)), memoryview(bytes(b))
 
     batches = [
-        at(build_batch([(None, b"x")], timestamp_ms=1, producer_id=1, producer_epoch=0, base_sequence=0, attributes=0x10), 0),
+        at(
+            build_batch(
+                [(None, b"x")], timestamp_ms=1, producer_id=1, producer_epoch=0, base_sequence=0, attributes=0x10
+            ),
+            0,
+        ),
         at(build_batch([(None, b"plain")], timestamp_ms=1), 1),
         at(build_control_batch(1, 0, False, timestamp_ms=1), 2),
-        at(build_batch([(None, b"y")], timestamp_ms=1, producer_id=2, producer_epoch=0, base_sequence=0, attributes=0x10), 3),
+        at(
+            build_batch(
+                [(None, b"y")], timestamp_ms=1, producer_id=2, producer_epoch=0, base_sequence=0, attributes=0x10
+            ),
+            3,
+        ),
     ]
     t = PartitionTxns.rebuild(batches)
     assert t.aborted == [(1, 0, 2)] and t.ongoing == {2: 3} and t.last_stable_offset(4) == 3

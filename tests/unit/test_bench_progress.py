@@ -53,5 +53,7 @@ async def test_run_target_prints_a_line_as_each_step_starts(tmp_path, monkeypatc
 
 
 def test_make_bench_runs_bench_run():
-    plan = subprocess.run(["make", "-n", "bench"], cwd=run.ROOT, capture_output=True, text=True, timeout=30, check=True).stdout
+    plan = subprocess.run(
+        ["make", "-n", "bench"], cwd=run.ROOT, capture_output=True, text=True, timeout=30, check=True
+    ).stdout
     assert "-m bench.run" in plan

@@ -15,7 +15,11 @@ from tests.harness import request_bytes
 from tests.unit.test_fastwrite import entity, kio_bytes
 
 REQUESTS = sorted(
-    {codec.request_class(spec.key, v) for spec in API_TABLE.values() for v in range(spec.min_version, spec.max_version + 1)},
+    {
+        codec.request_class(spec.key, v)
+        for spec in API_TABLE.values()
+        for v in range(spec.min_version, spec.max_version + 1)
+    },
     key=lambda c: (c.__module__, c.__qualname__),
 )
 
@@ -59,20 +63,46 @@ def test_count_larger_than_the_frame_is_refused_before_kio(body):
 
 def test_a_nested_count_is_checked_too():
     cls = codec.request_class(8, 2)
-    partition = codec.make(codec.nested(cls, "OffsetCommitRequestPartition"), partition_index=0, committed_offset=5, committed_metadata="")
+    partition = codec.make(
+        codec.nested(cls, "OffsetCommitRequestPartition"), partition_index=0, committed_offset=5, committed_metadata=""
+    )
     topic = codec.make(codec.nested(cls, "OffsetCommitRequestTopic"), name="t", partitions=(partition,))
-    frame = _frame_body(request_bytes(8, 2, {"group_id": "g", "generation_id_or_member_epoch": 1, "member_id": "m", "retention_time_ms": -1, "topics": (topic,)}))
+    frame = _frame_body(
+        request_bytes(
+            8,
+            2,
+            {
+                "group_id": "g",
+                "generation_id_or_member_epoch": 1,
+                "member_id": "m",
+                "retention_time_ms": -1,
+                "topics": (topic,),
+            },
+        )
+    )
     count_at = frame.index(b"\x00\x01t") + 3  # the partitions count follows the topic name
     assert struct.unpack_from(">i", frame, count_at)[0] == 1
     parse_request(frame)
-    forged = frame[:count_at] + struct.pack(">i", 1_000_000) + frame[count_at + 4:]
+    forged = frame[:count_at] + struct.pack(">i", 1_000_000) + frame[count_at + 4 :]
     with pytest.raises(bounds.Unparseable, match="OffsetCommitRequestTopic.partitions"):
         parse_request(forged)
 
 
 def test_null_for_a_required_array_is_refused():
     # OffsetCommit v2: topics is not nullable; Kafka's reader throws "non-nullable field topics was serialized as null"
-    frame = _frame_body(request_bytes(8, 2, {"group_id": "g", "generation_id_or_member_epoch": 1, "member_id": "m", "retention_time_ms": -1, "topics": []}))
+    frame = _frame_body(
+        request_bytes(
+            8,
+            2,
+            {
+                "group_id": "g",
+                "generation_id_or_member_epoch": 1,
+                "member_id": "m",
+                "retention_time_ms": -1,
+                "topics": [],
+            },
+        )
+    )
     assert frame.endswith(b"\x00\x00\x00\x00")
     with pytest.raises(bounds.Unparseable, match="non-nullable field OffsetCommitRequest.topics"):
         parse_request(frame[:-4] + b"\xff\xff\xff\xff")
@@ -89,7 +119,19 @@ def test_null_where_the_schema_allows_it_still_reads():
 
 
 def test_a_walk_off_the_end_is_unparseable_not_an_index_error():
-    frame = _frame_body(request_bytes(8, 2, {"group_id": "g", "generation_id_or_member_epoch": 1, "member_id": "m", "retention_time_ms": -1, "topics": []}))
+    frame = _frame_body(
+        request_bytes(
+            8,
+            2,
+            {
+                "group_id": "g",
+                "generation_id_or_member_epoch": 1,
+                "member_id": "m",
+                "retention_time_ms": -1,
+                "topics": [],
+            },
+        )
+    )
     with pytest.raises(bounds.Unparseable, match="truncated"):
         parse_request(frame[:-6])
 
@@ -108,7 +150,9 @@ def test_decode_bench_measures_every_hot_request(capsys):
     assert bounds.checker(codec.request_class(8, 8)) is not None  # the bench put the checks back
     from groupd.protocol import request
 
-    assert all(request._readers[k, v][1] is not None for k, v, _ in decode_bench.requests().values() if k != ApiKey.HEARTBEAT)
+    assert all(
+        request._readers[k, v][1] is not None for k, v, _ in decode_bench.requests().values() if k != ApiKey.HEARTBEAT
+    )
 
 
 def _forged(body: bytes, field, value: int) -> bytes:

@@ -20,7 +20,9 @@ def test_fields_the_version_lacks_are_dropped_and_the_rest_converted():
 
 
 def test_given_kio_values_pass_through_and_defaults_fill_the_rest():
-    hb = codec.make(codec.response_class(12, 4), throttle_time=datetime.timedelta(seconds=1), error_code=ErrorCode.unknown_member_id)
+    hb = codec.make(
+        codec.response_class(12, 4), throttle_time=datetime.timedelta(seconds=1), error_code=ErrorCode.unknown_member_id
+    )
     assert hb.throttle_time == datetime.timedelta(seconds=1)
     assert hb.error_code is ErrorCode.unknown_member_id
     # a field with a schema default may be left out

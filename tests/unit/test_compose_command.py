@@ -19,7 +19,9 @@ def fake(bin_dir: Path, name: str, body: str) -> None:
 
 def compose(bin_dir: Path, *args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PATH": str(bin_dir)}
-    return subprocess.run(["/bin/bash", str(ROOT / "scripts/compose.sh"), *args], env=env, capture_output=True, text=True, timeout=10)
+    return subprocess.run(
+        ["/bin/bash", str(ROOT / "scripts/compose.sh"), *args], env=env, capture_output=True, text=True, timeout=10
+    )
 
 
 def test_plugin_preferred_then_standalone_then_a_message(tmp_path):
@@ -40,5 +42,7 @@ def test_plugin_preferred_then_standalone_then_a_message(tmp_path):
 
 
 def test_make_compose_up_goes_through_the_chooser():
-    plan = subprocess.run(["make", "-n", "compose-up"], cwd=ROOT, capture_output=True, text=True, timeout=30, check=True).stdout
+    plan = subprocess.run(
+        ["make", "-n", "compose-up"], cwd=ROOT, capture_output=True, text=True, timeout=30, check=True
+    ).stdout
     assert "scripts/compose.sh -f docker/docker-compose.yml up" in plan, plan

@@ -60,4 +60,6 @@ def test_readme_config_table_is_current():
     from groupd.broker.config import config_table_markdown
 
     readme = (Path(__file__).resolve().parents[2] / "docs" / "configuration.md").read_text()
-    assert config_table_markdown() in readme, "docs/configuration.md's config table is stale: python scripts/readme_tables.py"
+    assert config_table_markdown() in readme, (
+        "docs/configuration.md's config table is stale: python scripts/readme_tables.py"
+    )

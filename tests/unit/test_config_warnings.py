@@ -35,14 +35,21 @@ def test_unknown_key_warning_is_a_line_like_the_others_with_did_you_mean(tmp_pat
     lines = first_lines(tmp_path, "log.retension.ms=5", "totally.unknown=1")
     stamp = r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} "
     typo = [line for line in lines if "log.retension.ms" in line]
-    assert len(typo) == 1 and re.match(stamp + r"WARNING groupd\.config: unknown configuration key log\.retension\.ms is ignored "
-                                       r"\(did you mean log\.retention\.ms\?\)$", typo[0]), lines
+    assert len(typo) == 1 and re.match(
+        stamp + r"WARNING groupd\.config: unknown configuration key log\.retension\.ms is ignored "
+        r"\(did you mean log\.retention\.ms\?\)$",
+        typo[0],
+    ), lines
     other = [line for line in lines if "totally.unknown" in line]
-    assert len(other) == 1 and re.match(stamp + r"WARNING groupd\.config: unknown configuration key totally\.unknown is ignored$", other[0])
+    assert len(other) == 1 and re.match(
+        stamp + r"WARNING groupd\.config: unknown configuration key totally\.unknown is ignored$", other[0]
+    )
     assert all(re.match(stamp, line) for line in lines), lines
 
 
 def test_in_json_too(tmp_path):
     lines = first_lines(tmp_path, "log.format=json", "group.max.sise=3")
     doc = json.loads(next(line for line in lines if "group.max.sise" in line))
-    assert doc["level"] == "WARNING" and doc["logger"] == "groupd.config" and "did you mean group.max.size?" in doc["msg"]
+    assert (
+        doc["level"] == "WARNING" and doc["logger"] == "groupd.config" and "did you mean group.max.size?" in doc["msg"]
+    )

@@ -95,7 +95,12 @@ CLASSES = sorted(
         for v in range(spec.min_version, spec.max_version + 1)
         for cls in (codec.request_class(spec.key, v), codec.response_class(spec.key, v))
     }
-    | {codec.request_header_class(3, 0), codec.request_header_class(3, 9), codec.response_header_class(3, 9), codec.response_header_class(3, 0)},
+    | {
+        codec.request_header_class(3, 0),
+        codec.request_header_class(3, 9),
+        codec.response_header_class(3, 9),
+        codec.response_header_class(3, 0),
+    },
     key=lambda c: (c.__module__, c.__qualname__),
 )
 
@@ -149,8 +154,11 @@ def _as_nested_values(e):
     return values
 
 
-@pytest.mark.parametrize("cls", [c for c in CLASSES if any(isinstance(classify_field(f), EntityField | EntityTupleField) for f in fields(c))],
-                         ids=lambda c: f"{c.__module__.split('schema.')[-1]}.{c.__qualname__}")
+@pytest.mark.parametrize(
+    "cls",
+    [c for c in CLASSES if any(isinstance(classify_field(f), EntityField | EntityTupleField) for f in fields(c))],
+    ids=lambda c: f"{c.__module__.split('schema.')[-1]}.{c.__qualname__}",
+)
 def test_values_writer_takes_nested_dicts(cls):
     @settings(max_examples=10, deadline=None, suppress_health_check=list(HealthCheck))
     @given(entity(cls))
@@ -168,28 +176,63 @@ def test_values_writer_takes_defaults_and_refuses_what_kio_refuses():
     with pytest.raises(KeyError):
         compile_values_writer(rc)({"throttle_time": 0, "error_code": 0})  # assignment has no default
     with pytest.raises(Exception):  # noqa: B017 - struct.error: the generation does not fit an int32
-        codec.encode_values(codec.response_class(11, 5), {
-            "throttle_time": 0, "error_code": 0, "generation_id": 2**40, "protocol_name": "r", "leader": "a", "member_id": "a", "members": (),
-        })
+        codec.encode_values(
+            codec.response_class(11, 5),
+            {
+                "throttle_time": 0,
+                "error_code": 0,
+                "generation_id": 2**40,
+                "protocol_name": "r",
+                "leader": "a",
+                "member_id": "a",
+                "members": (),
+            },
+        )
 
 
 def test_known_shapes():
     rc = codec.response_class(11, 5)
     member = codec.nested(rc, "JoinGroupResponseMember")
     join = codec.make(
-        rc, throttle_time=0, error_code=0, generation_id=7, protocol_name="range", leader="m-1", member_id="m-1",
+        rc,
+        throttle_time=0,
+        error_code=0,
+        generation_id=7,
+        protocol_name="range",
+        leader="m-1",
+        member_id="m-1",
         members=tuple(member(member_id=f"m-{i}", group_instance_id=None, metadata=b"\x00\x01sub") for i in range(3)),
     )
     heartbeat = codec.make(codec.response_class(12, 4), throttle_time=0, error_code=27)
     fetch_cls = codec.response_class(1, 11)
     part = codec.make(
-        codec.nested(fetch_cls, "PartitionData"), partition_index=0, error_code=0, high_watermark=5, last_stable_offset=5,
-        log_start_offset=0, aborted_transactions=None, preferred_read_replica=-1, records=b"x" * 100,
+        codec.nested(fetch_cls, "PartitionData"),
+        partition_index=0,
+        error_code=0,
+        high_watermark=5,
+        last_stable_offset=5,
+        log_start_offset=0,
+        aborted_transactions=None,
+        preferred_read_replica=-1,
+        records=b"x" * 100,
     )
-    fetch = codec.make(fetch_cls, throttle_time=0, error_code=0, session_id=0,
-                       responses=(codec.make(codec.nested(fetch_cls, "FetchableTopicResponse"), topic="t", partitions=(part,)),))
-    api = codec.make(codec.response_class(18, 3), error_code=0, api_keys=(), throttle_time=0,
-                     finalized_features_epoch=3, supported_features=(), finalized_features=(), zk_migration_ready=True)
+    fetch = codec.make(
+        fetch_cls,
+        throttle_time=0,
+        error_code=0,
+        session_id=0,
+        responses=(codec.make(codec.nested(fetch_cls, "FetchableTopicResponse"), topic="t", partitions=(part,)),),
+    )
+    api = codec.make(
+        codec.response_class(18, 3),
+        error_code=0,
+        api_keys=(),
+        throttle_time=0,
+        finalized_features_epoch=3,
+        supported_features=(),
+        finalized_features=(),
+        zk_migration_ready=True,
+    )
     for e in (join, heartbeat, fetch, api):
         assert compile_writer(type(e))(e) == kio_bytes(e)
     assert codec.encode(join) == kio_bytes(join)
@@ -199,22 +242,45 @@ def test_values_that_do_not_fit_still_raise():
     too_big = codec.make(codec.response_class(12, 0), error_code=0).__class__  # Heartbeat v0: error_code only
     with pytest.raises(Exception):  # noqa: B017 - struct.error or kio's own
         compile_writer(codec.response_class(11, 5))(
-            codec.make(codec.response_class(11, 5), throttle_time=0, error_code=0, generation_id=2**40, protocol_name="r",
-                       leader="a", member_id="a", members=())
+            codec.make(
+                codec.response_class(11, 5),
+                throttle_time=0,
+                error_code=0,
+                generation_id=2**40,
+                protocol_name="r",
+                leader="a",
+                member_id="a",
+                members=(),
+            )
         )
     assert too_big is codec.response_class(12, 0)
     with pytest.raises(ValueError):
         compile_writer(codec.response_class(12, 0).__mro__[0])  # compiles
         compile_writer(codec.response_class(11, 0))(
-            codec.make(codec.response_class(11, 0), error_code=0, generation_id=1, protocol_name="r",
-                       leader="x" * 40_000, member_id="a", members=())
+            codec.make(
+                codec.response_class(11, 0),
+                error_code=0,
+                generation_id=1,
+                protocol_name="r",
+                leader="x" * 40_000,
+                member_id="a",
+                members=(),
+            )
         )
 
 
 def test_nullable_uuid_and_zero():
     cls = codec.response_class(3, 12)
     topic = codec.nested(cls, "MetadataResponseTopic")
-    t = codec.make(topic, error_code=0, name=None, topic_id=uuid.UUID(int=0), is_internal=False, partitions=(), topic_authorized_operations=-1)
+    t = codec.make(
+        topic,
+        error_code=0,
+        name=None,
+        topic_id=uuid.UUID(int=0),
+        is_internal=False,
+        partitions=(),
+        topic_authorized_operations=-1,
+    )
     assert compile_writer(topic)(t) == kio_bytes(t)
 
 
@@ -225,8 +291,17 @@ def test_kept_strings_are_bounded_and_written_as_kio_writes_them():
     fc = codec.response_class(11, 9)  # compact strings
     long_id = "m" * 1000
     for cls in (rc, fc):
-        values = {"throttle_time": 0, "error_code": 0, "generation_id": 1, "protocol_type": "consumer", "protocol_name": "range",
-                  "leader": long_id, "skip_assignment": False, "member_id": "short-id", "members": ()}
+        values = {
+            "throttle_time": 0,
+            "error_code": 0,
+            "generation_id": 1,
+            "protocol_type": "consumer",
+            "protocol_name": "range",
+            "leader": long_id,
+            "skip_assignment": False,
+            "member_id": "short-id",
+            "members": (),
+        }
         first = codec.encode_values(cls, values)
         assert codec.encode_values(cls, values) == first == kio_bytes(codec.make(cls, **values))
     for kept in (fastwrite._legacy_strings, fastwrite._compact_strings):

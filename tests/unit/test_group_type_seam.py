@@ -45,7 +45,9 @@ def _outside_type_packages(folder: Path) -> list[Path]:
 
 
 def _is_state(node: ast.expr) -> bool:
-    return (isinstance(node, ast.Name) and node.id == "state") or (isinstance(node, ast.Attribute) and node.attr == "state")
+    return (isinstance(node, ast.Name) and node.id == "state") or (
+        isinstance(node, ast.Attribute) and node.attr == "state"
+    )
 
 
 def _violations(path: Path, strict: bool = True) -> list[str]:
@@ -103,5 +105,7 @@ def test_every_registered_type_implements_the_protocol():
 def test_the_guard_sees_a_special_case(tmp_path):
     """The checker itself: a shard poking a type's map is caught."""
     bad = tmp_path / "bad.py"
-    bad.write_text("from groupd.coordinator.consumer.runtime import x\n\ndef f(state):\n    return state.consumer_groups\n")
+    bad.write_text(
+        "from groupd.coordinator.consumer.runtime import x\n\ndef f(state):\n    return state.consumer_groups\n"
+    )
     assert len(_violations(bad)) == 2

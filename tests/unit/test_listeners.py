@@ -5,7 +5,10 @@ import pytest
 
 from groupd.broker.config import ConfigError, load_config, parse_properties
 
-JAAS = 'org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" password="admin-secret" user_admin="admin-secret" user_alice="alice-secret";'
+JAAS = (
+    'org.apache.kafka.common.security.plain.PlainLoginModule required username="admin" password="admin-secret" '
+    'user_admin="admin-secret" user_alice="alice-secret";'
+)
 
 
 def sasl(**more):
@@ -23,14 +26,25 @@ def load(raw):
 
 def test_default_is_one_plaintext_listener():
     (only,) = load({}).listeners
-    assert (only.name, only.protocol, only.host, only.port, only.advertised) == ("PLAINTEXT", "PLAINTEXT", "127.0.0.1", 9092, ("127.0.0.1", 9092))
+    assert (only.name, only.protocol, only.host, only.port, only.advertised) == (
+        "PLAINTEXT",
+        "PLAINTEXT",
+        "127.0.0.1",
+        9092,
+        ("127.0.0.1", 9092),
+    )
     assert not only.sasl and not only.tls
 
 
 def test_two_listeners_map_to_their_protocols_and_advertise_themselves():
     plain, secured = load(sasl()).listeners
     assert (plain.name, plain.protocol, plain.port) == ("PLAINTEXT", "PLAINTEXT", 9092)
-    assert (secured.name, secured.protocol, secured.port, secured.advertised) == ("SASL_PLAINTEXT", "SASL_PLAINTEXT", 9093, ("127.0.0.1", 9093))
+    assert (secured.name, secured.protocol, secured.port, secured.advertised) == (
+        "SASL_PLAINTEXT",
+        "SASL_PLAINTEXT",
+        9093,
+        ("127.0.0.1", 9093),
+    )
     assert secured.mechanisms == ("PLAIN",)
     assert dict(secured.plain_users) == {"admin": "admin-secret", "alice": "alice-secret"}
 
@@ -45,7 +59,11 @@ def test_custom_names_through_the_protocol_map_and_lower_case_names_normalised()
     }
     internal, external = load(raw).listeners
     assert (internal.name, internal.protocol, internal.advertised) == ("INTERNAL", "PLAINTEXT", ("broker-1", 19092))
-    assert (external.name, external.protocol, external.advertised) == ("EXTERNAL", "SASL_PLAINTEXT", ("kafka.example.com", 9093))
+    assert (external.name, external.protocol, external.advertised) == (
+        "EXTERNAL",
+        "SASL_PLAINTEXT",
+        ("kafka.example.com", 9093),
+    )
 
 
 def test_a_listener_left_out_of_advertised_listeners_advertises_nothing():
@@ -54,7 +72,12 @@ def test_a_listener_left_out_of_advertised_listeners_advertises_nothing():
 
 
 def test_per_listener_mechanisms_override_the_global_key():
-    raw = sasl(**{"sasl.enabled.mechanisms": "GSSAPI", "listener.name.sasl_plaintext.sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256"})
+    raw = sasl(
+        **{
+            "sasl.enabled.mechanisms": "GSSAPI",
+            "listener.name.sasl_plaintext.sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256",
+        }
+    )
     assert load(raw).listeners[1].mechanisms == ("PLAIN", "SCRAM-SHA-256")
 
 
@@ -62,7 +85,10 @@ def test_per_listener_mechanisms_override_the_global_key():
     "raw, message",
     [
         ({"listeners": "127.0.0.1:9092"}, "Unable to parse 127.0.0.1:9092 to a broker endpoint"),
-        ({"listeners": "PLAINTEXT://127.0.0.1:9092,PLAINTEXT://127.0.0.1:9093"}, "Each listener must have a different name"),
+        (
+            {"listeners": "PLAINTEXT://127.0.0.1:9092,PLAINTEXT://127.0.0.1:9093"},
+            "Each listener must have a different name",
+        ),
         ({"listeners": "PLAINTEXT://127.0.0.1:9092,SSL://127.0.0.1:9092"}, "Each listener must have a different port"),
         ({"listeners": "CLIENT://127.0.0.1:9092"}, "No security protocol defined for listener CLIENT"),
         ({"listener.security.protocol.map": "PLAINTEXT:TLS"}, "unknown security protocol TLS"),
@@ -74,8 +100,14 @@ def test_per_listener_mechanisms_override_the_global_key():
         (sasl(**{"sasl.enabled.mechanisms": "OAUTHBEARER"}), "OAUTHBEARER"),
         (sasl(**{"sasl.enabled.mechanisms": "DIGEST-MD5"}), "unknown SASL mechanism DIGEST-MD5"),
         (sasl(**{"sasl.enabled.mechanisms": ""}), "No SASL mechanisms are enabled"),
-        (sasl(**{"listener.name.sasl_plaintext.plain.sasl.jaas.config": ""}), "enables PLAIN but listener.name.sasl_plaintext.plain.sasl.jaas.config is not set"),
-        (sasl(**{"listener.name.sasl_plaintext.plain.sasl.jaas.config": "x.Y required user_a=\"b\";"}), "login module x.Y is not served for PLAIN"),
+        (
+            sasl(**{"listener.name.sasl_plaintext.plain.sasl.jaas.config": ""}),
+            "enables PLAIN but listener.name.sasl_plaintext.plain.sasl.jaas.config is not set",
+        ),
+        (
+            sasl(**{"listener.name.sasl_plaintext.plain.sasl.jaas.config": 'x.Y required user_a="b";'}),
+            "login module x.Y is not served for PLAIN",
+        ),
         (sasl(**{"listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS[:-1]}), "not terminated by semi-colon"),
         (sasl(**{"connections.max.reauth.ms": "60000"}), "must be <= 0"),
     ],
@@ -100,12 +132,15 @@ def test_properties_line_continuations_as_in_kafkas_jaas_examples(tmp_path):
     text = (
         "listeners=PLAINTEXT://127.0.0.1:9092,SASL_PLAINTEXT://127.0.0.1:9093\n"
         "sasl.enabled.mechanisms=PLAIN\n"
-        "listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required \\\n"
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule "
+        "required \\\n"
         '    username="admin" \\\n'
         '    password="admin-secret" \\\n'
         '    user_admin="admin-secret";\n'
     )
-    assert parse_properties(text)["listener.name.sasl_plaintext.plain.sasl.jaas.config"].endswith('user_admin="admin-secret";')
+    assert parse_properties(text)["listener.name.sasl_plaintext.plain.sasl.jaas.config"].endswith(
+        'user_admin="admin-secret";'
+    )
     path = tmp_path / "server.properties"
     path.write_text(text)
     assert dict(load_config(path).listeners[1].plain_users) == {"admin": "admin-secret"}

@@ -22,7 +22,9 @@ FORGED = "alice\n2026-11-25 14:00:00,000 INFO groupd.broker: FORGED"
 FORMATTERS = {"text": TextFieldsFormatter, "logfmt": LogfmtFormatter, "json": JsonFormatter}
 
 
-def record(msg: str, args: tuple | dict = (), fields: dict | None = None, exc_info=None, level: int = logging.WARNING) -> logging.LogRecord:
+def record(
+    msg: str, args: tuple | dict = (), fields: dict | None = None, exc_info=None, level: int = logging.WARNING
+) -> logging.LogRecord:
     rec = logging.LogRecord("groupd.connection", level, __file__, 1, msg, args, exc_info)
     if fields is not None:
         rec.fields = fields
@@ -38,7 +40,9 @@ def _logfmt_value(line: str, key: str) -> str:
 
 @pytest.mark.parametrize("fmt", FORMATTERS)
 def test_a_newline_in_an_interpolated_value_stays_on_its_line(fmt):
-    line = FORMATTERS[fmt]().format(record("connection %s closed: SCRAM-SHA-256: bad client-first %s", ("1.2.3.4:5", FORGED)))
+    line = FORMATTERS[fmt]().format(
+        record("connection %s closed: SCRAM-SHA-256: bad client-first %s", ("1.2.3.4:5", FORGED))
+    )
     assert "\n" not in line and "\r" not in line
     assert "FORGED" in line, "the text is kept, escaped, for whoever investigates"
     if fmt == "text":
@@ -79,7 +83,9 @@ def test_a_preformatted_message_is_capped_and_escaped_as_a_whole(fmt):
 
 @pytest.mark.parametrize("fmt", FORMATTERS)
 def test_fields_are_escaped_and_capped(fmt):
-    line = FORMATTERS[fmt]().format(record("member joined", fields={"group": "g", "member": FORGED, "client": "c" * 50_000, "generation": 3}))
+    line = FORMATTERS[fmt]().format(
+        record("member joined", fields={"group": "g", "member": FORGED, "client": "c" * 50_000, "generation": 3})
+    )
     assert "\n" not in line and len(line) < 2 * VALUE_MAX_CHARS + 300
     if fmt == "json":
         doc = json.loads(line)
@@ -115,7 +121,10 @@ def test_text_tracebacks_stay_multiline_but_their_message_cannot_forge_a_line():
     except ValueError:
         text = TextFieldsFormatter().format(record("handler failed", exc_info=sys.exc_info(), level=logging.ERROR))
     lines = text.split("\n")
-    assert lines[1].startswith("Traceback") and lines[-1] == "ValueError: boom\\n2026-11-25 14:00:00,000 INFO groupd.broker: FORGED"
+    assert (
+        lines[1].startswith("Traceback")
+        and lines[-1] == "ValueError: boom\\n2026-11-25 14:00:00,000 INFO groupd.broker: FORGED"
+    )
     assert not any(line.startswith("2026-11-25 14:00:00,000") for line in lines)
 
 

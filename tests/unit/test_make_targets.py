@@ -17,7 +17,9 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def dry_run(target: str, venv: Path) -> str:
-    out = subprocess.run(["make", "-n", target, f"VENV={venv}"], cwd=ROOT, capture_output=True, text=True, timeout=30, check=True)
+    out = subprocess.run(
+        ["make", "-n", target, f"VENV={venv}"], cwd=ROOT, capture_output=True, text=True, timeout=30, check=True
+    )
     return out.stdout
 
 
@@ -39,10 +41,19 @@ def test_make_run_from_nothing_listens_without_test_or_spark_packages(tmp_path):
     """The real thing: a new venv, `make run`, a broker answering; the venv holds no pytest, no PySpark
     and needs no root (the stamp's recipe runs pip only). ~7 s with a warm package cache."""
     venv, port = tmp_path / "venv", free_port()
-    args = f"--override listeners=PLAINTEXT://127.0.0.1:{port} --override log.dirs={tmp_path / 'data'} --override metrics.listener="
+    args = (
+        f"--override listeners=PLAINTEXT://127.0.0.1:{port} --override log.dirs={tmp_path / 'data'} "
+        "--override metrics.listener="
+    )
     started = time.monotonic()
-    proc = subprocess.Popen(["make", "run", f"VENV={venv}", f"ARGS={args}"], cwd=ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, start_new_session=True, env={**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"})
+    proc = subprocess.Popen(
+        ["make", "run", f"VENV={venv}", f"ARGS={args}"],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+        env={**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"},
+    )
     try:
         listening = None
         while time.monotonic() - started < 120 and proc.poll() is None:
@@ -52,7 +63,9 @@ def test_make_run_from_nothing_listens_without_test_or_spark_packages(tmp_path):
                 break
             except OSError:
                 time.sleep(0.2)
-        assert listening is not None, f"make run did not start the broker: {proc.stdout.read() if proc.poll() is not None else ''}"
+        assert listening is not None, (
+            f"make run did not start the broker: {proc.stdout.read() if proc.poll() is not None else ''}"
+        )
         site = next(venv.glob("lib/python3*/site-packages"))
         names = {p.name.split("-")[0].lower() for p in site.glob("*.dist-info")}
         assert {"kio", "kafka_python", "prometheus_client"} <= names

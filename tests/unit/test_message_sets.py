@@ -88,7 +88,11 @@ def test_what_kafkas_log_validator_refuses_is_invalid_record():
 
 
 def stored(base, rows, compressed=NONE):
-    batch = bytearray(build_batch([(k, v) for k, v, _ in rows], timestamp_ms=rows[0][2], timestamps=[ts for *_, ts in rows], mutable=True))
+    batch = bytearray(
+        build_batch(
+            [(k, v) for k, v, _ in rows], timestamp_ms=rows[0][2], timestamps=[ts for *_, ts in rows], mutable=True
+        )
+    )
     batch[0:8] = base.to_bytes(8, "big")
     if compressed:
         batch = bytearray(message_sets.compressed_batch(bytes(batch), compressed))
@@ -121,7 +125,9 @@ def test_compressed_batch_down_converts_to_one_wrapper_with_all_its_records(magi
 
 @pytest.mark.parametrize("magic", [0, 1])
 def test_inner_offsets_are_relative_to_the_first_record_for_magic_1_and_absolute_for_magic_0(magic):
-    batch = build_batch([(b"a", b"1"), (b"b", b"2"), (b"c", b"3")], timestamp_ms=7, offset_deltas=[0, 2, 5], base_offset=20)
+    batch = build_batch(
+        [(b"a", b"1"), (b"b", b"2"), (b"c", b"3")], timestamp_ms=7, offset_deltas=[0, 2, 5], base_offset=20
+    )
     out, _ = message_sets.down_convert(message_sets.compressed_batch(batch, LZ4), magic, 0)
     (wrapper,) = message_sets.read_messages(out)
     inner = [m.offset for m in message_sets.read_messages(codecs.decompress(LZ4, wrapper.value, magic))]

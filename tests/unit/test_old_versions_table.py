@@ -107,7 +107,9 @@ def _all_versions():
 def test_generated_classes_load_and_kio_reads_them(api_key, version):
     """The generated classes are what codec resolves, kio has none of its own, and kio's reader takes them."""
     req, resp = codec.request_class(api_key, version), codec.response_class(api_key, version)
-    assert req.__module__.startswith("groupd.protocol.old_schemas.") and resp.__module__.startswith("groupd.protocol.old_schemas.")
+    assert req.__module__.startswith("groupd.protocol.old_schemas.") and resp.__module__.startswith(
+        "groupd.protocol.old_schemas."
+    )
     assert (req.__api_key__, req.__version__, resp.__version__) == (api_key, version, version)
     with pytest.raises(Exception, match="entity path"):
         load_request_schema(api_key, version)
@@ -120,8 +122,10 @@ def test_generated_fields_match_kio_next_version_where_shared(api_key, version):
     """A field the old version shares with kio's lowest version has kio's name, Kafka type and annotation,
     so handlers written against kio's classes fill the old ones through ``codec.make`` unchanged."""
     lowest = min(v for v in range(0, 20) if (api_key, v) not in old_schemas.MODULES and _has_kio(api_key, v))
-    for ours, theirs in ((codec.request_class(api_key, version), load_request_schema(api_key, lowest)),
-                         (codec.response_class(api_key, version), load_response_schema(api_key, lowest))):
+    for ours, theirs in (
+        (codec.request_class(api_key, version), load_request_schema(api_key, lowest)),
+        (codec.response_class(api_key, version), load_response_schema(api_key, lowest)),
+    ):
         kio_fields = {f.name: f for f in fields(theirs)}
         for f in fields(ours):
             if f.name in kio_fields and f.metadata:

@@ -180,7 +180,11 @@ def test_describe_filters_like_kafka() -> None:
     assert names([Component(USER, 0, "u1")], False) == {((USER, "u1"),), ((CLIENT_ID, "c1"), (USER, "u1"))}
     assert names([Component(USER, 0, "u1")], True) == {((USER, "u1"),)}
     assert names([Component(USER, 1, None)], True) == {((USER, None),)}
-    assert names([Component(CLIENT_ID, 2, None)], False) == {((CLIENT_ID, "c1"),), ((CLIENT_ID, None),), ((CLIENT_ID, "c1"), (USER, "u1"))}
+    assert names([Component(CLIENT_ID, 2, None)], False) == {
+        ((CLIENT_ID, "c1"),),
+        ((CLIENT_ID, None),),
+        ((CLIENT_ID, "c1"), (USER, "u1")),
+    }
     assert len(names([], False)) == 5 and names([], True) == set()
     for bad, message in [
         ([Component(USER, 0, None)], "MATCH_TYPE_EXACT, but set match string to null"),

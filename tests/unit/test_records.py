@@ -126,7 +126,17 @@ texts = st.text(max_size=20)
         st.none() | texts,
         st.integers(-1, 2**62),
         st.lists(
-            st.builds(MemberMetadata, texts, st.none() | texts, texts, texts, st.integers(0, 2**31 - 1), st.integers(0, 2**31 - 1), st.binary(max_size=30), st.binary(max_size=30)),
+            st.builds(
+                MemberMetadata,
+                texts,
+                st.none() | texts,
+                texts,
+                texts,
+                st.integers(0, 2**31 - 1),
+                st.integers(0, 2**31 - 1),
+                st.binary(max_size=30),
+                st.binary(max_size=30),
+            ),
             max_size=4,
         ).map(tuple),
     ),
@@ -144,8 +154,17 @@ def test_offset_commit_round_trip(offset, metadata, ts, epoch, version):
 
 # ---------------------------------------------------------------- fast paths agree with the checked reader
 
-@given(texts, texts, st.integers(-(2**31), 2**31 - 1), st.integers(-(2**63), 2**63 - 1), texts,
-       st.integers(-(2**63), 2**63 - 1), st.integers(-(2**31), 2**31 - 1), st.sampled_from([1, 3]))
+
+@given(
+    texts,
+    texts,
+    st.integers(-(2**31), 2**31 - 1),
+    st.integers(-(2**63), 2**63 - 1),
+    texts,
+    st.integers(-(2**63), 2**63 - 1),
+    st.integers(-(2**31), 2**31 - 1),
+    st.sampled_from([1, 3]),
+)
 def test_fast_paths_match_the_generic_reader(group, topic, partition, offset, metadata, ts, epoch, version):
     from groupd.coordinator import records
 
@@ -158,9 +177,19 @@ def test_fast_paths_match_the_generic_reader(group, topic, partition, offset, me
     assert decode_value(key, data) == value
 
 
-@given(texts, texts, st.integers(-(2**31), 2**31 - 1), st.integers(-(2**63), 2**63 - 1), texts,
-       st.integers(-(2**63), 2**63 - 1), st.integers(-(2**31), 2**31 - 1), st.integers(-1, 2**62))
-def test_the_commit_writers_lay_out_what_the_general_writer_does(group, topic, partition, offset, metadata, ts, epoch, expire):
+@given(
+    texts,
+    texts,
+    st.integers(-(2**31), 2**31 - 1),
+    st.integers(-(2**63), 2**63 - 1),
+    texts,
+    st.integers(-(2**63), 2**63 - 1),
+    st.integers(-(2**31), 2**31 - 1),
+    st.integers(-1, 2**62),
+)
+def test_the_commit_writers_lay_out_what_the_general_writer_does(
+    group, topic, partition, offset, metadata, ts, epoch, expire
+):
     """encode_key (a cached prefix) and encode_value (struct layouts) against Writer, field by field."""
     from groupd.coordinator import records
 
@@ -211,10 +240,17 @@ def offset_record_bytes(group, topic, partition, key_version, value):
     st.one_of(
         st.tuples(st.binary(max_size=40), st.none() | st.binary(max_size=60)),  # anything at all
         st.builds(  # well-formed offset commits, tombstones included, cut or grown by a byte or not
-            offset_record_bytes, texts, texts, st.integers(-(2**31), 2**31 - 1), st.sampled_from([0, 1, 2]),
-            st.none() | st.builds(
+            offset_record_bytes,
+            texts,
+            texts,
+            st.integers(-(2**31), 2**31 - 1),
+            st.sampled_from([0, 1, 2]),
+            st.none()
+            | st.builds(
                 lambda v, version: encode_value_version(v, version),
-                st.builds(OffsetCommitValue, st.integers(0, 2**62), texts, st.integers(0, 2**62), st.integers(-1, 2**31 - 1)),
+                st.builds(
+                    OffsetCommitValue, st.integers(0, 2**62), texts, st.integers(0, 2**62), st.integers(-1, 2**31 - 1)
+                ),
                 st.sampled_from([1, 3, 4]),
             ),
         ),

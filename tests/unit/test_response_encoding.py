@@ -45,6 +45,8 @@ def test_encoded_answers_carry_their_bytes_and_error():
 
     for version in range(5):
         for error in (0, 27):
-            answer = RequestContext(RequestHeader(12, version, 1, "c"), "h", "c1").encoded(throttle_time=0, error_code=error)
+            answer = RequestContext(RequestHeader(12, version, 1, "c"), "h", "c1").encoded(
+                throttle_time=0, error_code=error
+            )
             assert isinstance(answer, Encoded) and answer.error_code == error
             assert encode_response(12, version, 9, answer) == kio_frame(12, version, 9, heartbeat(version, error))

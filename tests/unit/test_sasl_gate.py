@@ -47,7 +47,10 @@ def authenticate(g, token, version=2):
         (b"\x00\x00x", "Authentication failed: username not specified"),
         (b"\x00alice\x00", "Authentication failed: password not specified"),
         (b"alice\x00alice-secret", "Invalid SASL/PLAIN response: expected 3 tokens, got 2"),
-        (b"bob\x00alice\x00alice-secret", "Authentication failed: Client requested an authorization id that is different from username"),
+        (
+            b"bob\x00alice\x00alice-secret",
+            "Authentication failed: Client requested an authorization id that is different from username",
+        ),
     ],
 )
 def test_plain_refusals_carry_kafkas_messages(token, message):
@@ -111,7 +114,9 @@ def test_any_other_request_before_authentication_closes_without_an_answer(before
             g.receive(frame(18, 3, {"client_software_name": "t", "client_software_version": "1"}))
         else:
             handshake(g)
-    step = g.receive(frame(3, 12, {"topics": None, "allow_auto_topic_creation": False, "include_topic_authorized_operations": False}))
+    step = g.receive(
+        frame(3, 12, {"topics": None, "allow_auto_topic_creation": False, "include_topic_authorized_operations": False})
+    )
     assert step.reply is None and step.close.startswith("Unexpected Kafka request of type Metadata during SASL")
 
 

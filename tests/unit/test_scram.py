@@ -24,13 +24,19 @@ RFC_SALT = base64.b64decode("W22ZaJ0SNY7soEsUEjb6gQ==")
 RFC_CLIENT_FIRST = b"n,,n=user,r=rOprNGfwEbeRWgbNEkqO"
 RFC_SERVER_NONCE = "%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0"
 RFC_SERVER_FIRST = b"r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096"
-RFC_CLIENT_FINAL = b"c=biws,r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ="
+RFC_CLIENT_FINAL = (
+    b"c=biws,r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ="
+)
 RFC_SERVER_FINAL = b"v=6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4="
 
 
 def rfc_server(iterations=4096, users=("user",)):
     cred = credential(SHA_256, RFC_SALT, salted_password(SHA_256, "pencil", RFC_SALT, iterations), iterations)
-    return ScramServer(SHA_256, lambda user, mech: cred if user in users and mech == "SCRAM-SHA-256" else None, nonce=lambda: RFC_SERVER_NONCE)
+    return ScramServer(
+        SHA_256,
+        lambda user, mech: cred if user in users and mech == "SCRAM-SHA-256" else None,
+        nonce=lambda: RFC_SERVER_NONCE,
+    )
 
 
 def test_rfc_7677_exchange():
@@ -74,7 +80,9 @@ def test_malformed_first_messages(first):
 
 
 def test_another_authorization_id_is_refused_with_kafkas_message():
-    with pytest.raises(AuthenticationFailed, match="Client requested an authorization id that is different from username"):
+    with pytest.raises(
+        AuthenticationFailed, match="Client requested an authorization id that is different from username"
+    ):
         rfc_server().evaluate(b"n,a=admin,n=user,r=rOprNGfwEbeRWgbNEkqO")
 
 
@@ -107,7 +115,9 @@ def client_exchange(server, mechanism, user, password):
 def test_sha_512_round_trip_through_the_credential_store():
     creds = ScramCredentials()
     salt = b"0123456789abcdef"
-    results, changed = creds.alter([], [("bob", SHA_512.type, 8192, salt, salted_password(SHA_512, "secret", salt, 8192))])
+    results, changed = creds.alter(
+        [], [("bob", SHA_512.type, 8192, salt, salted_password(SHA_512, "secret", salt, 8192))]
+    )
     assert changed and [(r.user, r.error) for r in results] == [("bob", ErrorCode.none)]
     server = ScramServer(SHA_512, creds.get)
     client_exchange(server, SHA_512, "bob", "secret")
@@ -127,7 +137,14 @@ def test_alter_refusals_as_kafkas_controller_answers_them():
     creds.alter([], [upsert("kept")])
     results, changed = creds.alter(
         [("kept", 1), ("ghost", 1), ("", 1)],
-        [upsert("few", iterations=4095), upsert("many", iterations=16385), upsert("odd", mech=3), upsert("twice"), upsert("twice", 2), upsert("new", 2)],
+        [
+            upsert("few", iterations=4095),
+            upsert("many", iterations=16385),
+            upsert("odd", mech=3),
+            upsert("twice"),
+            upsert("twice", 2),
+            upsert("new", 2),
+        ],
     )
     got = {r.user: (r.error, r.message) for r in results}
     assert got == {
@@ -159,15 +176,30 @@ def test_describe_named_all_missing_and_duplicated():
     assert [(r.user, infos) for r, infos in creds.describe(None)] == [("a", [(1, 4096), (2, 5000)]), ("b", [(2, 8192)])]
     out = {r.user: (r.error, r.message, infos) for r, infos in creds.describe(["b", "zed", "a", "a"])}
     assert out["b"] == (ErrorCode.none, None, [(2, 8192)])
-    assert out["zed"] == (ErrorCode.resource_not_found, "Attempt to describe a user credential that does not exist: zed", [])
-    assert out["a"] == (ErrorCode.duplicate_resource, "Cannot describe SCRAM credentials for the same user twice in a single request: a", [])
+    assert out["zed"] == (
+        ErrorCode.resource_not_found,
+        "Attempt to describe a user credential that does not exist: zed",
+        [],
+    )
+    assert out["a"] == (
+        ErrorCode.duplicate_resource,
+        "Cannot describe SCRAM credentials for the same user twice in a single request: a",
+        [],
+    )
 
 
 def test_json_round_trip_keeps_keys_not_passwords():
     creds = ScramCredentials()
     creds.alter([], [("u", 1, 4096, b"s", salted_password(SHA_256, "pw", b"s", 4096))])
     doc = creds.to_json()
-    assert "pw" not in str(doc) and set(doc["credentials"][0]) == {"user", "mechanism", "iterations", "salt", "stored_key", "server_key"}
+    assert "pw" not in str(doc) and set(doc["credentials"][0]) == {
+        "user",
+        "mechanism",
+        "iterations",
+        "salt",
+        "stored_key",
+        "server_key",
+    }
     assert ScramCredentials.from_json(doc).items == creds.items
 
 

@@ -40,7 +40,12 @@ def storage_imports(tree: ast.AST) -> set[str]:
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             found |= {a.name for a in node.names if a.name.startswith("groupd.storage")}
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module and node.module.startswith("groupd.storage"):
+        elif (
+            isinstance(node, ast.ImportFrom)
+            and node.level == 0
+            and node.module
+            and node.module.startswith("groupd.storage")
+        ):
             if node.module == "groupd.storage":
                 found |= {f"groupd.storage.{a.name}" for a in node.names}
             else:
@@ -66,7 +71,10 @@ def test_the_check_sees_a_reach_past_the_seam():
         "def f():\n    import groupd.storage.journal\n"
     )
     assert storage_imports(tree) - SEAM == {
-        "groupd.storage.log", "groupd.storage.files", "groupd.storage.committer", "groupd.storage.journal",
+        "groupd.storage.log",
+        "groupd.storage.files",
+        "groupd.storage.committer",
+        "groupd.storage.journal",
     }
     assert not storage_imports(ast.parse("from groupd.storage.engine import PartitionLog\n")) - SEAM
 
@@ -74,7 +82,8 @@ def test_the_check_sees_a_reach_past_the_seam():
 def test_the_wiring_chooses_the_engine_in_one_place():
     """Exactly one product module outside storage/ names an engine: the broker's wiring."""
     choosing = sorted(
-        module_name(path) for path in product_files()
+        module_name(path)
+        for path in product_files()
         if not module_name(path).startswith("groupd.storage")
         and "groupd.storage.local" in storage_imports(ast.parse(path.read_text()))
     )

@@ -49,9 +49,13 @@ def test_inline_chain_and_encrypted_key_as_continued_properties_lines(certs):
 def test_per_listener_keys_and_client_auth_on_sasl_ssl_only_with_the_prefix(certs):
     jaas = 'org.apache.kafka.common.security.plain.PlainLoginModule required user_a="b";'
     base = {
-        "listeners": "SSL://127.0.0.1:9093,SASL_SSL://127.0.0.1:9094", "sasl.enabled.mechanisms": "PLAIN",
-        "listener.name.sasl_ssl.plain.sasl.jaas.config": jaas, "ssl.keystore.type": "PEM",
-        "ssl.keystore.location": certs.server_keystore, "ssl.truststore.type": "PEM", "ssl.truststore.location": certs.ca,
+        "listeners": "SSL://127.0.0.1:9093,SASL_SSL://127.0.0.1:9094",
+        "sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.sasl_ssl.plain.sasl.jaas.config": jaas,
+        "ssl.keystore.type": "PEM",
+        "ssl.keystore.location": certs.server_keystore,
+        "ssl.truststore.type": "PEM",
+        "ssl.truststore.location": certs.ca,
         "ssl.client.auth": "required",
     }
     ssl_l, sasl_ssl = load(**base).listeners
@@ -67,15 +71,50 @@ def test_per_listener_keys_and_client_auth_on_sasl_ssl_only_with_the_prefix(cert
         ({}, "SSL needs a key store"),
         ({"ssl.keystore.location": "KS"}, "ssl.keystore.type JKS is not supported: groupd reads PEM key stores only"),
         ({"ssl.keystore.type": "PKCS12", "ssl.keystore.location": "KS"}, "ssl.keystore.type PKCS12 is not supported"),
-        ({"ssl.keystore.type": "PEM", "ssl.keystore.key": "KEY"}, "SSL private key is specified, but certificate chain is not specified."),
-        ({"ssl.keystore.type": "PEM", "ssl.keystore.certificate.chain": "CERT"}, "SSL certificate chain is specified, but private key is not specified"),
-        ({"ssl.keystore.type": "PEM", "ssl.keystore.location": "KS", "ssl.keystore.key": "KEY", "ssl.keystore.certificate.chain": "CERT"}, "Both SSL key store location and separate private key are specified."),
-        ({"ssl.keystore.type": "PEM", "ssl.keystore.location": "KS", "ssl.keystore.password": "x"}, "SSL key store password cannot be specified with PEM format"),
-        ({"ssl.keystore.type": "PEM", "ssl.keystore.location": "/nonexistent/ks.pem"}, "ssl.keystore.location: cannot read /nonexistent/ks.pem"),
-        ({"ssl.keystore.type": "PEM", "ssl.keystore.location": "KS", "ssl.truststore.location": "CA"}, "ssl.truststore.type JKS is not supported"),
-        ({"ssl.keystore.type": "PEM", "ssl.keystore.location": "KS", "ssl.truststore.type": "PEM", "ssl.truststore.location": "CA", "ssl.truststore.certificates": "X"}, "Both SSL trust store location and separate trust certificates"),
+        (
+            {"ssl.keystore.type": "PEM", "ssl.keystore.key": "KEY"},
+            "SSL private key is specified, but certificate chain is not specified.",
+        ),
+        (
+            {"ssl.keystore.type": "PEM", "ssl.keystore.certificate.chain": "CERT"},
+            "SSL certificate chain is specified, but private key is not specified",
+        ),
+        (
+            {
+                "ssl.keystore.type": "PEM",
+                "ssl.keystore.location": "KS",
+                "ssl.keystore.key": "KEY",
+                "ssl.keystore.certificate.chain": "CERT",
+            },
+            "Both SSL key store location and separate private key are specified.",
+        ),
+        (
+            {"ssl.keystore.type": "PEM", "ssl.keystore.location": "KS", "ssl.keystore.password": "x"},
+            "SSL key store password cannot be specified with PEM format",
+        ),
+        (
+            {"ssl.keystore.type": "PEM", "ssl.keystore.location": "/nonexistent/ks.pem"},
+            "ssl.keystore.location: cannot read /nonexistent/ks.pem",
+        ),
+        (
+            {"ssl.keystore.type": "PEM", "ssl.keystore.location": "KS", "ssl.truststore.location": "CA"},
+            "ssl.truststore.type JKS is not supported",
+        ),
+        (
+            {
+                "ssl.keystore.type": "PEM",
+                "ssl.keystore.location": "KS",
+                "ssl.truststore.type": "PEM",
+                "ssl.truststore.location": "CA",
+                "ssl.truststore.certificates": "X",
+            },
+            "Both SSL trust store location and separate trust certificates",
+        ),
         ({"ssl.keystore.type": "PEM", "ssl.keystore.location": "CA"}, "Expected one private key, but found 0"),
-        ({"ssl.keystore.type": "PEM", "ssl.keystore.location": "KS", "ssl.client.auth": "sometimes"}, "expected one of none, requested, required"),
+        (
+            {"ssl.keystore.type": "PEM", "ssl.keystore.location": "KS", "ssl.client.auth": "sometimes"},
+            "expected one of none, requested, required",
+        ),
     ],
 )
 def test_refused_at_start_up(certs, keys, message):
@@ -86,7 +125,14 @@ def test_refused_at_start_up(certs, keys, message):
 
 
 def test_principal_is_the_subject_most_specific_first():
-    cert = {"subject": ((("countryName", "US"),), (("organizationName", "Example Corp"),), (("organizationalUnitName", "Eng"),), (("commonName", "client-one"),))}
+    cert = {
+        "subject": (
+            (("countryName", "US"),),
+            (("organizationName", "Example Corp"),),
+            (("organizationalUnitName", "Eng"),),
+            (("commonName", "client-one"),),
+        )
+    }
     assert principal(cert) == CLIENT_PRINCIPAL
     escaped = {"subject": ((("organizationName", "A, B+C"),), (("commonName", "#x "),), (("emailAddress", "a@b.c"),))}
     assert principal(escaped) == "User:1.2.840.113549.1.9.1=#16056140622e63,CN=\\#x\\ ,O=A\\, B\\+C"

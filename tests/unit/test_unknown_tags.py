@@ -59,7 +59,9 @@ def test_kio_refuses_an_unknown_tag_kafka_skips():
 
 def test_top_level_several_unknown_tags_in_any_order_and_repeated():
     frame = frame_of(ApiKey.HEARTBEAT, 4, HEARTBEAT)
-    many = section((9, b"\x01\x02"), (3, b""), (9, b"x" * 300), (2**31 - 1, b"\xff"))  # out of order, 9 twice, a 2-byte size
+    many = section(
+        (9, b"\x01\x02"), (3, b""), (9, b"x" * 300), (2**31 - 1, b"\xff")
+    )  # out of order, 9 twice, a 2-byte size
     assert parse_request(replace_empty(frame, len(frame) - 1, many)) == parse_request(frame)
 
 
@@ -100,11 +102,23 @@ def test_nested_struct_section():
 def _commit(partitions: int):
     cls = codec.request_class(ApiKey.OFFSET_COMMIT, 8)
     parts = tuple(
-        codec.make(codec.nested(cls, "OffsetCommitRequestPartition"), partition_index=i, committed_offset=100 + i, committed_leader_epoch=-1, committed_metadata=f"m{i}")
+        codec.make(
+            codec.nested(cls, "OffsetCommitRequestPartition"),
+            partition_index=i,
+            committed_offset=100 + i,
+            committed_leader_epoch=-1,
+            committed_metadata=f"m{i}",
+        )
         for i in range(partitions)
     )
     topic = codec.make(codec.nested(cls, "OffsetCommitRequestTopic"), name="orders", partitions=parts)
-    body = {"group_id": "g", "generation_id_or_member_epoch": 1, "member_id": "m", "group_instance_id": None, "topics": (topic,)}
+    body = {
+        "group_id": "g",
+        "generation_id_or_member_epoch": 1,
+        "member_id": "m",
+        "group_instance_id": None,
+        "topics": (topic,),
+    }
     return frame_of(ApiKey.OFFSET_COMMIT, 8, body), parts
 
 
@@ -124,13 +138,33 @@ def test_array_elements_first_middle_and_last_and_their_parent():
 
 # -------------------------------------------------------------- known tags mixed with unknown (Fetch)
 
+
 def _fetch(version: int, **extra) -> bytes:
     cls = codec.request_class(ApiKey.FETCH, version)
-    part = codec.make(codec.nested(cls, "FetchPartition"), partition=0, current_leader_epoch=0, fetch_offset=5, last_fetched_epoch=0, log_start_offset=-1, partition_max_bytes=1 << 20)
+    part = codec.make(
+        codec.nested(cls, "FetchPartition"),
+        partition=0,
+        current_leader_epoch=0,
+        fetch_offset=5,
+        last_fetched_epoch=0,
+        log_start_offset=-1,
+        partition_max_bytes=1 << 20,
+    )
     name = {"topic_id": uuid.UUID(int=1)} if version >= 13 else {"topic": "t"}
     topic = codec.make(codec.nested(cls, "FetchTopic"), **name, partitions=(part,))
-    body = {"replica_id": -1, "max_wait": 500, "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": 0, "session_id": 0,
-            "session_epoch": -1, "topics": (topic,), "forgotten_topics_data": (), "rack_id": "", **extra}
+    body = {
+        "replica_id": -1,
+        "max_wait": 500,
+        "min_bytes": 1,
+        "max_bytes": 1 << 20,
+        "isolation_level": 0,
+        "session_id": 0,
+        "session_epoch": -1,
+        "topics": (topic,),
+        "forgotten_topics_data": (),
+        "rack_id": "",
+        **extra,
+    }
     return frame_of(ApiKey.FETCH, version, body)
 
 
@@ -170,7 +204,9 @@ def test_a_known_tag_is_read_where_it_lies_whatever_its_size_says():
 def test_partition_level_known_and_unknown_tags():
     """Fetch v17: FetchPartition's ReplicaDirectoryId (tag 0) is known; tag 3 is not."""
     frame = _fetch(17)
-    at = len(frame) - 5  # the body ends: partition's section, topic's, forgotten topics (empty: 01), rack id (""), top's
+    at = (
+        len(frame) - 5
+    )  # the body ends: partition's section, topic's, forgotten topics (empty: 01), rack id (""), top's
     mixed = section((3, b"later"), (0, uuid.UUID(int=42).bytes))
     request = parse_request(replace_empty(frame, at, mixed))[1]
     assert request.topics[0].partitions[0].replica_directory_id == uuid.UUID(int=42)
@@ -178,12 +214,17 @@ def test_partition_level_known_and_unknown_tags():
 
 # -------------------------------------------------------------- malformed sections: Kafka closes
 
+
 def test_an_unknown_tag_whose_size_runs_past_the_end():
     """Kafka's readUnknownTaggedField: "Error reading byte array of N byte(s): only M byte(s) available"."""
     frame = frame_of(ApiKey.HEARTBEAT, 4, HEARTBEAT)
-    with pytest.raises(bounds.Unparseable, match=r"error reading byte array of 5 byte\(s\): only 2 byte\(s\) available"):
+    with pytest.raises(
+        bounds.Unparseable, match=r"error reading byte array of 5 byte\(s\): only 2 byte\(s\) available"
+    ):
         parse_request(frame[:-1] + bytes.fromhex("0107 05abcd"))
-    with pytest.raises(bounds.Unparseable, match="error reading byte array"):  # a size of 2^32-1 (Kafka: -1, refused too)
+    with pytest.raises(
+        bounds.Unparseable, match="error reading byte array"
+    ):  # a size of 2^32-1 (Kafka: -1, refused too)
         parse_request(frame[:-1] + bytes.fromhex("0109 ffffffff0f"))
     header_at = _header_len(ApiKey.HEARTBEAT, 4) - 1
     with pytest.raises(bounds.Unparseable, match="error reading byte array of 1000"):
@@ -205,7 +246,9 @@ def test_more_tags_counted_than_the_section_holds():
     with pytest.raises((bounds.Unparseable, BufferUnderflow)):
         parse_request(frame[:-1] + b"\x01\x07")  # the size is missing
     fetch = _fetch(15)
-    with pytest.raises(bounds.Unparseable, match="truncated"):  # a known tag first: kio stops at tag 7, the walk runs off the end
+    with pytest.raises(
+        bounds.Unparseable, match="truncated"
+    ):  # a known tag first: kio stops at tag 7, the walk runs off the end
         parse_request(replace_empty(fetch, len(fetch) - 1, b"\x03" + section((0, b"\x01"), (7, b"ab"))[1:]))
 
 
@@ -225,13 +268,20 @@ def test_a_tag_of_another_version_is_refused():
     at = len(frame) - 5
     with pytest.raises(bounds.Unparseable, match="FetchPartition: tag 0 is not valid for version 12"):
         parse_request(replace_empty(frame, at, section((0, bytes(16)))))
-    assert parse_request(replace_empty(frame, at, section((2, bytes(16)))))[1] == parse_request(frame)[1]  # no version has tag 2
+    assert (
+        parse_request(replace_empty(frame, at, section((2, bytes(16)))))[1] == parse_request(frame)[1]
+    )  # no version has tag 2
 
 
 # -------------------------------------------------------------- every section of every flexible request
 
 FLEXIBLE = sorted(
-    {(spec.key, v) for spec in API_TABLE.values() for v in range(spec.min_version, spec.max_version + 1) if codec.is_flexible(spec.key, v)}
+    {
+        (spec.key, v)
+        for spec in API_TABLE.values()
+        for v in range(spec.min_version, spec.max_version + 1)
+        if codec.is_flexible(spec.key, v)
+    }
 )
 UNKNOWN = section((1000, b""), (77777, b"u" * 130))  # no struct holds such tags in any version
 
@@ -252,7 +302,9 @@ def test_unknown_tags_in_every_section_of_every_flexible_request(key, version):
             count, after = bounds.read_uvarint(tagged, at)
             tagged = tagged[:at] + _uvarint(count + 2) + UNKNOWN[1:] + tagged[after:]
         (header, request), (clean_header, clean) = parse_request(tagged), parse_request(frame)
-        assert header == clean_header and codec.encode(request) == codec.encode(clean)  # by bytes: a NaN is not equal to itself
+        assert header == clean_header and codec.encode(request) == codec.encode(
+            clean
+        )  # by bytes: a NaN is not equal to itself
 
 
 def test_unknown_tags_bench_measures_every_hot_request(capsys):

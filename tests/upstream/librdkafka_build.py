@@ -91,7 +91,9 @@ def _stubs(tests: Path, built: list[str]) -> str:
     lines = ['#include "test.h"', "/* generated: tests not built for groupd's selection */"]
     for name in declared:
         if name not in defined:
-            lines.append(f"int main_{name}(int argc, char **argv) {{ TEST_FAIL(\"{name} is not built here\"); return 1; }}")
+            lines.append(
+                f'int main_{name}(int argc, char **argv) {{ TEST_FAIL("{name} is not built here"); return 1; }}'
+            )
     return "\n".join(lines) + "\n"
 
 
@@ -126,7 +128,10 @@ def build(numbers: list[str]) -> Path:
         runner.unlink(missing_ok=True)
         c_files = " ".join([f for f in files if f.endswith(".c")] + ["groupd_stubs.c"])
         cpp_files = " ".join(f for f in files if f.endswith(".cpp"))
-        _run(["make", "-j2", "-C", "tests", "test-runner", f"TESTSRCS_C={c_files}", f"TESTSRCS_CXX={cpp_files}"],
-             tree, log)
+        _run(
+            ["make", "-j2", "-C", "tests", "test-runner", f"TESTSRCS_C={c_files}", f"TESTSRCS_CXX={cpp_files}"],
+            tree,
+            log,
+        )
         stamp.write_text(wanted)
         return tests

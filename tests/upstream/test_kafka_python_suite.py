@@ -87,7 +87,9 @@ def test_kafka_python_integration_suite(tmp_path):
         for outcome in ("failure", "error"):
             found = case.find(outcome)  # an Element without children is falsy: compare with None
             if found is not None:
-                failed.append(f"{case.get('classname')}.{case.get('name')} ({outcome}): {found.get('message', '')[:300]}")
+                failed.append(
+                    f"{case.get('classname')}.{case.get('name')} ({outcome}): {found.get('message', '')[:300]}"
+                )
     assert not failed, "\n".join(failed) + "\n" + run.stdout[-3000:]
     ran = int(suite.get("tests", 0)) - int(suite.get("skipped", 0))
     assert ran >= 54, run.stdout[-3000:]  # the suite ran, not just collected (54 tests at 3.0.12)

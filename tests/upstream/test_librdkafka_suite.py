@@ -143,11 +143,17 @@ class _Run:
             return [f"{self.mode}: no report (exit {self.proc.returncode}):\n{output[-4000:]}"]
         results = json.loads(self.report.read_text())["tests"]
         states = {name: r["state"] for name, r in results.items() if name[:4] in self.numbers}
-        problems = [f"{self.mode}: {name} {state}" for name, state in states.items() if state not in ("PASSED", "SKIPPED")]
+        problems = [
+            f"{self.mode}: {name} {state}"
+            for name, state in states.items()
+            if state not in ("PASSED", "SKIPPED")
+        ]
         passed = {name[:4] for name, state in states.items() if state == "PASSED"}
         problems += [f"{self.mode}: {n} did not pass (every part skipped)" for n in self.numbers if n not in passed]
         if problems:
-            failures = [line for line in output.splitlines() if "### Test" in line or "assertion failed" in line.lower()]
+            failures = [
+                line for line in output.splitlines() if "### Test" in line or "assertion failed" in line.lower()
+            ]
             problems.append("\n".join(failures[:20]) + "\n" + output[-3000:])
         return problems
 

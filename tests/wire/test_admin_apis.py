@@ -66,8 +66,16 @@ async def test_delete_acls_answers_each_filter_security_disabled(wire, version):
     cls = codec.request_class(31, version)
     flt = codec.nested(cls, "DeleteAclsFilter")
     filters = tuple(
-        codec.make(flt, resource_type_filter=rt, resource_name_filter=None, pattern_type_filter=1, principal_filter=None,
-                   host_filter=None, operation=1, permission_type=1)
+        codec.make(
+            flt,
+            resource_type_filter=rt,
+            resource_name_filter=None,
+            pattern_type_filter=1,
+            principal_filter=None,
+            host_filter=None,
+            operation=1,
+            permission_type=1,
+        )
         for rt in (1, TOPIC)
     )
     resp = await wire.call(31, version, {"filters": filters})
@@ -186,7 +194,9 @@ def _alter_request(version, resources, validate_only=False):
     res_cls = codec.nested(cls, "AlterConfigsResource")
     cfg_cls = codec.nested(cls, "AlterableConfig")
     entities = tuple(
-        res_cls(resource_type=rt, resource_name=name, configs=tuple(cfg_cls(name=k, value=v) for k, v in configs.items()))
+        res_cls(
+            resource_type=rt, resource_name=name, configs=tuple(cfg_cls(name=k, value=v) for k, v in configs.items())
+        )
         for rt, name, configs in resources
     )
     return codec.make(cls, resources=entities, validate_only=validate_only)
@@ -199,7 +209,9 @@ def _results(resp):
 @pytest.mark.parametrize("version", [0, 1, 2])
 async def test_alter_configs_replaces_the_topic_configs(broker, wire, version):
     broker.create_topic("ac", 2, {"retention.ms": "1000", "cleanup.policy": "compact"})
-    resp = await wire.call(33, version, _alter_request(version, [(TOPIC, "ac", {"segment.bytes": "1048576", "retention.bytes": "5000"})]))
+    resp = await wire.call(
+        33, version, _alter_request(version, [(TOPIC, "ac", {"segment.bytes": "1048576", "retention.bytes": "5000"})])
+    )
     assert _results(resp) == {(TOPIC, "ac"): (ErrorCode.none, None)}
     # keys left out are gone: the request's set is the topic's whole set of overrides
     assert broker.topics.get("ac").configs == {"segment.bytes": "1048576", "retention.bytes": "5000"}
@@ -208,14 +220,25 @@ async def test_alter_configs_replaces_the_topic_configs(broker, wire, version):
         assert cfg.segment_bytes == 1048576 and cfg.retention_bytes == 5000
         assert cfg.retention_ms == broker.config["log.retention.ms"] and cfg.cleanup_policy == "delete"
     # DescribeConfigs sees the change
-    described = await wire.call(32, 4, {
-        "resources": (codec.nested(codec.request_class(32, 4), "DescribeConfigsResource")(
-            resource_type=TOPIC, resource_name="ac", configuration_keys=None),),
-        "include_synonyms": False, "include_documentation": False,
-    })
+    described = await wire.call(
+        32,
+        4,
+        {
+            "resources": (
+                codec.nested(codec.request_class(32, 4), "DescribeConfigsResource")(
+                    resource_type=TOPIC, resource_name="ac", configuration_keys=None
+                ),
+            ),
+            "include_synonyms": False,
+            "include_documentation": False,
+        },
+    )
     values = {c.name: (c.value, c.config_source) for c in described.results[0].configs}
     assert values["segment.bytes"] == ("1048576", 1)  # DYNAMIC_TOPIC_CONFIG
-    assert values["retention.ms"] == (str(broker.config["log.retention.ms"]), 5)  # DEFAULT_CONFIG, no longer the topic's
+    assert values["retention.ms"] == (
+        str(broker.config["log.retention.ms"]),
+        5,
+    )  # DEFAULT_CONFIG, no longer the topic's
     # an empty set clears every override
     resp = await wire.call(33, version, _alter_request(version, [(TOPIC, "ac", {})]))
     assert _results(resp) == {(TOPIC, "ac"): (ErrorCode.none, None)}
@@ -235,13 +258,20 @@ async def test_alter_configs_validate_only_changes_nothing(broker, wire):
 
 async def test_alter_configs_refusals(broker, wire):
     broker.create_topic("rf", 1, {"retention.ms": "1000"})
-    resp = await wire.call(33, 2, _alter_request(2, [
-        (TOPIC, "rf", {"retention.ms": "2000", "no.such.key": "1"}),
-        (TOPIC, "missing", {"retention.ms": "2000"}),
-        (BROKER, str(broker.node_id), {"log.retention.ms": "1"}),
-        (TOPIC, "rf", {"segment.bytes": "-5"}),
-        (TOPIC, "rf", {"retention.ms": None}),
-    ]))
+    resp = await wire.call(
+        33,
+        2,
+        _alter_request(
+            2,
+            [
+                (TOPIC, "rf", {"retention.ms": "2000", "no.such.key": "1"}),
+                (TOPIC, "missing", {"retention.ms": "2000"}),
+                (BROKER, str(broker.node_id), {"log.retention.ms": "1"}),
+                (TOPIC, "rf", {"segment.bytes": "-5"}),
+                (TOPIC, "rf", {"retention.ms": None}),
+            ],
+        ),
+    )
     codes = [(r.resource_name, r.error_code) for r in resp.responses]
     assert codes == [
         ("rf", ErrorCode.invalid_config),
@@ -284,7 +314,11 @@ def _incremental_request(resources, validate_only=False):
     res_cls = codec.nested(cls, "AlterConfigsResource")
     cfg_cls = codec.nested(cls, "AlterableConfig")
     entities = tuple(
-        res_cls(resource_type=rt, resource_name=name, configs=tuple(cfg_cls(name=k, config_operation=op, value=v) for k, op, v in configs))
+        res_cls(
+            resource_type=rt,
+            resource_name=name,
+            configs=tuple(cfg_cls(name=k, config_operation=op, value=v) for k, op, v in configs),
+        )
         for rt, name, configs in resources
     )
     return codec.make(cls, resources=entities, validate_only=validate_only)
@@ -292,14 +326,29 @@ def _incremental_request(resources, validate_only=False):
 
 async def test_incremental_alter_configs_still_merges(broker, wire):
     broker.create_topic("inc", 1, {"retention.ms": "1000", "cleanup.policy": "delete"})
-    resp = await wire.call(44, 1, _incremental_request([
-        (TOPIC, "inc", [("segment.bytes", 0, "1048576"), ("retention.ms", 1, None), ("cleanup.policy", 2, "compact")]),
-        (BROKER, "", [("log.retention.ms", 0, "1")]),
-    ]))
-    assert [(r.resource_name, r.error_code) for r in resp.responses] == [("inc", ErrorCode.none), ("", ErrorCode.invalid_request)]
+    resp = await wire.call(
+        44,
+        1,
+        _incremental_request(
+            [
+                (
+                    TOPIC,
+                    "inc",
+                    [("segment.bytes", 0, "1048576"), ("retention.ms", 1, None), ("cleanup.policy", 2, "compact")],
+                ),
+                (BROKER, "", [("log.retention.ms", 0, "1")]),
+            ]
+        ),
+    )
+    assert [(r.resource_name, r.error_code) for r in resp.responses] == [
+        ("inc", ErrorCode.none),
+        ("", ErrorCode.invalid_request),
+    ]
     assert broker.topics.get("inc").configs == {"segment.bytes": "1048576", "cleanup.policy": "delete,compact"}
     assert broker.partitions.get("inc", 0).config.segment_bytes == 1048576
-    resp = await wire.call(44, 1, _incremental_request([(TOPIC, "inc", [("segment.bytes", 0, "2097152")])], validate_only=True))
+    resp = await wire.call(
+        44, 1, _incremental_request([(TOPIC, "inc", [("segment.bytes", 0, "2097152")])], validate_only=True)
+    )
     assert resp.responses[0].error_code == ErrorCode.none
     assert broker.topics.get("inc").configs["segment.bytes"] == "1048576"
 
@@ -307,28 +356,57 @@ async def test_incremental_alter_configs_still_merges(broker, wire):
 # ---------------------------------------------------------------- the topic config catalogue (Kafka 4.2's LogConfig)
 
 KAFKA_TOPIC_CONFIGS = {  # name: (default, DescribeConfigs type)
-    "cleanup.policy": ("delete", 7), "compression.gzip.level": ("-1", 3), "compression.lz4.level": ("9", 3),
-    "compression.type": ("producer", 2), "compression.zstd.level": ("3", 3), "delete.retention.ms": ("86400000", 5),
-    "file.delete.delay.ms": ("60000", 5), "flush.messages": ("9223372036854775807", 5), "flush.ms": ("9223372036854775807", 5),
-    "follower.replication.throttled.replicas": ("", 7), "index.interval.bytes": ("4096", 3),
-    "leader.replication.throttled.replicas": ("", 7), "local.retention.bytes": ("-2", 5), "local.retention.ms": ("-2", 5),
-    "max.compaction.lag.ms": ("9223372036854775807", 5), "max.message.bytes": ("1048588", 3),
+    "cleanup.policy": ("delete", 7),
+    "compression.gzip.level": ("-1", 3),
+    "compression.lz4.level": ("9", 3),
+    "compression.type": ("producer", 2),
+    "compression.zstd.level": ("3", 3),
+    "delete.retention.ms": ("86400000", 5),
+    "file.delete.delay.ms": ("60000", 5),
+    "flush.messages": ("9223372036854775807", 5),
+    "flush.ms": ("9223372036854775807", 5),
+    "follower.replication.throttled.replicas": ("", 7),
+    "index.interval.bytes": ("4096", 3),
+    "leader.replication.throttled.replicas": ("", 7),
+    "local.retention.bytes": ("-2", 5),
+    "local.retention.ms": ("-2", 5),
+    "max.compaction.lag.ms": ("9223372036854775807", 5),
+    "max.message.bytes": ("1048588", 3),
     "message.downconversion.enable": ("true", 1),  # Kafka 3.9's (gone in 4.0 with Fetch v0-3), served here
-    "message.timestamp.after.max.ms": ("3600000", 5), "message.timestamp.before.max.ms": ("9223372036854775807", 5),
-    "message.timestamp.type": ("CreateTime", 2), "min.cleanable.dirty.ratio": ("0.5", 6), "min.compaction.lag.ms": ("0", 5),
-    "min.insync.replicas": ("1", 3), "preallocate": ("false", 1), "remote.log.copy.disable": ("false", 1),
-    "remote.log.delete.on.disable": ("false", 1), "remote.storage.enable": ("false", 1), "retention.bytes": ("-1", 5),
-    "retention.ms": ("604800000", 5), "segment.bytes": ("1073741824", 3), "segment.index.bytes": ("10485760", 3),
-    "segment.jitter.ms": ("0", 5), "segment.ms": ("604800000", 5), "unclean.leader.election.enable": ("false", 1),
+    "message.timestamp.after.max.ms": ("3600000", 5),
+    "message.timestamp.before.max.ms": ("9223372036854775807", 5),
+    "message.timestamp.type": ("CreateTime", 2),
+    "min.cleanable.dirty.ratio": ("0.5", 6),
+    "min.compaction.lag.ms": ("0", 5),
+    "min.insync.replicas": ("1", 3),
+    "preallocate": ("false", 1),
+    "remote.log.copy.disable": ("false", 1),
+    "remote.log.delete.on.disable": ("false", 1),
+    "remote.storage.enable": ("false", 1),
+    "retention.bytes": ("-1", 5),
+    "retention.ms": ("604800000", 5),
+    "segment.bytes": ("1073741824", 3),
+    "segment.index.bytes": ("10485760", 3),
+    "segment.jitter.ms": ("0", 5),
+    "segment.ms": ("604800000", 5),
+    "unclean.leader.election.enable": ("false", 1),
 }
 
 
 async def _described(wire, name, synonyms=False):
-    described = await wire.call(32, 4, {
-        "resources": (codec.nested(codec.request_class(32, 4), "DescribeConfigsResource")(
-            resource_type=TOPIC, resource_name=name, configuration_keys=None),),
-        "include_synonyms": synonyms, "include_documentation": False,
-    })
+    described = await wire.call(
+        32,
+        4,
+        {
+            "resources": (
+                codec.nested(codec.request_class(32, 4), "DescribeConfigsResource")(
+                    resource_type=TOPIC, resource_name=name, configuration_keys=None
+                ),
+            ),
+            "include_synonyms": synonyms,
+            "include_documentation": False,
+        },
+    )
     return {c.name: c for c in described.results[0].configs}
 
 
@@ -346,8 +424,14 @@ async def test_describe_configs_lists_every_topic_config_kafka_has(tmp_path):
         await c.close()
     finally:
         await b.stop()
-    assert {k: (e.value, e.config_type) for k, e in got.items() if k not in ("segment.bytes", "retention.bytes", "max.message.bytes", "delete.retention.ms")} == {
-        k: v for k, v in KAFKA_TOPIC_CONFIGS.items() if k not in ("segment.bytes", "retention.bytes", "max.message.bytes", "delete.retention.ms")
+    assert {
+        k: (e.value, e.config_type)
+        for k, e in got.items()
+        if k not in ("segment.bytes", "retention.bytes", "max.message.bytes", "delete.retention.ms")
+    } == {
+        k: v
+        for k, v in KAFKA_TOPIC_CONFIGS.items()
+        if k not in ("segment.bytes", "retention.bytes", "max.message.bytes", "delete.retention.ms")
     }
     assert set(got) == set(KAFKA_TOPIC_CONFIGS)
     # Kafka 4.1+ (KIP-966) keeps a cluster-wide min.insync.replicas: a dynamic broker default, not a default
@@ -357,22 +441,38 @@ async def test_describe_configs_lists_every_topic_config_kafka_has(tmp_path):
     assert got["preallocate"].config_source == 5
 
 
-@pytest.mark.parametrize("key, value, ok", [
-    ("file.delete.delay.ms", "1000", True), ("segment.index.bytes", "4096", True), ("preallocate", "TRUE", True),
-    ("min.cleanable.dirty.ratio", "0.9", True), ("min.cleanable.dirty.ratio", "1.5", False),
-    ("unclean.leader.election.enable", "maybe", False), ("compression.gzip.level", "9", True),
-    ("compression.gzip.level", "-1", True), ("compression.gzip.level", "0", False), ("compression.zstd.level", "-5", True),
-    ("compression.lz4.level", "18", False), ("compression.type", "brotli", False), ("message.timestamp.type", "LogAppendTime", True),
-    ("leader.replication.throttled.replicas", "0:1,1:1", True), ("leader.replication.throttled.replicas", "*", True),
-    ("follower.replication.throttled.replicas", "zero", False),
-    ("segment.bytes", "1048575", False),  # Kafka 4.0 (KIP-1030): at least 1 MiB
-    ("remote.storage.enable", "true", False), ("remote.storage.enable", "false", True),  # no tiered storage here
-    ("max.compaction.lag.ms", "0", False), ("index.interval.bytes", "2147483648", False),  # an INT
-])
+@pytest.mark.parametrize(
+    "key, value, ok",
+    [
+        ("file.delete.delay.ms", "1000", True),
+        ("segment.index.bytes", "4096", True),
+        ("preallocate", "TRUE", True),
+        ("min.cleanable.dirty.ratio", "0.9", True),
+        ("min.cleanable.dirty.ratio", "1.5", False),
+        ("unclean.leader.election.enable", "maybe", False),
+        ("compression.gzip.level", "9", True),
+        ("compression.gzip.level", "-1", True),
+        ("compression.gzip.level", "0", False),
+        ("compression.zstd.level", "-5", True),
+        ("compression.lz4.level", "18", False),
+        ("compression.type", "brotli", False),
+        ("message.timestamp.type", "LogAppendTime", True),
+        ("leader.replication.throttled.replicas", "0:1,1:1", True),
+        ("leader.replication.throttled.replicas", "*", True),
+        ("follower.replication.throttled.replicas", "zero", False),
+        ("segment.bytes", "1048575", False),  # Kafka 4.0 (KIP-1030): at least 1 MiB
+        ("remote.storage.enable", "true", False),
+        ("remote.storage.enable", "false", True),  # no tiered storage here
+        ("max.compaction.lag.ms", "0", False),
+        ("index.interval.bytes", "2147483648", False),  # an INT
+    ],
+)
 async def test_topic_config_values_are_checked_as_kafka_checks_them(broker, wire, key, value, ok):
     broker.create_topic("chk", 1, {})
     resp = await wire.call(44, 1, _incremental_request([(TOPIC, "chk", [(key, 0, value)])]))
-    assert resp.responses[0].error_code == (ErrorCode.none if ok else ErrorCode.invalid_config), resp.responses[0].error_message
+    assert resp.responses[0].error_code == (ErrorCode.none if ok else ErrorCode.invalid_config), resp.responses[
+        0
+    ].error_message
     assert (broker.topics.get("chk").configs.get(key) == value) == ok
 
 
@@ -380,11 +480,16 @@ async def test_an_empty_cleanup_policy_keeps_every_record(broker, wire):
     """Kafka 4 takes cleanup.policy down to nothing (an incremental SUBTRACT of delete): no deletion and
     no compaction. The confluent-kafka-python suite does exactly this against Kafka 4.1+."""
     broker.create_topic("keep", 1, {"compression.type": "gzip"})
-    resp = await wire.call(44, 1, _incremental_request([(TOPIC, "keep", [("cleanup.policy", 3, "delete"), ("retention.ms", 0, "5000")])]))
+    resp = await wire.call(
+        44, 1, _incremental_request([(TOPIC, "keep", [("cleanup.policy", 3, "delete"), ("retention.ms", 0, "5000")])])
+    )
     assert resp.responses[0].error_code == ErrorCode.none, resp.responses[0].error_message
     cfg = broker.partitions.get("keep", 0).config
     assert cfg.cleanup_policy == "" and not cfg.delete and not cfg.compact
     got = await _described(wire, "keep")
     assert sorted(f"{k}={e.value}" for k, e in got.items() if e.config_source != 5) == [
-        "cleanup.policy=", "compression.type=gzip", "min.insync.replicas=1", "retention.ms=5000",
+        "cleanup.policy=",
+        "compression.type=gzip",
+        "min.insync.replicas=1",
+        "retention.ms=5000",
     ]

@@ -48,7 +48,16 @@ async def test_bad_input_closes_cleanly_and_others_carry_on(broker, case, caplog
 async def test_truncated_frame_is_logged(broker, caplog):
     reader, writer = await asyncio.open_connection("127.0.0.1", broker.port)
     with caplog.at_level(logging.WARNING, logger="groupd.connection"):
-        frame = request_bytes(3, 9, {"topics": None, "allow_auto_topic_creation": False, "include_topic_authorized_operations": False, "include_cluster_authorized_operations": False})
+        frame = request_bytes(
+            3,
+            9,
+            {
+                "topics": None,
+                "allow_auto_topic_creation": False,
+                "include_topic_authorized_operations": False,
+                "include_cluster_authorized_operations": False,
+            },
+        )
         writer.write(frame[: len(frame) - 2])
         await writer.drain()
         writer.close()
@@ -60,7 +69,16 @@ async def test_pipelined_requests_answered_in_order(broker):
     c = await WireClient.connect(broker.port)
     for _ in range(50):
         c.send(18, 3, {"client_software_name": "t", "client_software_version": "1"})
-        c.send(3, 9, {"topics": None, "allow_auto_topic_creation": False, "include_topic_authorized_operations": False, "include_cluster_authorized_operations": False})
+        c.send(
+            3,
+            9,
+            {
+                "topics": None,
+                "allow_auto_topic_creation": False,
+                "include_topic_authorized_operations": False,
+                "include_cluster_authorized_operations": False,
+            },
+        )
     for _ in range(50):
         assert (await c.recv()).error_code == 0  # recv asserts the correlation id order
         await c.recv()
@@ -73,9 +91,18 @@ async def test_pipelined_requests_answered_in_order(broker):
 # Sent to a broker in a child process, so that an abort shows as a dead child, not a dead test run.
 HOSTILE = {
     "compact count 2^32-2 (Metadata v9)": bytes.fromhex("00000014000300090000000100047465737400ffffffff0f"),
-    "int32 count 2^31-1 (Metadata v1)": bytes.fromhex("000000120003000100000001000474657374") + struct.pack(">i", 0x7FFFFFFF),
-    "null required array (OffsetCommit v2 topics)": request_bytes(8, 2, {"group_id": "g", "generation_id_or_member_epoch": 1, "member_id": "m", "retention_time_ms": -1, "topics": []})[:-4] + b"\xff\xff\xff\xff",
-    "null required array (FindCoordinator v4 coordinator_keys)": request_bytes(10, 4, {"key_type": 0, "coordinator_keys": []})[:-2] + b"\x00\x00",
+    "int32 count 2^31-1 (Metadata v1)": bytes.fromhex("000000120003000100000001000474657374")
+    + struct.pack(">i", 0x7FFFFFFF),
+    "null required array (OffsetCommit v2 topics)": request_bytes(
+        8,
+        2,
+        {"group_id": "g", "generation_id_or_member_epoch": 1, "member_id": "m", "retention_time_ms": -1, "topics": []},
+    )[:-4]
+    + b"\xff\xff\xff\xff",
+    "null required array (FindCoordinator v4 coordinator_keys)": request_bytes(
+        10, 4, {"key_type": 0, "coordinator_keys": []}
+    )[:-2]
+    + b"\x00\x00",
 }
 
 
@@ -92,7 +119,9 @@ def test_hostile_counts_close_the_connection_not_the_process(broker_process):
     for name, frame in HOSTILE.items():
         assert _exchange(broker_process.port, frame) == b"", f"{name}: answered instead of closed"
         assert broker_process.proc.poll() is None, f"{name}: the broker died ({broker_process.log_text()[-600:]})"
-    ok = _exchange(broker_process.port, request_bytes(18, 3, {"client_software_name": "t", "client_software_version": "1"}))
+    ok = _exchange(
+        broker_process.port, request_bytes(18, 3, {"client_software_name": "t", "client_software_version": "1"})
+    )
     assert len(ok) > 8
     time.sleep(0.3)  # log lines leave once per loop turn
     log = broker_process.log_text()

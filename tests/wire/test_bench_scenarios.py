@@ -39,7 +39,9 @@ async def test_commits_and_churn_run_without_errors(tmp_path):
 async def test_steady_state_heartbeats_commits_and_reports_cpu(tmp_path):
     b = await start_broker(tmp_path)
     try:
-        out = await scenarios.steady("127.0.0.1", b.port, groups=4, max_seconds=1.0, hb_interval=0.2, commit_interval=0.3, pid=os.getpid())
+        out = await scenarios.steady(
+            "127.0.0.1", b.port, groups=4, max_seconds=1.0, hb_interval=0.2, commit_interval=0.3, pid=os.getpid()
+        )
         assert out["members"] == 12
         assert out["heartbeats"]["count"] >= 12 * 3 and out["heartbeats"]["errors"] == 0
         # commits carry the member's generation: a wrong one would come back ILLEGAL_GENERATION
@@ -100,7 +102,9 @@ def test_the_table_shows_the_machine_at_both_ends_of_the_run():
 
     start = {"python_loop_5m_s": 0.2, "loopback_rtt_us": 130.0, "loopback_rtt_cross_cpu_us": 127.0, "syncfs_ms": 0.2}
     end = {**start, "loopback_rtt_us": 351.0, "syncfs_ms": 0.63}
-    table = markdown({"date": "2026-11-23", "machine": "2 cores", "calibration": start, "calibration_end": end, "targets": []})
+    table = markdown(
+        {"date": "2026-11-23", "machine": "2 cores", "calibration": start, "calibration_end": end, "targets": []}
+    )
     assert "Machine: a 5M-iteration Python loop 0.2 s; loopback round trip 130.0 us" in table
     assert "At the run's end: a 5M-iteration Python loop 0.2 s; loopback round trip 351.0 us" in table
     assert "syncfs 0.63 ms" in table
@@ -112,7 +116,9 @@ async def test_down_conversion_reads_every_record_both_ways(tmp_path, compressio
     """bench's down_conversion scenario: a Fetch v12 and a Fetch v3 reader each reach the log end."""
     b = await start_broker(tmp_path)
     try:
-        out = await scenarios.down_conversion("127.0.0.1", b.port, records=400, record_bytes=100, max_seconds=20, compression=compression)
+        out = await scenarios.down_conversion(
+            "127.0.0.1", b.port, records=400, record_bytes=100, max_seconds=20, compression=compression
+        )
     finally:
         await b.stop()
     assert out["compression"] == compression
@@ -125,9 +131,18 @@ async def test_consumer_protocol_side_by_side_runs_without_errors(tmp_path):
     with the classic protocol, groups of 3 timed to Stable; both sides counted, ratios reported."""
     from bench import consumer_scenarios
 
-    b = await start_broker(tmp_path, **{"group.consumer.heartbeat.interval.ms": "100", "group.consumer.min.heartbeat.interval.ms": "100", "group.consumer.assignment.interval.ms": "0"})
+    b = await start_broker(
+        tmp_path,
+        **{
+            "group.consumer.heartbeat.interval.ms": "100",
+            "group.consumer.min.heartbeat.interval.ms": "100",
+            "group.consumer.assignment.interval.ms": "0",
+        },
+    )
     try:
-        out = await consumer_scenarios.side_by_side("127.0.0.1", b.port, members=6, group_size=3, seconds=0.5, groups_of_3=2, pid=os.getpid())
+        out = await consumer_scenarios.side_by_side(
+            "127.0.0.1", b.port, members=6, group_size=3, seconds=0.5, groups_of_3=2, pid=os.getpid()
+        )
         assert (out["members"], out["consumer_groups_stable"], out["classic_groups_stable"]) == (6, 2, 2)
         assert out["interval_s"] == 0.1
         for side in ("consumer", "classic"):

@@ -52,7 +52,16 @@ async def test_too_new_api_versions_gets_error_35_with_v0_body(broker):
 async def test_metadata_every_version(wire, broker, version):
     broker.create_topic("orders", 3, {})
     topics = None if version >= 1 else ()
-    resp = await wire.call(3, version, {"topics": topics, "allow_auto_topic_creation": False, "include_topic_authorized_operations": False, "include_cluster_authorized_operations": False})
+    resp = await wire.call(
+        3,
+        version,
+        {
+            "topics": topics,
+            "allow_auto_topic_creation": False,
+            "include_topic_authorized_operations": False,
+            "include_cluster_authorized_operations": False,
+        },
+    )
     assert [b.node_id for b in resp.brokers] == [broker.node_id]
     assert resp.brokers[0].port == broker.port
     (topic,) = resp.topics
@@ -94,7 +103,9 @@ async def test_find_coordinator_every_version(wire, broker, version):
     if version >= 4:
         resp = await wire.call(10, version, {"key_type": 0, "coordinator_keys": ["my-group", "g2"]})
         assert [c.key for c in resp.coordinators] == ["my-group", "g2"]
-        assert all(c.error_code == 0 and c.node_id == broker.node_id and c.port == broker.port for c in resp.coordinators)
+        assert all(
+            c.error_code == 0 and c.node_id == broker.node_id and c.port == broker.port for c in resp.coordinators
+        )
     else:
         resp = await wire.call(10, version, {"key": "my-group", "key_type": 0})
         assert resp.error_code == 0 and resp.node_id == broker.node_id and resp.port == broker.port
@@ -114,7 +125,13 @@ async def test_create_topics_errors(wire, broker):
         {"name": "zero", "num_partitions": 0, "replication_factor": 1, "assignments": (), "configs": ()},
         {"name": "bad/name", "num_partitions": 1, "replication_factor": 1, "assignments": (), "configs": ()},
         {"name": "rf3", "num_partitions": 1, "replication_factor": 3, "assignments": (), "configs": ()},
-        {"name": "cfg", "num_partitions": 1, "replication_factor": 1, "assignments": (), "configs": ({"name": "no.such", "value": "1"},)},
+        {
+            "name": "cfg",
+            "num_partitions": 1,
+            "replication_factor": 1,
+            "assignments": (),
+            "configs": ({"name": "no.such", "value": "1"},),
+        },
         {"name": "dflt", "num_partitions": -1, "replication_factor": -1, "assignments": (), "configs": ()},
     ]
     from groupd.protocol import codec
@@ -122,9 +139,7 @@ async def test_create_topics_errors(wire, broker):
     cls = codec.request_class(19, 7)
     topic_cls = codec.nested(cls, "CreatableTopic")
     cfg_cls = codec.nested(cls, "CreatableTopicConfig")
-    entities = tuple(
-        topic_cls(**{**t, "configs": tuple(cfg_cls(**c) for c in t["configs"])}) for t in topics
-    )
+    entities = tuple(topic_cls(**{**t, "configs": tuple(cfg_cls(**c) for c in t["configs"])}) for t in topics)
     resp = await wire.call(19, 7, {"topics": entities, "timeout": 1000, "validate_only": False})
     codes = {t.name: t.error_code for t in resp.topics}
     assert codes == {
@@ -174,8 +189,12 @@ async def test_topic_registry_survives_restart(tmp_path):
 
 # ---------------------------------------------------------------- authorized operations, DescribeCluster
 
-TOPIC_OPS = sum(1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11))  # READ WRITE CREATE DELETE ALTER DESCRIBE DESCRIBE/ALTER_CONFIGS
-CLUSTER_OPS = sum(1 << op for op in (5, 7, 8, 9, 10, 11, 12))  # CREATE ALTER DESCRIBE CLUSTER_ACTION D/A_CONFIGS IDEMPOTENT_WRITE
+TOPIC_OPS = sum(
+    1 << op for op in (3, 4, 5, 6, 7, 8, 10, 11)
+)  # READ WRITE CREATE DELETE ALTER DESCRIBE DESCRIBE/ALTER_CONFIGS
+CLUSTER_OPS = sum(
+    1 << op for op in (5, 7, 8, 9, 10, 11, 12)
+)  # CREATE ALTER DESCRIBE CLUSTER_ACTION D/A_CONFIGS IDEMPOTENT_WRITE
 GROUP_OPS = sum(1 << op for op in (3, 6, 8, 10, 11))  # READ DELETE DESCRIBE DESCRIBE/ALTER_CONFIGS
 UNSET = -(1 << 31)
 
@@ -186,7 +205,16 @@ async def test_metadata_authorized_operations_without_an_authorizer(wire, broker
     """Kafka without an authorizer allows every operation a resource supports, and says so when asked;
     cluster operations moved to DescribeCluster in v11."""
     broker.create_topic("ops", 1, {})
-    resp = await wire.call(3, version, {"topics": None, "allow_auto_topic_creation": False, "include_topic_authorized_operations": asked, "include_cluster_authorized_operations": asked})
+    resp = await wire.call(
+        3,
+        version,
+        {
+            "topics": None,
+            "allow_auto_topic_creation": False,
+            "include_topic_authorized_operations": asked,
+            "include_cluster_authorized_operations": asked,
+        },
+    )
     assert resp.topics[0].topic_authorized_operations == (TOPIC_OPS if asked else UNSET)
     if version <= 10:
         assert resp.cluster_authorized_operations == (CLUSTER_OPS if asked else UNSET)
@@ -195,11 +223,17 @@ async def test_metadata_authorized_operations_without_an_authorizer(wire, broker
 @pytest.mark.parametrize("version", [0, 1, 2])
 @pytest.mark.parametrize("asked", [True, False])
 async def test_describe_cluster(wire, broker, version, asked):
-    resp = await wire.call(60, version, {"include_cluster_authorized_operations": asked, "endpoint_type": 1, "include_fenced_brokers": True})
+    resp = await wire.call(
+        60,
+        version,
+        {"include_cluster_authorized_operations": asked, "endpoint_type": 1, "include_fenced_brokers": True},
+    )
     assert resp.error_code == 0 and resp.error_message is None
     assert resp.cluster_id == broker.config["cluster.id"]
     assert resp.controller_id == broker.node_id
-    assert [(b.broker_id, b.host, b.port, b.rack) for b in resp.brokers] == [(broker.node_id, "127.0.0.1", broker.port, None)]
+    assert [(b.broker_id, b.host, b.port, b.rack) for b in resp.brokers] == [
+        (broker.node_id, "127.0.0.1", broker.port, None)
+    ]
     assert resp.cluster_authorized_operations == (CLUSTER_OPS if asked else UNSET)
     if version >= 2:
         assert [b.is_fenced for b in resp.brokers] == [False]
@@ -209,6 +243,14 @@ async def test_describe_cluster(wire, broker, version, asked):
 async def test_describe_cluster_other_endpoint_types(wire, version, endpoint_type, code):
     """A broker asked for controllers: MISMATCHED_ENDPOINT_TYPE; an unknown type: UNSUPPORTED_ENDPOINT_TYPE
     (Kafka's AuthHelper.computeDescribeClusterResponse)."""
-    resp = await wire.call(60, version, {"include_cluster_authorized_operations": False, "endpoint_type": endpoint_type, "include_fenced_brokers": False})
+    resp = await wire.call(
+        60,
+        version,
+        {
+            "include_cluster_authorized_operations": False,
+            "endpoint_type": endpoint_type,
+            "include_fenced_brokers": False,
+        },
+    )
     assert resp.error_code == code and resp.error_message
     assert resp.brokers == ()

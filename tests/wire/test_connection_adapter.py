@@ -25,7 +25,10 @@ async def test_an_oversize_frame_is_logged_and_closes(tmp_path, caplog):
         with caplog.at_level(logging.WARNING, logger="groupd.connection"):
             conn.data_received(frame(18, 3, 1, API_VERSIONS) + struct.pack(">i", limit + 1))
         assert transport.closed
-        assert f"connection 127.0.0.1:1 closed: frame size {limit + 1} exceeds socket.request.max.bytes {limit}" in caplog.text
+        assert (
+            f"connection 127.0.0.1:1 closed: frame size {limit + 1} exceeds socket.request.max.bytes {limit}"
+            in caplog.text
+        )
         assert transport.sends == []  # the frame before it was cut but not handled: nothing answered
         conn.connection_lost(None)
     finally:

@@ -72,7 +72,9 @@ async def test_a_connection_over_max_connections_per_ip_is_closed_at_once(tmp_pa
 
 async def test_per_ip_overrides_raise_or_lower_one_address(tmp_path):
     """Kafka's ``host:count,host:count``: an address given there gets its own limit."""
-    async with running(tmp_path, **{"max.connections.per.ip": 1, "max.connections.per.ip.overrides": "10.9.9.9:0, 127.0.0.1:3"}) as broker:
+    async with running(
+        tmp_path, **{"max.connections.per.ip": 1, "max.connections.per.ip.overrides": "10.9.9.9:0, 127.0.0.1:3"}
+    ) as broker:
         probes = [await probe(broker.port) for _ in range(4)]
         assert [state for state, _ in probes] == ["answered", "answered", "answered", "closed"]
         await close_all([c for _, c in probes])
@@ -128,9 +130,15 @@ def test_out_of_file_descriptors_is_logged_once_and_new_connections_closed_not_l
 
     from tests.harness import request_bytes
 
-    proc = BrokerProcess(tmp_path / "data", {
-        "offsets.topic.num.partitions": 1, "transaction.state.log.num.partitions": 1, "log.level": "INFO",
-    }, nofile=64)
+    proc = BrokerProcess(
+        tmp_path / "data",
+        {
+            "offsets.topic.num.partitions": 1,
+            "transaction.state.log.num.partitions": 1,
+            "log.level": "INFO",
+        },
+        nofile=64,
+    )
     proc.start()
     held: list[socket.socket] = []
     try:
@@ -169,14 +177,20 @@ def test_out_of_file_descriptors_is_logged_once_and_new_connections_closed_not_l
         proc.kill()
 
 
-@pytest.mark.parametrize("overrides, why", [
-    ({"max.connections.per.ip": 0}, "can be set to zero only if max.connections.per.ip.overrides"),
-    ({"max.connections.per.ip.overrides": "host:many"}, "max.connections.per.ip.overrides"),
-    ({"max.connections.per.ip.overrides": "bad host!:3"}, "invalid addresses"),
-    ({"max.connections.per.ip.overrides": "nocount"}, "max.connections.per.ip.overrides"),
-    ({"max.connections": -1}, "must be >= 0"),
-    ({"connections.max.idle.ms": 50, "connection.failed.authentication.delay.ms": 100}, "should always be less than connections.max.idle.ms"),
-])
+@pytest.mark.parametrize(
+    "overrides, why",
+    [
+        ({"max.connections.per.ip": 0}, "can be set to zero only if max.connections.per.ip.overrides"),
+        ({"max.connections.per.ip.overrides": "host:many"}, "max.connections.per.ip.overrides"),
+        ({"max.connections.per.ip.overrides": "bad host!:3"}, "invalid addresses"),
+        ({"max.connections.per.ip.overrides": "nocount"}, "max.connections.per.ip.overrides"),
+        ({"max.connections": -1}, "must be >= 0"),
+        (
+            {"connections.max.idle.ms": 50, "connection.failed.authentication.delay.ms": 100},
+            "should always be less than connections.max.idle.ms",
+        ),
+    ],
+)
 def test_limits_are_validated_as_kafka_validates_them(tmp_path, overrides, why):
     from groupd.broker.config import ConfigError
 
@@ -188,5 +202,9 @@ def test_overrides_parse_as_kafkas_csv_map(tmp_path):
     config = broker_config(tmp_path, **{"max.connections.per.ip.overrides": " hostName:100 , 127.0.0.1:200,::1:7"})
     assert config["max.connections.per.ip.overrides"] == {"hostName": 100, "127.0.0.1": 200, "::1": 7}
     defaults = broker_config(tmp_path)
-    assert (defaults["max.connections"], defaults["max.connections.per.ip"], defaults["connections.max.idle.ms"]) == (2**31 - 1, 2**31 - 1, 600_000)
+    assert (defaults["max.connections"], defaults["max.connections.per.ip"], defaults["connections.max.idle.ms"]) == (
+        2**31 - 1,
+        2**31 - 1,
+        600_000,
+    )
     assert defaults["max.connections.per.ip.overrides"] == {}

@@ -34,7 +34,9 @@ async def test_api_versions_advertises_the_consumer_protocol(tmp_path):
     b = await started(tmp_path)
     try:
         c = await WireClient.connect(b.port)
-        resp = await c.call(18, 3, codec.make(codec.request_class(18, 3), client_software_name="t", client_software_version="1"))
+        resp = await c.call(
+            18, 3, codec.make(codec.request_class(18, 3), client_software_name="t", client_software_version="1")
+        )
         keys = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
         assert keys[68] == (0, 1) and keys[69] == (0, 1)
         await c.close()
@@ -64,7 +66,13 @@ async def test_a_group_forms_reconciles_and_survives_a_restart(tmp_path):
         r2 = await c.call(68, 1, hb_body(1, "m2", 3, owned=()))
         assert sorted(r2.assignment.topic_partitions[0].partitions) == sorted({0, 1, 2, 3} - set(kept))
         (g,) = (await c.call(69, 1, describe_body("g"))).groups
-        assert (g.error_code, g.group_state, g.group_epoch, g.assignment_epoch, g.assignor_name) == (0, "Stable", 3, 3, "uniform")
+        assert (g.error_code, g.group_state, g.group_epoch, g.assignment_epoch, g.assignor_name) == (
+            0,
+            "Stable",
+            3,
+            3,
+            "uniform",
+        )
         assert sorted(m.member_id for m in g.members) == ["m1", "m2"]
         assert all(m.member_type == 1 for m in g.members)
         (missing,) = (await c.call(69, 1, describe_body("nope"))).groups

@@ -20,7 +20,13 @@ async def started(tmp_path, **overrides):
 
 
 def heartbeat_body(member_id, generation, group="g"):
-    return codec.make(codec.request_class(12, 4), group_id=group, generation_id=generation, member_id=member_id, group_instance_id=None)
+    return codec.make(
+        codec.request_class(12, 4),
+        group_id=group,
+        generation_id=generation,
+        member_id=member_id,
+        group_instance_id=None,
+    )
 
 
 def describe_groups_body(*groups):
@@ -44,7 +50,12 @@ async def test_a_classic_member_and_a_consumer_member_share_a_group_across_a_res
         classic = first.member_id
         joined = await c.call(11, 7, join_body(7, classic))
         assert (joined.error_code, joined.generation_id, joined.protocol_type, joined.protocol_name, joined.leader) == (
-            0, 3, "consumer", "range", "")
+            0,
+            3,
+            "consumer",
+            "range",
+            "",
+        )
         synced = await c.call(14, 5, sync_body(5, classic, 3))
         assert synced.error_code == 0 and partitions(synced.assignment) == []  # m1 still holds everything
         # m1 revokes half; the classic member is told to rejoin and collects the rest
@@ -80,7 +91,9 @@ async def test_a_classic_member_and_a_consumer_member_share_a_group_across_a_res
         assert (await c.call(12, 4, heartbeat_body(classic, 3))).error_code == 27
         joined = await c.call(11, 5, join_body(5, classic))
         assert (joined.error_code, joined.generation_id, joined.leader) == (0, 4, classic)
-        synced = await c.call(14, 5, sync_body(5, classic, 4, ((classic, assignment_bytes((("t", (0, 1, 2, 3)),), 0)),)))
+        synced = await c.call(
+            14, 5, sync_body(5, classic, 4, ((classic, assignment_bytes((("t", (0, 1, 2, 3)),), 0)),))
+        )
         assert partitions(synced.assignment) == [0, 1, 2, 3]
         (d,) = (await c.call(15, 5, describe_groups_body("g"))).groups
         assert d.group_state == "Stable"

@@ -17,7 +17,13 @@ def produce_body(topic, partition, records, acks=-1, version=9, topic_id=None):
     t = codec.nested(cls, "TopicProduceData")
     p = codec.nested(cls, "PartitionProduceData")
     named = {"topic_id": topic_id} if version >= 13 else {"name": topic}
-    return codec.make(cls, transactional_id=None, acks=acks, timeout=5000, topic_data=(t(**named, partition_data=(p(index=partition, records=records),)),))
+    return codec.make(
+        cls,
+        transactional_id=None,
+        acks=acks,
+        timeout=5000,
+        topic_data=(t(**named, partition_data=(p(index=partition, records=records),)),),
+    )
 
 
 def fetch_body(topic, partition, offset, max_wait=0, min_bytes=1, max_bytes=1 << 20, partition_max=1 << 20, version=11):
@@ -25,9 +31,30 @@ def fetch_body(topic, partition, offset, max_wait=0, min_bytes=1, max_bytes=1 <<
     t = codec.nested(cls, "FetchTopic")
     p = codec.nested(cls, "FetchPartition")
     return codec.make(
-        cls, replica_id=-1, max_wait=max_wait, min_bytes=min_bytes, max_bytes=max_bytes, isolation_level=0, session_id=0,
-        session_epoch=-1, topics=(t(topic=topic, partitions=(p(partition=partition, current_leader_epoch=-1, fetch_offset=offset, log_start_offset=-1, partition_max_bytes=partition_max),)),),
-        forgotten_topics_data=(), rack_id="",
+        cls,
+        replica_id=-1,
+        max_wait=max_wait,
+        min_bytes=min_bytes,
+        max_bytes=max_bytes,
+        isolation_level=0,
+        session_id=0,
+        session_epoch=-1,
+        topics=(
+            t(
+                topic=topic,
+                partitions=(
+                    p(
+                        partition=partition,
+                        current_leader_epoch=-1,
+                        fetch_offset=offset,
+                        log_start_offset=-1,
+                        partition_max_bytes=partition_max,
+                    ),
+                ),
+            ),
+        ),
+        forgotten_topics_data=(),
+        rack_id="",
     )
 
 
@@ -35,13 +62,19 @@ def list_offsets_body(topic, partition, timestamp, version=7, partitions=None):
     cls = codec.request_class(2, version)
     t = codec.nested(cls, "ListOffsetsTopic")
     p = codec.nested(cls, "ListOffsetsPartition")
-    parts = tuple(p(partition_index=i, current_leader_epoch=-1, timestamp=timestamp) for i in (partitions or [partition]))
+    parts = tuple(
+        p(partition_index=i, current_leader_epoch=-1, timestamp=timestamp) for i in (partitions or [partition])
+    )
     extra = {"timeout": 1000} if version >= 10 else {}
     return codec.make(cls, replica_id=-1, isolation_level=0, topics=(t(name=topic, partitions=parts),), **extra)
 
 
 def part(resp):
-    return resp.responses[0].partition_responses[0] if hasattr(resp.responses[0], "partition_responses") else resp.responses[0].partitions[0]
+    return (
+        resp.responses[0].partition_responses[0]
+        if hasattr(resp.responses[0], "partition_responses")
+        else resp.responses[0].partitions[0]
+    )
 
 
 async def test_produce_then_fetch_returns_the_same_bytes(broker, wire):
@@ -71,11 +104,36 @@ async def test_produce_and_fetch_newest_versions(broker, wire, produce_v, fetch_
     assert [(p.index, p.error_code, p.base_offset) for p in entry.partition_responses] == [(1, 0, 0)]
     cls = codec.request_class(1, fetch_v)
     t, p = codec.nested(cls, "FetchTopic"), codec.nested(cls, "FetchPartition")
-    fetched = await wire.call(1, fetch_v, codec.make(
-        cls, replica_id=-1, max_wait=0, min_bytes=1, max_bytes=1 << 20, isolation_level=0, session_id=0, session_epoch=-1,
-        topics=(t(topic_id=topic.topic_id, partitions=(p(partition=1, current_leader_epoch=-1, fetch_offset=0, log_start_offset=-1, partition_max_bytes=1 << 20),)),),
-        forgotten_topics_data=(), rack_id="",
-    ))
+    fetched = await wire.call(
+        1,
+        fetch_v,
+        codec.make(
+            cls,
+            replica_id=-1,
+            max_wait=0,
+            min_bytes=1,
+            max_bytes=1 << 20,
+            isolation_level=0,
+            session_id=0,
+            session_epoch=-1,
+            topics=(
+                t(
+                    topic_id=topic.topic_id,
+                    partitions=(
+                        p(
+                            partition=1,
+                            current_leader_epoch=-1,
+                            fetch_offset=0,
+                            log_start_offset=-1,
+                            partition_max_bytes=1 << 20,
+                        ),
+                    ),
+                ),
+            ),
+            forgotten_topics_data=(),
+            rack_id="",
+        ),
+    )
     (fp,) = fetched.responses[0].partitions
     assert fp.error_code == 0 and fp.high_watermark == 1 and bytes(fp.records)[8:] == bytes(batch)[8:]
 
@@ -147,13 +205,20 @@ async def test_corrupt_and_old_magic_refused(broker, wire):
     assert broker.partitions.get("bad", 0).log_end_offset == 0
 
 
-@pytest.mark.parametrize(("version", "error"), [(3, ErrorCode.unsupported_compression_type), (6, ErrorCode.unsupported_compression_type), (7, ErrorCode.none)])
+@pytest.mark.parametrize(
+    ("version", "error"),
+    [(3, ErrorCode.unsupported_compression_type), (6, ErrorCode.unsupported_compression_type), (7, ErrorCode.none)],
+)
 async def test_a_zstd_batch_needs_produce_v7(broker, wire, version, error):
     """Kafka's ProduceRequest.validateRecords: a zstd batch in Produce v3-6 is UNSUPPORTED_COMPRESSION_TYPE."""
     from groupd.storage.message_sets import compressed_batch
 
     broker.create_topic("z", 1, {})
-    resp = await wire.call(0, version, produce_body("z", 0, compressed_batch(build_batch([(None, b"v")], timestamp_ms=1), 4), version=version))
+    resp = await wire.call(
+        0,
+        version,
+        produce_body("z", 0, compressed_batch(build_batch([(None, b"v")], timestamp_ms=1), 4), version=version),
+    )
     assert part(resp).error_code == error
     assert broker.partitions.get("z", 0).log_end_offset == (1 if error == ErrorCode.none else 0)
 
@@ -167,7 +232,9 @@ async def test_acks_zero_gets_no_response_and_the_next_request_is_answered(broke
     assert broker.partitions.get("a0", 0).log_end_offset == 1
 
 
-@pytest.mark.parametrize("timestamp, expected", [(-2, (0, -1)), (-1, (3, -1)), (-3, (2, 300)), (150, (1, 200)), (999, (-1, -1))])
+@pytest.mark.parametrize(
+    "timestamp, expected", [(-2, (0, -1)), (-1, (3, -1)), (-3, (2, 300)), (150, (1, 200)), (999, (-1, -1))]
+)
 async def test_list_offsets(broker, wire, timestamp, expected):
     broker.create_topic("lo", 1, {})
     for ts in (100, 200, 300):
@@ -182,15 +249,27 @@ async def test_list_offsets(broker, wire, timestamp, expected):
 # offset (-1, leader epoch -1). ReplicaManager answers UNSUPPORTED_VERSION for a negative timestamp that
 # is no sentinel or that needs a later version (-3 from v7, -4 from v8, -5 from v9, -6 from v11), before
 # looking at the partition; a partition named twice is answered once, INVALID_REQUEST.
-@pytest.mark.parametrize("version, timestamp, expected", [
-    (8, -4, (0, 0, -1, 0)), (11, -4, (0, 0, -1, 0)),
-    (9, -5, (0, -1, -1, -1)), (11, -5, (0, -1, -1, -1)),
-    (11, -6, (0, -1, -1, -1)),
-    (10, -1, (0, 3, -1, 0)), (11, -2, (0, 0, -1, 0)), (11, -3, (0, 2, 300, 0)), (11, 150, (0, 1, 200, 0)),
-    (11, 999, (0, -1, -1, -1)),
-    (6, -3, (35, -1, -1, -1)), (7, -4, (35, -1, -1, -1)), (8, -5, (35, -1, -1, -1)), (10, -6, (35, -1, -1, -1)),
-    (11, -7, (35, -1, -1, -1)), (11, -100, (35, -1, -1, -1)),
-])
+@pytest.mark.parametrize(
+    "version, timestamp, expected",
+    [
+        (8, -4, (0, 0, -1, 0)),
+        (11, -4, (0, 0, -1, 0)),
+        (9, -5, (0, -1, -1, -1)),
+        (11, -5, (0, -1, -1, -1)),
+        (11, -6, (0, -1, -1, -1)),
+        (10, -1, (0, 3, -1, 0)),
+        (11, -2, (0, 0, -1, 0)),
+        (11, -3, (0, 2, 300, 0)),
+        (11, 150, (0, 1, 200, 0)),
+        (11, 999, (0, -1, -1, -1)),
+        (6, -3, (35, -1, -1, -1)),
+        (7, -4, (35, -1, -1, -1)),
+        (8, -5, (35, -1, -1, -1)),
+        (10, -6, (35, -1, -1, -1)),
+        (11, -7, (35, -1, -1, -1)),
+        (11, -100, (35, -1, -1, -1)),
+    ],
+)
 async def test_list_offsets_sentinels_by_version(broker, wire, version, timestamp, expected):
     broker.create_topic("ls", 1, {})
     for ts in (100, 200, 300):

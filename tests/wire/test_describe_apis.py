@@ -52,8 +52,12 @@ async def test_api_versions_advertises_them(wire):
 def dtp_body(names, limit=2000, cursor=None):
     cls = codec.request_class(75, 0)
     topic = codec.nested(cls, "TopicRequest")
-    cursor_entity = None if cursor is None else codec.nested(cls, "Cursor")(topic_name=cursor[0], partition_index=cursor[1])
-    return codec.make(cls, topics=tuple(topic(name=n) for n in names), response_partition_limit=limit, cursor=cursor_entity)
+    cursor_entity = (
+        None if cursor is None else codec.nested(cls, "Cursor")(topic_name=cursor[0], partition_index=cursor[1])
+    )
+    return codec.make(
+        cls, topics=tuple(topic(name=n) for n in names), response_partition_limit=limit, cursor=cursor_entity
+    )
 
 
 def cursor_of(resp):
@@ -93,7 +97,9 @@ async def test_an_empty_list_is_every_topic_metadata_lists(wire, broker):
     resp = await wire.call(75, 0, dtp_body([]))
     assert [t.name for t in resp.topics] == ["alpha", "mid", "zeta"]
     assert listed(resp) == [("alpha", 0), ("alpha", 1), ("mid", 0), ("zeta", 0)]
-    md = await wire.call(3, 12, {"topics": None, "allow_auto_topic_creation": False, "include_topic_authorized_operations": False})
+    md = await wire.call(
+        3, 12, {"topics": None, "allow_auto_topic_creation": False, "include_topic_authorized_operations": False}
+    )
     assert sorted(t.name for t in md.topics) == [t.name for t in resp.topics]
 
 
@@ -201,7 +207,10 @@ async def test_a_cursor_past_the_last_partition_answers_the_topic_without_partit
     broker.create_topic("a", 2, {})
     broker.create_topic("b", 1, {})
     resp = await wire.call(75, 0, dtp_body(["a", "b"], cursor=("a", 10)))
-    assert [(t.name, t.error_code, len(t.partitions)) for t in resp.topics] == [("a", ErrorCode.none, 0), ("b", ErrorCode.none, 1)]
+    assert [(t.name, t.error_code, len(t.partitions)) for t in resp.topics] == [
+        ("a", ErrorCode.none, 0),
+        ("b", ErrorCode.none, 1),
+    ]
     assert resp.next_cursor is None
 
 
@@ -213,7 +222,12 @@ async def test_a_bad_cursor_is_invalid_request_for_every_requested_topic(wire, b
     assert [t.name for t in resp.topics] == ["b-unknown", "a", "a"]
     for t in resp.topics:
         assert t.error_code == ErrorCode.invalid_request
-        assert (t.topic_id, t.is_internal, t.partitions, t.topic_authorized_operations) == (ZERO_UUID, False, (), NOT_SET)
+        assert (t.topic_id, t.is_internal, t.partitions, t.topic_authorized_operations) == (
+            ZERO_UUID,
+            False,
+            (),
+            NOT_SET,
+        )
     assert resp.next_cursor is None
 
 
@@ -257,7 +271,13 @@ async def test_v1_empty_types_lists_every_supported_type_in_kafkas_order(wire, b
     # groups with dynamic configs, client-metrics subscriptions (none here), the broker as broker
     # logger, then as broker, then every topic: the group's commit made __consumer_offsets one
     assert resp.error_code == ErrorCode.none
-    assert resources(resp) == [(BROKER_LOGGER, node), (BROKER, node), (TOPIC, OFFSETS), (TOPIC, "b-topic"), (TOPIC, "t")]
+    assert resources(resp) == [
+        (BROKER_LOGGER, node),
+        (BROKER, node),
+        (TOPIC, OFFSETS),
+        (TOPIC, "b-topic"),
+        (TOPIC, "t"),
+    ]
 
 
 @pytest.mark.parametrize(
@@ -266,7 +286,10 @@ async def test_v1_empty_types_lists_every_supported_type_in_kafkas_order(wire, b
         ((TOPIC,), [(TOPIC, "__consumer_offsets"), (TOPIC, "t")]),  # the group's commit made the offsets topic
         ((BROKER,), [(BROKER, "N")]),
         ((BROKER_LOGGER,), [(BROKER_LOGGER, "N")]),
-        ((TOPIC, BROKER), [(BROKER, "N"), (TOPIC, "__consumer_offsets"), (TOPIC, "t")]),  # Kafka's order, not the request's
+        (
+            (TOPIC, BROKER),
+            [(BROKER, "N"), (TOPIC, "__consumer_offsets"), (TOPIC, "t")],
+        ),  # Kafka's order, not the request's
         ((TOPIC, TOPIC), [(TOPIC, "__consumer_offsets"), (TOPIC, "t")]),
         ((CLIENT_METRICS,), []),
         ((GROUP,), []),  # Kafka lists groups that have configs (GroupConfigManager), not every group
@@ -294,7 +317,10 @@ async def test_v1_an_unsupported_type_is_unsupported_version(wire, broker, types
 def dq_body(version, topics):
     cls = codec.request_class(55, version)
     t_cls, p_cls = codec.nested(cls, "TopicData"), codec.nested(cls, "PartitionData")
-    return codec.make(cls, topics=tuple(t_cls(topic_name=n, partitions=tuple(p_cls(partition_index=i) for i in ps)) for n, ps in topics))
+    return codec.make(
+        cls,
+        topics=tuple(t_cls(topic_name=n, partitions=tuple(p_cls(partition_index=i) for i in ps)) for n, ps in topics),
+    )
 
 
 @pytest.mark.parametrize("version", [0, 1, 2])

@@ -21,11 +21,27 @@ FETCH_VERSIONS = [4, 8, 11, 12, 13, 16, 18]  # legacy and compact records, topic
 def fetch(version, topic_id, name, offset, current_epoch=-1):
     cls = codec.request_class(1, version)
     t_cls, p_cls = codec.nested(cls, "FetchTopic"), codec.nested(cls, "FetchPartition")
-    part = codec.make(p_cls, partition=0, current_leader_epoch=current_epoch, fetch_offset=offset, last_fetched_epoch=-1,
-                      log_start_offset=-1, partition_max_bytes=1 << 20)
+    part = codec.make(
+        p_cls,
+        partition=0,
+        current_leader_epoch=current_epoch,
+        fetch_offset=offset,
+        last_fetched_epoch=-1,
+        log_start_offset=-1,
+        partition_max_bytes=1 << 20,
+    )
     return codec.make(
-        cls, replica_id=-1, max_wait=3000, min_bytes=1, max_bytes=1 << 20, isolation_level=0, session_id=0, session_epoch=-1,
-        topics=(codec.make(t_cls, topic=name, topic_id=topic_id, partitions=(part,)),), forgotten_topics_data=(), rack_id="",
+        cls,
+        replica_id=-1,
+        max_wait=3000,
+        min_bytes=1,
+        max_bytes=1 << 20,
+        isolation_level=0,
+        session_id=0,
+        session_epoch=-1,
+        topics=(codec.make(t_cls, topic=name, topic_id=topic_id, partitions=(part,)),),
+        forgotten_topics_data=(),
+        rack_id="",
     )
 
 
@@ -62,7 +78,14 @@ async def test_fetch_newer_leader_epoch_answers_empty_records(broker, wire, vers
 async def test_create_topics_error_answers_empty_configs(broker, wire, version):
     broker.create_topic("exists", 1, {})
     cls = codec.request_class(19, version)
-    topic = codec.make(codec.nested(cls, "CreatableTopic"), name="exists", num_partitions=1, replication_factor=1, assignments=(), configs=())
+    topic = codec.make(
+        codec.nested(cls, "CreatableTopic"),
+        name="exists",
+        num_partitions=1,
+        replication_factor=1,
+        assignments=(),
+        configs=(),
+    )
     resp = await wire.call(19, version, codec.make(cls, topics=(topic,), timeout=5000, validate_only=False))
     result = resp.topics[0]
     assert result.error_code == ErrorCode.topic_already_exists

@@ -58,10 +58,16 @@ async def test_every_api_and_version_survives_odd_values(broker, caplog):
                 request = values.entity(codec.request_class(key, version))
                 cases.append((key, version, request, request_bytes(key, version, request, 7)))
     with caplog.at_level(logging.WARNING, logger="groupd"):
-        outcomes = await asyncio.gather(*(_exchange(broker.port, key, version, frame) for key, version, _, frame in cases))
+        outcomes = await asyncio.gather(
+            *(_exchange(broker.port, key, version, frame) for key, version, _, frame in cases)
+        )
     failed = [r.getMessage() for r in caplog.records if "failed" in r.getMessage() or r.exc_info]
     assert not failed, failed
-    undecodable = [(key, version, request, out) for (key, version, request, _), (kind, out) in zip(cases, outcomes, strict=True) if kind == "undecodable"]
+    undecodable = [
+        (key, version, request, out)
+        for (key, version, request, _), (kind, out) in zip(cases, outcomes, strict=True)
+        if kind == "undecodable"
+    ]
     assert not undecodable, undecodable
     answered = sum(kind == "answered" for kind, _ in outcomes)
     assert answered > len(cases) * 0.8, (answered, len(cases))

@@ -18,8 +18,15 @@ def join_body(version, member_id="", group="g", instance=None):
     cls = codec.request_class(11, version)
     proto = codec.nested(cls, "JoinGroupRequestProtocol")
     return codec.make(
-        cls, group_id=group, session_timeout=10_000, rebalance_timeout=10_000, member_id=member_id,
-        group_instance_id=instance, protocol_type="consumer", protocols=(proto(name="range", metadata=RANGE),), reason=None,
+        cls,
+        group_id=group,
+        session_timeout=10_000,
+        rebalance_timeout=10_000,
+        member_id=member_id,
+        group_instance_id=instance,
+        protocol_type="consumer",
+        protocols=(proto(name="range", metadata=RANGE),),
+        reason=None,
     )
 
 
@@ -27,8 +34,14 @@ def sync_body(version, member_id, generation, assignments=(), group="g"):
     cls = codec.request_class(14, version)
     a = codec.nested(cls, "SyncGroupRequestAssignment")
     return codec.make(
-        cls, group_id=group, generation_id=generation, member_id=member_id, group_instance_id=None,
-        protocol_type="consumer", protocol_name="range", assignments=tuple(a(member_id=m, assignment=b) for m, b in assignments),
+        cls,
+        group_id=group,
+        generation_id=generation,
+        member_id=member_id,
+        group_instance_id=None,
+        protocol_type="consumer",
+        protocol_name="range",
+        assignments=tuple(a(member_id=m, assignment=b) for m, b in assignments),
     )
 
 
@@ -77,7 +90,9 @@ async def test_two_members_on_two_connections_complete_one_generation(tmp_path):
         assert r1.generation_id == r2.generation_id == 1
         leader = r1 if r1.leader == m1 else r2
         assert {m.member_id for m in leader.members} == {m1, m2}
-        follower_sync = asyncio.create_task(c2.call(14, 3, sync_body(3, m2, 1)) if leader is r1 else c1.call(14, 3, sync_body(3, m1, 1)))
+        follower_sync = asyncio.create_task(
+            c2.call(14, 3, sync_body(3, m2, 1)) if leader is r1 else c1.call(14, 3, sync_body(3, m1, 1))
+        )
         await asyncio.sleep(0.05)
         assert not follower_sync.done(), "a follower's SyncGroup waits for the leader"
         leader_client, leader_id = (c1, m1) if leader is r1 else (c2, m2)
@@ -145,15 +160,33 @@ def commit_body(group, topic, partition, offset, metadata):
     t = codec.nested(cls, "OffsetCommitRequestTopic")
     p = codec.nested(cls, "OffsetCommitRequestPartition")
     return codec.make(
-        cls, group_id=group, generation_id_or_member_epoch=-1, member_id="", group_instance_id=None,
-        topics=(t(name=topic, partitions=(p(partition_index=partition, committed_offset=offset, committed_leader_epoch=3, committed_metadata=metadata),)),),
+        cls,
+        group_id=group,
+        generation_id_or_member_epoch=-1,
+        member_id="",
+        group_instance_id=None,
+        topics=(
+            t(
+                name=topic,
+                partitions=(
+                    p(
+                        partition_index=partition,
+                        committed_offset=offset,
+                        committed_leader_epoch=3,
+                        committed_metadata=metadata,
+                    ),
+                ),
+            ),
+        ),
     )
 
 
 def fetch_body(group, topic, partitions):
     cls = codec.request_class(9, 7)
     t = codec.nested(cls, "OffsetFetchRequestTopic")
-    return codec.make(cls, group_id=group, topics=(t(name=topic, partition_indexes=tuple(partitions)),), require_stable=False)
+    return codec.make(
+        cls, group_id=group, topics=(t(name=topic, partition_indexes=tuple(partitions)),), require_stable=False
+    )
 
 
 @pytest.mark.parametrize("metadata", ["", "ünïcödé ✓", "x" * 4096])
@@ -188,7 +221,10 @@ async def test_deleted_group_stays_deleted_after_restart(tmp_path):
     listed = await c.call(16, 4, {"states_filter": ()})
     assert "doomed" in {g.group_id for g in listed.groups}
     deleted = await c.call(42, 2, {"groups_names": ("doomed", "never-was")})
-    assert {r.group_id: r.error_code for r in deleted.results} == {"doomed": 0, "never-was": ErrorCode.group_id_not_found}
+    assert {r.group_id: r.error_code for r in deleted.results} == {
+        "doomed": 0,
+        "never-was": ErrorCode.group_id_not_found,
+    }
     await c.close()
     await b.stop()
     b2 = await start_broker(tmp_path)
@@ -220,7 +256,9 @@ async def test_describe_and_non_empty_delete(tmp_path):
             v = await c.call(15, version, {"groups": ("g", "nobody"), "include_authorized_operations": False})
             g6, nobody = v.groups
             assert (g6.error_code, g6.group_state) == (0, "Stable")
-            assert (nobody.error_code, nobody.group_state, nobody.members) == ((69, "Dead", ()) if version == 6 else (0, "Dead", ()))
+            assert (nobody.error_code, nobody.group_state, nobody.members) == (
+                (69, "Dead", ()) if version == 6 else (0, "Dead", ())
+            )
             if version == 6:
                 assert (g6.error_message, nobody.error_message) == (None, "Group nobody not found.")
         deleted = await c.call(42, 2, {"groups_names": ("g",)})
@@ -258,11 +296,32 @@ async def test_joins_syncs_and_leaves_are_logged_as_member_events(tmp_path, capl
             member = await join_with_id(c, group="logged")
             join = await c.call(11, 5, join_body(5, member, group="logged"))
             await c.call(14, 3, sync_body(3, member, join.generation_id, [(member, b"a")], group="logged"))
-            await c.call(13, 3, {"group_id": "logged", "members": (codec.make(codec.nested(codec.request_class(13, 3), "MemberIdentity"), member_id=member, group_instance_id=None),)})
+            await c.call(
+                13,
+                3,
+                {
+                    "group_id": "logged",
+                    "members": (
+                        codec.make(
+                            codec.nested(codec.request_class(13, 3), "MemberIdentity"),
+                            member_id=member,
+                            group_instance_id=None,
+                        ),
+                    ),
+                },
+            )
             await c.close()
-        events = [(r.getMessage(), getattr(r, "fields", {}).get("member")) for r in caplog.records if r.name == "groupd.coordinator"]
+        events = [
+            (r.getMessage(), getattr(r, "fields", {}).get("member"))
+            for r in caplog.records
+            if r.name == "groupd.coordinator"
+        ]
         # the first join (MEMBER_ID_REQUIRED) is an event too, said as the step it is: the member id is handed out there
         assert [m for m, who in events if who == member] == [
-            f"new member {member} is given its id and joins again", "member joined", "member synced", "members left"]
+            f"new member {member} is given its id and joins again",
+            "member joined",
+            "member synced",
+            "members left",
+        ]
     finally:
         await b.stop()

@@ -21,22 +21,38 @@ from tests.harness import WireClient
 from tests.wire.test_data_plane import produce_body
 from tests.wire.test_groups import commit_body, start_broker
 
-FENCED, UNKNOWN_EPOCH, UNKNOWN_TP = ErrorCode.fenced_leader_epoch, ErrorCode.unknown_leader_epoch, ErrorCode.unknown_topic_or_partition
+FENCED, UNKNOWN_EPOCH, UNKNOWN_TP = (
+    ErrorCode.fenced_leader_epoch,
+    ErrorCode.unknown_leader_epoch,
+    ErrorCode.unknown_topic_or_partition,
+)
 
 
 def ofle_body(topics, version=4, replica_id=-1):
     """``topics``: [(name, [(partition, current_leader_epoch, leader_epoch), ...]), ...]"""
     cls = codec.request_class(23, version)
     t_cls, p_cls = codec.nested(cls, "OffsetForLeaderTopic"), codec.nested(cls, "OffsetForLeaderPartition")
-    return codec.make(cls, replica_id=replica_id, topics=tuple(
-        codec.make(t_cls, topic=name, partitions=tuple(
-            codec.make(p_cls, partition=p, current_leader_epoch=cur, leader_epoch=epoch) for p, cur, epoch in parts
-        )) for name, parts in topics
-    ))
+    return codec.make(
+        cls,
+        replica_id=replica_id,
+        topics=tuple(
+            codec.make(
+                t_cls,
+                topic=name,
+                partitions=tuple(
+                    codec.make(p_cls, partition=p, current_leader_epoch=cur, leader_epoch=epoch)
+                    for p, cur, epoch in parts
+                ),
+            )
+            for name, parts in topics
+        ),
+    )
 
 
 def answers(resp):
-    return [(t.topic, p.partition, p.error_code, p.leader_epoch, p.end_offset) for t in resp.topics for p in t.partitions]
+    return [
+        (t.topic, p.partition, p.error_code, p.leader_epoch, p.end_offset) for t in resp.topics for p in t.partitions
+    ]
 
 
 def producer_batch(n, epoch=-1):
@@ -54,11 +70,27 @@ async def produce(wire, topic, partition, n):
 def fetch_request(topic, partition, offset, version=12, current=-1, last_fetched=-1, max_wait=0, topic_id=None):
     cls = codec.request_class(1, version)
     t_cls, p_cls = codec.nested(cls, "FetchTopic"), codec.nested(cls, "FetchPartition")
-    part = codec.make(p_cls, partition=partition, current_leader_epoch=current, fetch_offset=offset, last_fetched_epoch=last_fetched,
-                      log_start_offset=-1, partition_max_bytes=1 << 20)
+    part = codec.make(
+        p_cls,
+        partition=partition,
+        current_leader_epoch=current,
+        fetch_offset=offset,
+        last_fetched_epoch=last_fetched,
+        log_start_offset=-1,
+        partition_max_bytes=1 << 20,
+    )
     return codec.make(
-        cls, replica_id=-1, max_wait=max_wait, min_bytes=1, max_bytes=1 << 20, isolation_level=0, session_id=0, session_epoch=-1,
-        topics=(codec.make(t_cls, topic=topic, topic_id=topic_id, partitions=(part,)),), forgotten_topics_data=(), rack_id="",
+        cls,
+        replica_id=-1,
+        max_wait=max_wait,
+        min_bytes=1,
+        max_bytes=1 << 20,
+        isolation_level=0,
+        session_id=0,
+        session_epoch=-1,
+        topics=(codec.make(t_cls, topic=topic, topic_id=topic_id, partitions=(part,)),),
+        forgotten_topics_data=(),
+        rack_id="",
     )
 
 
@@ -66,7 +98,9 @@ def list_offsets_request(topic, partition, timestamp, current, version=7):
     cls = codec.request_class(2, version)
     t_cls, p_cls = codec.nested(cls, "ListOffsetsTopic"), codec.nested(cls, "ListOffsetsPartition")
     part = codec.make(p_cls, partition_index=partition, current_leader_epoch=current, timestamp=timestamp)
-    return codec.make(cls, replica_id=-1, isolation_level=0, timeout=1000, topics=(codec.make(t_cls, name=topic, partitions=(part,)),))
+    return codec.make(
+        cls, replica_id=-1, isolation_level=0, timeout=1000, topics=(codec.make(t_cls, name=topic, partitions=(part,)),)
+    )
 
 
 # ------------------------------------------------------------------ OffsetForLeaderEpoch
@@ -93,7 +127,13 @@ async def test_epochs_other_than_zero(broker, wire):
     await produce(wire, "e", 0, 4)
     broker.partitions.get("e", 0).delete_records_before(2)
     resp = await wire.call(23, 4, ofle_body([("e", [(0, -1, 1), (0, -1, 5), (0, -1, -1), (0, -1, -2), (0, 0, 0)])]))
-    assert answers(resp) == [("e", 0, 0, -1, -1), ("e", 0, 0, -1, -1), ("e", 0, 0, -1, -1), ("e", 0, 0, -2, 2), ("e", 0, 0, 0, 4)]
+    assert answers(resp) == [
+        ("e", 0, 0, -1, -1),
+        ("e", 0, 0, -1, -1),
+        ("e", 0, 0, -1, -1),
+        ("e", 0, 0, -2, 2),
+        ("e", 0, 0, 0, 4),
+    ]
 
 
 async def test_current_leader_epoch_is_checked_first(broker, wire):
@@ -102,15 +142,28 @@ async def test_current_leader_epoch_is_checked_first(broker, wire):
     broker.create_topic("c", 1, {})
     await produce(wire, "c", 0, 1)
     resp = await wire.call(23, 4, ofle_body([("c", [(0, -1, 0), (0, 0, 0), (0, 1, 0), (0, 3, 0), (0, -2, 0)])]))
-    assert answers(resp) == [("c", 0, 0, 0, 1), ("c", 0, 0, 0, 1), ("c", 0, UNKNOWN_EPOCH, -1, -1), ("c", 0, UNKNOWN_EPOCH, -1, -1), ("c", 0, FENCED, -1, -1)]
+    assert answers(resp) == [
+        ("c", 0, 0, 0, 1),
+        ("c", 0, 0, 0, 1),
+        ("c", 0, UNKNOWN_EPOCH, -1, -1),
+        ("c", 0, UNKNOWN_EPOCH, -1, -1),
+        ("c", 0, FENCED, -1, -1),
+    ]
 
 
 async def test_unknown_topic_or_partition_and_no_auto_creation(broker, wire):
     broker.create_topic("k", 1, {})
-    resp = await wire.call(23, 4, ofle_body([("k", [(0, -1, 0), (1, -1, 0), (-1, -1, 0)]), ("nope", [(0, 1, 0)]), ("bad/name", [(0, -1, 0)])]))
+    resp = await wire.call(
+        23,
+        4,
+        ofle_body([("k", [(0, -1, 0), (1, -1, 0), (-1, -1, 0)]), ("nope", [(0, 1, 0)]), ("bad/name", [(0, -1, 0)])]),
+    )
     # the partition comes before the epoch check: an unknown one is unknown whatever epoch is given
     assert answers(resp) == [
-        ("k", 0, 0, 0, 0), ("k", 1, UNKNOWN_TP, -1, -1), ("k", -1, UNKNOWN_TP, -1, -1), ("nope", 0, UNKNOWN_TP, -1, -1),
+        ("k", 0, 0, 0, 0),
+        ("k", 1, UNKNOWN_TP, -1, -1),
+        ("k", -1, UNKNOWN_TP, -1, -1),
+        ("nope", 0, UNKNOWN_TP, -1, -1),
         ("bad/name", 0, UNKNOWN_TP, -1, -1),
     ]
     assert broker.topics.get("nope") is None, "OffsetForLeaderEpoch does not create topics (Metadata does)"
@@ -152,7 +205,10 @@ async def test_offsets_topic_answers_once_it_exists(tmp_path):
         end = b.readable_log("__consumer_offsets", partition).log_end_offset
         assert end >= 1
         resp = await c.call(23, 4, ofle_body([("__consumer_offsets", [(partition, 0, 0), (partition, -1, 1)])]))
-        assert answers(resp) == [("__consumer_offsets", partition, 0, 0, end), ("__consumer_offsets", partition, 0, -1, -1)]
+        assert answers(resp) == [
+            ("__consumer_offsets", partition, 0, 0, end),
+            ("__consumer_offsets", partition, 0, -1, -1),
+        ]
         # the offsets store's own batches carry epoch 0 too (built so, at no cost)
         epochs = {h.partition_leader_epoch for h, _ in b.readable_log("__consumer_offsets", partition).batches()}
         assert epochs == {0}

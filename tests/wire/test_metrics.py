@@ -71,7 +71,9 @@ async def test_requests_bytes_and_connections_are_counted(tmp_path):
     try:
         client = await WireClient.connect(b.port)
         await client.call(18, 3, {"client_software_name": "t", "client_software_version": "1"})
-        await client.call(3, 12, {"topics": None, "allow_auto_topic_creation": False, "include_topic_authorized_operations": False})
+        await client.call(
+            3, 12, {"topics": None, "allow_auto_topic_creation": False, "include_topic_authorized_operations": False}
+        )
         status, text = await http_get(b.metrics_server.port, "/metrics")
         assert status == 200
         assert value(text, "groupd_requests_total", api="ApiVersions") == 1
@@ -102,7 +104,9 @@ async def test_error_codes_top_level_and_nested(tmp_path):
         m.request_finished(12, m.request_started(12), hb)
         part = codec.make(oc.OffsetCommitResponsePartition, partition_index=0, error_code=25)
         topic = codec.make(oc.OffsetCommitResponseTopic, name="t", partitions=(part,))
-        m.request_finished(8, m.request_started(8), codec.make(oc.OffsetCommitResponse, throttle_time=0, topics=(topic,)))
+        m.request_finished(
+            8, m.request_started(8), codec.make(oc.OffsetCommitResponse, throttle_time=0, topics=(topic,))
+        )
         # the same answers as the handlers give them: written once, with their error code beside
         from groupd.broker.dispatch import RequestContext
         from groupd.broker.handlers.offsets import _commit_response
@@ -111,10 +115,22 @@ async def test_error_codes_top_level_and_nested(tmp_path):
 
         ctx = RequestContext(RequestHeader(8, 8, 1, "c"), "h", "c1")
         encoded = _commit_response(ctx, [PartitionError("t", 0, 0), PartitionError("t", 1, 25)])
-        assert encoded.body == codec.encode(codec.make(oc.OffsetCommitResponse, throttle_time=0, topics=(
-            codec.make(oc.OffsetCommitResponseTopic, name="t", partitions=(
-                codec.make(oc.OffsetCommitResponsePartition, partition_index=0, error_code=0),
-                codec.make(oc.OffsetCommitResponsePartition, partition_index=1, error_code=25))),)))
+        assert encoded.body == codec.encode(
+            codec.make(
+                oc.OffsetCommitResponse,
+                throttle_time=0,
+                topics=(
+                    codec.make(
+                        oc.OffsetCommitResponseTopic,
+                        name="t",
+                        partitions=(
+                            codec.make(oc.OffsetCommitResponsePartition, partition_index=0, error_code=0),
+                            codec.make(oc.OffsetCommitResponsePartition, partition_index=1, error_code=25),
+                        ),
+                    ),
+                ),
+            )
+        )
         m.request_finished(8, m.request_started(8), encoded)
         hb_ctx = RequestContext(RequestHeader(12, 4, 1, "c"), "h", "c1")
         m.request_finished(12, m.request_started(12), hb_ctx.encoded(throttle_time=0, error_code=27))
@@ -138,7 +154,8 @@ async def test_healthz_follows_offsets_loading(tmp_path):
         assert (await http_get(port, "/healthz"))[0] == 200
         b.coordinator.load_failures = lambda: {7: "CorruptBatch: negative record length"}
         assert await http_get(port, "/healthz") == (
-            503, "offsets partitions failed to load: 7 (CorruptBatch: negative record length)\n"
+            503,
+            "offsets partitions failed to load: 7 (CorruptBatch: negative record length)\n",
         )
         del b.coordinator.load_failures
         b.stopping = True
@@ -226,7 +243,9 @@ async def test_five_thousand_groups_scrape_stays_bounded(tmp_path):
         assert value(text, "groupd_group_series_overflow") == 4000
         assert value(text, "groupd_groups", state="Stable") == 5000
         assert len([k for k in got if k[0] == "kafka_consumergroup_current_offset_sum"]) == 1001
-        assert len([k for k in got if k[0] == "groupd_consumergroup_status"]) == 1000, "the live status only for groups with series"
+        assert len([k for k in got if k[0] == "groupd_consumergroup_status"]) == 1000, (
+            "the live status only for groups with series"
+        )
         assert len(got) < 9000, "a fixed number of series per capped group (8 since issue 30), not one per group"
         assert scrape_s < 5, scrape_s
         print(f"scrape of 5000 groups: {scrape_s * 1000:.1f} ms, {len(text)} bytes")
@@ -250,7 +269,11 @@ def test_group_fields_reach_every_log_format():
     record = _record(extra["fields"])
     assert json.loads(JsonFormatter().format(record))["generation"] == 4
     assert 'group="g1" member="m-1" generation=4' in LogfmtFormatter().format(record)
-    assert TextFieldsFormatter().format(record).endswith(" INFO groupd.coordinator: member joined group=g1 member=m-1 generation=4 protocol=range")
+    assert (
+        TextFieldsFormatter()
+        .format(record)
+        .endswith(" INFO groupd.coordinator: member joined group=g1 member=m-1 generation=4 protocol=range")
+    )
 
 
 def test_group_event_logs_with_fields(caplog):
@@ -264,18 +287,22 @@ async def test_groups_by_protocol_and_consumer_groups_by_state(tmp_path):
     NumGroups<State> gauges (groupd_groups) count classic groups only, as Kafka's do."""
     b = await metrics_broker(tmp_path)
     try:
-        b.coordinator = FakeCoordinator([
-            FakeGroup("c1", "Stable", 2, {}),
-            FakeGroup("k1", "Stable", 3, {}, "consumer"),
-            FakeGroup("k2", "Reconciling", 2, {}, "consumer"),
-            FakeGroup("k3", "Empty", 0, {("t", 0): 1}, "consumer"),
-        ])
+        b.coordinator = FakeCoordinator(
+            [
+                FakeGroup("c1", "Stable", 2, {}),
+                FakeGroup("k1", "Stable", 3, {}, "consumer"),
+                FakeGroup("k2", "Reconciling", 2, {}, "consumer"),
+                FakeGroup("k3", "Empty", 0, {("t", 0): 1}, "consumer"),
+            ]
+        )
         b.metrics.consumer_group_rebalance()
         _, text = await http_get(b.metrics_server.port, "/metrics")
         assert value(text, "groupd_group_count", protocol="classic") == 1
         assert value(text, "groupd_group_count", protocol="consumer") == 3
-        assert {s: value(text, "groupd_consumer_group_count", state=s) for s in ("Empty", "Assigning", "Reconciling", "Stable", "Dead")} == {
-            "Empty": 1, "Assigning": 0, "Reconciling": 1, "Stable": 1, "Dead": 0}
+        assert {
+            s: value(text, "groupd_consumer_group_count", state=s)
+            for s in ("Empty", "Assigning", "Reconciling", "Stable", "Dead")
+        } == {"Empty": 1, "Assigning": 0, "Reconciling": 1, "Stable": 1, "Dead": 0}
         assert value(text, "groupd_groups", state="Stable") == 1 and value(text, "groupd_groups", state="Empty") == 0
         assert value(text, "groupd_consumer_group_rebalances_total") == 1
         assert value(text, "groupd_members") == 7

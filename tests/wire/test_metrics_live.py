@@ -8,7 +8,11 @@ from tests.wire.test_metrics import http_get, metrics_broker, samples
 
 
 def total(text, name, **labels):
-    return sum(v for (n, ls), v in samples(text).items() if n == name and all(dict(ls).get(k) == val for k, val in labels.items()))
+    return sum(
+        v
+        for (n, ls), v in samples(text).items()
+        if n == name and all(dict(ls).get(k) == val for k, val in labels.items())
+    )
 
 
 async def test_scrape_sees_a_real_rebalance(tmp_path):
@@ -20,7 +24,9 @@ async def test_scrape_sees_a_real_rebalance(tmp_path):
         assert status == 200
         c1, c2 = await WireClient.connect(b.port), await WireClient.connect(b.port)
         m1, m2 = await join_with_id(c1, group="mg"), await join_with_id(c2, group="mg")
-        j1, j2 = await asyncio.gather(c1.call(11, 5, join_body(5, m1, group="mg")), c2.call(11, 5, join_body(5, m2, group="mg")))
+        j1, j2 = await asyncio.gather(
+            c1.call(11, 5, join_body(5, m1, group="mg")), c2.call(11, 5, join_body(5, m2, group="mg"))
+        )
         leader, other = (c1, m1), (c2, m2)
         if j1.leader != m1:
             leader, other = other, leader
@@ -61,8 +67,12 @@ async def test_scrape_sees_consumer_protocol_groups(tmp_path):
         await wait_loaded(b)
         b.create_topic("mt", 2, {})
         c = await WireClient.connect(b.port)
-        assert (await c.call(68, 1, hb_body(1, "m1", 0, names=("mt",), owned=(), timeout=30_000, group="kg"))).member_epoch == 2
-        assert (await c.call(68, 1, hb_body(1, "m2", 0, names=("mt",), owned=(), timeout=30_000, group="kg"))).member_epoch == 3
+        assert (
+            await c.call(68, 1, hb_body(1, "m1", 0, names=("mt",), owned=(), timeout=30_000, group="kg"))
+        ).member_epoch == 2
+        assert (
+            await c.call(68, 1, hb_body(1, "m2", 0, names=("mt",), owned=(), timeout=30_000, group="kg"))
+        ).member_epoch == 3
         _, text = await http_get(b.metrics_server.port, "/metrics")
         assert total(text, "groupd_consumer_group_rebalances_total") == 2
         assert total(text, "groupd_group_count", protocol="consumer") == 1
@@ -71,7 +81,9 @@ async def test_scrape_sees_consumer_protocol_groups(tmp_path):
         await c.call(68, 1, hb_body(1, "m1", -1, group="kg"))
         await c.call(68, 1, hb_body(1, "m2", -1, group="kg"))
         _, text = await http_get(b.metrics_server.port, "/metrics")
-        assert total(text, "groupd_consumer_group_rebalances_total") == 2, "leaving is not a rebalance in Kafka's sensor"
+        assert total(text, "groupd_consumer_group_rebalances_total") == 2, (
+            "leaving is not a rebalance in Kafka's sensor"
+        )
         assert total(text, "groupd_consumer_group_count", state="Empty") == 1
         await c.close()
     finally:

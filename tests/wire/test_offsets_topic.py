@@ -20,7 +20,9 @@ OFFSETS = "__consumer_offsets"
 
 
 async def _all_topics(c, version=12):
-    resp = await c.call(3, version, {"topics": None, "allow_auto_topic_creation": False, "include_topic_authorized_operations": False})
+    resp = await c.call(
+        3, version, {"topics": None, "allow_auto_topic_creation": False, "include_topic_authorized_operations": False}
+    )
     return {t.name: t for t in resp.topics}
 
 
@@ -55,7 +57,13 @@ async def test_listed_once_a_group_used_it_then_read_but_not_written(tmp_path):
         refused = await c.call(0, 9, produce_body(OFFSETS, partition, build_batch([(b"k", b"v")], timestamp_ms=1)))
         assert refused.responses[0].partition_responses[0].error_code == ErrorCode.invalid_topic_exception
         # named by its id (Produce v13), the same refusal, not UNKNOWN_TOPIC_ID
-        by_id_produce = await c.call(0, 13, produce_body(None, partition, build_batch([(b"k", b"v")], timestamp_ms=1), version=13, topic_id=entry.topic_id))
+        by_id_produce = await c.call(
+            0,
+            13,
+            produce_body(
+                None, partition, build_batch([(b"k", b"v")], timestamp_ms=1), version=13, topic_id=entry.topic_id
+            ),
+        )
         assert by_id_produce.responses[0].partition_responses[0].error_code == ErrorCode.invalid_topic_exception
         assert (await c.call(2, 7, list_offsets_body(OFFSETS, partition, -1))).topics[0].partitions[0].offset == end
         topic_id = entry.topic_id
@@ -98,9 +106,30 @@ def _fetch_by_id(topic_id, partition):
     cls = codec.request_class(1, 13)
     t, p = codec.nested(cls, "FetchTopic"), codec.nested(cls, "FetchPartition")
     return codec.make(
-        cls, replica_id=-1, max_wait=0, min_bytes=1, max_bytes=1 << 20, isolation_level=0, session_id=0, session_epoch=-1,
-        topics=(t(topic_id=topic_id, partitions=(p(partition=partition, current_leader_epoch=-1, fetch_offset=0, log_start_offset=-1, partition_max_bytes=1 << 20),)),),
-        forgotten_topics_data=(), rack_id="",
+        cls,
+        replica_id=-1,
+        max_wait=0,
+        min_bytes=1,
+        max_bytes=1 << 20,
+        isolation_level=0,
+        session_id=0,
+        session_epoch=-1,
+        topics=(
+            t(
+                topic_id=topic_id,
+                partitions=(
+                    p(
+                        partition=partition,
+                        current_leader_epoch=-1,
+                        fetch_offset=0,
+                        log_start_offset=-1,
+                        partition_max_bytes=1 << 20,
+                    ),
+                ),
+            ),
+        ),
+        forgotten_topics_data=(),
+        rack_id="",
     )
 
 
@@ -113,17 +142,39 @@ async def test_no_data_topic_may_take_its_name_and_its_configs_are_kafkas(tmp_pa
         c = await WireClient.connect(b.port)
         cls = codec.request_class(19, 5)
         topic_cls = codec.nested(cls, "CreatableTopic")
-        made = await c.call(19, 5, codec.make(cls, timeout=5000, validate_only=False, topics=tuple(
-            topic_cls(name=n, num_partitions=1, replication_factor=1, assignments=(), configs=()) for n in (OFFSETS, "__consumer.offsets")
-        )))
-        assert [(t.name, t.error_code) for t in made.topics] == [(OFFSETS, ErrorCode.topic_already_exists), ("__consumer.offsets", ErrorCode.invalid_topic_exception)]
+        made = await c.call(
+            19,
+            5,
+            codec.make(
+                cls,
+                timeout=5000,
+                validate_only=False,
+                topics=tuple(
+                    topic_cls(name=n, num_partitions=1, replication_factor=1, assignments=(), configs=())
+                    for n in (OFFSETS, "__consumer.offsets")
+                ),
+            ),
+        )
+        assert [(t.name, t.error_code) for t in made.topics] == [
+            (OFFSETS, ErrorCode.topic_already_exists),
+            ("__consumer.offsets", ErrorCode.invalid_topic_exception),
+        ]
         assert b.topics.get(OFFSETS) is None
         await c.call(10, 4, {"key_type": 0, "coordinator_keys": ("cg",)})
         req = codec.request_class(32, 4)
-        described = await c.call(32, 4, {
-            "resources": (codec.nested(req, "DescribeConfigsResource")(resource_type=2, resource_name=OFFSETS, configuration_keys=None),),
-            "include_synonyms": False, "include_documentation": False,
-        })
+        described = await c.call(
+            32,
+            4,
+            {
+                "resources": (
+                    codec.nested(req, "DescribeConfigsResource")(
+                        resource_type=2, resource_name=OFFSETS, configuration_keys=None
+                    ),
+                ),
+                "include_synonyms": False,
+                "include_documentation": False,
+            },
+        )
         # the other listings of topics have it too, as Kafka's do
         dtp = await c.call(75, 0, {"topics": (), "response_partition_limit": 2000, "cursor": None})
         assert [(t.name, t.is_internal, len(t.partitions)) for t in dtp.topics] == [(OFFSETS, True, 2)]
@@ -132,7 +183,11 @@ async def test_no_data_topic_may_take_its_name_and_its_configs_are_kafkas(tmp_pa
         result = described.results[0]
         own = {e.name: e.value for e in result.configs if e.config_source == 1}
         assert result.error_code == 0
-        assert own == {"cleanup.policy": "compact", "compression.type": "producer", "segment.bytes": str(b.config["offsets.topic.segment.bytes"])}
+        assert own == {
+            "cleanup.policy": "compact",
+            "compression.type": "producer",
+            "segment.bytes": str(b.config["offsets.topic.segment.bytes"]),
+        }
         await c.close()
     finally:
         await b.stop()

@@ -37,12 +37,21 @@ def commit_body(version, group, topics):
     t, p = codec.nested(cls, "OffsetCommitRequestTopic"), codec.nested(cls, "OffsetCommitRequestPartition")
     key = "topic_id" if version >= 10 else "name"
     entries = tuple(
-        codec.make(t, **{key: topic}, partitions=tuple(
-            codec.make(p, partition_index=i, committed_offset=off, committed_leader_epoch=7, committed_metadata=f"m{off}") for i, off in parts
-        ))
+        codec.make(
+            t,
+            **{key: topic},
+            partitions=tuple(
+                codec.make(
+                    p, partition_index=i, committed_offset=off, committed_leader_epoch=7, committed_metadata=f"m{off}"
+                )
+                for i, off in parts
+            ),
+        )
         for topic, parts in topics
     )
-    return codec.make(cls, group_id=group, generation_id_or_member_epoch=-1, member_id="", group_instance_id=None, topics=entries)
+    return codec.make(
+        cls, group_id=group, generation_id_or_member_epoch=-1, member_id="", group_instance_id=None, topics=entries
+    )
 
 
 def fetch_body(version, groups, require_stable=False):
@@ -51,8 +60,15 @@ def fetch_body(version, groups, require_stable=False):
     g, t = codec.nested(cls, "OffsetFetchRequestGroup"), codec.nested(cls, "OffsetFetchRequestTopics")
     key = "topic_id" if version >= 10 else "name"
     entries = tuple(
-        codec.make(g, group_id=group, member_id=None, member_epoch=-1,
-                   topics=None if topics is None else tuple(codec.make(t, **{key: k}, partition_indexes=tuple(ps)) for k, ps in topics))
+        codec.make(
+            g,
+            group_id=group,
+            member_id=None,
+            member_epoch=-1,
+            topics=None
+            if topics is None
+            else tuple(codec.make(t, **{key: k}, partition_indexes=tuple(ps)) for k, ps in topics),
+        )
         for group, topics in groups.items()
     )
     return codec.make(cls, groups=entries, require_stable=require_stable)
@@ -68,7 +84,8 @@ def fetched(group, version=10):
     key = "topic_id" if version >= 10 else "name"
     return [
         (getattr(t, key), p.partition_index, p.committed_offset, p.committed_leader_epoch, p.metadata, p.error_code)
-        for t in group.topics for p in t.partitions
+        for t in group.topics
+        for p in t.partitions
     ]
 
 
@@ -108,20 +125,33 @@ async def test_an_unknown_topic_id_is_unknown_topic_id_on_every_partition(b, c):
     # nothing reached the coordinator: the group was never made
     assert b.coordinator.shard_for("g").state.groups.get("g") is None
     got = await c.call(9, 10, fetch_body(10, {"g": [(stranger, [0, 3])]}))
-    assert fetched(got.groups[0]) == [(stranger, 0, -1, -1, "", UNKNOWN_TOPIC_ID), (stranger, 3, -1, -1, "", UNKNOWN_TOPIC_ID)]
+    assert fetched(got.groups[0]) == [
+        (stranger, 0, -1, -1, "", UNKNOWN_TOPIC_ID),
+        (stranger, 3, -1, -1, "", UNKNOWN_TOPIC_ID),
+    ]
     assert got.groups[0].error_code == 0
 
 
 async def test_known_unknown_and_out_of_range_in_one_request(b, c):
     t, u = b.create_topic("t", 2, {}), b.create_topic("u", 1, {})
     stranger = uuid.uuid4()
-    resp = await c.call(8, 10, commit_body(10, "g", [(t.topic_id, [(0, 10), (5, 1)]), (stranger, [(0, 1)]), (u.topic_id, [(0, 20)])]))
-    assert sorted(commit_errors(resp), key=str) == sorted([
-        (t.topic_id, 0, 0), (t.topic_id, 5, ErrorCode.unknown_topic_or_partition), (stranger, 0, UNKNOWN_TOPIC_ID), (u.topic_id, 0, 0),
-    ], key=str)
+    resp = await c.call(
+        8, 10, commit_body(10, "g", [(t.topic_id, [(0, 10), (5, 1)]), (stranger, [(0, 1)]), (u.topic_id, [(0, 20)])])
+    )
+    assert sorted(commit_errors(resp), key=str) == sorted(
+        [
+            (t.topic_id, 0, 0),
+            (t.topic_id, 5, ErrorCode.unknown_topic_or_partition),
+            (stranger, 0, UNKNOWN_TOPIC_ID),
+            (u.topic_id, 0, 0),
+        ],
+        key=str,
+    )
     got = await c.call(9, 10, fetch_body(10, {"g": [(t.topic_id, [0, 1]), (stranger, [0]), (u.topic_id, [0])]}))
     assert fetched(got.groups[0]) == [
-        (t.topic_id, 0, 10, 7, "m10", 0), (t.topic_id, 1, -1, -1, "", 0), (u.topic_id, 0, 20, 7, "m20", 0),
+        (t.topic_id, 0, 10, 7, "m10", 0),
+        (t.topic_id, 1, -1, -1, "", 0),
+        (u.topic_id, 0, 20, 7, "m20", 0),
         (stranger, 0, -1, -1, "", UNKNOWN_TOPIC_ID),  # the unknown ids come after the coordinator's answers
     ]
 
@@ -136,7 +166,10 @@ async def test_v9_and_v10_read_each_others_offsets(b, c):
     assert fetched(by_name.groups[0], 9) == [("t", 0, 3, 7, "m3", 0), ("t", 1, 4, 7, "m4", 0)]
     # and the classic single-group fetch (v7) sees the v10 commit too
     old = await c.call(9, 7, codec.make(codec.request_class(9, 7), group_id="g", topics=None, require_stable=False))
-    assert sorted((t.name, p.partition_index, p.committed_offset) for t in old.topics for p in t.partitions) == [("t", 0, 3), ("t", 1, 4)]
+    assert sorted((t.name, p.partition_index, p.committed_offset) for t in old.topics for p in t.partitions) == [
+        ("t", 0, 3),
+        ("t", 1, 4),
+    ]
 
 
 async def test_fetch_all_offsets_names_topics_by_id_across_groups(b, c):
@@ -154,16 +187,22 @@ async def test_fetch_all_offsets_names_topics_by_id_across_groups(b, c):
 
 async def test_a_deleted_and_recreated_topic_has_a_new_id(b, c):
     old = b.create_topic("t", 1, {})
-    assert commit_errors(await c.call(8, 10, commit_body(10, "g", [(old.topic_id, [(0, 9)])]))) == [(old.topic_id, 0, 0)]
+    assert commit_errors(await c.call(8, 10, commit_body(10, "g", [(old.topic_id, [(0, 9)])]))) == [
+        (old.topic_id, 0, 0)
+    ]
     b.delete_topic("t")
     new = b.create_topic("t", 1, {})
     assert new.topic_id != old.topic_id
     # the old id is gone; the offsets went with the topic (Kafka deletes a deleted partition's offsets)
-    assert commit_errors(await c.call(8, 10, commit_body(10, "g", [(old.topic_id, [(0, 1)])]))) == [(old.topic_id, 0, UNKNOWN_TOPIC_ID)]
+    assert commit_errors(await c.call(8, 10, commit_body(10, "g", [(old.topic_id, [(0, 1)])]))) == [
+        (old.topic_id, 0, UNKNOWN_TOPIC_ID)
+    ]
     # (tombstones, durable a moment after the deletion: a require_stable fetch is answered after them)
     got = await c.call(9, 10, fetch_body(10, {"g": [(old.topic_id, [0]), (new.topic_id, [0])]}, require_stable=True))
     assert fetched(got.groups[0]) == [(new.topic_id, 0, -1, -1, "", 0), (old.topic_id, 0, -1, -1, "", UNKNOWN_TOPIC_ID)]
-    assert commit_errors(await c.call(8, 10, commit_body(10, "g", [(new.topic_id, [(0, 2)])]))) == [(new.topic_id, 0, 0)]
+    assert commit_errors(await c.call(8, 10, commit_body(10, "g", [(new.topic_id, [(0, 2)])]))) == [
+        (new.topic_id, 0, 0)
+    ]
     got = await c.call(9, 10, fetch_body(10, {"g": None}))
     assert fetched(got.groups[0]) == [(new.topic_id, 0, 2, 7, "m2", 0)]
 
@@ -201,9 +240,11 @@ async def test_coordinator_errors_are_keyed_by_id(b, c):
 
 async def test_the_offsets_topic_id_is_refused_as_its_name_is(b, c):
     await c.call(10, 3, {"key": "g", "key_type": 0})  # creates __consumer_offsets
-    resp = await c.call(8, 10, commit_body(10, "g", [(b.internal_topics['__consumer_offsets'].topic_id, [(0, 1)])]))
+    resp = await c.call(8, 10, commit_body(10, "g", [(b.internal_topics["__consumer_offsets"].topic_id, [(0, 1)])]))
     v9 = await c.call(8, 9, commit_body(9, "g", [("__consumer_offsets", [(0, 1)])]))
-    assert commit_errors(resp) == [(b.internal_topics['__consumer_offsets'].topic_id, 0, ErrorCode.unknown_topic_or_partition)]
+    assert commit_errors(resp) == [
+        (b.internal_topics["__consumer_offsets"].topic_id, 0, ErrorCode.unknown_topic_or_partition)
+    ]
     assert commit_errors(v9, 9) == [("__consumer_offsets", 0, ErrorCode.unknown_topic_or_partition)]
 
 
@@ -222,18 +263,47 @@ async def test_frames_of_another_codec_kafka_python_v10_schemas(b, c):
     try:
         ct = OffsetCommitRequest.OffsetCommitRequestTopic
         cp = ct.OffsetCommitRequestPartition
-        commit = OffsetCommitRequest(version=10, group_id="g", generation_id_or_member_epoch=-1, member_id="", group_instance_id=None, topics=[
-            ct(topic_id=tid, partitions=[cp(partition_index=0, committed_offset=42, committed_leader_epoch=1, committed_metadata="kp")])
-            for tid in (t.topic_id, stranger)
-        ])
+        commit = OffsetCommitRequest(
+            version=10,
+            group_id="g",
+            generation_id_or_member_epoch=-1,
+            member_id="",
+            group_instance_id=None,
+            topics=[
+                ct(
+                    topic_id=tid,
+                    partitions=[
+                        cp(partition_index=0, committed_offset=42, committed_leader_epoch=1, committed_metadata="kp")
+                    ],
+                )
+                for tid in (t.topic_id, stranger)
+            ],
+        )
         resp = await call(commit, OffsetCommitResponse, 1)
-        assert [(x.topic_id, p.partition_index, p.error_code) for x in resp.topics for p in x.partitions] == [(t.topic_id, 0, 0), (stranger, 0, 100)]
+        assert [(x.topic_id, p.partition_index, p.error_code) for x in resp.topics for p in x.partitions] == [
+            (t.topic_id, 0, 0),
+            (stranger, 0, 100),
+        ]
         group = OffsetFetchRequest.OffsetFetchRequestGroup
-        fetch = OffsetFetchRequest(version=10, require_stable=True, groups=[
-            group(group_id="g", member_id=None, member_epoch=-1, topics=[group.OffsetFetchRequestTopics(topic_id=t.topic_id, partition_indexes=[0])]),
-        ])
+        fetch = OffsetFetchRequest(
+            version=10,
+            require_stable=True,
+            groups=[
+                group(
+                    group_id="g",
+                    member_id=None,
+                    member_epoch=-1,
+                    topics=[group.OffsetFetchRequestTopics(topic_id=t.topic_id, partition_indexes=[0])],
+                ),
+            ],
+        )
         got = await call(fetch, OffsetFetchResponse, 2)
-        rows = [(x.topic_id, p.partition_index, p.committed_offset, p.metadata, p.error_code) for g in got.groups for x in g.topics for p in x.partitions]
+        rows = [
+            (x.topic_id, p.partition_index, p.committed_offset, p.metadata, p.error_code)
+            for g in got.groups
+            for x in g.topics
+            for p in x.partitions
+        ]
         assert rows == [(t.topic_id, 0, 42, "kp", 0)]
     finally:
         writer.close()

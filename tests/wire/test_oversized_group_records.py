@@ -121,10 +121,15 @@ async def test_offset_commit_whose_batch_exceeds_the_limit_gets_unknown_server_e
         t = codec.nested(cls, "OffsetCommitRequestTopic")
         p = codec.nested(cls, "OffsetCommitRequestPartition")
         parts = tuple(
-            p(partition_index=i, committed_offset=7, committed_leader_epoch=-1, committed_metadata="m" * 4000) for i in range(10)
+            p(partition_index=i, committed_offset=7, committed_leader_epoch=-1, committed_metadata="m" * 4000)
+            for i in range(10)
         )
         body = codec.make(
-            cls, group_id="g", generation_id_or_member_epoch=-1, member_id="", group_instance_id=None,
+            cls,
+            group_id="g",
+            generation_id_or_member_epoch=-1,
+            member_id="",
+            group_instance_id=None,
             topics=(t(name="t", partitions=parts),),
         )
         for _ in range(2):  # the same answer each time: nothing is left half-done

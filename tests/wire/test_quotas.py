@@ -32,7 +32,9 @@ def alter_body(version, entries, validate_only=False):
 def describe_body(version, components, strict=False):
     cls = codec.request_class(48, version)
     comp = codec.nested(cls, "ComponentData")
-    return codec.make(cls, strict=strict, components=tuple(comp(entity_type=t, match_type=m, match=s) for t, m, s in components))
+    return codec.make(
+        cls, strict=strict, components=tuple(comp(entity_type=t, match_type=m, match=s) for t, m, s in components)
+    )
 
 
 def described(resp):
@@ -49,23 +51,37 @@ async def test_alter_then_describe_and_they_survive_a_restart(tmp_path, version)
     await b.start()
     wire = await WireClient.connect(b.port)
     try:
-        resp = await wire.call(49, version, alter_body(version, [
-            ([("client-id", "app")], [("producer_byte_rate", 1024), ("consumer_byte_rate", 2048)]),
-            ([("user", None)], [("consumer_byte_rate", 100)]),
-            ([("user", "alice"), ("client-id", None)], [("producer_byte_rate", 5)]),
-            ([("user", "bob")], [("request_percentage", 50)]),  # Kafka's key, not enforced here: refused
-            ([("group", "g")], [("producer_byte_rate", 5)]),
-            ([("client-id", "app2")], [("producer_byte_rate", 10.5)]),
-        ]))
+        resp = await wire.call(
+            49,
+            version,
+            alter_body(
+                version,
+                [
+                    ([("client-id", "app")], [("producer_byte_rate", 1024), ("consumer_byte_rate", 2048)]),
+                    ([("user", None)], [("consumer_byte_rate", 100)]),
+                    ([("user", "alice"), ("client-id", None)], [("producer_byte_rate", 5)]),
+                    ([("user", "bob")], [("request_percentage", 50)]),  # Kafka's key, not enforced here: refused
+                    ([("group", "g")], [("producer_byte_rate", 5)]),
+                    ([("client-id", "app2")], [("producer_byte_rate", 10.5)]),
+                ],
+            ),
+        )
         codes = [(e.error_code, e.error_message) for e in resp.entries]
         assert [c for c, _ in codes] == [ErrorCode.none] * 3 + [ErrorCode.invalid_request] * 3
         assert "not supported by groupd" in codes[3][1]
         assert codes[4][1] == "Unhandled client quota entity type: group"
         assert codes[5][1] == "producer_byte_rate cannot be a fractional value."
-        assert [tuple((e.entity_type, e.entity_name) for e in x.entity) for x in resp.entries][2] == (("user", "alice"), ("client-id", None))
+        assert [tuple((e.entity_type, e.entity_name) for e in x.entity) for x in resp.entries][2] == (
+            ("user", "alice"),
+            ("client-id", None),
+        )
 
         # validate_only changes nothing
-        resp = await wire.call(49, version, alter_body(version, [([("client-id", "other")], [("producer_byte_rate", 7)])], validate_only=True))
+        resp = await wire.call(
+            49,
+            version,
+            alter_body(version, [([("client-id", "other")], [("producer_byte_rate", 7)])], validate_only=True),
+        )
         assert resp.entries[0].error_code == ErrorCode.none
         everything = {
             (("client-id", "app"),): {"producer_byte_rate": 1024.0, "consumer_byte_rate": 2048.0},
@@ -73,9 +89,9 @@ async def test_alter_then_describe_and_they_survive_a_restart(tmp_path, version)
             (("client-id", None), ("user", "alice")): {"producer_byte_rate": 5.0},
         }
         assert described(await wire.call(48, version, describe_body(version, []))) == everything
-        assert described(await wire.call(48, version, describe_body(version, [("user", DEFAULT, None)], strict=True))) == {
-            (("user", None),): {"consumer_byte_rate": 100.0}
-        }
+        assert described(
+            await wire.call(48, version, describe_body(version, [("user", DEFAULT, None)], strict=True))
+        ) == {(("user", None),): {"consumer_byte_rate": 100.0}}
         assert described(await wire.call(48, version, describe_body(version, [("client-id", ANY, None)]))) == {
             k: v for k, v in everything.items() if "client-id" in dict(k)
         }
@@ -147,7 +163,9 @@ async def test_fetch_over_its_quota_is_answered_empty_and_capped_to_the_window(q
     wire = await WireClient.connect(b.port)
     try:
         for i in range(10):
-            resp = await wire.call(0, 9, produce_body("q", 0, build_batch([(None, bytes([i]) * 250)], timestamp_ms=1000)))
+            resp = await wire.call(
+                0, 9, produce_body("q", 0, build_batch([(None, bytes([i]) * 250)], timestamp_ms=1000))
+            )
             assert resp.responses[0].partition_responses[0].error_code == ErrorCode.none
         bound = 2_000
         await wire.call(49, 1, alter_body(1, [([("user", "ANONYMOUS")], [("consumer_byte_rate", bound)])]))
@@ -166,9 +184,14 @@ async def test_fetch_over_its_quota_is_answered_empty_and_capped_to_the_window(q
 def create_topics_body(version, topics):
     cls = codec.request_class(19, version)
     topic = codec.nested(cls, "CreatableTopic")
-    return codec.make(cls, timeout=5000, validate_only=False, topics=tuple(
-        topic(name=name, num_partitions=n, replication_factor=-1, assignments=(), configs=()) for name, n in topics
-    ))
+    return codec.make(
+        cls,
+        timeout=5000,
+        validate_only=False,
+        topics=tuple(
+            topic(name=name, num_partitions=n, replication_factor=-1, assignments=(), configs=()) for name, n in topics
+        ),
+    )
 
 
 @pytest.mark.parametrize(("version", "strict"), [(7, True), (5, False)])
@@ -194,13 +217,21 @@ async def test_topic_creation_over_the_mutation_rate(quota_broker, version, stri
         other = await WireClient.connect(b.port)
         dcls = codec.request_class(20, 6)
         dtopic = codec.nested(dcls, "DeleteTopicState")
-        resp = await other.call(20, 6, codec.make(dcls, timeout=5000, topics=(dtopic(name="m1", topic_id=codec.ZERO_UUID),)))
+        resp = await other.call(
+            20, 6, codec.make(dcls, timeout=5000, topics=(dtopic(name="m1", topic_id=codec.ZERO_UUID),))
+        )
         await other.close()
         assert resp.responses[0].error_code == ErrorCode.throttling_quota_exceeded
         assert b.topics.get("m1") is not None
         # once the throttle time has passed, the bucket has refilled enough
         await asyncio.sleep(throttle / 1000 + 0.1)
-        resp = await wire.call(20, 6, codec.make(dcls, timeout=5000, topics=(dtopic(name="m2" if not strict else "m1", topic_id=codec.ZERO_UUID),)))
+        resp = await wire.call(
+            20,
+            6,
+            codec.make(
+                dcls, timeout=5000, topics=(dtopic(name="m2" if not strict else "m1", topic_id=codec.ZERO_UUID),)
+            ),
+        )
         assert resp.responses[0].error_code == ErrorCode.none
     finally:
         await wire.close()

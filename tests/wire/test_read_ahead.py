@@ -89,7 +89,9 @@ async def test_reading_resumes_when_the_poll_answers_and_every_request_is_answer
         for _ in range(frames):
             answer = await asyncio.wait_for(client.recv(), 10)
             assert answer.api_keys, "answered with the broker's API table"
-        assert await asyncio.wait_for(client.call(18, 3, {"client_software_name": "x", "client_software_version": "1"}), 5)
+        assert await asyncio.wait_for(
+            client.call(18, 3, {"client_software_name": "x", "client_software_version": "1"}), 5
+        )
         await client.close()
     finally:
         await broker.stop()
@@ -105,7 +107,9 @@ async def test_a_single_frame_larger_than_the_bound_is_still_read_and_answered(t
         client._pending.append((1, 18, 3))
         client._cid = 1
         assert (await asyncio.wait_for(client.recv(), 10)).api_keys
-        assert await asyncio.wait_for(client.call(18, 3, {"client_software_name": "x", "client_software_version": "1"}), 5)
+        assert await asyncio.wait_for(
+            client.call(18, 3, {"client_software_name": "x", "client_software_version": "1"}), 5
+        )
         await client.close()
     finally:
         await broker.stop()

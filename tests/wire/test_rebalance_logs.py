@@ -47,7 +47,9 @@ async def test_rebalance_reasons_generations_and_error_names(tmp_path, caplog):
         first = await join_with_id(a)
         assert await form(a, first) == 1
         text = "\n".join(lines(caplog))
-        assert "error=79" not in text and "error=MEMBER_ID_REQUIRED" not in text, "the first join's MEMBER_ID_REQUIRED is not an error"
+        assert "error=79" not in text and "error=MEMBER_ID_REQUIRED" not in text, (
+            "the first join's MEMBER_ID_REQUIRED is not an error"
+        )
         assert f"new member {first} is given its id and joins again" in text
         assert f"member {first} joined" in text and "generation_before=0" in text
         assert "PreparingRebalance -> CompletingRebalance" in text
@@ -69,7 +71,11 @@ async def test_rebalance_reasons_generations_and_error_names(tmp_path, caplog):
         assert left.error_code == ErrorCode.none
         await asyncio.sleep(0.05)
         text = "\n".join(lines(caplog))
-        assert f"member {second} left the group (LeaveGroup)" in text and "cause=leave" in text and "generation_before=2" in text, text
+        assert (
+            f"member {second} left the group (LeaveGroup)" in text
+            and "cause=leave" in text
+            and "generation_before=2" in text
+        ), text
 
         caplog.clear()
         bad = dataclasses.replace(join_body(5), session_timeout=datetime.timedelta(milliseconds=10))
@@ -100,7 +106,9 @@ async def test_session_expiry_names_the_member_and_how_long(tmp_path, caplog):
         caplog.clear()
         await asyncio.sleep(1.0)  # `second` sends no heartbeat: its 300 ms session expires
         text = "\n".join(lines(caplog))
-        assert f"member {second} session expired: no heartbeat for " in text and "ms (session.timeout.ms=300)" in text, text
+        assert (
+            f"member {second} session expired: no heartbeat for " in text and "ms (session.timeout.ms=300)" in text
+        ), text
         assert "cause=session_expiry" in text and "generation_before=2" in text
     finally:
         await b.stop()

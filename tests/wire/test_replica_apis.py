@@ -49,10 +49,15 @@ def _elect(version, topic_partitions, election_type=PREFERRED):
 
 
 def _elections(resp):
-    return [(r.topic, [(p.partition_id, p.error_code, p.error_message) for p in r.partition_result]) for r in resp.replica_election_results]
+    return [
+        (r.topic, [(p.partition_id, p.error_code, p.error_message) for p in r.partition_result])
+        for r in resp.replica_election_results
+    ]
 
 
-@pytest.mark.parametrize(("version", "election_type"), [(0, PREFERRED), (1, PREFERRED), (1, UNCLEAN), (2, PREFERRED), (2, UNCLEAN)])
+@pytest.mark.parametrize(
+    ("version", "election_type"), [(0, PREFERRED), (1, PREFERRED), (1, UNCLEAN), (2, PREFERRED), (2, UNCLEAN)]
+)
 async def test_elect_leaders_is_never_needed(broker, wire, version, election_type):
     broker.create_topic("el", 3, {})
     broker.create_topic("el2", 1, {})
@@ -60,7 +65,14 @@ async def test_elect_leaders_is_never_needed(broker, wire, version, election_typ
     # ReplicationControlManager.electLeader: PREFERRED with the preferred replica leading, or UNCLEAN
     # with any leader, is ELECTION_NOT_NEEDED; each requested partition is answered, in request order
     assert _elections(resp) == [
-        ("el", [(2, ErrorCode.election_not_needed, NOT_NEEDED), (0, ErrorCode.election_not_needed, NOT_NEEDED), (1, ErrorCode.election_not_needed, NOT_NEEDED)]),
+        (
+            "el",
+            [
+                (2, ErrorCode.election_not_needed, NOT_NEEDED),
+                (0, ErrorCode.election_not_needed, NOT_NEEDED),
+                (1, ErrorCode.election_not_needed, NOT_NEEDED),
+            ],
+        ),
         ("el2", [(0, ErrorCode.election_not_needed, NOT_NEEDED)]),
     ]
     if version >= 1:
@@ -77,8 +89,20 @@ async def test_elect_leaders_unknown_topics_and_partitions(broker, wire, version
     resp = await wire.call(43, version, _elect(version, [("ek", [1, 5]), ("nope", [0, 3])]))
     # ReplicationControlManager.electLeader's messages
     assert _elections(resp) == [
-        ("ek", [(1, ErrorCode.election_not_needed, NOT_NEEDED), (5, ErrorCode.unknown_topic_or_partition, "No such partition as ek-5")]),
-        ("nope", [(0, ErrorCode.unknown_topic_or_partition, "No such topic as nope"), (3, ErrorCode.unknown_topic_or_partition, "No such topic as nope")]),
+        (
+            "ek",
+            [
+                (1, ErrorCode.election_not_needed, NOT_NEEDED),
+                (5, ErrorCode.unknown_topic_or_partition, "No such partition as ek-5"),
+            ],
+        ),
+        (
+            "nope",
+            [
+                (0, ErrorCode.unknown_topic_or_partition, "No such topic as nope"),
+                (3, ErrorCode.unknown_topic_or_partition, "No such topic as nope"),
+            ],
+        ),
     ]
     if version >= 1:
         assert resp.error_code == ErrorCode.none
@@ -135,14 +159,19 @@ def _reassign(version, topics, allow=True):
     t_cls = codec.nested(cls, "ReassignableTopic")
     p_cls = codec.nested(cls, "ReassignablePartition")
     entities = tuple(
-        t_cls(name=name, partitions=tuple(p_cls(partition_index=p, replicas=None if r is None else tuple(r)) for p, r in parts))
+        t_cls(
+            name=name,
+            partitions=tuple(p_cls(partition_index=p, replicas=None if r is None else tuple(r)) for p, r in parts),
+        )
         for name, parts in topics
     )
     return codec.make(cls, timeout=5000, allow_replication_factor_change=allow, topics=entities)
 
 
 def _reassigned(resp):
-    return [(t.name, [(p.partition_index, p.error_code, p.error_message) for p in t.partitions]) for t in resp.responses]
+    return [
+        (t.name, [(p.partition_index, p.error_code, p.error_message) for p in t.partitions]) for t in resp.responses
+    ]
 
 
 def _not_registered(broker_id):
@@ -165,31 +194,53 @@ async def test_reassigning_to_this_node_is_a_no_op(broker, wire, version):
     # nothing is in progress afterwards, and the partitions still live here alone
     listed = await wire.call(46, 0, {"timeout": 1000, "topics": None})
     assert listed.topics == ()
-    meta = await wire.call(3, 12, {"topics": None, "allow_auto_topic_creation": False, "include_topic_authorized_operations": False})
+    meta = await wire.call(
+        3, 12, {"topics": None, "allow_auto_topic_creation": False, "include_topic_authorized_operations": False}
+    )
     (topic,) = [t for t in meta.topics if t.name == "ra"]
-    assert {(p.partition_index, p.leader_id, p.replica_nodes) for p in topic.partitions} == {(0, node, (node,)), (1, node, (node,))}
+    assert {(p.partition_index, p.leader_id, p.replica_nodes) for p in topic.partitions} == {
+        (0, node, (node,)),
+        (1, node, (node,)),
+    }
 
 
 @pytest.mark.parametrize("version", [0, 1])
 async def test_reassigning_to_other_brokers_is_an_invalid_assignment(broker, wire, version):
     node = broker.node_id
     broker.create_topic("rb", 1, {})
-    resp = await wire.call(45, version, _reassign(version, [("rb", [
-        (0, [node + 1]),
-        (0, [node, node + 5]),
-        (0, [node + 1, node - 1]),  # the ids are checked sorted: the lower unknown one is named
-        (0, [node, node]),
-        (0, []),
-    ])]))
+    resp = await wire.call(
+        45,
+        version,
+        _reassign(
+            version,
+            [
+                (
+                    "rb",
+                    [
+                        (0, [node + 1]),
+                        (0, [node, node + 5]),
+                        (0, [node + 1, node - 1]),  # the ids are checked sorted: the lower unknown one is named
+                        (0, [node, node]),
+                        (0, []),
+                    ],
+                )
+            ],
+        ),
+    )
     assert resp.error_code == ErrorCode.none and resp.error_message is None
     invalid = ErrorCode.invalid_replica_assignment
-    assert _reassigned(resp) == [("rb", [
-        (0, invalid, _not_registered(node + 1)),
-        (0, invalid, _not_registered(node + 5)),
-        (0, invalid, _not_registered(node - 1)),
-        (0, invalid, f"The manual partition assignment includes the broker {node} more than once."),
-        (0, invalid, EMPTY_LIST),
-    ])]
+    assert _reassigned(resp) == [
+        (
+            "rb",
+            [
+                (0, invalid, _not_registered(node + 1)),
+                (0, invalid, _not_registered(node + 5)),
+                (0, invalid, _not_registered(node - 1)),
+                (0, invalid, f"The manual partition assignment includes the broker {node} more than once."),
+                (0, invalid, EMPTY_LIST),
+            ],
+        )
+    ]
 
 
 @pytest.mark.parametrize("version", [0, 1])
@@ -205,16 +256,33 @@ async def test_cancelling_when_nothing_is_in_progress(broker, wire, version):
 async def test_reassigning_unknown_topics_and_partitions(broker, wire, version):
     node = broker.node_id
     broker.create_topic("rd", 2, {})
-    resp = await wire.call(45, version, _reassign(version, [
-        ("nope", [(0, [node]), (1, None)]),
-        ("rd", [(2, [node]), (9, None), (0, [node])]),
-    ]))
+    resp = await wire.call(
+        45,
+        version,
+        _reassign(
+            version,
+            [
+                ("nope", [(0, [node]), (1, None)]),
+                ("rd", [(2, [node]), (9, None), (0, [node])]),
+            ],
+        ),
+    )
     # ReplicationControlManager.alterPartitionReassignment: the topic and partition are looked up
     # before anything else, null replicas included
     unknown = ErrorCode.unknown_topic_or_partition
     assert _reassigned(resp) == [
-        ("nope", [(0, unknown, "Unable to find a topic named nope."), (1, unknown, "Unable to find a topic named nope.")]),
-        ("rd", [(2, unknown, "Unable to find partition rd:2."), (9, unknown, "Unable to find partition rd:9."), (0, ErrorCode.none, None)]),
+        (
+            "nope",
+            [(0, unknown, "Unable to find a topic named nope."), (1, unknown, "Unable to find a topic named nope.")],
+        ),
+        (
+            "rd",
+            [
+                (2, unknown, "Unable to find partition rd:2."),
+                (9, unknown, "Unable to find partition rd:9."),
+                (0, ErrorCode.none, None),
+            ],
+        ),
     ]
 
 
@@ -225,11 +293,16 @@ async def test_disallowing_a_replication_factor_change(broker, wire):
     # ReplicationControlManager.changePartitionReassignment validates the assignment first, then (KIP-860)
     # the replication factor; with one registered broker every valid target is [node], so the
     # INVALID_REPLICATION_FACTOR check ("The replication factor is changed from 1 to 2") never fires
-    assert _reassigned(resp) == [("re", [
-        (0, ErrorCode.none, None),
-        (0, ErrorCode.invalid_replica_assignment, _not_registered(node + 1)),
-        (0, ErrorCode.invalid_replica_assignment, EMPTY_LIST),
-    ])]
+    assert _reassigned(resp) == [
+        (
+            "re",
+            [
+                (0, ErrorCode.none, None),
+                (0, ErrorCode.invalid_replica_assignment, _not_registered(node + 1)),
+                (0, ErrorCode.invalid_replica_assignment, EMPTY_LIST),
+            ],
+        )
+    ]
     # the response echoes the request's option (ReplicationControlManager.alterPartitionReassignments)
     assert resp.allow_replication_factor_change is False
 
@@ -256,7 +329,9 @@ async def test_reassignment_on_another_node_id(tmp_path):
         b.create_topic("rz", 1, {})
         c = await WireClient.connect(b.port)
         resp = await c.call(45, 1, _reassign(1, [("rz", [(0, [0]), (0, [1])])]))
-        assert _reassigned(resp) == [("rz", [(0, ErrorCode.none, None), (0, ErrorCode.invalid_replica_assignment, _not_registered(1))])]
+        assert _reassigned(resp) == [
+            ("rz", [(0, ErrorCode.none, None), (0, ErrorCode.invalid_replica_assignment, _not_registered(1))])
+        ]
         await c.close()
     finally:
         await b.stop()
@@ -294,7 +369,11 @@ async def test_moving_a_replica_to_its_own_dir_is_a_no_op(broker, wire, version)
     resp = await wire.call(34, version, _move(version, [(log_dir, [("ma", [0, 2]), ("__consumer_offsets", [0])])]))
     assert codec.millis(resp.throttle_time) == 0
     # the offsets partitions are hosted here too (DescribeLogDirs lists them)
-    assert _moved(resp) == {("ma", 0): ErrorCode.none, ("ma", 2): ErrorCode.none, ("__consumer_offsets", 0): ErrorCode.none}
+    assert _moved(resp) == {
+        ("ma", 0): ErrorCode.none,
+        ("ma", 2): ErrorCode.none,
+        ("__consumer_offsets", 0): ErrorCode.none,
+    }
     # DescribeLogDirs still shows the same single dir with the topic in it
     described = await wire.call(35, 4, {"topics": None})
     (result,) = described.results
@@ -318,10 +397,17 @@ async def test_a_dir_that_is_not_a_log_dir_is_not_found(broker, wire, version, t
 async def test_moving_partitions_this_broker_does_not_host(broker, wire, version, tmp_path):
     broker.create_topic("mc", 2, {})
     log_dir = _log_dir(broker)
-    resp = await wire.call(34, version, _move(version, [
-        (log_dir, [("mc", [1, 7]), ("nope", [0])]),
-        (str(tmp_path / "elsewhere"), [("nope", [1]), ("mc", [8])]),
-    ]))
+    resp = await wire.call(
+        34,
+        version,
+        _move(
+            version,
+            [
+                (log_dir, [("mc", [1, 7]), ("nope", [0])]),
+                (str(tmp_path / "elsewhere"), [("nope", [1]), ("mc", [8])]),
+            ],
+        ),
+    )
     # ReplicaManager.alterReplicaLogDirs: the dir is checked first (LOG_DIR_NOT_FOUND); then
     # getPartitionOrException answers UNKNOWN_TOPIC_OR_PARTITION for a partition the metadata does not
     # know (NOT_LEADER_OR_FOLLOWER, sent as REPLICA_NOT_AVAILABLE, only for a known partition hosted

@@ -23,10 +23,15 @@ async def test_metadata_v10_v11_refuse_topic_ids_and_null_names(broker, wire):
     cls = codec.request_class(3, 11)
     topic = codec.nested(cls, "MetadataRequestTopic")
     for wanted in (topic(topic_id=uuid.uuid4(), name=None), topic(topic_id=uuid.uuid4(), name="named")):
-        body = codec.make(cls, topics=(wanted, topic(topic_id=codec.ZERO_UUID, name="named")), allow_auto_topic_creation=False,
-                          include_topic_authorized_operations=False)
+        body = codec.make(
+            cls,
+            topics=(wanted, topic(topic_id=codec.ZERO_UUID, name="named")),
+            allow_auto_topic_creation=False,
+            include_topic_authorized_operations=False,
+        )
         resp = await wire.call(3, 11, body)
         assert [(t.name, t.error_code, t.partitions) for t in resp.topics] == [
-            (wanted.name or "", ErrorCode.invalid_request, ()), ("named", ErrorCode.invalid_request, ()),
+            (wanted.name or "", ErrorCode.invalid_request, ()),
+            ("named", ErrorCode.invalid_request, ()),
         ]
         assert (resp.brokers, resp.controller_id) == ((), -1)

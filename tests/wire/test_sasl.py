@@ -16,14 +16,21 @@ from groupd.protocol.errors import ErrorCode
 from tests.conftest import broker_config
 from tests.harness import WireClient
 
-JAAS = 'org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="alice-secret" user_bob="bob-secret";'
+JAAS = (
+    'org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="alice-secret" user_bob="bob-secret";'
+)
 SASL_CONFIG = {
     "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
     "sasl.enabled.mechanisms": "PLAIN",
     "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
     "connection.failed.authentication.delay.ms": 0,
 }
-METADATA = {"topics": None, "allow_auto_topic_creation": False, "include_topic_authorized_operations": False, "include_cluster_authorized_operations": False}
+METADATA = {
+    "topics": None,
+    "allow_auto_topic_creation": False,
+    "include_topic_authorized_operations": False,
+    "include_cluster_authorized_operations": False,
+}
 
 
 @pytest.fixture
@@ -99,7 +106,9 @@ async def test_wrong_password_is_answered_then_closed(sasl_broker, caplog):
         assert auth.error_code == ErrorCode.sasl_authentication_failed
         assert auth.error_message == "Authentication failed: Invalid username or password"
         assert await closed(client)
-    assert any("Invalid username or password" in r.getMessage() and "SASL_PLAINTEXT" in r.getMessage() for r in caplog.records)
+    assert any(
+        "Invalid username or password" in r.getMessage() and "SASL_PLAINTEXT" in r.getMessage() for r in caplog.records
+    )
 
 
 async def test_failed_authentication_close_is_delayed(tmp_path):
@@ -170,7 +179,9 @@ async def test_authentications_counted_by_listener_mechanism_and_result(sasl_bro
 
 
 async def test_a_listener_not_advertised_gets_no_broker(tmp_path):
-    b = Broker(broker_config(tmp_path, **{**SASL_CONFIG, "advertised.listeners": "SASL_PLAINTEXT://kafka.example.com:9093"}))
+    b = Broker(
+        broker_config(tmp_path, **{**SASL_CONFIG, "advertised.listeners": "SASL_PLAINTEXT://kafka.example.com:9093"})
+    )
     await b.start()
     try:
         plain = await WireClient.connect(b.port_of("PLAINTEXT"))
@@ -184,5 +195,3 @@ async def test_a_listener_not_advertised_gets_no_broker(tmp_path):
         await client.close()
     finally:
         await b.stop()
-
-

@@ -23,7 +23,9 @@ CONFIG = {
     "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
     "sasl.enabled.mechanisms": "PLAIN,SCRAM-SHA-256,SCRAM-SHA-512",
     "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
-    "listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule required;",
+    "listener.name.sasl_plaintext.scram-sha-256.sasl.jaas.config": (
+        "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+    ),
     "connection.failed.authentication.delay.ms": 0,
 }
 
@@ -37,7 +39,13 @@ async def scram_broker(tmp_path):
 
 
 def upsertion(name, mechanism, password, iterations=4096, salt=b"salt-of-the-earth"):
-    return {"name": name, "mechanism": mechanism.type, "iterations": iterations, "salt": salt, "salted_password": salted_password(mechanism, password, salt, iterations)}
+    return {
+        "name": name,
+        "mechanism": mechanism.type,
+        "iterations": iterations,
+        "salt": salt,
+        "salted_password": salted_password(mechanism, password, salt, iterations),
+    }
 
 
 def entities(api_key, name, rows):
@@ -46,15 +54,23 @@ def entities(api_key, name, rows):
 
 
 async def alter(client, deletions=(), upsertions=()):
-    body = {"deletions": entities(51, "ScramCredentialDeletion", deletions), "upsertions": entities(51, "ScramCredentialUpsertion", upsertions)}
+    body = {
+        "deletions": entities(51, "ScramCredentialDeletion", deletions),
+        "upsertions": entities(51, "ScramCredentialUpsertion", upsertions),
+    }
     resp = await client.call(51, 0, body)
     return {r.user: (r.error_code, r.error_message) for r in resp.results}
 
 
 async def describe(client, users):
-    resp = await client.call(50, 0, {"users": None if users is None else entities(50, "UserName", [{"name": u} for u in users])})
+    resp = await client.call(
+        50, 0, {"users": None if users is None else entities(50, "UserName", [{"name": u} for u in users])}
+    )
     assert resp.error_code == ErrorCode.none
-    return {r.user: (r.error_code, r.error_message, [(c.mechanism, c.iterations) for c in r.credential_infos]) for r in resp.results}
+    return {
+        r.user: (r.error_code, r.error_message, [(c.mechanism, c.iterations) for c in r.credential_infos])
+        for r in resp.results
+    }
 
 
 async def scram_login(port, mechanism, user, password, *, client_nonce="fyko+d2lbbFgONRv9qkxdawL"):
@@ -77,11 +93,20 @@ async def scram_login(port, mechanism, user, password, *, client_nonce="fyko+d2l
 
 async def test_created_credentials_describe_and_authenticate(scram_broker):
     admin = await WireClient.connect(scram_broker.port_of("PLAINTEXT"))
-    assert await alter(admin, upsertions=[upsertion("carol", SHA_256, "c-pass"), upsertion("dave", SHA_512, "d-pass", 8192)]) == {
-        "carol": (ErrorCode.none, None), "dave": (ErrorCode.none, None),
+    assert await alter(
+        admin, upsertions=[upsertion("carol", SHA_256, "c-pass"), upsertion("dave", SHA_512, "d-pass", 8192)]
+    ) == {
+        "carol": (ErrorCode.none, None),
+        "dave": (ErrorCode.none, None),
     }
-    assert await describe(admin, None) == {"carol": (ErrorCode.none, None, [(1, 4096)]), "dave": (ErrorCode.none, None, [(2, 8192)])}
-    assert (await describe(admin, ["nobody"]))["nobody"][:2] == (ErrorCode.resource_not_found, "Attempt to describe a user credential that does not exist: nobody")
+    assert await describe(admin, None) == {
+        "carol": (ErrorCode.none, None, [(1, 4096)]),
+        "dave": (ErrorCode.none, None, [(2, 8192)]),
+    }
+    assert (await describe(admin, ["nobody"]))["nobody"][:2] == (
+        ErrorCode.resource_not_found,
+        "Attempt to describe a user credential that does not exist: nobody",
+    )
     port = scram_broker.port_of("SASL_PLAINTEXT")
     for mechanism, user, password in ((SHA_256, "carol", "c-pass"), (SHA_512, "dave", "d-pass")):
         client, final = await scram_login(port, mechanism, user, password)
@@ -91,14 +116,20 @@ async def test_created_credentials_describe_and_authenticate(scram_broker):
     await admin.close()
 
 
-@pytest.mark.parametrize("user, password, mechanism", [("carol", "wrong", SHA_256), ("nobody", "x", SHA_256), ("carol", "c-pass", SHA_512)])
+@pytest.mark.parametrize(
+    "user, password, mechanism", [("carol", "wrong", SHA_256), ("nobody", "x", SHA_256), ("carol", "c-pass", SHA_512)]
+)
 async def test_bad_password_unknown_user_or_other_mechanism_fail_alike(scram_broker, user, password, mechanism):
     admin = await WireClient.connect(scram_broker.port_of("PLAINTEXT"))
     await alter(admin, upsertions=[upsertion("carol", SHA_256, "c-pass")])
     client, answer = await scram_login(scram_broker.port_of("SASL_PLAINTEXT"), mechanism, user, password)
     assert answer.error_code == ErrorCode.sasl_authentication_failed
     # Kafka does not tell an unknown user from a bad proof
-    assert answer.error_message == f"Authentication failed during authentication due to invalid credentials with SASL mechanism {mechanism.name}"
+    assert (
+        answer.error_message
+        == "Authentication failed during authentication due to invalid credentials with SASL mechanism "
+        f"{mechanism.name}"
+    )
     assert await closed(client)
     await admin.close()
 
@@ -106,8 +137,14 @@ async def test_bad_password_unknown_user_or_other_mechanism_fail_alike(scram_bro
 async def test_alter_refusals_over_the_wire(scram_broker):
     admin = await WireClient.connect(scram_broker.port_of("PLAINTEXT"))
     got = await alter(
-        admin, deletions=[{"name": "ghost", "mechanism": 1}],
-        upsertions=[upsertion("few", SHA_256, "p", iterations=1000), upsertion("", SHA_256, "p"), upsertion("x", SHA_256, "p"), upsertion("x", SHA_512, "p")],
+        admin,
+        deletions=[{"name": "ghost", "mechanism": 1}],
+        upsertions=[
+            upsertion("few", SHA_256, "p", iterations=1000),
+            upsertion("", SHA_256, "p"),
+            upsertion("x", SHA_256, "p"),
+            upsertion("x", SHA_512, "p"),
+        ],
     )
     assert got == {
         "ghost": (ErrorCode.resource_not_found, "Attempt to delete a user credential that does not exist"),

@@ -40,40 +40,95 @@ async def topic_with_state(b, name="t", partitions=1, start_offset=-1):
 async def produce(c, topic, n, partition=0, per_batch=None, timestamp_ms=1000):
     per_batch = per_batch or n
     for i in range(0, n, per_batch):
-        batch = build_batch([(None, f"v{j}".encode()) for j in range(i, min(n, i + per_batch))], timestamp_ms=timestamp_ms)
+        batch = build_batch(
+            [(None, f"v{j}".encode()) for j in range(i, min(n, i + per_batch))], timestamp_ms=timestamp_ms
+        )
         r = await c.call(0, 9, produce_body(topic, partition, bytes(batch)))
         assert r.responses[0].partition_responses[0].error_code == 0
 
 
-def fetch_body(version, tid, epoch, member="m1", partitions=(0,), acks=None, max_wait=0, min_bytes=1, max_records=500,
-               batch_size=500, forgotten=(), group="g", renew=False, max_bytes=1 << 20, mode=0):
+def fetch_body(
+    version,
+    tid,
+    epoch,
+    member="m1",
+    partitions=(0,),
+    acks=None,
+    max_wait=0,
+    min_bytes=1,
+    max_records=500,
+    batch_size=500,
+    forgotten=(),
+    group="g",
+    renew=False,
+    max_bytes=1 << 20,
+    mode=0,
+):
     cls = codec.request_class(SHARE_FETCH, version)
-    topic_cls, part_cls, ack_cls = (codec.nested(cls, n) for n in ("FetchTopic", "FetchPartition", "AcknowledgementBatch"))
+    topic_cls, part_cls, ack_cls = (
+        codec.nested(cls, n) for n in ("FetchTopic", "FetchPartition", "AcknowledgementBatch")
+    )
     forgot_cls = codec.nested(cls, "ForgottenTopic")
     acks = acks or {}
-    parts = tuple(part_cls(partition_index=p, acknowledgement_batches=tuple(
-        ack_cls(first_offset=f, last_offset=last, acknowledge_types=tuple(ts)) for f, last, ts in acks.get(p, ())))
-        for p in partitions)
+    parts = tuple(
+        part_cls(
+            partition_index=p,
+            acknowledgement_batches=tuple(
+                ack_cls(first_offset=f, last_offset=last, acknowledge_types=tuple(ts))
+                for f, last, ts in acks.get(p, ())
+            ),
+        )
+        for p in partitions
+    )
     topics = (topic_cls(topic_id=tid, partitions=parts),) if partitions else ()
-    return codec.make(cls, group_id=group, member_id=member, share_session_epoch=epoch, max_wait=max_wait,
-                      min_bytes=min_bytes, max_bytes=max_bytes, max_records=max_records, batch_size=batch_size,
-                      share_acquire_mode=mode, is_renew_ack=renew, topics=topics,
-                      forgotten_topics_data=tuple(forgot_cls(topic_id=tid, partitions=tuple(ps)) for ps in forgotten))
+    return codec.make(
+        cls,
+        group_id=group,
+        member_id=member,
+        share_session_epoch=epoch,
+        max_wait=max_wait,
+        min_bytes=min_bytes,
+        max_bytes=max_bytes,
+        max_records=max_records,
+        batch_size=batch_size,
+        share_acquire_mode=mode,
+        is_renew_ack=renew,
+        topics=topics,
+        forgotten_topics_data=tuple(forgot_cls(topic_id=tid, partitions=tuple(ps)) for ps in forgotten),
+    )
 
 
 def ack_body(version, tid, epoch, acks, member="m1", group="g", renew=False):
     cls = codec.request_class(SHARE_ACK, version)
-    topic_cls, part_cls, ack_cls = (codec.nested(cls, n) for n in ("AcknowledgeTopic", "AcknowledgePartition", "AcknowledgementBatch"))
-    parts = tuple(part_cls(partition_index=p, acknowledgement_batches=tuple(
-        ack_cls(first_offset=f, last_offset=last, acknowledge_types=tuple(ts)) for f, last, ts in batches))
-        for p, batches in acks.items())
-    return codec.make(cls, group_id=group, member_id=member, share_session_epoch=epoch, is_renew_ack=renew,
-                      topics=(topic_cls(topic_id=tid, partitions=parts),))
+    topic_cls, part_cls, ack_cls = (
+        codec.nested(cls, n) for n in ("AcknowledgeTopic", "AcknowledgePartition", "AcknowledgementBatch")
+    )
+    parts = tuple(
+        part_cls(
+            partition_index=p,
+            acknowledgement_batches=tuple(
+                ack_cls(first_offset=f, last_offset=last, acknowledge_types=tuple(ts)) for f, last, ts in batches
+            ),
+        )
+        for p, batches in acks.items()
+    )
+    return codec.make(
+        cls,
+        group_id=group,
+        member_id=member,
+        share_session_epoch=epoch,
+        is_renew_ack=renew,
+        topics=(topic_cls(topic_id=tid, partitions=parts),),
+    )
 
 
 def acquired(resp):
-    return [(a.first_offset, a.last_offset, a.delivery_count)
-            for t in resp.responses for p in t.partitions for a in p.acquired_records]
+    return [
+        (a.first_offset, a.last_offset, a.delivery_count)
+        for t in resp.responses
+        for p in t.partitions
+        for a in p.acquired_records
+    ]
 
 
 def part(resp, index=0):
@@ -168,8 +223,17 @@ async def test_bad_acknowledgements_get_kafkas_codes_per_partition(tmp_path):
         assert sorted(acquired(r)) == [(0, 9, 1), (0, 9, 1)]
         epoch = 2
         # scenario 43: First > Last; 2 types for 3 offsets; type 5; type 4 without IsRenewAck -> 42 on that partition
-        for batches in ([(5, 4, [1])], [(0, 2, [1, 1])], [(0, 0, [5])], [(0, 0, [4])], [(0, 3, [1]), (2, 5, [1])], [(0, 0, [])]):
-            r = await c.call(SHARE_ACK, 2, ack_body(2, tid, epoch, {0: batches, 1: [(9, 9, [1])]} if epoch == 2 else {0: batches}))
+        for batches in (
+            [(5, 4, [1])],
+            [(0, 2, [1, 1])],
+            [(0, 0, [5])],
+            [(0, 0, [4])],
+            [(0, 3, [1]), (2, 5, [1])],
+            [(0, 0, [])],
+        ):
+            r = await c.call(
+                SHARE_ACK, 2, ack_body(2, tid, epoch, {0: batches, 1: [(9, 9, [1])]} if epoch == 2 else {0: batches})
+            )
             epoch += 1
             assert r.error_code == 0
             assert part(r, 0).error_code == 42, batches
@@ -195,8 +259,13 @@ async def test_renew_keeps_the_lock_and_fetches_nothing(tmp_path):
         # scenario 45: non-zero MaxBytes etc. with IsRenewAck -> 42
         r = await c.call(SHARE_FETCH, 2, fetch_body(2, tid, 2, acks={0: [(0, 4, [4])]}, renew=True))
         assert r.error_code == 42
-        r = await c.call(SHARE_FETCH, 2, fetch_body(2, tid, 2, acks={0: [(0, 4, [4])]}, renew=True, max_wait=0,
-                                                    min_bytes=0, max_bytes=0, max_records=0))
+        r = await c.call(
+            SHARE_FETCH,
+            2,
+            fetch_body(
+                2, tid, 2, acks={0: [(0, 4, [4])]}, renew=True, max_wait=0, min_bytes=0, max_bytes=0, max_records=0
+            ),
+        )
         assert (r.error_code, part(r).acknowledge_error_code, acquired(r)) == (0, 0, [])
         sp = b.share_partitions.partition("g", tid, 0)
         assert sp.record_state(0)[0] == 1
@@ -227,8 +296,9 @@ async def test_fetch_long_polls_until_a_produce(tmp_path):
 
 async def test_lock_expiry_redelivers_to_another_member(tmp_path):
     b = await started(tmp_path)
-    b.share_partitions.config_for = lambda g: __import__("groupd.coordinator.share.config", fromlist=["x"]).ShareGroupConfig(
-        record_lock_duration_ms=200)
+    b.share_partitions.config_for = lambda g: __import__(
+        "groupd.coordinator.share.config", fromlist=["x"]
+    ).ShareGroupConfig(record_lock_duration_ms=200)
     try:
         tid = (await topic_with_state(b)).topic_id
         a, m2 = await WireClient.connect(b.port), await WireClient.connect(b.port)
@@ -352,20 +422,25 @@ async def test_max_records_0_only_acknowledges_and_answers_at_once(tmp_path):
         assert acquired(r) == [(0, 3, 1)]
         await produce(c, "t", 4)
         # what librdkafka sends when it only has acknowledgements: MaxRecords 0, its usual MaxWaitMs
-        r = await c.call(SHARE_FETCH, 1, fetch_body(1, tid, 2, acks={0: [(0, 3, [1])]}, max_records=0, max_wait=5000), timeout=2)
+        r = await c.call(
+            SHARE_FETCH, 1, fetch_body(1, tid, 2, acks={0: [(0, 3, [1])]}, max_records=0, max_wait=5000), timeout=2
+        )
         assert (r.error_code, part(r).acknowledge_error_code, acquired(r)) == (0, 0, [])
         await c.close()
     finally:
         await b.stop()
 
 
-@pytest.mark.parametrize(("real", "acks", "expected"), [
-    # the in-memory persister; the stop closed m1's connection, which released 2-3 (persisted AVAILABLE,
-    # count 1), so their next delivery is the second
-    (False, [(0, 1, [1]), (4, 5, [1])], [(2, 3, 2)]),
-    # the share coordinator's __share_group_state: 2-3 rejected, 4-5 released by the disconnect
-    (True, [(0, 1, [1]), (2, 3, [3])], [(4, 5, 2)]),
-])
+@pytest.mark.parametrize(
+    ("real", "acks", "expected"),
+    [
+        # the in-memory persister; the stop closed m1's connection, which released 2-3 (persisted AVAILABLE,
+        # count 1), so their next delivery is the second
+        (False, [(0, 1, [1]), (4, 5, [1])], [(2, 3, 2)]),
+        # the share coordinator's __share_group_state: 2-3 rejected, 4-5 released by the disconnect
+        (True, [(0, 1, [1]), (2, 3, [3])], [(4, 5, 2)]),
+    ],
+)
 async def test_restart_keeps_acknowledged_state(tmp_path, real, acks, expected):
     """Nothing acknowledged comes back after a restart, nothing unacknowledged is lost."""
     persister = None if real else FakePersister()
@@ -391,8 +466,10 @@ async def test_restart_keeps_acknowledged_state(tmp_path, real, acks, expected):
         await b.stop()
 
 
-@pytest.mark.parametrize(("reset", "expected"), [("earliest", [(0, 2, 1)]), ("by_duration:PT1H", [(0, 2, 1)]),
-                                                 ("by_duration:P1D", [(0, 2, 1)])])
+@pytest.mark.parametrize(
+    ("reset", "expected"),
+    [("earliest", [(0, 2, 1)]), ("by_duration:PT1H", [(0, 2, 1)]), ("by_duration:P1D", [(0, 2, 1)])],
+)
 async def test_share_auto_offset_reset(tmp_path, reset, expected):
     from groupd.coordinator.share.config import ShareGroupConfig
 
@@ -407,8 +484,17 @@ async def test_share_auto_offset_reset(tmp_path, reset, expected):
         batch = build_batch([(None, b"a"), (None, b"b"), (None, b"c")], timestamp_ms=wall_ms() - 60_000)
         t = codec.nested(cls, "TopicProduceData")
         p = codec.nested(cls, "PartitionProduceData")
-        await c.call(0, 9, codec.make(cls, transactional_id=None, acks=-1, timeout=5000,
-                                      topic_data=(t(name="t", partition_data=(p(index=0, records=bytes(batch)),)),)))
+        await c.call(
+            0,
+            9,
+            codec.make(
+                cls,
+                transactional_id=None,
+                acks=-1,
+                timeout=5000,
+                topic_data=(t(name="t", partition_data=(p(index=0, records=bytes(batch)),)),),
+            ),
+        )
         await b.share_persister.initialize(SharePartitionKey("g", topic.topic_id, 0), 0, -1)
         r = await c.call(SHARE_FETCH, 1, fetch_body(1, topic.topic_id, 0))
         assert acquired(r) == expected
@@ -485,12 +571,15 @@ async def test_share_session_limit_answers_after_max_wait(tmp_path):
         await b.stop()
 
 
-@pytest.mark.parametrize(("isolation", "expected"), [
-    # read_committed: the aborted batch (0-1) is archived, never delivered; the markers' offsets come
-    # within the acquired ranges, as Kafka acquires whole batches (clients acknowledge them as gaps)
-    ("read_committed", [(2, 4, 1)]),
-    ("read_uncommitted", [(0, 4, 1)]),
-])
+@pytest.mark.parametrize(
+    ("isolation", "expected"),
+    [
+        # read_committed: the aborted batch (0-1) is archived, never delivered; the markers' offsets come
+        # within the acquired ranges, as Kafka acquires whole batches (clients acknowledge them as gaps)
+        ("read_committed", [(2, 4, 1)]),
+        ("read_uncommitted", [(0, 4, 1)]),
+    ],
+)
 async def test_isolation_level_read_committed_archives_aborted_records(tmp_path, isolation, expected):
     from groupd.coordinator.share.config import ShareGroupConfig
     from tests.wire.test_transactions import begin, end_body, txn_batch

@@ -71,11 +71,17 @@ async def test_join_initialize_assign_leave_and_restart(tmp_path):
     try:
         tid = b.create_topic("orders", 3, {}).topic_id
         c = await WireClient.connect(b.port)
-        versions = await c.call(18, 3, codec.make(codec.request_class(18, 3), client_software_name="t", client_software_version="1"))
+        versions = await c.call(
+            18, 3, codec.make(codec.request_class(18, 3), client_software_name="t", client_software_version="1")
+        )
         keys = {k.api_key: (k.min_version, k.max_version) for k in versions.api_keys}
         assert keys[76] == (1, 1) and keys[77] == (1, 1)
-        assert {(f.name, f.min_version, f.max_version) for f in versions.supported_features} >= {("share.version", 0, 1)}
-        assert {(f.name, f.min_version_level, f.max_version_level) for f in versions.finalized_features} >= {("share.version", 1, 1)}
+        assert {(f.name, f.min_version, f.max_version) for f in versions.supported_features} >= {
+            ("share.version", 0, 1)
+        }
+        assert {(f.name, f.min_version_level, f.max_version_level) for f in versions.finalized_features} >= {
+            ("share.version", 1, 1)
+        }
         r = await c.call(76, 1, hb_body("m1", 0, names=("orders",)))
         assert (r.error_code, r.member_id, r.member_epoch) == (0, "m1", 2)
         assert codec.millis(r.heartbeat_interval) == 5000
@@ -144,7 +150,9 @@ async def test_share_version_0_refuses_share_apis(tmp_path):
         assert r.error_code == 35
         (g,) = (await c.call(77, 1, describe_body("g"))).groups
         assert g.error_code == 35
-        versions = await c.call(18, 3, codec.make(codec.request_class(18, 3), client_software_name="t", client_software_version="1"))
+        versions = await c.call(
+            18, 3, codec.make(codec.request_class(18, 3), client_software_name="t", client_software_version="1")
+        )
         assert not any(f.name == "share.version" for f in versions.finalized_features)
         await c.close()
     finally:
@@ -159,7 +167,9 @@ async def test_list_groups_and_delete_groups(tmp_path):
         r = await c.call(76, 1, hb_body("m1", 0, names=("orders",)))
         await until_assigned(c, "m1", r.member_epoch, 2)
         listed = await c.call(16, 5, codec.make(codec.request_class(16, 5), states_filter=(), types_filter=("share",)))
-        assert [(g.group_id, g.group_state, g.group_type, g.protocol_type) for g in listed.groups] == [("g", "Stable", "share", "share")]
+        assert [(g.group_id, g.group_state, g.group_type, g.protocol_type) for g in listed.groups] == [
+            ("g", "Stable", "share", "share")
+        ]
         delete = codec.make(codec.request_class(42, 2), groups_names=("g",))
         (res,) = (await c.call(42, 2, delete)).results
         assert res.error_code == 68  # NON_EMPTY_GROUP
@@ -185,18 +195,32 @@ async def test_list_groups_and_delete_groups(tmp_path):
 
 def describe_offsets_body(group, topics=None, version=1):
     cls = codec.request_class(90, version)
-    g_cls, t_cls = codec.nested(cls, "DescribeShareGroupOffsetsRequestGroup"), codec.nested(cls, "DescribeShareGroupOffsetsRequestTopic")
+    g_cls, t_cls = (
+        codec.nested(cls, "DescribeShareGroupOffsetsRequestGroup"),
+        codec.nested(cls, "DescribeShareGroupOffsetsRequestTopic"),
+    )
     ts = None if topics is None else tuple(codec.make(t_cls, topic_name=n, partitions=tuple(ps)) for n, ps in topics)
     return codec.make(cls, groups=(codec.make(g_cls, group_id=group, topics=ts),))
 
 
 def alter_offsets_body(group, topics):
     cls = codec.request_class(91, 0)
-    t_cls, p_cls = codec.nested(cls, "AlterShareGroupOffsetsRequestTopic"), codec.nested(cls, "AlterShareGroupOffsetsRequestPartition")
-    return codec.make(cls, group_id=group, topics=tuple(
-        codec.make(t_cls, topic_name=n, partitions=tuple(codec.make(p_cls, partition_index=p, start_offset=o) for p, o in ps))
-        for n, ps in topics
-    ))
+    t_cls, p_cls = (
+        codec.nested(cls, "AlterShareGroupOffsetsRequestTopic"),
+        codec.nested(cls, "AlterShareGroupOffsetsRequestPartition"),
+    )
+    return codec.make(
+        cls,
+        group_id=group,
+        topics=tuple(
+            codec.make(
+                t_cls,
+                topic_name=n,
+                partitions=tuple(codec.make(p_cls, partition_index=p, start_offset=o) for p, o in ps),
+            )
+            for n, ps in topics
+        ),
+    )
 
 
 def delete_offsets_body(group, names):
@@ -228,7 +252,10 @@ async def test_offsets_admin_apis(tmp_path):
         assert by[("orders", 0)] == (5, 5)
         assert by[("nope", 0)] == (-1, -1)
         (g,) = (await c.call(90, 1, describe_offsets_body("g"))).groups  # every initialized partition
-        assert sorted((t.topic_name, p.partition_index) for t in g.topics for p in t.partitions) == [("orders", 0), ("orders", 1)]
+        assert sorted((t.topic_name, p.partition_index) for t in g.topics for p in t.partitions) == [
+            ("orders", 0),
+            ("orders", 1),
+        ]
         (g0,) = (await c.call(90, 0, describe_offsets_body("g", version=0))).groups
         assert g0.error_code == 0
         # Delete (scenario 50)

@@ -46,7 +46,9 @@ async def test_share_view(tmp_path, capsys):
             ["idle", "orders", "0", "4", "6"],  # 10 records, start offset 4, nothing delivered yet
             ["idle", "orders", "1", "-", "-"],  # initialized at -1 when the member joined
         ]
-        code, out, _ = await cli(capsys, "--bootstrap-server", bs, "--share", "--describe", "--group", "idle", "--verbose")
+        code, out, _ = await cli(
+            capsys, "--bootstrap-server", bs, "--share", "--describe", "--group", "idle", "--verbose"
+        )
         assert rows(out)[0] == ["GROUP", "TOPIC", "PARTITION", "LEADER-EPOCH", "START-OFFSET", "LAG"]
         code, out, _ = await cli(capsys, "--bootstrap-server", bs, "--share", "--describe", "--group", "g")
         # initialized at -1 (share.auto.offset.reset applies at the first fetch): no start offset, no lag yet
@@ -56,13 +58,17 @@ async def test_share_view(tmp_path, capsys):
         (header, row) = rows(out)
         assert header == ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "ASSIGNMENT"]
         assert row[0:2] == ["g", "m1"] and row[-2:] == ["2", "orders:0,1"]
-        code, out, _ = await cli(capsys, "--bootstrap-server", bs, "--share", "--describe", "--group", "g", "--members", "--verbose")
+        code, out, _ = await cli(
+            capsys, "--bootstrap-server", bs, "--share", "--describe", "--group", "g", "--members", "--verbose"
+        )
         assert rows(out)[0][-2:] == ["MEMBER-EPOCH", "ASSIGNMENT"]
         code, out, _ = await cli(capsys, "--bootstrap-server", bs, "--share", "--describe", "--group", "g", "--state")
         (header, row) = rows(out)
         assert header == ["GROUP", "COORDINATOR", "(ID)", "STATE", "#MEMBERS"]
         assert row[0] == "g" and row[-2:] == ["Stable", "1"]
-        code, out, _ = await cli(capsys, "--bootstrap-server", bs, "--share", "--describe", "--group", "g", "--state", "--verbose")
+        code, out, _ = await cli(
+            capsys, "--bootstrap-server", bs, "--share", "--describe", "--group", "g", "--state", "--verbose"
+        )
         assert rows(out)[0][-3:] == ["GROUP-EPOCH", "ASSIGNMENT-EPOCH", "#MEMBERS"]
 
         code, out, _ = await cli(capsys, "--bootstrap-server", bs, "--share", "--describe", "--group", "nope")

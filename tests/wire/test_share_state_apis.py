@@ -18,7 +18,13 @@ INIT, READ, WRITE, DELETE, SUMMARY = (int(k) for k in (
     ApiKey.INITIALIZE_SHARE_GROUP_STATE, ApiKey.READ_SHARE_GROUP_STATE, ApiKey.WRITE_SHARE_GROUP_STATE,
     ApiKey.DELETE_SHARE_GROUP_STATE, ApiKey.READ_SHARE_GROUP_STATE_SUMMARY,
 ))
-_ENTITIES = {INIT: "InitializeStateData", READ: "ReadStateData", WRITE: "WriteStateData", DELETE: "DeleteStateData", SUMMARY: "ReadStateSummaryData"}
+_ENTITIES = {
+    INIT: "InitializeStateData",
+    READ: "ReadStateData",
+    WRITE: "WriteStateData",
+    DELETE: "DeleteStateData",
+    SUMMARY: "ReadStateSummaryData",
+}
 
 
 def body(api: int, version: int, group: str, topics: list[tuple[uuid.UUID, list[dict]]]):
@@ -32,13 +38,18 @@ def body(api: int, version: int, group: str, topics: list[tuple[uuid.UUID, list[
         if "state_batches" in fields:
             batch_cls = codec.nested(cls, "StateBatch")
             fields["state_batches"] = tuple(
-                codec.make(batch_cls, first_offset=f, last_offset=last, delivery_state=s, delivery_count=c) for f, last, s, c in fields["state_batches"]
+                codec.make(batch_cls, first_offset=f, last_offset=last, delivery_state=s, delivery_count=c)
+                for f, last, s, c in fields["state_batches"]
             )
         return codec.make(part_cls, **fields)
 
-    return codec.make(cls, group_id=group, topics=tuple(
-        codec.make(topic_cls, topic_id=tid, partitions=tuple(part(p) for p in parts)) for tid, parts in topics
-    ))
+    return codec.make(
+        cls,
+        group_id=group,
+        topics=tuple(
+            codec.make(topic_cls, topic_id=tid, partitions=tuple(part(p) for p in parts)) for tid, parts in topics
+        ),
+    )
 
 
 def only(resp):
@@ -58,15 +69,28 @@ def test_the_apis_are_listed_with_kios_versions():
 
 
 async def test_initialize_write_read_summary_delete(wire, topic):
-    p = only(await wire.call(INIT, 0, body(INIT, 0, "g", [(topic, [{"partition": 1, "state_epoch": 0, "start_offset": 10}])])))
+    p = only(
+        await wire.call(
+            INIT, 0, body(INIT, 0, "g", [(topic, [{"partition": 1, "state_epoch": 0, "start_offset": 10}])])
+        )
+    )
     assert (p.partition, p.error_code, p.error_message) == (1, ErrorCode.none, None)
-    write = {"partition": 1, "state_epoch": 0, "leader_epoch": 0, "start_offset": 12, "delivery_complete_count": 3,
-             "state_batches": [(12, 14, 2, 1), (15, 20, 0, 1)]}
+    write = {
+        "partition": 1,
+        "state_epoch": 0,
+        "leader_epoch": 0,
+        "start_offset": 12,
+        "delivery_complete_count": 3,
+        "state_batches": [(12, 14, 2, 1), (15, 20, 0, 1)],
+    }
     p = only(await wire.call(WRITE, 1, body(WRITE, 1, "g", [(topic, [write])])))
     assert p.error_code == ErrorCode.none
     r = only(await wire.call(READ, 0, body(READ, 0, "g", [(topic, [{"partition": 1, "leader_epoch": 0}])])))
     assert (r.error_code, r.state_epoch, r.start_offset) == (0, 0, 12)
-    assert [(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count) for b in r.state_batches] == [(12, 14, 2, 1), (15, 20, 0, 1)]
+    assert [(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count) for b in r.state_batches] == [
+        (12, 14, 2, 1),
+        (15, 20, 0, 1),
+    ]
     s = only(await wire.call(SUMMARY, 1, body(SUMMARY, 1, "g", [(topic, [{"partition": 1, "leader_epoch": 0}])])))
     assert (s.error_code, s.start_offset, s.delivery_complete_count, s.leader_epoch, s.state_epoch) == (0, 12, 3, 0, 0)
     s0 = only(await wire.call(SUMMARY, 0, body(SUMMARY, 0, "g", [(topic, [{"partition": 1, "leader_epoch": 0}])])))
@@ -74,7 +98,10 @@ async def test_initialize_write_read_summary_delete(wire, topic):
     d = only(await wire.call(DELETE, 0, body(DELETE, 0, "g", [(topic, [{"partition": 1}])])))
     assert d.error_code == ErrorCode.none
     r = only(await wire.call(READ, 0, body(READ, 0, "g", [(topic, [{"partition": 1, "leader_epoch": 0}])])))
-    assert (r.error_code, r.error_message) == (ErrorCode.invalid_request, "Read operation on uninitialized share partition not allowed.")
+    assert (r.error_code, r.error_message) == (
+        ErrorCode.invalid_request,
+        "Read operation on uninitialized share partition not allowed.",
+    )
 
 
 async def test_write_v0_has_no_delivery_complete_count(wire, topic):
@@ -89,7 +116,10 @@ async def test_kafkas_errors_per_partition(wire, topic):
     """Scenario 47 over the wire, and what each partition of one request hears on its own."""
     w = {"partition": 0, "state_epoch": 0, "leader_epoch": 0, "start_offset": -1, "state_batches": []}
     p = only(await wire.call(WRITE, 1, body(WRITE, 1, "g", [(topic, [w])])))
-    assert (p.error_code, p.error_message) == (ErrorCode.invalid_request, "Write operation on uninitialized share partition not allowed.")
+    assert (p.error_code, p.error_message) == (
+        ErrorCode.invalid_request,
+        "Write operation on uninitialized share partition not allowed.",
+    )
     await wire.call(INIT, 0, body(INIT, 0, "g", [(topic, [{"partition": 0, "state_epoch": 3, "start_offset": 0}])]))
     p = only(await wire.call(WRITE, 1, body(WRITE, 1, "g", [(topic, [{**w, "state_epoch": 2}])])))
     assert p.error_code == ErrorCode.fenced_state_epoch
@@ -98,20 +128,42 @@ async def test_kafkas_errors_per_partition(wire, topic):
     r = only(await wire.call(READ, 0, body(READ, 0, "g", [(topic, [{"partition": 0, "leader_epoch": 4}])])))
     assert r.error_code == ErrorCode.fenced_leader_epoch
     # a partition past the topic's count, an unknown topic, a negative partition: each its own error
-    resp = await wire.call(INIT, 0, body(INIT, 0, "g", [
-        (topic, [{"partition": 1, "state_epoch": 0, "start_offset": 0}, {"partition": 2, "state_epoch": 0, "start_offset": 0},
-                 {"partition": -1, "state_epoch": 0, "start_offset": 0}]),
-        (uuid.uuid4(), [{"partition": 0, "state_epoch": 0, "start_offset": 0}]),
-    ]))
+    resp = await wire.call(
+        INIT,
+        0,
+        body(
+            INIT,
+            0,
+            "g",
+            [
+                (
+                    topic,
+                    [
+                        {"partition": 1, "state_epoch": 0, "start_offset": 0},
+                        {"partition": 2, "state_epoch": 0, "start_offset": 0},
+                        {"partition": -1, "state_epoch": 0, "start_offset": 0},
+                    ],
+                ),
+                (uuid.uuid4(), [{"partition": 0, "state_epoch": 0, "start_offset": 0}]),
+            ],
+        ),
+    )
     got = [[(p.partition, p.error_code) for p in r.partitions] for r in resp.results]
-    assert got == [[(1, 0), (2, ErrorCode.unknown_topic_or_partition), (-1, ErrorCode.invalid_request)], [(0, ErrorCode.unknown_topic_or_partition)]]
+    assert got == [
+        [(1, 0), (2, ErrorCode.unknown_topic_or_partition), (-1, ErrorCode.invalid_request)],
+        [(0, ErrorCode.unknown_topic_or_partition)],
+    ]
 
 
 @pytest.mark.parametrize("api", [INIT, READ, WRITE, DELETE, SUMMARY])
 async def test_empty_topics_partitions_or_group_get_an_empty_response(wire, topic, api):
-    part = {INIT: {"partition": 0, "state_epoch": 0, "start_offset": 0}, READ: {"partition": 0, "leader_epoch": 0},
-            WRITE: {"partition": 0, "state_epoch": 0, "leader_epoch": 0, "start_offset": 0, "state_batches": []},
-            DELETE: {"partition": 0}, SUMMARY: {"partition": 0, "leader_epoch": 0}}[api]
+    part = {
+        INIT: {"partition": 0, "state_epoch": 0, "start_offset": 0},
+        READ: {"partition": 0, "leader_epoch": 0},
+        WRITE: {"partition": 0, "state_epoch": 0, "leader_epoch": 0, "start_offset": 0, "state_batches": []},
+        DELETE: {"partition": 0},
+        SUMMARY: {"partition": 0, "leader_epoch": 0},
+    }[api]
     for group, topics in (("g", []), ("g", [(topic, [])]), ("", [(topic, [part])])):
         resp = await wire.call(api, 0, body(api, 0, group, topics))
         assert resp.results == ()
@@ -121,7 +173,15 @@ async def test_find_coordinator_share_key(wire, broker, topic):
     """Key type 2 from v6: this node for a valid ``group:topicId:partition`` (the group may hold
     colons), INVALID_REQUEST for a key Kafka's SharePartitionKey refuses, and before v6."""
     good = f"g:x:{topic_id_string(topic)}:0"
-    bad = ["", "g", "g:0", f":{topic_id_string(topic)}:0", f"g:{topic_id_string(topic)}:x", "g:not-a-uuid:0", f"g:{topic_id_string(topic)}:99999999999"]
+    bad = [
+        "",
+        "g",
+        "g:0",
+        f":{topic_id_string(topic)}:0",
+        f"g:{topic_id_string(topic)}:x",
+        "g:not-a-uuid:0",
+        f"g:{topic_id_string(topic)}:99999999999",
+    ]
     resp = await wire.call(10, 6, {"key_type": 2, "coordinator_keys": [good, *bad]})
     got = [(c.key, c.error_code, c.node_id) for c in resp.coordinators]
     assert got[0] == (good, ErrorCode.none, broker.node_id) and got[0][2] >= 0
@@ -161,6 +221,8 @@ async def test_the_state_topic_is_read_as_kafkas_internal_topic(wire, broker, to
     assert R.decode_value(R.SHARE_SNAPSHOT, bytes(record.value)).start_offset == 3
     resp = await wire.call(0, 9, produce_body("__share_group_state", p, build_batch([(b"k", b"v")], timestamp_ms=0)))
     assert resp.responses[0].partition_responses[0].error_code == ErrorCode.invalid_topic_exception
-    md = await wire.call(3, 12, {"topics": None, "allow_auto_topic_creation": False, "include_topic_authorized_operations": False})
+    md = await wire.call(
+        3, 12, {"topics": None, "allow_auto_topic_creation": False, "include_topic_authorized_operations": False}
+    )
     [state] = [t for t in md.topics if t.name == "__share_group_state"]
     assert state.is_internal and len(state.partitions) == 50

@@ -11,7 +11,9 @@ from groupd.storage.local import LocalEngine
 
 
 async def started(tmp_path):
-    c = GroupCoordinator(default_config(**{"log.dirs": str(tmp_path), "offsets.topic.num.partitions": "1"}), LocalEngine(tmp_path))
+    c = GroupCoordinator(
+        default_config(**{"log.dirs": str(tmp_path), "offsets.topic.num.partitions": "1"}), LocalEngine(tmp_path)
+    )
     await c.start()
     fired: list[tuple[tuple, int]] = []
     c.runtime._fire = lambda shard, key, deadline: fired.append((key, deadline))  # the core is not under test

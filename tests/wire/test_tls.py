@@ -67,11 +67,18 @@ async def test_ssl_client_certificate_names_the_principal_and_metadata_advertise
 
 
 async def test_ssl_without_a_client_certificate_is_refused_when_required(tls_broker, certs, caplog):
-    refused = (ssl.SSLError, ConnectionError, asyncio.IncompleteReadError)  # TLS 1.3: refused after the client's handshake
+    refused = (
+        ssl.SSLError,
+        ConnectionError,
+        asyncio.IncompleteReadError,
+    )  # TLS 1.3: refused after the client's handshake
     with caplog.at_level(logging.WARNING, logger="groupd.connection"), pytest.raises(refused):
         client = await connect_tls(tls_broker.port_of("SSL"), client_context(certs, with_cert=False))
         await client.call(18, 3, {"client_software_name": "t", "client_software_version": "1"}, timeout=5)
-    assert any("(listener SSL) closed: TLS handshake failed" in r.getMessage() and "CERTIFICATE" in r.getMessage() for r in caplog.records)
+    assert any(
+        "(listener SSL) closed: TLS handshake failed" in r.getMessage() and "CERTIFICATE" in r.getMessage()
+        for r in caplog.records
+    )
     text = generate_latest(tls_broker.metrics.registry).decode()
     assert 'groupd_authentications_total{listener="SSL",mechanism="SSL",result="failure"} 1.0' in text
 
@@ -98,7 +105,9 @@ async def test_a_plaintext_client_on_the_ssl_port_gets_nothing(tls_broker, caplo
 
 async def test_sasl_ssl_plain_login_over_tls_without_a_client_certificate(tls_broker, certs):
     port = tls_broker.port_of("SASL_SSL")
-    client = await connect_tls(port, client_context(certs, with_cert=False))  # ssl.client.auth needs the prefix on SASL_SSL
+    client = await connect_tls(
+        port, client_context(certs, with_cert=False)
+    )  # ssl.client.auth needs the prefix on SASL_SSL
     auth = await login(client)
     assert auth.error_code == ErrorCode.none
     md = await client.call(3, 12, METADATA)
@@ -117,7 +126,10 @@ async def test_a_handshake_not_finished_in_time_is_closed_and_logged(tls_broker,
     client = await WireClient.connect(tls_broker.port_of("SASL_SSL"))  # connects, never says hello
     with caplog.at_level(logging.WARNING, logger="groupd.connection"):
         assert await closed(client)
-    assert any("(listener SASL_SSL) closed: TLS handshake failed: not finished within" in r.getMessage() for r in caplog.records)
+    assert any(
+        "(listener SASL_SSL) closed: TLS handshake failed: not finished within" in r.getMessage()
+        for r in caplog.records
+    )
 
 
 async def test_large_answers_and_pipelined_requests_over_tls(tls_broker, certs):

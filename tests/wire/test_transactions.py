@@ -19,22 +19,43 @@ from tests.wire.test_data_plane import fetch_body, list_offsets_body, produce_bo
 
 
 def init_body(tid, timeout_ms=60_000, version=4, pid=-1, epoch=-1):
-    return codec.make(codec.request_class(22, version), transactional_id=tid, transaction_timeout=timeout_ms, producer_id=pid, producer_epoch=epoch)
+    return codec.make(
+        codec.request_class(22, version),
+        transactional_id=tid,
+        transaction_timeout=timeout_ms,
+        producer_id=pid,
+        producer_epoch=epoch,
+    )
 
 
 def add_body(tid, pid, epoch, topics, version=3):
     cls = codec.request_class(24, version)
     t = codec.nested(cls, "AddPartitionsToTxnTopic")
     topics = tuple(t(name=name, partitions=tuple(ps)) for name, ps in topics.items())
-    return codec.make(cls, v3_and_below_transactional_id=tid, v3_and_below_producer_id=pid, v3_and_below_producer_epoch=epoch, v3_and_below_topics=topics)
+    return codec.make(
+        cls,
+        v3_and_below_transactional_id=tid,
+        v3_and_below_producer_id=pid,
+        v3_and_below_producer_epoch=epoch,
+        v3_and_below_topics=topics,
+    )
 
 
 def end_body(tid, pid, epoch, commit, version=3):
-    return codec.make(codec.request_class(26, version), transactional_id=tid, producer_id=pid, producer_epoch=epoch, committed=commit)
+    return codec.make(
+        codec.request_class(26, version), transactional_id=tid, producer_id=pid, producer_epoch=epoch, committed=commit
+    )
 
 
 def txn_batch(pid, epoch, seq, values, ts=1000):
-    return build_batch([(None, v) for v in values], timestamp_ms=ts, producer_id=pid, producer_epoch=epoch, base_sequence=seq, attributes=0x10)
+    return build_batch(
+        [(None, v) for v in values],
+        timestamp_ms=ts,
+        producer_id=pid,
+        producer_epoch=epoch,
+        base_sequence=seq,
+        attributes=0x10,
+    )
 
 
 def committed_fetch(topic, partition, offset, version=11, max_wait=0):
@@ -43,7 +64,11 @@ def committed_fetch(topic, partition, offset, version=11, max_wait=0):
 
 
 def partition_errors(resp):
-    return {(t.name, p.partition_index): p.partition_error_code for t in resp.results_by_topic_v3_and_below for p in t.results_by_partition}
+    return {
+        (t.name, p.partition_index): p.partition_error_code
+        for t in resp.results_by_topic_v3_and_below
+        for p in t.results_by_partition
+    }
 
 
 async def begin(wire, tid, topics, timeout_ms=60_000):
@@ -76,7 +101,17 @@ async def test_abort_then_commit_read_committed_and_uncommitted(broker, wire):
     assert (p.high_watermark, p.last_stable_offset, bytes(p.records)) == (2, 0, b"")
     p = (await wire.call(1, 11, fetch_body("tx", 0, 0))).responses[0].partitions[0]
     assert p.last_stable_offset == 0 and bytes(p.records) != b"" and p.aborted_transactions is None
-    lo = await wire.call(2, 7, codec.make(codec.request_class(2, 7), **{**{f: getattr(list_offsets_body("tx", 0, -1), f) for f in ("replica_id", "topics")}, "isolation_level": 1}))
+    lo = await wire.call(
+        2,
+        7,
+        codec.make(
+            codec.request_class(2, 7),
+            **{
+                **{f: getattr(list_offsets_body("tx", 0, -1), f) for f in ("replica_id", "topics")},
+                "isolation_level": 1,
+            },
+        ),
+    )
     assert lo.topics[0].partitions[0].offset == 0  # READ_COMMITTED latest: the last stable offset
     assert (await wire.call(26, 3, end_body("t1", pid, epoch, False))).error_code == 0
     # the abort marker sits at offset 2; the aborted transaction is named for the reader to drop
@@ -85,7 +120,7 @@ async def test_abort_then_commit_read_committed_and_uncommitted(broker, wire):
     assert [(a.producer_id, a.first_offset) for a in p.aborted_transactions] == [(pid, 0)]
     kinds = [(h.base_offset, h.is_control) for _, h in iter_batches(bytes(p.records))]
     assert kinds == [(0, False), (2, True)]
-    assert control_marker(bytes(p.records)[[pos for pos, _ in iter_batches(bytes(p.records))][1]:]) == ABORT_MARKER
+    assert control_marker(bytes(p.records)[[pos for pos, _ in iter_batches(bytes(p.records))][1] :]) == ABORT_MARKER
     # a second transaction, committed
     added = await wire.call(24, 3, add_body("t1", pid, epoch, {"tx": [0]}))
     assert set(partition_errors(added).values()) == {0}
@@ -94,7 +129,9 @@ async def test_abort_then_commit_read_committed_and_uncommitted(broker, wire):
     p = (await wire.call(1, 11, committed_fetch("tx", 0, 3))).responses[0].partitions[0]
     assert (p.last_stable_offset, p.high_watermark, list(p.aborted_transactions)) == (5, 5, [])
     batches = list(iter_batches(bytes(p.records)))
-    assert [h.base_offset for _, h in batches] == [3, 4] and control_marker(bytes(p.records)[batches[1][0]:]) == COMMIT_MARKER
+    assert [h.base_offset for _, h in batches] == [3, 4] and control_marker(
+        bytes(p.records)[batches[1][0] :]
+    ) == COMMIT_MARKER
     # retrying the finished commit is fine, the opposite end is not
     assert (await wire.call(26, 3, end_body("t1", pid, epoch, True))).error_code == 0
     assert (await wire.call(26, 3, end_body("t1", pid, epoch, False))).error_code == ErrorCode.invalid_txn_state
@@ -112,7 +149,13 @@ async def test_produce_is_verified_against_the_transaction(broker, wire):
     plain = build_batch([(None, b"y")], timestamp_ms=1, producer_id=pid, producer_epoch=epoch, base_sequence=1)
     assert (await produce(wire, "v", 0, plain))[0] == ErrorCode.invalid_txn_state
     # a control batch from a client
-    marker = build_batch([(b"\x00\x00\x00\x01", b"\x00\x00\x00\x00\x00\x00")], timestamp_ms=1, producer_id=pid, producer_epoch=epoch, attributes=0x30)
+    marker = build_batch(
+        [(b"\x00\x00\x00\x01", b"\x00\x00\x00\x00\x00\x00")],
+        timestamp_ms=1,
+        producer_id=pid,
+        producer_epoch=epoch,
+        attributes=0x30,
+    )
     assert (await produce(wire, "v", 0, marker))[0] == ErrorCode.invalid_record
 
 
@@ -120,7 +163,10 @@ async def test_add_partitions_of_an_unknown_topic(broker, wire):
     broker.create_topic("k", 1, {})
     init = await wire.call(22, 4, init_body("t3"))
     resp = await wire.call(24, 3, add_body("t3", init.producer_id, init.producer_epoch, {"k": [0], "nope": [0]}))
-    assert partition_errors(resp) == {("k", 0): ErrorCode.operation_not_attempted, ("nope", 0): ErrorCode.unknown_topic_or_partition}
+    assert partition_errors(resp) == {
+        ("k", 0): ErrorCode.operation_not_attempted,
+        ("nope", 0): ErrorCode.unknown_topic_or_partition,
+    }
 
 
 async def test_a_second_init_fences_the_first_producer_and_aborts_its_transaction(broker, wire):
@@ -141,12 +187,25 @@ async def test_describe_and_list_transactions(broker, wire):
     pid, _ = await begin(wire, "t5", {"d": [1, 0]})
     resp = await wire.call(65, 0, codec.make(codec.request_class(65, 0), transactional_ids=("t5",)))
     (t5,) = resp.transaction_states
-    assert (t5.error_code, t5.transaction_state, t5.producer_id, [(t.topic, list(t.partitions)) for t in t5.topics]) == (0, "Ongoing", pid, [("d", [0, 1])])
+    assert (
+        t5.error_code,
+        t5.transaction_state,
+        t5.producer_id,
+        [(t.topic, list(t.partitions)) for t in t5.topics],
+    ) == (0, "Ongoing", pid, [("d", [0, 1])])
     # an unknown id: TRANSACTIONAL_ID_NOT_FOUND, with Kafka's start time -1 (which kio cannot read back)
     ctx = RequestContext(RequestHeader(65, 0, 1, "test"), "127.0.0.1", "c")
-    (missing,) = describe_transactions(broker, ctx, codec.make(codec.request_class(65, 0), transactional_ids=("missing",))).transaction_states
+    (missing,) = describe_transactions(
+        broker, ctx, codec.make(codec.request_class(65, 0), transactional_ids=("missing",))
+    ).transaction_states
     assert (missing.error_code, missing.producer_id) == (ErrorCode.transactional_id_not_found, -1)
-    listed = await wire.call(66, 1, codec.make(codec.request_class(66, 1), state_filters=("Ongoing", "Bogus"), producer_id_filters=(), duration_filter=-1))
+    listed = await wire.call(
+        66,
+        1,
+        codec.make(
+            codec.request_class(66, 1), state_filters=("Ongoing", "Bogus"), producer_id_filters=(), duration_filter=-1
+        ),
+    )
     assert [(s.transactional_id, s.transaction_state) for s in listed.transaction_states] == [("t5", "Ongoing")]
     assert list(listed.unknown_state_filters) == ["Bogus"]
 
@@ -198,7 +257,9 @@ async def test_transactions_and_partition_state_survive_a_restart(tmp_path, clea
         txns = b.partitions.txn_state(("r", 0))
         assert isinstance(txns, PartitionTxns) and txns.ongoing == {pid2: 2} and txns.aborted == [(pid, 0, 1)]
         p = (await wire.call(1, 11, committed_fetch("r", 0, 0))).responses[0].partitions[0]
-        assert p.last_stable_offset == 2 and [(a.producer_id, a.first_offset) for a in p.aborted_transactions] == [(pid, 0)]
+        assert p.last_stable_offset == 2 and [(a.producer_id, a.first_offset) for a in p.aborted_transactions] == [
+            (pid, 0)
+        ]
         # t7 kept its id and epoch; t8's open transaction can still be committed by its producer
         again = await wire.call(22, 4, init_body("t7"))
         assert (again.producer_id, again.producer_epoch) == (pid, epoch + 1)
@@ -246,11 +307,15 @@ async def test_old_versions_hear_invalid_producer_epoch_instead_of_producer_fenc
     broker.create_topic("o", 1, {})
     pid, epoch = await begin(wire, "t9", {"o": [0]})
     await wire.call(22, 4, init_body("t9"))  # fences epoch `epoch`
-    assert (await wire.call(26, 1, end_body("t9", pid, epoch, True, version=1))).error_code == ErrorCode.invalid_producer_epoch
+    assert (
+        await wire.call(26, 1, end_body("t9", pid, epoch, True, version=1))
+    ).error_code == ErrorCode.invalid_producer_epoch
     assert (await wire.call(26, 2, end_body("t9", pid, epoch, True, version=2))).error_code == ErrorCode.producer_fenced
     old_add = await wire.call(24, 0, add_body("t9", pid, epoch, {"o": [0]}, version=0))
     assert set(partition_errors(old_add).values()) == {ErrorCode.invalid_producer_epoch}
-    offsets_v0 = codec.make(codec.request_class(25, 0), transactional_id="t9", producer_id=pid, producer_epoch=epoch, group_id="g")
+    offsets_v0 = codec.make(
+        codec.request_class(25, 0), transactional_id="t9", producer_id=pid, producer_epoch=epoch, group_id="g"
+    )
     assert (await wire.call(25, 0, offsets_v0)).error_code == ErrorCode.invalid_producer_epoch
     # a produce from the fenced epoch
     assert (await produce(wire, "o", 0, txn_batch(pid, epoch, 0, [b"z"])))[0] == ErrorCode.invalid_producer_epoch
@@ -259,22 +324,35 @@ async def test_old_versions_hear_invalid_producer_epoch_instead_of_producer_fenc
 async def test_describe_producers_shows_epochs_sequences_and_open_transactions(broker, wire):
     broker.create_topic("dp", 1, {})
     pid, epoch = await begin(wire, "t10", {"dp": [0]})
-    await produce(wire, "dp", 0, build_batch([(None, b"x")], timestamp_ms=5, producer_id=900, producer_epoch=2, base_sequence=0))
+    await produce(
+        wire, "dp", 0, build_batch([(None, b"x")], timestamp_ms=5, producer_id=900, producer_epoch=2, base_sequence=0)
+    )
     assert await produce(wire, "dp", 0, txn_batch(pid, epoch, 0, [b"a", b"b"], ts=7)) == (0, 1)
-    req = codec.make(codec.request_class(61, 0), topics=(codec.nested(codec.request_class(61, 0), "TopicRequest")(name="dp", partition_indexes=(0, 9)),))
+    req = codec.make(
+        codec.request_class(61, 0),
+        topics=(codec.nested(codec.request_class(61, 0), "TopicRequest")(name="dp", partition_indexes=(0, 9)),),
+    )
     resp = await wire.call(61, 0, req)
     p0, p9 = resp.topics[0].partitions
     assert p9.error_code == ErrorCode.unknown_topic_or_partition
-    rows = {s.producer_id: (s.producer_epoch, s.last_sequence, s.last_timestamp, s.current_txn_start_offset) for s in p0.active_producers}
+    rows = {
+        s.producer_id: (s.producer_epoch, s.last_sequence, s.last_timestamp, s.current_txn_start_offset)
+        for s in p0.active_producers
+    }
     assert rows == {900: (2, 0, 5, -1), pid: (epoch, 1, 7, 1)}
 
 
 async def test_an_idle_transactional_id_expires_and_comes_back_with_a_new_producer_id(tmp_path):
-    b = Broker(broker_config(tmp_path, **{
-        "transactional.id.expiration.ms": "100",
-        "transaction.remove.expired.transaction.cleanup.interval.ms": "50",
-        "transaction.abort.timed.out.transaction.cleanup.interval.ms": "20",
-    }))
+    b = Broker(
+        broker_config(
+            tmp_path,
+            **{
+                "transactional.id.expiration.ms": "100",
+                "transaction.remove.expired.transaction.cleanup.interval.ms": "50",
+                "transaction.abort.timed.out.transaction.cleanup.interval.ms": "20",
+            },
+        )
+    )
     await b.start()
     wire = await WireClient.connect(b.port)
     try:
@@ -285,7 +363,10 @@ async def test_an_idle_transactional_id_expires_and_comes_back_with_a_new_produc
             await asyncio.sleep(0.05)
         assert b.transactions.describe("idle") is None  # forgotten, with a tombstone in its log
         again = await wire.call(22, 4, init_body("idle"))
-        assert again.error_code == 0 and (again.producer_id, again.producer_epoch) != (first.producer_id, first.producer_epoch + 1)
+        assert again.error_code == 0 and (again.producer_id, again.producer_epoch) != (
+            first.producer_id,
+            first.producer_epoch + 1,
+        )
         assert again.producer_epoch == 0
     finally:
         await wire.close()

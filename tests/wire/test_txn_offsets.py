@@ -41,9 +41,17 @@ def stable_fetch_body(group, topic, partitions, version=7, require_stable=True):
     if version >= 8:
         g = codec.nested(cls, "OffsetFetchRequestGroup")
         t = codec.nested(cls, "OffsetFetchRequestTopics")
-        return codec.make(cls, groups=(codec.make(g, group_id=group, topics=(codec.make(t, name=topic, partition_indexes=tuple(partitions)),)),), require_stable=require_stable)
+        return codec.make(
+            cls,
+            groups=(
+                codec.make(g, group_id=group, topics=(codec.make(t, name=topic, partition_indexes=tuple(partitions)),)),
+            ),
+            require_stable=require_stable,
+        )
     t = codec.nested(cls, "OffsetFetchRequestTopic")
-    return codec.make(cls, group_id=group, topics=(t(name=topic, partition_indexes=tuple(partitions)),), require_stable=require_stable)
+    return codec.make(
+        cls, group_id=group, topics=(t(name=topic, partition_indexes=tuple(partitions)),), require_stable=require_stable
+    )
 
 
 def fetched(resp, version=7):
@@ -75,9 +83,15 @@ async def test_pending_until_committed_then_fetched(tmp_path, version):
         c = await WireClient.connect(b.port)
         resp = await c.call(28, version, txn_body(version, "cg", "t", [(0, 10), (1, 11)]))
         assert errors(resp) == [("t", 0, 0), ("t", 1, 0)]
-        assert fetched(await c.call(9, 7, stable_fetch_body("cg", "t", [0, 1], require_stable=False))) == [(-1, 0), (-1, 0)]
+        assert fetched(await c.call(9, 7, stable_fetch_body("cg", "t", [0, 1], require_stable=False))) == [
+            (-1, 0),
+            (-1, 0),
+        ]
         assert fetched(await c.call(9, 7, stable_fetch_body("cg", "t", [0, 1]))) == [(-1, UNSTABLE), (-1, UNSTABLE)]
-        assert fetched(await c.call(9, 8, stable_fetch_body("cg", "t", [0, 1], 8)), 8) == [(-1, UNSTABLE), (-1, UNSTABLE)]
+        assert fetched(await c.call(9, 8, stable_fetch_body("cg", "t", [0, 1], 8)), 8) == [
+            (-1, UNSTABLE),
+            (-1, UNSTABLE),
+        ]
         assert b.coordinator.has_pending_transactional_offsets("cg")
         await b.coordinator.complete_transaction("cg", 4000, 2, True)
         assert not b.coordinator.has_pending_transactional_offsets("cg")
@@ -101,7 +115,9 @@ async def test_the_offsets_partition_holds_a_transactional_batch_and_the_marker(
         log = b.coordinator.shard_for("cg").log
         batches = [(h, bytes(batch)) for h, batch in log.batches()]
         assert [(h.attributes & 0x30, h.producer_id, h.producer_epoch) for h, _ in batches] == [
-            (TRANSACTIONAL, 77, 4), (0x30, 77, 4), (0x30, 77, 5),
+            (TRANSACTIONAL, 77, 4),
+            (0x30, 77, 4),
+            (0x30, 77, 5),
         ]
         assert [control_marker(raw, h) for h, raw in batches[1:]] == [ABORT_MARKER, COMMIT_MARKER]
         assert fetched(await c.call(9, 7, stable_fetch_body("cg", "t", [0]))) == [(-1, 0)]
@@ -187,7 +203,9 @@ async def test_an_older_epoch_is_fenced_on_the_wire_and_in_complete_transaction(
     try:
         c = await WireClient.connect(b.port)
         assert errors(await c.call(28, 3, txn_body(3, "cg", "t", [(0, 1)], producer_id=8, epoch=3))) == [("t", 0, 0)]
-        assert errors(await c.call(28, 3, txn_body(3, "cg", "t", [(0, 1)], producer_id=8, epoch=2))) == [("t", 0, ErrorCode.invalid_producer_epoch)]
+        assert errors(await c.call(28, 3, txn_body(3, "cg", "t", [(0, 1)], producer_id=8, epoch=2))) == [
+            ("t", 0, ErrorCode.invalid_producer_epoch)
+        ]
         with pytest.raises(CoordinatorError) as info:
             await b.coordinator.complete_transaction("cg", 8, 2, True)
         assert info.value.code == ErrorCode.invalid_producer_epoch

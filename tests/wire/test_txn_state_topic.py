@@ -46,7 +46,9 @@ async def running(tmp_path, partitions=PARTS, **overrides):
 
 
 async def all_topics(c):
-    resp = await c.call(3, 12, {"topics": None, "allow_auto_topic_creation": False, "include_topic_authorized_operations": False})
+    resp = await c.call(
+        3, 12, {"topics": None, "allow_auto_topic_creation": False, "include_topic_authorized_operations": False}
+    )
     return {t.name: t for t in resp.topics}
 
 
@@ -71,25 +73,42 @@ async def test_listed_once_a_transaction_coordinator_was_looked_up(tmp_path):
         found = await c.call(10, 4, {"key_type": 1, "coordinator_keys": ("t-a",)})
         assert (found.coordinators[0].error_code, found.coordinators[0].node_id) == (0, b.node_id)
         entry = (await all_topics(c))[TXN]
-        assert (entry.error_code, entry.is_internal, [p.partition_index for p in entry.partitions]) == (0, True, list(range(PARTS)))
+        assert (entry.error_code, entry.is_internal, [p.partition_index for p in entry.partitions]) == (
+            0,
+            True,
+            list(range(PARTS)),
+        )
         # by id too, and in DescribeTopicPartitions
         by_id = await c.call(3, 12, metadata_body(name=None, topic_id=entry.topic_id))
         assert [(t.name, t.error_code) for t in by_id.topics] == [(TXN, 0)]
         dtp = await c.call(75, 0, dtp_body([TXN]))
-        assert [(t.name, t.is_internal, t.topic_id, len(t.partitions)) for t in dtp.topics] == [(TXN, True, entry.topic_id, PARTS)]
+        assert [(t.name, t.is_internal, t.topic_id, len(t.partitions)) for t in dtp.topics] == [
+            (TXN, True, entry.topic_id, PARTS)
+        ]
         # described with the configs Kafka creates it with (TransactionStateManager.transactionTopicConfigs)
         req = codec.request_class(32, 4)
-        described = await c.call(32, 4, {
-            "resources": (codec.nested(req, "DescribeConfigsResource")(resource_type=2, resource_name=TXN, configuration_keys=None),),
-            "include_synonyms": False, "include_documentation": False,
-        })
+        described = await c.call(
+            32,
+            4,
+            {
+                "resources": (
+                    codec.nested(req, "DescribeConfigsResource")(
+                        resource_type=2, resource_name=TXN, configuration_keys=None
+                    ),
+                ),
+                "include_synonyms": False,
+                "include_documentation": False,
+            },
+        )
         own = {e.name: e.value for e in described.results[0].configs if e.config_source == 1}
         assert own == {"cleanup.policy": "compact", "compression.type": "uncompressed", "segment.bytes": "104857600"}
         # clients may not write to it, by name or by id
         batch = build_batch([(b"k", b"v")], timestamp_ms=1)
         refused = await c.call(0, 9, produce_body(TXN, 0, batch))
         by_id = await c.call(0, 13, produce_body(None, 0, batch, version=13, topic_id=entry.topic_id))
-        assert [r.responses[0].partition_responses[0].error_code for r in (refused, by_id)] == [ErrorCode.invalid_topic_exception] * 2
+        assert [r.responses[0].partition_responses[0].error_code for r in (refused, by_id)] == [
+            ErrorCode.invalid_topic_exception
+        ] * 2
 
 
 def metadata_body(auto=False, **wanted):
@@ -101,7 +120,9 @@ def metadata_body(auto=False, **wanted):
 async def test_asked_for_by_name_with_auto_creation_it_is_created(tmp_path):
     async with running(tmp_path) as (b, c):
         resp = await c.call(3, 12, metadata_body(auto=True, name=TXN, topic_id=None))
-        assert [(t.name, t.error_code, t.is_internal, len(t.partitions)) for t in resp.topics] == [(TXN, 0, True, PARTS)]
+        assert [(t.name, t.error_code, t.is_internal, len(t.partitions)) for t in resp.topics] == [
+            (TXN, 0, True, PARTS)
+        ]
         assert b.topics.get(TXN) is None  # no data topic was made of it
 
 
@@ -125,7 +146,9 @@ async def test_ids_spread_over_the_partitions_and_transactions_survive_restarts(
         end = (await c.call(2, 7, list_offsets_body(TXN, p, -1))).topics[0].partitions[0].offset
         fetched = (await c.call(1, 11, fetch_body(TXN, p, 0))).responses[0].partitions[0]
         assert fetched.error_code == 0 and fetched.high_watermark == end >= 2
-        assert {T.decode_key(bytes(r.key)) for batch in split_batches(fetched.records) for r in iter_records(batch)} == {"t-c"}
+        assert {
+            T.decode_key(bytes(r.key)) for batch in split_batches(fetched.records) for r in iter_records(batch)
+        } == {"t-c"}
 
     for round_ in range(2):  # the restart, then one more: nothing moves, nothing is lost
         async with running(tmp_path) as (b, c):
@@ -140,7 +163,9 @@ async def test_ids_spread_over_the_partitions_and_transactions_survive_restarts(
                 for tid in ("t-c", "t-d", "t-e"):
                     assert (await c.call(26, 3, end_body(tid, *producers[tid], True))).error_code == 0
                 part = (await c.call(1, 11, committed_fetch("r", 0, 0))).responses[0].partitions[0]
-                assert part.last_stable_offset == part.high_watermark and [a.producer_id for a in part.aborted_transactions] == [producers["t-b"][0]]
+                assert part.last_stable_offset == part.high_watermark and [
+                    a.producer_id for a in part.aborted_transactions
+                ] == [producers["t-b"][0]]
             again = await c.call(22, 4, init_body("t-a"))
             assert (again.producer_id, again.producer_epoch) == (producers["t-a"][0], producers["t-a"][1] + 1 + round_)
 
@@ -178,12 +203,15 @@ async def test_a_store_of_one_partition_is_spread_at_start_up(tmp_path):
 
 
 async def test_expiry_tombstones_the_ids_partition_and_compaction_runs_on_every_partition(tmp_path):
-    async with running(tmp_path, **{
-        "transaction.state.log.segment.bytes": "1024",
-        "transactional.id.expiration.ms": "300",
-        "transaction.remove.expired.transaction.cleanup.interval.ms": "50",
-        "transaction.abort.timed.out.transaction.cleanup.interval.ms": "20",
-    }) as (b, c):
+    async with running(
+        tmp_path,
+        **{
+            "transaction.state.log.segment.bytes": "1024",
+            "transactional.id.expiration.ms": "300",
+            "transaction.remove.expired.transaction.cleanup.interval.ms": "50",
+            "transaction.abort.timed.out.transaction.cleanup.interval.ms": "20",
+        },
+    ) as (b, c):
         for _ in range(30):  # 30 transitions of one id: its partition rolls segments
             assert (await c.call(22, 4, init_body("t-a"))).error_code == 0
         await c.call(22, 4, init_body("t-b"))
@@ -191,7 +219,9 @@ async def test_expiry_tombstones_the_ids_partition_and_compaction_runs_on_every_
         assert len(lg.segments) > 2
         deadline = time.monotonic() + 10
         # both ids expire, possibly in different cleanup rounds: t-b's last transition came later
-        while time.monotonic() < deadline and (b.transactions.describe("t-a") is not None or b.transactions.describe("t-b") is not None):
+        while time.monotonic() < deadline and (
+            b.transactions.describe("t-a") is not None or b.transactions.describe("t-b") is not None
+        ):
             await asyncio.sleep(0.05)
         assert b.transactions.describe("t-a") is None and b.transactions.describe("t-b") is None
         assert stored(b, IDS["t-a"]) == {"t-a": None} and stored(b, IDS["t-b"]) == {"t-b": None}

@@ -61,10 +61,17 @@ async def test_unknown_tags_are_skipped_the_answer_is_the_same_and_the_connectio
         assert await exchange(reader, writer, tagged) == expected
         assert b"no-such-topic" in expected and b"nor-this" in expected
 
-        assert {t.error_code for t in answer_of(ApiKey.METADATA, 12, expected).topics} == {3}  # UNKNOWN_TOPIC_OR_PARTITION
+        assert {t.error_code for t in answer_of(ApiKey.METADATA, 12, expected).topics} == {
+            3
+        }  # UNKNOWN_TOPIC_OR_PARTITION
 
         # and the connection still serves a plain request
-        assert answer_of(ApiKey.API_VERSIONS, 3, await exchange(reader, writer, request(ApiKey.API_VERSIONS, 3, API_VERSIONS, 3))).error_code == 0
+        assert (
+            answer_of(
+                ApiKey.API_VERSIONS, 3, await exchange(reader, writer, request(ApiKey.API_VERSIONS, 3, API_VERSIONS, 3))
+            ).error_code
+            == 0
+        )
     finally:
         writer.close()
 
@@ -73,20 +80,57 @@ async def test_an_offset_commit_with_unknown_tags_in_its_partitions_is_stored(br
     reader, writer = await asyncio.open_connection("127.0.0.1", broker.port)
     try:
         # a topic to commit against
-        create = {"topics": [{"name": "tagged-commits", "num_partitions": 2, "replication_factor": 1, "assignments": [], "configs": []}],
-                  "timeout_ms": 5000, "validate_only": False}
+        create = {
+            "topics": [
+                {
+                    "name": "tagged-commits",
+                    "num_partitions": 2,
+                    "replication_factor": 1,
+                    "assignments": [],
+                    "configs": [],
+                }
+            ],
+            "timeout_ms": 5000,
+            "validate_only": False,
+        }
         await exchange(reader, writer, request(ApiKey.CREATE_TOPICS, 5, create, 1))
-        partitions = [{"partition_index": i, "committed_offset": 40 + i, "committed_leader_epoch": -1, "committed_metadata": f"meta{i}"} for i in range(2)]
-        commit = {"group_id": "tagged-group", "generation_id_or_member_epoch": -1, "member_id": "", "group_instance_id": None,
-                  "topics": [{"name": "tagged-commits", "partitions": partitions}]}
+        partitions = [
+            {
+                "partition_index": i,
+                "committed_offset": 40 + i,
+                "committed_leader_epoch": -1,
+                "committed_metadata": f"meta{i}",
+            }
+            for i in range(2)
+        ]
+        commit = {
+            "group_id": "tagged-group",
+            "generation_id_or_member_epoch": -1,
+            "member_id": "",
+            "group_instance_id": None,
+            "topics": [{"name": "tagged-commits", "partitions": partitions}],
+        }
         clean = request(ApiKey.OFFSET_COMMIT, 8, commit, 2)
         ends = [clean.index(f"meta{i}".encode()) + len(f"meta{i}") for i in range(2)]  # each partition's section
-        answer = answer_of(ApiKey.OFFSET_COMMIT, 8, await exchange(reader, writer, _tagged_everywhere(ApiKey.OFFSET_COMMIT, 8, clean, ends)))
+        answer = answer_of(
+            ApiKey.OFFSET_COMMIT,
+            8,
+            await exchange(reader, writer, _tagged_everywhere(ApiKey.OFFSET_COMMIT, 8, clean, ends)),
+        )
         assert [p.error_code for p in answer.topics[0].partitions] == [0, 0]
 
-        fetch = {"group_id": "tagged-group", "topics": [{"name": "tagged-commits", "partition_indexes": [0, 1]}], "require_stable": False}
-        fetched = answer_of(ApiKey.OFFSET_FETCH, 7, await exchange(reader, writer, request(ApiKey.OFFSET_FETCH, 7, fetch, 3)))
-        assert [(p.committed_offset, p.metadata) for p in fetched.topics[0].partitions] == [(40, "meta0"), (41, "meta1")]
+        fetch = {
+            "group_id": "tagged-group",
+            "topics": [{"name": "tagged-commits", "partition_indexes": [0, 1]}],
+            "require_stable": False,
+        }
+        fetched = answer_of(
+            ApiKey.OFFSET_FETCH, 7, await exchange(reader, writer, request(ApiKey.OFFSET_FETCH, 7, fetch, 3))
+        )
+        assert [(p.committed_offset, p.metadata) for p in fetched.topics[0].partitions] == [
+            (40, "meta0"),
+            (41, "meta1"),
+        ]
     finally:
         writer.close()
 

@@ -156,42 +156,143 @@ def shown(name: str, raw: str) -> str:
 # is Kafka's. consumer.assignor.offload.enable and its share/streams siblings exist as constants in 4.3 but
 # are not defined, so they are unknown names.
 GROUP_CONFIG_KEYS: tuple[GroupConfigKey, ...] = (
-    GroupConfigKey("consumer.session.timeout.ms", INT, "45000", "group.consumer.session.timeout.ms",
-                   "A consumer-protocol member of this group is removed after this long without a heartbeat.", at_least=1),
-    GroupConfigKey("consumer.heartbeat.interval.ms", INT, "5000", "group.consumer.heartbeat.interval.ms",
-                   "The heartbeat interval the coordinator gives this group's consumer-protocol members.", at_least=1),
-    GroupConfigKey("consumer.assignment.interval.ms", INT, "1000", "group.consumer.assignment.interval.ms",
-                   "The least time between two target assignments of this consumer group.", at_least=0),
-    GroupConfigKey("share.session.timeout.ms", INT, "45000", "group.share.session.timeout.ms",
-                   "A member of this share group is removed after this long without a heartbeat.", at_least=1),
-    GroupConfigKey("share.heartbeat.interval.ms", INT, "5000", "group.share.heartbeat.interval.ms",
-                   "The heartbeat interval the coordinator gives this share group's members.", at_least=1),
-    GroupConfigKey("share.record.lock.duration.ms", INT, "30000", "group.share.record.lock.duration.ms",
-                   "How long a record acquired by a member of this share group stays locked to it.", at_least=1000),
-    GroupConfigKey("share.delivery.count.limit", INT, "5", "group.share.delivery.count.limit",
-                   "Deliveries of one record to this share group before it is archived.", at_least=2),
-    GroupConfigKey("share.partition.max.record.locks", INT, "2000", "group.share.partition.max.record.locks",
-                   "Records of one partition this share group may hold acquired at once.", at_least=100),
-    GroupConfigKey("share.auto.offset.reset", STRING, "latest", None,
-                   "Where this share group starts on a partition it has no state for: latest, earliest, or "
-                   "by_duration:<ISO-8601 duration> (that long before now; not negative).", check=_check_offset_reset),
-    GroupConfigKey("share.isolation.level", STRING, "read_uncommitted", None,
-                   "read_committed: this share group is given only committed transactional records; "
-                   "read_uncommitted: every record.", check=_check_isolation),
-    GroupConfigKey("share.renew.acknowledge.enable", BOOLEAN, "true", None,
-                   "Whether this share group's members may renew their acquisition locks by acknowledgement."),
-    GroupConfigKey("share.assignment.interval.ms", INT, "1000", "group.share.assignment.interval.ms",
-                   "The least time between two target assignments of this share group.", at_least=0),
-    GroupConfigKey("streams.session.timeout.ms", INT, "45000", "group.streams.session.timeout.ms",
-                   "Session timeout of this streams group's members (groupd serves no streams groups).", at_least=1),
-    GroupConfigKey("streams.heartbeat.interval.ms", INT, "5000", "group.streams.heartbeat.interval.ms",
-                   "Heartbeat interval of this streams group's members (groupd serves no streams groups).", at_least=1),
-    GroupConfigKey("streams.num.standby.replicas", INT, "0", "group.streams.num.standby.replicas",
-                   "Standby replicas per task in this streams group (groupd serves no streams groups).", at_least=0),
-    GroupConfigKey("streams.initial.rebalance.delay.ms", INT, "3000", "group.streams.initial.rebalance.delay.ms",
-                   "Delay of this streams group's first rebalance (groupd serves no streams groups).", at_least=0),
-    GroupConfigKey("streams.assignment.interval.ms", INT, "1000", "group.streams.assignment.interval.ms",
-                   "The least time between two target assignments of this streams group (groupd serves no streams groups).", at_least=0),
+    GroupConfigKey(
+        "consumer.session.timeout.ms",
+        INT,
+        "45000",
+        "group.consumer.session.timeout.ms",
+        "A consumer-protocol member of this group is removed after this long without a heartbeat.",
+        at_least=1,
+    ),
+    GroupConfigKey(
+        "consumer.heartbeat.interval.ms",
+        INT,
+        "5000",
+        "group.consumer.heartbeat.interval.ms",
+        "The heartbeat interval the coordinator gives this group's consumer-protocol members.",
+        at_least=1,
+    ),
+    GroupConfigKey(
+        "consumer.assignment.interval.ms",
+        INT,
+        "1000",
+        "group.consumer.assignment.interval.ms",
+        "The least time between two target assignments of this consumer group.",
+        at_least=0,
+    ),
+    GroupConfigKey(
+        "share.session.timeout.ms",
+        INT,
+        "45000",
+        "group.share.session.timeout.ms",
+        "A member of this share group is removed after this long without a heartbeat.",
+        at_least=1,
+    ),
+    GroupConfigKey(
+        "share.heartbeat.interval.ms",
+        INT,
+        "5000",
+        "group.share.heartbeat.interval.ms",
+        "The heartbeat interval the coordinator gives this share group's members.",
+        at_least=1,
+    ),
+    GroupConfigKey(
+        "share.record.lock.duration.ms",
+        INT,
+        "30000",
+        "group.share.record.lock.duration.ms",
+        "How long a record acquired by a member of this share group stays locked to it.",
+        at_least=1000,
+    ),
+    GroupConfigKey(
+        "share.delivery.count.limit",
+        INT,
+        "5",
+        "group.share.delivery.count.limit",
+        "Deliveries of one record to this share group before it is archived.",
+        at_least=2,
+    ),
+    GroupConfigKey(
+        "share.partition.max.record.locks",
+        INT,
+        "2000",
+        "group.share.partition.max.record.locks",
+        "Records of one partition this share group may hold acquired at once.",
+        at_least=100,
+    ),
+    GroupConfigKey(
+        "share.auto.offset.reset",
+        STRING,
+        "latest",
+        None,
+        "Where this share group starts on a partition it has no state for: latest, earliest, or "
+        "by_duration:<ISO-8601 duration> (that long before now; not negative).",
+        check=_check_offset_reset,
+    ),
+    GroupConfigKey(
+        "share.isolation.level",
+        STRING,
+        "read_uncommitted",
+        None,
+        "read_committed: this share group is given only committed transactional records; "
+        "read_uncommitted: every record.",
+        check=_check_isolation,
+    ),
+    GroupConfigKey(
+        "share.renew.acknowledge.enable",
+        BOOLEAN,
+        "true",
+        None,
+        "Whether this share group's members may renew their acquisition locks by acknowledgement.",
+    ),
+    GroupConfigKey(
+        "share.assignment.interval.ms",
+        INT,
+        "1000",
+        "group.share.assignment.interval.ms",
+        "The least time between two target assignments of this share group.",
+        at_least=0,
+    ),
+    GroupConfigKey(
+        "streams.session.timeout.ms",
+        INT,
+        "45000",
+        "group.streams.session.timeout.ms",
+        "Session timeout of this streams group's members (groupd serves no streams groups).",
+        at_least=1,
+    ),
+    GroupConfigKey(
+        "streams.heartbeat.interval.ms",
+        INT,
+        "5000",
+        "group.streams.heartbeat.interval.ms",
+        "Heartbeat interval of this streams group's members (groupd serves no streams groups).",
+        at_least=1,
+    ),
+    GroupConfigKey(
+        "streams.num.standby.replicas",
+        INT,
+        "0",
+        "group.streams.num.standby.replicas",
+        "Standby replicas per task in this streams group (groupd serves no streams groups).",
+        at_least=0,
+    ),
+    GroupConfigKey(
+        "streams.initial.rebalance.delay.ms",
+        INT,
+        "3000",
+        "group.streams.initial.rebalance.delay.ms",
+        "Delay of this streams group's first rebalance (groupd serves no streams groups).",
+        at_least=0,
+    ),
+    GroupConfigKey(
+        "streams.assignment.interval.ms",
+        INT,
+        "1000",
+        "group.streams.assignment.interval.ms",
+        "The least time between two target assignments of this streams group (groupd serves no streams groups).",
+        at_least=0,
+    ),
 )
 GROUP_CONFIGS: dict[str, GroupConfigKey] = {k.name: k for k in GROUP_CONFIG_KEYS}
 
@@ -252,19 +353,54 @@ class Bound:
 
 # validateValues' order: the first failing check names Kafka's message
 BOUNDS: tuple[Bound, ...] = (
-    Bound("consumer.heartbeat.interval.ms", "group.consumer.min.heartbeat.interval.ms", "group.consumer.max.heartbeat.interval.ms"),
-    Bound("consumer.session.timeout.ms", "group.consumer.min.session.timeout.ms", "group.consumer.max.session.timeout.ms"),
-    Bound("consumer.assignment.interval.ms", "group.consumer.min.assignment.interval.ms", "group.consumer.max.assignment.interval.ms", True),
-    Bound("share.heartbeat.interval.ms", "group.share.min.heartbeat.interval.ms", "group.share.max.heartbeat.interval.ms"),
+    Bound(
+        "consumer.heartbeat.interval.ms",
+        "group.consumer.min.heartbeat.interval.ms",
+        "group.consumer.max.heartbeat.interval.ms",
+    ),
+    Bound(
+        "consumer.session.timeout.ms", "group.consumer.min.session.timeout.ms", "group.consumer.max.session.timeout.ms"
+    ),
+    Bound(
+        "consumer.assignment.interval.ms",
+        "group.consumer.min.assignment.interval.ms",
+        "group.consumer.max.assignment.interval.ms",
+        True,
+    ),
+    Bound(
+        "share.heartbeat.interval.ms", "group.share.min.heartbeat.interval.ms", "group.share.max.heartbeat.interval.ms"
+    ),
     Bound("share.session.timeout.ms", "group.share.min.session.timeout.ms", "group.share.max.session.timeout.ms"),
-    Bound("share.record.lock.duration.ms", "group.share.min.record.lock.duration.ms", "group.share.max.record.lock.duration.ms"),
+    Bound(
+        "share.record.lock.duration.ms",
+        "group.share.min.record.lock.duration.ms",
+        "group.share.max.record.lock.duration.ms",
+    ),
     Bound("share.delivery.count.limit", "group.share.min.delivery.count.limit", "group.share.max.delivery.count.limit"),
-    Bound("share.partition.max.record.locks", "group.share.min.partition.max.record.locks", "group.share.max.partition.max.record.locks"),
-    Bound("share.assignment.interval.ms", "group.share.min.assignment.interval.ms", "group.share.max.assignment.interval.ms", True),
-    Bound("streams.heartbeat.interval.ms", "group.streams.min.heartbeat.interval.ms", "group.streams.max.heartbeat.interval.ms"),
+    Bound(
+        "share.partition.max.record.locks",
+        "group.share.min.partition.max.record.locks",
+        "group.share.max.partition.max.record.locks",
+    ),
+    Bound(
+        "share.assignment.interval.ms",
+        "group.share.min.assignment.interval.ms",
+        "group.share.max.assignment.interval.ms",
+        True,
+    ),
+    Bound(
+        "streams.heartbeat.interval.ms",
+        "group.streams.min.heartbeat.interval.ms",
+        "group.streams.max.heartbeat.interval.ms",
+    ),
     Bound("streams.session.timeout.ms", "group.streams.min.session.timeout.ms", "group.streams.max.session.timeout.ms"),
     Bound("streams.num.standby.replicas", None, "group.streams.max.standby.replicas"),
-    Bound("streams.assignment.interval.ms", "group.streams.min.assignment.interval.ms", "group.streams.max.assignment.interval.ms", True),
+    Bound(
+        "streams.assignment.interval.ms",
+        "group.streams.min.assignment.interval.ms",
+        "group.streams.max.assignment.interval.ms",
+        True,
+    ),
 )
 # (session timeout, heartbeat interval): the session must be the longer
 SESSION_OVER_HEARTBEAT = (
@@ -356,7 +492,12 @@ def evaluate(group_id: str, configs: Mapping[str, str], broker_config: Mapping[s
         if clamped != number:
             log.warning(
                 "group %s: config %s=%d is outside the broker's bounds [%s, %s]; %d applies",
-                group_id, bound.key, number, low, high, clamped,
+                group_id,
+                bound.key,
+                number,
+                low,
+                high,
+                clamped,
             )
             out[bound.key] = str(clamped)
     return out

@@ -25,7 +25,9 @@ class InternalTopic:
     created: bool = False
 
     @classmethod
-    def of(cls, cluster_id: str, name: str, partitions: int, configs: dict[str, str], has_records: Callable[[], bool]) -> InternalTopic:
+    def of(
+        cls, cluster_id: str, name: str, partitions: int, configs: dict[str, str], has_records: Callable[[], bool]
+    ) -> InternalTopic:
         topic_id = uuid.uuid5(uuid.NAMESPACE_URL, f"groupd:{cluster_id}:{name}")
         return cls(name, topic_id, partitions, configs, has_records)
 

@@ -39,7 +39,9 @@ def end_offset_for(requested: int, log_start: int, log_end: int) -> tuple[int, i
     return requested, log_start
 
 
-def fetch_divergence(last_fetched_epoch: int, fetch_offset: int, log_start: int, log_end: int) -> tuple[ErrorCode, tuple[int, int] | None]:
+def fetch_divergence(
+    last_fetched_epoch: int, fetch_offset: int, log_start: int, log_end: int
+) -> tuple[ErrorCode, tuple[int, int] | None]:
     """A Fetch (v12+) that names the epoch of the last batch it read (Kafka's Partition.readRecords,
     run for consumers too): OFFSET_OUT_OF_RANGE when that epoch has no end offset or the fetch offset
     is below the log start; the diverging (epoch, end offset) when the fetcher is past the end of its

@@ -46,7 +46,9 @@ def log_config_for(broker_config: Any, topic_configs: dict[str, str]) -> LogConf
 class PartitionManager:
     """Broker service owning every data partition's Log."""
 
-    def __init__(self, config: Any, storage: StorageEngine, topics: TopicRegistry, producers: ProducerIds | None = None) -> None:
+    def __init__(
+        self, config: Any, storage: StorageEngine, topics: TopicRegistry, producers: ProducerIds | None = None
+    ) -> None:
         self.config = config
         self.storage = storage
         self.producers = producers
@@ -161,7 +163,9 @@ class PartitionManager:
             state = self.txns[key] = PartitionTxns()
         return state
 
-    def write_marker(self, key: TopicPartition, producer_id: int, producer_epoch: int, commit: bool) -> PartitionLog | None:
+    def write_marker(
+        self, key: TopicPartition, producer_id: int, producer_epoch: int, commit: bool
+    ) -> PartitionLog | None:
         """Append a COMMIT or ABORT marker for the producer's transaction (not yet durable); None when
         the partition is gone (its topic deleted meanwhile), as Kafka's marker writer skips it."""
         lg = self.logs.get(key)

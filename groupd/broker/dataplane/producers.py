@@ -51,7 +51,9 @@ class ProducerIds:
         self._next += 1
         return pid
 
-    def check(self, pid: int, epoch: int, topic: str, partition: int, first_seq: int, count: int) -> tuple[ErrorCode, int | None]:
+    def check(
+        self, pid: int, epoch: int, topic: str, partition: int, first_seq: int, count: int
+    ) -> tuple[ErrorCode, int | None]:
         """(error, offset of an identical earlier batch) for an incoming batch."""
         if pid < 0:
             return ErrorCode.none, None
@@ -70,7 +72,17 @@ class ProducerIds:
             return ErrorCode.out_of_order_sequence_number, None
         return ErrorCode.none, None
 
-    def record(self, pid: int, epoch: int, topic: str, partition: int, first_seq: int, count: int, base_offset: int, max_timestamp: int = -1) -> None:
+    def record(
+        self,
+        pid: int,
+        epoch: int,
+        topic: str,
+        partition: int,
+        first_seq: int,
+        count: int,
+        base_offset: int,
+        max_timestamp: int = -1,
+    ) -> None:
         if pid < 0:
             return
         batches = self._state.setdefault((pid, topic, partition), deque(maxlen=RETAINED_BATCHES))
@@ -84,16 +96,28 @@ class ProducerIds:
         """Sequence state from stored batches (control batches carry no sequence)."""
         for h in headers:
             if h.producer_id >= 0 and h.base_sequence >= 0 and not h.is_control:
-                self.record(h.producer_id, h.producer_epoch, topic, partition, h.base_sequence, h.record_count, h.base_offset, h.max_timestamp)
+                self.record(
+                    h.producer_id,
+                    h.producer_epoch,
+                    topic,
+                    partition,
+                    h.base_sequence,
+                    h.record_count,
+                    h.base_offset,
+                    h.max_timestamp,
+                )
 
     def save(self, topic: str, partition: int, log: PartitionLog) -> None:
         """Snapshot the partition's sequence state beside its log (a clean stop); written even when
         empty, so the next start knows there is nothing to rebuild."""
-        log.save_snapshot(SNAPSHOT, [
-            [pid, [[b.epoch, b.first_seq, b.last_seq, b.base_offset, b.max_timestamp] for b in batches]]
-            for (pid, t, p), batches in self._state.items()
-            if t == topic and p == partition and batches
-        ])
+        log.save_snapshot(
+            SNAPSHOT,
+            [
+                [pid, [[b.epoch, b.first_seq, b.last_seq, b.base_offset, b.max_timestamp] for b in batches]]
+                for (pid, t, p), batches in self._state.items()
+                if t == topic and p == partition and batches
+            ],
+        )
 
     def restore(self, topic: str, partition: int, log: PartitionLog) -> bool:
         """Load the snapshot if it describes the log as it is; False when there is none that does."""
@@ -102,14 +126,20 @@ class ProducerIds:
             return False
         try:
             for pid, batches in producers:
-                self._state[(pid, topic, partition)] = deque((SequencedBatch(*b) for b in batches), maxlen=RETAINED_BATCHES)
+                self._state[(pid, topic, partition)] = deque(
+                    (SequencedBatch(*b) for b in batches), maxlen=RETAINED_BATCHES
+                )
         except (ValueError, TypeError):
             return False
         return True
 
     def active(self, topic: str, partition: int) -> list[tuple[int, SequencedBatch]]:
         """(producer id, its last batch) of every producer with state in the partition."""
-        return [(pid, batches[-1]) for (pid, t, p), batches in self._state.items() if t == topic and p == partition and batches]
+        return [
+            (pid, batches[-1])
+            for (pid, t, p), batches in self._state.items()
+            if t == topic and p == partition and batches
+        ]
 
     def forget(self, topic: str) -> None:
         for key in [k for k in self._state if k[1] == topic]:

@@ -90,7 +90,9 @@ TOPIC_CONFIGS: dict[str, TopicConfigSpec] = {
     "cleanup.policy": TopicConfigSpec("delete", LIST, _policy),
     "compression.gzip.level": TopicConfigSpec("-1", INT, _level(-1, 1, 9)),
     "compression.lz4.level": TopicConfigSpec("9", INT, _level(9, 1, 17)),
-    "compression.type": TopicConfigSpec("producer", STRING, _one_of("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")),
+    "compression.type": TopicConfigSpec(
+        "producer", STRING, _one_of("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
+    ),
     "compression.zstd.level": TopicConfigSpec("3", INT, _level(3, -131072, 22)),
     "delete.retention.ms": TopicConfigSpec("86400000", LONG, _number(LONG, 0)),
     "file.delete.delay.ms": TopicConfigSpec("60000", LONG, _number(LONG, 0)),

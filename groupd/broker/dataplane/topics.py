@@ -70,7 +70,8 @@ class TopicRegistry:
         self.on_create: list[Listener] = []
         self.on_delete: list[Listener] = []
         self.on_grow: list[Callable[[Topic, int], None]] = []
-        self.reserved: tuple[str, ...] = ()  # names no data topic may take (the internal topics', whose directories they would share)
+        # names no data topic may take (the internal topics', whose directories they would share)
+        self.reserved: tuple[str, ...] = ()
 
     def load(self) -> None:
         raw = self._metadata.get(REGISTRY_FILE)

@@ -31,13 +31,16 @@ NO_AUTHORIZER = "No Authorizer is configured."
 
 
 def describe_acls(broker: Broker, ctx: RequestContext, req: DescribeAclsRequest) -> Answer:
-    return ctx.respond(throttle_time=0, error_code=ErrorCode.security_disabled, error_message=NO_AUTHORIZER_DESCRIBE, resources=())
+    return ctx.respond(
+        throttle_time=0, error_code=ErrorCode.security_disabled, error_message=NO_AUTHORIZER_DESCRIBE, resources=()
+    )
 
 
 def create_acls(broker: Broker, ctx: RequestContext, req: CreateAclsRequest) -> Answer:
     result_cls = ctx.nested("AclCreationResult")
     results = tuple(
-        codec.make(result_cls, error_code=ErrorCode.security_disabled, error_message=NO_AUTHORIZER) for _ in req.creations
+        codec.make(result_cls, error_code=ErrorCode.security_disabled, error_message=NO_AUTHORIZER)
+        for _ in req.creations
     )
     return ctx.respond(throttle_time=0, results=results)
 
@@ -74,7 +77,15 @@ def describe_log_dirs(broker: Broker, ctx: RequestContext, req: DescribeLogDirsR
         wanted = sorted({(t.topic, p) for t in req.topics for p in t.partitions if (t.topic, p) in logs})
     # Kafka lists a topic only with the partitions it has here; the lag of a leader's log is 0
     rows = (
-        (topic, {"partition_index": p, "partition_size": logs[(topic, p)].size_bytes, "offset_lag": 0, "is_future_key": False})
+        (
+            topic,
+            {
+                "partition_index": p,
+                "partition_size": logs[(topic, p)].size_bytes,
+                "offset_lag": 0,
+                "is_future_key": False,
+            },
+        )
         for topic, p in wanted
     )
     topics = ctx.by_topic("DescribeLogDirsTopic", "DescribeLogDirsPartition", rows)
@@ -84,8 +95,13 @@ def describe_log_dirs(broker: Broker, ctx: RequestContext, req: DescribeLogDirsR
     except OSError:
         total = usable = -1  # the schema's "unknown"
     result = codec.make(
-        ctx.nested("DescribeLogDirsResult"), error_code=ErrorCode.none, log_dir=log_dir, topics=topics,
-        total_bytes=total, usable_bytes=usable, is_cordoned=False,
+        ctx.nested("DescribeLogDirsResult"),
+        error_code=ErrorCode.none,
+        log_dir=log_dir,
+        topics=topics,
+        total_bytes=total,
+        usable_bytes=usable,
+        is_cordoned=False,
     )
     return ctx.respond(throttle_time=0, error_code=ErrorCode.none, results=(result,))
 

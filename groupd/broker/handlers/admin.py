@@ -49,7 +49,9 @@ def create_partitions(broker: Broker, ctx: RequestContext, req: CreatePartitions
             error, message = ErrorCode.unknown_topic_or_partition, "This server does not host this topic-partition."
         elif t.count <= topic.partitions:
             error = ErrorCode.invalid_partitions
-            message = f"Topic currently has {topic.partitions} partitions, which is higher than the requested {t.count}."
+            message = (
+                f"Topic currently has {topic.partitions} partitions, which is higher than the requested {t.count}."
+            )
             if t.count == topic.partitions:
                 message = f"Topic already has {topic.partitions} partitions."
         elif t.assignments is not None and any(tuple(a.broker_ids) != (broker.node_id,) for a in t.assignments):
@@ -66,18 +68,28 @@ def delete_records(broker: Broker, ctx: RequestContext, req: DeleteRecordsReques
     def answer(topic: str, p: Any) -> dict[str, Any]:
         lg = broker.partitions.get(topic, p.partition_index)
         if lg is None:
-            return {"partition_index": p.partition_index, "low_watermark": -1, "error_code": ErrorCode.unknown_topic_or_partition}
+            return {
+                "partition_index": p.partition_index,
+                "low_watermark": -1,
+                "error_code": ErrorCode.unknown_topic_or_partition,
+            }
         target = lg.high_watermark if p.offset == -1 else p.offset
         try:
             if target < 0:
                 raise OffsetOutOfRange(f"offset {p.offset}")
             low = lg.delete_records_before(target)
         except OffsetOutOfRange:
-            return {"partition_index": p.partition_index, "low_watermark": -1, "error_code": ErrorCode.offset_out_of_range}
+            return {
+                "partition_index": p.partition_index,
+                "low_watermark": -1,
+                "error_code": ErrorCode.offset_out_of_range,
+            }
         return {"partition_index": p.partition_index, "low_watermark": low, "error_code": ErrorCode.none}
 
     rows = ((t.name, answer(t.name, p)) for t in req.topics for p in t.partitions)
-    return ctx.respond(throttle_time=0, topics=ctx.by_topic("DeleteRecordsTopicResult", "DeleteRecordsPartitionResult", rows))
+    return ctx.respond(
+        throttle_time=0, topics=ctx.by_topic("DeleteRecordsTopicResult", "DeleteRecordsPartitionResult", rows)
+    )
 
 
 def describe_configs(broker: Broker, ctx: RequestContext, req: DescribeConfigsRequest) -> Answer:
@@ -99,40 +111,87 @@ def describe_configs(broker: Broker, ctx: RequestContext, req: DescribeConfigsRe
                         continue
                     value, override = effective_topic_config(broker.config, topic.configs, key)
                     dynamic = DYNAMIC_BROKER_DEFAULTS.get(key)
-                    source = SOURCE_TOPIC if override else SOURCE_DYNAMIC_DEFAULT if dynamic is not None else SOURCE_DEFAULT
+                    source = (
+                        SOURCE_TOPIC if override else SOURCE_DYNAMIC_DEFAULT if dynamic is not None else SOURCE_DEFAULT
+                    )
                     synonyms: tuple[Entity, ...] = ()
                     if synonym_cls is not None:
                         synonyms = (
                             ((synonym_cls(name=key, value=value, source=SOURCE_TOPIC),) if override else ())
-                            + ((synonym_cls(name=key, value=dynamic, source=SOURCE_DYNAMIC_DEFAULT),) if dynamic is not None else ())
+                            + (
+                                (synonym_cls(name=key, value=dynamic, source=SOURCE_DYNAMIC_DEFAULT),)
+                                if dynamic is not None
+                                else ()
+                            )
                             + (synonym_cls(name=key, value=TOPIC_CONFIGS[key].default, source=SOURCE_DEFAULT),)
                         )
-                    entries.append(codec.make(
-                        entry_cls, name=key, value=value, read_only=False, config_source=source, is_default=source == SOURCE_DEFAULT,
-                        is_sensitive=False, synonyms=synonyms, config_type=TOPIC_CONFIGS[key].type, documentation=None,
-                    ))
+                    entries.append(
+                        codec.make(
+                            entry_cls,
+                            name=key,
+                            value=value,
+                            read_only=False,
+                            config_source=source,
+                            is_default=source == SOURCE_DEFAULT,
+                            is_sensitive=False,
+                            synonyms=synonyms,
+                            config_type=TOPIC_CONFIGS[key].type,
+                            documentation=None,
+                        )
+                    )
         elif res.resource_type == BROKER:
             if res.resource_name not in ("", str(broker.node_id)):
-                error, message = ErrorCode.invalid_request, f"Unexpected broker id {res.resource_name}, expected {broker.node_id}"
+                error, message = (
+                    ErrorCode.invalid_request,
+                    f"Unexpected broker id {res.resource_name}, expected {broker.node_id}",
+                )
             else:
                 for key, spec in KEYS.items():
                     if wanted is not None and key not in wanted:
                         continue
                     value = broker.config[key]
-                    text = "" if value is None else (str(value).lower() if isinstance(value, bool) else str(value) if not isinstance(value, tuple) else ":".join(map(str, value)))
-                    entries.append(codec.make(
-                        entry_cls, name=key, value=text, read_only=True, config_source=SOURCE_STATIC_BROKER, is_default=False,
-                        is_sensitive=False, synonyms=(), config_type=TYPE_STRING, documentation=spec.doc if ctx.version >= 3 and req.include_documentation else None,
-                    ))
+                    text = (
+                        ""
+                        if value is None
+                        else (
+                            str(value).lower()
+                            if isinstance(value, bool)
+                            else str(value)
+                            if not isinstance(value, tuple)
+                            else ":".join(map(str, value))
+                        )
+                    )
+                    entries.append(
+                        codec.make(
+                            entry_cls,
+                            name=key,
+                            value=text,
+                            read_only=True,
+                            config_source=SOURCE_STATIC_BROKER,
+                            is_default=False,
+                            is_sensitive=False,
+                            synonyms=(),
+                            config_type=TYPE_STRING,
+                            documentation=spec.doc if ctx.version >= 3 and req.include_documentation else None,
+                        )
+                    )
         elif res.resource_type == GROUP:
             documentation = ctx.version >= 3 and req.include_documentation
-            error, message, entries = describe_group(broker, res.resource_name, wanted, synonym_cls, entry_cls, documentation)
+            error, message, entries = describe_group(
+                broker, res.resource_name, wanted, synonym_cls, entry_cls, documentation
+            )
         else:
             error, message = ErrorCode.invalid_request, f"Unsupported resource type {res.resource_type}"
-        results.append(codec.make(
-            result_cls, error_code=error, error_message=message, resource_type=res.resource_type,
-            resource_name=res.resource_name, configs=tuple(entries),
-        ))
+        results.append(
+            codec.make(
+                result_cls,
+                error_code=error,
+                error_message=message,
+                resource_type=res.resource_type,
+                resource_name=res.resource_name,
+                configs=tuple(entries),
+            )
+        )
     return ctx.respond(throttle_time=0, results=tuple(results))
 
 
@@ -148,16 +207,27 @@ def _alter_configs(broker: Broker, ctx: RequestContext, req: Any, update: Config
     for res in req.resources:
         if res.resource_type == GROUP:
             error, message = (
-                (ErrorCode.invalid_request, "Each resource must appear at most once.") if res.resource_name in twice
+                (ErrorCode.invalid_request, "Each resource must appear at most once.")
+                if res.resource_name in twice
                 else alter_group(broker, res, req.validate_only, incremental)
             )
         else:
             error, message = _alter_resource(broker, res, req.validate_only, update)
-        out.append(codec.make(resp_cls, error_code=error, error_message=message, resource_type=res.resource_type, resource_name=res.resource_name))
+        out.append(
+            codec.make(
+                resp_cls,
+                error_code=error,
+                error_message=message,
+                resource_type=res.resource_type,
+                resource_name=res.resource_name,
+            )
+        )
     return ctx.respond(throttle_time=0, responses=tuple(out))
 
 
-def _alter_resource(broker: Broker, res: Any, validate_only: bool, update: ConfigsUpdate) -> tuple[ErrorCode, str | None]:
+def _alter_resource(
+    broker: Broker, res: Any, validate_only: bool, update: ConfigsUpdate
+) -> tuple[ErrorCode, str | None]:
     if res.resource_type == BROKER:
         return ErrorCode.invalid_request, "groupd's broker configs are static (server.properties / --override)"
     if res.resource_type != TOPIC:
@@ -197,7 +267,11 @@ def incremental_alter_configs(broker: Broker, ctx: RequestContext, req: Incremen
             elif c.config_operation in (APPEND, SUBTRACT) and TOPIC_CONFIGS[c.name].type == LIST:
                 current = [v for v in effective_topic_config(broker.config, configs, c.name)[0].split(",") if v]
                 items = [v for v in (c.value or "").split(",") if v]
-                current = current + [v for v in items if v not in current] if c.config_operation == APPEND else [v for v in current if v not in items]
+                current = (
+                    current + [v for v in items if v not in current]
+                    if c.config_operation == APPEND
+                    else [v for v in current if v not in items]
+                )
                 configs[c.name] = ",".join(current)
             else:
                 raise InvalidConfig(f"Operation {c.config_operation} is not valid for {c.name}")

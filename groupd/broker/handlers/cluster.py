@@ -68,10 +68,23 @@ def api_versions(broker: Broker, ctx: RequestContext, req: ApiVersionsRequest) -
     level = broker.config["share.version"]
     body = api_versions_body(cls)
     supported = (codec.nested(cls, "SupportedFeatureKey")(name=SHARE_VERSION, min_version=0, max_version=1),)
-    finalized = (codec.nested(cls, "FinalizedFeatureKey")(name=SHARE_VERSION, max_version_level=level, min_version_level=level),) if level else ()
+    finalized = (
+        (
+            codec.nested(cls, "FinalizedFeatureKey")(
+                name=SHARE_VERSION, max_version_level=level, min_version_level=level
+            ),
+        )
+        if level
+        else ()
+    )
     return codec.make(
-        cls, error_code=body.error_code, api_keys=body.api_keys, throttle_time=0, supported_features=supported,
-        finalized_features_epoch=0 if finalized else -1, finalized_features=finalized,
+        cls,
+        error_code=body.error_code,
+        api_keys=body.api_keys,
+        throttle_time=0,
+        supported_features=supported,
+        finalized_features_epoch=0 if finalized else -1,
+        finalized_features=finalized,
     )
 
 
@@ -80,7 +93,15 @@ def _partitions(ctx: RequestContext, broker: Broker, count: int) -> tuple:
     return tuple(codec.make(part, **partition_state(broker, i)) for i in range(count))
 
 
-def _topic_entry(ctx: RequestContext, broker: Broker, name: str | None, topic_id, error: ErrorCode, partitions: int, ops: int = NOT_REQUESTED) -> Entity:
+def _topic_entry(
+    ctx: RequestContext,
+    broker: Broker,
+    name: str | None,
+    topic_id,
+    error: ErrorCode,
+    partitions: int,
+    ops: int = NOT_REQUESTED,
+) -> Entity:
     return codec.make(
         ctx.nested("MetadataResponseTopic"),
         error_code=error,
@@ -95,7 +116,9 @@ def _topic_entry(ctx: RequestContext, broker: Broker, name: str | None, topic_id
 def metadata(broker: Broker, ctx: RequestContext, req: MetadataRequest) -> Answer:
     registry = broker.topics
     # no authorizer: every operation topics support, when asked (v8+)
-    entry = functools.partial(_topic_entry, ops=authorized_operations("topic", ctx.version >= 8 and req.include_topic_authorized_operations))
+    entry = functools.partial(
+        _topic_entry, ops=authorized_operations("topic", ctx.version >= 8 and req.include_topic_authorized_operations)
+    )
     zero_id = codec.ZERO_UUID
     entries = []
     if req.topics is None or (ctx.version == 0 and not req.topics):
@@ -106,7 +129,9 @@ def metadata(broker: Broker, ctx: RequestContext, req: MetadataRequest) -> Answe
         # Kafka: v10-v11 carry a topic id field but take names only; the whole request fails, every topic
         # answered INVALID_REQUEST (a null name as ""), with no brokers, cluster id or controller
         invalid = tuple(entry(ctx, broker, t.name or "", t.topic_id, ErrorCode.invalid_request, 0) for t in req.topics)
-        return ctx.respond(throttle_time=0, brokers=(), cluster_id=None, controller_id=-1, topics=invalid, error_code=ErrorCode.none)
+        return ctx.respond(
+            throttle_time=0, brokers=(), cluster_id=None, controller_id=-1, topics=invalid, error_code=ErrorCode.none
+        )
     else:
         auto = broker.config["auto.create.topics.enable"] and (ctx.version < 4 or req.allow_auto_topic_creation)
         for wanted in req.topics:
@@ -114,7 +139,9 @@ def metadata(broker: Broker, ctx: RequestContext, req: MetadataRequest) -> Answe
             wanted_id = wanted.topic_id if ctx.version >= 10 else None
             internal = broker.internal_topic(name, wanted_id)
             if internal is not None and internal.exists(create=auto):  # asked for by name, Kafka creates it
-                entries.append(entry(ctx, broker, internal.name, internal.topic_id, ErrorCode.none, internal.partitions))
+                entries.append(
+                    entry(ctx, broker, internal.name, internal.topic_id, ErrorCode.none, internal.partitions)
+                )
                 continue
             if name is None and wanted_id not in (None, zero_id):
                 known = registry.by_id(wanted_id)
@@ -136,7 +163,9 @@ def metadata(broker: Broker, ctx: RequestContext, req: MetadataRequest) -> Answe
                     entries.append(entry(ctx, broker, name, zero_id, ErrorCode.unknown_topic_or_partition, 0))
                     continue
             entries.append(entry(ctx, broker, known.name, known.topic_id, ErrorCode.none, known.partitions))
-    asked_cluster = 8 <= ctx.version <= 10 and cast(MetadataRequestV10, req).include_cluster_authorized_operations  # DescribeCluster's from v11
+    asked_cluster = (
+        8 <= ctx.version <= 10 and cast(MetadataRequestV10, req).include_cluster_authorized_operations
+    )  # DescribeCluster's from v11
     return ctx.respond(
         throttle_time=0,
         brokers=_brokers(broker, ctx, "MetadataResponseBroker", node_id=broker.node_id),
@@ -175,13 +204,24 @@ def describe_cluster(broker: Broker, ctx: RequestContext, req: DescribeClusterRe
         message = "The request was sent to an endpoint of type BROKER, but we wanted an endpoint of type CONTROLLER"
     if error != ErrorCode.none:
         return ctx.respond(
-            throttle_time=0, error_code=error, error_message=message, endpoint_type=wanted, cluster_id="",
-            controller_id=-1, brokers=(), cluster_authorized_operations=NOT_REQUESTED,
+            throttle_time=0,
+            error_code=error,
+            error_message=message,
+            endpoint_type=wanted,
+            cluster_id="",
+            controller_id=-1,
+            brokers=(),
+            cluster_authorized_operations=NOT_REQUESTED,
         )
     entries = _brokers(broker, ctx, "DescribeClusterBroker", broker_id=broker.node_id, is_fenced=False)
     return ctx.respond(
-        throttle_time=0, error_code=ErrorCode.none, error_message=None, endpoint_type=BROKERS,
-        cluster_id=broker.config["cluster.id"], controller_id=broker.node_id, brokers=entries,
+        throttle_time=0,
+        error_code=ErrorCode.none,
+        error_message=None,
+        endpoint_type=BROKERS,
+        cluster_id=broker.config["cluster.id"],
+        controller_id=broker.node_id,
+        brokers=entries,
         cluster_authorized_operations=authorized_operations("cluster", req.include_cluster_authorized_operations),
     )
 
@@ -207,7 +247,9 @@ def _message(err: ErrorCode) -> str:
     return (err.__doc__ or err.name) if err.__doc__ != ErrorCode.__doc__ else err.name
 
 
-def _coordinator_for(broker: Broker, version: int, key_type: int, key: str, address: tuple[str, int] | None) -> tuple[ErrorCode, int, str, int]:
+def _coordinator_for(
+    broker: Broker, version: int, key_type: int, key: str, address: tuple[str, int] | None
+) -> tuple[ErrorCode, int, str, int]:
     if key_type == KEY_TYPE_SHARE and version >= 6:  # the share coordinator, for "group:topicId:partition"
         if parse_coordinator_key(key) is None:  # Kafka's SharePartitionKey.validate
             return ErrorCode.invalid_request, -1, "", -1
@@ -223,7 +265,9 @@ def _coordinator_for(broker: Broker, version: int, key_type: int, key: str, addr
         partition = partition_for(key, broker.config["offsets.topic.num.partitions"])
         if not broker.owns_offsets_partition(partition):
             return ErrorCode.not_coordinator, -1, "", -1
-        broker.internal_topics[OFFSETS_TOPIC].exists(create=True)  # Kafka creates __consumer_offsets at the first lookup
+        broker.internal_topics[OFFSETS_TOPIC].exists(
+            create=True
+        )  # Kafka creates __consumer_offsets at the first lookup
         return ErrorCode.none, broker.node_id, *address
     # a transactional id: this node coordinates every one
     broker.internal_topics[TXN_STATE_TOPIC].exists(create=True)  # and __transaction_state, at the first

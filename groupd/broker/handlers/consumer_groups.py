@@ -65,7 +65,9 @@ def heartbeat_answer(ctx: RequestContext) -> Callable[[Any, BaseException | None
         if payload.assignment is not None:
             assignment = codec.make(
                 assignment_cls,
-                topic_partitions=tuple(codec.make(partitions_cls, topic_id=t, partitions=ps) for t, ps in payload.assignment),
+                topic_partitions=tuple(
+                    codec.make(partitions_cls, topic_id=t, partitions=ps) for t, ps in payload.assignment
+                ),
             )
         return ctx.respond(
             throttle_time=0,
@@ -86,9 +88,12 @@ def described_assignment(ctx: RequestContext) -> Callable[[Any], Any]:
     assignment_cls, partitions_cls = ctx.nested("Assignment"), ctx.nested("TopicPartitions")
 
     def assignment(parts: Any) -> Entity:
-        return codec.make(assignment_cls, topic_partitions=tuple(
-            codec.make(partitions_cls, topic_id=t, topic_name=name, partitions=ps) for t, name, ps in parts
-        ))
+        return codec.make(
+            assignment_cls,
+            topic_partitions=tuple(
+                codec.make(partitions_cls, topic_id=t, topic_name=name, partitions=ps) for t, name, ps in parts
+            ),
+        )
 
     return assignment
 
@@ -100,25 +105,54 @@ def consumer_group_describe(broker: Broker, ctx: RequestContext, req: ConsumerGr
     out = []
     for group_id in req.group_ids:
         try:
-            (d,) = broker.coordinator.call_sync(group_id, group_types.consumer_group_describe, [group_id], broker.coordinator.cfg)
+            (d,) = broker.coordinator.call_sync(
+                group_id, group_types.consumer_group_describe, [group_id], broker.coordinator.cfg
+            )
         except CoordinatorError as exc:
-            out.append(codec.make(group_cls, error_code=exc.code, error_message=None, group_id=group_id, group_state="",
-                                  group_epoch=0, assignment_epoch=0, assignor_name="", members=(),
-                                  authorized_operations=NOT_REQUESTED))
+            out.append(
+                codec.make(
+                    group_cls,
+                    error_code=exc.code,
+                    error_message=None,
+                    group_id=group_id,
+                    group_state="",
+                    group_epoch=0,
+                    assignment_epoch=0,
+                    assignor_name="",
+                    members=(),
+                    authorized_operations=NOT_REQUESTED,
+                )
+            )
             continue
         members = tuple(
             codec.make(
-                member_cls, member_id=m.member_id, instance_id=m.instance_id, rack_id=m.rack_id, member_epoch=m.member_epoch,
-                client_id=m.client_id, client_host=m.client_host, subscribed_topic_names=m.subscribed_topic_names,
-                subscribed_topic_regex=m.subscribed_topic_regex, assignment=assignment(m.assignment),
-                target_assignment=assignment(m.target), member_type=m.member_type,
+                member_cls,
+                member_id=m.member_id,
+                instance_id=m.instance_id,
+                rack_id=m.rack_id,
+                member_epoch=m.member_epoch,
+                client_id=m.client_id,
+                client_host=m.client_host,
+                subscribed_topic_names=m.subscribed_topic_names,
+                subscribed_topic_regex=m.subscribed_topic_regex,
+                assignment=assignment(m.assignment),
+                target_assignment=assignment(m.target),
+                member_type=m.member_type,
             )
             for m in d.members
         )
-        out.append(codec.make(
-            group_cls, error_code=d.error, error_message=d.message, group_id=d.group_id,
-            group_state=d.state if d.error == E.NONE else "", group_epoch=d.group_epoch,
-            assignment_epoch=d.assignment_epoch, assignor_name=d.assignor_name, members=members,
-            authorized_operations=ops if d.error == E.NONE else NOT_REQUESTED,
-        ))
+        out.append(
+            codec.make(
+                group_cls,
+                error_code=d.error,
+                error_message=d.message,
+                group_id=d.group_id,
+                group_state=d.state if d.error == E.NONE else "",
+                group_epoch=d.group_epoch,
+                assignment_epoch=d.assignment_epoch,
+                assignor_name=d.assignor_name,
+                members=members,
+                authorized_operations=ops if d.error == E.NONE else NOT_REQUESTED,
+            )
+        )
     return ctx.respond(throttle_time=0, groups=tuple(out))

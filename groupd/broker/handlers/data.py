@@ -38,10 +38,19 @@ if TYPE_CHECKING:
 READ_UNCOMMITTED, READ_COMMITTED = 0, 1  # isolation levels of Fetch and ListOffsets
 EARLIEST, LATEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED, EARLIEST_PENDING_UPLOAD = -2, -1, -3, -4, -5, -6
 # the first ListOffsets version that may ask for each sentinel timestamp (Kafka's ReplicaManager)
-_SENTINEL_SINCE = {LATEST: 1, EARLIEST: 1, MAX_TIMESTAMP: 7, EARLIEST_LOCAL: 8, LATEST_TIERED: 9, EARLIEST_PENDING_UPLOAD: 11}
+_SENTINEL_SINCE = {
+    LATEST: 1,
+    EARLIEST: 1,
+    MAX_TIMESTAMP: 7,
+    EARLIEST_LOCAL: 8,
+    LATEST_TIERED: 9,
+    EARLIEST_PENDING_UPLOAD: 11,
+}
 
 
-def _produce_partition(broker: Broker, topic: str, index: int, records: bytes | None) -> tuple[ErrorCode, int, int, Any]:
+def _produce_partition(
+    broker: Broker, topic: str, index: int, records: bytes | None
+) -> tuple[ErrorCode, int, int, Any]:
     """(error, base offset, log start offset, log to make durable)."""
     if topic in INTERNAL_TOPICS:  # Kafka: "Cannot append to internal topic"
         return ErrorCode.invalid_topic_exception, -1, -1, None
@@ -76,15 +85,31 @@ def _produce_partition(broker: Broker, topic: str, index: int, records: bytes | 
                     return error, -1, lg.log_start_offset, None
                 txns = broker.partitions.txn_state_for_write((topic, index), lg)
             elif txns is not None and h.producer_id >= 0 and txns.has_open(h.producer_id):
-                return ErrorCode.invalid_txn_state, -1, lg.log_start_offset, None  # Kafka: a transactional write was expected
-            error, duplicate = producers.check(h.producer_id, h.producer_epoch, topic, index, h.base_sequence, h.record_count)
+                return (
+                    ErrorCode.invalid_txn_state,
+                    -1,
+                    lg.log_start_offset,
+                    None,
+                )  # Kafka: a transactional write was expected
+            error, duplicate = producers.check(
+                h.producer_id, h.producer_epoch, topic, index, h.base_sequence, h.record_count
+            )
             if error != ErrorCode.none:
                 return error, -1, lg.log_start_offset, None
             if duplicate is not None:
                 first = duplicate
             else:
                 first, _ = lg.append(bytearray(batch), LEADER_EPOCH)
-                producers.record(h.producer_id, h.producer_epoch, topic, index, h.base_sequence, h.record_count, first, h.max_timestamp)
+                producers.record(
+                    h.producer_id,
+                    h.producer_epoch,
+                    topic,
+                    index,
+                    h.base_sequence,
+                    h.record_count,
+                    first,
+                    h.max_timestamp,
+                )
                 if h.is_transactional and txns is not None:
                     txns.data(h.producer_id, first)
             if base < 0:
@@ -109,7 +134,9 @@ def _first_batch_codec(records: bytes) -> int:
 
 def produce(broker: Broker, ctx: RequestContext, req: ProduceRequest) -> Answer:
     by_id = ctx.version >= 13  # KIP-516: topics named by id, and answered by id
-    results: list[tuple[Any, int, ErrorCode, int, int, Any]] = []  # (topic name or id, partition, error, base, start, log)
+    results: list[
+        tuple[Any, int, ErrorCode, int, int, Any]
+    ] = []  # (topic name or id, partition, error, base, start, log)
     touched = {}
     for topic in req.topic_data:
         if by_id:
@@ -148,14 +175,20 @@ def produce(broker: Broker, ctx: RequestContext, req: ProduceRequest) -> Answer:
     keys = list(touched)
 
     def answer(outcomes: list[Any]) -> Response:
-        return _produced(ctx, results, {key for key, out in zip(keys, outcomes, strict=True) if isinstance(out, Exception)}, throttle)
+        return _produced(
+            ctx, results, {key for key, out in zip(keys, outcomes, strict=True) if isinstance(out, Exception)}, throttle
+        )
 
     # acks 1 or -1 are answered once the appends are durable (as flush.messages sets it)
-    durable = asyncio.gather(*(broker.partitions.committer.durable(lg) for lg in touched.values()), return_exceptions=True)
+    durable = asyncio.gather(
+        *(broker.partitions.committer.durable(lg) for lg in touched.values()), return_exceptions=True
+    )
     return later_of(durable, answer)
 
 
-def _produced(ctx: RequestContext, results: list[tuple[Any, int, ErrorCode, int, int, Any]], failed: set[int], throttle: int) -> Response:
+def _produced(
+    ctx: RequestContext, results: list[tuple[Any, int, ErrorCode, int, int, Any]], failed: set[int], throttle: int
+) -> Response:
     """The Produce answer; ``failed``: the ids of the logs whose appends did not become durable."""
     by_id = ctx.version >= 13
     part_cls = ctx.nested("PartitionProduceResponse")
@@ -163,10 +196,18 @@ def _produced(ctx: RequestContext, results: list[tuple[Any, int, ErrorCode, int,
     for key, index, error, base, start, lg in results:
         if lg is not None and id(lg) in failed:
             error, base = ErrorCode.kafka_storage_error, -1
-        grouped.setdefault(key, []).append(codec.make(
-            part_cls, index=index, error_code=error, base_offset=base, log_append_time=None, log_start_offset=start,
-            record_errors=(), error_message=None,
-        ))
+        grouped.setdefault(key, []).append(
+            codec.make(
+                part_cls,
+                index=index,
+                error_code=error,
+                base_offset=base,
+                log_append_time=None,
+                log_start_offset=start,
+                record_errors=(),
+                error_message=None,
+            )
+        )
     topic_cls = ctx.nested("TopicProduceResponse")
     named = "topic_id" if by_id else "name"
     topics = tuple(codec.make(topic_cls, **{named: key}, partition_responses=tuple(ps)) for key, ps in grouped.items())
@@ -190,7 +231,13 @@ async def _quiet_durable(broker: Broker, lg: Any) -> None:
 def fetch(broker: Broker, ctx: RequestContext, req: FetchRequest) -> Answer:
     version = ctx.version
     if version >= 7 and req.session_id != 0 and req.session_epoch > 0:
-        return ctx.respond(throttle_time=0, error_code=ErrorCode.fetch_session_id_not_found, session_id=0, responses=(), node_endpoints=())
+        return ctx.respond(
+            throttle_time=0,
+            error_code=ErrorCode.fetch_session_id_not_found,
+            session_id=0,
+            responses=(),
+            node_endpoints=(),
+        )
     wanted: list[tuple[str | None, Any, Any]] = []  # (topic name, topic id, partition request)
     for t in req.topics:
         if version >= 13:
@@ -213,8 +260,15 @@ def fetch(broker: Broker, ctx: RequestContext, req: FetchRequest) -> Answer:
     return later_of(_fetch_waiting(broker, attempt, keys, deadline))
 
 
-def _fetch_attempt(broker: Broker, ctx: RequestContext, req: FetchRequest, wanted: list[tuple[str | None, Any, Any]],
-                   budget: int, min_bytes: int, deadline: float) -> Response | None:
+def _fetch_attempt(
+    broker: Broker,
+    ctx: RequestContext,
+    req: FetchRequest,
+    wanted: list[tuple[str | None, Any, Any]],
+    budget: int,
+    min_bytes: int,
+    deadline: float,
+) -> Response | None:
     """The answer if the fetch is to be answered now (min_bytes there, an error, the wait over), else None."""
     total, answer_now, topics = _fetch_once(broker, ctx, req, wanted, budget)
     if total >= min_bytes or answer_now or deadline - time.monotonic() <= 0 or broker.stopping:
@@ -225,11 +279,15 @@ def _fetch_attempt(broker: Broker, ctx: RequestContext, req: FetchRequest, wante
             topics = ()
         if topics and total and broker.metrics is not None:  # a throttled answer carries nothing
             _count_out(broker.metrics, [name for name, _tid, _ps in wanted], topics)
-        return ctx.respond(throttle_time=throttle, error_code=ErrorCode.none, session_id=0, responses=topics, node_endpoints=())
+        return ctx.respond(
+            throttle_time=throttle, error_code=ErrorCode.none, session_id=0, responses=topics, node_endpoints=()
+        )
     return None
 
 
-async def _fetch_waiting(broker: Broker, attempt: Callable[[], Response | None], keys: list[tuple[str, int]], deadline: float) -> Response:
+async def _fetch_waiting(
+    broker: Broker, attempt: Callable[[], Response | None], keys: list[tuple[str, int]], deadline: float
+) -> Response:
     """A long poll: wait for data on the partitions, or for the deadline, and try again."""
     while True:
         await broker.partitions.wait_for_data(keys, deadline - time.monotonic())
@@ -251,10 +309,10 @@ def _count_out(metrics: Any, names: list[str | None], topics: tuple) -> None:
             pos, end = 0, len(data)
             while pos + 17 <= end:  # every entry: offset, length, then (at 16) its magic
                 if data[pos + 16] >= 2:  # a v2 batch: its record count at 57
-                    records += int.from_bytes(data[pos + 57:pos + 61], "big") if pos + 61 <= end else 0
+                    records += int.from_bytes(data[pos + 57 : pos + 61], "big") if pos + 61 <= end else 0
                 else:  # a down-converted message (Fetch v0-3): one record, a compressed wrapper counted as one
                     records += 1
-                pos += 12 + int.from_bytes(data[pos + 8:pos + 12], "big")
+                pos += 12 + int.from_bytes(data[pos + 8 : pos + 12], "big")
         if nbytes and name is not None:
             metrics.topic_out(name, records, nbytes)
 
@@ -279,7 +337,11 @@ def _fetch_once(broker: Broker, ctx: RequestContext, req: Any, wanted: list, bud
             aborted: tuple | None = None
             diverging: tuple[int, int] | None = None
             if lg is None:
-                error = ErrorCode.unknown_topic_id if (name is None and ctx.version >= 13) else ErrorCode.unknown_topic_or_partition
+                error = (
+                    ErrorCode.unknown_topic_id
+                    if (name is None and ctx.version >= 13)
+                    else ErrorCode.unknown_topic_or_partition
+                )
             elif current_epochs and p.current_leader_epoch > LEADER_EPOCH:
                 # Kafka reads a negative epoch as none given and none is older than 0: only a newer one fails
                 error = ErrorCode.unknown_leader_epoch
@@ -312,7 +374,11 @@ def _fetch_once(broker: Broker, ctx: RequestContext, req: Any, wanted: list, bud
             if error != ErrorCode.none or diverging is not None:
                 answer_now = True  # as Kafka: errors and divergence are answered without waiting for data
             total += len(data or b"")
-            extra = {} if diverging is None else {"diverging_epoch": ctx.nested("EpochEndOffset")(epoch=diverging[0], end_offset=diverging[1])}
+            extra = (
+                {}
+                if diverging is None
+                else {"diverging_epoch": ctx.nested("EpochEndOffset")(epoch=diverging[0], end_offset=diverging[1])}
+            )
             parts.append(
                 codec.make(
                     part_cls,
@@ -329,7 +395,9 @@ def _fetch_once(broker: Broker, ctx: RequestContext, req: Any, wanted: list, bud
                     **extra,
                 )
             )
-        topics.append(codec.make(topic_cls, topic=name or "", topic_id=topic_id or codec.ZERO_UUID, partitions=tuple(parts)))
+        topics.append(
+            codec.make(topic_cls, topic=name or "", topic_id=topic_id or codec.ZERO_UUID, partitions=tuple(parts))
+        )
     return total, answer_now, tuple(topics)
 
 
@@ -340,7 +408,13 @@ def list_offsets(broker: Broker, ctx: RequestContext, req: ListOffsetsRequest) -
     committed = version >= 2 and req.isolation_level == READ_COMMITTED
 
     def answer(topic: str, p: Any) -> dict[str, Any]:
-        row = {"partition_index": p.partition_index, "error_code": ErrorCode.none, "timestamp": -1, "offset": -1, "leader_epoch": -1}
+        row = {
+            "partition_index": p.partition_index,
+            "error_code": ErrorCode.none,
+            "timestamp": -1,
+            "offset": -1,
+            "leader_epoch": -1,
+        }
         stamp = p.timestamp
         if stamp < 0 and version < _SENTINEL_SINCE.get(stamp, 1 << 15):
             return row | {"error_code": ErrorCode.unsupported_version}  # checked before the partition, as Kafka does
@@ -356,7 +430,10 @@ def list_offsets(broker: Broker, ctx: RequestContext, req: ListOffsetsRequest) -
         if stamp == LATEST:  # READ_COMMITTED: the last stable offset
             latest = lg.high_watermark
             txns = broker.partitions.txn_state((topic, p.partition_index)) if committed else None
-            return row | {"offset": latest if txns is None else txns.last_stable_offset(latest), "leader_epoch": LEADER_EPOCH}
+            return row | {
+                "offset": latest if txns is None else txns.last_stable_offset(latest),
+                "leader_epoch": LEADER_EPOCH,
+            }
         if stamp in (LATEST_TIERED, EARLIEST_PENDING_UPLOAD):
             return row  # nothing is tiered: no offset, as Kafka answers for a topic without remote storage
         if stamp == MAX_TIMESTAMP:
@@ -377,5 +454,18 @@ def list_offsets(broker: Broker, ctx: RequestContext, req: ListOffsetsRequest) -
                 rows.append((t.name, answer(t.name, p)))
             elif times > 1:  # a partition named more than once: one answer, INVALID_REQUEST
                 named[t.name, p.partition_index] = 0
-                rows.append((t.name, {"partition_index": p.partition_index, "error_code": ErrorCode.invalid_request, "timestamp": -1, "offset": -1, "leader_epoch": -1}))
-    return ctx.respond(throttle_time=0, topics=ctx.by_topic("ListOffsetsTopicResponse", "ListOffsetsPartitionResponse", rows))
+                rows.append(
+                    (
+                        t.name,
+                        {
+                            "partition_index": p.partition_index,
+                            "error_code": ErrorCode.invalid_request,
+                            "timestamp": -1,
+                            "offset": -1,
+                            "leader_epoch": -1,
+                        },
+                    )
+                )
+    return ctx.respond(
+        throttle_time=0, topics=ctx.by_topic("ListOffsetsTopicResponse", "ListOffsetsPartitionResponse", rows)
+    )

@@ -49,7 +49,10 @@ def describe_topic_partitions(broker: Broker, ctx: RequestContext, req: Describe
     if cursor is not None and cursor.partition_index < 0:
         return _refused(ctx, req, ErrorCode.invalid_request)
 
-    topic_cls, part_cls = ctx.nested("DescribeTopicPartitionsResponseTopic"), ctx.nested("DescribeTopicPartitionsResponsePartition")
+    topic_cls, part_cls = (
+        ctx.nested("DescribeTopicPartitionsResponseTopic"),
+        ctx.nested("DescribeTopicPartitionsResponsePartition"),
+    )
     remaining = max(min(broker.config["max.request.partition.size.limit"], req.response_partition_limit), 1)
     out: list[Any] = []
     next_cursor = None
@@ -60,10 +63,17 @@ def describe_topic_partitions(broker: Broker, ctx: RequestContext, req: Describe
         topic = broker.listed_topic(name)
         if topic is None:
             if not every:
-                out.append(codec.make(
-                    topic_cls, error_code=_unknown_topic_error(name), name=name, topic_id=codec.ZERO_UUID,
-                    is_internal=name in INTERNAL_TOPICS, partitions=(), topic_authorized_operations=authorized_operations("topic"),
-                ))
+                out.append(
+                    codec.make(
+                        topic_cls,
+                        error_code=_unknown_topic_error(name),
+                        name=name,
+                        topic_id=codec.ZERO_UUID,
+                        is_internal=name in INTERNAL_TOPICS,
+                        partitions=(),
+                        topic_authorized_operations=authorized_operations("topic"),
+                    )
+                )
             continue
         start = cursor.partition_index if cursor is not None and name == cursor.topic_name else 0
         end = min(topic.partitions, start + remaining)
@@ -72,10 +82,17 @@ def describe_topic_partitions(broker: Broker, ctx: RequestContext, req: Describe
             codec.make(part_cls, **partition_state(broker, i), eligible_leader_replicas=(), last_known_elr=())
             for i in range(start, end)
         )
-        out.append(codec.make(
-            topic_cls, error_code=ErrorCode.none, name=name, topic_id=topic.topic_id, is_internal=name in INTERNAL_TOPICS,
-            partitions=partitions, topic_authorized_operations=authorized_operations("topic"),
-        ))
+        out.append(
+            codec.make(
+                topic_cls,
+                error_code=ErrorCode.none,
+                name=name,
+                topic_id=topic.topic_id,
+                is_internal=name in INTERNAL_TOPICS,
+                partitions=partitions,
+                topic_authorized_operations=authorized_operations("topic"),
+            )
+        )
         if end < topic.partitions:
             next_cursor = codec.make(ctx.nested("Cursor"), topic_name=name, partition_index=end)
             break
@@ -96,7 +113,12 @@ def _refused(ctx: RequestContext, req: Any, error: ErrorCode) -> Response:
     topic_cls = ctx.nested("DescribeTopicPartitionsResponseTopic")
     topics = tuple(
         codec.make(
-            topic_cls, error_code=error, name=t.name, topic_id=codec.ZERO_UUID, is_internal=False, partitions=(),
+            topic_cls,
+            error_code=error,
+            name=t.name,
+            topic_id=codec.ZERO_UUID,
+            is_internal=False,
+            partitions=(),
             topic_authorized_operations=NOT_REQUESTED,
         )
         for t in req.topics
@@ -155,19 +177,32 @@ def describe_quorum(broker: Broker, ctx: RequestContext, req: DescribeQuorumRequ
     """
     topics = req.topics
     if not (
-        len(topics) == 1 and topics[0].topic_name == METADATA_TOPIC
-        and len(topics[0].partitions) == 1 and topics[0].partitions[0].partition_index == METADATA_PARTITION
+        len(topics) == 1
+        and topics[0].topic_name == METADATA_TOPIC
+        and len(topics[0].partitions) == 1
+        and topics[0].partitions[0].partition_index == METADATA_PARTITION
     ):
         return _quorum_refused(ctx, topics, ErrorCode.unknown_topic_or_partition, UNKNOWN_PARTITION_MESSAGE)
     node = broker.node_id
     now = wall_ms()
     voter = codec.make(
-        ctx.nested("ReplicaState"), replica_id=node, replica_directory_id=NO_DIRECTORY_ID, log_end_offset=METADATA_END_OFFSET,
-        last_fetch_timestamp=now, last_caught_up_timestamp=now,
+        ctx.nested("ReplicaState"),
+        replica_id=node,
+        replica_directory_id=NO_DIRECTORY_ID,
+        log_end_offset=METADATA_END_OFFSET,
+        last_fetch_timestamp=now,
+        last_caught_up_timestamp=now,
     )
     partition = codec.make(
-        ctx.nested("PartitionData"), partition_index=METADATA_PARTITION, error_code=ErrorCode.none, error_message=None,
-        leader_id=node, leader_epoch=QUORUM_LEADER_EPOCH, high_watermark=METADATA_END_OFFSET, current_voters=(voter,), observers=(),
+        ctx.nested("PartitionData"),
+        partition_index=METADATA_PARTITION,
+        error_code=ErrorCode.none,
+        error_message=None,
+        leader_id=node,
+        leader_epoch=QUORUM_LEADER_EPOCH,
+        high_watermark=METADATA_END_OFFSET,
+        current_voters=(voter,),
+        observers=(),
     )
     topic = codec.make(ctx.nested("TopicData"), topic_name=METADATA_TOPIC, partitions=(partition,))
     nodes: tuple[Entity, ...] = ()
@@ -185,13 +220,24 @@ def _quorum_refused(ctx: RequestContext, topics: Any, error: ErrorCode, message:
     """DescribeQuorumRequest.getPartitionLevelErrorResponse: the error on every requested partition."""
     topic_cls, part_cls = ctx.nested("TopicData"), ctx.nested("PartitionData")
     out = tuple(
-        codec.make(topic_cls, topic_name=t.topic_name, partitions=tuple(
-            codec.make(
-                part_cls, partition_index=p.partition_index, error_code=error, error_message=message,
-                leader_id=0, leader_epoch=0, high_watermark=0, current_voters=(), observers=(),
-            )
-            for p in t.partitions
-        ))
+        codec.make(
+            topic_cls,
+            topic_name=t.topic_name,
+            partitions=tuple(
+                codec.make(
+                    part_cls,
+                    partition_index=p.partition_index,
+                    error_code=error,
+                    error_message=message,
+                    leader_id=0,
+                    leader_epoch=0,
+                    high_watermark=0,
+                    current_voters=(),
+                    observers=(),
+                )
+                for p in t.partitions
+            ),
+        )
         for t in topics
     )
     return ctx.respond(error_code=ErrorCode.none, error_message=None, topics=out, nodes=())

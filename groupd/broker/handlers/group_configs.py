@@ -37,7 +37,12 @@ MAX_VALUE_CHARS = 32767  # Short.MAX_VALUE
 
 
 def describe_group(
-    broker: Broker, group_id: str, wanted: set[str] | None, synonym_cls: type | None, entry_cls: type, documentation: bool,
+    broker: Broker,
+    group_id: str,
+    wanted: set[str] | None,
+    synonym_cls: type | None,
+    entry_cls: type,
+    documentation: bool,
 ) -> tuple[ErrorCode, str | None, list[Any]]:
     """(error, message, entries) of one GROUP resource; every key in name order (Kafka: map order)."""
     if not group_id:
@@ -58,12 +63,22 @@ def describe_group(
         else:
             synonyms.append((spec.name, spec.default, SOURCE_DEFAULT))
         _, value, source = synonyms[0]  # the group's own value, else the broker's (or GroupConfig's default)
-        entries.append(codec.make(
-            entry_cls, name=spec.name, value=value, read_only=False, config_source=source,
-            is_default=source == SOURCE_DEFAULT, is_sensitive=False, config_type=spec.type,
-            synonyms=tuple(synonym_cls(name=n, value=v, source=s) for n, v, s in synonyms) if synonym_cls is not None else (),
-            documentation=spec.doc if documentation else None,
-        ))
+        entries.append(
+            codec.make(
+                entry_cls,
+                name=spec.name,
+                value=value,
+                read_only=False,
+                config_source=source,
+                is_default=source == SOURCE_DEFAULT,
+                is_sensitive=False,
+                config_type=spec.type,
+                synonyms=tuple(synonym_cls(name=n, value=v, source=s) for n, v, s in synonyms)
+                if synonym_cls is not None
+                else (),
+                documentation=spec.doc if documentation else None,
+            )
+        )
     return ErrorCode.none, None, entries
 
 
@@ -86,7 +101,10 @@ def alter_group(broker: Broker, res: Any, validate_only: bool, incremental: bool
             elif c.config_operation == DELETE:
                 configs.pop(c.name, None)
             elif c.config_operation in _OP_NAMES:
-                return ErrorCode.invalid_config, f"Can't {_OP_NAMES[c.config_operation]} to key {c.name} because its type is not LIST."
+                return (
+                    ErrorCode.invalid_config,
+                    f"Can't {_OP_NAMES[c.config_operation]} to key {c.name} because its type is not LIST.",
+                )
             else:
                 return ErrorCode.invalid_request, f"Unknown operations type {c.config_operation}"
     else:
@@ -95,7 +113,8 @@ def alter_group(broker: Broker, res: Any, validate_only: bool, incremental: bool
         # the controller's bound on one record's value (Java's String.length(): UTF-16 units)
         if value is not None and value != current.get(name) and len(value.encode("utf-16-le")) // 2 > MAX_VALUE_CHARS:
             return ErrorCode.invalid_config, (
-                f"The configuration value cannot be added because it exceeds the maximum value size of {MAX_VALUE_CHARS} bytes."
+                "The configuration value cannot be added because it exceeds the maximum value size of "
+                f"{MAX_VALUE_CHARS} bytes."
             )
     try:
         new = validate(group_id, configs, broker.config)

@@ -57,7 +57,10 @@ def join_group(broker: Broker, ctx: RequestContext, req: JoinGroupRequest) -> An
     def finish(payload: Any, error: BaseException | None) -> Response:
         if error is not None:
             payload = JoinGroupResponse(_refusal(error), member_id=req.member_id)
-        members = [{"member_id": m.member_id, "group_instance_id": m.group_instance_id, "metadata": m.metadata} for m in payload.members]
+        members = [
+            {"member_id": m.member_id, "group_instance_id": m.group_instance_id, "metadata": m.metadata}
+            for m in payload.members
+        ]
         protocol_name = payload.protocol_name
         if ctx.version < 7 and protocol_name is None:
             protocol_name = ""  # non-nullable before v7
@@ -97,7 +100,9 @@ def sync_group(broker: Broker, ctx: RequestContext, req: SyncGroupRequest) -> An
 
     def finish(payload: Any, error: BaseException | None) -> Response:
         if error is not None:
-            return ctx.encoded(throttle_time=0, error_code=_refusal(error), protocol_type=None, protocol_name=None, assignment=b"")
+            return ctx.encoded(
+                throttle_time=0, error_code=_refusal(error), protocol_type=None, protocol_name=None, assignment=b""
+            )
         return ctx.encoded(
             throttle_time=0,
             error_code=payload.error,
@@ -110,7 +115,9 @@ def sync_group(broker: Broker, ctx: RequestContext, req: SyncGroupRequest) -> An
 
 
 def heartbeat(broker: Broker, ctx: RequestContext, req: HeartbeatRequest) -> Answer:
-    request = Heartbeat(req.group_id, req.generation_id, req.member_id, req.group_instance_id if ctx.version >= 3 else None, ctx.version)
+    request = Heartbeat(
+        req.group_id, req.generation_id, req.member_id, req.group_instance_id if ctx.version >= 3 else None, ctx.version
+    )
 
     def finish(payload: Any, error: BaseException | None) -> Response:
         if error is None:
@@ -138,7 +145,9 @@ _heartbeat_answers: dict[tuple[int, int], Any] = {}  # bounded: versions x error
 
 def leave_group(broker: Broker, ctx: RequestContext, req: LeaveGroupRequest) -> Answer:
     if ctx.version >= 3:
-        members = tuple(LeavingMember(m.member_id, m.group_instance_id, m.reason if ctx.version >= 5 else None) for m in req.members)
+        members = tuple(
+            LeavingMember(m.member_id, m.group_instance_id, m.reason if ctx.version >= 5 else None) for m in req.members
+        )
     else:
         members = (LeavingMember(cast(LeaveGroupRequestV2, req).member_id, None),)
     request = LeaveGroup(group_id=req.group_id, members=members, version=ctx.version)
@@ -168,7 +177,18 @@ def describe_groups(broker: Broker, ctx: RequestContext, req: DescribeGroupsRequ
         try:
             d = broker.coordinator.call_sync(group_id, core.describe_group, group_id)
         except CoordinatorError as exc:
-            out.append(codec.make(group_cls, error_code=exc.code, group_id=group_id, group_state="", protocol_type="", protocol_data="", members=(), authorized_operations=NOT_REQUESTED))
+            out.append(
+                codec.make(
+                    group_cls,
+                    error_code=exc.code,
+                    group_id=group_id,
+                    group_state="",
+                    protocol_type="",
+                    protocol_data="",
+                    members=(),
+                    authorized_operations=NOT_REQUESTED,
+                )
+            )
             continue
         members = tuple(
             codec.make(
@@ -216,7 +236,13 @@ def list_groups(broker: Broker, ctx: RequestContext, req: ListGroupsRequest) -> 
             continue
         for g in core.list_groups(shard.state, states, types):
             groups.append(
-                codec.make(listed_cls, group_id=g.group_id, protocol_type=g.protocol_type, group_state=g.state, group_type=g.group_type)
+                codec.make(
+                    listed_cls,
+                    group_id=g.group_id,
+                    protocol_type=g.protocol_type,
+                    group_state=g.state,
+                    group_type=g.group_type,
+                )
             )
     return ctx.respond(throttle_time=0, error_code=error, groups=tuple(groups))
 

@@ -41,6 +41,8 @@ def offset_for_leader_epoch(broker: Broker, ctx: RequestContext, req: OffsetForL
                 error = ErrorCode.none if current == UNDEFINED_EPOCH else current_epoch_error(current)
                 if error == ErrorCode.none:
                     epoch, end = end_offset_for(p.leader_epoch, lg.log_start_offset, lg.log_end_offset)
-            parts.append(codec.make(part_cls, partition=p.partition, error_code=error, leader_epoch=epoch, end_offset=end))
+            parts.append(
+                codec.make(part_cls, partition=p.partition, error_code=error, leader_epoch=epoch, end_offset=end)
+            )
         topics.append(codec.make(topic_cls, topic=t.topic, partitions=tuple(parts)))
     return ctx.respond(throttle_time=0, topics=tuple(topics))

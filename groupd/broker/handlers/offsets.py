@@ -63,7 +63,9 @@ def _commit_response(ctx: RequestContext, errors: list[PartitionError]) -> Respo
     answer = _commit_answers.get(key)
     if answer is None:
         rows = ((e.topic, {"partition_index": e.partition, "error_code": e.error}) for e in errors)
-        topics = ctx.by_topic("OffsetCommitResponseTopic", "OffsetCommitResponsePartition", rows, key_field=_topic_key(ctx))
+        topics = ctx.by_topic(
+            "OffsetCommitResponseTopic", "OffsetCommitResponsePartition", rows, key_field=_topic_key(ctx)
+        )
         entity = ctx.respond(throttle_time=0, topics=topics)
         answer = Encoded(codec.encode(entity), next((e.error for e in errors if e.error), 0))
         if len(_commit_answers) >= _COMMIT_ANSWERS_MAX:
@@ -81,11 +83,14 @@ def _name_of(broker: Broker, topic_id: uuid.UUID) -> str | None:
     return topic.name if topic is not None else None
 
 
-def _known_partitions(broker: Broker, req: Any, leader_epochs: bool, by_id: bool = False, commit_timestamps: bool = False) -> tuple[list[CommitPartition], list[PartitionError], dict[str, uuid.UUID]]:
+def _known_partitions(
+    broker: Broker, req: Any, leader_epochs: bool, by_id: bool = False, commit_timestamps: bool = False
+) -> tuple[list[CommitPartition], list[PartitionError], dict[str, uuid.UUID]]:
     """The request's partitions of existing topics, and UNKNOWN_TOPIC_OR_PARTITION (UNKNOWN_TOPIC_ID
     for an id not known) for the others, answered by the API layer, never sent to the coordinator.
     ``leader_epochs``: the partitions carry a committed leader epoch (else -1); ``commit_timestamps``: a
-    commit timestamp (v1). ``by_id`` (v10): each topic's name is its id's, and the id of each name is returned to answer by."""
+    commit timestamp (v1). ``by_id`` (v10): each topic's name is its id's, and the id of each name is returned to
+    answer by."""
     unknown: list[PartitionError] = []
     partitions = []
     ids: dict[str, uuid.UUID] = {}
@@ -109,7 +114,16 @@ def _known_partitions(broker: Broker, req: Any, leader_epochs: bool, by_id: bool
             # topic, partition, offset, leader epoch (v6+), metadata: positional, one per partition
             # v1's own commit timestamp (-1: the broker's now), as Kafka 3.9 kept it
             stamp = p.commit_timestamp if commit_timestamps else -1
-            partitions.append(CommitPartition(name, index, p.committed_offset, p.committed_leader_epoch if leader_epochs else -1, p.committed_metadata, stamp))
+            partitions.append(
+                CommitPartition(
+                    name,
+                    index,
+                    p.committed_offset,
+                    p.committed_leader_epoch if leader_epochs else -1,
+                    p.committed_metadata,
+                    stamp,
+                )
+            )
     return partitions, unknown, ids
 
 
@@ -118,7 +132,9 @@ def _by_id(errors: list[PartitionError], ids: dict[str, uuid.UUID]) -> list[Part
     return [PartitionError(cast(str, ids[e.topic]), e.partition, e.error) for e in errors]  # the id stands for the name
 
 
-def _partition_errors(partitions: list[CommitPartition], payload: Any, error: BaseException | None) -> list[PartitionError]:
+def _partition_errors(
+    partitions: list[CommitPartition], payload: Any, error: BaseException | None
+) -> list[PartitionError]:
     """A commit's answers: the core's, or the coordinator's refusal on every partition."""
     if error is None:
         return list(payload.partitions)
@@ -141,13 +157,20 @@ def _status_window(broker: Broker, group: str, partitions: list[CommitPartition]
 
 def offset_commit(broker: Broker, ctx: RequestContext, req: OffsetCommitRequest) -> Answer:
     by_id = ctx.version >= TOPIC_IDS_FROM
-    partitions, unknown, ids = _known_partitions(broker, req, ctx.version >= 6, by_id, commit_timestamps=ctx.version == 1)
+    partitions, unknown, ids = _known_partitions(
+        broker, req, ctx.version >= 6, by_id, commit_timestamps=ctx.version == 1
+    )
     if ctx.version == 0:  # ZooKeeper's store: refused as a KRaft Kafka 3.9 refuses it
         return old_versions.offset_commit_v0(ctx, req, unknown)
     retention = cast(OffsetCommitRequestV4, req).retention_time if 2 <= ctx.version <= 4 else None  # v2-v4 only
     request = OffsetCommit(
-        req.group_id, req.generation_id_or_member_epoch, req.member_id, req.group_instance_id if ctx.version >= 7 else None,
-        codec.millis(retention) if retention is not None else -1, tuple(partitions), ctx.version,
+        req.group_id,
+        req.generation_id_or_member_epoch,
+        req.member_id,
+        req.group_instance_id if ctx.version >= 7 else None,
+        codec.millis(retention) if retention is not None else -1,
+        tuple(partitions),
+        ctx.version,
     )
 
     started = time.perf_counter()
@@ -172,9 +195,16 @@ def offset_commit(broker: Broker, ctx: RequestContext, req: OffsetCommitRequest)
 def _txn_commit_response(ctx: RequestContext, errors: list[PartitionError]) -> Response:
     if ctx.version < 2:
         # Kafka keeps pre-2.0 producers (v0-1) from COORDINATOR_LOAD_IN_PROGRESS, which they did not expect
-        errors = [PartitionError(e.topic, e.partition, E.COORDINATOR_NOT_AVAILABLE) if e.error == E.COORDINATOR_LOAD_IN_PROGRESS else e for e in errors]
+        errors = [
+            PartitionError(e.topic, e.partition, E.COORDINATOR_NOT_AVAILABLE)
+            if e.error == E.COORDINATOR_LOAD_IN_PROGRESS
+            else e
+            for e in errors
+        ]
     rows = ((e.topic, {"partition_index": e.partition, "error_code": e.error}) for e in errors)
-    return ctx.respond(throttle_time=0, topics=ctx.by_topic("TxnOffsetCommitResponseTopic", "TxnOffsetCommitResponsePartition", rows))
+    return ctx.respond(
+        throttle_time=0, topics=ctx.by_topic("TxnOffsetCommitResponseTopic", "TxnOffsetCommitResponsePartition", rows)
+    )
 
 
 def txn_offset_commit(broker: Broker, ctx: RequestContext, req: TxnOffsetCommitRequest) -> Answer:
@@ -184,9 +214,19 @@ def txn_offset_commit(broker: Broker, ctx: RequestContext, req: TxnOffsetCommitR
     partitions, unknown, _ = _known_partitions(broker, req, ctx.version >= 2)
     if not partitions:
         return _txn_commit_response(ctx, unknown)
-    generation, member, instance = (req.generation_id, req.member_id, req.group_instance_id) if ctx.version >= 3 else (-1, "", None)
+    generation, member, instance = (
+        (req.generation_id, req.member_id, req.group_instance_id) if ctx.version >= 3 else (-1, "", None)
+    )
     request = TxnOffsetCommit(
-        req.transactional_id, req.group_id, req.producer_id, req.producer_epoch, generation, member, instance, tuple(partitions), ctx.version,
+        req.transactional_id,
+        req.group_id,
+        req.producer_id,
+        req.producer_epoch,
+        generation,
+        member,
+        instance,
+        tuple(partitions),
+        ctx.version,
     )
 
     def finish(payload: Any, error: BaseException | None) -> Response:
@@ -200,11 +240,29 @@ def _after_earlier_writes(state: Any, request: Any, token: int, now: int, cfg: A
     return Result(responses=((token, None),), replay=False)
 
 
-def _fetch_group(broker: Broker, group_id: str, topics: Any, require_stable: bool, version: int, member_id: Any = None, member_epoch: int = -1):
+def _fetch_group(
+    broker: Broker,
+    group_id: str,
+    topics: Any,
+    require_stable: bool,
+    version: int,
+    member_id: Any = None,
+    member_epoch: int = -1,
+):
     if version >= TOPIC_IDS_FROM:
         return _fetch_group_by_id(broker, group_id, topics, require_stable, version, member_id, member_epoch)
     wanted = None if topics is None else tuple((t.name, tuple(t.partition_indexes)) for t in topics)
-    return _ask_core(broker, OffsetFetch(group_id=group_id, topics=wanted, require_stable=require_stable, version=version, member_id=member_id, member_epoch=member_epoch))
+    return _ask_core(
+        broker,
+        OffsetFetch(
+            group_id=group_id,
+            topics=wanted,
+            require_stable=require_stable,
+            version=version,
+            member_id=member_id,
+            member_epoch=member_epoch,
+        ),
+    )
 
 
 def _ask_core(broker: Broker, request: OffsetFetch) -> tuple[int, list[FetchedOffset]]:
@@ -216,7 +274,9 @@ def _ask_core(broker: Broker, request: OffsetFetch) -> tuple[int, list[FetchedOf
     return payload.error, list(payload.partitions)
 
 
-def _fetch_group_by_id(broker: Broker, group_id: str, topics: Any, require_stable: bool, version: int, member_id: Any, member_epoch: int):
+def _fetch_group_by_id(
+    broker: Broker, group_id: str, topics: Any, require_stable: bool, version: int, member_id: Any, member_epoch: int
+):
     """v10: the ids resolved to the names offsets are kept by, the answers named by id again. An
     unknown id answers UNKNOWN_TOPIC_ID after the coordinator's answers (none on a group error); a
     fetch of every offset leaves out a topic the broker no longer lists, which has no id to give."""
@@ -232,7 +292,9 @@ def _fetch_group_by_id(broker: Broker, group_id: str, topics: Any, require_stabl
             else:
                 ids[name] = t.topic_id
                 wanted.append((name, tuple(t.partition_indexes)))
-    request = OffsetFetch(group_id, None if wanted is None else tuple(wanted), require_stable, version, member_id, member_epoch)
+    request = OffsetFetch(
+        group_id, None if wanted is None else tuple(wanted), require_stable, version, member_id, member_epoch
+    )
     error, parts = _ask_core(broker, request)
     if error != E.NONE:
         return error, parts
@@ -250,8 +312,16 @@ def _fetch_group_by_id(broker: Broker, group_id: str, topics: Any, require_stabl
 
 def _fetch_topics(ctx: RequestContext, parts: list, topic_name: str, part_name: str) -> tuple:
     rows = (
-        (p.topic, {"partition_index": p.partition, "committed_offset": p.offset, "committed_leader_epoch": p.leader_epoch,
-                   "metadata": p.metadata, "error_code": p.error})
+        (
+            p.topic,
+            {
+                "partition_index": p.partition,
+                "committed_offset": p.offset,
+                "committed_leader_epoch": p.leader_epoch,
+                "metadata": p.metadata,
+                "error_code": p.error,
+            },
+        )
         for p in parts
     )
     return ctx.by_topic(topic_name, part_name, rows, key_field=_topic_key(ctx))
@@ -294,14 +364,29 @@ def _fetch_answer(broker: Broker, ctx: RequestContext, req: Any, require_stable:
         group_cls = ctx.nested("OffsetFetchResponseGroup")
         groups = []
         for g in req.groups:
-            error, parts = _fetch_group(broker, g.group_id, g.topics, require_stable, ctx.version, *((g.member_id, g.member_epoch) if ctx.version >= 9 else (None, -1)))
+            error, parts = _fetch_group(
+                broker,
+                g.group_id,
+                g.topics,
+                require_stable,
+                ctx.version,
+                *((g.member_id, g.member_epoch) if ctx.version >= 9 else (None, -1)),
+            )
             topics = _fetch_topics(ctx, parts, "OffsetFetchResponseTopics", "OffsetFetchResponsePartitions")
             groups.append(codec.make(group_cls, group_id=g.group_id, topics=topics, error_code=error))
         return ctx.respond(throttle_time=0, groups=tuple(groups))
     error, parts = _fetch_group(broker, req.group_id, req.topics, require_stable, ctx.version)
     if error != E.NONE and ctx.version < 2:
         # v0-1 have no top-level error: every asked partition carries it
-        parts = [type("P", (), {"topic": t.name, "partition": i, "offset": -1, "leader_epoch": -1, "metadata": "", "error": error})() for t in (req.topics or ()) for i in t.partition_indexes]
+        parts = [
+            type(
+                "P",
+                (),
+                {"topic": t.name, "partition": i, "offset": -1, "leader_epoch": -1, "metadata": "", "error": error},
+            )()
+            for t in (req.topics or ())
+            for i in t.partition_indexes
+        ]
     topics = _fetch_topics(ctx, parts, "OffsetFetchResponseTopic", "OffsetFetchResponsePartition")
     return ctx.respond(throttle_time=0, topics=topics, error_code=error)
 

@@ -63,7 +63,11 @@ def list_offsets_v0(broker: Broker, ctx: RequestContext, req: Any) -> Response:
     rows = []
     for t in req.topics:
         for p in t.partitions:
-            row: dict[str, Any] = {"partition_index": p.partition_index, "error_code": ErrorCode.none, "old_style_offsets": ()}
+            row: dict[str, Any] = {
+                "partition_index": p.partition_index,
+                "error_code": ErrorCode.none,
+                "old_style_offsets": (),
+            }
             lg = broker.readable_log(t.name, p.partition_index)
             if p.timestamp < EARLIEST:
                 row["error_code"] = ErrorCode.unsupported_version
@@ -81,9 +85,15 @@ def list_offsets_v0(broker: Broker, ctx: RequestContext, req: Any) -> Response:
 def offset_commit_v0(ctx: RequestContext, req: Any, unknown: list[Any]) -> Response:
     """OffsetCommit v0 in KRaft: with no known partition, the unknown ones' answers; otherwise every
     partition of the request UNSUPPORTED_VERSION (the request's error response)."""
-    known = {(t.name, p.partition_index) for t in req.topics for p in t.partitions} - {(e.topic, e.partition) for e in unknown}
+    known = {(t.name, p.partition_index) for t in req.topics for p in t.partitions} - {
+        (e.topic, e.partition) for e in unknown
+    }
     if known:
-        rows = ((t.name, {"partition_index": p.partition_index, "error_code": ErrorCode.unsupported_version}) for t in req.topics for p in t.partitions)
+        rows = (
+            (t.name, {"partition_index": p.partition_index, "error_code": ErrorCode.unsupported_version})
+            for t in req.topics
+            for p in t.partitions
+        )
     else:
         rows = ((e.topic, {"partition_index": e.partition, "error_code": e.error}) for e in unknown)
     return ctx.respond(topics=ctx.by_topic("OffsetCommitResponseTopic", "OffsetCommitResponsePartition", rows))
@@ -92,8 +102,12 @@ def offset_commit_v0(ctx: RequestContext, req: Any, unknown: list[Any]) -> Respo
 def offset_fetch_v0(ctx: RequestContext, req: Any) -> Response:
     """OffsetFetch v0 in KRaft: every asked partition answers offset -1, no metadata, UNSUPPORTED_VERSION."""
     rows = (
-        (t.name, {"partition_index": i, "committed_offset": -1, "metadata": "", "error_code": ErrorCode.unsupported_version})
-        for t in req.topics for i in t.partition_indexes
+        (
+            t.name,
+            {"partition_index": i, "committed_offset": -1, "metadata": "", "error_code": ErrorCode.unsupported_version},
+        )
+        for t in req.topics
+        for i in t.partition_indexes
     )
     return ctx.respond(topics=ctx.by_topic("OffsetFetchResponseTopic", "OffsetFetchResponsePartition", rows))
 

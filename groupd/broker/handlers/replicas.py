@@ -72,7 +72,9 @@ def elect_leaders(broker: Broker, ctx: RequestContext, req: ElectLeadersRequest)
     if election_type not in (PREFERRED, UNCLEAN):
         # an InvalidRequestException for the whole request, repeated on every partition it names
         failed = (ErrorCode.invalid_request, f"Unknown election type {election_type}")
-        return answer(ErrorCode.invalid_request, (result(t.topic, ((p, failed) for p in t.partitions)) for t in requested or ()))
+        return answer(
+            ErrorCode.invalid_request, (result(t.topic, ((p, failed) for p in t.partitions)) for t in requested or ())
+        )
     if requested is None:
         # every topic gets an entry, but partitions whose election is not needed are left out
         results = []
@@ -80,7 +82,9 @@ def elect_leaders(broker: Broker, ctx: RequestContext, req: ElectLeadersRequest)
             outcomes = ((p, _election(broker, t.name, p)) for p in range(t.partitions))
             results.append(result(t.name, ((p, o) for p, o in outcomes if o[0] != ErrorCode.election_not_needed)))
         return answer(ErrorCode.none, results)
-    return answer(ErrorCode.none, (result(t.topic, ((p, _election(broker, t.topic, p)) for p in t.partitions)) for t in requested))
+    return answer(
+        ErrorCode.none, (result(t.topic, ((p, _election(broker, t.topic, p)) for p in t.partitions)) for t in requested)
+    )
 
 
 # ---------------------------------------------------------------- AlterPartitionReassignments
@@ -112,18 +116,28 @@ def _reassignment(broker: Broker, name: str, partition: int, replicas: tuple[int
     return ErrorCode.none, None
 
 
-def alter_partition_reassignments(broker: Broker, ctx: RequestContext, req: AlterPartitionReassignmentsRequest) -> Answer:
+def alter_partition_reassignments(
+    broker: Broker, ctx: RequestContext, req: AlterPartitionReassignmentsRequest
+) -> Answer:
     if not req.topics:
         # Kafka answers an empty request with a fresh response: ErrorMessage "" (its default), not null,
         # and AllowReplicationFactorChange at its default, true
-        return ctx.respond(throttle_time=0, allow_replication_factor_change=True, error_code=ErrorCode.none, error_message="", responses=())
+        return ctx.respond(
+            throttle_time=0,
+            allow_replication_factor_change=True,
+            error_code=ErrorCode.none,
+            error_message="",
+            responses=(),
+        )
     topic_cls, part_cls = ctx.nested("ReassignableTopicResponse"), ctx.nested("ReassignablePartitionResponse")
     responses = []
     for t in req.topics:
         parts = []
         for p in t.partitions:
             error, message = _reassignment(broker, t.name, p.partition_index, p.replicas)
-            parts.append(codec.make(part_cls, partition_index=p.partition_index, error_code=error, error_message=message))
+            parts.append(
+                codec.make(part_cls, partition_index=p.partition_index, error_code=error, error_message=message)
+            )
         responses.append(codec.make(topic_cls, name=t.name, partitions=tuple(parts)))
     return ctx.respond(
         throttle_time=0,

@@ -33,19 +33,26 @@ def sasl_handshake(broker: Broker, ctx: RequestContext, req: SaslHandshakeReques
 
 def sasl_authenticate(broker: Broker, ctx: RequestContext, req: SaslAuthenticateRequest) -> Answer:
     return ctx.respond(
-        error_code=ErrorCode.illegal_sasl_state, error_message="SaslAuthenticate request received after successful authentication",
-        auth_bytes=b"", session_lifetime=0,
+        error_code=ErrorCode.illegal_sasl_state,
+        error_message="SaslAuthenticate request received after successful authentication",
+        auth_bytes=b"",
+        session_lifetime=0,
     )
 
 
-def describe_user_scram_credentials(broker: Broker, ctx: RequestContext, req: DescribeUserScramCredentialsRequest) -> Answer:
+def describe_user_scram_credentials(
+    broker: Broker, ctx: RequestContext, req: DescribeUserScramCredentialsRequest
+) -> Answer:
     """Each named user's mechanisms and iterations (every user's when none is named), as Kafka's
     ScramImage describes them; nothing secret leaves."""
     users = None if req.users is None else [u.name for u in req.users]
     info_cls, result_cls = ctx.nested("CredentialInfo"), ctx.nested("DescribeUserScramCredentialsResult")
     results = tuple(
         codec.make(
-            result_cls, user=result.user, error_code=result.error, error_message=result.message,
+            result_cls,
+            user=result.user,
+            error_code=result.error,
+            error_message=result.message,
             credential_infos=tuple(codec.make(info_cls, mechanism=m, iterations=i) for m, i in infos),
         )
         for result, infos in broker.scram.credentials.describe(users)
@@ -60,7 +67,10 @@ def alter_user_scram_credentials(broker: Broker, ctx: RequestContext, req: Alter
     before = dict(credentials.items)
     results, changed = credentials.alter(
         [(d.name, int(d.mechanism)) for d in req.deletions],
-        [(u.name, int(u.mechanism), int(u.iterations), bytes(u.salt), bytes(u.salted_password)) for u in req.upsertions],
+        [
+            (u.name, int(u.mechanism), int(u.iterations), bytes(u.salt), bytes(u.salted_password))
+            for u in req.upsertions
+        ],
     )
     if changed:
         try:
@@ -68,10 +78,18 @@ def alter_user_scram_credentials(broker: Broker, ctx: RequestContext, req: Alter
         except OSError as exc:
             credentials.items = before
             log.error("SCRAM credentials not saved: %s", exc)
-            results = [Result(r.user, ErrorCode.kafka_storage_error, f"credentials not saved: {exc}") if r.error == ErrorCode.none else r for r in results]
+            results = [
+                Result(r.user, ErrorCode.kafka_storage_error, f"credentials not saved: {exc}")
+                if r.error == ErrorCode.none
+                else r
+                for r in results
+            ]
         else:
             log.info("SCRAM credentials altered: %s", ", ".join(r.user for r in results if r.error == ErrorCode.none))
     result_cls = ctx.nested("AlterUserScramCredentialsResult")
     return ctx.respond(
-        throttle_time=0, results=tuple(codec.make(result_cls, user=r.user, error_code=r.error, error_message=r.message) for r in results),
+        throttle_time=0,
+        results=tuple(
+            codec.make(result_cls, user=r.user, error_code=r.error, error_message=r.message) for r in results
+        ),
     )

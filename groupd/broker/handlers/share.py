@@ -90,12 +90,15 @@ def _acks_of(topics: Any) -> dict[TopicIdPartition, list[AckBatch]]:
         for p in t.partitions:
             if p.acknowledgement_batches:
                 acks.setdefault((_topic_id(t), p.partition_index), []).extend(
-                    AckBatch(b.first_offset, b.last_offset, tuple(b.acknowledge_types)) for b in p.acknowledgement_batches)
+                    AckBatch(b.first_offset, b.last_offset, tuple(b.acknowledge_types))
+                    for b in p.acknowledgement_batches
+                )
     return acks
 
 
-async def _handle_acks(broker: Broker, group: str, member: str, acks: dict[TopicIdPartition, list[AckBatch]],
-                       version: int, is_renew: bool) -> dict[TopicIdPartition, tuple[int, str | None]]:
+async def _handle_acks(
+    broker: Broker, group: str, member: str, acks: dict[TopicIdPartition, list[AckBatch]], version: int, is_renew: bool
+) -> dict[TopicIdPartition, tuple[int, str | None]]:
     """KafkaApis.handleAcknowledgements: validation, unknown topic/partition, then the share-partitions."""
     results: dict[TopicIdPartition, tuple[int, str | None]] = {}
     wanted: dict[TopicIdPartition, list[AckBatch]] = {}
@@ -123,7 +126,11 @@ def _leader(broker: Broker, ctx: RequestContext, code: int) -> tuple[dict[str, A
     endpoint = broker.advertised_for(ctx.listener)
     nodes: tuple = ()
     if endpoint is not None:
-        nodes = (codec.make(ctx.nested("NodeEndpoint"), node_id=broker.node_id, host=endpoint[0], port=endpoint[1], rack=None),)
+        nodes = (
+            codec.make(
+                ctx.nested("NodeEndpoint"), node_id=broker.node_id, host=endpoint[0], port=endpoint[1], rack=None
+            ),
+        )
     return {"current_leader": codec.make(leader_cls, leader_id=broker.node_id, leader_epoch=0)}, nodes
 
 
@@ -132,20 +139,28 @@ async def share_fetch(broker: Broker, ctx: RequestContext, req: ShareFetchReques
     refused = _refused(broker, ctx, req)
     if refused is not None:
         return refused
-    group, member, epoch = cast(str, req.group_id), cast(str, req.member_id), req.share_session_epoch  # checked by _refused
+    group, member, epoch = (
+        cast(str, req.group_id),
+        cast(str, req.member_id),
+        req.share_session_epoch,
+    )  # checked by _refused
     is_renew = ctx.version >= 2 and req.is_renew_ack
     max_wait = codec.millis(req.max_wait)
     if is_renew and (req.max_bytes or req.min_bytes or req.max_records or max_wait):
-        return _top_error(ctx, ErrorCode.invalid_request,
-                          "maxBytes, minBytes, maxRecords and maxWaitMs must be set to 0 if isRenewAck is true.")
+        return _top_error(
+            ctx,
+            ErrorCode.invalid_request,
+            "maxBytes, minBytes, maxRecords and maxWaitMs must be set to 0 if isRenewAck is true.",
+        )
     manager = broker.share_partitions
     acks = _acks_of(req.topics)
     wanted: list[TopicIdPartition] = [(_topic_id(t), p.partition_index) for t in req.topics for p in t.partitions]
     forgotten: list[TopicIdPartition] = [(_topic_id(t), p) for t in req.forgotten_topics_data for p in t.partitions]
     names = {tp: _topic_name(broker, tp[0]) for tp in wanted}
     try:
-        context = manager.sessions.new_context(group, member, epoch, wanted, forgotten, bool(acks), ctx.connection_id,
-                                               names)
+        context = manager.sessions.new_context(
+            group, member, epoch, wanted, forgotten, bool(acks), ctx.connection_id, names
+        )
     except SessionError as exc:
         if exc.code == ErrorCode.share_session_limit_reached and max_wait > 0:
             await broker.partitions.wait_for_data([], max_wait / 1000)  # Kafka's idle timer: answered after MaxWaitMs
@@ -167,9 +182,20 @@ async def share_fetch(broker: Broker, ctx: RequestContext, req: ShareFetchReques
             else:
                 to_fetch.append((tp[0], topic.name, tp[1]))
         if to_fetch:
-            fetched.update(await manager.fetch(
-                group, member, to_fetch, max_wait, req.min_bytes, req.max_bytes, req.max_records, req.batch_size,
-                ctx.version >= 2 and req.share_acquire_mode == RECORD_LIMIT_MODE, epoch))
+            fetched.update(
+                await manager.fetch(
+                    group,
+                    member,
+                    to_fetch,
+                    max_wait,
+                    req.min_bytes,
+                    req.max_bytes,
+                    req.max_records,
+                    req.batch_size,
+                    ctx.version >= 2 and req.share_acquire_mode == RECORD_LIMIT_MODE,
+                    epoch,
+                )
+            )
     session = context.session
     if context.incremental and session is not None:
         fetched = {tp: r for tp, r in fetched.items() if session.must_respond(tp, bool(r.records), r.error)}
@@ -180,8 +206,13 @@ async def share_fetch(broker: Broker, ctx: RequestContext, req: ShareFetchReques
     return response
 
 
-def _fetch_response(broker: Broker, ctx: RequestContext, fetched: dict[TopicIdPartition, PartResult],
-                    acks: dict[TopicIdPartition, tuple[int, str | None]], lock_ms: int) -> Response:
+def _fetch_response(
+    broker: Broker,
+    ctx: RequestContext,
+    fetched: dict[TopicIdPartition, PartResult],
+    acks: dict[TopicIdPartition, tuple[int, str | None]],
+    lock_ms: int,
+) -> Response:
     part_cls = ctx.nested("PartitionData")
     acquired_cls = ctx.nested("AcquiredRecords")
     by_topic: dict[Any, list[Any]] = {}
@@ -192,17 +223,37 @@ def _fetch_response(broker: Broker, ctx: RequestContext, fetched: dict[TopicIdPa
         leader, nodes = _leader(broker, ctx, r.error)
         for n in nodes:
             endpoints[n.node_id] = n
-        by_topic.setdefault(tp[0], []).append(codec.make(
-            part_cls, partition_index=tp[1], error_code=r.error, error_message=r.message,
-            acknowledge_error_code=ack_code, acknowledge_error_message=ack_message, records=r.records,
-            acquired_records=tuple(codec.make(acquired_cls, first_offset=a.first_offset, last_offset=a.last_offset,
-                                              delivery_count=a.delivery_count) for a in r.acquired),
-            **leader,
-        ))
+        by_topic.setdefault(tp[0], []).append(
+            codec.make(
+                part_cls,
+                partition_index=tp[1],
+                error_code=r.error,
+                error_message=r.message,
+                acknowledge_error_code=ack_code,
+                acknowledge_error_message=ack_message,
+                records=r.records,
+                acquired_records=tuple(
+                    codec.make(
+                        acquired_cls,
+                        first_offset=a.first_offset,
+                        last_offset=a.last_offset,
+                        delivery_count=a.delivery_count,
+                    )
+                    for a in r.acquired
+                ),
+                **leader,
+            )
+        )
     topic_cls = ctx.nested("ShareFetchableTopicResponse")
     topics = tuple(codec.make(topic_cls, topic_id=t, partitions=tuple(ps)) for t, ps in by_topic.items())
-    return ctx.respond(throttle_time=0, error_code=ErrorCode.none, error_message=None, acquisition_lock_timeout=lock_ms,
-                       responses=topics, node_endpoints=tuple(endpoints.values()))
+    return ctx.respond(
+        throttle_time=0,
+        error_code=ErrorCode.none,
+        error_message=None,
+        acquisition_lock_timeout=lock_ms,
+        responses=topics,
+        node_endpoints=tuple(endpoints.values()),
+    )
 
 
 @waits
@@ -210,7 +261,11 @@ async def share_acknowledge(broker: Broker, ctx: RequestContext, req: ShareAckno
     refused = _refused(broker, ctx, req)
     if refused is not None:
         return refused
-    group, member, epoch = cast(str, req.group_id), cast(str, req.member_id), req.share_session_epoch  # checked by _refused
+    group, member, epoch = (
+        cast(str, req.group_id),
+        cast(str, req.member_id),
+        req.share_session_epoch,
+    )  # checked by _refused
     manager = broker.share_partitions
     try:
         session = manager.sessions.acknowledge_update(group, member, epoch)
@@ -221,7 +276,8 @@ async def share_acknowledge(broker: Broker, ctx: RequestContext, req: ShareAckno
     for t in req.topics:
         for p in t.partitions:
             acks.setdefault((_topic_id(t), p.partition_index), []).extend(
-                AckBatch(b.first_offset, b.last_offset, tuple(b.acknowledge_types)) for b in p.acknowledgement_batches)
+                AckBatch(b.first_offset, b.last_offset, tuple(b.acknowledge_types)) for b in p.acknowledgement_batches
+            )
     results = await _handle_acks(broker, group, member, {tp: b for tp, b in acks.items() if b}, ctx.version, is_renew)
     for tp, batches in acks.items():
         if not batches:
@@ -236,11 +292,16 @@ async def share_acknowledge(broker: Broker, ctx: RequestContext, req: ShareAckno
         leader, nodes = _leader(broker, ctx, code)
         for n in nodes:
             endpoints[n.node_id] = n
-        rows.setdefault(tp[0], []).append(codec.make(part_cls, partition_index=tp[1], error_code=code,
-                                                     error_message=message, **leader))
+        rows.setdefault(tp[0], []).append(
+            codec.make(part_cls, partition_index=tp[1], error_code=code, error_message=message, **leader)
+        )
     topic_cls = ctx.nested("ShareAcknowledgeTopicResponse")
     topics = tuple(codec.make(topic_cls, topic_id=t, partitions=tuple(ps)) for t, ps in rows.items())
-    return ctx.respond(throttle_time=0, error_code=ErrorCode.none, error_message=None,
-                       acquisition_lock_timeout=manager.lock_duration_ms(group), responses=topics,
-                       node_endpoints=tuple(endpoints.values()))
-
+    return ctx.respond(
+        throttle_time=0,
+        error_code=ErrorCode.none,
+        error_message=None,
+        acquisition_lock_timeout=manager.lock_duration_ms(group),
+        responses=topics,
+        node_endpoints=tuple(endpoints.values()),
+    )

@@ -55,7 +55,9 @@ def share_group_describe(broker: Broker, ctx: RequestContext, req: ShareGroupDes
                           authorized_operations=NOT_REQUESTED)
 
     if not broker.share_groups.enabled:
-        return ctx.respond(throttle_time=0, groups=tuple(failed(g, E.UNSUPPORTED_VERSION, DISABLED) for g in req.group_ids))
+        return ctx.respond(
+            throttle_time=0, groups=tuple(failed(g, E.UNSUPPORTED_VERSION, DISABLED) for g in req.group_ids)
+        )
     ops = authorized_operations("group", req.include_authorized_operations)
     assignment = described_assignment(ctx)
 
@@ -68,16 +70,29 @@ def share_group_describe(broker: Broker, ctx: RequestContext, req: ShareGroupDes
             continue
         members = tuple(
             codec.make(
-                member_cls, member_id=m.member_id, rack_id=m.rack_id, member_epoch=m.member_epoch,
-                client_id=m.client_id, client_host=m.client_host, subscribed_topic_names=m.subscribed_topic_names,
+                member_cls,
+                member_id=m.member_id,
+                rack_id=m.rack_id,
+                member_epoch=m.member_epoch,
+                client_id=m.client_id,
+                client_host=m.client_host,
+                subscribed_topic_names=m.subscribed_topic_names,
                 assignment=assignment(m.assignment),
             )
             for m in d.members
         )
-        out.append(codec.make(
-            group_cls, error_code=d.error, error_message=d.message, group_id=d.group_id,
-            group_state=d.state if d.error == E.NONE else "", group_epoch=d.group_epoch,
-            assignment_epoch=d.assignment_epoch, assignor_name=d.assignor_name, members=members,
-            authorized_operations=ops if d.error == E.NONE else NOT_REQUESTED,
-        ))
+        out.append(
+            codec.make(
+                group_cls,
+                error_code=d.error,
+                error_message=d.message,
+                group_id=d.group_id,
+                group_state=d.state if d.error == E.NONE else "",
+                group_epoch=d.group_epoch,
+                assignment_epoch=d.assignment_epoch,
+                assignor_name=d.assignor_name,
+                members=members,
+                authorized_operations=ops if d.error == E.NONE else NOT_REQUESTED,
+            )
+        )
     return ctx.respond(throttle_time=0, groups=tuple(out))

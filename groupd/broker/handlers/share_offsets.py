@@ -31,17 +31,35 @@ UNINITIALIZED = -1
 
 
 @waits
-async def describe_share_group_offsets(broker: Broker, ctx: RequestContext, req: DescribeShareGroupOffsetsRequest) -> Response:
-    group_cls, topic_cls, part_cls = (ctx.nested(n) for n in (
-        "DescribeShareGroupOffsetsResponseGroup", "DescribeShareGroupOffsetsResponseTopic", "DescribeShareGroupOffsetsResponsePartition"))
+async def describe_share_group_offsets(
+    broker: Broker, ctx: RequestContext, req: DescribeShareGroupOffsetsRequest
+) -> Response:
+    group_cls, topic_cls, part_cls = (
+        ctx.nested(n)
+        for n in (
+            "DescribeShareGroupOffsetsResponseGroup",
+            "DescribeShareGroupOffsetsResponseTopic",
+            "DescribeShareGroupOffsetsResponsePartition",
+        )
+    )
 
     def part(index: int, start: int = UNINITIALIZED, epoch: int = -1, lag: int = -1, error: int = 0) -> Entity:
-        return codec.make(part_cls, partition_index=index, start_offset=start, leader_epoch=epoch, lag=lag, error_code=error, error_message=None)
+        return codec.make(
+            part_cls,
+            partition_index=index,
+            start_offset=start,
+            leader_epoch=epoch,
+            lag=lag,
+            error_code=error,
+            error_message=None,
+        )
 
     async def one(group: Any) -> Entity:
         gid = group.group_id
         if not broker.share_groups.enabled:
-            return codec.make(group_cls, group_id=gid, topics=(), error_code=E.UNSUPPORTED_VERSION, error_message=DISABLED)
+            return codec.make(
+                group_cls, group_id=gid, topics=(), error_code=E.UNSUPPORTED_VERSION, error_message=DISABLED
+            )
         wanted: list[tuple[str, uuid.UUID | None, tuple[int, ...]]] = []
         try:
             if group.topics is None:  # every initialized partition
@@ -57,7 +75,9 @@ async def describe_share_group_offsets(broker: Broker, ctx: RequestContext, req:
         topics = []
         known = [(n, t, ps) for n, t, ps in wanted if t is not None]
         for name, tid, parts in known:
-            summaries = await asyncio.gather(*(broker.share_persister.read_summary(SharePartitionKey(gid, tid, p), 0) for p in parts))
+            summaries = await asyncio.gather(
+                *(broker.share_persister.read_summary(SharePartitionKey(gid, tid, p), 0) for p in parts)
+            )
             rows = []
             for p, s in zip(parts, summaries, strict=True):
                 if s.error_code or s.start_offset == UNINITIALIZED or s.delivery_complete_count == UNINITIALIZED:
@@ -66,8 +86,17 @@ async def describe_share_group_offsets(broker: Broker, ctx: RequestContext, req:
                     continue
                 lg = broker.partitions.get(name, p)
                 if lg is None:
-                    rows.append(codec.make(part_cls, partition_index=p, start_offset=0, leader_epoch=0, lag=-1,
-                                           error_code=E.UNKNOWN_TOPIC_OR_PARTITION, error_message=None))
+                    rows.append(
+                        codec.make(
+                            part_cls,
+                            partition_index=p,
+                            start_offset=0,
+                            leader_epoch=0,
+                            lag=-1,
+                            error_code=E.UNKNOWN_TOPIC_OR_PARTITION,
+                            error_message=None,
+                        )
+                    )
                     continue
                 lag = lg.high_watermark - s.start_offset - s.delivery_complete_count
                 rows.append(part(p, s.start_offset, s.leader_epoch, lag))
@@ -75,7 +104,11 @@ async def describe_share_group_offsets(broker: Broker, ctx: RequestContext, req:
         # topics the metadata does not know: start offset -1 (no offsets), as Kafka answers
         for name, maybe_id, parts in wanted:
             if maybe_id is None:
-                topics.append(codec.make(topic_cls, topic_name=name, topic_id=codec.ZERO_UUID, partitions=tuple(part(p) for p in parts)))
+                topics.append(
+                    codec.make(
+                        topic_cls, topic_name=name, topic_id=codec.ZERO_UUID, partitions=tuple(part(p) for p in parts)
+                    )
+                )
         return codec.make(group_cls, group_id=gid, topics=tuple(topics), error_code=0, error_message=None)
 
     groups = await asyncio.gather(*(one(g) for g in req.groups))
@@ -83,17 +116,23 @@ async def describe_share_group_offsets(broker: Broker, ctx: RequestContext, req:
 
 
 @waits
-async def alter_share_group_offsets(broker: Broker, ctx: RequestContext, req: AlterShareGroupOffsetsRequest) -> Response:
-    topic_cls, part_cls = ctx.nested("AlterShareGroupOffsetsResponseTopic"), ctx.nested("AlterShareGroupOffsetsResponsePartition")
+async def alter_share_group_offsets(
+    broker: Broker, ctx: RequestContext, req: AlterShareGroupOffsetsRequest
+) -> Response:
+    topic_cls, part_cls = (
+        ctx.nested("AlterShareGroupOffsetsResponseTopic"),
+        ctx.nested("AlterShareGroupOffsetsResponsePartition"),
+    )
 
     def refused(code: int, message: str | None = None) -> Response:
         return ctx.respond(throttle_time=0, error_code=code, error_message=message, responses=())
 
     if not broker.share_groups.enabled:
         return refused(E.UNSUPPORTED_VERSION, DISABLED)
-    request = AlterShareOffsets(req.group_id, tuple(
-        (t.topic_name, tuple((p.partition_index, p.start_offset) for p in t.partitions)) for t in req.topics
-    ))
+    request = AlterShareOffsets(
+        req.group_id,
+        tuple((t.topic_name, tuple((p.partition_index, p.start_offset) for p in t.partitions)) for t in req.topics),
+    )
     try:
         plan = await broker.coordinator.call(req.group_id, group_types.share_alter_offsets, request)
     except CoordinatorError as exc:
@@ -105,18 +144,29 @@ async def alter_share_group_offsets(broker: Broker, ctx: RequestContext, req: Al
         if error:
             return refused(error)
     responses = tuple(
-        codec.make(topic_cls, topic_name=name, topic_id=tid, partitions=tuple(
-            codec.make(part_cls, partition_index=p, error_code=code,
-                       error_message="This server does not host this topic-partition." if code else None)
-            for p, code in parts
-        ))
+        codec.make(
+            topic_cls,
+            topic_name=name,
+            topic_id=tid,
+            partitions=tuple(
+                codec.make(
+                    part_cls,
+                    partition_index=p,
+                    error_code=code,
+                    error_message="This server does not host this topic-partition." if code else None,
+                )
+                for p, code in parts
+            ),
+        )
         for name, tid, parts in plan.results
     )
     return ctx.respond(throttle_time=0, error_code=0, error_message=None, responses=responses)
 
 
 @waits
-async def delete_share_group_offsets(broker: Broker, ctx: RequestContext, req: DeleteShareGroupOffsetsRequest) -> Response:
+async def delete_share_group_offsets(
+    broker: Broker, ctx: RequestContext, req: DeleteShareGroupOffsetsRequest
+) -> Response:
     topic_cls = ctx.nested("DeleteShareGroupOffsetsResponseTopic")
 
     def refused(code: int, message: str | None = None) -> Response:
@@ -127,13 +177,19 @@ async def delete_share_group_offsets(broker: Broker, ctx: RequestContext, req: D
     if not req.group_id:
         return refused(E.INVALID_GROUP_ID)
     try:
-        plan = await broker.coordinator.call(req.group_id, group_types.share_delete_offsets, DeleteShareOffsets(
-            req.group_id, tuple(t.topic_name for t in req.topics)))
+        plan = await broker.coordinator.call(
+            req.group_id,
+            group_types.share_delete_offsets,
+            DeleteShareOffsets(req.group_id, tuple(t.topic_name for t in req.topics)),
+        )
     except CoordinatorError as exc:
         return refused(exc.code)
     if plan.error:
         return refused(plan.error, plan.message)
-    responses = [codec.make(topic_cls, topic_name=n, topic_id=None, error_code=code, error_message=msg) for n, code, msg in plan.refused]
+    responses = [
+        codec.make(topic_cls, topic_name=n, topic_id=None, error_code=code, error_message=msg)
+        for n, code, msg in plan.refused
+    ]
     done = []
     for name, tid, parts in plan.to_delete:
         code = await broker.share_groups.delete_partitions(req.group_id, ((tid, parts),))
@@ -142,7 +198,9 @@ async def delete_share_group_offsets(broker: Broker, ctx: RequestContext, req: D
             done.append(tid)
     if done:
         try:
-            await broker.coordinator.call(req.group_id, group_types.share_state_deleted, (req.group_id, frozenset(done)))
+            await broker.coordinator.call(
+                req.group_id, group_types.share_state_deleted, (req.group_id, frozenset(done))
+            )
         except CoordinatorError as exc:
             return refused(exc.code)
     return ctx.respond(throttle_time=0, error_code=0, error_message=None, responses=tuple(responses))

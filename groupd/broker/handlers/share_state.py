@@ -50,7 +50,11 @@ async def _answer(
     rows: dict[tuple[uuid.UUID | None, int], dict[str, Any]] = {}
     for (t, p, _key), fields in zip(keyed, answers, strict=True):
         rows[(t.topic_id, p.partition)] = {"partition": p.partition, **fields}
-    return ctx.respond(results=ctx.by_topic(topic_entity, partition_entity, ((tid, f) for (tid, _), f in rows.items()), key_field="topic_id"))
+    return ctx.respond(
+        results=ctx.by_topic(
+            topic_entity, partition_entity, ((tid, f) for (tid, _), f in rows.items()), key_field="topic_id"
+        )
+    )
 
 
 @waits
@@ -69,11 +73,21 @@ async def read_share_group_state(broker: Broker, ctx: RequestContext, req: Any) 
     async def call(_t: Any, p: Any, key: SharePartitionKey) -> dict[str, Any]:
         r = await broker.share_coordinator.read_state(key, p.leader_epoch)
         batches = tuple(
-            batch_cls(first_offset=b.first_offset, last_offset=b.last_offset, delivery_state=b.delivery_state, delivery_count=b.delivery_count)
+            batch_cls(
+                first_offset=b.first_offset,
+                last_offset=b.last_offset,
+                delivery_state=b.delivery_state,
+                delivery_count=b.delivery_count,
+            )
             for b in r.batches
         )
-        return {"error_code": r.error_code, "error_message": r.error_message, "state_epoch": r.state_epoch,
-                "start_offset": r.start_offset, "state_batches": batches}
+        return {
+            "error_code": r.error_code,
+            "error_message": r.error_message,
+            "state_epoch": r.state_epoch,
+            "start_offset": r.start_offset,
+            "state_batches": batches,
+        }
 
     return await _answer(ctx, req, call, "ReadStateResult", "PartitionResult")
 
@@ -81,9 +95,13 @@ async def read_share_group_state(broker: Broker, ctx: RequestContext, req: Any) 
 @waits
 async def write_share_group_state(broker: Broker, ctx: RequestContext, req: Any) -> Response:
     async def call(_t: Any, p: Any, key: SharePartitionKey) -> dict[str, Any]:
-        batches = tuple(StateBatch(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count) for b in p.state_batches)
+        batches = tuple(
+            StateBatch(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count) for b in p.state_batches
+        )
         count = getattr(p, "delivery_complete_count", -1)  # v1+ (KIP-1226)
-        a = await broker.share_coordinator.write_state(key, p.state_epoch, p.leader_epoch, p.start_offset, count, batches)
+        a = await broker.share_coordinator.write_state(
+            key, p.state_epoch, p.leader_epoch, p.start_offset, count, batches
+        )
         return {"error_code": a.error_code, "error_message": a.error_message}
 
     return await _answer(ctx, req, call, "WriteStateResult", "PartitionResult")
@@ -102,8 +120,13 @@ async def delete_share_group_state(broker: Broker, ctx: RequestContext, req: Any
 async def read_share_group_state_summary(broker: Broker, ctx: RequestContext, req: Any) -> Response:
     async def call(_t: Any, p: Any, key: SharePartitionKey) -> dict[str, Any]:
         r = await broker.share_coordinator.read_state_summary(key, p.leader_epoch)
-        return {"error_code": r.error_code, "error_message": r.error_message, "state_epoch": r.state_epoch,
-                "leader_epoch": r.leader_epoch, "start_offset": r.start_offset,
-                "delivery_complete_count": r.delivery_complete_count}  # v1+ (KIP-1226)
+        return {
+            "error_code": r.error_code,
+            "error_message": r.error_message,
+            "state_epoch": r.state_epoch,
+            "leader_epoch": r.leader_epoch,
+            "start_offset": r.start_offset,
+            "delivery_complete_count": r.delivery_complete_count,
+        }  # v1+ (KIP-1226)
 
     return await _answer(ctx, req, call, "ReadStateSummaryResult", "PartitionResult")

@@ -26,7 +26,9 @@ THROTTLED = "The throttling quota has been exceeded."
 
 def mutations(broker: Broker, ctx: RequestContext, strict_since: int) -> Mutations:
     """This request's controller mutation quota: strict from ``strict_since`` on, permissive before."""
-    return broker.quotas.mutations.for_request(ctx.conn.user if ctx.conn else "ANONYMOUS", ctx.client_id, ctx.version >= strict_since)
+    return broker.quotas.mutations.for_request(
+        ctx.conn.user if ctx.conn else "ANONYMOUS", ctx.client_id, ctx.version >= strict_since
+    )
 
 
 def throttle_time(broker: Broker, ctx: RequestContext, quota: Mutations) -> int:
@@ -49,15 +51,24 @@ def create_topics(broker: Broker, ctx: RequestContext, req: CreateTopicsRequest)
         error, message, partitions, replication, topic_id = ErrorCode.none, None, -1, -1, codec.ZERO_UUID
         try:
             if seen[topic.name] > 1:
-                raise TopicError(ErrorCode.invalid_request, f"Create topics request from client contains duplicate topic {topic.name}")
+                raise TopicError(
+                    ErrorCode.invalid_request,
+                    f"Create topics request from client contains duplicate topic {topic.name}",
+                )
             partitions = topic.num_partitions
             if topic.assignments:
                 if partitions != -1 or topic.replication_factor != -1:
-                    raise TopicError(ErrorCode.invalid_request, "Both numPartitions or replicationFactor and replicasAssignments were set.")
+                    raise TopicError(
+                        ErrorCode.invalid_request,
+                        "Both numPartitions or replicationFactor and replicasAssignments were set.",
+                    )
                 partitions = len(topic.assignments)
                 for a in topic.assignments:
                     if tuple(a.broker_ids) != (broker.node_id,):
-                        raise TopicError(ErrorCode.invalid_replica_assignment, f"Replica assignment {list(a.broker_ids)} names brokers other than {broker.node_id}")
+                        raise TopicError(
+                            ErrorCode.invalid_replica_assignment,
+                            f"Replica assignment {list(a.broker_ids)} names brokers other than {broker.node_id}",
+                        )
             elif partitions == -1:
                 partitions = broker.config["num.partitions"]
             replication = 1 if topic.replication_factor == -1 else topic.replication_factor
@@ -66,7 +77,11 @@ def create_topics(broker: Broker, ctx: RequestContext, req: CreateTopicsRequest)
             if replication < 1:
                 raise TopicError(ErrorCode.invalid_replication_factor, "Replication factor must be larger than 0.")
             if replication > 1:
-                raise TopicError(ErrorCode.invalid_replication_factor, f"Unable to replicate the partition {replication} time(s): The target replication factor of {replication} cannot be reached because only 1 broker(s) are registered.")
+                raise TopicError(
+                    ErrorCode.invalid_replication_factor,
+                    f"Unable to replicate the partition {replication} time(s): The target replication factor of "
+                    f"{replication} cannot be reached because only 1 broker(s) are registered.",
+                )
             try:
                 configs = validate_topic_configs({c.name: c.value for c in topic.configs})
             except InvalidConfig as exc:
@@ -120,6 +135,8 @@ def delete_topics(broker: Broker, ctx: RequestContext, req: DeleteTopicsRequest)
             except TopicError as exc:
                 error, message = exc.code, exc.message
         results.append(
-            codec.make(result_cls, name=name, topic_id=topic_id or codec.ZERO_UUID, error_code=error, error_message=message)
+            codec.make(
+                result_cls, name=name, topic_id=topic_id or codec.ZERO_UUID, error_code=error, error_message=message
+            )
         )
     return ctx.respond(throttle_time=throttle_time(broker, ctx, quota), responses=tuple(results))

@@ -41,12 +41,16 @@ async def init_producer_id(broker: Broker, ctx: RequestContext, req: InitProduce
         pid, epoch = (req.producer_id, req.producer_epoch) if ctx.version >= 3 else (-1, -1)
         if pid >= 0 and 0 <= epoch < T.EPOCH_MAX - 1:
             return ctx.respond(throttle_time=0, error_code=ErrorCode.none, producer_id=pid, producer_epoch=epoch + 1)
-        return ctx.respond(throttle_time=0, error_code=ErrorCode.none, producer_id=broker.producers.allocate(), producer_epoch=0)
+        return ctx.respond(
+            throttle_time=0, error_code=ErrorCode.none, producer_id=broker.producers.allocate(), producer_epoch=0
+        )
     pid, epoch = (req.producer_id, req.producer_epoch) if ctx.version >= 3 else (-1, -1)
     expected = (pid, epoch) if pid >= 0 or epoch >= 0 else None
     timeout = round(req.transaction_timeout.total_seconds() * 1000)
     error, pid, epoch = await broker.transactions.init_producer_id(tid, timeout, expected)
-    return ctx.respond(throttle_time=0, error_code=_fenced(error, ctx.version, 4), producer_id=pid, producer_epoch=epoch)
+    return ctx.respond(
+        throttle_time=0, error_code=_fenced(error, ctx.version, 4), producer_id=pid, producer_epoch=epoch
+    )
 
 
 def _partition_errors(broker: Broker, topics: Any) -> tuple[list[T.TopicPartition], dict[T.TopicPartition, ErrorCode]]:
@@ -60,10 +64,15 @@ def _partition_errors(broker: Broker, topics: Any) -> tuple[list[T.TopicPartitio
             unknown.add((name, p))
     if not unknown:
         return wanted, {}
-    return wanted, {tp: ErrorCode.unknown_topic_or_partition if tp in unknown else ErrorCode.operation_not_attempted for tp in wanted}
+    return wanted, {
+        tp: ErrorCode.unknown_topic_or_partition if tp in unknown else ErrorCode.operation_not_attempted
+        for tp in wanted
+    }
 
 
-def _results(ctx: RequestContext, errors: dict[T.TopicPartition, ErrorCode], topic_entity: str = "AddPartitionsToTxnTopicResult") -> tuple:
+def _results(
+    ctx: RequestContext, errors: dict[T.TopicPartition, ErrorCode], topic_entity: str = "AddPartitionsToTxnTopicResult"
+) -> tuple:
     part_cls = ctx.nested("AddPartitionsToTxnPartitionResult")
     topic_cls = ctx.nested(topic_entity)
     grouped: dict[str, list[Any]] = {}
@@ -90,10 +99,17 @@ async def add_partitions_to_txn(broker: Broker, ctx: RequestContext, req: AddPar
         wanted, errors = _partition_errors(broker, txn.topics)
         if not errors:
             if txn.verify_only:
-                errors = {tp: broker.transactions.verify_produce(txn.producer_id, txn.producer_epoch, tp) for tp in wanted}
-                errors = {tp: ErrorCode.transaction_abortable if e == ErrorCode.invalid_txn_state else e for tp, e in errors.items()}
+                errors = {
+                    tp: broker.transactions.verify_produce(txn.producer_id, txn.producer_epoch, tp) for tp in wanted
+                }
+                errors = {
+                    tp: ErrorCode.transaction_abortable if e == ErrorCode.invalid_txn_state else e
+                    for tp, e in errors.items()
+                }
             else:
-                error = await broker.transactions.add_partitions(txn.transactional_id, txn.producer_id, txn.producer_epoch, wanted)
+                error = await broker.transactions.add_partitions(
+                    txn.transactional_id, txn.producer_id, txn.producer_epoch, wanted
+                )
                 errors = dict.fromkeys(wanted, error)
         results.append(result_cls(transactional_id=txn.transactional_id, topic_results=_results(ctx, errors)))
     return ctx.respond(throttle_time=0, error_code=ErrorCode.none, results_by_transaction=tuple(results))
@@ -127,20 +143,34 @@ def describe_transactions(broker: Broker, ctx: RequestContext, req: DescribeTran
         txn = broker.transactions.describe(tid) if tid else None
         if txn is None or txn.state == T.DEAD:
             error = ErrorCode.invalid_request if not tid else ErrorCode.transactional_id_not_found
-            states.append(state_cls(
-                error_code=error, transactional_id=tid, transaction_state="", transaction_timeout=datetime.timedelta(0),
-                transaction_start_time=_datetime(-1), producer_id=-1, producer_epoch=-1, topics=(),
-            ))
+            states.append(
+                state_cls(
+                    error_code=error,
+                    transactional_id=tid,
+                    transaction_state="",
+                    transaction_timeout=datetime.timedelta(0),
+                    transaction_start_time=_datetime(-1),
+                    producer_id=-1,
+                    producer_epoch=-1,
+                    topics=(),
+                )
+            )
             continue
         by_topic: dict[str, list[int]] = {}
         for topic, p in sorted(txn.partitions):
             by_topic.setdefault(topic, []).append(p)
-        states.append(state_cls(
-            error_code=ErrorCode.none, transactional_id=tid, transaction_state=txn.state_name,
-            transaction_timeout=datetime.timedelta(milliseconds=txn.timeout_ms), transaction_start_time=_datetime(txn.start_ms),
-            producer_id=txn.producer_id, producer_epoch=txn.producer_epoch,
-            topics=tuple(topic_cls(topic=t, partitions=tuple(ps)) for t, ps in by_topic.items()),
-        ))
+        states.append(
+            state_cls(
+                error_code=ErrorCode.none,
+                transactional_id=tid,
+                transaction_state=txn.state_name,
+                transaction_timeout=datetime.timedelta(milliseconds=txn.timeout_ms),
+                transaction_start_time=_datetime(txn.start_ms),
+                producer_id=txn.producer_id,
+                producer_epoch=txn.producer_epoch,
+                topics=tuple(topic_cls(topic=t, partitions=tuple(ps)) for t, ps in by_topic.items()),
+            )
+        )
     return ctx.respond(throttle_time=0, transaction_states=tuple(states))
 
 
@@ -154,7 +184,12 @@ def list_transactions(broker: Broker, ctx: RequestContext, req: ListTransactions
     try:
         matcher = re.compile(pattern) if pattern else None
     except re.error:
-        return ctx.respond(throttle_time=0, error_code=ErrorCode.invalid_regular_expression, unknown_state_filters=(), transaction_states=())
+        return ctx.respond(
+            throttle_time=0,
+            error_code=ErrorCode.invalid_regular_expression,
+            unknown_state_filters=(),
+            transaction_states=(),
+        )
     now = wall_ms()
     state_cls = ctx.nested("TransactionState")
     rows = []
@@ -169,9 +204,14 @@ def list_transactions(broker: Broker, ctx: RequestContext, req: ListTransactions
             continue
         if matcher is not None and not matcher.fullmatch(txn.transactional_id):
             continue
-        rows.append(state_cls(transactional_id=txn.transactional_id, producer_id=txn.producer_id, transaction_state=txn.state_name))
-    return ctx.respond(throttle_time=0, error_code=ErrorCode.none, unknown_state_filters=unknown, transaction_states=tuple(rows))
-
+        rows.append(
+            state_cls(
+                transactional_id=txn.transactional_id, producer_id=txn.producer_id, transaction_state=txn.state_name
+            )
+        )
+    return ctx.respond(
+        throttle_time=0, error_code=ErrorCode.none, unknown_state_filters=unknown, transaction_states=tuple(rows)
+    )
 
 
 def describe_producers(broker: Broker, ctx: RequestContext, req: DescribeProducersRequest) -> Answer:
@@ -185,16 +225,31 @@ def describe_producers(broker: Broker, ctx: RequestContext, req: DescribeProduce
         parts = []
         for index in t.partition_indexes:
             if broker.partitions.get(t.name, index) is None:
-                parts.append(part_cls(partition_index=index, error_code=ErrorCode.unknown_topic_or_partition, error_message=None, active_producers=()))
+                parts.append(
+                    part_cls(
+                        partition_index=index,
+                        error_code=ErrorCode.unknown_topic_or_partition,
+                        error_message=None,
+                        active_producers=(),
+                    )
+                )
                 continue
             txns = broker.partitions.txn_state((t.name, index))
             producers = tuple(
                 state_cls(
-                    producer_id=pid, producer_epoch=last.epoch, last_sequence=last.last_seq, last_timestamp=last.max_timestamp,
-                    coordinator_epoch=-1, current_txn_start_offset=txns.ongoing.get(pid, -1) if txns is not None else -1,
+                    producer_id=pid,
+                    producer_epoch=last.epoch,
+                    last_sequence=last.last_seq,
+                    last_timestamp=last.max_timestamp,
+                    coordinator_epoch=-1,
+                    current_txn_start_offset=txns.ongoing.get(pid, -1) if txns is not None else -1,
                 )
                 for pid, last in sorted(broker.producers.active(t.name, index))
             )
-            parts.append(part_cls(partition_index=index, error_code=ErrorCode.none, error_message=None, active_producers=producers))
+            parts.append(
+                part_cls(
+                    partition_index=index, error_code=ErrorCode.none, error_message=None, active_producers=producers
+                )
+            )
         topics.append(topic_cls(name=t.name, partitions=tuple(parts)))
     return ctx.respond(throttle_time=0, topics=tuple(topics))

@@ -75,7 +75,9 @@ class ConnectionQuotas:
             try:
                 infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
             except OSError as exc:
-                log.warning("max.connections.per.ip.overrides: cannot resolve %s (%s); its override is not applied", host, exc)
+                log.warning(
+                    "max.connections.per.ip.overrides: cannot resolve %s (%s); its override is not applied", host, exc
+                )
                 continue
             for info in infos:
                 resolved[str(info[4][0])] = count
@@ -118,7 +120,9 @@ class Slot:
 class Acceptor:
     """One listener's bound sockets, read by the loop while the broker accepts."""
 
-    def __init__(self, name: str, sockets: list[socket.socket], make: Callable[[], asyncio.BaseProtocol], gate: Admission) -> None:
+    def __init__(
+        self, name: str, sockets: list[socket.socket], make: Callable[[], asyncio.BaseProtocol], gate: Admission
+    ) -> None:
         self.name, self.sockets, self.make, self.gate = name, sockets, make, gate
         self._reading = False
         self._closed = False
@@ -164,7 +168,9 @@ class Admission:
     """The broker's acceptors and the quotas between them; hands admitted sockets to the loop."""
 
     def __init__(self, config: Any, metrics: Any) -> None:
-        self.quotas = ConnectionQuotas(config["max.connections"], config["max.connections.per.ip"], config["max.connections.per.ip.overrides"])
+        self.quotas = ConnectionQuotas(
+            config["max.connections"], config["max.connections.per.ip"], config["max.connections.per.ip.overrides"]
+        )
         self.metrics = metrics
         self.acceptors: list[Acceptor] = []
         self._reserve = _open_reserve()
@@ -198,8 +204,13 @@ class Admission:
             missed = self._per_ip_log.due()
             if missed is not None:
                 log.info(
-                    "Rejected connection from %s on listener %s, address already has the configured maximum of %d connections (max.connections.per.ip %d)%s",
-                    ip, acceptor.name, limit, limit, _more(missed),
+                    "Rejected connection from %s on listener %s, address already has the configured maximum of %d "
+                    "connections (max.connections.per.ip %d)%s",
+                    ip,
+                    acceptor.name,
+                    limit,
+                    limit,
+                    _more(missed),
                 )
             return
         quotas.opened(ip)
@@ -228,7 +239,8 @@ class Admission:
         if missed is not None:
             log.warning(
                 "max.connections %d reached: new connections wait until one closes%s",
-                self.quotas.max_connections, _more(missed, "times reached"),
+                self.quotas.max_connections,
+                _more(missed, "times reached"),
             )
 
     def accept_failed(self, acceptor: Acceptor, sock: socket.socket, exc: OSError) -> None:
@@ -238,14 +250,21 @@ class Admission:
             log.warning("listener %s: accept failed: %s", acceptor.name, exc)
             return
         turned_away = self._turn_away(sock) if exc.errno in _OUT_OF_DESCRIPTORS else 0
-        self.metrics.connection_refused("fd_exhausted" if exc.errno in _OUT_OF_DESCRIPTORS else "no_memory", max(turned_away, 1))
+        self.metrics.connection_refused(
+            "fd_exhausted" if exc.errno in _OUT_OF_DESCRIPTORS else "no_memory", max(turned_away, 1)
+        )
         missed = self._fd_log.due()
         if missed is not None:
             what = "out of file descriptors" if exc.errno in _OUT_OF_DESCRIPTORS else "out of socket memory"
             log.warning(
                 "listener %s: %s (%s, %d connections open, limit %s): incoming connections are closed at once; "
                 "raise the limit (ulimit -n) or lower max.connections%s",
-                acceptor.name, what, exc.strerror, self.quotas.total, _nofile(), _more(missed, "accepts failed"),
+                acceptor.name,
+                what,
+                exc.strerror,
+                self.quotas.total,
+                _nofile(),
+                _more(missed, "accepts failed"),
             )
         if turned_away == 0:  # nothing given up to make room: wait before the next try, as asyncio does
             acceptor.pause()
@@ -322,7 +341,9 @@ def bind(host: str | None, port: int, backlog: int = BACKLOG) -> list[socket.soc
             try:
                 sock.bind(address)
             except OSError as exc:
-                raise OSError(exc.errno, f"error while attempting to bind on address {address!r}: {(exc.strerror or '').lower()}") from None
+                raise OSError(
+                    exc.errno, f"error while attempting to bind on address {address!r}: {(exc.strerror or '').lower()}"
+                ) from None
             sock.listen(backlog)
             sock.setblocking(False)
     except BaseException:

@@ -63,7 +63,9 @@ class Connection(asyncio.Protocol):
         self.peer = "?"
         self.host = "?"
         config = broker.config
-        self.exchange = Exchange(config["socket.request.max.bytes"], config["queued.max.requests"], config["queued.max.request.bytes"])
+        self.exchange = Exchange(
+            config["socket.request.max.bytes"], config["queued.max.requests"], config["queued.max.request.bytes"]
+        )
         self.transport: asyncio.Transport | None = None
         self.closed: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._told_bounded = False  # reading paused by the byte bound: said once per connection
@@ -75,7 +77,8 @@ class Connection(asyncio.Protocol):
         self._lost = False
         self._out: list[bytes] = []  # answers of this loop turn, sent together by flush()
         self._out_bytes = 0  # past WRITE_HIGH_WATER, no further request is handled until flush()
-        self.user = "ANONYMOUS"  # the principal's name (Kafka's on a PLAINTEXT listener), as quotas see it; SASL or a TLS certificate sets it
+        # the principal's name (Kafka's on a PLAINTEXT listener), as quotas see it; SASL or a TLS certificate sets it
+        self.user = "ANONYMOUS"
         self._mute_ms = 0  # a quota's throttle time, applied once the current answer is out
         self.active = True  # read or wrote since the broker's last look for idle connections
         self.quiet_since = 0.0  # loop time it was last seen inactive from
@@ -121,8 +124,11 @@ class Connection(asyncio.Protocol):
             if not self._told_bounded and exchange.bounded_by_bytes:
                 self._told_bounded = True
                 log.info(
-                    "connection %s: %d bytes read and not yet answered (queued.max.request.bytes %d): reading paused until answers drain them",
-                    self.peer, exchange.unanswered_bytes, exchange.max_queued_bytes,
+                    "connection %s: %d bytes read and not yet answered (queued.max.request.bytes %d): reading paused "
+                    "until answers drain them",
+                    self.peer,
+                    exchange.unanswered_bytes,
+                    exchange.max_queued_bytes,
                 )
         self._pump()
 
@@ -159,7 +165,13 @@ class Connection(asyncio.Protocol):
                 break
             ticket, body = taken
             self._handle(ticket, body)
-        if self._reading_paused and not self._draining and not self._lost and not exchange.over_read_ahead() and self.transport is not None:
+        if (
+            self._reading_paused
+            and not self._draining
+            and not self._lost
+            and not exchange.over_read_ahead()
+            and self.transport is not None
+        ):
             self._reading_paused = False
             self.transport.resume_reading()
         if self._draining and not exchange.busy:
@@ -184,7 +196,9 @@ class Connection(asyncio.Protocol):
         started = self.broker.metrics.request_started(api_key)
         self._current = (ticket, api_key, api_version, correlation_id, started)
         try:
-            result = HANDLERS[api_key](self.broker, RequestContext(header, self.host, self.id, self, len(body)), request)
+            result = HANDLERS[api_key](
+                self.broker, RequestContext(header, self.host, self.id, self, len(body)), request
+            )
         except Exception:
             self._failed()
             return

@@ -128,7 +128,9 @@ class Exchange:
         answered (the partial frame included). Only while something is outstanding: a lone frame is
         always read whole, whatever its size (``socket.request.max.bytes`` caps that)."""
         pending = self._queued_bytes + self._open_bytes
-        return len(self._frames) >= self.max_queued or (pending > 0 and pending + len(self._buf) >= self.max_queued_bytes)
+        return len(self._frames) >= self.max_queued or (
+            pending > 0 and pending + len(self._buf) >= self.max_queued_bytes
+        )
 
     @property
     def bounded_by_bytes(self) -> bool:

@@ -40,7 +40,13 @@ class SaslConnection(Connection):
         if self._gate is None:
             Connection.data_received(self, data)
             return
-        if self._draining or self._lost or self._gate.state == FAILED or self.transport is None or self.transport.is_closing():
+        if (
+            self._draining
+            or self._lost
+            or self._gate.state == FAILED
+            or self.transport is None
+            or self.transport.is_closing()
+        ):
             return
         self.active = True
         buf = self._gate_buf
@@ -50,8 +56,12 @@ class SaslConnection(Connection):
             (size,) = SIZE.unpack_from(buf, pos)
             if size < 0 or size > self.max_bytes:
                 log.warning(
-                    "connection %s (listener %s) closed: Failing SASL authentication due to invalid receive size %d (sasl.server.max.receive.size %d)",
-                    self.peer, self.listener, size, self.max_bytes,
+                    "connection %s (listener %s) closed: Failing SASL authentication due to invalid receive size %d "
+                    "(sasl.server.max.receive.size %d)",
+                    self.peer,
+                    self.listener,
+                    size,
+                    self.max_bytes,
                 )
                 self.broker.metrics.authentication(self.listener_name, "none", "failure")
                 buf.clear()
@@ -95,7 +105,13 @@ class SaslConnection(Connection):
             self._gate = None
             self.exchange.max_bytes = self._full_max_bytes
             self.broker.metrics.authentication(self.listener_name, mechanism, "success")
-            log.debug("connection %s (listener %s) authenticated as %s with %s", self.peer, self.listener, self.principal, mechanism)
+            log.debug(
+                "connection %s (listener %s) authenticated as %s with %s",
+                self.peer,
+                self.listener,
+                self.principal,
+                mechanism,
+            )
         return True
 
     def _unframed(self) -> bytes:

@@ -86,7 +86,9 @@ def safe_message(record: logging.LogRecord) -> str:
     args = record.args
     try:
         if type(args) is tuple and args:  # the common arguments (short strings, ints) pass without a call
-            msg = str(record.msg) % tuple([a if type(a) is int or (type(a) is str and len(a) <= VALUE_MAX_CHARS) else _cut_arg(a) for a in args])
+            msg = str(record.msg) % tuple(
+                [a if type(a) is int or (type(a) is str and len(a) <= VALUE_MAX_CHARS) else _cut_arg(a) for a in args]
+            )
         elif not args:
             msg = str(record.msg)
         elif isinstance(args, Mapping):
@@ -125,7 +127,9 @@ def escaped_traceback(exc_info: Any) -> str:
         said = getattr(one, "_str", None)  # CPython's text of the exception (3.10 to 3.13)
         if isinstance(said, str):
             one._str = escape(cut(said))  # type: ignore[attr-defined]  # private: typeshed does not name it
-        todo.extend(t for t in (one.__cause__, one.__context__, *(getattr(one, "exceptions", None) or ())) if t is not None)
+        todo.extend(
+            t for t in (one.__cause__, one.__context__, *(getattr(one, "exceptions", None) or ())) if t is not None
+        )
     text = "".join(te.format()).rstrip("\n")
     if len(text) > TRACEBACK_MAX_CHARS:
         half = TRACEBACK_MAX_CHARS // 2
@@ -164,7 +168,9 @@ class TextFieldsFormatter(_Formatter):
         text = f"{self.formatTime(record)} {record.levelname} {record.name}: {record.message}"
         fields = getattr(record, "fields", None)
         if fields:
-            text += " " + " ".join([f"{k}={v}" if type(v) is int else f"{k}={_text_field(v)}" for k, v in fields.items()])
+            text += " " + " ".join(
+                [f"{k}={v}" if type(v) is int else f"{k}={_text_field(v)}" for k, v in fields.items()]
+            )
         if record.exc_info and not record.exc_text:
             record.exc_text = escaped_traceback(record.exc_info)
         if record.exc_text:
@@ -178,7 +184,12 @@ class JsonFormatter(_Formatter):
     """One JSON object a line (``log.format=json``): ts, level, logger, msg, then the fields."""
 
     def format(self, record: logging.LogRecord) -> str:
-        doc = {"ts": self.formatTime(record), "level": record.levelname, "logger": record.name, "msg": safe_message(record)}
+        doc = {
+            "ts": self.formatTime(record),
+            "level": record.levelname,
+            "logger": record.name,
+            "msg": safe_message(record),
+        }
         for key, value in (getattr(record, "fields", {}) or {}).items():
             doc[key] = safe_field(value)
         if record.exc_info:
@@ -190,7 +201,11 @@ class LogfmtFormatter(_Formatter):
     """``key=value`` pairs (``log.format=logfmt``), strings quoted; a traceback is the ``exc`` pair."""
 
     def format(self, record: logging.LogRecord) -> str:
-        parts = [f"ts={self.formatTime(record)!s}".replace(" ", "T"), f"level={record.levelname}", f"logger={record.name}"]
+        parts = [
+            f"ts={self.formatTime(record)!s}".replace(" ", "T"),
+            f"level={record.levelname}",
+            f"logger={record.name}",
+        ]
         parts.append(f"msg={json.dumps(safe_message(record))}")
         for key, value in (getattr(record, "fields", {}) or {}).items():
             if type(value) is int:

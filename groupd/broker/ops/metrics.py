@@ -83,7 +83,12 @@ REBALANCE_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0
 BATCH_BUCKETS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 5000, 10000)
 
 # responses without a top-level error_code whose errors live in <list>[].<list>[].error_code
-_NESTED_ERRORS = {0: ("responses", "partition_responses"), 8: ("topics", "partitions"), 23: ("topics", "partitions"), 28: ("topics", "partitions")}
+_NESTED_ERRORS = {
+    0: ("responses", "partition_responses"),
+    8: ("topics", "partitions"),
+    23: ("topics", "partitions"),
+    28: ("topics", "partitions"),
+}
 
 
 class Histogram:
@@ -281,8 +286,9 @@ class Metrics:
         if duration_s is not None:
             self._commit_seconds.observe(duration_s)
 
-    def offsets_durable(self, group: str, rows: Iterable[tuple[str, int, int]], now_ms: int,
-                        log_end: Callable[[str, int], int | None]) -> None:
+    def offsets_durable(
+        self, group: str, rows: Iterable[tuple[str, int, int]], now_ms: int, log_end: Callable[[str, int], int | None]
+    ) -> None:
         """A commit's offsets are durable: each goes into its partition's status window (groups with a
         series of their own only, so the windows are bounded like the series)."""
         if self.group_label(group) == OVERFLOW:
@@ -368,7 +374,9 @@ class Metrics:
             return False, "offsets partitions loading"
         failures: dict[int, str] = getattr(broker.coordinator, "load_failures", dict)()
         if failures:
-            return False, "offsets partitions failed to load: " + ", ".join(f"{p} ({why})" for p, why in failures.items())
+            return False, "offsets partitions failed to load: " + ", ".join(
+                f"{p} ({why})" for p, why in failures.items()
+            )
         return True, "ok"
 
 
@@ -421,23 +429,47 @@ class _Collector:
         yield from self._scrape_time()
 
     def _authentications(self) -> Iterator[Metric]:
-        yield _labelled(CounterMetricFamily, "groupd_authentications", "SASL authentications by listener, mechanism and result",
-                        ["listener", "mechanism", "result"], sorted(self.m._authentications.items()))
+        yield _labelled(
+            CounterMetricFamily,
+            "groupd_authentications",
+            "SASL authentications by listener, mechanism and result",
+            ["listener", "mechanism", "result"],
+            sorted(self.m._authentications.items()),
+        )
 
     def _connection_limits(self) -> Iterator[Metric]:
         m = self.m
-        yield _labelled(CounterMetricFamily, "groupd_connections_refused",
-                        "Connections closed at accept: over max.connections.per.ip, or the process out of descriptors",
-                        ["reason"], sorted(m.connections_refused.items()))
-        yield CounterMetricFamily("groupd_connections_closed_idle", "Connections closed after connections.max.idle.ms without traffic", value=m.connections_closed_idle)
-        yield CounterMetricFamily("groupd_accept_paused", "Times max.connections was reached and accepting paused", value=m.accept_pauses)
+        yield _labelled(
+            CounterMetricFamily,
+            "groupd_connections_refused",
+            "Connections closed at accept: over max.connections.per.ip, or the process out of descriptors",
+            ["reason"],
+            sorted(m.connections_refused.items()),
+        )
+        yield CounterMetricFamily(
+            "groupd_connections_closed_idle",
+            "Connections closed after connections.max.idle.ms without traffic",
+            value=m.connections_closed_idle,
+        )
+        yield CounterMetricFamily(
+            "groupd_accept_paused", "Times max.connections was reached and accepting paused", value=m.accept_pauses
+        )
 
     def _transactions(self) -> Iterator[Metric]:
         m = self.m
-        yield _labelled(CounterMetricFamily, "groupd_transactions_ended", "Transactions whose markers were written, by result",
-                        ["result"], m._txns_ended.items())
-        throttled = CounterMetricFamily("groupd_quota_throttled", "Responses throttled by a client quota, by quota", labels=["quota"])
-        muted = CounterMetricFamily("groupd_quota_throttle_seconds", "Time throttled connections were muted, by quota", labels=["quota"])
+        yield _labelled(
+            CounterMetricFamily,
+            "groupd_transactions_ended",
+            "Transactions whose markers were written, by result",
+            ["result"],
+            m._txns_ended.items(),
+        )
+        throttled = CounterMetricFamily(
+            "groupd_quota_throttled", "Responses throttled by a client quota, by quota", labels=["quota"]
+        )
+        muted = CounterMetricFamily(
+            "groupd_quota_throttle_seconds", "Time throttled connections were muted, by quota", labels=["quota"]
+        )
         for quota, (n, seconds) in sorted(m._throttled.items()):
             throttled.add_metric([quota], n)
             muted.add_metric([quota], seconds)
@@ -446,31 +478,52 @@ class _Collector:
         states: dict[str, int] = {}
         for txn in getattr(getattr(m.broker, "transactions", None), "all", list)():
             states[txn.state_name] = states.get(txn.state_name, 0) + 1
-        yield _labelled(GaugeMetricFamily, "groupd_transactional_ids", "Transactional ids known to the coordinator, by state",
-                        ["state"], sorted(states.items()))
+        yield _labelled(
+            GaugeMetricFamily,
+            "groupd_transactional_ids",
+            "Transactional ids known to the coordinator, by state",
+            ["state"],
+            sorted(states.items()),
+        )
 
     def _share_coordinator(self) -> Iterator[Metric]:
         """Kafka's share-coordinator-metrics: write-total and write-latency, last-pruned-offset."""
         m = self.m
-        yield _hist("groupd_share_coordinator_write_seconds",
-                    "Share-group state writes, from the call to the durable answer (Kafka write-total, write-latency)", m._share_state_writes)
+        yield _hist(
+            "groupd_share_coordinator_write_seconds",
+            "Share-group state writes, from the call to the durable answer (Kafka write-total, write-latency)",
+            m._share_state_writes,
+        )
         share = getattr(m.broker, "share_coordinator", None)
         if share is None:
             return
-        yield GaugeMetricFamily("groupd_share_partition_states", "Share-partition states held by the share coordinator",
-                                value=share.states())
-        yield _labelled(GaugeMetricFamily, "groupd_share_coordinator_last_pruned_offset",
-                        "Offset below which a __share_group_state partition was pruned (Kafka last-pruned-offset)",
-                        ["partition"], ((str(p), off) for p, off in sorted(share.last_pruned.items())))
+        yield GaugeMetricFamily(
+            "groupd_share_partition_states",
+            "Share-partition states held by the share coordinator",
+            value=share.states(),
+        )
+        yield _labelled(
+            GaugeMetricFamily,
+            "groupd_share_coordinator_last_pruned_offset",
+            "Offset below which a __share_group_state partition was pruned (Kafka last-pruned-offset)",
+            ["partition"],
+            ((str(p), off) for p, off in sorted(share.last_pruned.items())),
+        )
 
     def _requests(self) -> Iterator[Metric]:
         m = self.m
-        count = CounterMetricFamily("groupd_requests", "Requests handled, by API (Kafka RequestsPerSec)", labels=["api"])
+        count = CounterMetricFamily(
+            "groupd_requests", "Requests handled, by API (Kafka RequestsPerSec)", labels=["api"]
+        )
         latency = HistogramMetricFamily(
-            "groupd_request_duration_seconds", "Time from decoded request to response (Kafka TotalTimeMs)", labels=["api"]
+            "groupd_request_duration_seconds",
+            "Time from decoded request to response (Kafka TotalTimeMs)",
+            labels=["api"],
         )
         errors = CounterMetricFamily(
-            "groupd_request_errors", "Responses carrying an error code, by API and Kafka error name", labels=["api", "error"]
+            "groupd_request_errors",
+            "Responses carrying an error code, by API and Kafka error name",
+            labels=["api", "error"],
         )
         for stats in m._apis.values():
             count.add_metric([stats.name], stats.count)
@@ -483,11 +536,23 @@ class _Collector:
         yield count
         yield latency
         yield errors
-        yield CounterMetricFamily("groupd_network_received_bytes", "Request bytes read, frames included", value=m._bytes_in)
-        yield CounterMetricFamily("groupd_network_sent_bytes", "Response bytes written, frames included", value=m._bytes_out)
+        yield CounterMetricFamily(
+            "groupd_network_received_bytes", "Request bytes read, frames included", value=m._bytes_in
+        )
+        yield CounterMetricFamily(
+            "groupd_network_sent_bytes", "Response bytes written, frames included", value=m._bytes_out
+        )
         for direction, rows, verb in (("in", m._topics_in, "produced to"), ("out", m._topics_out, "fetched from")):
-            messages = CounterMetricFamily(f"groupd_topic_messages_{direction}", f"Records {verb} a topic (Kafka MessagesInPerSec per topic)", labels=["topic"])
-            nbytes = CounterMetricFamily(f"groupd_topic_bytes_{direction}", f"Record bytes {verb} a topic (Kafka Bytes{direction.capitalize()}PerSec per topic)", labels=["topic"])
+            messages = CounterMetricFamily(
+                f"groupd_topic_messages_{direction}",
+                f"Records {verb} a topic (Kafka MessagesInPerSec per topic)",
+                labels=["topic"],
+            )
+            nbytes = CounterMetricFamily(
+                f"groupd_topic_bytes_{direction}",
+                f"Record bytes {verb} a topic (Kafka Bytes{direction.capitalize()}PerSec per topic)",
+                labels=["topic"],
+            )
             for topic, (n, b) in sorted(rows.items()):
                 messages.add_metric([topic], n)
                 nbytes.add_metric([topic], b)
@@ -499,13 +564,27 @@ class _Collector:
 
     def _groups_events(self) -> Iterator[Metric]:
         m = self.m
-        yield _labelled(CounterMetricFamily, "groupd_group_state_transitions", "Group state changes (from empty: a new group)",
-                        ["from", "to"], m._transitions.items())
-        yield _labelled(CounterMetricFamily, "groupd_rebalances_started", "Rebalances begun (Kafka classic-group-rebalance), by cause",
-                        ["cause"], m._rebalances_started.items())
-        yield _labelled(CounterMetricFamily, "groupd_rebalances",
-                        "Rebalances completed (group reached Stable at a new generation), by group and cause",
-                        ["group", "cause"], m._rebalances.items())
+        yield _labelled(
+            CounterMetricFamily,
+            "groupd_group_state_transitions",
+            "Group state changes (from empty: a new group)",
+            ["from", "to"],
+            m._transitions.items(),
+        )
+        yield _labelled(
+            CounterMetricFamily,
+            "groupd_rebalances_started",
+            "Rebalances begun (Kafka classic-group-rebalance), by cause",
+            ["cause"],
+            m._rebalances_started.items(),
+        )
+        yield _labelled(
+            CounterMetricFamily,
+            "groupd_rebalances",
+            "Rebalances completed (group reached Stable at a new generation), by group and cause",
+            ["group", "cause"],
+            m._rebalances.items(),
+        )
         hist = HistogramMetricFamily(
             "groupd_rebalance_duration_seconds", "From PreparingRebalance to Stable, by cause", labels=["cause"]
         )
@@ -518,12 +597,25 @@ class _Collector:
         yield CounterMetricFamily("groupd_offset_commits", "Offset commits made durable", value=m._commits)
         yield CounterMetricFamily("groupd_offsets_committed", "Partition offsets committed", value=m._offsets_committed)
         yield _hist("groupd_offset_commit_duration_seconds", "Commit request to durable offsets", m._commit_seconds)
-        yield CounterMetricFamily("groupd_offsets_expired", "Committed offsets removed by retention", value=m._offsets_expired)
-        yield CounterMetricFamily("groupd_consumer_group_rebalances",
-                                  "Consumer-protocol group epochs bumped by heartbeats (Kafka consumer-group-rebalance-count; rate() for -rate)",
-                                  value=m._consumer_rebalances)
-        yield CounterMetricFamily("groupd_fetch_message_conversions", "Records down-converted to magic 0/1 for Fetch v0-3 readers", value=m._down_converted)
-        yield CounterMetricFamily("groupd_produce_message_conversions", "Records of Produce v0-2 message sets converted to record batches v2", value=m._up_converted)
+        yield CounterMetricFamily(
+            "groupd_offsets_expired", "Committed offsets removed by retention", value=m._offsets_expired
+        )
+        yield CounterMetricFamily(
+            "groupd_consumer_group_rebalances",
+            "Consumer-protocol group epochs bumped by heartbeats (Kafka consumer-group-rebalance-count; rate() for "
+            "-rate)",
+            value=m._consumer_rebalances,
+        )
+        yield CounterMetricFamily(
+            "groupd_fetch_message_conversions",
+            "Records down-converted to magic 0/1 for Fetch v0-3 readers",
+            value=m._down_converted,
+        )
+        yield CounterMetricFamily(
+            "groupd_produce_message_conversions",
+            "Records of Produce v0-2 message sets converted to record batches v2",
+            value=m._up_converted,
+        )
 
     def _store(self) -> Iterator[Metric]:
         m = self.m
@@ -537,21 +629,38 @@ class _Collector:
         coordinator = getattr(broker, "coordinator", None)
         partitions = _partitions(broker)
         yield from partitions.families()
-        yield GaugeMetricFamily("kafka_brokers", "Brokers in the cluster (kafka_exporter): this one", value=1 if broker is not None else 0)
-        yield _labelled(GaugeMetricFamily, "kafka_topic_partitions", "Partitions of a topic (kafka_exporter)",
-                        ["topic"], sorted(_topic_partition_counts(broker).items()))
         yield GaugeMetricFamily(
-            "groupd_coordinator_loaded", "1 when every owned offsets partition is loaded", value=int(coordinator_loaded(coordinator))
+            "kafka_brokers", "Brokers in the cluster (kafka_exporter): this one", value=1 if broker is not None else 0
+        )
+        yield _labelled(
+            GaugeMetricFamily,
+            "kafka_topic_partitions",
+            "Partitions of a topic (kafka_exporter)",
+            ["topic"],
+            sorted(_topic_partition_counts(broker).items()),
+        )
+        yield GaugeMetricFamily(
+            "groupd_coordinator_loaded",
+            "1 when every owned offsets partition is loaded",
+            value=int(coordinator_loaded(coordinator)),
         )
         snapshot = getattr(coordinator, "metrics_snapshot", None)
         yield from _group_families(m, snapshot() if callable(snapshot) else (), partitions.high_watermarks)
         share = getattr(coordinator, "share_group_counts", None)
         if callable(share):
             counts = share()
-            yield _labelled(GaugeMetricFamily, "groupd_share_groups", "Share groups by state (Kafka share-group-count)",
-                            ["state"], sorted((state, n) for state, (n, _) in counts.items()))
-            yield GaugeMetricFamily("groupd_share_group_members", "Members over all share groups",
-                                    value=sum(members for _, members in counts.values()))
+            yield _labelled(
+                GaugeMetricFamily,
+                "groupd_share_groups",
+                "Share groups by state (Kafka share-group-count)",
+                ["state"],
+                sorted((state, n) for state, (n, _) in counts.items()),
+            )
+            yield GaugeMetricFamily(
+                "groupd_share_group_members",
+                "Members over all share groups",
+                value=sum(members for _, members in counts.values()),
+            )
 
 
 def _topic_partition_counts(broker: Any) -> dict[str, int]:
@@ -564,13 +673,24 @@ def _share_records(manager: SharePartitionManager | None) -> Iterator[Metric]:
     """KIP-932 share-partitions' record counts (groupd/broker/share/manager.py)."""
     if manager is None:
         return
-    yield CounterMetricFamily("groupd_share_records_acquired", "Records acquired by share group members (deliveries)", value=manager.acquired)
-    yield _labelled(CounterMetricFamily, "groupd_share_acknowledgements", "Records acknowledged by share group members, by type",
-                    ["type"], sorted(manager.acknowledged.items()))
-    yield CounterMetricFamily("groupd_share_lock_expirations", "Acquired records whose acquisition lock ran out", value=manager.lock_expired)
-    yield CounterMetricFamily("groupd_share_records_archived_at_limit",
-                              "Records archived because they were released or their lock ran out on their last delivery",
-                              value=manager.archived_at_limit)
+    yield CounterMetricFamily(
+        "groupd_share_records_acquired", "Records acquired by share group members (deliveries)", value=manager.acquired
+    )
+    yield _labelled(
+        CounterMetricFamily,
+        "groupd_share_acknowledgements",
+        "Records acknowledged by share group members, by type",
+        ["type"],
+        sorted(manager.acknowledged.items()),
+    )
+    yield CounterMetricFamily(
+        "groupd_share_lock_expirations", "Acquired records whose acquisition lock ran out", value=manager.lock_expired
+    )
+    yield CounterMetricFamily(
+        "groupd_share_records_archived_at_limit",
+        "Records archived because they were released or their lock ran out on their last delivery",
+        value=manager.archived_at_limit,
+    )
 
 
 def _labelled(
@@ -600,7 +720,9 @@ class _Partitions:
         self.oldest = GaugeMetricFamily(
             "kafka_topic_partition_oldest_offset", "Log start offset of a partition", labels=["topic", "partition"]
         )
-        self.size = GaugeMetricFamily("groupd_log_size_bytes", "Bytes on disk of a partition (Kafka Log Size)", labels=["topic", "partition"])
+        self.size = GaugeMetricFamily(
+            "groupd_log_size_bytes", "Bytes on disk of a partition (Kafka Log Size)", labels=["topic", "partition"]
+        )
         for topic, partition, start, hwm, size in rows:
             labels = [topic, str(partition)]
             self.high_watermarks[(topic, partition)] = hwm
@@ -631,20 +753,33 @@ def _group_families(m: Metrics, groups: Iterable[Any], hwms: dict[tuple[str, int
     overflow_offsets = 0
     members = GaugeMetricFamily("kafka_consumergroup_members", "Members of a group", labels=["consumergroup"])
     current = GaugeMetricFamily(
-        "kafka_consumergroup_current_offset", "Committed offset of a group on a partition",
+        "kafka_consumergroup_current_offset",
+        "Committed offset of a group on a partition",
         labels=["consumergroup", "topic", "partition"],
     )
     lag = GaugeMetricFamily(
-        "kafka_consumergroup_lag", "High watermark minus committed offset", labels=["consumergroup", "topic", "partition"]
+        "kafka_consumergroup_lag",
+        "High watermark minus committed offset",
+        labels=["consumergroup", "topic", "partition"],
     )
-    lag_sum = GaugeMetricFamily("kafka_consumergroup_lag_sum", "Lag of a group over all its partitions", labels=["consumergroup"])
-    offset_sum = GaugeMetricFamily("kafka_consumergroup_current_offset_sum", "Committed offsets of a group summed over its partitions",
-                                   labels=["consumergroup"])
-    status = GaugeMetricFamily("groupd_consumergroup_status", "Live consumer status by Burrow's rules: 0 NOTFOUND, 1 OK, 2 WARN, 3 ERR",
-                               labels=["consumergroup"])
+    lag_sum = GaugeMetricFamily(
+        "kafka_consumergroup_lag_sum", "Lag of a group over all its partitions", labels=["consumergroup"]
+    )
+    offset_sum = GaugeMetricFamily(
+        "kafka_consumergroup_current_offset_sum",
+        "Committed offsets of a group summed over its partitions",
+        labels=["consumergroup"],
+    )
+    status = GaugeMetricFamily(
+        "groupd_consumergroup_status",
+        "Live consumer status by Burrow's rules: 0 NOTFOUND, 1 OK, 2 WARN, 3 ERR",
+        labels=["consumergroup"],
+    )
     partition_status = GaugeMetricFamily(
-        "groupd_consumergroup_partition_status", "Burrow's status of a partition: 1 OK, 2 WARN, 4 STOP, 5 STALL, 6 REWIND",
-        labels=["consumergroup", "topic", "partition"])
+        "groupd_consumergroup_partition_status",
+        "Burrow's status of a partition: 1 OK, 2 WARN, 4 STOP, 5 STALL, 6 REWIND",
+        labels=["consumergroup", "topic", "partition"],
+    )
     now_ms = wall_ms()
     for g in groups:
         group_id = _field(g, "group_id", 0)
@@ -689,15 +824,33 @@ def _group_families(m: Metrics, groups: Iterable[Any], hwms: dict[tuple[str, int
         lag_sum.add_metric([OVERFLOW], overflow_lag)
         offset_sum.add_metric([OVERFLOW], overflow_offsets)
         lag.add_metric([OVERFLOW, OVERFLOW, "-1"], overflow_lag)
-    yield _labelled(GaugeMetricFamily, "groupd_groups", "Classic groups by state (Kafka NumGroupsStable, NumGroupsPreparingRebalance, ...)",
-                    ["state"], by_state.items())
-    yield _labelled(GaugeMetricFamily, "groupd_group_count", "Groups by rebalance protocol (Kafka group-count)", ["protocol"], by_protocol.items())
-    yield _labelled(GaugeMetricFamily, "groupd_consumer_group_count", "Consumer-protocol groups by state (Kafka consumer-group-count)",
-                    ["state"], consumer_by_state.items())
+    yield _labelled(
+        GaugeMetricFamily,
+        "groupd_groups",
+        "Classic groups by state (Kafka NumGroupsStable, NumGroupsPreparingRebalance, ...)",
+        ["state"],
+        by_state.items(),
+    )
+    yield _labelled(
+        GaugeMetricFamily,
+        "groupd_group_count",
+        "Groups by rebalance protocol (Kafka group-count)",
+        ["protocol"],
+        by_protocol.items(),
+    )
+    yield _labelled(
+        GaugeMetricFamily,
+        "groupd_consumer_group_count",
+        "Consumer-protocol groups by state (Kafka consumer-group-count)",
+        ["state"],
+        consumer_by_state.items(),
+    )
     yield GaugeMetricFamily("groupd_members", "Members over all groups", value=members_total)
     yield GaugeMetricFamily("groupd_offsets", "Committed offsets held (Kafka NumOffsets)", value=offsets_total)
     yield GaugeMetricFamily(
-        "groupd_group_series_overflow", "Groups beyond metrics.max.group.series, summed under __overflow__", value=overflow_groups
+        "groupd_group_series_overflow",
+        "Groups beyond metrics.max.group.series, summed under __overflow__",
+        value=overflow_groups,
     )
     yield members
     yield current

@@ -26,7 +26,12 @@ PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE = "producer_byte_rate", "consumer_byte_ra
 REQUEST_PERCENTAGE, CONTROLLER_MUTATION_RATE = "request_percentage", "controller_mutation_rate"
 CONNECTION_CREATION_RATE = "connection_creation_rate"
 # the keys Kafka accepts for user/client-id entities and for IP entities, with their types
-_USER_CLIENT_KEYS = {PRODUCER_BYTE_RATE: "long", CONSUMER_BYTE_RATE: "long", REQUEST_PERCENTAGE: "double", CONTROLLER_MUTATION_RATE: "double"}
+_USER_CLIENT_KEYS = {
+    PRODUCER_BYTE_RATE: "long",
+    CONSUMER_BYTE_RATE: "long",
+    REQUEST_PERCENTAGE: "double",
+    CONTROLLER_MUTATION_RATE: "double",
+}
 _IP_KEYS = {CONNECTION_CREATION_RATE: "int"}
 # the keys groupd enforces; the others Kafka knows are refused rather than stored to no effect
 ENFORCED = (PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE, CONTROLLER_MUTATION_RATE)
@@ -100,7 +105,9 @@ class Component:
     match: str | None
 
 
-def describe(quotas: dict[Entity, dict[str, float]], components: list[Component], strict: bool) -> list[tuple[Entity, dict[str, float]]]:
+def describe(
+    quotas: dict[Entity, dict[str, float]], components: list[Component], strict: bool
+) -> list[tuple[Entity, dict[str, float]]]:
     """The entities matching a filter, as Kafka's metadata image answers DescribeClientQuotas."""
     exact: dict[str, str | None] = {}
     typed: set[str] = set()
@@ -127,7 +134,8 @@ def describe(quotas: dict[Entity, dict[str, float]], components: list[Component]
             raise QuotaError(f"Unknown match type {c.match_type}")
     if (IP in exact or IP in typed) and ({USER, CLIENT_ID} & (set(exact) | typed)):
         raise QuotaError(
-            "Invalid entity filter component combination. IP filter component should not be used with user or clientId filter component."
+            "Invalid entity filter component combination. IP filter component should not be used with user or clientId "
+            "filter component."
         )
     out = []
     for entity, values in quotas.items():
@@ -268,7 +276,9 @@ class ClientQuota:
             rate = self._rates[tags] = Rate(self.samples, self.window_ms)
         if now_ms - self._last_sweep_ms >= INACTIVE_SENSOR_MS:
             self._last_sweep_ms = now_ms
-            for k in [k for k, r in self._rates.items() if now_ms - r.last_record_ms >= INACTIVE_SENSOR_MS and r is not rate]:
+            for k in [
+                k for k, r in self._rates.items() if now_ms - r.last_record_ms >= INACTIVE_SENSOR_MS and r is not rate
+            ]:
                 del self._rates[k]
         return rate, self.limit(user, client_id)
 
@@ -407,11 +417,16 @@ class Quotas:
 
     # persistence: a JSON-friendly list of {"entity": [[type, name], ...], "values": {key: value}}
     def to_doc(self) -> list[dict]:
-        return [{"entity": [list(p) for p in entity], "values": values} for entity, values in sorted(self.values.items(), key=lambda kv: str(kv[0]))]
+        return [
+            {"entity": [list(p) for p in entity], "values": values}
+            for entity, values in sorted(self.values.items(), key=lambda kv: str(kv[0]))
+        ]
 
     @staticmethod
     def from_doc(doc: list[dict]) -> dict[Entity, dict[str, float]]:
-        return {tuple((k, n) for k, n in item["entity"]): {k: float(v) for k, v in item["values"].items()} for item in doc}
+        return {
+            tuple((k, n) for k, n in item["entity"]): {k: float(v) for k, v in item["values"].items()} for item in doc
+        }
 
 
 QUOTAS_FILE = "client-quotas.json"

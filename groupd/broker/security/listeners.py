@@ -137,15 +137,20 @@ def resolve(
         for a in advertised:
             if a.name not in names:
                 raise ListenerError(
-                    "advertised.listeners listener names must be equal to or a subset of the ones defined in listeners. "
-                    f"Found {','.join(x.name for x in advertised)}. The valid options based on the current configuration are {','.join(names)}"
+                    "advertised.listeners listener names must be equal to or a subset of the ones defined in "
+                    f"listeners. Found {','.join(x.name for x in advertised)}. The valid options based on the current "
+                    f"configuration are {','.join(names)}"
                 )
             if a.host == "0.0.0.0":
-                raise ListenerError("advertised.listeners cannot use the nonroutable meta-address 0.0.0.0. Use a routable IP address.")
+                raise ListenerError(
+                    "advertised.listeners cannot use the nonroutable meta-address 0.0.0.0. Use a routable IP address."
+                )
             ads[a.name] = (a.host, a.port)
     for name in prefixed:
         if name not in names:
-            raise ListenerError(f"{PREFIX}{name.lower()}.* settings name a listener that listeners does not have ({','.join(names)})")
+            raise ListenerError(
+                f"{PREFIX}{name.lower()}.* settings name a listener that listeners does not have ({','.join(names)})"
+            )
     out = []
     for e in endpoints:
         host = e.host or "127.0.0.1"
@@ -183,11 +188,15 @@ def _sasl(name: str, lookup: Callable[[str], Any]) -> tuple[tuple[str, ...], dic
     for m in mechanisms:
         if m in NOT_SERVED:
             raise ListenerError(
-                f"listener {name}: sasl.enabled.mechanisms includes {m} ({NOT_SERVED[m]}), which groupd does not serve; "
-                f"set sasl.enabled.mechanisms (or {prefix}sasl.enabled.mechanisms) to some of {', '.join(MECHANISMS)}"
+                f"listener {name}: sasl.enabled.mechanisms includes {m} ({NOT_SERVED[m]}), which groupd does not "
+                f"serve; set sasl.enabled.mechanisms (or {prefix}sasl.enabled.mechanisms) to some of "
+                f"{', '.join(MECHANISMS)}"
             )
         if m not in MECHANISMS:
-            raise ListenerError(f"listener {name}: unknown SASL mechanism {m} in sasl.enabled.mechanisms (groupd serves {', '.join(MECHANISMS)})")
+            raise ListenerError(
+                f"listener {name}: unknown SASL mechanism {m} in sasl.enabled.mechanisms (groupd serves "
+                f"{', '.join(MECHANISMS)})"
+            )
     users: dict[str, str] = {}
     for m in mechanisms:
         key = f"{m.lower()}.sasl.jaas.config"
@@ -205,7 +214,9 @@ def _sasl(name: str, lookup: Callable[[str], Any]) -> tuple[tuple[str, ...], dic
             raise ListenerError(f"{prefix}{key}: {exc}") from None
         expected = PLAIN_MODULE if m == PLAIN else SCRAM_MODULE
         if module.name != expected:
-            raise ListenerError(f"{prefix}{key}: login module {module.name} is not served for {m} (expected {expected})")
+            raise ListenerError(
+                f"{prefix}{key}: login module {module.name} is not served for {m} (expected {expected})"
+            )
         if m == PLAIN:
             users = module.users()
     return mechanisms, users

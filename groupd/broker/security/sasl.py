@@ -27,7 +27,11 @@ from groupd.protocol.request import UnknownApi, UnsupportedVersion, encode_respo
 if TYPE_CHECKING:
     from groupd.broker.security.listeners import Listener
 
-API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE = int(ApiKey.API_VERSIONS), int(ApiKey.SASL_HANDSHAKE), int(ApiKey.SASL_AUTHENTICATE)
+API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE = (
+    int(ApiKey.API_VERSIONS),
+    int(ApiKey.SASL_HANDSHAKE),
+    int(ApiKey.SASL_AUTHENTICATE),
+)
 ANONYMOUS = "User:ANONYMOUS"
 _SIZE = struct.Struct(">i")
 
@@ -63,7 +67,9 @@ class PlainServer:
         if expected is None or not hmac.compare_digest(password.encode(), expected.encode()):
             raise AuthenticationFailed("Authentication failed: Invalid username or password")
         if authzid and authzid != username:
-            raise AuthenticationFailed("Authentication failed: Client requested an authorization id that is different from username")
+            raise AuthenticationFailed(
+                "Authentication failed: Client requested an authorization id that is different from username"
+            )
         self.authorization_id = username
         self.complete = True
         return b""
@@ -103,7 +109,11 @@ class SaslGate:
         if len(frame) < HEADER_PREFIX.size:
             return self._fail("not a Kafka request (GSSAPI tokens without a handshake are not served)")
         api_key, version, correlation_id = HEADER_PREFIX.unpack_from(frame, 0)
-        allowed = {INITIAL: (API_VERSIONS, SASL_HANDSHAKE), HANDSHAKE: (SASL_HANDSHAKE,), AUTHENTICATE: (SASL_AUTHENTICATE,)}
+        allowed = {
+            INITIAL: (API_VERSIONS, SASL_HANDSHAKE),
+            HANDSHAKE: (SASL_HANDSHAKE,),
+            AUTHENTICATE: (SASL_AUTHENTICATE,),
+        }
         if api_key not in allowed.get(self.state, ()):
             during = "SASL authentication" if self.state == AUTHENTICATE else "SASL handshake"
             return self._fail(f"Unexpected Kafka request of type {_api_name(api_key)} during {during}")
@@ -126,7 +136,11 @@ class SaslGate:
         if wanted not in self.enabled or wanted not in self.factories:
             reply = codec.make(cls, error_code=ErrorCode.unsupported_sasl_mechanism, mechanisms=self.enabled)
             self.state = FAILED
-            return Step(encode_response(SASL_HANDSHAKE, version, correlation_id, reply), close=f"Unsupported SASL mechanism {wanted}", failed=True)
+            return Step(
+                encode_response(SASL_HANDSHAKE, version, correlation_id, reply),
+                close=f"Unsupported SASL mechanism {wanted}",
+                failed=True,
+            )
         self.mechanism = self.factories[wanted]()
         self.state = AUTHENTICATE if version >= 1 else AUTHENTICATE_RAW
         reply = codec.make(cls, error_code=ErrorCode.none, mechanisms=self.enabled)
@@ -140,9 +154,21 @@ class SaslGate:
         except (AuthenticationFailed, InvalidCredentials) as exc:
             self.state = FAILED
             message = str(exc) if isinstance(exc, AuthenticationFailed) else invalid_credentials_message(mechanism.name)
-            reply = codec.make(cls, error_code=ErrorCode.sasl_authentication_failed, error_message=message, auth_bytes=b"", session_lifetime=0)
-            return Step(encode_response(SASL_AUTHENTICATE, version, correlation_id, reply), close=f"{mechanism.name}: {exc}", failed=True)
-        reply = codec.make(cls, error_code=ErrorCode.none, error_message=None, auth_bytes=answer or b"", session_lifetime=0)
+            reply = codec.make(
+                cls,
+                error_code=ErrorCode.sasl_authentication_failed,
+                error_message=message,
+                auth_bytes=b"",
+                session_lifetime=0,
+            )
+            return Step(
+                encode_response(SASL_AUTHENTICATE, version, correlation_id, reply),
+                close=f"{mechanism.name}: {exc}",
+                failed=True,
+            )
+        reply = codec.make(
+            cls, error_code=ErrorCode.none, error_message=None, auth_bytes=answer or b"", session_lifetime=0
+        )
         return self._maybe_done(encode_response(SASL_AUTHENTICATE, version, correlation_id, reply))
 
     def _raw_token(self, token: bytes) -> Step:

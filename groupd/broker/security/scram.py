@@ -76,7 +76,9 @@ _EXTENSIONS = rf"(?:,[A-Za-z]+={_VALUE})*"
 CLIENT_FIRST = re.compile(
     rf"n,(?:a=(?P<authzid>{_SASLNAME}))?,(?:m={_VALUE},)?(?P<bare>n=(?P<saslname>{_SASLNAME}),r=(?P<nonce>{_PRINTABLE})(?P<extensions>{_EXTENSIONS}))"
 )
-CLIENT_FINAL = re.compile(rf"(?P<without_proof>c=(?P<channel>{_BASE64}),r=(?P<nonce>{_PRINTABLE})){_EXTENSIONS},p=(?P<proof>{_BASE64})")
+CLIENT_FINAL = re.compile(
+    rf"(?P<without_proof>c=(?P<channel>{_BASE64}),r=(?P<nonce>{_PRINTABLE})){_EXTENSIONS},p=(?P<proof>{_BASE64})"
+)
 
 
 def username(saslname: str) -> str:
@@ -90,7 +92,12 @@ def username(saslname: str) -> str:
 class ScramServer:
     """One client's SCRAM exchange: client-first -> server-first, client-final -> server-final."""
 
-    def __init__(self, mechanism: ScramMechanism, lookup: Callable[[str, str], ScramCredential | None], nonce: Callable[[], str] = _nonce) -> None:
+    def __init__(
+        self,
+        mechanism: ScramMechanism,
+        lookup: Callable[[str, str], ScramCredential | None],
+        nonce: Callable[[], str] = _nonce,
+    ) -> None:
         self.mechanism = mechanism
         self.name = mechanism.name
         self.lookup = lookup
@@ -108,7 +115,9 @@ class ScramServer:
             return self._first(token.decode("utf-8", "replace"))
         if self._step == 2:
             return self._final(token.decode("utf-8", "replace"))
-        raise AuthenticationFailed(f"Unexpected challenge in Sasl server state {'COMPLETE' if self.complete else 'FAILED'}")
+        raise AuthenticationFailed(
+            f"Unexpected challenge in Sasl server state {'COMPLETE' if self.complete else 'FAILED'}"
+        )
 
     def _first(self, message: str) -> bytes:
         m = CLIENT_FIRST.fullmatch(message)
@@ -126,9 +135,13 @@ class ScramServer:
             raise InvalidCredentials("Authentication failed: Invalid user credentials")
         authzid = m.group("authzid") or ""
         if authzid and authzid != user:
-            raise AuthenticationFailed("Authentication failed: Client requested an authorization id that is different from username")
+            raise AuthenticationFailed(
+                "Authentication failed: Client requested an authorization id that is different from username"
+            )
         if cred.iterations < self.mechanism.min_iterations:
-            raise InvalidCredentials(f"Iterations {cred.iterations} is less than the minimum {self.mechanism.min_iterations} for {self.name}")
+            raise InvalidCredentials(
+                f"Iterations {cred.iterations} is less than the minimum {self.mechanism.min_iterations} for {self.name}"
+            )
         self._credential, self.authorization_id = cred, user
         self._client_first_bare = m.group("bare")
         salt = base64.b64encode(cred.salt).decode()
@@ -195,14 +208,18 @@ class ScramCredentials:
             if twice:
                 out.append((Result(user, ErrorCode.duplicate_resource, DESCRIBE_DUPLICATE + user), []))
                 continue
-            infos = [(m.type, c.iterations) for m in (SHA_256, SHA_512) if (c := self.items.get((user, m.name))) is not None]
+            infos = [
+                (m.type, c.iterations) for m in (SHA_256, SHA_512) if (c := self.items.get((user, m.name))) is not None
+            ]
             if infos:
                 out.append((Result(user), infos))
             else:
                 out.append((Result(user, ErrorCode.resource_not_found, DESCRIBE_MISSING + user), []))
         return out
 
-    def alter(self, deletions: Iterable[tuple[str, int]], upsertions: Iterable[tuple[str, int, int, bytes, bytes]]) -> tuple[list[Result], bool]:
+    def alter(
+        self, deletions: Iterable[tuple[str, int]], upsertions: Iterable[tuple[str, int, int, bytes, bytes]]
+    ) -> tuple[list[Result], bool]:
         """Kafka's ScramControlManager.alterCredentials: a user named twice in one request is refused,
         each entry is checked, the accepted ones applied together. Returns the results (deletions,
         then upsertions, then refusals, as Kafka lists them) and whether anything changed."""
@@ -217,7 +234,9 @@ class ScramCredentials:
                 continue
             refusal = self._check_name(name, mech)
             if refusal is None and (name, BY_TYPE[mech].name) not in self.items:
-                refusal = Result(name, ErrorCode.resource_not_found, "Attempt to delete a user credential that does not exist")
+                refusal = Result(
+                    name, ErrorCode.resource_not_found, "Attempt to delete a user credential that does not exist"
+                )
             if refusal is not None:
                 errors[name] = refusal
             else:
@@ -259,7 +278,14 @@ class ScramCredentials:
         return {
             "version": 1,
             "credentials": [
-                {"user": user, "mechanism": mech, "iterations": c.iterations, "salt": _b64(c.salt), "stored_key": _b64(c.stored_key), "server_key": _b64(c.server_key)}
+                {
+                    "user": user,
+                    "mechanism": mech,
+                    "iterations": c.iterations,
+                    "salt": _b64(c.salt),
+                    "stored_key": _b64(c.stored_key),
+                    "server_key": _b64(c.server_key),
+                }
                 for (user, mech), c in sorted(self.items.items())
             ],
         }
@@ -273,7 +299,10 @@ class ScramCredentials:
             if row["mechanism"] not in BY_NAME:
                 raise ValueError(f"unknown SCRAM mechanism {row['mechanism']!r}")
             items[row["user"], row["mechanism"]] = ScramCredential(
-                base64.b64decode(row["salt"]), base64.b64decode(row["stored_key"]), base64.b64decode(row["server_key"]), int(row["iterations"]),
+                base64.b64decode(row["salt"]),
+                base64.b64decode(row["stored_key"]),
+                base64.b64decode(row["server_key"]),
+                int(row["iterations"]),
             )
         return cls(items)
 

@@ -56,12 +56,17 @@ def tls_settings(listener: str, protocol: str, lookup: Callable[[str], Any], own
     (Kafka applies ``ssl.client.auth`` to a SASL_SSL listener only when given with its prefix)."""
     where = f"listener {listener}"
     store_type = (lookup("ssl.keystore.type") or "JKS").upper()
-    location, chain, key = lookup("ssl.keystore.location"), lookup("ssl.keystore.certificate.chain"), lookup("ssl.keystore.key")
+    location, chain, key = (
+        lookup("ssl.keystore.location"),
+        lookup("ssl.keystore.certificate.chain"),
+        lookup("ssl.keystore.key"),
+    )
     key_password, store_password = lookup("ssl.key.password") or None, lookup("ssl.keystore.password") or None
     if store_type != PEM and (location or chain or key):
         raise ListenerError(
             f"{where}: ssl.keystore.type {store_type} is not supported: groupd reads PEM key stores only "
-            "(set ssl.keystore.type=PEM with ssl.keystore.location, or ssl.keystore.certificate.chain and ssl.keystore.key)"
+            "(set ssl.keystore.type=PEM with ssl.keystore.location, or ssl.keystore.certificate.chain and "
+            "ssl.keystore.key)"
         )
     if key:
         if not chain:
@@ -69,18 +74,27 @@ def tls_settings(listener: str, protocol: str, lookup: Callable[[str], Any], own
         if location:
             raise ListenerError(f"{where}: Both SSL key store location and separate private key are specified.")
         if store_password:
-            raise ListenerError(f"{where}: SSL key store password cannot be specified with PEM format, only key password may be specified.")
+            raise ListenerError(
+                f"{where}: SSL key store password cannot be specified with PEM format, only key password may be "
+                "specified."
+            )
         chain_pem, key_pem = normalise_pem(chain), normalise_pem(key)
     elif chain:
         raise ListenerError(f"{where}: SSL certificate chain is specified, but private key is not specified")
     elif location:
         if store_password:
-            raise ListenerError(f"{where}: SSL key store password cannot be specified with PEM format, only key password may be specified")
+            raise ListenerError(
+                f"{where}: SSL key store password cannot be specified with PEM format, only key password may be "
+                "specified"
+            )
         text = _read(location, "ssl.keystore.location")
         chain_pem = normalise_pem("".join(b for b in _blocks(text) if "PRIVATE KEY" not in b))
         key_pem = normalise_pem("".join(b for b in _blocks(text) if "PRIVATE KEY" in b))
     else:
-        raise ListenerError(f"{where}: {protocol} needs a key store: set ssl.keystore.type=PEM and ssl.keystore.location (or the inline keys)")
+        raise ListenerError(
+            f"{where}: {protocol} needs a key store: set ssl.keystore.type=PEM and ssl.keystore.location (or the "
+            "inline keys)"
+        )
     if "CERTIFICATE" not in chain_pem:
         raise ListenerError(f"{where}: At least one certificate expected, but none found")
     if key_pem.count("PRIVATE KEY-----") != 2:
@@ -92,9 +106,14 @@ def tls_settings(listener: str, protocol: str, lookup: Callable[[str], Any], own
     trusted: str | None = None
     if trust_certs or trust_location:
         if trust_type != PEM:
-            raise ListenerError(f"{where}: ssl.truststore.type {trust_type} is not supported: groupd reads PEM trust stores only (set ssl.truststore.type=PEM)")
+            raise ListenerError(
+                f"{where}: ssl.truststore.type {trust_type} is not supported: groupd reads PEM trust stores only (set "
+                "ssl.truststore.type=PEM)"
+            )
         if trust_certs and trust_location:
-            raise ListenerError(f"{where}: Both SSL trust store location and separate trust certificates are specified.")
+            raise ListenerError(
+                f"{where}: Both SSL trust store location and separate trust certificates are specified."
+            )
         trusted = normalise_pem(trust_certs or _read(trust_location, "ssl.truststore.location"))
         if "CERTIFICATE" not in trusted:
             raise ListenerError(f"{where}: At least one certificate expected, but none found in the trust store")
@@ -125,7 +144,10 @@ def server_context(settings: TlsSettings, where: str = "") -> ssl.SSLContext:
         try:
             context.load_cert_chain(certfile, keyfile, password=settings.key_password)
         except ssl.SSLError as exc:
-            raise ListenerError(f"{where}: Invalid PEM keystore configs: the key does not load with ssl.key.password or does not match the certificate ({exc.reason})") from None
+            raise ListenerError(
+                f"{where}: Invalid PEM keystore configs: the key does not load with ssl.key.password or does not match "
+                f"the certificate ({exc.reason})"
+            ) from None
     context.verify_mode = CLIENT_AUTH[settings.client_auth]
     if settings.trusted is not None:
         context.load_verify_locations(cadata=settings.trusted)
@@ -136,8 +158,15 @@ def server_context(settings: TlsSettings, where: str = "") -> ssl.SSLContext:
 
 # RFC 2253 keywords Java's X500Principal.getName() writes; other attributes go as OID=#<DER hex>
 _KEYWORDS = {
-    "commonName": "CN", "countryName": "C", "localityName": "L", "stateOrProvinceName": "ST", "organizationName": "O",
-    "organizationalUnitName": "OU", "streetAddress": "STREET", "domainComponent": "DC", "userId": "UID",
+    "commonName": "CN",
+    "countryName": "C",
+    "localityName": "L",
+    "stateOrProvinceName": "ST",
+    "organizationName": "O",
+    "organizationalUnitName": "OU",
+    "streetAddress": "STREET",
+    "domainComponent": "DC",
+    "userId": "UID",
 }
 _OIDS = {"emailAddress": ("1.2.840.113549.1.9.1", 0x16)}  # IA5String
 

@@ -157,7 +157,13 @@ class SharePartitionManager:
         key = SharePartitionKey(group, topic_id, partition)
         result = await persister.read(key, LEADER_EPOCH)
         if result.error_code != NONE:
-            log.warning("share partition %s %s-%d not loaded: the share coordinator answered %d", group, topic, partition, result.error_code)
+            log.warning(
+                "share partition %s %s-%d not loaded: the share coordinator answered %d",
+                group,
+                topic,
+                partition,
+                result.error_code,
+            )
             return persister_error(result.error_code)
         cfg = self.config_for(group)
         sp = SharePartition(limits_of(cfg))
@@ -194,9 +200,19 @@ class SharePartitionManager:
 
     # ------------------------------------------------------------------ fetch
 
-    async def fetch(self, group: str, member: str, parts: list[tuple[uuid.UUID, str, int]], max_wait_ms: int,
-                    min_bytes: int, max_bytes: int, max_records: int, batch_size: int,
-                    record_limit: bool, epoch: int = 0) -> dict[TopicIdPartition, PartResult]:
+    async def fetch(
+        self,
+        group: str,
+        member: str,
+        parts: list[tuple[uuid.UUID, str, int]],
+        max_wait_ms: int,
+        min_bytes: int,
+        max_bytes: int,
+        max_records: int,
+        batch_size: int,
+        record_limit: bool,
+        epoch: int = 0,
+    ) -> dict[TopicIdPartition, PartResult]:
         """DelayedShareFetch: waits up to MaxWaitMs for MinBytes of acquirable data, then acquires up to
         MaxRecords over the partitions (shared) and answers the records with their acquired ranges.
         MaxRecords or MaxBytes 0 fetches nothing at once (a request that only acknowledges)."""
@@ -226,20 +242,30 @@ class SharePartitionManager:
                     result = results[tp] = PartResult()
                     if not batches or left <= 0:
                         continue
-                    got, n = entry.sp.acquire(member, batches, fetch_offset, left, batch_size, now,
-                                              record_limit=record_limit, aborted=aborted)
+                    got, n = entry.sp.acquire(
+                        member, batches, fetch_offset, left, batch_size, now, record_limit=record_limit, aborted=aborted
+                    )
                     if got:
                         left -= n
                         self.acquired += n
                         result.acquired = got
                         result.records = _slice(data, got[0].first_offset, got[-1].last_offset)
-                        log.debug("share fetch %s %s-%d: %s acquired %s", group, entry.topic, tp[1], member,
-                                  ", ".join(f"{a.first_offset}-{a.last_offset}#{a.delivery_count}" for a in got))
+                        log.debug(
+                            "share fetch %s %s-%d: %s acquired %s",
+                            group,
+                            entry.topic,
+                            tp[1],
+                            member,
+                            ", ".join(f"{a.first_offset}-{a.last_offset}#{a.delivery_count}" for a in got),
+                        )
                         self._arm(entry)
                 if any(r.acquired for r in results.values()) or timed_out or any(r.error for r in results.values()):
                     return results
-            await self._wait([(group, tp[0], tp[1]) for tp, _e in entries], [(e.topic, tp[1]) for tp, e in entries],
-                             deadline - time.monotonic())
+            await self._wait(
+                [(group, tp[0], tp[1]) for tp, _e in entries],
+                [(e.topic, tp[1]) for tp, e in entries],
+                deadline - time.monotonic(),
+            )
 
     def _read_log(self, entry: _Entry, max_bytes: int, committed: bool) -> tuple[bytes, list[LogBatch], int, list]:
         """The log from the share-partition's next fetch offset: (bytes, batch headers, fetch offset,
@@ -265,9 +291,13 @@ class SharePartitionManager:
             return b"", [], offset, []
         batches: list[LogBatch] = []
         for pos, h in iter_batches(data):
-            abort = h.is_control and control_marker(memoryview(data)[pos:pos + h.size], h) == ABORT_MARKER
+            abort = h.is_control and control_marker(memoryview(data)[pos : pos + h.size], h) == ABORT_MARKER
             batches.append(LogBatch(h.base_offset, h.last_offset, h.producer_id, h.is_transactional, abort))
-        aborted = txns.aborted_between(offset, upto if upto is not None else lg.high_watermark) if committed and txns is not None else []
+        aborted = (
+            txns.aborted_between(offset, upto if upto is not None else lg.high_watermark)
+            if committed and txns is not None
+            else []
+        )
         return data, batches, offset, list(aborted)
 
     async def _wait(self, keys: list[PartKey], logs: list[tuple[str, int]], timeout: float) -> None:
@@ -297,8 +327,9 @@ class SharePartitionManager:
 
     # ------------------------------------------------------------------ acknowledge, release
 
-    async def acknowledge(self, group: str, member: str,
-                          acks: dict[TopicIdPartition, list[AckBatch]]) -> dict[TopicIdPartition, tuple[int, str | None]]:
+    async def acknowledge(
+        self, group: str, member: str, acks: dict[TopicIdPartition, list[AckBatch]]
+    ) -> dict[TopicIdPartition, tuple[int, str | None]]:
         """SharePartitionManager.acknowledge: each partition's acknowledgements, persisted, then answered."""
         results: dict[TopicIdPartition, tuple[int, str | None]] = {}
         jobs = []
@@ -310,12 +341,28 @@ class SharePartitionManager:
             try:
                 update = entry.sp.acknowledge(member, batches, wall_ms())
             except ShareError as exc:
-                log.debug("share acknowledgement of %s in %s on %s-%d refused (%d): %s", member, group, entry.topic,
-                          tp[1], exc.code, exc)
+                log.debug(
+                    "share acknowledgement of %s in %s on %s-%d refused (%d): %s",
+                    member,
+                    group,
+                    entry.topic,
+                    tp[1],
+                    exc.code,
+                    exc,
+                )
                 results[tp] = (exc.code, str(exc))
                 continue
-            log.debug("share acknowledgement of %s in %s on %s-%d: %s", member, group, entry.topic, tp[1],
-                      ", ".join(f"{b.first_offset}-{b.last_offset}:{'/'.join(ACK_NAMES.get(t, '?') for t in b.types)}" for b in batches))
+            log.debug(
+                "share acknowledgement of %s in %s on %s-%d: %s",
+                member,
+                group,
+                entry.topic,
+                tp[1],
+                ", ".join(
+                    f"{b.first_offset}-{b.last_offset}:{'/'.join(ACK_NAMES.get(t, '?') for t in b.types)}"
+                    for b in batches
+                ),
+            )
             jobs.append((tp, entry, update))
         # shielded: a request cancelled by its connection's close must still end its transitions
         outcomes = await asyncio.shield(asyncio.gather(*(self._persist(entry, update) for _tp, entry, update in jobs)))
@@ -323,7 +370,11 @@ class SharePartitionManager:
             results[tp] = (code, None if code == NONE else "Failed to write the share group state")
             if code == NONE:
                 for b in acks[tp]:
-                    for t, n in (((b.types[0], b.last_offset - b.first_offset + 1),) if len(b.types) == 1 else ((t, 1) for t in b.types)):
+                    for t, n in (
+                        ((b.types[0], b.last_offset - b.first_offset + 1),)
+                        if len(b.types) == 1
+                        else ((t, 1) for t in b.types)
+                    ):
                         self.acknowledged[ACK_NAMES.get(t, "gap")] += n
         return results
 
@@ -335,8 +386,14 @@ class SharePartitionManager:
             if persister is None:
                 code = COORDINATOR_NOT_AVAILABLE
             else:
-                written = await persister.write(entry.key, entry.sp.state_epoch, LEADER_EPOCH, update.start_offset,
-                                                update.delivery_complete_count, update.batches)
+                written = await persister.write(
+                    entry.key,
+                    entry.sp.state_epoch,
+                    LEADER_EPOCH,
+                    update.start_offset,
+                    update.delivery_complete_count,
+                    update.batches,
+                )
                 code = NONE if written == NONE else persister_error(written)
         if entry.sp.complete(update, code == NONE, wall_ms()):
             self._wake(entry)
@@ -350,7 +407,13 @@ class SharePartitionManager:
         next fetch loads it again from the share coordinator."""
         k = entry.key
         if self._entries.get((k.group_id, k.topic_id, k.partition)) is entry:
-            log.info("share partition %s %s-%d fenced (%d): dropped, to be loaded again", k.group_id, entry.topic, k.partition, code)
+            log.info(
+                "share partition %s %s-%d fenced (%d): dropped, to be loaded again",
+                k.group_id,
+                entry.topic,
+                k.partition,
+                code,
+            )
             del self._entries[(k.group_id, k.topic_id, k.partition)]
             if entry.timer is not None:
                 entry.timer.cancel()
@@ -366,8 +429,14 @@ class SharePartitionManager:
                 update = entry.sp.release(member)
                 self.archived_at_limit += _count(update, ARCHIVED)
                 if update.batches:
-                    log.info("share session of %s in %s closed: released %s of %s-%d", member, group,
-                             ", ".join(f"{b.first_offset}-{b.last_offset}" for b in update.batches), entry.topic, tp[1])
+                    log.info(
+                        "share session of %s in %s closed: released %s of %s-%d",
+                        member,
+                        group,
+                        ", ".join(f"{b.first_offset}-{b.last_offset}" for b in update.batches),
+                        entry.topic,
+                        tp[1],
+                    )
                 jobs.append(self._persist(entry, update))
         await asyncio.shield(asyncio.gather(*jobs))
 
@@ -416,8 +485,13 @@ class SharePartitionManager:
             return
         self.lock_expired += _count(update, AVAILABLE) + _count(update, ARCHIVED)
         self.archived_at_limit += _count(update, ARCHIVED)
-        log.info("acquisition locks of %s %s-%d expired: %s", entry.key.group_id, entry.topic, entry.key.partition,
-                 ", ".join(f"{b.first_offset}-{b.last_offset}" for b in update.batches))
+        log.info(
+            "acquisition locks of %s %s-%d expired: %s",
+            entry.key.group_id,
+            entry.topic,
+            entry.key.partition,
+            ", ".join(f"{b.first_offset}-{b.last_offset}" for b in update.batches),
+        )
         if update.released:
             self._wake(entry)
         self._spawn(self._persist(entry, update))

@@ -326,7 +326,9 @@ class SharePartition:
             base = floor.first
         sub = self._sub(min(first_batch.base_offset, base), last_to_acquire)
         if not sub:
-            fresh, n = self._acquire_new(member, batches, record_limit, base, last_to_acquire, batch_size, max_acquire, lock_until)
+            fresh, n = self._acquire_new(
+                member, batches, record_limit, base, last_to_acquire, batch_size, max_acquire, lock_until
+            )
             return self._filter_aborted(batches, fresh, aborted), n
         result: list[AcquiredRecords] = []
         count = 0
@@ -347,7 +349,9 @@ class SharePartition:
                     if b.whole.state != AVAILABLE or b.whole.moving:
                         continue
                     b.explode()
-                got = self._acquire_offsets(member, record_limit, remaining, first_batch.base_offset, last_to_acquire, b, result, lock_until)
+                got = self._acquire_offsets(
+                    member, record_limit, remaining, first_batch.base_offset, last_to_acquire, b, result, lock_until
+                )
                 count += got
                 if throttle and got > 0:
                     max_acquire = 0
@@ -362,8 +366,16 @@ class SharePartition:
             result.append(AcquiredRecords(b.first, b.last, b.whole.count))
             count += b.last - b.first + 1
         if count < max_acquire and sub[-1].last < last_to_acquire:
-            fresh, n = self._acquire_new(member, batches, record_limit, sub[-1].last + 1, last_to_acquire, batch_size,
-                                         max_acquire - count, lock_until)
+            fresh, n = self._acquire_new(
+                member,
+                batches,
+                record_limit,
+                sub[-1].last + 1,
+                last_to_acquire,
+                batch_size,
+                max_acquire - count,
+                lock_until,
+            )
             result.extend(fresh)
             count += n
         if result:
@@ -380,8 +392,17 @@ class SharePartition:
             last = min(last_offset, self.end_offset)
         return n, last
 
-    def _acquire_new(self, member: str, batches: Sequence[LogBatch], record_limit: bool, first: int, last: int,
-                     batch_size: int, max_records: int, lock_until: int) -> tuple[list[AcquiredRecords], int]:
+    def _acquire_new(
+        self,
+        member: str,
+        batches: Sequence[LogBatch],
+        record_limit: bool,
+        first: int,
+        last: int,
+        batch_size: int,
+        max_records: int,
+        lock_until: int,
+    ) -> tuple[list[AcquiredRecords], int]:
         if not self._keys and self.end_offset > first:
             first = self.end_offset
         if first > last:
@@ -430,8 +451,17 @@ class SharePartition:
         counts = [s.count for o, s in b.offsets.items() if first <= o <= last and s.state == AVAILABLE and not s.moving]
         return max(counts, default=0) >= threshold
 
-    def _acquire_offsets(self, member: str, record_limit: bool, max_records: int, first: int, last: int, b: _Batch,
-                         result: list[AcquiredRecords], lock_until: int) -> int:
+    def _acquire_offsets(
+        self,
+        member: str,
+        record_limit: bool,
+        max_records: int,
+        first: int,
+        last: int,
+        b: _Batch,
+        result: list[AcquiredRecords],
+        lock_until: int,
+    ) -> int:
         """acquireSubsetBatchRecords: offset by offset, throttled near the delivery limit."""
         assert b.offsets is not None
         limit = self.limits.delivery_count_limit
@@ -464,8 +494,9 @@ class SharePartition:
         result.extend(_accumulate(got))
         return count
 
-    def _filter_aborted(self, batches: Sequence[LogBatch], acquired: list[AcquiredRecords],
-                        aborted: Sequence[tuple[int, int]] | None) -> list[AcquiredRecords]:
+    def _filter_aborted(
+        self, batches: Sequence[LogBatch], acquired: list[AcquiredRecords], aborted: Sequence[tuple[int, int]] | None
+    ) -> list[AcquiredRecords]:
         """read_committed: archive the acquired records of aborted transactions and leave them out."""
         if not aborted or not acquired:
             return acquired
@@ -522,16 +553,24 @@ class SharePartition:
             if ack.first_offset < self.start_offset <= ack.last_offset:
                 floor = self._floor(self.start_offset)
             if floor is None:
-                raise ShareError(INVALID_RECORD_STATE, "Batch record not found. The request batch offsets are not found in the cache.")
+                raise ShareError(
+                    INVALID_RECORD_STATE,
+                    "Batch record not found. The request batch offsets are not found in the cache.",
+                )
         sub = self._sub(floor.first, ack.last_offset)
         if sub[-1].last < ack.first_offset:
-            raise ShareError(INVALID_REQUEST, "Batch record not found. The first offset in request is past acquired records.")
+            raise ShareError(
+                INVALID_REQUEST, "Batch record not found. The first offset in request is past acquired records."
+            )
         if ack.last_offset > sub[-1].last:
-            raise ShareError(INVALID_REQUEST, "Batch record not found. The last offset in request is past acquired records.")
+            raise ShareError(
+                INVALID_REQUEST, "Batch record not found. The last offset in request is past acquired records."
+            )
         return sub
 
-    def _ack_batches(self, member: str, ack: AckBatch, sub: list[_Batch], pieces: list[StateBatch], update: Update,
-                     now: int) -> None:
+    def _ack_batches(
+        self, member: str, ack: AckBatch, sub: list[_Batch], pieces: list[StateBatch], update: Update, now: int
+    ) -> None:
         limit = self.limits.delivery_count_limit
         for b in sub:
             if b.last < self.start_offset:
@@ -539,11 +578,17 @@ class SharePartition:
             if b.offsets is None:
                 assert b.whole is not None
                 if b.whole.member == NO_MEMBER:
-                    raise ShareError(INVALID_RECORD_STATE, "The batch cannot be acknowledged. The batch is not in the acquired state.")
+                    raise ShareError(
+                        INVALID_RECORD_STATE,
+                        "The batch cannot be acknowledged. The batch is not in the acquired state.",
+                    )
                 if b.whole.member != member:
                     raise ShareError(INVALID_RECORD_STATE, "Member is not the owner of batch record")
                 if b.whole.moving:
-                    raise ShareError(INVALID_RECORD_STATE, "The record state is invalid. The acknowledgement of delivery could not be completed.")
+                    raise ShareError(
+                        INVALID_RECORD_STATE,
+                        "The record state is invalid. The acknowledgement of delivery could not be completed.",
+                    )
             full = b.first >= ack.first_offset and b.last <= ack.last_offset
             per_offset = len(ack.types) > 1
             start_inside = b.first < self.start_offset <= b.last
@@ -551,7 +596,10 @@ class SharePartition:
                 if b.offsets is None:
                     assert b.whole is not None
                     if b.whole.state != ACQUIRED:
-                        raise ShareError(INVALID_RECORD_STATE, "The batch cannot be acknowledged. The subset batch is not in the acquired state.")
+                        raise ShareError(
+                            INVALID_RECORD_STATE,
+                            "The batch cannot be acknowledged. The subset batch is not in the acquired state.",
+                        )
                     b.explode()
                 assert b.offsets is not None
                 for off, s in b.offsets.items():
@@ -560,9 +608,14 @@ class SharePartition:
                     if off > ack.last_offset:
                         break
                     if s.state != ACQUIRED:
-                        raise ShareError(INVALID_RECORD_STATE, "The offset cannot be acknowledged. The offset is not acquired.")
+                        raise ShareError(
+                            INVALID_RECORD_STATE, "The offset cannot be acknowledged. The offset is not acquired."
+                        )
                     if s.moving:
-                        raise ShareError(INVALID_RECORD_STATE, "The record state is invalid. The acknowledgement of delivery could not be completed.")
+                        raise ShareError(
+                            INVALID_RECORD_STATE,
+                            "The record state is invalid. The acknowledgement of delivery could not be completed.",
+                        )
                     if s.member != member:
                         raise ShareError(INVALID_RECORD_STATE, "Member is not the owner of offset")
                     t = ack.types[off - ack.first_offset] if per_offset else ack.types[0]
@@ -570,11 +623,24 @@ class SharePartition:
             else:
                 assert b.whole is not None
                 if b.whole.state != ACQUIRED:
-                    raise ShareError(INVALID_RECORD_STATE, "The batch cannot be acknowledged. The batch is not in the acquired state.")
+                    raise ShareError(
+                        INVALID_RECORD_STATE,
+                        "The batch cannot be acknowledged. The batch is not in the acquired state.",
+                    )
                 self._apply(b.whole, ack.types[0], b.first, b.last, member, pieces, update, now, limit)
 
-    def _apply(self, s: _State, t: int, first: int, last: int, member: str, pieces: list[StateBatch], update: Update,
-               now: int, limit: int) -> None:
+    def _apply(
+        self,
+        s: _State,
+        t: int,
+        first: int,
+        last: int,
+        member: str,
+        pieces: list[StateBatch],
+        update: Update,
+        now: int,
+        limit: int,
+    ) -> None:
         if t == RENEW:
             if not self.limits.renew_enabled:
                 raise ShareError(INVALID_RECORD_STATE, "Renewing acquisition locks is not enabled for the group.")
@@ -597,8 +663,13 @@ class SharePartition:
         pieces: list[StateBatch] = []
         for k in self._keys:
             b = self._cache[k]
-            if (b.offsets is None and b.whole is not None and b.whole.state == ACQUIRED and b.whole.member == member
-                    and b.first < self.start_offset <= b.last):
+            if (
+                b.offsets is None
+                and b.whole is not None
+                and b.whole.state == ACQUIRED
+                and b.whole.member == member
+                and b.first < self.start_offset <= b.last
+            ):
                 b.explode()
             for first, last, s in b.states():
                 if s.member != member or s.state != ACQUIRED:
