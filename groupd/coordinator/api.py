@@ -14,12 +14,16 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from groupd.coordinator.consumer.config import ConsumerConfig
 from groupd.coordinator.records import Key, Value
 from groupd.coordinator.share.config import ShareGroupConfig
 from groupd.coordinator.values import value
+
+if TYPE_CHECKING:
+    from groupd.coordinator.group import Group
+    from groupd.coordinator.offsets.consumer_expiry import DroppedConsumerGroup
 
 Token = int
 
@@ -281,14 +285,86 @@ class TimerOp:
     deadline_ms: int | None
 
 
+# ---------------------------------------------------------------- write refs
+# What a Result tells the rules' failed-write follow-up about itself: a small closed set of typed refs,
+# one per kind of write whose failure Kafka maps into answers (or undoes) itself.
+
+
 @value
+class OffsetsWrite:
+    """OffsetCommit or TxnOffsetCommit: every partition written is answered with the mapped error."""
+
+    group_id: str
+    token: Token
+    partitions: tuple[PartitionError, ...]
+    count: int  # records written (the group's ``pending_commits`` share)
+
+
+@value
+class OffsetDeleteWrite:
+    token: Token
+
+
+@value
+class GroupDeleteWrite:
+    group: Group
+    token: Token
+
+
+@value
+class ExpiryWrite:
+    dropped: tuple[Group, ...]
+    gone: tuple[DroppedConsumerGroup, ...]
+
+
+@value
+class MarkerWrite:
+    token: Token
+
+
+@value
+class TopicOffsetsWrite:
+    """Offsets of deleted topics: Kafka only logs the failure."""
+
+
+@value
+class SyncWrite:
+    """A leader's SyncGroup: the group's assignment of ``generation``; ``tokens`` are the answered syncs."""
+
+    group_id: str
+    generation: int
+    tokens: tuple[Token, ...]
+
+
+@value
+class StaticRejoinWrite:
+    """A known static member rejoined a Stable group under a new member id."""
+
+    group_id: str
+    instance_id: str | None
+    old_id: str
+    new_id: str
+    saved: tuple[Any, ...]  # (protocols, rebalance timeout, session timeout) before the rejoin
+    token: Token
+    previous_leader: str
+
+
+WriteRef = (
+    OffsetsWrite | OffsetDeleteWrite | GroupDeleteWrite | ExpiryWrite | MarkerWrite | TopicOffsetsWrite
+    | SyncWrite | StaticRejoinWrite
+)
+
+
+@dataclass(slots=True, unsafe_hash=True, kw_only=True)
 class Result:
+    """What a handler returns; built by keyword (the fields are many and mostly defaulted)."""
+
     records: tuple[tuple[Key, Value | None], ...] = ()  # appended to the shard's partition, in order
     responses: tuple[tuple[Token, Any], ...] = ()  # sent once ``records`` are durable
     timers: tuple[TimerOp, ...] = ()
     # When records are written and the write fails, the shell calls core ``on_write_failed(state, write_ref,
     # error, now)`` instead of sending ``responses``: Kafka maps the failure into each answer itself.
-    write_ref: Any = None
+    write_ref: object = None
     replay: bool = True  # offsets records are replayed after the write; classic group metadata is not
     # (producer id, producer epoch): ``records`` are one transactional batch of that producer (TxnOffsetCommit)
     producer: tuple[int, int] | None = None

@@ -16,21 +16,27 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from groupd.coordinator import errors as E
 from groupd.coordinator.api import (
     EMPTY,
     DeleteGroupResponse,
+    ExpiryWrite,
     GroupConfig,
+    GroupDeleteWrite,
     GroupDescription,
     GroupListing,
     JoinGroupResponse,
     OffsetDeleteResponse,
+    OffsetDeleteWrite,
+    OffsetsWrite,
     Protocol,
     Result,
+    StaticRejoinWrite,
     SyncGroupResponse,
+    SyncWrite,
     TimerOp,
     Token,
 )
@@ -264,8 +270,8 @@ def _hb(g: Group, m: Member) -> TimerOp:
 class GroupType:
     """The rules of one type of group: what a new type (consumer, KIP-848; share, KIP-932) provides.
 
-    ``timer_kinds`` and ``write_refs`` name the first element of the timer keys and write refs its
-    rules make, so that a timer or a failed write finds its way back to them."""
+    ``timer_kinds`` name the first element of the timer keys and ``write_refs`` the types of the write
+    refs its rules make, so that a timer or a failed write finds its way back to them."""
 
     name: str
     join_group: Callable[..., Result]
@@ -274,14 +280,14 @@ class GroupType:
     leave_group: Callable[..., Result]
     on_timer: Callable[[ShardState, tuple[Any, ...], int, GroupConfig], Result]
     timer_kinds: frozenset[str]
-    on_write_failed: Callable[[ShardState, tuple[Any, ...], int, int, GroupConfig], Result]
-    write_refs: frozenset[str]
+    on_write_failed: Callable[[ShardState, Any, int, int, GroupConfig], Result]
+    write_refs: frozenset[type]
 
 
 CLASSIC = GroupType(
     "classic", classic.join_group, classic.sync_group, classic.heartbeat, classic.leave_group,
     classic.on_group_timer, frozenset({"hb", "pend", "join", "sync"}),
-    classic.on_write_failed, frozenset({"sync", "static"}),
+    classic.on_write_failed, frozenset({SyncWrite, StaticRejoinWrite}),
 )
 GROUP_TYPES: dict[str, GroupType] = {CLASSIC.name: CLASSIC}
 _BY_WRITE_REF = {kind: t for t in GROUP_TYPES.values() for kind in t.write_refs}
@@ -311,10 +317,7 @@ def join_group(state: ShardState, req: Any, token: int, now: int, cfg: GroupConf
     for key, value in tombstones:
         consumer.replay(state.consumer_groups, key, value)
     joined = classic.join_group(state, req, token, now, cfg)
-    return Result(
-        tuple(tombstones) + joined.records, joined.responses, joined.timers, joined.write_ref, joined.replay,
-        joined.producer, joined.marker,
-    )
+    return replace(joined, records=tuple(tombstones) + joined.records)
 
 
 def list_groups(state: ShardState, states: frozenset[str] | None, types: frozenset[str] | None) -> list[GroupListing]:
@@ -353,8 +356,8 @@ def delete_group(state: ShardState, group_id: str, token: Token, now: int) -> Re
         consumer.replay(state.consumer_groups, key, value)
     if group_id in state.groups:
         offsets = classic_delete_group(state, group_id, token, now)
-        return Result(tuple(tombstones) + offsets.records, offsets.responses, offsets.timers, offsets.write_ref, offsets.replay)
-    return Result(tuple(tombstones), ((token, DeleteGroupResponse(E.NONE)),), replay=False)
+        return replace(offsets, records=tuple(tombstones) + offsets.records)
+    return Result(records=tuple(tombstones), responses=((token, DeleteGroupResponse(E.NONE)),), replay=False)
 
 
 # SyncGroup, Heartbeat and LeaveGroup naming a consumer-protocol group serve its classic members
@@ -394,26 +397,23 @@ def on_timer(state: ShardState, key: tuple[Any, ...], now: int, cfg: GroupConfig
     return handler(state, key, now, cfg) if handler is not None else EMPTY
 
 
-def on_write_failed(state: ShardState, write_ref: Any, error: int, now: int, cfg: GroupConfig) -> Result:
+def on_write_failed(state: ShardState, write_ref: object, error: int, now: int, cfg: GroupConfig) -> Result:
     """Kafka maps a failed append into the answers itself (spec §4.4, §8.1)."""
-    if not isinstance(write_ref, tuple) or not write_ref:
-        return EMPTY
-    kind = write_ref[0]
-    if kind == "commit":
+    if isinstance(write_ref, OffsetsWrite):
         return commit_failed(state, write_ref, error)
-    if kind == "delete":
+    if isinstance(write_ref, GroupDeleteWrite):
         return delete_failed(state, write_ref, error)
-    if kind == "marker":
-        return EMPTY  # the shell fails the caller's awaitable: it retries the marker
-    if kind == "offdel":
+    if isinstance(write_ref, OffsetDeleteWrite):
         return Result(
-            responses=((write_ref[1], OffsetDeleteResponse(E.offset_write_error(error))),), replay=False
+            responses=((write_ref.token, OffsetDeleteResponse(E.offset_write_error(error))),), replay=False
         )
-    if kind == "expire":
+    if isinstance(write_ref, ExpiryWrite):
         return expire_failed(state, write_ref)
-    group_type = _BY_WRITE_REF.get(kind)
+    group_type = _BY_WRITE_REF.get(type(write_ref))
     if group_type is None:
-        return EMPTY  # member-less group metadata, expiry: Kafka only logs these failures
+        # a marker (the shell fails the caller's awaitable: it retries it), member-less group metadata,
+        # deleted topics' offsets: Kafka only logs these failures
+        return EMPTY
     return group_type.on_write_failed(state, write_ref, error, now, cfg)
 
 
@@ -482,7 +482,7 @@ class GroupShardRules:
             group_event(log, "share member removed", key[1], key[2], reason="session timeout")
         return result
 
-    def on_write_failed(self, state: ShardState, write_ref: Any, error: int, now: int) -> Result:
+    def on_write_failed(self, state: ShardState, write_ref: object, error: int, now: int) -> Result:
         return on_write_failed(state, write_ref, error, now, self.cfg)
 
     def replay(self, state: ShardState, result: Result, now: int) -> None:

@@ -33,10 +33,13 @@ from groupd.coordinator.api import (
     LeaveGroupResponse,
     LeftMember,
     Result,
+    StaticRejoinWrite,
     SyncGroup,
     SyncGroupResponse,
+    SyncWrite,
     TimerOp,
     Token,
+    WriteRef,
 )
 from groupd.coordinator.group import COMPLETING, DEAD, EMPTY, PREPARING, STABLE, Group, Member
 from groupd.coordinator.records import GroupMetadataKey
@@ -54,14 +57,15 @@ class Out:
         self.records: list[Any] = []
         self.responses: list[tuple[Token, Any]] = []
         self.timers: list[TimerOp] = []
-        self.write_ref: Any = None
+        self.write_ref: WriteRef | None = None
         self.replay = False
 
     def result(self) -> Result:
         if not self.records and not self.timers and len(self.responses) == 1:
             return Result(responses=(self.responses[0],), replay=False)
         return Result(
-            tuple(self.records), tuple(self.responses), tuple(self.timers), self.write_ref, self.replay
+            records=tuple(self.records), responses=tuple(self.responses), timers=tuple(self.timers),
+            write_ref=self.write_ref, replay=self.replay,
         )
 
 
@@ -472,15 +476,8 @@ def _replace_static(
                     E.NONE, g.generation, g.protocol_type, g.protocol, previous_leader, False, new_id, ()
                 )
             out.responses.append((token, resp))
-            out.write_ref = (
-                "static",
-                g.group_id,
-                req.group_instance_id,
-                old_id,
-                new_id,
-                saved,
-                token,
-                previous_leader,
+            out.write_ref = StaticRejoinWrite(
+                g.group_id, req.group_instance_id, old_id, new_id, saved, token, previous_leader
             )
         else:
             prepare_rebalance(g, now, cfg, out, "metadata_change", f"static member {req.group_instance_id} rejoined as {new_id} with new metadata")
@@ -502,11 +499,12 @@ def _rekey(g: Group, m: Member, new_id: str) -> None:
         g.leader = new_id
 
 
-def _undo_static(state: ShardState, ref: tuple[Any, ...], error: int, now: int, out: Out) -> None:
-    _, gid, instance, old_id, new_id, saved, token, previous_leader = ref
+def _undo_static(state: ShardState, ref: StaticRejoinWrite, error: int, now: int, out: Out) -> None:
+    gid, instance, old_id, new_id = ref.group_id, ref.instance_id, ref.old_id, ref.new_id
+    saved, token, previous_leader = ref.saved, ref.token, ref.previous_leader
     g = state.groups.get(gid)
     err = E.group_write_error(error)
-    if g is not None and g.static.get(instance) == new_id:
+    if g is not None and instance is not None and g.static.get(instance) == new_id:
         m = g.members[new_id]
         _cancel_hb(g, m, out)
         _rekey(g, m, old_id)
@@ -591,13 +589,11 @@ def _leader_sync(g: Group, req: SyncGroup, now: int, out: Out) -> None:
             m.sync_token = None
             _arm_hb(g, m, now + m.session_timeout, out)
     g.transition(STABLE, now)
-    out.write_ref = ("sync", g.group_id, g.generation, tuple(answered))
+    out.write_ref = SyncWrite(g.group_id, g.generation, tuple(answered))
 
 
-def _undo_sync(
-    state: ShardState, ref: tuple[Any, ...], error: int, now: int, cfg: GroupConfig, out: Out
-) -> None:
-    _, gid, generation, tokens = ref
+def _undo_sync(state: ShardState, ref: SyncWrite, error: int, now: int, cfg: GroupConfig, out: Out) -> None:
+    gid, generation, tokens = ref.group_id, ref.generation, ref.tokens
     err = E.group_write_error(error)
     for token in tokens:
         out.responses.append((token, SyncGroupResponse(err)))
@@ -791,12 +787,12 @@ def list_groups(
     ]
 
 
-def on_write_failed(state: ShardState, write_ref: tuple[Any, ...], error: int, now: int, cfg: GroupConfig) -> Result:
+def on_write_failed(state: ShardState, write_ref: WriteRef, error: int, now: int, cfg: GroupConfig) -> Result:
     """A classic group's metadata record was not written: a completed sync (``sync``) or a static
     member's replacement (``static``) is undone and its answers carry the error, as Kafka's do."""
     out = Out()
-    if write_ref[0] == "sync":
+    if isinstance(write_ref, SyncWrite):
         _undo_sync(state, write_ref, error, now, cfg, out)
-    elif write_ref[0] == "static":
+    elif isinstance(write_ref, StaticRejoinWrite):
         _undo_static(state, write_ref, error, now, out)
     return out.result()

@@ -13,18 +13,23 @@ from groupd.coordinator import errors as E
 from groupd.coordinator.api import (
     CommitPartition,
     DeleteGroupResponse,
+    ExpiryWrite,
     FetchedOffset,
     GroupConfig,
+    GroupDeleteWrite,
     OffsetCommit,
     OffsetCommitResponse,
     OffsetDelete,
     OffsetDeleteResponse,
+    OffsetDeleteWrite,
     OffsetFetch,
     OffsetFetchResponse,
+    OffsetsWrite,
     PartitionError,
     Result,
     TimerOp,
     Token,
+    TopicOffsetsWrite,
 )
 from groupd.coordinator.classic.rules import validate_member
 from groupd.coordinator.consumer import offsets as consumer_offsets
@@ -133,17 +138,19 @@ def offset_commit(state: ShardState, req: OffsetCommit, token: Token, now: int, 
     if not records:
         return Result(responses=response, timers=timers, replay=False)
     g.pending_commits += len(records)
-    return Result(tuple(records), response, timers, ("commit", req.group_id, token, parts, len(records)), True)
+    return Result(
+        records=tuple(records), responses=response, timers=timers,
+        write_ref=OffsetsWrite(req.group_id, token, parts, len(records)),
+    )
 
 
-def commit_failed(state: ShardState, ref: tuple[Any, ...], error: int) -> Result:
-    _, gid, token, parts, n = ref
-    g = state.groups.get(gid)
+def commit_failed(state: ShardState, ref: OffsetsWrite, error: int) -> Result:
+    g = state.groups.get(ref.group_id)
     if g is not None:
-        g.pending_commits = max(g.pending_commits - n, 0)
+        g.pending_commits = max(g.pending_commits - ref.count, 0)
     err = E.offset_write_error(error)
-    mapped = tuple(PartitionError(p.topic, p.partition, err) for p in parts)
-    return Result(responses=((token, OffsetCommitResponse(mapped)),), replay=False)
+    mapped = tuple(PartitionError(p.topic, p.partition, err) for p in ref.partitions)
+    return Result(responses=((ref.token, OffsetCommitResponse(mapped)),), replay=False)
 
 
 def has_pending(state: ShardState, group_id: str, topic: str, partition: int) -> bool:
@@ -237,7 +244,7 @@ def offset_delete(state: ShardState, req: OffsetDelete, token: Token, now: int) 
     response = ((token, OffsetDeleteResponse(E.NONE, tuple(parts))),)
     if not records:
         return Result(responses=response, replay=False)
-    return Result(tuple(records), response, (), ("offdel", token), True)
+    return Result(records=tuple(records), responses=response, write_ref=OffsetDeleteWrite(token))
 
 
 def _tombstones(state: ShardState, g: Group) -> list[tuple[Any, None]]:
@@ -262,11 +269,8 @@ def delete_group(state: ShardState, group_id: str, token: Token, now: int) -> Re
     records.append((GroupMetadataKey(group_id), None))
     _drop_group(state, g)
     return Result(
-        tuple(records),
-        ((token, DeleteGroupResponse(E.NONE)),),
-        _cancel_pending(g),
-        ("delete", g, token),
-        True,
+        records=tuple(records), responses=((token, DeleteGroupResponse(E.NONE)),), timers=_cancel_pending(g),
+        write_ref=GroupDeleteWrite(g, token),
     )
 
 
@@ -290,8 +294,8 @@ def _cancel_pending(g: Group) -> tuple[TimerOp, ...]:
     return tuple(TimerOp(("pend", g.group_id, mid), None) for mid in g.pending)
 
 
-def delete_failed(state: ShardState, ref: tuple[Any, ...], error: int) -> Result:
-    _, g, token = ref
+def delete_failed(state: ShardState, ref: GroupDeleteWrite, error: int) -> Result:
+    g, token = ref.group, ref.token
     undrop(state, g.group_id)
     if g.group_id not in state.groups:
         g.state = EMPTY
@@ -357,18 +361,18 @@ def expire_offsets(state: ShardState, now: int, cfg: GroupConfig) -> Result:
         gone.append(drop_consumer_group(state, cg, records))  # no offsets at all: Kafka deletes it if Empty
     if not records:
         return Result(timers=tuple(timers), replay=False)
-    return Result(tuple(records), (), tuple(timers), ("expire", tuple(dropped), tuple(gone)), True)
+    return Result(records=tuple(records), timers=tuple(timers), write_ref=ExpiryWrite(tuple(dropped), tuple(gone)))
 
 
-def expire_failed(state: ShardState, ref: tuple[Any, ...]) -> Result:
+def expire_failed(state: ShardState, ref: ExpiryWrite) -> Result:
     """A failed expiry write is only logged by Kafka, whose in-memory rollback brings the groups back: so
     do we (their offsets were never touched, they change only by replay)."""
-    for g in ref[1]:
+    for g in ref.dropped:
         undrop(state, g.group_id)
         if g.group_id not in state.groups:
             g.state = EMPTY
             state.groups[g.group_id] = g
-    restore_consumer_groups(state, ref[2])
+    restore_consumer_groups(state, ref.gone)
     return Result(replay=False)
 
 
@@ -401,4 +405,4 @@ def remove_topic_offsets(state: ShardState, topics: frozenset[str] | set[str]) -
     records = list(keys.items())
     if not records:
         return Result(replay=False)
-    return Result(tuple(records), (), (), ("topics",), True)
+    return Result(records=tuple(records), write_ref=TopicOffsetsWrite())

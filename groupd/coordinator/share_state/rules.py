@@ -149,6 +149,17 @@ class ShareShard:
     redundant_below: int = 2**63 - 1
 
 
+@value
+class ShareStateWrite:
+    """One share-partition's record: on a failed write the key's tables go back to ``saved`` and the
+    request (a ReadState when ``read``) hears the mapped error."""
+
+    token: Token
+    read: bool
+    key: SharePartitionKey
+    saved: tuple[Any, ...]
+
+
 def _saved(state: ShareShard, key: SharePartitionKey) -> tuple[Any, ...]:
     return (state.offsets.get(key), state.leader_epochs.get(key), state.state_epochs.get(key), state.update_counts.get(key))
 
@@ -265,7 +276,7 @@ def _read_error(code: int, message: str | None = None) -> ReadStateResult:
 # ---------------------------------------------------------------- handlers
 
 
-def _applied(records: tuple[Record, ...], token: Token, payload: Any, write_ref: Any = None) -> Result:
+def _applied(records: tuple[Record, ...], token: Token, payload: Any, write_ref: ShareStateWrite | None = None) -> Result:
     """A Result whose records are already replayed (the runtime must not replay them again). Result's
     records are typed for ``__consumer_offsets``; the runtime carries any record its port writes."""
     return Result(records=cast(Any, records), responses=((token, payload),), write_ref=write_ref, replay=False)
@@ -278,7 +289,7 @@ def result_records(result: Result) -> tuple[Record, ...]:
 def _written(state: ShareShard, token: Token, kind: str, key: SharePartitionKey, record: Record, payload: Any, cfg: ShareStateConfig) -> Result:
     saved = _saved(state, key)
     replay(state, record[0], record[1], cfg)
-    return _applied((record,), token, payload, (token, kind, key, saved))
+    return _applied((record,), token, payload, ShareStateWrite(token, kind == "read", key, saved))
 
 
 def initialize(state: ShareShard, req: InitializeState, token: Token, now: int, cfg: ShareStateConfig) -> Result:
@@ -441,15 +452,14 @@ class ShareShardRules:
     def on_timer(self, state: ShareShard, key: tuple[Any, ...], now: int) -> Result:
         return EMPTY  # the share coordinator's periodic jobs are the shell's
 
-    def on_write_failed(self, state: ShareShard, write_ref: Any, error: int, now: int) -> Result:
+    def on_write_failed(self, state: ShareShard, write_ref: object, error: int, now: int) -> Result:
         """The records were not written: the key goes back to what it was and the request hears why."""
-        if write_ref is None:
+        if not isinstance(write_ref, ShareStateWrite):
             return EMPTY
-        token, kind, key, saved = write_ref
-        _restore(state, key, saved)
+        _restore(state, write_ref.key, write_ref.saved)
         code = write_error(error)
-        payload: Any = _read_error(code) if kind == "read" else _error(code)
-        return Result(responses=((token, payload),), replay=False)
+        payload: Any = _read_error(code) if write_ref.read else _error(code)
+        return Result(responses=((write_ref.token, payload),), replay=False)
 
     def replay(self, state: ShareShard, result: Result, now: int) -> None:
         for key, v in result_records(result):
