@@ -294,10 +294,8 @@ class TimerOp:
 class OffsetsWrite:
     """OffsetCommit or TxnOffsetCommit: every partition written is answered with the mapped error."""
 
-    group_id: str
     token: Token
     partitions: tuple[PartitionError, ...]
-    count: int  # records written (the group's ``pending_commits`` share)
 
 
 @value
@@ -307,7 +305,6 @@ class OffsetDeleteWrite:
 
 @value
 class GroupDeleteWrite:
-    group: Group
     token: Token
 
 
@@ -329,7 +326,7 @@ class TopicOffsetsWrite:
 
 @value
 class SyncWrite:
-    """A leader's SyncGroup: the group's assignment of ``generation``; ``tokens`` are the answered syncs."""
+    """A leader's SyncGroup: the group's assignment of ``generation``; ``tokens`` are the syncs it answered."""
 
     group_id: str
     generation: int
@@ -338,13 +335,10 @@ class SyncWrite:
 
 @value
 class StaticRejoinWrite:
-    """A known static member rejoined a Stable group under a new member id."""
+    """A known static member rejoined a Stable group under a new member id (``old_id`` before)."""
 
     group_id: str
-    instance_id: str | None
     old_id: str
-    new_id: str
-    saved: tuple[Any, ...]  # (protocols, rebalance timeout, session timeout) before the rejoin
     token: Token
     previous_leader: str
 

@@ -23,12 +23,16 @@ from groupd.coordinator import errors as E
 from groupd.coordinator.api import (
     EMPTY,
     DeleteGroupResponse,
+    EndTxnMarker,
     ExpiryWrite,
     GroupConfig,
     GroupDeleteWrite,
     GroupDescription,
     GroupListing,
+    Heartbeat,
     JoinGroupResponse,
+    OffsetCommit,
+    OffsetDelete,
     OffsetDeleteResponse,
     OffsetDeleteWrite,
     OffsetsWrite,
@@ -39,6 +43,7 @@ from groupd.coordinator.api import (
     SyncWrite,
     TimerOp,
     Token,
+    TxnOffsetCommit,
 )
 from groupd.coordinator.classic import rules as classic
 from groupd.coordinator.classic.rules import Out, prepare_rebalance
@@ -75,6 +80,7 @@ from groupd.coordinator.records import (
     decode_offset_commit,
     decode_value,
 )
+from groupd.coordinator.runtime.runtime import Snapshot
 from groupd.coordinator.share import runtime as share
 from groupd.coordinator.share.group import ShareGroups
 from groupd.coordinator.share.records import is_share_key
@@ -89,6 +95,7 @@ from groupd.coordinator.share.runtime import (
     share_state_initialized,
     share_topics_deleted,
 )
+from groupd.coordinator.snapshots import CommitSnapshot, GroupSnapshot, ProducerSnapshot
 from groupd.protocol.topic_names import OFFSETS_TOPIC
 from groupd.storage.batch import TxnWalk
 
@@ -400,9 +407,9 @@ def on_timer(state: ShardState, key: tuple[Any, ...], now: int, cfg: GroupConfig
 def on_write_failed(state: ShardState, write_ref: object, error: int, now: int, cfg: GroupConfig) -> Result:
     """Kafka maps a failed append into the answers itself (spec §4.4, §8.1)."""
     if isinstance(write_ref, OffsetsWrite):
-        return commit_failed(state, write_ref, error)
+        return commit_failed(write_ref, error)
     if isinstance(write_ref, GroupDeleteWrite):
-        return delete_failed(state, write_ref, error)
+        return delete_failed(write_ref, error)
     if isinstance(write_ref, OffsetDeleteWrite):
         return Result(
             responses=((write_ref.token, OffsetDeleteResponse(E.offset_write_error(error))),), replay=False
@@ -481,6 +488,21 @@ class GroupShardRules:
         elif key[0] in share.TIMER_KINDS and result.records:
             group_event(log, "share member removed", key[1], key[2], reason="session timeout")
         return result
+
+    def snapshot(self, state: ShardState, subject: str, request: object) -> Snapshot | None:
+        """What a request can change before its records are durable (coordinator/snapshots.py): a commit
+        only its group's presence and commits in flight, a marker its producer's epoch; a heartbeat and an
+        OffsetDelete nothing; any other request the groups of the id it names."""
+        cls = request.__class__
+        if cls is Heartbeat or cls is OffsetDelete:
+            return None
+        if cls is OffsetCommit:
+            return CommitSnapshot(state, subject, request.member_id)  # type: ignore[attr-defined]
+        if cls is TxnOffsetCommit:
+            return CommitSnapshot(state, subject, request.member_id, request.producer_id)  # type: ignore[attr-defined]
+        if cls is EndTxnMarker:
+            return ProducerSnapshot(state, request.producer_id)  # type: ignore[attr-defined]
+        return GroupSnapshot(state, subject)
 
     def on_write_failed(self, state: ShardState, write_ref: object, error: int, now: int) -> Result:
         return on_write_failed(state, write_ref, error, now, self.cfg)

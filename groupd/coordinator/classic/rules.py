@@ -440,7 +440,6 @@ def _replace_static(
     member (its assignment and leadership) under a new id; requests parked under the old id are fenced."""
     m = g.members[old_id]
     previous_leader = g.leader or ""
-    saved = (m.protocols, m.rebalance_timeout, m.session_timeout)
     old_token = g.take_join(m)
     if old_token is not None:
         out.responses.append((old_token, JoinGroupResponse(E.FENCED_INSTANCE_ID, member_id=old_id)))
@@ -476,9 +475,7 @@ def _replace_static(
                     E.NONE, g.generation, g.protocol_type, g.protocol, previous_leader, False, new_id, ()
                 )
             out.responses.append((token, resp))
-            out.write_ref = StaticRejoinWrite(
-                g.group_id, req.group_instance_id, old_id, new_id, saved, token, previous_leader
-            )
+            out.write_ref = StaticRejoinWrite(g.group_id, old_id, token, previous_leader)
         else:
             prepare_rebalance(g, now, cfg, out, "metadata_change", f"static member {req.group_instance_id} rejoined as {new_id} with new metadata")
     elif st == COMPLETING:
@@ -499,24 +496,19 @@ def _rekey(g: Group, m: Member, new_id: str) -> None:
         g.leader = new_id
 
 
-def _undo_static(state: ShardState, ref: StaticRejoinWrite, error: int, now: int, out: Out) -> None:
-    gid, instance, old_id, new_id = ref.group_id, ref.instance_id, ref.old_id, ref.new_id
-    saved, token, previous_leader = ref.saved, ref.token, ref.previous_leader
-    g = state.groups.get(gid)
+def _static_rejoin_failed(state: ShardState, ref: StaticRejoinWrite, error: int, out: Out) -> None:
+    """The runtime has put the old member back; requests it held were fenced by the failed Result and are
+    answered with the write's error by the runtime, so they are no longer parked. The rejoining member
+    hears the error with the group's generation and its previous leader, as Kafka answers it."""
     err = E.group_write_error(error)
-    if g is not None and instance is not None and g.static.get(instance) == new_id:
-        m = g.members[new_id]
-        _cancel_hb(g, m, out)
-        _rekey(g, m, old_id)
-        g.take_join(m)
-        g.set_protocols(m, saved[0])
-        m.rebalance_timeout, m.session_timeout = saved[1], saved[2]
-        _arm_hb(g, m, now + m.session_timeout, out)
-        out.responses.append(
-            (token, JoinGroupResponse(err, g.generation, g.protocol_type, g.protocol, previous_leader))
-        )
-    else:
-        out.responses.append((token, JoinGroupResponse(err)))
+    g = state.groups.get(ref.group_id)
+    m = g.members.get(ref.old_id) if g is not None else None
+    if g is None or m is None:
+        out.responses.append((ref.token, JoinGroupResponse(err)))
+        return
+    g.take_join(m)
+    m.sync_token = None
+    out.responses.append((ref.token, JoinGroupResponse(err, g.generation, g.protocol_type, g.protocol, ref.previous_leader)))
 
 
 # ---------------------------------------------------------------- SyncGroup
@@ -574,8 +566,8 @@ def sync_group(state: ShardState, req: SyncGroup, token: Token, now: int, cfg: G
 
 def _leader_sync(g: Group, req: SyncGroup, now: int, out: Out) -> None:
     """The leader's assignment becomes the group's: written as GroupMetadata, and every parked SyncGroup is
-    answered in this Result, i.e. once the record is durable. The group turns Stable in memory now; a failed
-    write rolls that back (``on_write_failed``)."""
+    answered in this Result, i.e. once the record is durable. The group turns Stable in memory now; if the
+    write fails the runtime restores it and ``on_write_failed`` starts a new rebalance."""
     members = g.members
     assignments = {a.member_id: a.assignment for a in req.assignments if a.member_id in members}
     out.records.append((GroupMetadataKey(g.group_id), g.metadata_value(assignments)))
@@ -592,16 +584,23 @@ def _leader_sync(g: Group, req: SyncGroup, now: int, out: Out) -> None:
     out.write_ref = SyncWrite(g.group_id, g.generation, tuple(answered))
 
 
-def _undo_sync(state: ShardState, ref: SyncWrite, error: int, now: int, cfg: GroupConfig, out: Out) -> None:
-    gid, generation, tokens = ref.group_id, ref.generation, ref.tokens
+def _sync_failed(state: ShardState, ref: SyncWrite, error: int, now: int, cfg: GroupConfig, out: Out) -> None:
+    """Kafka's resetAndPropagateAssignmentWithError and a new rebalance: every SyncGroup the leader's
+    answered hears the error, no member keeps an assignment, and the group rebalances (the runtime has
+    put it back in CompletingRebalance, the syncs parked again)."""
     err = E.group_write_error(error)
+    tokens = ref.tokens
     for token in tokens:
         out.responses.append((token, SyncGroupResponse(err)))
-    g = state.groups.get(gid)
-    if g is not None and g.generation == generation and g.state == STABLE:
-        for m in g.members.values():
-            m.assignment = b""
-        prepare_rebalance(g, now, cfg, out, "join", f"the assignment of generation {generation} could not be written")
+    g = state.groups.get(ref.group_id)
+    if g is None or g.generation != ref.generation or g.state not in (COMPLETING, STABLE):
+        return
+    for m in g.members.values():
+        m.assignment = b""
+        if m.sync_token is not None and m.sync_token in tokens:
+            m.sync_token = None
+            _arm_hb(g, m, now + m.session_timeout, out)
+    prepare_rebalance(g, now, cfg, out, "join", f"the assignment of generation {ref.generation} could not be written")
 
 
 # ---------------------------------------------------------------- Heartbeat
@@ -788,11 +787,11 @@ def list_groups(
 
 
 def on_write_failed(state: ShardState, write_ref: WriteRef, error: int, now: int, cfg: GroupConfig) -> Result:
-    """A classic group's metadata record was not written: a completed sync (``sync``) or a static
-    member's replacement (``static``) is undone and its answers carry the error, as Kafka's do."""
+    """A classic group's metadata record was not written: the answers of a leader's sync or a static
+    member's replacement carry the error, as Kafka's do (the runtime has restored the group)."""
     out = Out()
     if isinstance(write_ref, SyncWrite):
-        _undo_sync(state, write_ref, error, now, cfg, out)
+        _sync_failed(state, write_ref, error, now, cfg, out)
     elif isinstance(write_ref, StaticRejoinWrite):
-        _undo_static(state, write_ref, error, now, out)
+        _static_rejoin_failed(state, write_ref, error, out)
     return out.result()

@@ -140,14 +140,12 @@ def offset_commit(state: ShardState, req: OffsetCommit, token: Token, now: int, 
     g.pending_commits += len(records)
     return Result(
         records=tuple(records), responses=response, timers=timers,
-        write_ref=OffsetsWrite(req.group_id, token, parts, len(records)),
+        write_ref=OffsetsWrite(token, parts),
     )
 
 
-def commit_failed(state: ShardState, ref: OffsetsWrite, error: int) -> Result:
-    g = state.groups.get(ref.group_id)
-    if g is not None:
-        g.pending_commits = max(g.pending_commits - ref.count, 0)
+def commit_failed(ref: OffsetsWrite, error: int) -> Result:
+    """Every partition written answers the mapped error (the runtime has put the group back as it was)."""
     err = E.offset_write_error(error)
     mapped = tuple(PartitionError(p.topic, p.partition, err) for p in ref.partitions)
     return Result(responses=((ref.token, OffsetCommitResponse(mapped)),), replay=False)
@@ -270,7 +268,7 @@ def delete_group(state: ShardState, group_id: str, token: Token, now: int) -> Re
     _drop_group(state, g)
     return Result(
         records=tuple(records), responses=((token, DeleteGroupResponse(E.NONE)),), timers=_cancel_pending(g),
-        write_ref=GroupDeleteWrite(g, token),
+        write_ref=GroupDeleteWrite(token),
     )
 
 
@@ -294,13 +292,9 @@ def _cancel_pending(g: Group) -> tuple[TimerOp, ...]:
     return tuple(TimerOp(("pend", g.group_id, mid), None) for mid in g.pending)
 
 
-def delete_failed(state: ShardState, ref: GroupDeleteWrite, error: int) -> Result:
-    g, token = ref.group, ref.token
-    undrop(state, g.group_id)
-    if g.group_id not in state.groups:
-        g.state = EMPTY
-        state.groups[g.group_id] = g
-    return Result(responses=((token, DeleteGroupResponse(E.offset_write_error(error))),), replay=False)
+def delete_failed(ref: GroupDeleteWrite, error: int) -> Result:
+    """The group stays (the runtime has put it back); the caller hears the mapped error."""
+    return Result(responses=((ref.token, DeleteGroupResponse(E.offset_write_error(error))),), replay=False)
 
 
 def expire_offsets(state: ShardState, now: int, cfg: GroupConfig) -> Result:

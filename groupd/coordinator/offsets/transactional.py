@@ -97,7 +97,7 @@ def txn_offset_commit(state: ShardState, req: TxnOffsetCommit, token: Token, now
         return _failed(req, token, E.INVALID_PRODUCER_EPOCH)
     g.pending_commits += len(records)
     return Result(
-        records=tuple(records), responses=response, write_ref=OffsetsWrite(req.group_id, token, parts, len(records)),
+        records=tuple(records), responses=response, write_ref=OffsetsWrite(token, parts),
         producer=(req.producer_id, req.producer_epoch),
     )
 

@@ -14,7 +14,15 @@ log (tests/unit/coordinator/harness.py) and the broker with the event loop and t
 
 - ``LogPort``: append a Result's records; say whether (and later when) they are durable.
 - ``Wakeups``: arm the one wake-up per shard that fires its earliest timer.
-- ``ShardRules``: the state machine of a shard (fresh state, timers, failed writes, replay).
+- ``ShardRules``: the state machine of a shard (fresh state, timers, snapshots, failed writes, replay).
+
+A failed write is rolled back by the runtime, as Kafka's runtime reverts its ``SnapshotRegistry``: before
+an operation runs, the rules hand it a ``Snapshot`` of what the operation can touch; if the operation's
+records cannot be written, the runtime restores that snapshot and puts the timers the operation moved
+back where they were, then asks the rules for the answers Kafka gives to a failed write
+(``on_write_failed``: answers and follow-ups such as a new rebalance, never undo). A write that fails
+once later writes of the same subject are in flight (an fsync round failing under them) is not rolled
+back: the snapshot would erase what those made; it is answered all the same.
 """
 
 from __future__ import annotations
@@ -82,10 +90,25 @@ class Wakeups(Protocol):
         """Disarm the shard's wake-up."""
 
 
+class Snapshot(Protocol):
+    """What an operation could change, as it was before the operation ran (the rules' own structure)."""
+
+    @property
+    def subject(self) -> str | None:
+        """What it covers (a group id), for telling overlapping snapshots apart; None: anything."""
+
+    def restore(self) -> None:
+        """Put the state back as it was when the snapshot was taken."""
+
+
 class ShardRules(Protocol):
     """The state machine of one shard: what the runtime calls besides the request handlers."""
 
     def new_state(self, partition: int) -> Any: ...
+
+    def snapshot(self, state: Any, subject: str, request: object) -> Snapshot | None:
+        """A snapshot of what the operation on ``request`` (about ``subject``, e.g. a group id) can change
+        before its records are durable; None when it changes nothing the runtime should restore."""
 
     def on_timer(self, state: Any, key: tuple[Any, ...], now: int) -> Result: ...
 
@@ -137,16 +160,36 @@ class _Waiting:
     round is over (with None or the round's error), from the code that learns it: delivery then takes
     no loop turn of its own, where a future per Result and a callback per link took two."""
 
-    __slots__ = ("runtime", "shard", "result", "flushed", "error")
+    __slots__ = ("runtime", "shard", "result", "flushed", "error", "rollback")
 
-    def __init__(self, runtime: CoordinatorRuntime, shard: Shard, result: Result) -> None:
+    def __init__(self, runtime: CoordinatorRuntime, shard: Shard, result: Result, rollback: _Rollback | None = None) -> None:
         self.runtime, self.shard, self.result = runtime, shard, result
         self.flushed = False
         self.error: BaseException | None = None
+        self.rollback = rollback
 
     def __call__(self, error: BaseException | None) -> None:
         self.flushed, self.error = True, error
         self.runtime._drain(self.shard)
+
+
+class _Rollback:
+    """How to put a shard back as it was before one operation: the rules' snapshot, and the deadline
+    (or absence) of each timer the operation set or cancelled."""
+
+    __slots__ = ("snapshot", "timers")
+
+    def __init__(self, snapshot: Snapshot, timers: list[TimerOp]) -> None:
+        self.snapshot, self.timers = snapshot, timers
+
+
+def _overtaken(shard: Shard, subject: str | None) -> bool:
+    """A later write still in flight may have changed what a snapshot of ``subject`` holds."""
+    for waiting in shard.queue:
+        later = waiting.rollback
+        if later is not None and (subject is None or later.snapshot.subject in (subject, None)):
+            return True
+    return False
 
 
 class Then:
@@ -203,10 +246,11 @@ class CoordinatorRuntime:
         try:
             observer = self.observer
             before = observer.before(shard.state, subject) if observer is not None else None
+            snapshot = self.rules.snapshot(shard.state, subject, request)
             result = handler(shard.state, request, token, self.now(), self.context)
             if observer is not None:
                 observer.after(shard, subject, before)
-            self.process(shard, result)
+            self.process(shard, result, snapshot)
         except BaseException:
             self._waiting.pop(token, None)
             raise
@@ -225,19 +269,28 @@ class CoordinatorRuntime:
     def waiting(self) -> int:
         return len(self._waiting)
 
-    def process(self, shard: Shard, result: Result) -> None:
-        """Set the Result's timers, append its records, and deliver its answers once durable, in order."""
+    def process(self, shard: Shard, result: Result, snapshot: Snapshot | None = None) -> None:
+        """Set the Result's timers, append its records, and deliver its answers once durable, in order.
+        ``snapshot``: what the operation that made the Result could change, as it was before."""
         if self.on_result is not None:
             self.on_result(result)
+        writes = result.records or result.marker is not None
+        rollback = None
+        if snapshot is not None and writes:
+            deadlines = shard.deadlines
+            rollback = _Rollback(snapshot, [
+                TimerOp(op.key, entry >> 64 if (entry := deadlines.get(op.key)) is not None else None)
+                for op in reversed(result.timers)
+            ] if result.timers else [])
         if result.timers:
             self.apply_timers(shard, result.timers)
-        if result.records or result.marker is not None:
+        if writes:
             try:
                 self.port.append(shard, result)
             except WriteFailed as exc:  # the port has said why in the log
-                self._failed(shard, result, exc.code)
+                self._failed(shard, result, exc.code, rollback)
                 return
-            waiting = _Waiting(self, shard, result)
+            waiting = _Waiting(self, shard, result, rollback)
             if self.port.when_durable(shard, waiting):
                 shard.queue.append(waiting)
                 return
@@ -255,21 +308,27 @@ class CoordinatorRuntime:
         while queue and queue[0].flushed:
             w = queue.popleft()
             try:
-                self._settled(shard, w.error, w.result)
+                self._settled(shard, w.error, w.result, w.rollback)
             except Exception:
                 log.exception("delivering answers of %s-%d failed", self.topic, shard.partition)
 
-    def _settled(self, shard: Shard, error: BaseException | None, result: Result) -> None:
+    def _settled(self, shard: Shard, error: BaseException | None, result: Result, rollback: _Rollback | None = None) -> None:
         """Every earlier Result of the shard is answered and this one's flush round is over."""
         if error is not None:
             log.error("fsync of %s-%d failed: %s", self.topic, shard.partition, error)
-            self._failed(shard, result, error.code if isinstance(error, WriteFailed) else E.KAFKA_STORAGE_ERROR)
+            if rollback is not None and _overtaken(shard, rollback.snapshot.subject):
+                rollback = None
+            self._failed(shard, result, error.code if isinstance(error, WriteFailed) else E.KAFKA_STORAGE_ERROR, rollback)
             return
         self._deliver(shard, result)
 
-    def _failed(self, shard: Shard, result: Result, code: int) -> None:
-        """Never acknowledge what is not durable: the rules map the failure (``code``, Kafka's append
-        error) into each answer."""
+    def _failed(self, shard: Shard, result: Result, code: int, rollback: _Rollback | None = None) -> None:
+        """Never acknowledge what is not durable: the state goes back to what it was before the operation
+        (``rollback``), and the rules map the failure (``code``, Kafka's append error) into each answer."""
+        if rollback is not None:
+            rollback.snapshot.restore()
+            if rollback.timers:
+                self.apply_timers(shard, rollback.timers)
         follow_up = self.rules.on_write_failed(shard.state, result.write_ref, code, self.now())
         if self.on_result is not None:
             self.on_result(follow_up)

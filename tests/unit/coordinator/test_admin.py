@@ -12,8 +12,7 @@ WEEK = 604_800_000
 
 
 def delete(c: Core, gid: str = "g") -> int:
-    tok = c.token()
-    c.apply(shard.delete_group(c.state, gid, tok, c.now))
+    tok = c.run(lambda state, g, token, now, cfg: shard.delete_group(state, g, token, now), gid, gid)
     return c.answers[tok].error
 
 
