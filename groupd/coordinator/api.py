@@ -14,16 +14,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from groupd.coordinator.consumer.config import ConsumerConfig
 from groupd.coordinator.records import Key, Value
 from groupd.coordinator.share.config import ShareGroupConfig
 from groupd.coordinator.values import value
-
-if TYPE_CHECKING:
-    from groupd.coordinator.group import Group
-    from groupd.coordinator.offsets.consumer_expiry import DroppedConsumerGroup
 
 Token = int
 
@@ -310,8 +306,7 @@ class GroupDeleteWrite:
 
 @value
 class ExpiryWrite:
-    dropped: tuple[Group, ...]
-    gone: tuple[DroppedConsumerGroup, ...]
+    """The retention check's tombstones: Kafka only logs the failure."""
 
 
 @value

@@ -24,7 +24,6 @@ from groupd.coordinator.api import (
     EMPTY,
     DeleteGroupResponse,
     EndTxnMarker,
-    ExpiryWrite,
     GroupConfig,
     GroupDeleteWrite,
     GroupDescription,
@@ -57,7 +56,6 @@ from groupd.coordinator.logfields import group_event
 from groupd.coordinator.offsets.commits import (
     commit_failed,
     delete_failed,
-    expire_failed,
     expire_offsets,
     has_pending,
     offset_commit,
@@ -95,7 +93,7 @@ from groupd.coordinator.share.runtime import (
     share_state_initialized,
     share_topics_deleted,
 )
-from groupd.coordinator.snapshots import CommitSnapshot, GroupSnapshot, ProducerSnapshot
+from groupd.coordinator.snapshots import CommitSnapshot, GroupSnapshot, ProducerSnapshot, ShardSnapshot
 from groupd.protocol.topic_names import OFFSETS_TOPIC
 from groupd.storage.batch import TxnWalk
 
@@ -414,8 +412,6 @@ def on_write_failed(state: ShardState, write_ref: object, error: int, now: int, 
         return Result(
             responses=((write_ref.token, OffsetDeleteResponse(E.offset_write_error(error))),), replay=False
         )
-    if isinstance(write_ref, ExpiryWrite):
-        return expire_failed(state, write_ref)
     group_type = _BY_WRITE_REF.get(type(write_ref))
     if group_type is None:
         # a marker (the shell fails the caller's awaitable: it retries it), member-less group metadata,
@@ -492,7 +488,10 @@ class GroupShardRules:
     def snapshot(self, state: ShardState, subject: str, request: object) -> Snapshot | None:
         """What a request can change before its records are durable (coordinator/snapshots.py): a commit
         only its group's presence and commits in flight, a marker its producer's epoch; a heartbeat and an
-        OffsetDelete nothing; any other request the groups of the id it names."""
+        OffsetDelete nothing; any other request the groups of the id it names, and an operation that
+        names no group (the retention check, a deleted topic) every group."""
+        if not subject:
+            return ShardSnapshot(state)
         cls = request.__class__
         if cls is Heartbeat or cls is OffsetDelete:
             return None

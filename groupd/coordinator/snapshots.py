@@ -9,7 +9,7 @@ touch, chosen by its request, and restores it if the operation's records are not
 What a request can touch is small and known: the groups of the id it names (classic, consumer, share)
 and the shard's bookkeeping for that id (``dropping``), or, for a commit, only whether the group exists
 and its count of commits in flight (offsets themselves change only by the replay of durable records, so
-no snapshot holds them). A snapshot copies objects one level deep: slot values, the dicts and sets they
+no snapshot holds them). Only an operation that names no group (the retention check) takes them all. A snapshot copies objects one level deep: slot values, the dicts and sets they
 hold, and the slots of the members those dicts hold. Restoring puts the values back into the same
 objects, so whatever else refers to a group or member sees it as it was.
 """
@@ -103,6 +103,30 @@ class GroupSnapshot:
                 saved.restore()
                 table[gid] = saved.obj
         _put(self.state.dropping, gid, self.dropping)
+
+
+class ShardSnapshot:
+    """Every group of the shard, for an operation that names none (the retention check, a deleted topic):
+    it may drop any of them. Taken once per such run, which walks every group anyway."""
+
+    __slots__ = ("state", "subject", "tables", "copies", "dropping", "epochs")
+
+    def __init__(self, state: ShardState) -> None:
+        self.state, self.subject = state, None
+        tables: tuple[dict[str, Any], ...] = (state.groups, state.consumer_groups, state.share_groups)
+        self.tables = [(t, dict(t)) for t in tables]
+        self.copies = [_copy_group(g) for _, saved in self.tables for g in saved.values()]
+        self.dropping = dict(state.dropping)
+        self.epochs = dict(state.producer_epochs)
+
+    def restore(self) -> None:
+        for copy in self.copies:
+            copy.restore()
+        for table, saved in self.tables:
+            table.clear()
+            table.update(saved)
+        state = self.state
+        state.dropping, state.producer_epochs = self.dropping, self.epochs
 
 
 class CommitSnapshot:

@@ -34,13 +34,7 @@ from groupd.coordinator.api import (
 from groupd.coordinator.classic.rules import validate_member
 from groupd.coordinator.consumer import offsets as consumer_offsets
 from groupd.coordinator.group import COMPLETING, CONSUMER, DEAD, EMPTY, PREPARING, STABLE, Group
-from groupd.coordinator.offsets.consumer_expiry import (
-    DroppedConsumerGroup,
-    drop_consumer_group,
-    is_empty,
-    restore_consumer_groups,
-    subscribed_topics,
-)
+from groupd.coordinator.offsets.consumer_expiry import drop_consumer_group, is_empty, subscribed_topics
 from groupd.coordinator.records import GroupMetadataKey, OffsetCommitKey, OffsetCommitValue
 
 if TYPE_CHECKING:
@@ -306,8 +300,6 @@ def expire_offsets(state: ShardState, now: int, cfg: GroupConfig) -> Result:
     retention = cfg.offsets_retention_ms
     records: list[tuple[Any, None]] = []
     timers: list[TimerOp] = []
-    dropped: list[Group] = []
-    gone: list[DroppedConsumerGroup] = []
     open_txns = state.open_txns
     consumer_groups = state.consumer_groups
     for g in list(state.groups.values()):
@@ -345,29 +337,17 @@ def expire_offsets(state: ShardState, now: int, cfg: GroupConfig) -> Result:
             continue
         if cg is not None:
             if is_empty(cg):
-                gone.append(drop_consumer_group(state, cg, records))
+                drop_consumer_group(state, cg, records)
         elif g.state == EMPTY:
             records.append((GroupMetadataKey(gid), None))
             timers.extend(_cancel_pending(g))
             _drop_group(state, g)
-            dropped.append(g)
     for cg in [cg for gid, cg in consumer_groups.items() if gid not in state.groups and is_empty(cg)]:
-        gone.append(drop_consumer_group(state, cg, records))  # no offsets at all: Kafka deletes it if Empty
+        drop_consumer_group(state, cg, records)  # no offsets at all: Kafka deletes it if Empty
     if not records:
         return Result(timers=tuple(timers), replay=False)
-    return Result(records=tuple(records), timers=tuple(timers), write_ref=ExpiryWrite(tuple(dropped), tuple(gone)))
-
-
-def expire_failed(state: ShardState, ref: ExpiryWrite) -> Result:
-    """A failed expiry write is only logged by Kafka, whose in-memory rollback brings the groups back: so
-    do we (their offsets were never touched, they change only by replay)."""
-    for g in ref.dropped:
-        undrop(state, g.group_id)
-        if g.group_id not in state.groups:
-            g.state = EMPTY
-            state.groups[g.group_id] = g
-    restore_consumer_groups(state, ref.gone)
-    return Result(replay=False)
+    # a failed write is only logged by Kafka, whose rollback brings the groups back: so does the runtime's
+    return Result(records=tuple(records), timers=tuple(timers), write_ref=ExpiryWrite())
 
 
 def _expiry_base(g: Group) -> int | None | bool:

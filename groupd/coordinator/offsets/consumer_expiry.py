@@ -16,19 +16,13 @@ A consumer group's offsets sit in a member-less group of the same id in ``ShardS
 
 from __future__ import annotations
 
-import copy
 from typing import TYPE_CHECKING, Any
 
 from groupd.coordinator.consumer.group import ConsumerGroup, deletion_records, replay
 from groupd.coordinator.consumer.heartbeat import subscribed_names
-from groupd.coordinator.group import Group
 
 if TYPE_CHECKING:
     from groupd.coordinator.shard import ShardState
-
-# a deleted consumer group as it was (to bring back if the write fails) and its offsets' holder
-DroppedConsumerGroup = tuple[ConsumerGroup, Group | None]
-
 
 def subscribed_topics(group: ConsumerGroup) -> frozenset[str]:
     """The topic names the group's members subscribe to, by name or through a resolved regex."""
@@ -40,25 +34,13 @@ def is_empty(group: ConsumerGroup) -> bool:
     return not group.members
 
 
-def drop_consumer_group(state: ShardState, group: ConsumerGroup, records: list[tuple[Any, None]]) -> DroppedConsumerGroup:
+def drop_consumer_group(state: ShardState, group: ConsumerGroup, records: list[tuple[Any, None]]) -> None:
     """Append the group's tombstones to ``records`` and apply them now, as every consumer-group record is
     applied when made (the shard's runtime replay skips them for an expiry); the holder of its offsets,
-    whose tombstones are already in ``records``, goes with it."""
-    before = copy.deepcopy(group)
+    whose tombstones are already in ``records``, goes with it. A failed write is the runtime's to roll
+    back (the retention check runs under a snapshot of the whole shard)."""
     tombstones = deletion_records(group)
     for key, value in tombstones:
         replay(state.consumer_groups, key, value)
     records.extend(tombstones)
-    holder = state.groups.pop(group.group_id, None)
-    return before, holder
-
-
-def restore_consumer_groups(state: ShardState, dropped: tuple[DroppedConsumerGroup, ...]) -> None:
-    """The expiry's write failed: Kafka's in-memory rollback brings the groups back, unless their ids
-    were taken meanwhile."""
-    for group, holder in dropped:
-        gid = group.group_id
-        if gid not in state.consumer_groups:
-            state.consumer_groups[gid] = group
-        if holder is not None and gid not in state.groups:
-            state.groups[gid] = holder
+    state.groups.pop(group.group_id, None)

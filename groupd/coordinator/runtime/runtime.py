@@ -256,6 +256,15 @@ class CoordinatorRuntime:
             raise
         return token
 
+    def run_task(self, shard: Shard, subject: str, task: Callable[[Any, int], Result]) -> Result:
+        """An operation of the coordinator's own (the retention check, a deleted topic): ``task(state,
+        now)`` under the rules' snapshot for ``subject`` ("" for none in particular), its Result processed
+        as a request's, rolled back the same way if its records are not written."""
+        snapshot = self.rules.snapshot(shard.state, subject, task)
+        result = task(shard.state, self.now())
+        self.process(shard, result, snapshot)
+        return result
+
     def new_token(self, waiter: Waiter) -> Token:
         """A token for a Result made outside ``run`` (the harness's own calls of the rules)."""
         token = next(self._tokens)

@@ -94,7 +94,7 @@ def test_delete_write_failure_restores_group():
 
 
 def expire(c: Core) -> None:
-    c.apply(shard.expire_offsets(c.state, c.now, c.cfg))
+    c.expire()
 
 
 def test_consumer_group_offsets_expire_from_the_time_it_became_empty():

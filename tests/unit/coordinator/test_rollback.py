@@ -184,3 +184,18 @@ def test_share_state_writes():
         assert attempt().error_code == share_state.write_error(E.KAFKA_STORAGE_ERROR)
         d.log.fail_with = None
         assert dump(d.state) == before
+
+
+def test_offsets_expiry():
+    c = Core()
+    (a,) = c.stable_group(1)
+    c.commit(("t", 0, 1), generation=1, member_id=a)
+    c.leave((a, None))
+    c.commit(("t", 0, 1), group="simple")
+    c.now += 10080 * 60_000
+    before = snapshot(c)
+    failing(c)
+    c.expire()
+    assert snapshot(c) == before
+    c.expire()
+    assert not c.state.groups

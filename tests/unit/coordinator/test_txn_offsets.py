@@ -239,12 +239,12 @@ def test_expiry_spares_pending_partitions_and_groups_with_offsets_in_a_transacti
     c.commit(("t", 0, 5), ("t", 1, 6))
     c.txn_commit(("t", 0, 42))
     c.now = 10_000
-    c.apply(shard.expire_offsets(c.state, c.now, c.cfg))
+    c.expire()
     # partition 1 expires; partition 0 has a pending transactional offset; the group stays
     assert c.results[-1].records == ((OffsetCommitKey("g", "t", 1), None),)
     assert "g" in c.state.groups
     c.end_txn(commit=False)
-    c.apply(shard.expire_offsets(c.state, c.now, c.cfg))
+    c.expire()
     assert c.results[-1].records == ((OffsetCommitKey("g", "t", 0), None), (GroupMetadataKey("g"), None))
 
 
@@ -252,7 +252,7 @@ def test_expiry_deletes_a_group_without_committed_offsets_even_in_a_transaction(
     # Kafka 4.x's cleanupExpiredOffsets returns true at once for a group with no committed offsets
     c = Core()
     c.txn_commit(("t", 0, 42))
-    c.apply(shard.expire_offsets(c.state, c.now, c.cfg))
+    c.expire()
     assert c.results[-1].records == ((GroupMetadataKey("g"), None),)
 
 
