@@ -29,6 +29,7 @@ from groupd.coordinator.api import (
     GroupDescription,
     GroupListing,
     Heartbeat,
+    JoinGroup,
     JoinGroupResponse,
     OffsetCommit,
     OffsetDelete,
@@ -38,6 +39,7 @@ from groupd.coordinator.api import (
     Protocol,
     Result,
     StaticRejoinWrite,
+    SyncGroup,
     SyncGroupResponse,
     SyncWrite,
     TimerOp,
@@ -489,12 +491,22 @@ class GroupShardRules:
         """What a request can change before its records are durable (coordinator/snapshots.py): a commit
         only its group's presence and commits in flight, a marker its producer's epoch; a heartbeat and an
         OffsetDelete nothing; any other request the groups of the id it names, and an operation that
-        names no group (the retention check, a deleted topic) every group."""
+        names no group (the retention check, a deleted topic) every group. A classic JoinGroup or SyncGroup
+        writes only as a static member's rejoin, a leader's sync or against a consumer group (a conversion,
+        or its classic members): the others, most of a rebalance, need none."""
         if not subject:
             return ShardSnapshot(state)
         cls = request.__class__
         if cls is Heartbeat or cls is OffsetDelete:
             return None
+        if (cls is JoinGroup or cls is SyncGroup) and subject not in state.consumer_groups:
+            g = state.groups.get(subject)
+            if g is None:
+                return None
+            if cls is JoinGroup and request.group_instance_id is None:  # type: ignore[attr-defined]
+                return None
+            if cls is SyncGroup and request.member_id != g.leader:  # type: ignore[attr-defined]
+                return None
         if cls is OffsetCommit:
             return CommitSnapshot(state, subject, request.member_id)  # type: ignore[attr-defined]
         if cls is TxnOffsetCommit:

@@ -27,26 +27,28 @@ from groupd.coordinator.share.group import ShareGroup, ShareMember
 if TYPE_CHECKING:
     from groupd.coordinator.shard import ShardState
 
-_CONTAINERS = (dict, set, list)
-
-
 class _Shape:
-    """How to copy one slotted class: its slots read in one call, and which of them hold members."""
+    """How to copy one slotted class: its slots read in one call, the containers among them (copied:
+    the rules change them in place), and the one holding members. Left out of the containers: a classic
+    group's ``offsets``, which only durable records change, so that a rollback never undoes those."""
 
-    __slots__ = ("names", "get", "members")
+    __slots__ = ("names", "get", "containers", "members")
 
-    def __init__(self, cls: type, members: str | None = None) -> None:
+    def __init__(self, cls: type, containers: tuple[str, ...] = (), members: str | None = None) -> None:
         self.names: tuple[str, ...] = tuple(n for c in cls.__mro__ for n in getattr(c, "__slots__", ()))
         self.get = attrgetter(*self.names)
+        self.containers = tuple(self.names.index(n) for n in containers)
         self.members = self.names.index(members) if members is not None else -1
 
 
 _MEMBER = _Shape(Member)
-_GROUP = _Shape(Group, "members")
-_CONSUMER_MEMBER = _Shape(ConsumerMember)
-_CONSUMER_GROUP = _Shape(ConsumerGroup, "members")
-_SHARE_MEMBER = _Shape(ShareMember)
-_SHARE_GROUP = _Shape(ShareGroup, "members")
+_GROUP = _Shape(Group, ("members", "static", "pending", "pending_sync", "support"), "members")
+_CONSUMER_MEMBER = _Shape(ConsumerMember, ("assigned", "pending_revocation"))
+_CONSUMER_GROUP = _Shape(
+    ConsumerGroup, ("members", "static_members", "targets", "regexes", "owners"), "members"
+)
+_SHARE_MEMBER = _Shape(ShareMember, ("assigned",))
+_SHARE_GROUP = _Shape(ShareGroup, ("members", "targets", "initializing", "initialized", "deleting"), "members")
 _MEMBER_SHAPES = {Group: _MEMBER, ConsumerGroup: _CONSUMER_MEMBER, ShareGroup: _SHARE_MEMBER}
 _GROUP_SHAPES = {Group: _GROUP, ConsumerGroup: _CONSUMER_GROUP, ShareGroup: _SHARE_GROUP}
 
@@ -58,19 +60,19 @@ class _Copy:
 
     def __init__(self, obj: Any, shape: _Shape, member_shape: _Shape | None = None) -> None:
         self.obj, self.shape = obj, shape
-        values = list(shape.get(obj))
-        for i, v in enumerate(values):
-            if type(v) in _CONTAINERS:
-                values[i] = v.copy()
-        self.values = values
+        values = self.values = list(shape.get(obj))
+        for i in shape.containers:
+            values[i] = values[i].copy()
         self.members: list[_Copy] = []
         if member_shape is not None:
             self.members = [_Copy(m, member_shape) for m in values[shape.members].values()]
 
     def restore(self) -> None:
-        obj = self.obj
-        for name, v in zip(self.shape.names, self.values, strict=True):
-            setattr(obj, name, v.copy() if type(v) in _CONTAINERS else v)
+        obj, values = self.obj, self.values
+        for i in self.shape.containers:  # the snapshot stays as taken: restored twice, the same
+            values[i] = values[i].copy()
+        for name, v in zip(self.shape.names, values, strict=True):
+            setattr(obj, name, v)
         for m in self.members:
             m.restore()
 

@@ -20,9 +20,11 @@ A failed write is rolled back by the runtime, as Kafka's runtime reverts its ``S
 an operation runs, the rules hand it a ``Snapshot`` of what the operation can touch; if the operation's
 records cannot be written, the runtime restores that snapshot and puts the timers the operation moved
 back where they were, then asks the rules for the answers Kafka gives to a failed write
-(``on_write_failed``: answers and follow-ups such as a new rebalance, never undo). A write that fails
-once later writes of the same subject are in flight (an fsync round failing under them) is not rolled
-back: the snapshot would erase what those made; it is answered all the same.
+(``on_write_failed``: answers and follow-ups such as a new rebalance, never undo). An append that fails
+is rolled back at once, as Kafka's is. A write whose flush round fails later is rolled back only if it
+was the shard's one write in flight when it was made and no later write of its subject is in flight
+now: otherwise writes made or made durable since would be erased by the snapshot (Kafka does not revert
+for a write that fails after its append either); it is answered all the same.
 """
 
 from __future__ import annotations
@@ -177,10 +179,11 @@ class _Rollback:
     """How to put a shard back as it was before one operation: the rules' snapshot, and the deadline
     (or absence) of each timer the operation set or cancelled."""
 
-    __slots__ = ("snapshot", "timers")
+    __slots__ = ("snapshot", "timers", "alone")
 
-    def __init__(self, snapshot: Snapshot, timers: list[TimerOp]) -> None:
+    def __init__(self, snapshot: Snapshot, timers: list[TimerOp], alone: bool) -> None:
         self.snapshot, self.timers = snapshot, timers
+        self.alone = alone  # no earlier Result of the shard was waiting: none can be replayed under it
 
 
 def _overtaken(shard: Shard, subject: str | None) -> bool:
@@ -290,7 +293,7 @@ class CoordinatorRuntime:
             rollback = _Rollback(snapshot, [
                 TimerOp(op.key, entry >> 64 if (entry := deadlines.get(op.key)) is not None else None)
                 for op in reversed(result.timers)
-            ] if result.timers else [])
+            ] if result.timers else [], not shard.queue)
         if result.timers:
             self.apply_timers(shard, result.timers)
         if writes:
@@ -325,7 +328,7 @@ class CoordinatorRuntime:
         """Every earlier Result of the shard is answered and this one's flush round is over."""
         if error is not None:
             log.error("fsync of %s-%d failed: %s", self.topic, shard.partition, error)
-            if rollback is not None and _overtaken(shard, rollback.snapshot.subject):
+            if rollback is not None and (not rollback.alone or _overtaken(shard, rollback.snapshot.subject)):
                 rollback = None
             self._failed(shard, result, error.code if isinstance(error, WriteFailed) else E.KAFKA_STORAGE_ERROR, rollback)
             return

@@ -5,16 +5,20 @@ gave it before the request ran, and the rules only answer (and, for a leader's S
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import pytest
 
 from groupd.coordinator import errors as E
-from groupd.coordinator import shard
+from groupd.coordinator import shard, snapshots
 from groupd.coordinator.api import LeaveGroup, LeavingMember, OffsetDelete
 from groupd.coordinator.consumer.api import ConsumerGroupHeartbeat
+from groupd.coordinator.consumer.group import ConsumerGroup
+from groupd.coordinator.consumer.group import Member as ConsumerMember
 from groupd.coordinator.runtime.runtime import CoordinatorError
 from groupd.coordinator.share.api import ShareGroupHeartbeat
+from groupd.coordinator.share.group import ShareGroup, ShareMember
 from groupd.coordinator.share_state import rules as share_state
 from groupd.coordinator.share_state.persister import SharePartitionKey
 
@@ -199,3 +203,29 @@ def test_offsets_expiry():
     assert snapshot(c) == before
     c.expire()
     assert not c.state.groups
+
+
+def test_snapshots_copy_every_container_the_group_types_hold():
+    """A container a group or member type gains must be copied by its snapshot (or be left out on
+    purpose, as a classic group's offsets are): the snapshot shapes list them by name."""
+    c = Core()
+    c.stable_group(1)
+    for shape, obj in ((snapshots._GROUP, c.group()), (snapshots._MEMBER, next(iter(c.group().members.values())))):
+        held = {n for n in shape.names if isinstance(getattr(obj, n), (dict, set, list))}
+        assert held - {shape.names[i] for i in shape.containers} <= {"offsets"}
+    for shape, cls in ((snapshots._CONSUMER_GROUP, ConsumerGroup), (snapshots._CONSUMER_MEMBER, ConsumerMember),
+                       (snapshots._SHARE_GROUP, ShareGroup), (snapshots._SHARE_MEMBER, ShareMember)):
+        held = {f.name for f in dataclasses.fields(cls) if f.default_factory is not dataclasses.MISSING}
+        assert held == {shape.names[i] for i in shape.containers}, cls
+
+
+def test_join_group_converting_an_empty_consumer_group():
+    c = _consumer_core()
+    _consumer_hb(c, "m1", 0, subscribed_topic_names=("T",), rebalance_timeout_ms=5000, owned=())
+    _consumer_hb(c, "m1", -1)  # leaves: the consumer group is empty
+    assert "g" in c.state.consumer_groups and not c.state.consumer_groups["g"].members
+    before = snapshot(c)
+    failing(c)
+    tok = c.join()
+    assert tok in c.refused or c.answers[tok].error
+    assert snapshot(c) == before
