@@ -42,6 +42,8 @@ from groupd.coordinator.api import Result, TimerOp, Token
 
 log = logging.getLogger("groupd.coordinator")
 
+TIMER_RETRY_BACKOFF_MS = 500  # Kafka's CoordinatorTimer: a timer operation whose write failed runs again
+
 
 class CoordinatorError(Exception):
     """A request answered without the rules (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS), or whose
@@ -109,8 +111,9 @@ class ShardRules(Protocol):
     def new_state(self, partition: int) -> Any: ...
 
     def snapshot(self, state: Any, subject: str, request: object) -> Snapshot | None:
-        """A snapshot of what the operation on ``request`` (about ``subject``, e.g. a group id) can change
-        before its records are durable; None when it changes nothing the runtime should restore."""
+        """A snapshot of what the operation on ``request`` (about ``subject``, e.g. a group id; a firing
+        timer's key for a timer) can change before its records are durable; None when it changes nothing
+        the runtime should restore."""
 
     def on_timer(self, state: Any, key: tuple[Any, ...], now: int) -> Result: ...
 
@@ -281,19 +284,23 @@ class CoordinatorRuntime:
     def waiting(self) -> int:
         return len(self._waiting)
 
-    def process(self, shard: Shard, result: Result, snapshot: Snapshot | None = None) -> None:
+    def process(self, shard: Shard, result: Result, snapshot: Snapshot | None = None, retry: TimerOp | None = None) -> None:
         """Set the Result's timers, append its records, and deliver its answers once durable, in order.
-        ``snapshot``: what the operation that made the Result could change, as it was before."""
+        ``snapshot``: what the operation that made the Result could change, as it was before; ``retry``:
+        the timer that made it, set again if it is rolled back."""
         if self.on_result is not None:
             self.on_result(result)
         writes = result.records or result.marker is not None
         rollback = None
         if snapshot is not None and writes:
             deadlines = shard.deadlines
-            rollback = _Rollback(snapshot, [
+            timers = [
                 TimerOp(op.key, entry >> 64 if (entry := deadlines.get(op.key)) is not None else None)
                 for op in reversed(result.timers)
-            ] if result.timers else [], not shard.queue)
+            ] if result.timers else []
+            if retry is not None:
+                timers.append(retry)
+            rollback = _Rollback(snapshot, timers, not shard.queue)
         if result.timers:
             self.apply_timers(shard, result.timers)
         if writes:
@@ -444,6 +451,7 @@ class CoordinatorRuntime:
         subject = self.rules.timer_subject(key)
         observer = self.observer if subject is not None else None
         before = observer.before(shard.state, subject) if observer is not None and subject is not None else None
+        snapshot = self.rules.snapshot(shard.state, subject, key) if subject is not None else None
         try:
             result = self.rules.on_timer(shard.state, key, now)
         except Exception:
@@ -451,7 +459,9 @@ class CoordinatorRuntime:
             return
         if observer is not None and subject is not None:
             observer.after(shard, subject, before)
-        self.process(shard, result)
+        # rolled back, the timer's work is still to do: it fires again after a backoff, as Kafka's
+        # coordinator timers retry an operation whose write failed
+        self.process(shard, result, snapshot, TimerOp(key, now + TIMER_RETRY_BACKOFF_MS))
 
     def clear_timers(self) -> None:
         for shard in self.shards.values():

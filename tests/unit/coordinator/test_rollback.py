@@ -16,7 +16,7 @@ from groupd.coordinator.api import LeaveGroup, LeavingMember, OffsetDelete
 from groupd.coordinator.consumer.api import ConsumerGroupHeartbeat
 from groupd.coordinator.consumer.group import ConsumerGroup
 from groupd.coordinator.consumer.group import Member as ConsumerMember
-from groupd.coordinator.runtime.runtime import CoordinatorError
+from groupd.coordinator.runtime.runtime import TIMER_RETRY_BACKOFF_MS, CoordinatorError
 from groupd.coordinator.share.api import ShareGroupHeartbeat
 from groupd.coordinator.share.group import ShareGroup, ShareMember
 from groupd.coordinator.share_state import rules as share_state
@@ -229,3 +229,17 @@ def test_join_group_converting_an_empty_consumer_group():
     tok = c.join()
     assert tok in c.refused or c.answers[tok].error
     assert snapshot(c) == before
+
+
+def test_a_timer_whose_write_fails_is_rolled_back_and_fires_again():
+    """A consumer member's session ends: its records fail, the member is back and the session timer is
+    set again after Kafka's retry backoff, when the member goes."""
+    c = _consumer_core()
+    _consumer_hb(c, "m1", 0, subscribed_topic_names=("T",), rebalance_timeout_ms=5000, owned=())
+    (key, deadline), = [(k, d) for k, d in c.timers.items() if "m1" in k]
+    state_before = dump(c.state)
+    failing(c)
+    c.advance(deadline)
+    assert dump(c.state) == state_before and c.timers[key] == deadline + TIMER_RETRY_BACKOFF_MS
+    c.advance(deadline + TIMER_RETRY_BACKOFF_MS)
+    assert not c.state.consumer_groups["g"].members
