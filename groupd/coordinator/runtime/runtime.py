@@ -33,7 +33,7 @@ import collections
 import heapq
 import itertools
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -42,6 +42,7 @@ from groupd.coordinator.api import Result, TimerOp, Token
 
 log = logging.getLogger("groupd.coordinator")
 
+TimerKey = tuple[Any, ...]
 TIMER_RETRY_BACKOFF_MS = 500  # Kafka's CoordinatorTimer: a timer operation whose write failed runs again
 
 
@@ -180,12 +181,17 @@ class _Waiting:
 
 class _Rollback:
     """How to put a shard back as it was before one operation: the rules' snapshot, and the deadline
-    (or absence) of each timer the operation set or cancelled."""
+    (or absence) of each timer the operation set or cancelled (kept raw: the TimerOps are made only
+    for a rollback)."""
 
-    __slots__ = ("snapshot", "timers", "alone")
+    __slots__ = ("snapshot", "moved", "retry", "alone")
 
-    def __init__(self, snapshot: Snapshot, timers: list[TimerOp], alone: bool) -> None:
-        self.snapshot, self.timers = snapshot, timers
+    def __init__(
+        self, snapshot: Snapshot, moved: Sequence[tuple[TimerKey, int | None]], retry: TimerKey | None, alone: bool
+    ) -> None:
+        self.snapshot = snapshot
+        self.moved = moved  # each timer the operation set or cancelled, with its heap entry before (or None)
+        self.retry = retry  # the timer that ran the operation: set again, after a backoff
         self.alone = alone  # no earlier Result of the shard was waiting: none can be replayed under it
 
 
@@ -284,23 +290,18 @@ class CoordinatorRuntime:
     def waiting(self) -> int:
         return len(self._waiting)
 
-    def process(self, shard: Shard, result: Result, snapshot: Snapshot | None = None, retry: TimerOp | None = None) -> None:
+    def process(self, shard: Shard, result: Result, snapshot: Snapshot | None = None, retry: TimerKey | None = None) -> None:
         """Set the Result's timers, append its records, and deliver its answers once durable, in order.
         ``snapshot``: what the operation that made the Result could change, as it was before; ``retry``:
-        the timer that made it, set again if it is rolled back."""
+        the key of the timer that made it, set again if it is rolled back."""
         if self.on_result is not None:
             self.on_result(result)
         writes = result.records or result.marker is not None
         rollback = None
         if snapshot is not None and writes:
-            deadlines = shard.deadlines
-            timers = [
-                TimerOp(op.key, entry >> 64 if (entry := deadlines.get(op.key)) is not None else None)
-                for op in reversed(result.timers)
-            ] if result.timers else []
-            if retry is not None:
-                timers.append(retry)
-            rollback = _Rollback(snapshot, timers, not shard.queue)
+            get = shard.deadlines.get
+            moved = [(op.key, get(op.key)) for op in result.timers] if result.timers else ()
+            rollback = _Rollback(snapshot, moved, retry, not shard.queue)
         if result.timers:
             self.apply_timers(shard, result.timers)
         if writes:
@@ -346,8 +347,11 @@ class CoordinatorRuntime:
         (``rollback``), and the rules map the failure (``code``, Kafka's append error) into each answer."""
         if rollback is not None:
             rollback.snapshot.restore()
-            if rollback.timers:
-                self.apply_timers(shard, rollback.timers)
+            ops = [TimerOp(key, entry >> 64 if entry is not None else None) for key, entry in reversed(rollback.moved)]
+            if rollback.retry is not None:
+                ops.append(TimerOp(rollback.retry, self.now() + TIMER_RETRY_BACKOFF_MS))
+            if ops:
+                self.apply_timers(shard, ops)
         follow_up = self.rules.on_write_failed(shard.state, result.write_ref, code, self.now())
         if self.on_result is not None:
             self.on_result(follow_up)
@@ -461,7 +465,7 @@ class CoordinatorRuntime:
             observer.after(shard, subject, before)
         # rolled back, the timer's work is still to do: it fires again after a backoff, as Kafka's
         # coordinator timers retry an operation whose write failed
-        self.process(shard, result, snapshot, TimerOp(key, now + TIMER_RETRY_BACKOFF_MS))
+        self.process(shard, result, snapshot, key)
 
     def clear_timers(self) -> None:
         for shard in self.shards.values():
