@@ -493,12 +493,18 @@ class GroupShardRules:
         OffsetDelete nothing; any other request the groups of the id it names, and an operation that
         names no group (the retention check, a deleted topic) every group. A classic JoinGroup or SyncGroup
         writes only as a static member's rejoin, a leader's sync or against a consumer group (a conversion,
-        or its classic members): the others, most of a rebalance, need none."""
+        or its classic members), and a join phase's end only if a member did not rejoin: the others, most
+        of a rebalance, need none."""
         if not subject:
             return ShardSnapshot(state)
         cls = request.__class__
         if cls is Heartbeat or cls is OffsetDelete:
             return None
+        if cls is tuple and request[0] == "join":  # type: ignore[index]
+            # a classic join phase ending with every member rejoined removes nobody: it writes nothing
+            g = state.groups.get(subject)
+            if g is not None and g.members and g.n_awaiting_join == len(g.members):
+                return None
         if (cls is JoinGroup or cls is SyncGroup) and subject not in state.consumer_groups:
             g = state.groups.get(subject)
             if g is None:
