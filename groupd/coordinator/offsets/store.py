@@ -97,18 +97,12 @@ class OffsetStore:
         wait, in write order, for the write's outcome."""
         self.parked.setdefault(group_id, []).append(self.committed.pop(group_id, {}))
 
-    def unpark(self, group_id: str) -> GroupOffsets:
+    def unpark(self, group_id: str) -> None:
+        """The drop's tombstones are durable: the oldest offsets parked for the id go (a failed write is
+        the runtime's to roll back, coordinator/snapshots.py)."""
         queue = self.parked.get(group_id)
         if not queue:
-            return {}
-        offsets = queue.pop(0)
+            return
+        queue.pop(0)
         if not queue:
             del self.parked[group_id]
-        return offsets
-
-    def restore(self, group_id: str, offsets: GroupOffsets) -> None:
-        """The drop's write failed: the parked offsets come back, under any committed meanwhile."""
-        for topic, ps in offsets.items():
-            for partition, value in ps.items():
-                if partition not in self.of(group_id).get(topic, ()):
-                    self.set(group_id, topic, partition, value)
