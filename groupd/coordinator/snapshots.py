@@ -8,7 +8,7 @@ touch, chosen by its request, and restores it if the operation's records are not
 
 What a request can touch is small and known: the group of the id it names (whatever its type: each type
 says how its groups are copied, ``GroupType.shape``), that id's entries in the offset store (committed
-offsets, commits in flight, offsets parked by a drop) and the shard's count of its tombstones in flight
+offsets, which a drop removes at once, and commits in flight) and the shard's count of its tombstones in flight
 (``dropping``); or, for a commit, only whether the group exists, its commits in flight and its member's
 session (committed offsets change only by the replay of durable records). Only an operation that names
 no group (the retention check, a deleted topic) takes them all. A snapshot copies objects one level
@@ -89,23 +89,20 @@ def _copy_offsets(offsets: GroupOffsets | None) -> GroupOffsets | None:
 
 
 class _IdOffsets:
-    """One group id's entries in the offset store: committed offsets (a drop removes them at once),
-    commits in flight, offsets parked by drops whose tombstones are in flight."""
+    """One group id's entries in the offset store: committed offsets (a drop removes them at once) and
+    commits in flight."""
 
-    __slots__ = ("store", "gid", "committed", "writing", "parked")
+    __slots__ = ("store", "gid", "committed", "writing")
 
     def __init__(self, store: OffsetStore, gid: str) -> None:
         self.store, self.gid = store, gid
         self.committed = _copy_offsets(store.committed.get(gid))
         self.writing = store.pending_commits.get(gid)
-        parked = store.parked.get(gid)
-        self.parked = [_copy_offsets(o) for o in parked] if parked is not None else None
 
     def restore(self) -> None:
         store, gid = self.store, self.gid
         _put(store.committed, gid, _copy_offsets(self.committed))
         _put(store.pending_commits, gid, self.writing)
-        _put(store.parked, gid, list(self.parked) if self.parked is not None else None)
 
 
 class GroupSnapshot:
@@ -136,7 +133,7 @@ class ShardSnapshot:
     """Every group and offset of the shard, for an operation that names no group (the retention check,
     a deleted topic): it may drop any of them. Taken once per such run, which walks every group anyway."""
 
-    __slots__ = ("state", "subject", "groups", "copies", "committed", "writing", "parked", "dropping", "epochs")
+    __slots__ = ("state", "subject", "groups", "copies", "committed", "writing", "dropping", "epochs")
 
     def __init__(self, state: ShardState) -> None:
         self.state, self.subject = state, None
@@ -145,7 +142,6 @@ class ShardSnapshot:
         store = state.offsets
         self.committed = {gid: _copy(o) for gid, o in store.committed.items()}
         self.writing = dict(store.pending_commits)
-        self.parked = {gid: list(q) for gid, q in store.parked.items()}
         self.dropping = dict(state.dropping)
         self.epochs = dict(state.producer_epochs)
 
@@ -159,8 +155,6 @@ class ShardSnapshot:
         store.committed.update((gid, _copy(o)) for gid, o in self.committed.items())
         store.pending_commits.clear()
         store.pending_commits.update(self.writing)
-        store.parked.clear()
-        store.parked.update((gid, list(q)) for gid, q in self.parked.items())
         state.dropping, state.producer_epochs = dict(self.dropping), dict(self.epochs)
 
 

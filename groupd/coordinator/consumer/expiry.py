@@ -44,4 +44,4 @@ def drop_consumer_group(state: ShardState, group: ConsumerGroup, records: list[t
     for key, value in tombstones:
         replay(consumer_groups(state), key, value)
     records.extend(tombstones)
-    state.offsets.committed.pop(group.group_id, None)
+    state.offsets.drop(group.group_id)

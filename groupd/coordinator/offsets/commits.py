@@ -226,23 +226,21 @@ def delete_group(state: ShardState, group_id: str, token: Token, now: int) -> Re
 def drop_group(state: ShardState, g: Group) -> None:
     """The group dies now; its tombstone is still to be written, and its runtime replay must not remove a
     group recreated with the same id meanwhile (``ShardState.dropping`` counts tombstones in flight).
-    Its offsets (all of them tombstoned in the same write) are parked until the write ends."""
+    Its offsets (all of them tombstoned in the same write) go with it."""
     del state.groups[g.group_id]
     g.state = DEAD
     state.dropping[g.group_id] = state.dropping.get(g.group_id, 0) + 1
-    state.offsets.park(g.group_id)
+    state.offsets.drop(g.group_id)
 
 
 def undrop(state: ShardState, group_id: str) -> None:
-    """A group tombstone is durable: its count in flight goes down and the offsets parked when the group
-    was dropped (tombstoned in the same write) go. A failed write never comes here: the runtime restores
-    the snapshot it took before the drop."""
+    """A group tombstone is durable: its count in flight goes down. A failed write never comes here: the
+    runtime restores the snapshot it took before the drop."""
     n = state.dropping.get(group_id, 0) - 1
     if n > 0:
         state.dropping[group_id] = n
     else:
         state.dropping.pop(group_id, None)
-    state.offsets.unpark(group_id)
 
 
 def _cancel_pending(g: Group) -> tuple[TimerOp, ...]:

@@ -224,9 +224,9 @@ def test_consumer_group_expiry_brings_back_the_group_and_its_offsets_in_the_stor
     assert not c.state.groups and not c.state.offsets.of("g")
 
 
-def test_a_failed_delete_groups_brings_back_the_offsets_it_set_aside():
-    """DeleteGroups sets the group's offsets aside (their tombstones are in its write); failing, they are
-    back as committed, nothing stays set aside and no tombstone is counted in flight."""
+def test_a_failed_delete_groups_brings_back_the_offsets_it_dropped():
+    """DeleteGroups drops the group's offsets with it (their tombstones are in its write); failing, they
+    are back as committed and no tombstone is counted in flight."""
     c = Core()
     c.commit(("t", 0, 1), ("t", 1, 2))
     before = snapshot(c)
@@ -234,7 +234,7 @@ def test_a_failed_delete_groups_brings_back_the_offsets_it_set_aside():
     tok = c.run(lambda state, g, token, now, cfg: shard.delete_group(state, g, token, now), "g", "g")
     assert c.answers[tok].error == E.NOT_COORDINATOR
     assert snapshot(c) == before
-    assert not c.state.offsets.parked and not c.state.dropping and c.state.offsets.of("g")["t"][1].offset == 2
+    assert not c.state.dropping and c.state.offsets.of("g")["t"][1].offset == 2
 
 
 def test_snapshots_copy_every_container_the_group_types_hold():
