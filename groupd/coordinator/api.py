@@ -281,14 +281,79 @@ class TimerOp:
     deadline_ms: int | None
 
 
+# ---------------------------------------------------------------- write refs
+# What a Result tells the rules' failed-write follow-up about itself: a small closed set of typed refs,
+# one per kind of write whose failure Kafka maps into answers (or undoes) itself.
+
+
 @value
+class OffsetsWrite:
+    """OffsetCommit or TxnOffsetCommit: every partition written is answered with the mapped error."""
+
+    token: Token
+    partitions: tuple[PartitionError, ...]
+
+
+@value
+class OffsetDeleteWrite:
+    token: Token
+
+
+@value
+class GroupDeleteWrite:
+    token: Token
+
+
+@value
+class ExpiryWrite:
+    """The retention check's tombstones: Kafka only logs the failure."""
+
+
+@value
+class MarkerWrite:
+    token: Token
+
+
+@value
+class TopicOffsetsWrite:
+    """Offsets of deleted topics: Kafka only logs the failure."""
+
+
+@value
+class SyncWrite:
+    """A leader's SyncGroup: the group's assignment of ``generation``; ``tokens`` are the syncs it answered."""
+
+    group_id: str
+    generation: int
+    tokens: tuple[Token, ...]
+
+
+@value
+class StaticRejoinWrite:
+    """A known static member rejoined a Stable group under a new member id (``old_id`` before)."""
+
+    group_id: str
+    old_id: str
+    token: Token
+    previous_leader: str
+
+
+WriteRef = (
+    OffsetsWrite | OffsetDeleteWrite | GroupDeleteWrite | ExpiryWrite | MarkerWrite | TopicOffsetsWrite
+    | SyncWrite | StaticRejoinWrite
+)
+
+
+@dataclass(slots=True, unsafe_hash=True, kw_only=True)
 class Result:
+    """What a handler returns; built by keyword (the fields are many and mostly defaulted)."""
+
     records: tuple[tuple[Key, Value | None], ...] = ()  # appended to the shard's partition, in order
     responses: tuple[tuple[Token, Any], ...] = ()  # sent once ``records`` are durable
     timers: tuple[TimerOp, ...] = ()
     # When records are written and the write fails, the shell calls core ``on_write_failed(state, write_ref,
     # error, now)`` instead of sending ``responses``: Kafka maps the failure into each answer itself.
-    write_ref: Any = None
+    write_ref: object = None
     replay: bool = True  # offsets records are replayed after the write; classic group metadata is not
     # (producer id, producer epoch): ``records`` are one transactional batch of that producer (TxnOffsetCommit)
     producer: tuple[int, int] | None = None

@@ -30,6 +30,7 @@ from groupd.coordinator.api import (
     TxnOffsetCommit,
 )
 from groupd.coordinator.records import Key, Value
+from groupd.coordinator.snapshots import GroupShape
 
 if TYPE_CHECKING:
     from groupd.coordinator.shard import ShardState
@@ -39,21 +40,23 @@ G = TypeVar("G")
 # an API entry point: (state, request, token, now, config) -> Result
 Handler = Callable[["ShardState", Any, Token, int, GroupConfig], Result]
 TimerHandler = Callable[["ShardState", tuple[Any, ...], int, GroupConfig], Result]
-FailHandler = Callable[["ShardState", tuple[Any, ...], int, int, GroupConfig], Result]
+FailHandler = Callable[["ShardState", Any, int, int, GroupConfig], Result]
 
 
 class GroupType(ABC):
     """One type of group. ``group_class`` is the class of its groups in the shard's one map; ``api``
     maps the shard's API names to its entry points for a group of this type (``creates``: the APIs
-    that make a group of this type when the id is free); ``timers`` and ``write_refs`` map the first
-    element of the timer keys and write refs its rules make back to its handlers."""
+    that make a group of this type when the id is free); ``timers`` maps the first element of the timer
+    keys its rules make, and ``write_refs`` the classes of the write refs (coordinator/api.py) they make,
+    back to its handlers. ``shape`` says how a snapshot copies its groups (coordinator/snapshots.py)."""
 
     name: str
     group_class: type
     api: Mapping[str, Handler] = {}
     creates: frozenset[str] = frozenset()
     timers: Mapping[str, TimerHandler] = {}
-    write_refs: Mapping[str, FailHandler] = {}
+    write_refs: Mapping[type, FailHandler] = {}
+    shape: GroupShape
     keeps_offsets = True  # whether its groups commit consumer offsets (share groups do not)
 
     # ------------------------------------------------------------ what the group is
@@ -104,11 +107,15 @@ class GroupType(ABC):
     @abstractmethod
     def expiry(self, state: ShardState, group: Any, now: int, retention: int, records: list[tuple[Any, None]]) -> Any:
         """The retention check of the group (its offsets' tombstones into ``records`` and, if it goes,
-        its own); returns what ``expire_failed`` needs to bring it back (None: nothing dropped)."""
+        its own); returns the group if it dropped it (None: it stays). A failed write is the runtime's to
+        roll back (the check runs under a snapshot of the whole shard)."""
 
-    @abstractmethod
-    def restore_expired(self, state: ShardState, dropped: Any) -> None:
-        """The expiry's write failed: bring back what ``expiry`` dropped."""
+    # ------------------------------------------------------------ rollback (coordinator/snapshots.py)
+
+    def writes(self, group: Any, request: object) -> bool:
+        """Whether ``request`` (or a firing timer's key) on ``group`` may write records, so that the runtime
+        needs a snapshot of the group to roll back; False only where the type knows it writes nothing."""
+        return True
 
     # ------------------------------------------------------------ records, load, unload
 

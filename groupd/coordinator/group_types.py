@@ -35,7 +35,7 @@ BY_CLASS: dict[type, GroupType] = {t.group_class: t for t in GROUP_TYPES}
 # the type that serves an API for an id no group of a serving type holds
 CREATORS: dict[str, GroupType] = {api: t for t in GROUP_TYPES for api in sorted(t.creates)}
 TIMERS: dict[str, TimerHandler] = {kind: h for t in GROUP_TYPES for kind, h in t.timers.items()}
-WRITE_REFS: dict[str, FailHandler] = {kind: h for t in GROUP_TYPES for kind, h in t.write_refs.items()}
+WRITE_REFS: dict[type, FailHandler] = {kind: h for t in GROUP_TYPES for kind, h in t.write_refs.items()}
 API: dict[str, dict[type, Handler]] = {}
 for _t in GROUP_TYPES:
     for _name, _handler in _t.api.items():

@@ -292,15 +292,17 @@ class GroupCoordinator:
             await asyncio.sleep(interval)
             for shard in self.loaded_shards():
                 try:
-                    result = core.expire_offsets(shard.state, self.now(), self.cfg)
+                    result = self.runtime.run_task(shard, "", self._expire)
                     if result.records and self.metrics is not None:
                         self.metrics.offsets_expired(sum(1 for k, _ in result.records if isinstance(k, OffsetCommitKey)))
-                    self.runtime.process(shard, result)
                     shard.log.compact(self.now(), self.config["offsets.retain.uncompacted.hours"] * 3_600_000)
                 except StorageError as exc:  # e.g. no room for a compacted segment: tried again next time
                     log.error("offsets housekeeping of partition %d failed: %s", shard.partition, exc)
                 except Exception:
                     log.exception("offsets housekeeping of partition %d failed", shard.partition)
+
+    def _expire(self, state: core.ShardState, now: int) -> Result:
+        return core.expire_offsets(state, now, self.cfg)
 
     def topics_changed(self, names: set[str]) -> None:
         """Topics were created, deleted or grew: consumer-protocol groups subscribed to them (by name or
@@ -311,7 +313,9 @@ class GroupCoordinator:
     def share_topics_deleted(self, topic_ids: frozenset[Any]) -> None:
         """Deleted topics leave the share groups' initialized partitions (Kafka's maybeCleanupShareGroupState)."""
         for shard in self.loaded_shards():
-            self.runtime.process(shard, group_types.share_topics_deleted(shard.state, topic_ids, self.now()))
+            self.runtime.run_task(
+                shard, "", lambda state, now: group_types.share_topics_deleted(state, topic_ids, now)
+            )
 
     def remove_topic(self, topic: str) -> None:
         """A deleted topic's committed offsets become tombstones (Kafka does this on topic deletion)."""

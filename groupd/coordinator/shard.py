@@ -22,19 +22,28 @@ from groupd.coordinator import errors as E
 from groupd.coordinator.api import (
     EMPTY,
     DeleteGroupResponse,
+    EndTxnMarker,
     GroupConfig,
+    GroupDeleteWrite,
     GroupDescription,
     GroupListing,
+    Heartbeat,
+    JoinGroup,
+    OffsetCommit,
+    OffsetDelete,
     OffsetDeleteResponse,
+    OffsetDeleteWrite,
+    OffsetsWrite,
     Result,
+    SyncGroup,
     Token,
+    TxnOffsetCommit,
 )
 from groupd.coordinator.group_type import GroupsOf, GroupType, Handler
 from groupd.coordinator.group_types import API, BY_CLASS, CREATORS, GROUP_TYPES, TIMERS, WRITE_REFS
 from groupd.coordinator.offsets.commits import (
     commit_failed,
     delete_failed,
-    expire_failed,
     expire_offsets,
     has_pending,
     offset_commit,
@@ -55,6 +64,8 @@ from groupd.coordinator.records import (
     decode_offset_commit,
     decode_value,
 )
+from groupd.coordinator.runtime.runtime import Snapshot
+from groupd.coordinator.snapshots import CommitSnapshot, GroupSnapshot, ProducerSnapshot, ShardSnapshot
 from groupd.protocol.topic_names import OFFSETS_TOPIC
 from groupd.storage.batch import TxnWalk
 
@@ -161,8 +172,10 @@ def on_loaded(state: ShardState, now: int, cfg: GroupConfig) -> Result:
     """After a load: every type re-arms its groups (members' sessions restart now, and so on)."""
     results = [t.rearm_after_load(state, now, cfg) for t in GROUP_TYPES]
     return Result(
-        tuple(r for res in results for r in res.records), tuple(r for res in results for r in res.responses),
-        tuple(op for res in results for op in res.timers), replay=any(res.replay for res in results if res.records),
+        records=tuple(r for res in results for r in res.records),
+        responses=tuple(r for res in results for r in res.responses),
+        timers=tuple(op for res in results for op in res.timers),
+        replay=any(res.replay for res in results if res.records),
     )
 
 
@@ -232,26 +245,21 @@ def on_timer(state: ShardState, key: tuple[Any, ...], now: int, cfg: GroupConfig
     return handler(state, key, now, cfg) if handler is not None else EMPTY
 
 
-def on_write_failed(state: ShardState, write_ref: Any, error: int, now: int, cfg: GroupConfig) -> Result:
+def on_write_failed(state: ShardState, write_ref: object, error: int, now: int, cfg: GroupConfig) -> Result:
     """Kafka maps a failed append into the answers itself (spec §4.4, §8.1)."""
-    if not isinstance(write_ref, tuple) or not write_ref:
-        return EMPTY
-    kind = write_ref[0]
-    if kind == "commit":
-        return commit_failed(state, write_ref, error)
-    if kind == "delete":
-        return delete_failed(state, write_ref, error)
-    if kind == "marker":
-        return EMPTY  # the shell fails the caller's awaitable: it retries the marker
-    if kind == "offdel":
+    if isinstance(write_ref, OffsetsWrite):
+        return commit_failed(write_ref, error)
+    if isinstance(write_ref, GroupDeleteWrite):
+        return delete_failed(write_ref, error)
+    if isinstance(write_ref, OffsetDeleteWrite):
         return Result(
-            responses=((write_ref[1], OffsetDeleteResponse(E.offset_write_error(error))),), replay=False
+            responses=((write_ref.token, OffsetDeleteResponse(E.offset_write_error(error))),), replay=False
         )
-    if kind == "expire":
-        return expire_failed(state, write_ref)
-    handler = WRITE_REFS.get(kind)
+    handler = WRITE_REFS.get(type(write_ref))
     if handler is None:
-        return EMPTY  # member-less group metadata, expiry: Kafka only logs these failures
+        # a marker (the shell fails the caller's awaitable: it retries it), member-less group metadata,
+        # the retention check, deleted topics' offsets: Kafka only logs these failures
+        return EMPTY
     return handler(state, write_ref, error, now, cfg)
 
 
@@ -304,7 +312,33 @@ class GroupShardRules:
     def on_timer(self, state: ShardState, key: tuple[Any, ...], now: int) -> Result:
         return on_timer(state, key, now, self.cfg)
 
-    def on_write_failed(self, state: ShardState, write_ref: Any, error: int, now: int) -> Result:
+    def snapshot(self, state: ShardState, subject: str, request: object) -> Snapshot | None:
+        """What a request can change before its records are durable (coordinator/snapshots.py): a commit
+        only its group's presence, its commits in flight and its member's session, a marker its
+        producer's epoch; a heartbeat and an OffsetDelete nothing; any other request the group of the id
+        it names with that id's offsets, and an operation that names no group (the retention check, a
+        deleted topic) every group and offset. The group's type may say a request writes nothing
+        (``GroupType.writes``: most of a classic rebalance)."""
+        if not subject:
+            return ShardSnapshot(state)
+        cls = request.__class__
+        if cls is OffsetCommit:
+            return CommitSnapshot(state, subject, request.member_id)  # type: ignore[attr-defined]
+        if cls is TxnOffsetCommit:
+            return CommitSnapshot(state, subject, request.member_id, request.producer_id)  # type: ignore[attr-defined]
+        if cls is EndTxnMarker:
+            return ProducerSnapshot(state, request.producer_id)  # type: ignore[attr-defined]
+        if cls is Heartbeat or cls is OffsetDelete:
+            return None
+        g = state.groups.get(subject)
+        if g is None:
+            if cls is JoinGroup or cls is SyncGroup:
+                return None  # a new classic group writes nothing before its leader's sync
+        elif not BY_CLASS[g.__class__].writes(g, request):
+            return None
+        return GroupSnapshot(state, subject)
+
+    def on_write_failed(self, state: ShardState, write_ref: object, error: int, now: int) -> Result:
         return on_write_failed(state, write_ref, error, now, self.cfg)
 
     def replay(self, state: ShardState, result: Result, now: int) -> None:

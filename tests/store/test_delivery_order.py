@@ -81,11 +81,11 @@ async def test_a_waiter_that_raises_does_not_stop_the_shard(tmp_path, monkeypatc
         real = c.runtime._settled
         calls = []
 
-        def flaky(shard, error, result):
+        def flaky(shard, error, result, *rollback):
             calls.append(result)
             if len(calls) == 1:
                 raise RuntimeError("boom")
-            real(shard, error, result)
+            real(shard, error, result, *rollback)
 
         monkeypatch.setattr(c.runtime, "_settled", flaky)
         held[0](None)

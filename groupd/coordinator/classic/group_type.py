@@ -14,12 +14,16 @@ from groupd.coordinator.api import (
     GroupConfig,
     GroupDescription,
     GroupListing,
+    JoinGroup,
     JoinGroupResponse,
     OffsetCommit,
     OffsetFetch,
     Protocol,
     Result,
+    StaticRejoinWrite,
+    SyncGroup,
     SyncGroupResponse,
+    SyncWrite,
     TimerOp,
     Token,
     TxnOffsetCommit,
@@ -30,6 +34,7 @@ from groupd.coordinator.group import CONSUMER, DEAD, EMPTY, STABLE, Group, Membe
 from groupd.coordinator.group_type import GroupType
 from groupd.coordinator.offsets import commits
 from groupd.coordinator.records import GroupMetadataKey, GroupMetadataValue, Key, Value
+from groupd.coordinator.snapshots import GroupShape, Shape
 
 if TYPE_CHECKING:
     from groupd.coordinator.shard import ShardState
@@ -44,7 +49,21 @@ class ClassicType(GroupType):
     }
     creates = frozenset(api)
     timers = dict.fromkeys(("hb", "pend", "join", "sync"), rules.on_group_timer)
-    write_refs = dict.fromkeys(("sync", "static"), rules.on_write_failed)
+    write_refs = dict.fromkeys((SyncWrite, StaticRejoinWrite), rules.on_write_failed)
+    shape = GroupShape(Shape(Group, ("members", "static", "pending", "pending_sync", "support"), "members"), Shape(Member))
+
+    def writes(self, group: Group, request: object) -> bool:
+        """A JoinGroup writes only as a known static member's rejoin, a SyncGroup only as the leader's, and
+        a join phase's end only if a member did not rejoin (then it is removed): the rest of a rebalance,
+        most of its requests, needs no snapshot."""
+        cls = request.__class__
+        if cls is JoinGroup:
+            return request.group_instance_id is not None  # type: ignore[attr-defined]
+        if cls is SyncGroup:
+            return request.member_id == group.leader  # type: ignore[attr-defined]
+        if cls is tuple and request[0] == "join":  # type: ignore[index]
+            return not group.members or group.n_awaiting_join != len(group.members)
+        return True
 
     def state_name(self, group: Group) -> str:
         return group.state
@@ -97,9 +116,6 @@ class ClassicType(GroupType):
         records.append((GroupMetadataKey(group.group_id), None))
         commits.drop_group(state, group)
         return group
-
-    def restore_expired(self, state: ShardState, dropped: Group) -> None:
-        commits.restore_group(state, dropped)
 
     def replays(self, key: Key) -> bool:
         return isinstance(key, GroupMetadataKey)

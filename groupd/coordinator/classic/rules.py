@@ -32,10 +32,13 @@ from groupd.coordinator.api import (
     LeaveGroupResponse,
     LeftMember,
     Result,
+    StaticRejoinWrite,
     SyncGroup,
     SyncGroupResponse,
+    SyncWrite,
     TimerOp,
     Token,
+    WriteRef,
 )
 from groupd.coordinator.group import COMPLETING, DEAD, EMPTY, PREPARING, STABLE, Group, Member
 from groupd.coordinator.records import GroupMetadataKey
@@ -53,14 +56,15 @@ class Out:
         self.records: list[Any] = []
         self.responses: list[tuple[Token, Any]] = []
         self.timers: list[TimerOp] = []
-        self.write_ref: Any = None
+        self.write_ref: WriteRef | None = None
         self.replay = False
 
     def result(self) -> Result:
         if not self.records and not self.timers and len(self.responses) == 1:
             return Result(responses=(self.responses[0],), replay=False)
         return Result(
-            tuple(self.records), tuple(self.responses), tuple(self.timers), self.write_ref, self.replay
+            records=tuple(self.records), responses=tuple(self.responses), timers=tuple(self.timers),
+            write_ref=self.write_ref, replay=self.replay,
         )
 
 
@@ -442,7 +446,6 @@ def _replace_static(
     member (its assignment and leadership) under a new id; requests parked under the old id are fenced."""
     m = g.members[old_id]
     previous_leader = g.leader or ""
-    saved = (m.protocols, m.rebalance_timeout, m.session_timeout)
     old_token = g.take_join(m)
     if old_token is not None:
         out.responses.append((old_token, JoinGroupResponse(E.FENCED_INSTANCE_ID, member_id=old_id)))
@@ -478,16 +481,7 @@ def _replace_static(
                     E.NONE, g.generation, g.protocol_type, g.protocol, previous_leader, False, new_id, ()
                 )
             out.responses.append((token, resp))
-            out.write_ref = (
-                "static",
-                g.group_id,
-                req.group_instance_id,
-                old_id,
-                new_id,
-                saved,
-                token,
-                previous_leader,
-            )
+            out.write_ref = StaticRejoinWrite(g.group_id, old_id, token, previous_leader)
         else:
             prepare_rebalance(g, now, cfg, out, "metadata_change", f"static member {req.group_instance_id} rejoined as {new_id} with new metadata")
     elif st == COMPLETING:
@@ -508,23 +502,19 @@ def _rekey(g: Group, m: Member, new_id: str) -> None:
         g.leader = new_id
 
 
-def _undo_static(state: ShardState, ref: tuple[Any, ...], error: int, now: int, out: Out) -> None:
-    _, gid, instance, old_id, new_id, saved, token, previous_leader = ref
-    g = state.groups.get(gid)
+def _static_rejoin_failed(state: ShardState, ref: StaticRejoinWrite, error: int, out: Out) -> None:
+    """The runtime has put the old member back; requests it held were fenced by the failed Result and are
+    answered with the write's error by the runtime, so they are no longer parked. The rejoining member
+    hears the error with the group's generation and its previous leader, as Kafka answers it."""
     err = E.group_write_error(error)
-    if g is not None and g.static.get(instance) == new_id:
-        m = g.members[new_id]
-        _cancel_hb(g, m, out)
-        _rekey(g, m, old_id)
-        g.take_join(m)
-        g.set_protocols(m, saved[0])
-        m.rebalance_timeout, m.session_timeout = saved[1], saved[2]
-        _arm_hb(g, m, now + m.session_timeout, out)
-        out.responses.append(
-            (token, JoinGroupResponse(err, g.generation, g.protocol_type, g.protocol, previous_leader))
-        )
-    else:
-        out.responses.append((token, JoinGroupResponse(err)))
+    g = state.groups.get(ref.group_id)
+    m = g.members.get(ref.old_id) if g is not None else None
+    if g is None or m is None:
+        out.responses.append((ref.token, JoinGroupResponse(err)))
+        return
+    g.take_join(m)
+    m.sync_token = None
+    out.responses.append((ref.token, JoinGroupResponse(err, g.generation, g.protocol_type, g.protocol, ref.previous_leader)))
 
 
 # ---------------------------------------------------------------- SyncGroup
@@ -582,8 +572,8 @@ def sync_group(state: ShardState, req: SyncGroup, token: Token, now: int, cfg: G
 
 def _leader_sync(g: Group, req: SyncGroup, now: int, out: Out) -> None:
     """The leader's assignment becomes the group's: written as GroupMetadata, and every parked SyncGroup is
-    answered in this Result, i.e. once the record is durable. The group turns Stable in memory now; a failed
-    write rolls that back (``on_write_failed``)."""
+    answered in this Result, i.e. once the record is durable. The group turns Stable in memory now; if the
+    write fails the runtime restores it and ``on_write_failed`` starts a new rebalance."""
     members = g.members
     assignments = {a.member_id: a.assignment for a in req.assignments if a.member_id in members}
     out.records.append((GroupMetadataKey(g.group_id), g.metadata_value(assignments)))
@@ -597,21 +587,26 @@ def _leader_sync(g: Group, req: SyncGroup, now: int, out: Out) -> None:
             m.sync_token = None
             _arm_hb(g, m, now + m.session_timeout, out)
     g.transition(STABLE, now)
-    out.write_ref = ("sync", g.group_id, g.generation, tuple(answered))
+    out.write_ref = SyncWrite(g.group_id, g.generation, tuple(answered))
 
 
-def _undo_sync(
-    state: ShardState, ref: tuple[Any, ...], error: int, now: int, cfg: GroupConfig, out: Out
-) -> None:
-    _, gid, generation, tokens = ref
+def _sync_failed(state: ShardState, ref: SyncWrite, error: int, now: int, cfg: GroupConfig, out: Out) -> None:
+    """Kafka's resetAndPropagateAssignmentWithError and a new rebalance: every SyncGroup the leader's
+    answered hears the error, no member keeps an assignment, and the group rebalances (the runtime has
+    put it back in CompletingRebalance, the syncs parked again)."""
     err = E.group_write_error(error)
+    tokens = ref.tokens
     for token in tokens:
         out.responses.append((token, SyncGroupResponse(err)))
-    g = state.groups.get(gid)
-    if g is not None and g.generation == generation and g.state == STABLE:
-        for m in g.members.values():
-            m.assignment = b""
-        prepare_rebalance(g, now, cfg, out, "join", f"the assignment of generation {generation} could not be written")
+    g = state.groups.get(ref.group_id)
+    if g is None or g.generation != ref.generation or g.state not in (COMPLETING, STABLE):
+        return
+    for m in g.members.values():
+        m.assignment = b""
+        if m.sync_token is not None and m.sync_token in tokens:
+            m.sync_token = None
+            _arm_hb(g, m, now + m.session_timeout, out)
+    prepare_rebalance(g, now, cfg, out, "join", f"the assignment of generation {ref.generation} could not be written")
 
 
 # ---------------------------------------------------------------- Heartbeat
@@ -783,12 +778,12 @@ def describe_group(state: ShardState, group_id: str) -> GroupDescription:
     return GroupDescription(E.NONE, group_id, g.state, ptype, "", members)
 
 
-def on_write_failed(state: ShardState, write_ref: tuple[Any, ...], error: int, now: int, cfg: GroupConfig) -> Result:
-    """A classic group's metadata record was not written: a completed sync (``sync``) or a static
-    member's replacement (``static``) is undone and its answers carry the error, as Kafka's do."""
+def on_write_failed(state: ShardState, write_ref: WriteRef, error: int, now: int, cfg: GroupConfig) -> Result:
+    """A classic group's metadata record was not written: the answers of a leader's sync or a static
+    member's replacement carry the error, as Kafka's do (the runtime has restored the group)."""
     out = Out()
-    if write_ref[0] == "sync":
-        _undo_sync(state, write_ref, error, now, cfg, out)
-    elif write_ref[0] == "static":
-        _undo_static(state, write_ref, error, now, out)
+    if isinstance(write_ref, SyncWrite):
+        _sync_failed(state, write_ref, error, now, cfg, out)
+    elif isinstance(write_ref, StaticRejoinWrite):
+        _static_rejoin_failed(state, write_ref, error, out)
     return out.result()

@@ -17,19 +17,13 @@ coordinator/offsets/commits.py's ``expire_offsets`` runs the loop and asks the g
 
 from __future__ import annotations
 
-import copy
 from typing import TYPE_CHECKING, Any
 
 from groupd.coordinator.consumer.group import ConsumerGroup, consumer_groups, deletion_records, replay
 from groupd.coordinator.consumer.heartbeat import subscribed_names
-from groupd.coordinator.offsets.store import GroupOffsets
 
 if TYPE_CHECKING:
     from groupd.coordinator.shard import ShardState
-
-# a deleted consumer group as it was (to bring back if the write fails) and its offsets
-DroppedConsumerGroup = tuple[ConsumerGroup, GroupOffsets]
-
 
 def subscribed_topics(group: ConsumerGroup) -> frozenset[str]:
     """The topic names the group's members subscribe to, by name or through a resolved regex."""
@@ -41,23 +35,13 @@ def is_empty(group: ConsumerGroup) -> bool:
     return not group.members
 
 
-def drop_consumer_group(state: ShardState, group: ConsumerGroup, records: list[tuple[Any, None]]) -> DroppedConsumerGroup:
+def drop_consumer_group(state: ShardState, group: ConsumerGroup, records: list[tuple[Any, None]]) -> None:
     """Append the group's tombstones to ``records`` and apply them now, as every consumer-group record is
     applied when made (the shard's runtime replay skips them for an expiry); its offsets, whose
-    tombstones are already in ``records``, go with it."""
-    before = copy.deepcopy(group)
+    tombstones are already in ``records``, go with it. A failed write is the runtime's to roll back (the
+    retention check runs under a snapshot of the whole shard)."""
     tombstones = deletion_records(group)
     for key, value in tombstones:
         replay(consumer_groups(state), key, value)
     records.extend(tombstones)
-    return before, state.offsets.committed.pop(group.group_id, {})
-
-
-def restore_consumer_group(state: ShardState, dropped: DroppedConsumerGroup) -> None:
-    """The expiry's write failed: Kafka's in-memory rollback brings the group back, unless its id was
-    taken meanwhile."""
-    group, offsets = dropped
-    gid = group.group_id
-    if gid not in state.groups:
-        state.groups[gid] = group
-        state.offsets.restore(gid, offsets)
+    state.offsets.drop(group.group_id)

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from groupd.coordinator import errors as E
 from groupd.coordinator.api import (
     DeleteGroupResponse,
     GroupConfig,
+    GroupDeleteWrite,
     GroupDescription,
     GroupListing,
     OffsetCommit,
@@ -32,14 +34,14 @@ from groupd.coordinator.consumer import runtime as consumer
 from groupd.coordinator.consumer.expiry import (
     drop_consumer_group,
     is_empty,
-    restore_consumer_group,
     subscribed_topics,
 )
-from groupd.coordinator.consumer.group import ConsumerGroup, deletion_records, replay
+from groupd.coordinator.consumer.group import ConsumerGroup, Member, deletion_records, replay
 from groupd.coordinator.group_type import GroupsOf, GroupType
 from groupd.coordinator.logfields import group_event
 from groupd.coordinator.offsets.commits import expire_group_offsets, offset_tombstones
 from groupd.coordinator.records import Key, Value
+from groupd.coordinator.snapshots import GroupShape, Shape
 
 if TYPE_CHECKING:
     from groupd.coordinator.shard import ShardState
@@ -66,10 +68,7 @@ def classic_join_group(state: ShardState, req: Any, token: Token, now: int, cfg:
     for key, value in tombstones:
         replay(groups, key, value)
     joined = classic.join_group(state, req, token, now, cfg)
-    return Result(
-        tuple(tombstones) + joined.records, joined.responses, joined.timers, joined.write_ref, joined.replay,
-        joined.producer, joined.marker,
-    )
+    return replace(joined, records=tuple(tombstones) + joined.records)
 
 
 def _timer(state: ShardState, key: tuple[Any, ...], now: int, cfg: GroupConfig) -> Result:
@@ -91,6 +90,10 @@ class ConsumerType(GroupType):
     }
     creates = frozenset({"consumer_group_heartbeat"})
     timers = dict.fromkeys(consumer.TIMER_KINDS, _timer)
+    shape = GroupShape(
+        Shape(ConsumerGroup, ("members", "static_members", "targets", "regexes", "owners"), "members"),
+        Shape(Member, ("assigned", "pending_revocation")),
+    )
 
     def state_name(self, group: ConsumerGroup) -> str:
         return group.state()
@@ -115,7 +118,10 @@ class ConsumerType(GroupType):
         groups = consumer_groups(state)
         for key, value in tombstones:
             replay(groups, key, value)
-        return Result(tuple(offsets) + tuple(tombstones), ((token, DeleteGroupResponse(E.NONE)),), replay=bool(offsets))
+        return Result(
+            records=tuple(offsets) + tuple(tombstones), responses=((token, DeleteGroupResponse(E.NONE)),),
+            write_ref=GroupDeleteWrite(token), replay=bool(offsets),
+        )
 
     def validate_offset_commit(self, state: ShardState, group: ConsumerGroup, req: OffsetCommit) -> int:
         return consumer_offsets.commit_error(
@@ -151,11 +157,9 @@ class ConsumerType(GroupType):
         offsets left it goes with its own tombstones (coordinator/consumer/expiry.py)."""
         subscribed = subscribed_topics(group)
         if expire_group_offsets(state, group.group_id, None, subscribed.__contains__, now, retention, records) and is_empty(group):
-            return drop_consumer_group(state, group, records)
+            drop_consumer_group(state, group, records)
+            return group
         return None
-
-    def restore_expired(self, state: ShardState, dropped: Any) -> None:
-        restore_consumer_group(state, dropped)
 
     def replays(self, key: Key) -> bool:
         return isinstance(key, rec.RegexKey) or (

@@ -111,7 +111,8 @@ def _replacing_empty_classic_group(
     conversion = Conversion()
     retire_classic(state, classic, conversion, now)
     return Result(
-        tuple(conversion.records) + joined.records, joined.responses, tuple(conversion.timers) + joined.timers, replay=False,
+        records=tuple(conversion.records) + joined.records, responses=joined.responses,
+        timers=tuple(conversion.timers) + joined.timers, replay=False,
     )
 
 
@@ -142,8 +143,8 @@ def _into_classic_group(
     log.info("classic group %s upgraded to a consumer group at epoch %d (%d members)", gid, classic.generation, len(classic.members))
     result = _result(joined, token, now)
     return Result(
-        tuple(conversion.records) + result.records, tuple(conversion.responses) + result.responses,
-        tuple(conversion.timers) + result.timers, replay=False,
+        records=tuple(conversion.records) + result.records, responses=tuple(conversion.responses) + result.responses,
+        timers=tuple(conversion.timers) + result.timers, replay=False,
     )
 
 
@@ -163,7 +164,7 @@ def _leave_downgrading(state: ShardState, request: ConsumerGroupHeartbeat, token
 
 def _converted(conversion: Conversion, token: Token | None, response: object) -> Result:
     responses = tuple(conversion.responses) + (((token, response),) if token is not None else ())
-    return Result(tuple(conversion.records), responses, tuple(conversion.timers), replay=False)
+    return Result(records=tuple(conversion.records), responses=responses, timers=tuple(conversion.timers), replay=False)
 
 
 def consumer_group_describe(state: ShardState, group_ids: list[str], cfg: GroupConfig) -> list[DescribedConsumerGroup]:

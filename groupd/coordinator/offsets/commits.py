@@ -16,25 +16,28 @@ from groupd.coordinator import errors as E
 from groupd.coordinator.api import (
     CommitPartition,
     DeleteGroupResponse,
+    ExpiryWrite,
     FetchedOffset,
     GroupConfig,
+    GroupDeleteWrite,
     OffsetCommit,
     OffsetCommitResponse,
     OffsetDelete,
     OffsetDeleteResponse,
+    OffsetDeleteWrite,
     OffsetFetch,
     OffsetFetchResponse,
+    OffsetsWrite,
     PartitionError,
     Result,
     TimerOp,
     Token,
+    TopicOffsetsWrite,
 )
 from groupd.coordinator.group import DEAD, EMPTY, PREPARING, STABLE, Group
-from groupd.coordinator.offsets.store import GroupOffsets
 from groupd.coordinator.records import GroupMetadataKey, OffsetCommitKey, OffsetCommitValue
 
 if TYPE_CHECKING:
-    from groupd.coordinator.group_type import GroupType
     from groupd.coordinator.shard import ShardState
 
 
@@ -96,15 +99,15 @@ def offset_commit(state: ShardState, req: OffsetCommit, token: Token, now: int, 
         return Result(responses=response, timers=timers, replay=False)
     writing = state.offsets.pending_commits
     writing[req.group_id] = writing.get(req.group_id, 0) + len(records)  # OffsetStore.start_writing, inlined
-    return Result(tuple(records), response, timers, ("commit", req.group_id, token, parts, len(records)), True)
+    return Result(records=tuple(records), responses=response, timers=timers, write_ref=OffsetsWrite(token, parts))
 
 
-def commit_failed(state: ShardState, ref: tuple[Any, ...], error: int) -> Result:
-    _, gid, token, parts, n = ref
-    state.offsets.done_writing(gid, n)
+def commit_failed(ref: OffsetsWrite, error: int) -> Result:
+    """Every partition written answers the mapped error (the runtime has put the group and its commits
+    in flight back as they were)."""
     err = E.offset_write_error(error)
-    mapped = tuple(PartitionError(p.topic, p.partition, err) for p in parts)
-    return Result(responses=((token, OffsetCommitResponse(mapped)),), replay=False)
+    mapped = tuple(PartitionError(p.topic, p.partition, err) for p in ref.partitions)
+    return Result(responses=((ref.token, OffsetCommitResponse(mapped)),), replay=False)
 
 
 def has_pending(state: ShardState, group_id: str, topic: str, partition: int) -> bool:
@@ -190,7 +193,7 @@ def offset_delete(state: ShardState, req: OffsetDelete, token: Token, now: int) 
     response = ((token, OffsetDeleteResponse(E.NONE, tuple(parts))),)
     if not records:
         return Result(responses=response, replay=False)
-    return Result(tuple(records), response, (), ("offdel", token), True)
+    return Result(records=tuple(records), responses=response, write_ref=OffsetDeleteWrite(token))
 
 
 def offset_tombstones(state: ShardState, gid: str) -> list[tuple[Any, None]]:
@@ -215,47 +218,38 @@ def delete_group(state: ShardState, group_id: str, token: Token, now: int) -> Re
     records.append((GroupMetadataKey(group_id), None))
     drop_group(state, g)
     return Result(
-        tuple(records),
-        ((token, DeleteGroupResponse(E.NONE)),),
-        _cancel_pending(g),
-        ("delete", g, token),
-        True,
+        records=tuple(records), responses=((token, DeleteGroupResponse(E.NONE)),), timers=_cancel_pending(g),
+        write_ref=GroupDeleteWrite(token),
     )
 
 
 def drop_group(state: ShardState, g: Group) -> None:
     """The group dies now; its tombstone is still to be written, and its runtime replay must not remove a
     group recreated with the same id meanwhile (``ShardState.dropping`` counts tombstones in flight).
-    Its offsets (all of them tombstoned in the same write) are parked until the write ends."""
+    Its offsets (all of them tombstoned in the same write) go with it."""
     del state.groups[g.group_id]
     g.state = DEAD
     state.dropping[g.group_id] = state.dropping.get(g.group_id, 0) + 1
-    state.offsets.park(g.group_id)
+    state.offsets.drop(g.group_id)
 
 
-def undrop(state: ShardState, group_id: str) -> GroupOffsets:
-    """A group tombstone's write ended: returns the offsets parked when the group was dropped (to bring
-    back if the write failed)."""
+def undrop(state: ShardState, group_id: str) -> None:
+    """A group tombstone is durable: its count in flight goes down. A failed write never comes here: the
+    runtime restores the snapshot it took before the drop."""
     n = state.dropping.get(group_id, 0) - 1
     if n > 0:
         state.dropping[group_id] = n
     else:
         state.dropping.pop(group_id, None)
-    return state.offsets.unpark(group_id)
 
 
 def _cancel_pending(g: Group) -> tuple[TimerOp, ...]:
     return tuple(TimerOp(("pend", g.group_id, mid), None) for mid in g.pending)
 
 
-def delete_failed(state: ShardState, ref: tuple[Any, ...], error: int) -> Result:
-    _, g, token = ref
-    parked = undrop(state, g.group_id)
-    if g.group_id not in state.groups:
-        g.state = EMPTY
-        state.groups[g.group_id] = g
-        state.offsets.restore(g.group_id, parked)
-    return Result(responses=((token, DeleteGroupResponse(E.offset_write_error(error))),), replay=False)
+def delete_failed(ref: GroupDeleteWrite, error: int) -> Result:
+    """The group stays (the runtime has put it back); the caller hears the mapped error."""
+    return Result(responses=((ref.token, DeleteGroupResponse(E.offset_write_error(error))),), replay=False)
 
 
 def expire_offsets(state: ShardState, now: int, cfg: GroupConfig) -> Result:
@@ -264,19 +258,18 @@ def expire_offsets(state: ShardState, now: int, cfg: GroupConfig) -> Result:
     subscribed topics) and drops the group when it is left Empty without offsets."""
     retention = cfg.offsets_retention_ms
     records: list[tuple[Any, None]] = []
-    dropped: list[tuple[GroupType, Any]] = []
     store = state.offsets
+    timers: list[TimerOp] = []
     for g in list(state.groups.values()):
         if store.writing(g.group_id):
             continue  # never expire under a commit still being written
-        group_type = state.type_of(g)
-        gone = group_type.expiry(state, g, now, retention, records)
-        if gone is not None:
-            dropped.append((group_type, gone))
-    timers = tuple(op for t, gone in dropped if isinstance(gone, Group) for op in _cancel_pending(gone))
+        gone = state.type_of(g).expiry(state, g, now, retention, records)
+        if isinstance(gone, Group):
+            timers.extend(_cancel_pending(gone))
     if not records:
-        return Result(timers=timers, replay=False)
-    return Result(tuple(records), (), timers, ("expire", tuple(dropped)), True)
+        return Result(timers=tuple(timers), replay=False)
+    # a failed write is only logged by Kafka, whose rollback brings the groups back: so does the runtime's
+    return Result(records=tuple(records), timers=tuple(timers), write_ref=ExpiryWrite())
 
 
 def expire_group_offsets(
@@ -312,23 +305,6 @@ def expire_group_offsets(
     return all_expired
 
 
-def expire_failed(state: ShardState, ref: tuple[Any, ...]) -> Result:
-    """A failed expiry write is only logged by Kafka, whose in-memory rollback brings the groups back: so
-    do we (each type brings back what it dropped, their parked offsets with them)."""
-    for group_type, gone in ref[1]:
-        group_type.restore_expired(state, gone)
-    return Result(replay=False)
-
-
-def restore_group(state: ShardState, g: Group) -> None:
-    """A classic group dropped by a write that failed comes back Empty, with its parked offsets."""
-    parked = undrop(state, g.group_id)
-    if g.group_id not in state.groups:
-        g.state = EMPTY
-        state.groups[g.group_id] = g
-        state.offsets.restore(g.group_id, parked)
-
-
 def remove_topic_offsets(state: ShardState, topics: frozenset[str] | set[str]) -> Result:
     """A deleted topic takes every group's offsets for it along (tombstones, replayed once durable)."""
     keys = {
@@ -346,4 +322,4 @@ def remove_topic_offsets(state: ShardState, topics: frozenset[str] | set[str]) -
     records = list(keys.items())
     if not records:
         return Result(replay=False)
-    return Result(tuple(records), (), (), ("topics",), True)
+    return Result(records=tuple(records), write_ref=TopicOffsetsWrite())

@@ -3,8 +3,9 @@
 Offsets belong to a group id, not to a group object: a consumer group's committed offsets survive its
 conversion to a classic group and back, and a commit is validated against whichever group type owns the
 id (coordinator/offsets/commits.py asks that type through coordinator/group_type.py). Committed offsets
-change only by replay (coordinator/offsets/replay.py); ``pending_commits`` counts the commits written but
-not yet durable, so that the retention check never expires under them.
+change by replay (coordinator/offsets/replay.py), and leave at once with a group that is dropped (their
+tombstones in its write; a failed write is rolled back by the runtime); ``pending_commits`` counts the
+commits written but not yet durable, so that the retention check never expires under them.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ _NONE: Mapping[str, dict[int, OffsetCommitValue]] = MappingProxyType({})
 class OffsetStore:
     """Committed offsets, commits in flight and transactional offsets not yet ended by a marker."""
 
-    __slots__ = ("committed", "pending_commits", "pending_txn", "open_txns", "txn_seq", "parked")
+    __slots__ = ("committed", "pending_commits", "pending_txn", "open_txns", "txn_seq")
 
     def __init__(self) -> None:
         self.committed: dict[str, GroupOffsets] = {}
@@ -38,7 +39,6 @@ class OffsetStore:
         self.pending_txn: dict[int, dict[str, dict[tuple[str, int], PendingOffset]]] = {}
         self.open_txns: dict[str, set[int]] = {}
         self.txn_seq = 0  # write order of transactional offsets
-        self.parked: dict[str, list[GroupOffsets]] = {}  # offsets of dropped groups, tombstones in flight
 
     def of(self, group_id: str) -> Mapping[str, dict[int, OffsetCommitValue]]:
         """The group's committed offsets (read only; empty when it has none)."""
@@ -88,27 +88,8 @@ class OffsetStore:
         self.pending_commits.clear()
         self.pending_txn.clear()
         self.open_txns.clear()
-        self.parked.clear()
 
-    # ------------------------------------------------------------ groups dropped, tombstones in flight
-
-    def park(self, group_id: str) -> None:
-        """A group is dropped with all its offsets tombstoned: they leave now (as the group does) and
-        wait, in write order, for the write's outcome."""
-        self.parked.setdefault(group_id, []).append(self.committed.pop(group_id, {}))
-
-    def unpark(self, group_id: str) -> GroupOffsets:
-        queue = self.parked.get(group_id)
-        if not queue:
-            return {}
-        offsets = queue.pop(0)
-        if not queue:
-            del self.parked[group_id]
-        return offsets
-
-    def restore(self, group_id: str, offsets: GroupOffsets) -> None:
-        """The drop's write failed: the parked offsets come back, under any committed meanwhile."""
-        for topic, ps in offsets.items():
-            for partition, value in ps.items():
-                if partition not in self.of(group_id).get(topic, ()):
-                    self.set(group_id, topic, partition, value)
+    def drop(self, group_id: str) -> None:
+        """A group is dropped with all its offsets tombstoned: they leave now, as the group does (if the
+        write fails, the runtime restores its snapshot of them, coordinator/snapshots.py)."""
+        self.committed.pop(group_id, None)

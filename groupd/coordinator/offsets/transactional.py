@@ -17,7 +17,9 @@ from groupd.coordinator import errors as E
 from groupd.coordinator.api import (
     EndTxnMarker,
     GroupConfig,
+    MarkerWrite,
     OffsetCommitResponse,
+    OffsetsWrite,
     PartitionError,
     Result,
     Token,
@@ -78,7 +80,7 @@ def txn_offset_commit(state: ShardState, req: TxnOffsetCommit, token: Token, now
         return _failed(req, token, E.INVALID_PRODUCER_EPOCH)
     state.offsets.start_writing(req.group_id, len(records))
     return Result(
-        tuple(records), response, (), ("commit", req.group_id, token, parts, len(records)), True,
+        records=tuple(records), responses=response, write_ref=OffsetsWrite(token, parts),
         producer=(req.producer_id, req.producer_epoch),
     )
 
@@ -105,7 +107,7 @@ def end_transaction(state: ShardState, req: EndTxnMarker, token: Token, now: int
     if _fenced(state, req.producer_id, req.producer_epoch):
         return Result(responses=((token, E.INVALID_PRODUCER_EPOCH),), replay=False)
     return Result(
-        responses=((token, None),), write_ref=("marker", token),
+        responses=((token, None),), write_ref=MarkerWrite(token),
         marker=(req.producer_id, req.producer_epoch, req.commit),
     )
 

@@ -14,7 +14,17 @@ log (tests/unit/coordinator/harness.py) and the broker with the event loop and t
 
 - ``LogPort``: append a Result's records; say whether (and later when) they are durable.
 - ``Wakeups``: arm the one wake-up per shard that fires its earliest timer.
-- ``ShardRules``: the state machine of a shard (fresh state, timers, failed writes, replay).
+- ``ShardRules``: the state machine of a shard (fresh state, timers, snapshots, failed writes, replay).
+
+A failed write is rolled back by the runtime, as Kafka's runtime reverts its ``SnapshotRegistry``: before
+an operation runs, the rules hand it a ``Snapshot`` of what the operation can touch; if the operation's
+records cannot be written, the runtime restores that snapshot and puts the timers the operation moved
+back where they were, then asks the rules for the answers Kafka gives to a failed write
+(``on_write_failed``: answers and follow-ups such as a new rebalance, never undo). An append that fails
+is rolled back at once, as Kafka's is. A write whose flush round fails later is rolled back only if it
+was the shard's one write in flight when it was made and no later write of its subject is in flight
+now: otherwise writes made or made durable since would be erased by the snapshot (Kafka does not revert
+for a write that fails after its append either); it is answered all the same.
 """
 
 from __future__ import annotations
@@ -23,7 +33,7 @@ import collections
 import heapq
 import itertools
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -31,6 +41,9 @@ from groupd.coordinator import errors as E
 from groupd.coordinator.api import Result, TimerOp, Token
 
 log = logging.getLogger("groupd.coordinator")
+
+TimerKey = tuple[Any, ...]
+TIMER_RETRY_BACKOFF_MS = 500  # Kafka's CoordinatorTimer: a timer operation whose write failed runs again
 
 
 class CoordinatorError(Exception):
@@ -82,14 +95,30 @@ class Wakeups(Protocol):
         """Disarm the shard's wake-up."""
 
 
+class Snapshot(Protocol):
+    """What an operation could change, as it was before the operation ran (the rules' own structure)."""
+
+    @property
+    def subject(self) -> str | None:
+        """What it covers (a group id), for telling overlapping snapshots apart; None: anything."""
+
+    def restore(self) -> None:
+        """Put the state back as it was when the snapshot was taken."""
+
+
 class ShardRules(Protocol):
     """The state machine of one shard: what the runtime calls besides the request handlers."""
 
     def new_state(self, partition: int) -> Any: ...
 
+    def snapshot(self, state: Any, subject: str, request: object) -> Snapshot | None:
+        """A snapshot of what the operation on ``request`` (about ``subject``, e.g. a group id; a firing
+        timer's key for a timer) can change before its records are durable; None when it changes nothing
+        the runtime should restore."""
+
     def on_timer(self, state: Any, key: tuple[Any, ...], now: int) -> Result: ...
 
-    def on_write_failed(self, state: Any, write_ref: Any, error: int, now: int) -> Result: ...
+    def on_write_failed(self, state: Any, write_ref: object, error: int, now: int) -> Result: ...
 
     def replay(self, state: Any, result: Result, now: int) -> None: ...
 
@@ -137,16 +166,42 @@ class _Waiting:
     round is over (with None or the round's error), from the code that learns it: delivery then takes
     no loop turn of its own, where a future per Result and a callback per link took two."""
 
-    __slots__ = ("runtime", "shard", "result", "flushed", "error")
+    __slots__ = ("runtime", "shard", "result", "flushed", "error", "rollback")
 
-    def __init__(self, runtime: CoordinatorRuntime, shard: Shard, result: Result) -> None:
+    def __init__(self, runtime: CoordinatorRuntime, shard: Shard, result: Result, rollback: _Rollback | None = None) -> None:
         self.runtime, self.shard, self.result = runtime, shard, result
         self.flushed = False
         self.error: BaseException | None = None
+        self.rollback = rollback
 
     def __call__(self, error: BaseException | None) -> None:
         self.flushed, self.error = True, error
         self.runtime._drain(self.shard)
+
+
+class _Rollback:
+    """How to put a shard back as it was before one operation: the rules' snapshot, and the deadline
+    (or absence) of each timer the operation set or cancelled (kept raw: the TimerOps are made only
+    for a rollback)."""
+
+    __slots__ = ("snapshot", "moved", "retry", "alone")
+
+    def __init__(
+        self, snapshot: Snapshot, moved: Sequence[tuple[TimerKey, int | None]], retry: TimerKey | None, alone: bool
+    ) -> None:
+        self.snapshot = snapshot
+        self.moved = moved  # each timer the operation set or cancelled, with its heap entry before (or None)
+        self.retry = retry  # the timer that ran the operation: set again, after a backoff
+        self.alone = alone  # no earlier Result of the shard was waiting: none can be replayed under it
+
+
+def _overtaken(shard: Shard, subject: str | None) -> bool:
+    """A later write still in flight may have changed what a snapshot of ``subject`` holds."""
+    for waiting in shard.queue:
+        later = waiting.rollback
+        if later is not None and (subject is None or later.snapshot.subject in (subject, None)):
+            return True
+    return False
 
 
 class Then:
@@ -203,14 +258,24 @@ class CoordinatorRuntime:
         try:
             observer = self.observer
             before = observer.before(shard.state, subject) if observer is not None else None
+            snapshot = self.rules.snapshot(shard.state, subject, request)
             result = handler(shard.state, request, token, self.now(), self.context)
             if observer is not None:
                 observer.after(shard, subject, before)
-            self.process(shard, result)
+            self.process(shard, result, snapshot)
         except BaseException:
             self._waiting.pop(token, None)
             raise
         return token
+
+    def run_task(self, shard: Shard, subject: str, task: Callable[[Any, int], Result]) -> Result:
+        """An operation of the coordinator's own (the retention check, a deleted topic): ``task(state,
+        now)`` under the rules' snapshot for ``subject`` ("" for none in particular), its Result processed
+        as a request's, rolled back the same way if its records are not written."""
+        snapshot = self.rules.snapshot(shard.state, subject, task)
+        result = task(shard.state, self.now())
+        self.process(shard, result, snapshot)
+        return result
 
     def new_token(self, waiter: Waiter) -> Token:
         """A token for a Result made outside ``run`` (the harness's own calls of the rules)."""
@@ -225,19 +290,27 @@ class CoordinatorRuntime:
     def waiting(self) -> int:
         return len(self._waiting)
 
-    def process(self, shard: Shard, result: Result) -> None:
-        """Set the Result's timers, append its records, and deliver its answers once durable, in order."""
+    def process(self, shard: Shard, result: Result, snapshot: Snapshot | None = None, retry: TimerKey | None = None) -> None:
+        """Set the Result's timers, append its records, and deliver its answers once durable, in order.
+        ``snapshot``: what the operation that made the Result could change, as it was before; ``retry``:
+        the key of the timer that made it, set again if it is rolled back."""
         if self.on_result is not None:
             self.on_result(result)
+        writes = result.records or result.marker is not None
+        rollback = None
+        if snapshot is not None and writes:
+            get = shard.deadlines.get
+            moved = [(op.key, get(op.key)) for op in result.timers] if result.timers else ()
+            rollback = _Rollback(snapshot, moved, retry, not shard.queue)
         if result.timers:
             self.apply_timers(shard, result.timers)
-        if result.records or result.marker is not None:
+        if writes:
             try:
                 self.port.append(shard, result)
             except WriteFailed as exc:  # the port has said why in the log
-                self._failed(shard, result, exc.code)
+                self._failed(shard, result, exc.code, rollback)
                 return
-            waiting = _Waiting(self, shard, result)
+            waiting = _Waiting(self, shard, result, rollback)
             if self.port.when_durable(shard, waiting):
                 shard.queue.append(waiting)
                 return
@@ -255,21 +328,30 @@ class CoordinatorRuntime:
         while queue and queue[0].flushed:
             w = queue.popleft()
             try:
-                self._settled(shard, w.error, w.result)
+                self._settled(shard, w.error, w.result, w.rollback)
             except Exception:
                 log.exception("delivering answers of %s-%d failed", self.topic, shard.partition)
 
-    def _settled(self, shard: Shard, error: BaseException | None, result: Result) -> None:
+    def _settled(self, shard: Shard, error: BaseException | None, result: Result, rollback: _Rollback | None = None) -> None:
         """Every earlier Result of the shard is answered and this one's flush round is over."""
         if error is not None:
             log.error("fsync of %s-%d failed: %s", self.topic, shard.partition, error)
-            self._failed(shard, result, error.code if isinstance(error, WriteFailed) else E.KAFKA_STORAGE_ERROR)
+            if rollback is not None and (not rollback.alone or _overtaken(shard, rollback.snapshot.subject)):
+                rollback = None
+            self._failed(shard, result, error.code if isinstance(error, WriteFailed) else E.KAFKA_STORAGE_ERROR, rollback)
             return
         self._deliver(shard, result)
 
-    def _failed(self, shard: Shard, result: Result, code: int) -> None:
-        """Never acknowledge what is not durable: the rules map the failure (``code``, Kafka's append
-        error) into each answer."""
+    def _failed(self, shard: Shard, result: Result, code: int, rollback: _Rollback | None = None) -> None:
+        """Never acknowledge what is not durable: the state goes back to what it was before the operation
+        (``rollback``), and the rules map the failure (``code``, Kafka's append error) into each answer."""
+        if rollback is not None:
+            rollback.snapshot.restore()
+            ops = [TimerOp(key, entry >> 64 if entry is not None else None) for key, entry in reversed(rollback.moved)]
+            if rollback.retry is not None:
+                ops.append(TimerOp(rollback.retry, self.now() + TIMER_RETRY_BACKOFF_MS))
+            if ops:
+                self.apply_timers(shard, ops)
         follow_up = self.rules.on_write_failed(shard.state, result.write_ref, code, self.now())
         if self.on_result is not None:
             self.on_result(follow_up)
@@ -373,6 +455,7 @@ class CoordinatorRuntime:
         subject = self.rules.timer_subject(key)
         observer = self.observer if subject is not None else None
         before = observer.before(shard.state, subject) if observer is not None and subject is not None else None
+        snapshot = self.rules.snapshot(shard.state, subject, key) if subject is not None else None
         try:
             result = self.rules.on_timer(shard.state, key, now)
         except Exception:
@@ -380,7 +463,9 @@ class CoordinatorRuntime:
             return
         if observer is not None and subject is not None:
             observer.after(shard, subject, before)
-        self.process(shard, result)
+        # rolled back, the timer's work is still to do: it fires again after a backoff, as Kafka's
+        # coordinator timers retry an operation whose write failed
+        self.process(shard, result, snapshot, key)
 
     def clear_timers(self) -> None:
         for shard in self.shards.values():

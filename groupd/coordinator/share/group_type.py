@@ -27,8 +27,9 @@ from groupd.coordinator.group_type import GroupType
 from groupd.coordinator.logfields import group_event
 from groupd.coordinator.records import Key, Value
 from groupd.coordinator.share import runtime as share
-from groupd.coordinator.share.group import ShareGroup, deletion_records, replay, share_groups
+from groupd.coordinator.share.group import ShareGroup, ShareMember, deletion_records, replay, share_groups
 from groupd.coordinator.share.records import is_share_key
+from groupd.coordinator.snapshots import GroupShape, Shape
 
 if TYPE_CHECKING:
     from groupd.coordinator.shard import ShardState
@@ -54,6 +55,10 @@ class ShareType(GroupType):
     api = {"join_group": _refuse_join, "share_group_heartbeat": share.share_group_heartbeat}
     creates = frozenset({"share_group_heartbeat"})
     timers = dict.fromkeys(share.TIMER_KINDS, _timer)
+    shape = GroupShape(
+        Shape(ShareGroup, ("members", "targets", "initializing", "initialized", "deleting"), "members"),
+        Shape(ShareMember, ("assigned",)),
+    )
     keeps_offsets = False
 
     def state_name(self, group: ShareGroup) -> str:
@@ -79,7 +84,7 @@ class ShareType(GroupType):
         groups = share_groups(state)
         for key, value in tombstones:
             replay(groups, key, value, 0)
-        return Result(tuple(tombstones), ((token, DeleteGroupResponse(E.NONE)),), replay=False)
+        return Result(records=tuple(tombstones), responses=((token, DeleteGroupResponse(E.NONE)),), replay=False)
 
     def validate_offset_commit(self, state: ShardState, group: ShareGroup, req: OffsetCommit) -> int:
         return E.GROUP_ID_NOT_FOUND
@@ -100,9 +105,6 @@ class ShareType(GroupType):
         self, state: ShardState, group: ShareGroup, now: int, retention: int, records: list[tuple[Any, None]],
     ) -> Any:
         return None  # no offsets of its own; its share partitions' state is the share coordinator's
-
-    def restore_expired(self, state: ShardState, dropped: Any) -> None:
-        return None
 
     def replays(self, key: Key) -> bool:
         return is_share_key(key)

@@ -82,7 +82,7 @@ def share_group_heartbeat(state: ShardState, request: ShareGroupHeartbeat, token
 def share_state_initialized(state: ShardState, event: ShareStateInitialized, token: Token, now: int, cfg: GroupConfig) -> Result:
     """The share coordinator answered the initialization a heartbeat asked for; answers None."""
     result = _result(state_initialized(share_groups(state), state.topics, event, now), None)
-    return Result(result.records, ((token, None),), result.timers, replay=False)
+    return Result(records=result.records, responses=((token, None),), timers=result.timers, replay=False)
 
 
 def share_group_describe(state: ShardState, group_ids: list[str]) -> list[DescribedShareGroup]:
@@ -123,26 +123,28 @@ def share_delete_prepare(state: ShardState, group_id: str, token: Token, now: in
         return Result(responses=((token, SharePartitionsToDelete(E.NON_EMPTY_GROUP, ())),), replay=False)
     out = Outcome()
     topics = partitions_to_delete(share_groups(state), group_id, out, now)
-    return Result(tuple(out.records), ((token, SharePartitionsToDelete(E.NONE, topics)),), replay=False)
+    return Result(
+        records=tuple(out.records), responses=((token, SharePartitionsToDelete(E.NONE, topics)),), replay=False
+    )
 
 
 def share_alter_offsets(state: ShardState, request: AlterShareOffsets, token: Token, now: int, cfg: GroupConfig) -> Result:
     """AlterShareGroupOffsets' write: answers an AlterShareOffsetsPlan."""
     outcome = alter_offsets(share_groups(state), state.topics, request, now, other_type(state, request.group_id))
-    return Result(tuple(outcome.records), ((token, outcome.plan),), replay=False)
+    return Result(records=tuple(outcome.records), responses=((token, outcome.plan),), replay=False)
 
 
 def share_delete_offsets(state: ShardState, request: DeleteShareOffsets, token: Token, now: int, cfg: GroupConfig) -> Result:
     """DeleteShareGroupOffsets' first write: answers a DeleteShareOffsetsPlan."""
     outcome = delete_offsets(share_groups(state), state.topics, request, now)
-    return Result(tuple(outcome.records), ((token, outcome.delete_plan),), replay=False)
+    return Result(records=tuple(outcome.records), responses=((token, outcome.delete_plan),), replay=False)
 
 
 def share_state_deleted(state: ShardState, request: tuple[str, frozenset[uuid.UUID]], token: Token, now: int, cfg: GroupConfig) -> Result:
     """The share state of these deleting topics is gone: they leave the deleting set; answers None."""
     group_id, topic_ids = request
     outcome = deleted(share_groups(state), group_id, topic_ids, now)
-    return Result(tuple(outcome.records), ((token, None),), replay=False)
+    return Result(records=tuple(outcome.records), responses=((token, None),), replay=False)
 
 
 def share_initialized_partitions(state: ShardState, group_id: str) -> dict[uuid.UUID, frozenset[int]]:

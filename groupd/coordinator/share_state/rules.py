@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import heapq
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -149,16 +149,46 @@ class ShareShard:
     redundant_below: int = 2**63 - 1
 
 
-def _saved(state: ShareShard, key: SharePartitionKey) -> tuple[Any, ...]:
-    return (state.offsets.get(key), state.leader_epochs.get(key), state.state_epochs.get(key), state.update_counts.get(key))
+@value
+class ShareStateWrite:
+    """One share-partition's record: on a failed write the request (a ReadState when ``read``) hears the
+    mapped error (the runtime has put the partition's state back)."""
+
+    token: Token
+    read: bool
 
 
-def _restore(state: ShareShard, key: SharePartitionKey, saved: tuple[Any, ...]) -> None:
-    for table, old in zip((state.offsets, state.leader_epochs, state.state_epochs, state.update_counts), saved, strict=True):
-        if old is None:
-            table.pop(key, None)  # type: ignore[attr-defined]
+class PartitionsSnapshot:
+    """What a share-state operation can change before its records are durable: the tables' entries of
+    the share-partitions it names (``keys``), or of every one (None), for the runtime's rollback."""
+
+    __slots__ = ("state", "subject", "saved")
+
+    def __init__(self, state: ShareShard, keys: Iterable[SharePartitionKey] | None) -> None:
+        self.state, self.subject = state, None
+        tables = _tables(state)
+        if keys is None:
+            self.saved: list[tuple[Any, ...]] | tuple[dict[Any, Any], ...] = tuple(dict(t) for t in tables)
         else:
-            table[key] = old  # type: ignore[index]
+            self.saved = [(k, *(t.get(k) for t in tables)) for k in keys]
+
+    def restore(self) -> None:
+        tables = _tables(self.state)
+        if isinstance(self.saved, tuple):
+            for table, old in zip(tables, self.saved, strict=True):
+                table.clear()
+                table.update(old)
+            return
+        for key, *olds in self.saved:
+            for table, old in zip(tables, olds, strict=True):
+                if old is None:
+                    table.pop(key, None)
+                else:
+                    table[key] = old
+
+
+def _tables(state: ShareShard) -> tuple[dict[SharePartitionKey, Any], ...]:
+    return (state.offsets, state.leader_epochs, state.state_epochs, state.update_counts)
 
 
 # ---------------------------------------------------------------- replay
@@ -265,7 +295,7 @@ def _read_error(code: int, message: str | None = None) -> ReadStateResult:
 # ---------------------------------------------------------------- handlers
 
 
-def _applied(records: tuple[Record, ...], token: Token, payload: Any, write_ref: Any = None) -> Result:
+def _applied(records: tuple[Record, ...], token: Token, payload: Any, write_ref: ShareStateWrite | None = None) -> Result:
     """A Result whose records are already replayed (the runtime must not replay them again). Result's
     records are typed for ``__consumer_offsets``; the runtime carries any record its port writes."""
     return Result(records=cast(Any, records), responses=((token, payload),), write_ref=write_ref, replay=False)
@@ -276,9 +306,8 @@ def result_records(result: Result) -> tuple[Record, ...]:
 
 
 def _written(state: ShareShard, token: Token, kind: str, key: SharePartitionKey, record: Record, payload: Any, cfg: ShareStateConfig) -> Result:
-    saved = _saved(state, key)
     replay(state, record[0], record[1], cfg)
-    return _applied((record,), token, payload, (token, kind, key, saved))
+    return _applied((record,), token, payload, ShareStateWrite(token, kind == "read"))
 
 
 def initialize(state: ShareShard, req: InitializeState, token: Token, now: int, cfg: ShareStateConfig) -> Result:
@@ -441,15 +470,23 @@ class ShareShardRules:
     def on_timer(self, state: ShareShard, key: tuple[Any, ...], now: int) -> Result:
         return EMPTY  # the share coordinator's periodic jobs are the shell's
 
-    def on_write_failed(self, state: ShareShard, write_ref: Any, error: int, now: int) -> Result:
-        """The records were not written: the key goes back to what it was and the request hears why."""
-        if write_ref is None:
+    def snapshot(self, state: ShareShard, subject: str, request: object) -> PartitionsSnapshot:
+        """A request names one share-partition; a deleted topic's tombstones touch its partitions; the
+        periodic re-snapshot may touch any."""
+        key = getattr(request, "key", None)
+        if isinstance(key, SharePartitionKey):
+            return PartitionsSnapshot(state, (key,))
+        if isinstance(request, frozenset):
+            return PartitionsSnapshot(state, [k for k in state.offsets if k.topic_id in request])
+        return PartitionsSnapshot(state, None)
+
+    def on_write_failed(self, state: ShareShard, write_ref: object, error: int, now: int) -> Result:
+        """The records were not written: the request hears why (the runtime has restored the state)."""
+        if not isinstance(write_ref, ShareStateWrite):
             return EMPTY
-        token, kind, key, saved = write_ref
-        _restore(state, key, saved)
         code = write_error(error)
-        payload: Any = _read_error(code) if kind == "read" else _error(code)
-        return Result(responses=((token, payload),), replay=False)
+        payload: Any = _read_error(code) if write_ref.read else _error(code)
+        return Result(responses=((write_ref.token, payload),), replay=False)
 
     def replay(self, state: ShareShard, result: Result, now: int) -> None:
         for key, v in result_records(result):

@@ -161,6 +161,10 @@ class Core:
     def appended(self, r: Result) -> None:
         """Called for each Result whose records were written (a subclass may store them too)."""
 
+    def expire(self) -> Result:
+        """One retention check, run by the runtime as the broker's housekeeping runs it."""
+        return self.runtime.run_task(self.shard, "", lambda state, now: shard.expire_offsets(state, now, self.cfg))
+
     def apply(self, r: Result) -> Result:
         self.runtime.process(self.shard, r)
         return r

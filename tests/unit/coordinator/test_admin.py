@@ -12,8 +12,7 @@ WEEK = 604_800_000
 
 
 def delete(c: Core, gid: str = "g") -> int:
-    tok = c.token()
-    c.apply(shard.delete_group(c.state, gid, tok, c.now))
+    tok = c.run(lambda state, g, token, now, cfg: shard.delete_group(state, g, token, now), gid, gid)
     return c.answers[tok].error
 
 
@@ -95,7 +94,7 @@ def test_delete_write_failure_restores_group():
 
 
 def expire(c: Core) -> None:
-    c.apply(shard.expire_offsets(c.state, c.now, c.cfg))
+    c.expire()
 
 
 def test_consumer_group_offsets_expire_from_the_time_it_became_empty():

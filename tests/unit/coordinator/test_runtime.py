@@ -12,6 +12,18 @@ from groupd.coordinator.api import Result, TimerOp
 from groupd.coordinator.runtime.runtime import CoordinatorError, CoordinatorRuntime, Shard, Then, WriteFailed
 
 
+class Truncate:
+    """The toy rules' snapshot: the list as long as it was."""
+
+    subject = None
+
+    def __init__(self, state: list[Any]) -> None:
+        self.state, self.length = state, len(state)
+
+    def restore(self) -> None:
+        del self.state[self.length:]
+
+
 class Counter:
     """Toy rules: the state is a list of the values replayed; timers record their firing."""
 
@@ -25,6 +37,9 @@ class Counter:
     def on_timer(self, state: list[Any], key: tuple[Any, ...], now: int) -> Result:
         self.fired.append((key, now))
         return Result()
+
+    def snapshot(self, state: list[Any], subject: str, request: object) -> Truncate:
+        return Truncate(state)
 
     def on_write_failed(self, state: list[Any], write_ref: Any, error: int, now: int) -> Result:
         self.failures.append((write_ref, error))
@@ -141,3 +156,40 @@ def test_a_due_timer_waits_for_the_next_turn_and_keeps_the_armed_wakeup():
     assert rules.fired == [] and wakeups.soon_for == [0] and shard.wakeup_at == 5_000
     rt.wake_soon(shard)
     assert [key for key, _ in rules.fired] == [("past",), ("now",)] and shard.wakeup_at == 5_000
+
+
+def applied_at_once(value: Any, timer: TimerOp | None = None) -> Any:
+    """A handler whose record changes the state when made (as consumer records do), moving a timer."""
+
+    def handler(state: list[Any], request: Any, token: int, now: int, context: Any) -> Result:
+        state.append(value)
+        return Result(
+            records=((("k",), value),), responses=((token, "ok"),), timers=(timer,) if timer else (),
+            write_ref=token, replay=False,
+        )
+
+    return handler
+
+
+def test_a_failed_append_restores_the_rules_snapshot_and_the_timers_it_moved():
+    rt, shard, rules, port, _, _ = runtime()
+    rt.apply_timers(shard, (TimerOp(("t",), 5_000),))
+    port.fail_append = E.KAFKA_STORAGE_ERROR
+    heard: list[Any] = []
+    rt.run(shard, "g", applied_at_once(1, TimerOp(("t",), 9_000)), None, Then(lambda p, e: heard.append(p)))
+    rt.run(shard, "g", applied_at_once(2, TimerOp(("u",), 9_000)), None, Then(lambda p, e: heard.append(p)))
+    assert shard.state == [] and rt.next_deadline(shard) == 5_000 and set(shard.deadlines) == {("t",)}
+    assert heard == [("failed", E.KAFKA_STORAGE_ERROR)] * 2
+
+
+def test_a_failed_round_is_rolled_back_only_when_its_write_was_alone_in_flight():
+    rt, shard, _, port, _, _ = runtime()
+    rt.run(shard, "g", applied_at_once(1), None, Then(lambda p, e: None))
+    port.rounds[0](WriteFailed("fsync failed", E.NOT_COORDINATOR))
+    assert shard.state == []
+    rt.run(shard, "g", applied_at_once(2), None, Then(lambda p, e: None))
+    rt.run(shard, "g", applied_at_once(3), None, Then(lambda p, e: None))
+    port.rounds[1](WriteFailed("fsync failed", E.NOT_COORDINATOR))
+    assert shard.state == [2, 3]  # restoring before 2 would erase 3, still in flight
+    port.rounds[2](WriteFailed("fsync failed", E.NOT_COORDINATOR))
+    assert shard.state == [2, 3]  # 3 was made while 2 was in flight: its snapshot holds 2, which may be replayed

@@ -203,7 +203,8 @@ def test_failed_write_leaves_nothing_pending_and_maps_the_error():
     c = Core()
     c.fail_next_write = 56  # KAFKA_STORAGE_ERROR -> NOT_COORDINATOR
     assert errors(c.txn_commit(("t", 0, 1))) == [16]
-    assert not c.state.offsets.pending_txn and c.state.offsets.writing("g") == 0
+    # nothing pending, no group left behind
+    assert not c.state.offsets.pending_txn and c.state.offsets.writing("g") == 0 and "g" not in c.state.groups
 
 
 def test_offset_delete_tombstones_pending_partitions_and_removes_pending():
@@ -239,12 +240,12 @@ def test_expiry_spares_pending_partitions_and_groups_with_offsets_in_a_transacti
     c.commit(("t", 0, 5), ("t", 1, 6))
     c.txn_commit(("t", 0, 42))
     c.now = 10_000
-    c.apply(shard.expire_offsets(c.state, c.now, c.cfg))
+    c.expire()
     # partition 1 expires; partition 0 has a pending transactional offset; the group stays
     assert c.results[-1].records == ((OffsetCommitKey("g", "t", 1), None),)
     assert "g" in c.state.groups
     c.end_txn(commit=False)
-    c.apply(shard.expire_offsets(c.state, c.now, c.cfg))
+    c.expire()
     assert c.results[-1].records == ((OffsetCommitKey("g", "t", 0), None), (GroupMetadataKey("g"), None))
 
 
@@ -252,7 +253,7 @@ def test_expiry_deletes_a_group_without_committed_offsets_even_in_a_transaction(
     # Kafka 4.x's cleanupExpiredOffsets returns true at once for a group with no committed offsets
     c = Core()
     c.txn_commit(("t", 0, 42))
-    c.apply(shard.expire_offsets(c.state, c.now, c.cfg))
+    c.expire()
     assert c.results[-1].records == ((GroupMetadataKey("g"), None),)
 
 

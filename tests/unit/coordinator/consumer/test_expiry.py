@@ -42,7 +42,7 @@ def commit(c: Core, member: str, epoch: int, *parts: tuple[str, int, int]) -> di
 def expire(c: Core) -> list:
     """One retention check through the runtime; what it wrote."""
     before = len(c.log)
-    c.apply(shard.expire_offsets(c.state, c.now, c.cfg))
+    c.expire()
     return c.log[before:]
 
 
