@@ -386,7 +386,9 @@ class GroupConfig:
     group_overrides: Callable[[str], Mapping[str, str]] = field(default=lambda _group_id: {})
     # group id -> (the overrides it was made from, its ConsumerConfig): one heartbeat of a configured group
     # then costs a lookup, not a new ConsumerConfig
-    _consumer_of: dict[str, tuple[Mapping[str, str], ConsumerConfig]] = field(default_factory=dict, repr=False, compare=False)
+    _consumer_of: dict[str, tuple[Mapping[str, str], ConsumerConfig]] = field(
+        default_factory=dict, repr=False, compare=False
+    )
 
     def consumer_for(self, group_id: str) -> ConsumerConfig:
         """The consumer-protocol settings of one group: the broker's, with the group's consumer.* configs
@@ -407,7 +409,9 @@ class GroupConfig:
                 base,
                 session_timeout_ms=int(overrides.get("consumer.session.timeout.ms", base.session_timeout_ms)),
                 heartbeat_interval_ms=int(overrides.get("consumer.heartbeat.interval.ms", base.heartbeat_interval_ms)),
-                assignment_interval_ms=int(overrides.get("consumer.assignment.interval.ms", base.assignment_interval_ms)),
+                assignment_interval_ms=int(
+                    overrides.get("consumer.assignment.interval.ms", base.assignment_interval_ms)
+                ),
             )
         self._consumer_of[group_id] = (overrides, config)
         return config

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from groupd.coordinator.classic.group_type import CLASSIC
 from groupd.coordinator.consumer.group_type import CONSUMER
-from groupd.coordinator.consumer.runtime import consumer_group_describe, consumer_group_heartbeat
+from groupd.coordinator.consumer.rules import consumer_group_describe, consumer_group_heartbeat
 from groupd.coordinator.group_type import FailHandler, GroupType, Handler, TimerHandler
 from groupd.coordinator.share.group_type import SHARE
-from groupd.coordinator.share.runtime import (
+from groupd.coordinator.share.rules import (
     share_alter_offsets,
     share_delete_offsets,
     share_delete_prepare,

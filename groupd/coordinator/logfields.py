@@ -79,5 +79,7 @@ def log_transition(logger: logging.Logger, group_id: str, before: str | None, af
         text += f" at generation {generation} (from {group.rebalance_generation}) with {len(group.members)} members"
         fields.update(generation_before=group.rebalance_generation, members=len(group.members))
     elif group is not None and after == "CompletingRebalance":
-        text += f": generation {generation} formed with {len(group.members)} members, waiting for the leader's assignment"
+        text += (
+            f": generation {generation} formed with {len(group.members)} members, waiting for the leader's assignment"
+        )
     logger.info(text, extra={"fields": fields})

@@ -27,7 +27,15 @@ MEMBER_EVENTS = {
     "share_group_heartbeat": "",  # the same for share groups
 }
 _CONSUMER_EPOCHS = {0: "consumer member joined", -1: "consumer member left", -2: "static consumer member left"}
-_CONSUMER_REFUSALS = frozenset((E.FENCED_MEMBER_EPOCH, E.UNKNOWN_MEMBER_ID, E.UNRELEASED_INSTANCE_ID, E.FENCED_INSTANCE_ID, E.GROUP_MAX_SIZE_REACHED))
+_CONSUMER_REFUSALS = frozenset(
+    (
+        E.FENCED_MEMBER_EPOCH,
+        E.UNKNOWN_MEMBER_ID,
+        E.UNRELEASED_INSTANCE_ID,
+        E.FENCED_INSTANCE_ID,
+        E.GROUP_MAX_SIZE_REACHED,
+    )
+)
 
 
 class GroupObserver:
@@ -99,7 +107,9 @@ class GroupObserver:
 
 def logs_member_event(handler: Callable[..., Any]) -> bool:
     """Whether a handler's answers are logged: joins, syncs and leaves at INFO, anything at DEBUG."""
-    return log.isEnabledFor(logging.INFO) and (getattr(handler, "__name__", "") in MEMBER_EVENTS or log.isEnabledFor(logging.DEBUG))
+    return log.isEnabledFor(logging.INFO) and (
+        getattr(handler, "__name__", "") in MEMBER_EVENTS or log.isEnabledFor(logging.DEBUG)
+    )
 
 
 def member_event(handler: Callable[..., Any], group_id: str, request: Any, payload: Any) -> None:
@@ -108,7 +118,14 @@ def member_event(handler: Callable[..., Any], group_id: str, request: Any, paylo
     event = MEMBER_EVENTS.get(name)
     if event is None:
         if log.isEnabledFor(logging.DEBUG):
-            group_event(log, name, group_id, getattr(request, "member_id", None), level=logging.DEBUG, error=getattr(payload, "error", None))
+            group_event(
+                log,
+                name,
+                group_id,
+                getattr(request, "member_id", None),
+                level=logging.DEBUG,
+                error=getattr(payload, "error", None),
+            )
         return
     if not log.isEnabledFor(logging.INFO):
         return
@@ -126,7 +143,9 @@ def member_event(handler: Callable[..., Any], group_id: str, request: Any, paylo
     generation = getattr(payload, "generation_id", None)
     if generation is None:
         generation = getattr(request, "generation_id", None)
-    log_member_event(log, event, group_id, member, generation, payload.error, getattr(request, "group_instance_id", None))
+    log_member_event(
+        log, event, group_id, member, generation, payload.error, getattr(request, "group_instance_id", None)
+    )
 
 
 def _consumer_heartbeat(group_id: str, request: Any, payload: Any, kind: str = "consumer") -> None:
@@ -137,7 +156,12 @@ def _consumer_heartbeat(group_id: str, request: Any, payload: Any, kind: str = "
     if event is None:
         return
     group_event(
-        log, event.replace("consumer", kind, 1), group_id, payload.member_id or request.member_id,
-        error=payload.error or None, epoch=payload.member_epoch, request_epoch=request.member_epoch,
+        log,
+        event.replace("consumer", kind, 1),
+        group_id,
+        payload.member_id or request.member_id,
+        error=payload.error or None,
+        epoch=payload.member_epoch,
+        request_epoch=request.member_epoch,
         instance=getattr(request, "instance_id", None),
     )

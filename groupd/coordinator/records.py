@@ -125,7 +125,11 @@ def encode_value(value: Value | None) -> bytes | None:
     if value is None:
         return None
     if not isinstance(value, (OffsetCommitValue, GroupMetadataValue)):
-        return _share.encode_share_value(value) if isinstance(value, _share.OWN_VALUES) else _consumer.encode_consumer_value(value)
+        return (
+            _share.encode_share_value(value)
+            if isinstance(value, _share.OWN_VALUES)
+            else _consumer.encode_consumer_value(value)
+        )
     if isinstance(value, OffsetCommitValue):
         meta = value.metadata
         if meta is None:
@@ -134,9 +138,13 @@ def encode_value(value: Value | None) -> bytes | None:
             if not meta:
                 return _V3_NO_METADATA.pack(3, value.offset, value.leader_epoch, 0, value.commit_timestamp)
             data = meta.encode()
-            return _V3_HEAD.pack(3, value.offset, value.leader_epoch, len(data)) + data + _Q.pack(value.commit_timestamp)
+            return (
+                _V3_HEAD.pack(3, value.offset, value.leader_epoch, len(data)) + data + _Q.pack(value.commit_timestamp)
+            )
         data = meta.encode()
-        return _V1_HEAD.pack(1, value.offset, len(data)) + data + _QQ.pack(value.commit_timestamp, value.expire_timestamp)
+        return (
+            _V1_HEAD.pack(1, value.offset, len(data)) + data + _QQ.pack(value.commit_timestamp, value.expire_timestamp)
+        )
     return encode_value_version(value, GROUP_METADATA_VALUE_VERSION)
 
 
@@ -243,7 +251,16 @@ def decode_value(key: Key, data: bytes | None) -> Value | None:
             # 3.x: v0 has none; 4.x also maps -1 (unknown) to the session timeout when loading
             rebalance_timeout = session_timeout
         members.append(
-            MemberMetadata(member_id, instance, client_id, client_host, rebalance_timeout, session_timeout, subscription, assignment)
+            MemberMetadata(
+                member_id,
+                instance,
+                client_id,
+                client_host,
+                rebalance_timeout,
+                session_timeout,
+                subscription,
+                assignment,
+            )
         )
     r.skip_tags()
     return GroupMetadataValue(protocol_type, generation, protocol, leader, state_ts, tuple(members))

@@ -41,7 +41,9 @@ log = logging.getLogger("groupd.coordinator")
 class GroupCoordinator:
     """Broker service: owns the offsets partitions, loads them, and runs the rules for every group API."""
 
-    def __init__(self, config: Any, storage: StorageEngine, metrics: Any = None, *, now: Callable[[], int] = wall_ms) -> None:
+    def __init__(
+        self, config: Any, storage: StorageEngine, metrics: Any = None, *, now: Callable[[], int] = wall_ms
+    ) -> None:
         self.config = config
         self.cfg = GroupConfig.from_broker_config(config)
         self.partitions: int = config["offsets.topic.num.partitions"]
@@ -61,8 +63,13 @@ class GroupCoordinator:
         self.wakeups = LoopWakeups(None)  # type: ignore[arg-type]  # its loop is start()'s
         self.store = OffsetsLog(self.committer, now, metrics)
         self.runtime = CoordinatorRuntime(
-            OFFSETS_TOPIC, core.GroupShardRules(self.cfg), self.store, self.wakeups, now,
-            context=self.cfg, observer=GroupObserver(metrics),
+            OFFSETS_TOPIC,
+            core.GroupShardRules(self.cfg),
+            self.store,
+            self.wakeups,
+            now,
+            context=self.cfg,
+            observer=GroupObserver(metrics),
         )
         self.wakeups.runtime = self.runtime
         self.shards: dict[int, Shard] = self.runtime.shards
@@ -86,7 +93,8 @@ class GroupCoordinator:
             max_message_bytes=self.config["message.max.bytes"],
         )
         self.loader.reader = self.storage.replay_reader(
-            self.config["num.recovery.threads.per.data.dir"] - 1, self.storage.stored_bytes(OFFSETS_TOPIC, self.owned))
+            self.config["num.recovery.threads.per.data.dir"] - 1, self.storage.stored_bytes(OFFSETS_TOPIC, self.owned)
+        )
         self.partition_set = self.storage.open_partition_set(OFFSETS_TOPIC, self.owned, log_config, self.committer)
         for p, shard_log in self.partition_set.logs.items():
             self.runtime.add_shard(p, shard_log).state.topics = self.topics
@@ -185,7 +193,13 @@ class GroupCoordinator:
             return self._logged(token, fut, handler, group_id, request)
         return fut
 
-    def call_then(self, group_id: str, handler: Callable[..., Result], request: Any, then: Callable[[Any, BaseException | None], None]) -> int:
+    def call_then(
+        self,
+        group_id: str,
+        handler: Callable[..., Result],
+        request: Any,
+        then: Callable[[Any, BaseException | None], None],
+    ) -> int:
         """Like ``call``, but the payload goes to ``then(payload, None)`` (or ``then(None, error)``) from
         the code that delivers it, with no future and no loop turn. ``then`` may come before this
         returns (an answer that needed no write). Returns the token, for ``abandon``."""
@@ -198,7 +212,12 @@ class GroupCoordinator:
         """Like ``call_then``, for a caller that is itself a Waiter (broker/dispatch.py's Later): the
         runtime delivers to it directly. Returns the token, for ``abandon``."""
         if logs_member_event(handler):
-            return self.call_then(group_id, handler, request, lambda payload, error: waiter.set_exception(error) if error is not None else waiter.set_result(payload))
+            return self.call_then(
+                group_id,
+                handler,
+                request,
+                lambda payload, error: waiter.set_exception(error) if error is not None else waiter.set_result(payload),
+            )
         return self.runtime.run(self.shard_for(group_id), group_id, handler, request, waiter)
 
     def call_sync(self, group_id: str, handler: Callable[..., Any], *args: Any) -> Any:
@@ -213,7 +232,9 @@ class GroupCoordinator:
     def _waiting(self) -> dict[int, Any]:
         return self.runtime._waiting
 
-    async def _logged(self, token: int, fut: asyncio.Future, handler: Callable[..., Any], group_id: str, request: Any) -> Any:
+    async def _logged(
+        self, token: int, fut: asyncio.Future, handler: Callable[..., Any], group_id: str, request: Any
+    ) -> Any:
         """Joins and syncs may stay parked in the rules for a whole rebalance: one whose connection
         goes away meanwhile is let go at once (the others are answered within a round)."""
         try:
@@ -224,7 +245,9 @@ class GroupCoordinator:
         return payload
 
     @staticmethod
-    def _logging_then(then: Callable[[Any, BaseException | None], None], handler: Callable[..., Any], group_id: str, request: Any) -> Callable[[Any, BaseException | None], None]:
+    def _logging_then(
+        then: Callable[[Any, BaseException | None], None], handler: Callable[..., Any], group_id: str, request: Any
+    ) -> Callable[[Any, BaseException | None], None]:
         def logged(payload: Any, error: BaseException | None) -> None:
             if error is None:
                 member_event(handler, group_id, request, payload)
@@ -234,7 +257,9 @@ class GroupCoordinator:
 
     # ------------------------------------------------------------ transactions
 
-    def complete_transaction(self, group_id: str, producer_id: int, producer_epoch: int, commit: bool) -> Awaitable[None]:
+    def complete_transaction(
+        self, group_id: str, producer_id: int, producer_epoch: int, commit: bool
+    ) -> Awaitable[None]:
         """End a producer's transaction in the group's offsets partition (called from EndTxn): a COMMIT
         or ABORT marker is appended there, and once it is durable that producer's pending offsets
         in the partition (every group's, as Kafka's marker does) are applied or dropped. It runs in
@@ -294,7 +319,9 @@ class GroupCoordinator:
                 try:
                     result = self.runtime.run_task(shard, "", self._expire)
                     if result.records and self.metrics is not None:
-                        self.metrics.offsets_expired(sum(1 for k, _ in result.records if isinstance(k, OffsetCommitKey)))
+                        self.metrics.offsets_expired(
+                            sum(1 for k, _ in result.records if isinstance(k, OffsetCommitKey))
+                        )
                     shard.log.compact(self.now(), self.config["offsets.retain.uncompacted.hours"] * 3_600_000)
                 except StorageError as exc:  # e.g. no room for a compacted segment: tried again next time
                     log.error("offsets housekeeping of partition %d failed: %s", shard.partition, exc)
@@ -313,9 +340,7 @@ class GroupCoordinator:
     def share_topics_deleted(self, topic_ids: frozenset[Any]) -> None:
         """Deleted topics leave the share groups' initialized partitions (Kafka's maybeCleanupShareGroupState)."""
         for shard in self.loaded_shards():
-            self.runtime.run_task(
-                shard, "", lambda state, now: group_types.share_topics_deleted(state, topic_ids, now)
-            )
+            self.runtime.run_task(shard, "", lambda state, now: group_types.share_topics_deleted(state, topic_ids, now))
 
     def remove_topic(self, topic: str) -> None:
         """A deleted topic's committed offsets become tombstones (Kafka does this on topic deletion)."""
@@ -343,10 +368,15 @@ class GroupCoordinator:
             for g in shard.state.groups.values():
                 group_type = shard.state.type_of(g)
                 if group_type.keeps_offsets:
-                    rows.append((
-                        g.group_id, group_type.state_name(g), group_type.member_count(g),
-                        _offsets_row(store.of(g.group_id)), group_type.name,
-                    ))
+                    rows.append(
+                        (
+                            g.group_id,
+                            group_type.state_name(g),
+                            group_type.member_count(g),
+                            _offsets_row(store.of(g.group_id)),
+                            group_type.name,
+                        )
+                    )
         return rows
 
 

@@ -8,8 +8,8 @@ Group types plug in here, as in Kafka's GroupMetadataManager: coordinator/group_
 (each a GroupType, coordinator/group_type.py), and the entry points below dispatch on the type of the
 group a request, timer or record names, never on a type by name. Offsets (commit, fetch, delete, expiry,
 transactional offsets) are the offset manager's (coordinator/offsets/), kept by group id and validated
-against whichever group owns the id. ``GroupShardRules`` is what coordinator/runtime/ calls: fresh state, timers, failed writes,
-replay, and the load's replay of a walked partition (``replay_walked``).
+against whichever group owns the id. ``GroupShardRules`` is what coordinator/runtime/ calls: fresh state,
+timers, snapshots, failed writes, replay, and the load's replay of a walked partition (``replay_walked``).
 """
 
 from __future__ import annotations
@@ -185,7 +185,6 @@ def on_loaded(state: ShardState, now: int, cfg: GroupConfig) -> Result:
 # getOrMaybeCreate...Group), which answers for an id another type holds.
 
 
-
 def _dispatching(api: str) -> Handler:
     """The shard's entry point of a per-group API (named as the API, which the observer reads)."""
     serving = API[api]
@@ -252,9 +251,7 @@ def on_write_failed(state: ShardState, write_ref: object, error: int, now: int, 
     if isinstance(write_ref, GroupDeleteWrite):
         return delete_failed(write_ref, error)
     if isinstance(write_ref, OffsetDeleteWrite):
-        return Result(
-            responses=((write_ref.token, OffsetDeleteResponse(E.offset_write_error(error))),), replay=False
-        )
+        return Result(responses=((write_ref.token, OffsetDeleteResponse(E.offset_write_error(error))),), replay=False)
     handler = WRITE_REFS.get(type(write_ref))
     if handler is None:
         # a marker (the shell fails the caller's awaitable: it retries it), member-less group metadata,
@@ -276,7 +273,10 @@ def unload(state: ShardState) -> Result:
 
 # ---------------------------------------------------------------- what the runtime calls
 
-def replay_walked(state: ShardState, latest: dict[bytes, bytes | None], txn: TxnWalk, now: int, partition: int = -1) -> int:
+
+def replay_walked(
+    state: ShardState, latest: dict[bytes, bytes | None], txn: TxnWalk, now: int, partition: int = -1
+) -> int:
     """Replay what a load's walk kept: the last value of every key, then the offsets of transactions
     without a marker yet (pending until their marker). Returns how many are pending."""
     pending = txn.finish(latest)

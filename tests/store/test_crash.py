@@ -20,7 +20,17 @@ def _commit_body(group, topic, partition, offset):
         "group_instance_id": None,
         "retention_time": -1,
         "topics": (
-            _topic_cls()(name=topic, partitions=(_partition_cls()(partition_index=partition, committed_offset=offset, committed_leader_epoch=-1, committed_metadata=f"m{offset}"),)),
+            _topic_cls()(
+                name=topic,
+                partitions=(
+                    _partition_cls()(
+                        partition_index=partition,
+                        committed_offset=offset,
+                        committed_leader_epoch=-1,
+                        committed_metadata=f"m{offset}",
+                    ),
+                ),
+            ),
         ),
     }
 
@@ -60,7 +70,9 @@ async def _fetch(port, group):
     from groupd.protocol import codec
 
     topic = codec.nested(codec.request_class(9, 7), "OffsetFetchRequestTopic")
-    resp = await client.call(9, 7, {"group_id": group, "topics": (topic(name="crash", partition_indexes=(0,)),), "require_stable": False})
+    resp = await client.call(
+        9, 7, {"group_id": group, "topics": (topic(name="crash", partition_indexes=(0,)),), "require_stable": False}
+    )
     await client.close()
     return resp.topics[0].partitions[0].committed_offset, resp.topics[0].partitions[0].metadata
 
@@ -201,7 +213,12 @@ async def test_a_running_brokers_partition_files_catch_up_within_a_second(tmp_pa
         found = []
         while time.monotonic() < deadline and not found:
             await asyncio.sleep(0.2)
-            found = [row for d in offsets_partitions(data) for row in read_offsets_partition(d, "commits") if row[0] == "quiet"]
+            found = [
+                row
+                for d in offsets_partitions(data)
+                for row in read_offsets_partition(d, "commits")
+                if row[0] == "quiet"
+            ]
         assert [row[3] for row in found] == [41]
     finally:
         broker.kill()

@@ -20,7 +20,9 @@ def commit(group: str, offset: int) -> OffsetCommit:
 
 
 async def started(tmp_path) -> tuple[GroupCoordinator, list]:
-    c = GroupCoordinator(default_config(**{"log.dirs": str(tmp_path), "offsets.topic.num.partitions": "1"}), LocalEngine(tmp_path))
+    c = GroupCoordinator(
+        default_config(**{"log.dirs": str(tmp_path), "offsets.topic.num.partitions": "1"}), LocalEngine(tmp_path)
+    )
     await c.start()
     while not c.is_loaded():
         await asyncio.sleep(0.01)
@@ -103,7 +105,9 @@ async def test_callbacks_are_answered_in_the_cores_order_too(tmp_path):
     heard: list = []
     try:
         c.call_then("g", core.offset_commit, commit("g", 1), lambda p, e: heard.append(("first", p, e)))
-        c.call_then("g", core.heartbeat, Heartbeat("g", 1, "nobody", None, 4), lambda p, e: heard.append(("beat", p, e)))
+        c.call_then(
+            "g", core.heartbeat, Heartbeat("g", 1, "nobody", None, 4), lambda p, e: heard.append(("beat", p, e))
+        )
         c.call_then("g", core.offset_commit, commit("g", 2), lambda p, e: heard.append(("second", p, e)))
         assert heard == [] and len(held) == 2
         held[1](None)

@@ -48,7 +48,9 @@ class PipedBroker(BrokerProcess):
                 resource.setrlimit(resource.RLIMIT_FSIZE, (limit, resource.getrlimit(resource.RLIMIT_FSIZE)[1]))
 
         self._log = io.BytesIO()  # closed by kill(), like the file it stands for
-        self.proc = subprocess.Popen(self.command(), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, preexec_fn=limited)
+        self.proc = subprocess.Popen(
+            self.command(), cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, preexec_fn=limited
+        )
         threading.Thread(target=self._read, daemon=True).start()
 
     def _read(self) -> None:
@@ -122,7 +124,13 @@ async def _create_topic(port: int, name: str) -> None:
     client = await WireClient.connect(port)
     cls = codec.request_class(3, 9)
     topic = codec.nested(cls, "MetadataRequestTopic")
-    body = codec.make(cls, topics=(topic(name=name),), allow_auto_topic_creation=True, include_cluster_authorized_operations=False, include_topic_authorized_operations=False)
+    body = codec.make(
+        cls,
+        topics=(topic(name=name),),
+        allow_auto_topic_creation=True,
+        include_cluster_authorized_operations=False,
+        include_topic_authorized_operations=False,
+    )
     try:
         for _ in range(50):
             resp = await client.call(3, 9, body)
@@ -146,7 +154,9 @@ async def _commit(port: int, group: str, offsets: range) -> None:
 
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("limit_at_start", [1, 4096], ids=["journal-replay-fails", "journal-prefill-fails"])
-async def test_commits_on_a_full_disk_halt_the_broker_and_a_restart_recovers_every_acknowledged_one(tmp_path, limit_at_start):
+async def test_commits_on_a_full_disk_halt_the_broker_and_a_restart_recovers_every_acknowledged_one(
+    tmp_path, limit_at_start
+):
     data = tmp_path / "data"
     broker = PipedBroker(data).start()
     try:

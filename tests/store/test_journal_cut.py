@@ -54,7 +54,9 @@ async def test_a_journal_cut_inside_its_synced_part_is_an_error_with_numbers(tmp
         assert committed == COMMITS // 2  # offsets 1..32 restored, 33..64 were cut away
         log = broker.log_text()
         cut_lines = [line for line in log.splitlines() if " ERROR " in line and "it was cut" in line]
-        assert len(cut_lines) == 1 and f"is {cut} bytes" in cut_lines[0] and "32 entries read" in cut_lines[0], cut_lines
+        assert len(cut_lines) == 1 and f"is {cut} bytes" in cut_lines[0] and "32 entries read" in cut_lines[0], (
+            cut_lines
+        )
         assert any(" ERROR " in line and "acknowledged commits are lost" in line for line in log.splitlines())
         assert "Traceback" not in log
         assert time.monotonic() - started < 30

@@ -121,7 +121,9 @@ async def test_a_damaged_partition_fails_alone(tmp_path, caplog):
     with open(first, "r+b") as f:
         f.seek(BATCH_OVERHEAD)
         f.write(b"\x01")  # the first record's length is now negative
-    c = service.GroupCoordinator(default_config(**{"log.dirs": str(tmp_path), "offsets.topic.num.partitions": "2"}), LocalEngine(tmp_path))
+    c = service.GroupCoordinator(
+        default_config(**{"log.dirs": str(tmp_path), "offsets.topic.num.partitions": "2"}), LocalEngine(tmp_path)
+    )
     await c.start()
     while not c.is_loaded():
         await asyncio.sleep(0.01)
@@ -149,14 +151,25 @@ def write_txn_store(root, records=3_000, seed=5):
         log = Log.open(root / f"{OFFSETS_TOPIC}-{p}", LogConfig(segment_bytes=30_000))
         for i in range(0, records, 4):
             batch = [
-                (encode_key(OffsetCommitKey(f"g{rng.randrange(20)}", "t", rng.randrange(4))), encode_value(OffsetCommitValue(i + j, "", 1_700_000_000_000)))
+                (
+                    encode_key(OffsetCommitKey(f"g{rng.randrange(20)}", "t", rng.randrange(4))),
+                    encode_value(OffsetCommitValue(i + j, "", 1_700_000_000_000)),
+                )
                 for j in range(4)
             ]
             roll = rng.random()
             pid = rng.randrange(4)
             in_txns = records // 4 < i < records * 6 // 10  # the broker's part and the first helper's
             if in_txns and roll < 0.1:
-                log.append(build_batch(batch, timestamp_ms=1_700_000_000_000, producer_id=pid, producer_epoch=0, attributes=TRANSACTIONAL))
+                log.append(
+                    build_batch(
+                        batch,
+                        timestamp_ms=1_700_000_000_000,
+                        producer_id=pid,
+                        producer_epoch=0,
+                        attributes=TRANSACTIONAL,
+                    )
+                )
             elif in_txns and roll < 0.15:
                 log.append(build_control_batch(pid, 0, rng.random() < 0.7, timestamp_ms=1_700_000_000_000))
             else:
@@ -165,18 +178,32 @@ def write_txn_store(root, records=3_000, seed=5):
         log.close()
 
 
-async def test_helpers_hand_transactional_ranges_back_and_the_state_is_the_same(tmp_path, small_thresholds, monkeypatch):
+async def test_helpers_hand_transactional_ranges_back_and_the_state_is_the_same(
+    tmp_path, small_thresholds, monkeypatch
+):
     write_txn_store(tmp_path)
 
     async def state_with_pending(walkers):
-        c = service.GroupCoordinator(default_config(**{
-            "log.dirs": str(tmp_path), "offsets.topic.num.partitions": "2", "num.recovery.threads.per.data.dir": str(walkers),
-        }), LocalEngine(tmp_path), now=lambda: 1_700_000_000_000)
+        c = service.GroupCoordinator(
+            default_config(
+                **{
+                    "log.dirs": str(tmp_path),
+                    "offsets.topic.num.partitions": "2",
+                    "num.recovery.threads.per.data.dir": str(walkers),
+                }
+            ),
+            LocalEngine(tmp_path),
+            now=lambda: 1_700_000_000_000,
+        )
         await c.start()
         while not c.is_loaded():
             await asyncio.sleep(0.01)
         await c.stop()
-        offsets = {(p, gid): {t: dict(ps) for t, ps in shard.state.offsets.of(gid).items()} for p, shard in c.shards.items() for gid in shard.state.groups}
+        offsets = {
+            (p, gid): {t: dict(ps) for t, ps in shard.state.offsets.of(gid).items()}
+            for p, shard in c.shards.items()
+            for gid in shard.state.groups
+        }
         pending = {
             (p, pid, gid, tp): (po.value, po.superseded)
             for p, shard in c.shards.items()

@@ -38,7 +38,10 @@ async def test_pending_offsets_survive_sigkill_then_commit_and_abort_apply(tmp_p
     proc.start()
     try:
         c = await WireClient.connect(proc.port)
-        assert errors(await c.call(28, 3, txn_body(3, "ga", "t", [(0, 10), (1, 11)], producer_id=1, epoch=0))) == [("t", 0, 0), ("t", 1, 0)]
+        assert errors(await c.call(28, 3, txn_body(3, "ga", "t", [(0, 10), (1, 11)], producer_id=1, epoch=0))) == [
+            ("t", 0, 0),
+            ("t", 1, 0),
+        ]
         assert errors(await c.call(28, 3, txn_body(3, "gb", "t", [(0, 20)], producer_id=2, epoch=0))) == [("t", 0, 0)]
         await c.close()
         proc.kill()  # acknowledged, no marker yet

@@ -106,6 +106,6 @@ def test_the_guard_sees_a_special_case(tmp_path):
     """The checker itself: a shard poking a type's map is caught."""
     bad = tmp_path / "bad.py"
     bad.write_text(
-        "from groupd.coordinator.consumer.runtime import x\n\ndef f(state):\n    return state.consumer_groups\n"
+        "from groupd.coordinator.consumer.rules import x\n\ndef f(state):\n    return state.consumer_groups\n"
     )
     assert len(_violations(bad)) == 2

@@ -50,7 +50,9 @@ class ClassicType(GroupType):
     creates = frozenset(api)
     timers = dict.fromkeys(("hb", "pend", "join", "sync"), rules.on_group_timer)
     write_refs = dict.fromkeys((SyncWrite, StaticRejoinWrite), rules.on_write_failed)
-    shape = GroupShape(Shape(Group, ("members", "static", "pending", "pending_sync", "support"), "members"), Shape(Member))
+    shape = GroupShape(
+        Shape(Group, ("members", "static", "pending", "pending_sync", "support"), "members"), Shape(Member)
+    )
 
     def writes(self, group: Group, request: object) -> bool:
         """A JoinGroup writes only as a known static member's rejoin, a SyncGroup only as the leader's, and
@@ -83,10 +85,14 @@ class ClassicType(GroupType):
     def validate_offset_commit(self, state: ShardState, group: Group, req: OffsetCommit) -> int:
         if req.generation_id < 0 and group.state == EMPTY:
             return E.NONE  # the simple group's commit, the common case, without the call below
-        return validate_offset_commit(group, req.member_id, req.group_instance_id, req.generation_id, transactional=False)
+        return validate_offset_commit(
+            group, req.member_id, req.group_instance_id, req.generation_id, transactional=False
+        )
 
     def validate_txn_offset_commit(self, state: ShardState, group: Group, req: TxnOffsetCommit) -> int:
-        return validate_offset_commit(group, req.member_id, req.group_instance_id, req.generation_id, transactional=True)
+        return validate_offset_commit(
+            group, req.member_id, req.group_instance_id, req.generation_id, transactional=True
+        )
 
     def validate_offset_fetch(self, state: ShardState, group: Group, req: OffsetFetch) -> int:
         return E.NONE  # served in every state
@@ -104,7 +110,12 @@ class ClassicType(GroupType):
         return group.is_subscribed
 
     def expiry(
-        self, state: ShardState, group: Group, now: int, retention: int, records: list[tuple[Any, None]],
+        self,
+        state: ShardState,
+        group: Group,
+        now: int,
+        retention: int,
+        records: list[tuple[Any, None]],
     ) -> Any:
         base = _expiry_base(group) if state.offsets.has(group.group_id) else None
         if base is False:
@@ -134,7 +145,11 @@ class ClassicType(GroupType):
                 out.timers.append(TimerOp(("hb", g.group_id, m.member_id), m.hb_deadline))
             if g.state == STABLE and len(g.members) > cfg.max_size:
                 prepare_rebalance(
-                    g, now, cfg, out, "join",
+                    g,
+                    now,
+                    cfg,
+                    out,
+                    "join",
                     f"{len(g.members)} members exceed group.max.size={cfg.max_size} after loading",
                 )
         return out.result()
@@ -156,7 +171,9 @@ class ClassicType(GroupType):
 CLASSIC = ClassicType()
 
 
-def validate_offset_commit(g: Group, member_id: str, instance_id: str | None, generation: int, *, transactional: bool) -> int:
+def validate_offset_commit(
+    g: Group, member_id: str, instance_id: str | None, generation: int, *, transactional: bool
+) -> int:
     """Kafka's ClassicGroup.validateOffsetCommit: a TxnOffsetCommit (``transactional``) skips the rule
     that a commit without member and generation needs an Empty group, and the CompletingRebalance one."""
     if g.state == DEAD:

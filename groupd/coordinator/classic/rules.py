@@ -206,7 +206,9 @@ def _maybe_complete(g: Group, now: int, cfg: GroupConfig, out: Out) -> None:
         complete_join(g, now, cfg, out)
 
 
-def _maybe_prepare_or_complete(g: Group, now: int, cfg: GroupConfig, out: Out, cause: str = "join", reason: str = "") -> None:
+def _maybe_prepare_or_complete(
+    g: Group, now: int, cfg: GroupConfig, out: Out, cause: str = "join", reason: str = ""
+) -> None:
     if g.state == PREPARING:
         _maybe_complete(g, now, cfg, out)
     else:
@@ -387,13 +389,22 @@ def _join_known(g: Group, req: JoinGroup, token: Token, now: int, cfg: GroupConf
             respond((token, _current_info(g, mid, _member_list(g) if mid == g.leader else ())))
         else:
             _update_member(g, m, req, token)
-            prepare_rebalance(g, now, cfg, out, "metadata_change", f"member {mid} rejoined with new metadata during {st}")
+            prepare_rebalance(
+                g, now, cfg, out, "metadata_change", f"member {mid} rejoined with new metadata during {st}"
+            )
     elif st == STABLE:
         if mid == g.leader or m.protocols != req.protocols:
             # A leader's JoinGroup forces a rebalance (e.g. the topics' metadata changed).
             _update_member(g, m, req, token)
             what = "the leader, rejoined (topic metadata changed)" if mid == g.leader else "rejoined with new metadata"
-            prepare_rebalance(g, now, cfg, out, "metadata_change", f"member {mid}, {what}" if mid == g.leader else f"member {mid} {what}")
+            prepare_rebalance(
+                g,
+                now,
+                cfg,
+                out,
+                "metadata_change",
+                f"member {mid}, {what}" if mid == g.leader else f"member {mid} {what}",
+            )
         else:
             respond((token, _current_info(g, mid, ())))
     else:
@@ -401,9 +412,7 @@ def _join_known(g: Group, req: JoinGroup, token: Token, now: int, cfg: GroupConf
 
 
 def _current_info(g: Group, mid: str, members: tuple[JoinMember, ...]) -> JoinGroupResponse:
-    return JoinGroupResponse(
-        E.NONE, g.generation, g.protocol_type, g.protocol, g.leader or "", False, mid, members
-    )
+    return JoinGroupResponse(E.NONE, g.generation, g.protocol_type, g.protocol, g.leader or "", False, mid, members)
 
 
 def _update_member(g: Group, m: Member, req: JoinGroup, token: Token) -> None:
@@ -415,9 +424,7 @@ def _update_member(g: Group, m: Member, req: JoinGroup, token: Token) -> None:
     g.park_join(m, token, req.version)
 
 
-def _add_and_rebalance(
-    g: Group, req: JoinGroup, mid: str, token: Token, now: int, cfg: GroupConfig, out: Out
-) -> None:
+def _add_and_rebalance(g: Group, req: JoinGroup, mid: str, token: Token, now: int, cfg: GroupConfig, out: Out) -> None:
     m = Member(
         mid,
         req.group_instance_id,
@@ -483,9 +490,18 @@ def _replace_static(
             out.responses.append((token, resp))
             out.write_ref = StaticRejoinWrite(g.group_id, old_id, token, previous_leader)
         else:
-            prepare_rebalance(g, now, cfg, out, "metadata_change", f"static member {req.group_instance_id} rejoined as {new_id} with new metadata")
+            prepare_rebalance(
+                g,
+                now,
+                cfg,
+                out,
+                "metadata_change",
+                f"static member {req.group_instance_id} rejoined as {new_id} with new metadata",
+            )
     elif st == COMPLETING:
-        prepare_rebalance(g, now, cfg, out, "join", f"static member {req.group_instance_id} rejoined as {new_id} during {st}")
+        prepare_rebalance(
+            g, now, cfg, out, "join", f"static member {req.group_instance_id} rejoined as {new_id} during {st}"
+        )
     elif st == PREPARING:
         _maybe_complete(g, now, cfg, out)
 
@@ -514,7 +530,9 @@ def _static_rejoin_failed(state: ShardState, ref: StaticRejoinWrite, error: int,
         return
     g.take_join(m)
     m.sync_token = None
-    out.responses.append((ref.token, JoinGroupResponse(err, g.generation, g.protocol_type, g.protocol, ref.previous_leader)))
+    out.responses.append(
+        (ref.token, JoinGroupResponse(err, g.generation, g.protocol_type, g.protocol, ref.previous_leader))
+    )
 
 
 # ---------------------------------------------------------------- SyncGroup
@@ -542,9 +560,7 @@ def sync_group(state: ShardState, req: SyncGroup, token: Token, now: int, cfg: G
     err = validate_member(g, mid, req.group_instance_id)
     if not err and req.generation_id != g.generation:
         err = E.ILLEGAL_GENERATION
-    if not err and (
-        _inconsistent(req.protocol_type, g.protocol_type) or _inconsistent(req.protocol_name, g.protocol)
-    ):
+    if not err and (_inconsistent(req.protocol_type, g.protocol_type) or _inconsistent(req.protocol_name, g.protocol)):
         err = E.INCONSISTENT_GROUP_PROTOCOL
     if err:
         respond((token, SyncGroupResponse(err)))
@@ -653,16 +669,12 @@ def leave_group(state: ShardState, req: LeaveGroup, token: Token, now: int, cfg:
     return out.result()
 
 
-def _leave(
-    state: ShardState, req: LeaveGroup, now: int, cfg: GroupConfig, out: Out
-) -> tuple[int, list[LeftMember]]:
+def _leave(state: ShardState, req: LeaveGroup, now: int, cfg: GroupConfig, out: Out) -> tuple[int, list[LeftMember]]:
     if not req.group_id:
         return E.INVALID_GROUP_ID, []
     g = _classic(state, req.group_id)
     if g is None:
-        return E.NONE, [
-            LeftMember(x.member_id, x.group_instance_id, E.UNKNOWN_MEMBER_ID) for x in req.members
-        ]
+        return E.NONE, [LeftMember(x.member_id, x.group_instance_id, E.UNKNOWN_MEMBER_ID) for x in req.members]
     results = []
     removed = False
     for x in req.members:
@@ -716,7 +728,14 @@ def on_group_timer(state: ShardState, key: tuple[Any, ...], now: int, cfg: Group
             # Members waiting for a phase to end satisfy their heartbeats (the phase's own timer bounds it).
             return EMPTY_RESULT
         _remove_member(g, m, out)
-        _after_timer_removal(g, now, cfg, out, f"member {m.member_id} session expired: no heartbeat for {silent} ms (session.timeout.ms={m.session_timeout})")
+        _after_timer_removal(
+            g,
+            now,
+            cfg,
+            out,
+            f"member {m.member_id} session expired: no heartbeat for {silent} ms"
+            f" (session.timeout.ms={m.session_timeout})",
+        )
     elif kind == "pend":
         deadline = g.pending.get(key[2])
         if deadline is None or now < deadline:
@@ -748,7 +767,14 @@ def on_group_timer(state: ShardState, key: tuple[Any, ...], now: int, cfg: Group
             if m is not None:
                 _cancel_hb(g, m, out)
             g.remove(mid)
-        prepare_rebalance(g, now, cfg, out, "session_expiry", "members " + ", ".join(sorted(missing)) + " did not send SyncGroup in time")
+        prepare_rebalance(
+            g,
+            now,
+            cfg,
+            out,
+            "session_expiry",
+            "members " + ", ".join(sorted(missing)) + " did not send SyncGroup in time",
+        )
     else:
         return EMPTY_RESULT
     return out.result()
@@ -765,15 +791,12 @@ def describe_group(state: ShardState, group_id: str) -> GroupDescription:
     if g.state == STABLE:
         proto = g.protocol or ""
         members = tuple(
-            DescribedMember(
-                m.member_id, m.instance_id, m.client_id, m.client_host, m.metadata(proto), m.assignment
-            )
+            DescribedMember(m.member_id, m.instance_id, m.client_id, m.client_host, m.metadata(proto), m.assignment)
             for m in g.members.values()
         )
         return GroupDescription(E.NONE, group_id, STABLE, ptype, proto, members)
     members = tuple(
-        DescribedMember(m.member_id, m.instance_id, m.client_id, m.client_host, b"", b"")
-        for m in g.members.values()
+        DescribedMember(m.member_id, m.instance_id, m.client_id, m.client_host, b"", b"") for m in g.members.values()
     )
     return GroupDescription(E.NONE, group_id, g.state, ptype, "", members)
 

@@ -102,7 +102,9 @@ def range_assign(members: Mapping[str, MemberSpec], partitions: Mapping[uuid.UUI
 # ---------------------------------------------------------------- uniform, homogeneous
 
 
-def uniform_homogeneous(members: Mapping[str, MemberSpec], partitions: Mapping[uuid.UUID, int]) -> dict[str, Assignment]:
+def uniform_homogeneous(
+    members: Mapping[str, MemberSpec], partitions: Mapping[uuid.UUID, int]
+) -> dict[str, Assignment]:
     if not members:
         return {}
     topics = next(iter(members.values())).topics

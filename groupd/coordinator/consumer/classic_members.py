@@ -99,9 +99,14 @@ def _static(group: ConsumerGroup, member_id: str, instance_id: str) -> Member:
     """The static member of ``instance_id``, which must be ``member_id`` (UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID)."""
     owner = group.static_members.get(instance_id)
     if owner is None:
-        raise Refused(E.UNKNOWN_MEMBER_ID, f"Member with instance id {instance_id} is not a member of group {group.group_id}.")
+        raise Refused(
+            E.UNKNOWN_MEMBER_ID, f"Member with instance id {instance_id} is not a member of group {group.group_id}."
+        )
     if owner != member_id:
-        raise Refused(E.FENCED_INSTANCE_ID, f"Static member {member_id} with instance id {instance_id} was fenced by member {owner}.")
+        raise Refused(
+            E.FENCED_INSTANCE_ID,
+            f"Static member {member_id} with instance id {instance_id} was fenced by member {owner}.",
+        )
     return group.members[owner]
 
 
@@ -121,7 +126,9 @@ def _find(group: ConsumerGroup, member_id: str, instance_id: str | None) -> Memb
 # ---------------------------------------------------------------- JoinGroup
 
 
-def join(state: ShardState, req: JoinGroup, token: Token, now: int, cfg: GroupConfig, new_id: str | None = None) -> Result:
+def join(
+    state: ShardState, req: JoinGroup, token: Token, now: int, cfg: GroupConfig, new_id: str | None = None
+) -> Result:
     """A classic JoinGroup to a non-empty consumer group."""
     group = consumer_groups(state)[req.group_id]
     out = _Out(consumer_groups(state))
@@ -131,7 +138,16 @@ def join(state: ShardState, req: JoinGroup, token: Token, now: int, cfg: GroupCo
         return _result(out, token, JoinGroupResponse(fail.error, member_id=req.member_id))
 
 
-def _join(state: ShardState, group: ConsumerGroup, req: JoinGroup, token: Token, now: int, cfg: GroupConfig, new_id: str, out: _Out) -> Result:
+def _join(
+    state: ShardState,
+    group: ConsumerGroup,
+    req: JoinGroup,
+    token: Token,
+    now: int,
+    cfg: GroupConfig,
+    new_id: str,
+    out: _Out,
+) -> Result:
     config = cfg.consumer_for(group.group_id)  # the group's own consumer.* configs, if any
     g = group.group_id
     if not cfg.min_session_timeout_ms <= req.session_timeout_ms <= cfg.max_session_timeout_ms:
@@ -144,7 +160,10 @@ def _join(state: ShardState, group: ConsumerGroup, req: JoinGroup, token: Token,
     instance = req.group_instance_id
     returning_static = instance is not None and instance in group.static_members
     if not returning_static and len(group.members) >= config.max_size and member_id not in group.members:
-        raise Refused(E.GROUP_MAX_SIZE_REACHED, f"The consumer group has reached its maximum capacity of {config.max_size} members.")
+        raise Refused(
+            E.GROUP_MAX_SIZE_REACHED,
+            f"The consumer group has reached its maximum capacity of {config.max_size} members.",
+        )
     if not req.protocols or not supports_protocols(group, req.protocol_type, {p.name for p in req.protocols}):
         raise Refused(E.INCONSISTENT_GROUP_PROTOCOL, f"Member {member_id}'s protocols are not supported.")
     if unknown and instance is None and req.version >= 4:
@@ -177,7 +196,9 @@ def _join(state: ShardState, group: ConsumerGroup, req: JoinGroup, token: Token,
         subscribed_topic_names=subscription.topics,
         client_id=req.client_id,
         client_host=req.client_host,
-        classic=rec.ClassicMemberMetadata(req.session_timeout_ms, tuple(rec.ClassicProtocol(p.name, p.metadata) for p in req.protocols)),
+        classic=rec.ClassicMemberMetadata(
+            req.session_timeout_ms, tuple(rec.ClassicProtocol(p.name, p.metadata) for p in req.protocols)
+        ),
     )
     names_changed = set(updated.subscribed_topic_names) != set(base.subscribed_topic_names)
     if is_new or updated.metadata_value() != base.metadata_value():
@@ -209,8 +230,11 @@ def _must_rejoin(group: ConsumerGroup, member: Member, now: int, out: _Out) -> N
     if not member.join_timer_set:
         member.join_timer_set = True
         out.timer(join_timer(group.group_id, member.member_id), now + max(member.rebalance_timeout_ms, 0))
-    raise Refused(E.REBALANCE_IN_PROGRESS, f"A new rebalance is triggered in group {group.group_id} and member "
-                f"{member.member_id} should rejoin to catch up.")
+    raise Refused(
+        E.REBALANCE_IN_PROGRESS,
+        f"A new rebalance is triggered in group {group.group_id} and member "
+        f"{member.member_id} should rejoin to catch up.",
+    )
 
 
 def sync(state: ShardState, req: SyncGroup, token: Token, now: int, cfg: GroupConfig) -> Result:
@@ -224,14 +248,19 @@ def sync(state: ShardState, req: SyncGroup, token: Token, now: int, cfg: GroupCo
             raise Refused(E.UNKNOWN_MEMBER_ID, f"Group {group.group_id} is empty.")
         member = _find(group, req.member_id, req.group_instance_id)
         if req.generation_id != member.epoch:
-            raise Refused(E.ILLEGAL_GENERATION, f"The request generation id {req.generation_id} is not equal to the "
-                        f"member epoch {member.epoch} of member {member.member_id}.")
+            raise Refused(
+                E.ILLEGAL_GENERATION,
+                f"The request generation id {req.generation_id} is not equal to the "
+                f"member epoch {member.epoch} of member {member.member_id}.",
+            )
         assert member.classic is not None
         first = member.classic.protocols[0]
         if (req.protocol_type is not None and req.protocol_type != CONSUMER) or (
             req.protocol_name is not None and req.protocol_name != first.name
         ):
-            raise Refused(E.INCONSISTENT_GROUP_PROTOCOL, f"The protocol of member {member.member_id}'s request does not match.")
+            raise Refused(
+                E.INCONSISTENT_GROUP_PROTOCOL, f"The protocol of member {member.member_id}'s request does not match."
+            )
         if group.assignment_epoch > member.epoch and member.state != UNREVOKED_PARTITIONS:
             _must_rejoin(group, member, now, out)
     except Refused as fail:
@@ -245,7 +274,9 @@ def sync(state: ShardState, req: SyncGroup, token: Token, now: int, cfg: GroupCo
     g = group.group_id
     out.timer(sync_timer(g, member.member_id), None)
     out.timer(session_timer(g, member.member_id), now + member.classic.session_timeout_ms)
-    return _result(out, token, SyncGroupResponse(E.NONE, req.protocol_type, req.protocol_name, assignment_bytes(assigned, version)))
+    return _result(
+        out, token, SyncGroupResponse(E.NONE, req.protocol_type, req.protocol_name, assignment_bytes(assigned, version))
+    )
 
 
 def _waiting_on_unreleased(group: ConsumerGroup, member: Member) -> bool:
@@ -267,8 +298,11 @@ def heartbeat(state: ShardState, req: Heartbeat, token: Token, now: int, cfg: Gr
     try:
         member = _find(group, req.member_id, req.group_instance_id)
         if req.generation_id != member.epoch:
-            raise Refused(E.ILLEGAL_GENERATION, f"The request generation id {req.generation_id} is not equal to the "
-                        f"member epoch {member.epoch} of member {member.member_id}.")
+            raise Refused(
+                E.ILLEGAL_GENERATION,
+                f"The request generation id {req.generation_id} is not equal to the "
+                f"member epoch {member.epoch} of member {member.member_id}.",
+            )
         assert member.classic is not None
         out.timer(session_timer(group.group_id, member.member_id), now + member.classic.session_timeout_ms)
         # A group of classic members only has no ConsumerGroupHeartbeat to compute a target the group
@@ -303,7 +337,9 @@ def leave(state: ShardState, req: LeaveGroup, token: Token, now: int, cfg: Group
             else:
                 owner = group.static_members.get(x.group_instance_id)
                 # administrative removal by instance id names no member id
-                member = _find(group, owner if member_id == "" and owner is not None else member_id, x.group_instance_id)
+                member = _find(
+                    group, owner if member_id == "" and owner is not None else member_id, x.group_instance_id
+                )
                 member_id = member.member_id
             remove_member(group, member_id, out)
             removed = True

@@ -62,8 +62,16 @@ def _member(group: ConsumerGroup, m: Member, names: Mapping[uuid.UUID, str]) -> 
         for t, ps in parts.items():
             held.setdefault(t, set()).update(ps)
     return DescribedConsumerMember(
-        m.member_id, m.instance_id, m.rack_id, m.epoch, m.client_id, m.client_host, m.subscribed_topic_names,
-        m.subscribed_topic_regex, named_partitions(held, names), named_partitions(group.targets.get(m.member_id, {}), names),
+        m.member_id,
+        m.instance_id,
+        m.rack_id,
+        m.epoch,
+        m.client_id,
+        m.client_host,
+        m.subscribed_topic_names,
+        m.subscribed_topic_regex,
+        named_partitions(held, names),
+        named_partitions(group.targets.get(m.member_id, {}), names),
         CLASSIC_MEMBER if m.classic is not None else CONSUMER_MEMBER,
     )
 
@@ -82,7 +90,12 @@ def describe(
             continue
         out.append(
             DescribedConsumerGroup(
-                E.NONE, group_id, None, group.state(), group.epoch, group.assignment_epoch,
+                E.NONE,
+                group_id,
+                None,
+                group.state(),
+                group.epoch,
+                group.assignment_epoch,
                 preferred_assignor(group, config),
                 tuple(_member(group, m, topic_names) for m in group.members.values()),
             )

@@ -73,7 +73,9 @@ def parse_assignment(data: bytes) -> tuple[TopicPartitions, bytes | None]:
         entity, _ = decode(AssignmentV3, data, 2)
     except Exception as exc:
         raise MalformedProtocol(f"assignment v{version}: {exc}") from None
-    return tuple((tp.topic, tuple(int(p) for p in tp.partitions)) for tp in entity.assigned_partitions), entity.user_data
+    return tuple(
+        (tp.topic, tuple(int(p) for p in tp.partitions)) for tp in entity.assigned_partitions
+    ), entity.user_data
 
 
 def assignment_bytes(partitions: TopicPartitions, version: int) -> bytes:
@@ -82,7 +84,8 @@ def assignment_bytes(partitions: TopicPartitions, version: int) -> bytes:
     entity = AssignmentV3(
         assigned_partitions=tuple(
             AssignedTopicV3(topic=name, partitions=tuple(i32(p) for p in sorted(ps)))  # type: ignore[arg-type]
-            for name, ps in partitions if ps
+            for name, ps in partitions
+            if ps
         ),
         user_data=None,
     )

@@ -30,7 +30,7 @@ from groupd.coordinator.api import (
 from groupd.coordinator.classic import rules as classic
 from groupd.coordinator.consumer import offsets as consumer_offsets
 from groupd.coordinator.consumer import records as rec
-from groupd.coordinator.consumer import runtime as consumer
+from groupd.coordinator.consumer import rules as consumer
 from groupd.coordinator.consumer.expiry import (
     drop_consumer_group,
     is_empty,
@@ -74,7 +74,9 @@ def classic_join_group(state: ShardState, req: Any, token: Token, now: int, cfg:
 def _timer(state: ShardState, key: tuple[Any, ...], now: int, cfg: GroupConfig) -> Result:
     result = consumer.on_consumer_timer(state, key, now, cfg)
     if key[0] in _MEMBER_TIMERS and result.records:
-        group_event(log, "consumer member removed", key[1], key[2], reason=key[0].removeprefix("consumer-") + " timeout")
+        group_event(
+            log, "consumer member removed", key[1], key[2], reason=key[0].removeprefix("consumer-") + " timeout"
+        )
     return result
 
 
@@ -119,13 +121,19 @@ class ConsumerType(GroupType):
         for key, value in tombstones:
             replay(groups, key, value)
         return Result(
-            records=tuple(offsets) + tuple(tombstones), responses=((token, DeleteGroupResponse(E.NONE)),),
-            write_ref=GroupDeleteWrite(token), replay=bool(offsets),
+            records=tuple(offsets) + tuple(tombstones),
+            responses=((token, DeleteGroupResponse(E.NONE)),),
+            write_ref=GroupDeleteWrite(token),
+            replay=bool(offsets),
         )
 
     def validate_offset_commit(self, state: ShardState, group: ConsumerGroup, req: OffsetCommit) -> int:
         return consumer_offsets.commit_error(
-            group, req.member_id, req.generation_id, req.version, ((p.topic, p.partition) for p in req.partitions),
+            group,
+            req.member_id,
+            req.generation_id,
+            req.version,
+            ((p.topic, p.partition) for p in req.partitions),
             state.topics,
         )
 
@@ -135,8 +143,13 @@ class ConsumerType(GroupType):
         if req.generation_id < 0 and not req.member_id and req.group_instance_id is None:
             return E.NONE
         err = consumer_offsets.commit_error(
-            group, req.member_id, req.generation_id, req.version, ((p.topic, p.partition) for p in req.partitions),
-            state.topics, transactional=True,
+            group,
+            req.member_id,
+            req.generation_id,
+            req.version,
+            ((p.topic, p.partition) for p in req.partitions),
+            state.topics,
+            transactional=True,
         )
         return E.ILLEGAL_GENERATION if err == E.STALE_MEMBER_EPOCH else err
 
@@ -151,12 +164,19 @@ class ConsumerType(GroupType):
         return subscribed_topics(group).__contains__
 
     def expiry(
-        self, state: ShardState, group: ConsumerGroup, now: int, retention: int, records: list[tuple[Any, None]],
+        self,
+        state: ShardState,
+        group: ConsumerGroup,
+        now: int,
+        retention: int,
+        records: list[tuple[Any, None]],
     ) -> Any:
         """Commit time as the base in every state, its subscribed topics kept; once it is Empty with no
         offsets left it goes with its own tombstones (coordinator/consumer/expiry.py)."""
         subscribed = subscribed_topics(group)
-        if expire_group_offsets(state, group.group_id, None, subscribed.__contains__, now, retention, records) and is_empty(group):
+        if expire_group_offsets(
+            state, group.group_id, None, subscribed.__contains__, now, retention, records
+        ) and is_empty(group):
             drop_consumer_group(state, group, records)
             return group
         return None

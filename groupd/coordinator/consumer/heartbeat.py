@@ -125,14 +125,18 @@ def validate(request: ConsumerGroupHeartbeat, config: ConsumerConfig) -> None:
         if r.owned is None or r.owned:
             raise Refused(E.INVALID_REQUEST, "TopicPartitions must be empty when (re-)joining.")
         if r.subscribed_topic_names is None and r.subscribed_topic_regex is None:
-            raise Refused(E.INVALID_REQUEST, "SubscribedTopicNames or SubscribedTopicRegex must be set in first request.")
+            raise Refused(
+                E.INVALID_REQUEST, "SubscribedTopicNames or SubscribedTopicRegex must be set in first request."
+            )
     elif r.member_epoch == STATIC_LEAVE_EPOCH and r.instance_id is None:
         raise Refused(E.INVALID_REQUEST, "InstanceId can't be null.")
     elif r.member_epoch < STATIC_LEAVE_EPOCH:
         raise Refused(E.INVALID_REQUEST, f"MemberEpoch is {r.member_epoch}, but must be greater than or equal to -2.")
     if r.server_assignor is not None and r.server_assignor not in config.assignors:
-        raise Refused(E.UNSUPPORTED_ASSIGNOR, f"ServerAssignor {r.server_assignor} is not supported. "
-                    f"Supported assignors: {', '.join(config.assignors)}.")
+        raise Refused(
+            E.UNSUPPORTED_ASSIGNOR,
+            f"ServerAssignor {r.server_assignor} is not supported. Supported assignors: {', '.join(config.assignors)}.",
+        )
 
 
 # ---------------------------------------------------------------- subscriptions and metadata
@@ -216,7 +220,9 @@ def _maybe_new_target(group: ConsumerGroup, topics: Topics, now: int, config: Co
         new = {t: ps for t, ps in targets.get(mid, {}).items() if ps}
         if new != {t: ps for t, ps in group.targets.get(mid, {}).items() if ps}:
             out.add(rec.MemberKey(rec.TARGET_ASSIGNMENT_MEMBER, group.group_id, mid), target_value(new))
-    out.add(rec.GroupKey(rec.TARGET_ASSIGNMENT_METADATA, group.group_id), rec.TargetAssignmentMetadata(group.epoch, now))
+    out.add(
+        rec.GroupKey(rec.TARGET_ASSIGNMENT_METADATA, group.group_id), rec.TargetAssignmentMetadata(group.epoch, now)
+    )
 
 
 # ---------------------------------------------------------------- reconciliation
@@ -233,20 +239,33 @@ def _reconcile(
 ) -> Member:
     target = group.targets.get(member.member_id, {})
     result = reconcile(
-        member, group.assignment_epoch, target, owned, subscribed_ids(group, member, topics),
-        subscription_changed, group.owner_epoch,
+        member,
+        group.assignment_epoch,
+        target,
+        owned,
+        subscribed_ids(group, member, topics),
+        subscription_changed,
+        group.owner_epoch,
     )
     if result == FENCED:
-        raise Refused(E.FENCED_MEMBER_EPOCH, "The consumer group member is in an unknown state; "
-                    "it must abandon all its partitions and rejoin.")
+        raise Refused(
+            E.FENCED_MEMBER_EPOCH,
+            "The consumer group member is in an unknown state; it must abandon all its partitions and rejoin.",
+        )
     assert isinstance(result, Member)
     if result is member:
         return member
     was_state, was_epoch = member.state, member.epoch  # replay below updates ``member`` in place
     if (result.epoch, result.previous_epoch, result.state, result.assigned, result.pending_revocation) != (
-        member.epoch, member.previous_epoch, member.state, member.assigned, member.pending_revocation
+        member.epoch,
+        member.previous_epoch,
+        member.state,
+        member.assigned,
+        member.pending_revocation,
     ):
-        out.add(rec.MemberKey(rec.CURRENT_MEMBER_ASSIGNMENT, group.group_id, member.member_id), result.assignment_value())
+        out.add(
+            rec.MemberKey(rec.CURRENT_MEMBER_ASSIGNMENT, group.group_id, member.member_id), result.assignment_value()
+        )
     updated = group.members[member.member_id]
     if updated.classic is not None:
         return updated  # members using the classic protocol have join and sync timers instead (GMM maybeReconcile)
@@ -358,14 +377,19 @@ def _static_member(group: ConsumerGroup, request: ConsumerGroupHeartbeat, out: _
         old = group.members[old_id]
         if old.classic is None and old.epoch != STATIC_LEAVE_EPOCH:
             # a classic static member is replaced at once: only two consumer-protocol members need the leave
-            raise Refused(E.UNRELEASED_INSTANCE_ID, f"Static member {old_id} with instance id "
-                        f"{request.instance_id} is not released yet; it must leave with epoch -2 first.")
+            raise Refused(
+                E.UNRELEASED_INSTANCE_ID,
+                f"Static member {old_id} with instance id "
+                f"{request.instance_id} is not released yet; it must leave with epoch -2 first.",
+            )
         return replace_static_member(group, old_id, request.member_id, out)
     if old_id is None:
         raise Refused(E.UNKNOWN_MEMBER_ID, f"Instance id {request.instance_id} is unknown.")
     if old_id != request.member_id:
-        raise Refused(E.FENCED_INSTANCE_ID, f"Static member {request.member_id} with instance id "
-                    f"{request.instance_id} was fenced by member {old_id}.")
+        raise Refused(
+            E.FENCED_INSTANCE_ID,
+            f"Static member {request.member_id} with instance id {request.instance_id} was fenced by member {old_id}.",
+        )
     return group.members[old_id]
 
 
@@ -395,15 +419,23 @@ def _check_epoch(member: Member, request: ConsumerGroupHeartbeat) -> None:
     previous epoch (the last response was lost) and the member owns nothing beyond its assignment."""
     epoch = request.member_epoch
     if epoch > member.epoch:
-        raise Refused(E.FENCED_MEMBER_EPOCH, f"The consumer group member has a greater member epoch ({epoch}) "
-                    f"than the one known by the group coordinator ({member.epoch}).")
+        raise Refused(
+            E.FENCED_MEMBER_EPOCH,
+            f"The consumer group member has a greater member epoch ({epoch}) "
+            f"than the one known by the group coordinator ({member.epoch}).",
+        )
     if epoch < member.epoch:
-        ok = epoch == member.previous_epoch and request.owned is not None and all(
-            all(p in member.assigned.get(t, {}) for p in ps) for t, ps in request.owned
+        ok = (
+            epoch == member.previous_epoch
+            and request.owned is not None
+            and all(all(p in member.assigned.get(t, {}) for p in ps) for t, ps in request.owned)
         )
         if not ok:
-            raise Refused(E.FENCED_MEMBER_EPOCH, f"The consumer group member has a smaller member epoch ({epoch}) "
-                        f"than the one known by the group coordinator ({member.epoch}).")
+            raise Refused(
+                E.FENCED_MEMBER_EPOCH,
+                f"The consumer group member has a smaller member epoch ({epoch}) "
+                f"than the one known by the group coordinator ({member.epoch}).",
+            )
 
 
 def _join_or_heartbeat(
@@ -421,8 +453,10 @@ def _join_or_heartbeat(
     # size: a static member coming back never counts against group.consumer.max.size
     returning_static = request.instance_id is not None and request.instance_id in group.static_members
     if not returning_static and len(group.members) >= config.max_size and member_id not in group.members:
-        raise Refused(E.GROUP_MAX_SIZE_REACHED, f"The consumer group has reached its maximum capacity of "
-                    f"{config.max_size} members.")
+        raise Refused(
+            E.GROUP_MAX_SIZE_REACHED,
+            f"The consumer group has reached its maximum capacity of {config.max_size} members.",
+        )
     if request.instance_id is not None:
         member = _static_member(group, request, out)
     else:
@@ -432,8 +466,10 @@ def _join_or_heartbeat(
     if member is not None and request.member_epoch != JOIN_EPOCH:
         _check_epoch(member, request)
     if member is not None and member.state == UNKNOWN and (request.owned is None or any(ps for _, ps in request.owned)):
-        raise Refused(E.FENCED_MEMBER_EPOCH, "The consumer group member is in an unknown state; "
-                    "it must abandon all its partitions and rejoin.")
+        raise Refused(
+            E.FENCED_MEMBER_EPOCH,
+            "The consumer group member is in an unknown state; it must abandon all its partitions and rejoin.",
+        )
     is_new = member is None
     base = member if member is not None else Member(member_id, epoch=0, previous_epoch=0)
 
@@ -449,10 +485,14 @@ def _join_or_heartbeat(
         base,
         instance_id=request.instance_id if request.instance_id is not None else base.instance_id,
         rack_id=request.rack_id if request.rack_id is not None else base.rack_id,
-        rebalance_timeout_ms=request.rebalance_timeout_ms if request.rebalance_timeout_ms != -1 else base.rebalance_timeout_ms,
+        rebalance_timeout_ms=request.rebalance_timeout_ms
+        if request.rebalance_timeout_ms != -1
+        else base.rebalance_timeout_ms,
         server_assignor=request.server_assignor if request.server_assignor is not None else base.server_assignor,
         subscribed_topic_names=(
-            request.subscribed_topic_names if request.subscribed_topic_names is not None else base.subscribed_topic_names
+            request.subscribed_topic_names
+            if request.subscribed_topic_names is not None
+            else base.subscribed_topic_names
         ),
         subscribed_topic_regex=regex if regex is not None else base.subscribed_topic_regex,
         client_id=request.client_id,
@@ -489,12 +529,18 @@ def _join_or_heartbeat(
         group.regex_refresh_pending = True
         out.outcome.regex_refresh = g
 
-    full = request.rebalance_timeout_ms != -1 and request.owned is not None and (
-        request.subscribed_topic_names is not None or request.subscribed_topic_regex is not None
+    full = (
+        request.rebalance_timeout_ms != -1
+        and request.owned is not None
+        and (request.subscribed_topic_names is not None or request.subscribed_topic_regex is not None)
     )
     send = request.member_epoch == JOIN_EPOCH or full or plain(before) != plain(member.assigned)
     out.outcome.response = ConsumerGroupHeartbeatResponse(
-        E.NONE, None, member_id, member.epoch, config.heartbeat_interval_ms,
+        E.NONE,
+        None,
+        member_id,
+        member.epoch,
+        config.heartbeat_interval_ms,
         _as_list(member.assigned) if send else None,
     )
 
@@ -509,16 +555,22 @@ def _leave(groups: ConsumerGroups, topics: Topics, request: ConsumerGroupHeartbe
         if owner is None:
             raise Refused(E.UNKNOWN_MEMBER_ID, f"Instance id {request.instance_id} is unknown.")
         if owner != member_id:
-            raise Refused(E.FENCED_INSTANCE_ID, f"Static member {member_id} with instance id "
-                        f"{request.instance_id} was fenced by member {owner}.")
+            raise Refused(
+                E.FENCED_INSTANCE_ID,
+                f"Static member {member_id} with instance id {request.instance_id} was fenced by member {owner}.",
+            )
     elif member_id not in group.members:
         raise Refused(E.UNKNOWN_MEMBER_ID, f"Member {member_id} is not a member of group {group.group_id}.")
     member = group.members[member_id]
     if request.member_epoch == STATIC_LEAVE_EPOCH:
         # the member stays, holding its partitions for its replacement; no bump
         left = replace(
-            member, epoch=STATIC_LEAVE_EPOCH, previous_epoch=member.epoch, state=STABLE,
-            assigned={t: dict.fromkeys(ps, 0) for t, ps in member.assigned.items()}, pending_revocation={},
+            member,
+            epoch=STATIC_LEAVE_EPOCH,
+            previous_epoch=member.epoch,
+            state=STABLE,
+            assigned={t: dict.fromkeys(ps, 0) for t, ps in member.assigned.items()},
+            pending_revocation={},
         )
         out.add(rec.MemberKey(rec.CURRENT_MEMBER_ASSIGNMENT, group.group_id, member_id), left.assignment_value())
         out.timer(rebalance_timer(group.group_id, member_id), None)

@@ -103,7 +103,9 @@ def upgrade_refusal(classic: Group, config: ConsumerConfig) -> str | None:
     return None
 
 
-def _topic_ids(parts: tuple[tuple[str, tuple[int, ...]], ...], topics: Topics, epoch: int) -> dict[uuid.UUID, dict[int, int]]:
+def _topic_ids(
+    parts: tuple[tuple[str, tuple[int, ...]], ...], topics: Topics, epoch: int
+) -> dict[uuid.UUID, dict[int, int]]:
     """Named partitions as {topic id: {partition: epoch}}; topics unknown to the metadata are dropped."""
     out: dict[uuid.UUID, dict[int, int]] = {}
     for name, ps in parts:
@@ -114,7 +116,9 @@ def _topic_ids(parts: tuple[tuple[str, tuple[int, ...]], ...], topics: Topics, e
 
 
 def _classic_metadata(m: ClassicMember) -> rec.ClassicMemberMetadata:
-    return rec.ClassicMemberMetadata(m.session_timeout, tuple(rec.ClassicProtocol(p.name, p.metadata) for p in m.protocols))
+    return rec.ClassicMemberMetadata(
+        m.session_timeout, tuple(rec.ClassicProtocol(p.name, p.metadata) for p in m.protocols)
+    )
 
 
 def upgrade(state: ShardState, classic: Group, topics: Topics, config: ConsumerConfig) -> Conversion:
@@ -127,20 +131,40 @@ def upgrade(state: ShardState, classic: Group, topics: Topics, config: ConsumerC
     members: list[Member] = []
     for cm in classic.members.values():
         try:
-            protocol_metadata = cm.metadata(classic.protocol) if classic.protocol is not None else cm.protocols[0].metadata
+            protocol_metadata = (
+                cm.metadata(classic.protocol) if classic.protocol is not None else cm.protocols[0].metadata
+            )
             subscription = parse_subscription(protocol_metadata)
             assigned, user_data = parse_assignment(cm.assignment)
         except (MalformedProtocol, IndexError):
-            raise UpgradeRefused(f"Cannot upgrade the classic group {gid} to consumer group because the embedded "
-                                 "consumer protocol is malformed.") from None
+            raise UpgradeRefused(
+                f"Cannot upgrade the classic group {gid} to consumer group because the embedded "
+                "consumer protocol is malformed."
+            ) from None
         if user_data:
-            raise UpgradeRefused(f"Cannot upgrade classic group {gid} to consumer group because an unsupported "
-                                 "custom assignor is in use. Please refer to the documentation or switch to a "
-                                 "default assignor before re-attempting the upgrade.")
-        members.append(Member(
-            cm.member_id, cm.instance_id, subscription.rack_id, cm.client_id, cm.client_host, subscription.topics, None,
-            cm.rebalance_timeout, None, _classic_metadata(cm), gen, gen, STABLE, _topic_ids(assigned, topics, gen),
-        ))
+            raise UpgradeRefused(
+                f"Cannot upgrade classic group {gid} to consumer group because an unsupported "
+                "custom assignor is in use. Please refer to the documentation or switch to a "
+                "default assignor before re-attempting the upgrade."
+            )
+        members.append(
+            Member(
+                cm.member_id,
+                cm.instance_id,
+                subscription.rack_id,
+                cm.client_id,
+                cm.client_host,
+                subscription.topics,
+                None,
+                cm.rebalance_timeout,
+                None,
+                _classic_metadata(cm),
+                gen,
+                gen,
+                STABLE,
+                _topic_ids(assigned, topics, gen),
+            )
+        )
     conv = Conversion()
     groups = consumer_groups(state)
 
@@ -154,8 +178,10 @@ def upgrade(state: ShardState, classic: Group, topics: Topics, config: ConsumerC
     group = groups[gid]
     add(rec.GroupKey(rec.GROUP_METADATA, gid), rec.GroupMetadata(gen, metadata_hash(group, topics)))
     for m in members:
-        add(rec.MemberKey(rec.TARGET_ASSIGNMENT_MEMBER, gid, m.member_id),
-            target_value({t: frozenset(ps) for t, ps in m.assigned.items()}))
+        add(
+            rec.MemberKey(rec.TARGET_ASSIGNMENT_MEMBER, gid, m.member_id),
+            target_value({t: frozenset(ps) for t, ps in m.assigned.items()}),
+        )
     add(rec.GroupKey(rec.TARGET_ASSIGNMENT_METADATA, gid), rec.TargetAssignmentMetadata(gen, 0))
     for m in members:
         add(rec.MemberKey(rec.CURRENT_MEMBER_ASSIGNMENT, gid, m.member_id), m.assignment_value())
@@ -203,7 +229,13 @@ def downgrade_allowed(group: ConsumerGroup, leaving_id: str, cfg: GroupConfig, r
 
 
 def downgrade(
-    state: ShardState, group: ConsumerGroup, leaving_id: str, replaced: bool, topics: Topics, now: int, cfg: GroupConfig,
+    state: ShardState,
+    group: ConsumerGroup,
+    leaving_id: str,
+    replaced: bool,
+    topics: Topics,
+    now: int,
+    cfg: GroupConfig,
 ) -> Conversion:
     """Turn ``group`` into a classic group without ``leaving_id`` (``replaced``: a classic static member
     already took its place, and its target, in ``group``): consumer tombstones, then the classic
@@ -224,10 +256,18 @@ def downgrade(
     classic.generation = group.epoch
     for m in kept:
         assert m.classic is not None
-        classic.add(ClassicMember(
-            m.member_id, m.instance_id, m.client_id, m.client_host, m.rebalance_timeout_ms, m.classic.session_timeout_ms,
-            CONSUMER, tuple(Protocol(p.name, p.metadata) for p in m.classic.protocols),
-        ))
+        classic.add(
+            ClassicMember(
+                m.member_id,
+                m.instance_id,
+                m.client_id,
+                m.client_host,
+                m.rebalance_timeout_ms,
+                m.classic.session_timeout_ms,
+                CONSUMER,
+                tuple(Protocol(p.name, p.metadata) for p in m.classic.protocols),
+            )
+        )
     classic.protocol = classic.select_protocol()
     classic.subscribed = classic.compute_subscribed()
     for cm in classic.members.values():
@@ -245,10 +285,23 @@ def downgrade(
     for cm in classic.members.values():
         cm.hb_deadline = now + cm.session_timeout
         out.timers.append(TimerOp(("hb", gid, cm.member_id), cm.hb_deadline))
-    log.info("consumer group %s downgraded to a classic group at generation %d (%d members): member %s %s",
-             gid, classic.generation, len(classic.members), leaving_id, "was replaced" if replaced else "left")
+    log.info(
+        "consumer group %s downgraded to a classic group at generation %d (%d members): member %s %s",
+        gid,
+        classic.generation,
+        len(classic.members),
+        leaving_id,
+        "was replaced" if replaced else "left",
+    )
     if not replaced:
-        prepare_rebalance(classic, now, cfg, out, "leave", f"group {gid} downgraded from consumer to classic: member {leaving_id} left")
+        prepare_rebalance(
+            classic,
+            now,
+            cfg,
+            out,
+            "leave",
+            f"group {gid} downgraded from consumer to classic: member {leaving_id} left",
+        )
     conv.responses += out.responses
     conv.timers += out.timers
     return conv

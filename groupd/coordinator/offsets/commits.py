@@ -63,7 +63,9 @@ def _commit_error(state: ShardState, req: OffsetCommit, now: int) -> tuple[int, 
     return state.types[g.__class__].validate_offset_commit(state, g, req), g
 
 
-def commit_records(gid: str, partitions: tuple[CommitPartition, ...], now: int, expire: int, cfg: GroupConfig) -> tuple[list[tuple[OffsetCommitKey, OffsetCommitValue]], tuple[PartitionError, ...]]:
+def commit_records(
+    gid: str, partitions: tuple[CommitPartition, ...], now: int, expire: int, cfg: GroupConfig
+) -> tuple[list[tuple[OffsetCommitKey, OffsetCommitValue]], tuple[PartitionError, ...]]:
     """One OffsetCommit record per partition whose metadata fits ``offset.metadata.max.bytes`` (Java
     String.length(), null stored as ""), and each partition's answer."""
     limit = cfg.offset_metadata_max_bytes
@@ -75,7 +77,9 @@ def commit_records(gid: str, partitions: tuple[CommitPartition, ...], now: int, 
             parts_out.append(PartitionError(p.topic, p.partition, E.OFFSET_METADATA_TOO_LARGE))
             continue
         ts = now if p.commit_timestamp == -1 else p.commit_timestamp
-        records.append((OffsetCommitKey(gid, p.topic, p.partition), OffsetCommitValue(p.offset, meta, ts, p.leader_epoch, expire)))
+        records.append(
+            (OffsetCommitKey(gid, p.topic, p.partition), OffsetCommitValue(p.offset, meta, ts, p.leader_epoch, expire))
+        )
         parts_out.append(PartitionError(p.topic, p.partition, E.NONE))
     return records, tuple(parts_out)
 
@@ -143,7 +147,8 @@ def offset_fetch(state: ShardState, req: OffsetFetch, now: int) -> OffsetFetchRe
         return OffsetFetchResponse(
             E.NONE,
             tuple(
-                _unstable(t, p) if stable and has_pending(state, req.group_id, t, p)
+                _unstable(t, p)
+                if stable and has_pending(state, req.group_id, t, p)
                 else FetchedOffset(t, p, v.offset, v.leader_epoch, v.metadata, E.NONE)
                 for t, ps in offsets.items()
                 for p, v in ps.items()
@@ -218,7 +223,9 @@ def delete_group(state: ShardState, group_id: str, token: Token, now: int) -> Re
     records.append((GroupMetadataKey(group_id), None))
     drop_group(state, g)
     return Result(
-        records=tuple(records), responses=((token, DeleteGroupResponse(E.NONE)),), timers=_cancel_pending(g),
+        records=tuple(records),
+        responses=((token, DeleteGroupResponse(E.NONE)),),
+        timers=_cancel_pending(g),
         write_ref=GroupDeleteWrite(token),
     )
 
@@ -273,7 +280,12 @@ def expire_offsets(state: ShardState, now: int, cfg: GroupConfig) -> Result:
 
 
 def expire_group_offsets(
-    state: ShardState, gid: str, base: int | None, is_subscribed: Callable[[str], bool], now: int, retention: int,
+    state: ShardState,
+    gid: str,
+    base: int | None,
+    is_subscribed: Callable[[str], bool],
+    now: int,
+    retention: int,
     records: list[tuple[Any, None]],
 ) -> bool:
     """Tombstones for the group's expired offsets (``base``: when each one's clock starts, None for its

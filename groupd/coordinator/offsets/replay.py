@@ -14,7 +14,9 @@ if TYPE_CHECKING:
     from groupd.coordinator.shard import ShardState
 
 
-def replay_offset(state: ShardState, group_id: str, topic: str, partition: int, value: OffsetCommitValue | None, now: int) -> None:
+def replay_offset(
+    state: ShardState, group_id: str, topic: str, partition: int, value: OffsetCommitValue | None, now: int
+) -> None:
     """An offset commit record (``replay`` of an OffsetCommitKey; the load calls it without the key
     object): a value sets the partition's committed offset, creating the group if needed; a tombstone
     removes it."""
@@ -44,7 +46,17 @@ def _group_for_offsets(state: ShardState, group_id: str, now: int) -> None:
         state.groups[group_id] = Group(group_id, now)
 
 
-def replay_txn_offset(state: ShardState, producer_id: int, group_id: str, topic: str, partition: int, value: OffsetCommitValue | None, now: int, *, superseded: bool = False) -> None:
+def replay_txn_offset(
+    state: ShardState,
+    producer_id: int,
+    group_id: str,
+    topic: str,
+    partition: int,
+    value: OffsetCommitValue | None,
+    now: int,
+    *,
+    superseded: bool = False,
+) -> None:
     """An offset record of a transactional batch. A tombstone acts at once, as any tombstone does."""
     if value is None:
         replay_offset(state, group_id, topic, partition, None, now)

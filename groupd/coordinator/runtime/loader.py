@@ -53,8 +53,11 @@ class Loader:
                 except Exception as exc:  # noqa: BLE001 - one partition's damage must not stop the others
                     shards[p].failed = f"{type(exc).__name__}: {exc}"
                     log.error(
-                        "failed to load %s-%d (%s): its groups answer NOT_COORDINATOR until the store is repaired and the broker restarted",
-                        self.topic, p, shards[p].failed,
+                        "failed to load %s-%d (%s): its groups answer NOT_COORDINATOR until the store is repaired"
+                        " and the broker restarted",
+                        self.topic,
+                        p,
+                        shards[p].failed,
                     )
         finally:
             if self.reader is not None:
@@ -70,7 +73,10 @@ class Loader:
         if txn.batches:
             log.info(
                 "%s-%d: %d transactional batches replayed, %d offsets of open transactions pending",
-                self.topic, shard.partition, txn.batches, pending,
+                self.topic,
+                shard.partition,
+                txn.batches,
+                pending,
             )
         shard.loaded = True
         self.loaded(shard)

@@ -168,7 +168,9 @@ class _Waiting:
 
     __slots__ = ("runtime", "shard", "result", "flushed", "error", "rollback")
 
-    def __init__(self, runtime: CoordinatorRuntime, shard: Shard, result: Result, rollback: _Rollback | None = None) -> None:
+    def __init__(
+        self, runtime: CoordinatorRuntime, shard: Shard, result: Result, rollback: _Rollback | None = None
+    ) -> None:
         self.runtime, self.shard, self.result = runtime, shard, result
         self.flushed = False
         self.error: BaseException | None = None
@@ -228,8 +230,14 @@ class CoordinatorRuntime:
     """Shards of one coordinator log (``topic``), the operations on them and their timers."""
 
     def __init__(
-        self, topic: str, rules: ShardRules, port: LogPort, wakeups: Wakeups, now: Callable[[], int],
-        context: Any = None, observer: Observer | None = None,
+        self,
+        topic: str,
+        rules: ShardRules,
+        port: LogPort,
+        wakeups: Wakeups,
+        now: Callable[[], int],
+        context: Any = None,
+        observer: Observer | None = None,
     ) -> None:
         self.topic = topic
         self.rules = rules
@@ -290,7 +298,9 @@ class CoordinatorRuntime:
     def waiting(self) -> int:
         return len(self._waiting)
 
-    def process(self, shard: Shard, result: Result, snapshot: Snapshot | None = None, retry: TimerKey | None = None) -> None:
+    def process(
+        self, shard: Shard, result: Result, snapshot: Snapshot | None = None, retry: TimerKey | None = None
+    ) -> None:
         """Set the Result's timers, append its records, and deliver its answers once durable, in order.
         ``snapshot``: what the operation that made the Result could change, as it was before; ``retry``:
         the key of the timer that made it, set again if it is rolled back."""
@@ -332,13 +342,17 @@ class CoordinatorRuntime:
             except Exception:
                 log.exception("delivering answers of %s-%d failed", self.topic, shard.partition)
 
-    def _settled(self, shard: Shard, error: BaseException | None, result: Result, rollback: _Rollback | None = None) -> None:
+    def _settled(
+        self, shard: Shard, error: BaseException | None, result: Result, rollback: _Rollback | None = None
+    ) -> None:
         """Every earlier Result of the shard is answered and this one's flush round is over."""
         if error is not None:
             log.error("fsync of %s-%d failed: %s", self.topic, shard.partition, error)
             if rollback is not None and (not rollback.alone or _overtaken(shard, rollback.snapshot.subject)):
                 rollback = None
-            self._failed(shard, result, error.code if isinstance(error, WriteFailed) else E.KAFKA_STORAGE_ERROR, rollback)
+            self._failed(
+                shard, result, error.code if isinstance(error, WriteFailed) else E.KAFKA_STORAGE_ERROR, rollback
+            )
             return
         self._deliver(shard, result)
 

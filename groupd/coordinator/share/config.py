@@ -60,7 +60,9 @@ def from_broker_config(config: Mapping[str, Any]) -> ShareGroupConfig:
     )
 
 
-def with_overrides(base: ShareGroupConfig, overrides: Mapping[str, str], config: Mapping[str, Any] | None = None) -> ShareGroupConfig:
+def with_overrides(
+    base: ShareGroupConfig, overrides: Mapping[str, str], config: Mapping[str, Any] | None = None
+) -> ShareGroupConfig:
     """``base`` with a group's ``share.*`` configs applied. Values that do not parse are ignored (the
     store checked them when they were set); with the broker ``config``, the assignment interval is
     clamped to its broker bounds, as Kafka's GroupCoordinatorConfig clamps that dynamic key."""

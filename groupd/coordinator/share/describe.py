@@ -39,7 +39,10 @@ class DescribedShareGroup:
 
 
 def describe(
-    groups: ShareGroups, group_ids: list[str], topic_names: Mapping[uuid.UUID, str], other_type: frozenset[str] = frozenset()
+    groups: ShareGroups,
+    group_ids: list[str],
+    topic_names: Mapping[uuid.UUID, str],
+    other_type: frozenset[str] = frozenset(),
 ) -> list[DescribedShareGroup]:
     """``other_type``: ids held by groups of another type (answered "not a share group")."""
     out = []
@@ -49,17 +52,35 @@ def describe(
             continue
         group = groups.get(group_id)
         if group is None:
-            message = f"Group {group_id} is not a share group." if group_id in other_type else f"Share group {group_id} not found."
+            message = (
+                f"Group {group_id} is not a share group."
+                if group_id in other_type
+                else f"Share group {group_id} not found."
+            )
             out.append(DescribedShareGroup(E.GROUP_ID_NOT_FOUND, group_id, message))
             continue
         members = tuple(
             DescribedShareMember(
-                m.member_id, m.rack_id, m.epoch, m.client_id, m.client_host, m.subscribed_topic_names,
+                m.member_id,
+                m.rack_id,
+                m.epoch,
+                m.client_id,
+                m.client_host,
+                m.subscribed_topic_names,
                 named_partitions(m.assigned, topic_names),
             )
             for m in group.members.values()
         )
-        out.append(DescribedShareGroup(
-            E.NONE, group_id, None, group.state(), group.epoch, group.assignment_epoch, ASSIGNOR, members,
-        ))
+        out.append(
+            DescribedShareGroup(
+                E.NONE,
+                group_id,
+                None,
+                group.state(),
+                group.epoch,
+                group.assignment_epoch,
+                ASSIGNOR,
+                members,
+            )
+        )
     return out

@@ -141,7 +141,11 @@ def state_metadata(
     initializing: dict[uuid.UUID, InitTopic], initialized: dict[uuid.UUID, InitTopic], deleting: dict[uuid.UUID, str]
 ) -> rec.StatePartitionMetadata:
     def infos(m: dict[uuid.UUID, InitTopic]) -> tuple[rec.TopicPartitionsInfo, ...]:
-        return tuple(rec.TopicPartitionsInfo(t, v.name, tuple(sorted(v.partitions))) for t, v in sorted(m.items()) if v.partitions)
+        return tuple(
+            rec.TopicPartitionsInfo(t, v.name, tuple(sorted(v.partitions)))
+            for t, v in sorted(m.items())
+            if v.partitions
+        )
 
     return rec.StatePartitionMetadata(
         infos(initializing), infos(initialized), tuple(rec.TopicInfo(t, n) for t, n in sorted(deleting.items()))
@@ -183,7 +187,9 @@ def replay(groups: ShareGroups, key: rec.ShareKey, value: rec.ShareValue | None,
             group.targets.pop(key.member_id, None)
         else:
             assert isinstance(value, TargetAssignmentMember)
-            group.targets[key.member_id] = {tp.topic_id: frozenset(tp.partitions) for tp in value.topics if tp.partitions}
+            group.targets[key.member_id] = {
+                tp.topic_id: frozenset(tp.partitions) for tp in value.topics if tp.partitions
+            }
     elif kind == rec.MEMBER_METADATA:
         assert isinstance(key, MemberKey)
         _replay_member_metadata(group, key.member_id, value)

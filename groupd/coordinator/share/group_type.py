@@ -26,7 +26,7 @@ from groupd.coordinator.api import (
 from groupd.coordinator.group_type import GroupType
 from groupd.coordinator.logfields import group_event
 from groupd.coordinator.records import Key, Value
-from groupd.coordinator.share import runtime as share
+from groupd.coordinator.share import rules as share
 from groupd.coordinator.share.group import ShareGroup, ShareMember, deletion_records, replay, share_groups
 from groupd.coordinator.share.records import is_share_key
 from groupd.coordinator.snapshots import GroupShape, Shape

@@ -80,7 +80,10 @@ def _ids(names: frozenset[str] | tuple[str, ...], topics: Topics) -> frozenset[u
 
 
 def _bump(group: ShareGroup, names: frozenset[str], topics: Topics, out: Recorder) -> None:
-    out.add(GroupKey(rec.GROUP_METADATA, group.group_id), rec.ShareGroupMetadata(group.epoch + 1, metadata_hash_of(names, topics)))
+    out.add(
+        GroupKey(rec.GROUP_METADATA, group.group_id),
+        rec.ShareGroupMetadata(group.epoch + 1, metadata_hash_of(names, topics)),
+    )
 
 
 def initialized_assignment_pending(group: ShareGroup) -> bool:
@@ -99,7 +102,8 @@ def _assignable(group: ShareGroup, topics: Topics) -> dict[uuid.UUID, frozenset[
     counts = {info.topic_id: info.partitions for info in topics.values()}
     return {
         t: frozenset(p for p in info.partitions if p < counts[t])
-        for t, info in group.initialized.items() if t in counts
+        for t, info in group.initialized.items()
+        if t in counts
     }
 
 
@@ -117,7 +121,9 @@ def _maybe_new_target(group: ShareGroup, topics: Topics, now: int, interval_ms: 
     out.add(GroupKey(rec.TARGET_ASSIGNMENT_METADATA, group.group_id), TargetAssignmentMetadata(group.epoch, now))
 
 
-def _reconcile(group: ShareGroup, member: ShareMember, topics: Topics, subscription_changed: bool, out: Recorder) -> ShareMember:
+def _reconcile(
+    group: ShareGroup, member: ShareMember, topics: Topics, subscription_changed: bool, out: Recorder
+) -> ShareMember:
     """Kafka's ShareGroupAssignmentBuilder: a new target epoch is taken at once (STABLE), the target
     filtered to the member's subscribed topics; a changed subscription refilters at the same epoch."""
     target_epoch = group.assignment_epoch
@@ -130,7 +136,10 @@ def _reconcile(group: ShareGroup, member: ShareMember, topics: Topics, subscript
     else:
         updated = replace(member, assigned=target)
     if (updated.epoch, updated.previous_epoch, updated.state, updated.assigned) != (
-        member.epoch, member.previous_epoch, member.state, member.assigned
+        member.epoch,
+        member.previous_epoch,
+        member.state,
+        member.assigned,
     ):
         out.add(MemberKey(rec.CURRENT_MEMBER_ASSIGNMENT, group.group_id, member.member_id), updated.assignment_value())
     return group.members[member.member_id]
@@ -175,7 +184,9 @@ def on_topics_changed(groups: ShareGroups, changed: set[str]) -> None:
 # ---------------------------------------------------------------- the heartbeat
 
 
-def heartbeat(groups: ShareGroups, topics: Topics, request: ShareGroupHeartbeat, now: int, config: ShareGroupConfig) -> Outcome:
+def heartbeat(
+    groups: ShareGroups, topics: Topics, request: ShareGroupHeartbeat, now: int, config: ShareGroupConfig
+) -> Outcome:
     out = Recorder(groups, now)
     created = False
     try:
@@ -203,13 +214,19 @@ def _check_epoch(member: ShareMember, epoch: int) -> None:
     if epoch == JOIN_EPOCH:
         return
     if epoch > member.epoch:
-        raise Refused(E.FENCED_MEMBER_EPOCH, f"The share group member has a greater member epoch ({epoch}) than the "
-                    f"one known by the group coordinator ({member.epoch}). The member must abandon all its "
-                    "partitions and rejoin.")
+        raise Refused(
+            E.FENCED_MEMBER_EPOCH,
+            f"The share group member has a greater member epoch ({epoch}) than the "
+            f"one known by the group coordinator ({member.epoch}). The member must abandon all its "
+            "partitions and rejoin.",
+        )
     if epoch < member.epoch and epoch != member.previous_epoch:
-        raise Refused(E.FENCED_MEMBER_EPOCH, f"The share group member has a smaller member epoch ({epoch}) than the "
-                    f"one known by the group coordinator ({member.epoch}), and it does not match the previous "
-                    f"member epoch ({member.previous_epoch}). The member must abandon all its partitions and rejoin.")
+        raise Refused(
+            E.FENCED_MEMBER_EPOCH,
+            f"The share group member has a smaller member epoch ({epoch}) than the "
+            f"one known by the group coordinator ({member.epoch}), and it does not match the previous "
+            f"member epoch ({member.previous_epoch}). The member must abandon all its partitions and rejoin.",
+        )
 
 
 def _join_or_heartbeat(
@@ -217,7 +234,9 @@ def _join_or_heartbeat(
 ) -> None:
     g, member_id = group.group_id, request.member_id
     if len(group.members) >= config.max_size and member_id not in group.members:
-        raise Refused(E.GROUP_MAX_SIZE_REACHED, f"The share group has reached its maximum capacity of {config.max_size} members.")
+        raise Refused(
+            E.GROUP_MAX_SIZE_REACHED, f"The share group has reached its maximum capacity of {config.max_size} members."
+        )
     member = group.members.get(member_id)
     if member is None:
         if request.member_epoch != JOIN_EPOCH:
@@ -230,7 +249,9 @@ def _join_or_heartbeat(
         base,
         rack_id=request.rack_id if request.rack_id is not None else base.rack_id,
         subscribed_topic_names=(
-            request.subscribed_topic_names if request.subscribed_topic_names is not None else base.subscribed_topic_names
+            request.subscribed_topic_names
+            if request.subscribed_topic_names is not None
+            else base.subscribed_topic_names
         ),
         client_id=request.client_id,
         client_host=request.client_host,
@@ -255,7 +276,11 @@ def _join_or_heartbeat(
     full = request.subscribed_topic_names is not None
     send = request.member_epoch == JOIN_EPOCH or full or before != member.assigned
     out.outcome.response = ShareGroupHeartbeatResponse(
-        E.NONE, None, member_id, member.epoch, config.heartbeat_interval_ms,
+        E.NONE,
+        None,
+        member_id,
+        member.epoch,
+        config.heartbeat_interval_ms,
         _as_list(member.assigned) if send else None,
         maybe_initialize(group, names, topics, now, out),
     )

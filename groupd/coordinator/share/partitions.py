@@ -67,7 +67,9 @@ def combine(base: dict[uuid.UUID, InitTopic], more: Mapping[uuid.UUID, InitTopic
     return out
 
 
-def maybe_initialize(group: ShareGroup, names: frozenset[str], topics: Topics, now: int, out: Recorder) -> ShareInitialize | None:
+def maybe_initialize(
+    group: ShareGroup, names: frozenset[str], topics: Topics, now: int, out: Recorder
+) -> ShareInitialize | None:
     if not names or not topics:
         return None
     new = _to_initialize(group, names, topics, now)
@@ -78,7 +80,9 @@ def maybe_initialize(group: ShareGroup, names: frozenset[str], topics: Topics, n
         GroupKey(rec.STATE_PARTITION_METADATA, group.group_id),
         state_metadata(combine(group.initializing, new), group.initialized, deleting),
     )
-    return ShareInitialize(group.group_id, group.epoch, tuple((t, tuple(sorted(i.partitions))) for t, i in sorted(new.items())))
+    return ShareInitialize(
+        group.group_id, group.epoch, tuple((t, tuple(sorted(i.partitions))) for t, i in sorted(new.items()))
+    )
 
 
 def state_initialized(groups: ShareGroups, topics: Topics, event: ShareStateInitialized, now: int) -> Outcome:
@@ -107,7 +111,10 @@ def state_initialized(groups: ShareGroups, topics: Topics, event: ShareStateInit
             if left:
                 initializing[t] = InitTopic(info.name, left, info.timestamp)
         initialized = group.initialized
-    out.add(GroupKey(rec.STATE_PARTITION_METADATA, group.group_id), state_metadata(initializing, initialized, group.deleting))
+    out.add(
+        GroupKey(rec.STATE_PARTITION_METADATA, group.group_id),
+        state_metadata(initializing, initialized, group.deleting),
+    )
     return out.outcome
 
 
@@ -123,11 +130,14 @@ def partitions_to_delete(
         return ()
     w = Recorder(groups, now)
     w.outcome = out
-    w.add(GroupKey(rec.STATE_PARTITION_METADATA, group_id), state_metadata(
-        {t: i for t, i in group.initializing.items() if t not in chosen},
-        {t: i for t, i in group.initialized.items() if t not in chosen},
-        {**group.deleting, **{t: i.name for t, i in chosen.items()}},
-    ))
+    w.add(
+        GroupKey(rec.STATE_PARTITION_METADATA, group_id),
+        state_metadata(
+            {t: i for t, i in group.initializing.items() if t not in chosen},
+            {t: i for t, i in group.initialized.items() if t not in chosen},
+            {**group.deleting, **{t: i.name for t, i in chosen.items()}},
+        ),
+    )
     return tuple((t, tuple(sorted(i.partitions))) for t, i in sorted(chosen.items()))
 
 
@@ -136,16 +146,23 @@ def deleted(groups: ShareGroups, group_id: str, topics: frozenset[uuid.UUID], no
     out = Recorder(groups, now)
     group = groups.get(group_id)
     if group is not None and topics & set(group.deleting):
-        out.add(GroupKey(rec.STATE_PARTITION_METADATA, group_id), state_metadata(
-            group.initializing, group.initialized, {t: n for t, n in group.deleting.items() if t not in topics},
-        ))
+        out.add(
+            GroupKey(rec.STATE_PARTITION_METADATA, group_id),
+            state_metadata(
+                group.initializing,
+                group.initialized,
+                {t: n for t, n in group.deleting.items() if t not in topics},
+            ),
+        )
     return out.outcome
 
 
 # ---------------------------------------------------------------- offsets admin and deleted topics
 
 
-def alter_offsets(groups: ShareGroups, topics: Topics, request: AlterShareOffsets, now: int, other_type: bool) -> Outcome:
+def alter_offsets(
+    groups: ShareGroups, topics: Topics, request: AlterShareOffsets, now: int, other_type: bool
+) -> Outcome:
     """Kafka's GroupMetadataManager.alterShareGroupOffsets: the group (made if missing) must be empty;
     known partitions are recorded initializing and handed to the shell to initialize at their new start
     offsets (StateEpoch = the group epoch); unknown topics or partitions are UNKNOWN_TOPIC_OR_PARTITION."""
@@ -170,19 +187,28 @@ def alter_offsets(groups: ShareGroups, topics: Topics, request: AlterShareOffset
             results.append((name, None, tuple((p, E.UNKNOWN_TOPIC_OR_PARTITION) for p, _ in parts)))
             continue
         known = {p: o for p, o in parts if p < info.partitions}
-        results.append((name, info.topic_id, tuple((p, E.NONE if p in known else E.UNKNOWN_TOPIC_OR_PARTITION) for p, _ in parts)))
+        results.append(
+            (name, info.topic_id, tuple((p, E.NONE if p in known else E.UNKNOWN_TOPIC_OR_PARTITION) for p, _ in parts))
+        )
         offsets.setdefault(info.topic_id, {}).update(known)
         initializing[info.topic_id] = InitTopic(name, frozenset(known), now)
     epoch = group.epoch if group is not None else INITIAL_EPOCH
     initializing = {t: i for t, i in initializing.items() if i.partitions}
     if initializing:
         base = group if group is not None else ShareGroup(gid)
-        out.add(GroupKey(rec.STATE_PARTITION_METADATA, gid), state_metadata(
-            combine(base.initializing, initializing), base.initialized,
-            {t: n for t, n in base.deleting.items() if t not in initializing},
-        ))
+        out.add(
+            GroupKey(rec.STATE_PARTITION_METADATA, gid),
+            state_metadata(
+                combine(base.initializing, initializing),
+                base.initialized,
+                {t: n for t, n in base.deleting.items() if t not in initializing},
+            ),
+        )
     out.outcome.plan = AlterShareOffsetsPlan(
-        E.NONE, None, tuple(results), epoch,
+        E.NONE,
+        None,
+        tuple(results),
+        epoch,
         tuple((t, tuple(sorted(ps.items()))) for t, ps in sorted(offsets.items()) if ps),
     )
     return out.outcome
@@ -229,9 +255,12 @@ def topics_deleted(groups: ShareGroups, topic_ids: frozenset[uuid.UUID], now: in
     for group in list(groups.values()):
         held = (set(group.initializing) | set(group.initialized) | set(group.deleting)) & topic_ids
         if held:
-            out.add(GroupKey(rec.STATE_PARTITION_METADATA, group.group_id), state_metadata(
-                {t: i for t, i in group.initializing.items() if t not in held},
-                {t: i for t, i in group.initialized.items() if t not in held},
-                {t: n for t, n in group.deleting.items() if t not in held},
-            ))
+            out.add(
+                GroupKey(rec.STATE_PARTITION_METADATA, group.group_id),
+                state_metadata(
+                    {t: i for t, i in group.initializing.items() if t not in held},
+                    {t: i for t, i in group.initialized.items() if t not in held},
+                    {t: n for t, n in group.deleting.items() if t not in held},
+                ),
+            )
     return out.outcome

@@ -24,7 +24,9 @@ def combine(so_far: Iterable[StateBatch], new: Iterable[StateBatch], start_offse
     batches = [*so_far, *new]
     if start_offset != -1:
         batches = [
-            b if b.first_offset >= start_offset else StateBatch(start_offset, b.last_offset, b.delivery_state, b.delivery_count)
+            b
+            if b.first_offset >= start_offset
+            else StateBatch(start_offset, b.last_offset, b.delivery_state, b.delivery_count)
             for b in batches
             if b.last_offset >= start_offset
         ]
@@ -46,7 +48,11 @@ def combine(so_far: Iterable[StateBatch], new: Iterable[StateBatch], start_offse
             continue  # a gap between batches
         count, state = -active[0][0], -active[0][1]
         last = out[-1] if out else None
-        if last is not None and last.last_offset == start - 1 and (last.delivery_state, last.delivery_count) == (state, count):
+        if (
+            last is not None
+            and last.last_offset == start - 1
+            and (last.delivery_state, last.delivery_count) == (state, count)
+        ):
             out[-1] = StateBatch(last.first_offset, end - 1, state, count)
         else:
             out.append(StateBatch(start, end - 1, state, count))

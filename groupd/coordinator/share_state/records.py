@@ -152,5 +152,7 @@ def decode_value(kind: int, data: bytes | None) -> ShareStateValue | None:
     if r.pos != len(data):
         raise RecordFormatError(f"{len(data) - r.pos} trailing bytes after a type {kind} value")
     if kind == SHARE_SNAPSHOT:
-        return ShareSnapshotValue(snapshot_epoch, state_epoch, leader_epoch, start_offset, count, created, written, tuple(batches))
+        return ShareSnapshotValue(
+            snapshot_epoch, state_epoch, leader_epoch, start_offset, count, created, written, tuple(batches)
+        )
     return ShareUpdateValue(snapshot_epoch, leader_epoch, start_offset, count, tuple(batches))

@@ -194,7 +194,13 @@ def _tables(state: ShareShard) -> tuple[dict[SharePartitionKey, Any], ...]:
 # ---------------------------------------------------------------- replay
 
 
-def replay(state: ShareShard, key: R.ShareStateKey, v: R.ShareStateValue | None, cfg: ShareStateConfig, offset: int | None = None) -> None:
+def replay(
+    state: ShareShard,
+    key: R.ShareStateKey,
+    v: R.ShareStateValue | None,
+    cfg: ShareStateConfig,
+    offset: int | None = None,
+) -> None:
     """Apply one record (``offset``: its place in the log, when known, for pruning)."""
     k = key.share_partition
     if key.kind == R.SHARE_SNAPSHOT:
@@ -206,8 +212,14 @@ def replay(state: ShareShard, key: R.ShareStateKey, v: R.ShareStateValue | None,
             _raise_epoch(state.leader_epochs, k, v.leader_epoch)
             _raise_epoch(state.state_epochs, k, v.state_epoch)
             state.offsets[k] = ShareGroupOffset(
-                v.snapshot_epoch, v.state_epoch, v.leader_epoch, v.start_offset, v.delivery_complete_count,
-                v.state_batches, v.create_timestamp, v.write_timestamp,
+                v.snapshot_epoch,
+                v.state_epoch,
+                v.leader_epoch,
+                v.start_offset,
+                v.delivery_complete_count,
+                v.state_batches,
+                v.create_timestamp,
+                v.write_timestamp,
             )
             if state.update_counts.get(k, 0) >= cfg.snapshot_update_records_per_snapshot and k in state.update_counts:
                 state.update_counts[k] = 0
@@ -226,9 +238,14 @@ def replay(state: ShareShard, key: R.ShareStateKey, v: R.ShareStateValue | None,
     else:
         start = v.start_offset if v.start_offset != -1 else old.start_offset
         state.offsets[k] = ShareGroupOffset(
-            old.snapshot_epoch, old.state_epoch, v.leader_epoch if v.leader_epoch != -1 else old.leader_epoch,
-            start, v.delivery_complete_count, combine(old.batches, v.state_batches, start),
-            old.create_timestamp, old.write_timestamp,
+            old.snapshot_epoch,
+            old.state_epoch,
+            v.leader_epoch if v.leader_epoch != -1 else old.leader_epoch,
+            start,
+            v.delivery_complete_count,
+            combine(old.batches, v.state_batches, start),
+            old.create_timestamp,
+            old.write_timestamp,
         )
     state.update_counts[k] = state.update_counts.get(k, 0) + 1
 
@@ -295,7 +312,9 @@ def _read_error(code: int, message: str | None = None) -> ReadStateResult:
 # ---------------------------------------------------------------- handlers
 
 
-def _applied(records: tuple[Record, ...], token: Token, payload: Any, write_ref: ShareStateWrite | None = None) -> Result:
+def _applied(
+    records: tuple[Record, ...], token: Token, payload: Any, write_ref: ShareStateWrite | None = None
+) -> Result:
     """A Result whose records are already replayed (the runtime must not replay them again). Result's
     records are typed for ``__consumer_offsets``; the runtime carries any record its port writes."""
     return Result(records=cast(Any, records), responses=((token, payload),), write_ref=write_ref, replay=False)
@@ -305,7 +324,15 @@ def result_records(result: Result) -> tuple[Record, ...]:
     return cast(Any, result.records)
 
 
-def _written(state: ShareShard, token: Token, kind: str, key: SharePartitionKey, record: Record, payload: Any, cfg: ShareStateConfig) -> Result:
+def _written(
+    state: ShareShard,
+    token: Token,
+    kind: str,
+    key: SharePartitionKey,
+    record: Record,
+    payload: Any,
+    cfg: ShareStateConfig,
+) -> Result:
     replay(state, record[0], record[1], cfg)
     return _applied((record,), token, payload, ShareStateWrite(token, kind == "read"))
 
@@ -349,7 +376,9 @@ def write(state: ShareShard, req: WriteState, token: Token, now: int, cfg: Share
     return _written(state, token, "write", key, record, OK, cfg)
 
 
-def _state_record(state: ShareShard, req: WriteState, now: int, cfg: ShareStateConfig, update_leader_epoch: bool) -> tuple[R.ShareStateKey, R.ShareStateValue]:
+def _state_record(
+    state: ShareShard, req: WriteState, now: int, cfg: ShareStateConfig, update_leader_epoch: bool
+) -> tuple[R.ShareStateKey, R.ShareStateValue]:
     """A ShareUpdate, or a ShareSnapshot once the key has had ``snapshot.update.records.per.snapshot``
     updates since its last snapshot (Kafka's generateShareStateRecord). A Write never changes the stored
     leader epoch; a Read with a new one does."""
@@ -394,7 +423,9 @@ def read(state: ShareShard, req: ReadState, token: Token, now: int, cfg: ShareSt
     if req.leader_epoch == -1 or state.leader_epochs.get(key) == req.leader_epoch:
         return Result(responses=((token, answer),))
     # a new leader epoch is persisted: the next Read or Write with an older one is fenced
-    persist = WriteState(key, current.state_epoch, req.leader_epoch, current.start_offset, current.delivery_complete_count, ())
+    persist = WriteState(
+        key, current.state_epoch, req.leader_epoch, current.start_offset, current.delivery_complete_count, ()
+    )
     record = _state_record(state, persist, now, cfg, update_leader_epoch=True)
     return _written(state, token, "read", key, record, answer, cfg)
 
@@ -419,9 +450,21 @@ def read_summary(state: ShareShard, req: ReadStateSummary, token: Token, now: in
     current = state.offsets.get(key)
     if current is None:  # never initialized: no start offset, no lag, and no error
         return Result(responses=((token, ReadSummaryResult(E.NONE, None, 0, 0, -1, -1)),))
-    return Result(responses=((token, ReadSummaryResult(
-        E.NONE, None, current.state_epoch, current.leader_epoch, current.start_offset, current.delivery_complete_count
-    )),))
+    return Result(
+        responses=(
+            (
+                token,
+                ReadSummaryResult(
+                    E.NONE,
+                    None,
+                    current.state_epoch,
+                    current.leader_epoch,
+                    current.start_offset,
+                    current.delivery_complete_count,
+                ),
+            ),
+        )
+    )
 
 
 def snapshot_cold_partitions(state: ShareShard, _req: Any, token: Token, now: int, cfg: ShareStateConfig) -> Result:
@@ -433,16 +476,29 @@ def snapshot_cold_partitions(state: ShareShard, _req: Any, token: Token, now: in
     out: list[Record] = []
     for k, o in state.offsets.items():
         if now - o.write_timestamp >= cfg.cold_partition_snapshot_interval_ms:
-            out.append((R.snapshot_key(k), R.ShareSnapshotValue(
-                o.snapshot_epoch + 1, o.state_epoch, o.leader_epoch, o.start_offset, o.delivery_complete_count,
-                o.create_timestamp, now, o.batches,
-            )))
+            out.append(
+                (
+                    R.snapshot_key(k),
+                    R.ShareSnapshotValue(
+                        o.snapshot_epoch + 1,
+                        o.state_epoch,
+                        o.leader_epoch,
+                        o.start_offset,
+                        o.delivery_complete_count,
+                        o.create_timestamp,
+                        now,
+                        o.batches,
+                    ),
+                )
+            )
     for key, v in out:
         replay(state, key, v, cfg)
     return _applied(tuple(out), token, None)
 
 
-def topics_deleted(state: ShareShard, topic_ids: frozenset[uuid.UUID], token: Token, now: int, cfg: ShareStateConfig) -> Result:
+def topics_deleted(
+    state: ShareShard, topic_ids: frozenset[uuid.UUID], token: Token, now: int, cfg: ShareStateConfig
+) -> Result:
     """Kafka's maybeCleanupShareState: the state of every share-partition of a deleted topic is tombstoned."""
     out: tuple[Record, ...] = tuple((R.snapshot_key(k), None) for k in state.offsets if k.topic_id in topic_ids)
     for key, v in out:

@@ -100,13 +100,21 @@ class ShareCoordinator:
             cold_partition_snapshot_interval_ms=config["share.coordinator.cold.partition.snapshot.interval.ms"],
             partitions_of=self._partitions_of,
         )
-        self._logs = InternalLogs(broker.storage, SHARE_STATE_TOPIC, LogConfig(
-            cleanup_policy="delete", retention_ms=-1, segment_bytes=config["share.coordinator.state.topic.segment.bytes"],
-            max_message_bytes=config["message.max.bytes"],
-        ))
+        self._logs = InternalLogs(
+            broker.storage,
+            SHARE_STATE_TOPIC,
+            LogConfig(
+                cleanup_policy="delete",
+                retention_ms=-1,
+                segment_bytes=config["share.coordinator.state.topic.segment.bytes"],
+                max_message_bytes=config["message.max.bytes"],
+            ),
+        )
         self.now = now
         self.wakeups = LoopWakeups(None)  # type: ignore[arg-type]  # its loop is start()'s
-        self.runtime = CoordinatorRuntime(SHARE_STATE_TOPIC, rules.ShareShardRules(self.cfg), _StateLog(self), self.wakeups, now, context=self.cfg)
+        self.runtime = CoordinatorRuntime(
+            SHARE_STATE_TOPIC, rules.ShareShardRules(self.cfg), _StateLog(self), self.wakeups, now, context=self.cfg
+        )
         self.wakeups.runtime = self.runtime
         self.logs: dict[int, PartitionLog] = self._logs.logs  # the partitions opened so far
         self.active = False
@@ -125,21 +133,36 @@ class ShareCoordinator:
             self.runtime.add_shard(p)
         for p in self._logs.stored():
             if p >= self.num_partitions:
-                log.warning("%s-%d is past share.coordinator.state.topic.num.partitions (%d): not loaded",
-                            SHARE_STATE_TOPIC, p, self.num_partitions)
+                log.warning(
+                    "%s-%d is past share.coordinator.state.topic.num.partitions (%d): not loaded",
+                    SHARE_STATE_TOPIC,
+                    p,
+                    self.num_partitions,
+                )
                 continue
             self._load(self.runtime.shards[p], self.log_of(p))
         for shard in self.runtime.shards.values():
             shard.loaded = True
         states = self.states()
         if states:
-            log.info("loaded %d share-partition states (%d records) from %d %s partitions",
-                     states, self.loaded_records, len(self.logs), SHARE_STATE_TOPIC)
+            log.info(
+                "loaded %d share-partition states (%d records) from %d %s partitions",
+                states,
+                self.loaded_records,
+                len(self.logs),
+                SHARE_STATE_TOPIC,
+            )
         self.active = True
         # Kafka's two periodic jobs, each on its own interval
         if self.prune_interval_ms > 0:
             self._tasks.spawn(self._every(self.prune_interval_ms, self.prune, "pruning"))
-        self._tasks.spawn(self._every(self.cfg.cold_partition_snapshot_interval_ms, self.snapshot_cold, "snapshotting cold share-partitions of"))
+        self._tasks.spawn(
+            self._every(
+                self.cfg.cold_partition_snapshot_interval_ms,
+                self.snapshot_cold,
+                "snapshotting cold share-partitions of",
+            )
+        )
 
     async def stop(self) -> None:
         self.active = False
@@ -172,8 +195,12 @@ class ShareCoordinator:
             # a state built on part of the log must not be written over: the partition answers
             # NOT_COORDINATOR, as Kafka's shard whose load failed
             shard.failed = f"damaged record: {exc}"
-            log.error("%s-%d: load stopped at a damaged record, its share-partitions are unavailable: %s",
-                      SHARE_STATE_TOPIC, shard.partition, exc)
+            log.error(
+                "%s-%d: load stopped at a damaged record, its share-partitions are unavailable: %s",
+                SHARE_STATE_TOPIC,
+                shard.partition,
+                exc,
+            )
 
     # ------------------------------------------------------------ partitions
 
@@ -219,7 +246,9 @@ class ShareCoordinator:
 
     async def initialize_state(self, key: SharePartitionKey, state_epoch: int, start_offset: int) -> rules.Answer:
         try:
-            answer: rules.Answer = await self._call(key, rules.initialize, rules.InitializeState(key, state_epoch, start_offset))
+            answer: rules.Answer = await self._call(
+                key, rules.initialize, rules.InitializeState(key, state_epoch, start_offset)
+            )
             return answer
         except CoordinatorError as exc:
             return _failed(exc.code)
@@ -233,8 +262,13 @@ class ShareCoordinator:
             return ReadStateResult(code, rules.MESSAGES.get(code), 0, -1, ())
 
     async def write_state(
-        self, key: SharePartitionKey, state_epoch: int, leader_epoch: int, start_offset: int,
-        delivery_complete_count: int, batches: tuple[StateBatch, ...],
+        self,
+        key: SharePartitionKey,
+        state_epoch: int,
+        leader_epoch: int,
+        start_offset: int,
+        delivery_complete_count: int,
+        batches: tuple[StateBatch, ...],
     ) -> rules.Answer:
         request = rules.WriteState(key, state_epoch, leader_epoch, start_offset, delivery_complete_count, batches)
         started = time.perf_counter()
@@ -255,7 +289,9 @@ class ShareCoordinator:
 
     async def read_state_summary(self, key: SharePartitionKey, leader_epoch: int) -> ReadSummaryResult:
         try:
-            result: ReadSummaryResult = await self._call(key, rules.read_summary, rules.ReadStateSummary(key, leader_epoch))
+            result: ReadSummaryResult = await self._call(
+                key, rules.read_summary, rules.ReadStateSummary(key, leader_epoch)
+            )
             return result
         except CoordinatorError as exc:
             code = rules.write_error(exc.code)
@@ -270,10 +306,17 @@ class ShareCoordinator:
         return await self.read_state(key, leader_epoch)
 
     async def write(
-        self, key: SharePartitionKey, state_epoch: int, leader_epoch: int, start_offset: int,
-        delivery_complete_count: int, batches: tuple[StateBatch, ...],
+        self,
+        key: SharePartitionKey,
+        state_epoch: int,
+        leader_epoch: int,
+        start_offset: int,
+        delivery_complete_count: int,
+        batches: tuple[StateBatch, ...],
     ) -> int:
-        return (await self.write_state(key, state_epoch, leader_epoch, start_offset, delivery_complete_count, batches)).error_code
+        return (
+            await self.write_state(key, state_epoch, leader_epoch, start_offset, delivery_complete_count, batches)
+        ).error_code
 
     async def delete(self, key: SharePartitionKey) -> int:
         return (await self.delete_state(key)).error_code

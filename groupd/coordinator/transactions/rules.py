@@ -17,7 +17,16 @@ from groupd.coordinator.partitioning import partition_for
 from groupd.protocol.errors import ErrorCode
 
 EMPTY, ONGOING, PREPARE_COMMIT, PREPARE_ABORT, COMPLETE_COMMIT, COMPLETE_ABORT, DEAD, PREPARE_EPOCH_FENCE = range(8)
-STATE_NAMES = ("Empty", "Ongoing", "PrepareCommit", "PrepareAbort", "CompleteCommit", "CompleteAbort", "Dead", "PrepareEpochFence")
+STATE_NAMES = (
+    "Empty",
+    "Ongoing",
+    "PrepareCommit",
+    "PrepareAbort",
+    "CompleteCommit",
+    "CompleteAbort",
+    "Dead",
+    "PrepareEpochFence",
+)
 NO_PRODUCER_ID = -1
 NO_EPOCH = -1
 EPOCH_MAX = 32767  # Short.MaxValue: an epoch at MAX - 1 is exhausted, so a fence can always bump once more
@@ -85,8 +94,7 @@ def init_producer_id(
     if txn is None:
         txn = Txn(transactional_id, allocate(), NO_EPOCH, timeout_ms, EMPTY, last_update_ms=now)
     if expected is not None and not (
-        txn.producer_epoch == NO_EPOCH
-        or expected[0] == txn.producer_id
+        txn.producer_epoch == NO_EPOCH or expected[0] == txn.producer_id
         # a retry after a rotation the client never heard of (Kafka keeps the previous id for this)
     ):
         return ErrorCode.producer_fenced
@@ -98,8 +106,20 @@ def init_producer_id(
     # Empty, CompleteCommit, CompleteAbort
     if txn.epoch_exhausted and (expected is None or expected[1] == txn.producer_epoch):
         last = txn.producer_epoch if expected is not None else NO_EPOCH
-        return Next(replace(txn, producer_id=allocate(), producer_epoch=0, last_producer_epoch=last, timeout_ms=timeout_ms,
-                            state=EMPTY, partitions=frozenset(), groups=frozenset(), start_ms=-1, last_update_ms=now))
+        return Next(
+            replace(
+                txn,
+                producer_id=allocate(),
+                producer_epoch=0,
+                last_producer_epoch=last,
+                timeout_ms=timeout_ms,
+                state=EMPTY,
+                partitions=frozenset(),
+                groups=frozenset(),
+                start_ms=-1,
+                last_update_ms=now,
+            )
+        )
     bumped = txn.producer_epoch + 1
     if expected is None:
         epoch, last = bumped, NO_EPOCH
@@ -109,8 +129,19 @@ def init_producer_id(
         epoch, last = txn.producer_epoch, txn.last_producer_epoch  # a retry of a call that succeeded
     else:
         return ErrorCode.producer_fenced
-    return Next(replace(txn, producer_epoch=epoch, last_producer_epoch=last, timeout_ms=timeout_ms, state=EMPTY,
-                        partitions=frozenset(), groups=frozenset(), start_ms=-1, last_update_ms=now))
+    return Next(
+        replace(
+            txn,
+            producer_epoch=epoch,
+            last_producer_epoch=last,
+            timeout_ms=timeout_ms,
+            state=EMPTY,
+            partitions=frozenset(),
+            groups=frozenset(),
+            start_ms=-1,
+            last_update_ms=now,
+        )
+    )
 
 
 def _check_producer(txn: Txn | None, producer_id: int, producer_epoch: int) -> ErrorCode:
@@ -128,10 +159,21 @@ def while_pending(txn: Txn | None, producer_id: int, producer_epoch: int) -> Err
     id and epoch before the pending transition, so a fenced producer (its transaction aborted for a
     timeout, say) hears PRODUCER_FENCED, not CONCURRENT_TRANSACTIONS, which it would retry."""
     error = _check_producer(txn, producer_id, producer_epoch)
-    return error if error in (ErrorCode.invalid_producer_id_mapping, ErrorCode.producer_fenced) else ErrorCode.concurrent_transactions
+    return (
+        error
+        if error in (ErrorCode.invalid_producer_id_mapping, ErrorCode.producer_fenced)
+        else ErrorCode.concurrent_transactions
+    )
 
 
-def add_partitions(txn: Txn | None, producer_id: int, producer_epoch: int, partitions: Iterable[TopicPartition], now: int, groups: Iterable[str] = ()) -> ErrorCode | Next:
+def add_partitions(
+    txn: Txn | None,
+    producer_id: int,
+    producer_epoch: int,
+    partitions: Iterable[TopicPartition],
+    now: int,
+    groups: Iterable[str] = (),
+) -> ErrorCode | Next:
     """AddPartitionsToTxn (and AddOffsetsToTxn, whose partition is the group's offsets partition):
     the transaction is Ongoing from the first one on. ``ErrorCode.none`` when nothing changes."""
     error = _check_producer(txn, producer_id, producer_epoch)
@@ -143,7 +185,16 @@ def add_partitions(txn: Txn | None, producer_id: int, producer_epoch: int, parti
     if txn.state == ONGOING and wanted <= txn.partitions and new_groups <= txn.groups:
         return ErrorCode.none
     start = now if txn.state in (EMPTY, COMPLETE_COMMIT, COMPLETE_ABORT) else txn.start_ms
-    return Next(replace(txn, state=ONGOING, partitions=txn.partitions | wanted, groups=txn.groups | new_groups, start_ms=start, last_update_ms=now))
+    return Next(
+        replace(
+            txn,
+            state=ONGOING,
+            partitions=txn.partitions | wanted,
+            groups=txn.groups | new_groups,
+            start_ms=start,
+            last_update_ms=now,
+        )
+    )
 
 
 def verify_partition(txn: Txn | None, producer_id: int, producer_epoch: int, tp: TopicPartition) -> ErrorCode:
@@ -188,7 +239,14 @@ def fence_epoch(txn: Txn) -> Txn:
 def complete(txn: Txn, now: int) -> Txn:
     """Markers written: PrepareCommit -> CompleteCommit, PrepareAbort -> CompleteAbort."""
     state = COMPLETE_COMMIT if txn.state == PREPARE_COMMIT else COMPLETE_ABORT
-    return replace(txn, state=state, partitions=frozenset(), groups=frozenset(), last_update_ms=now, last_producer_epoch=txn.producer_epoch)
+    return replace(
+        txn,
+        state=state,
+        partitions=frozenset(),
+        groups=frozenset(),
+        last_update_ms=now,
+        last_producer_epoch=txn.producer_epoch,
+    )
 
 
 def timed_out(txns: Iterable[Txn], now: int) -> list[Txn]:
@@ -198,7 +256,11 @@ def timed_out(txns: Iterable[Txn], now: int) -> list[Txn]:
 
 def expired(txns: Iterable[Txn], now: int, expiration_ms: int) -> list[Txn]:
     """Transactional ids idle past ``transactional.id.expiration.ms`` with nothing open: forgotten."""
-    return [t for t in txns if t.state in (EMPTY, COMPLETE_COMMIT, COMPLETE_ABORT) and now - t.last_update_ms >= expiration_ms]
+    return [
+        t
+        for t in txns
+        if t.state in (EMPTY, COMPLETE_COMMIT, COMPLETE_ABORT) and now - t.last_update_ms >= expiration_ms
+    ]
 
 
 # ------------------------------------------------------------ Kafka's __transaction_state records
@@ -229,7 +291,10 @@ def encode_value(txn: Txn) -> bytes:
     by_topic: dict[str, list[int]] = {}
     for topic, partition in sorted(txn.partitions):
         by_topic.setdefault(topic, []).append(partition)
-    parts = [_VALUE_HEAD.pack(0, txn.producer_id, txn.producer_epoch, txn.timeout_ms, txn.state), _I32.pack(len(by_topic))]
+    parts = [
+        _VALUE_HEAD.pack(0, txn.producer_id, txn.producer_epoch, txn.timeout_ms, txn.state),
+        _I32.pack(len(by_topic)),
+    ]
     for topic, ids in by_topic.items():
         raw = topic.encode()
         parts.append(_I16.pack(len(raw)) + raw + _I32.pack(len(ids)) + struct.pack(f">{len(ids)}i", *ids))
@@ -268,8 +333,12 @@ class Layout:
     transactional id in its own partition (``partition_for(id, partitions)``, Kafka's placement)."""
 
     txns: dict[str, Txn] = field(default_factory=dict)  # every id's current state
-    moves: dict[int, list[tuple[bytes, bytes | None]]] = field(default_factory=dict)  # home partition -> records to write there
-    clears: dict[int, list[bytes]] = field(default_factory=dict)  # partition -> keys to tombstone, once the moves are durable
+    moves: dict[int, list[tuple[bytes, bytes | None]]] = field(
+        default_factory=dict
+    )  # home partition -> records to write there
+    clears: dict[int, list[bytes]] = field(
+        default_factory=dict
+    )  # partition -> keys to tombstone, once the moves are durable
     skipped: list[str] = field(default_factory=list)  # unreadable records, why
 
 

@@ -49,7 +49,9 @@ class DataPartitions(Protocol):
 
     committer: Durability
 
-    def write_marker(self, tp: T.TopicPartition, producer_id: int, producer_epoch: int, commit: bool) -> PartitionLog | None: ...
+    def write_marker(
+        self, tp: T.TopicPartition, producer_id: int, producer_epoch: int, commit: bool
+    ) -> PartitionLog | None: ...
 
     def appended(self, tp: tuple[str, int]) -> None: ...
 
@@ -65,8 +67,8 @@ class Host(Protocol):
     coordinator: GroupCoordinator
     metrics: Any
 
-log = logging.getLogger("groupd.transactions")
 
+log = logging.getLogger("groupd.transactions")
 
 
 class TransactionCoordinator:
@@ -76,8 +78,11 @@ class TransactionCoordinator:
         self.broker = broker
         self.config = broker.config
         self.num_partitions: int = self.config["transaction.state.log.num.partitions"]
-        self._logs = InternalLogs(broker.storage, TXN_STATE_TOPIC, LogConfig(
-            cleanup_policy="compact", segment_bytes=self.config["transaction.state.log.segment.bytes"]))
+        self._logs = InternalLogs(
+            broker.storage,
+            TXN_STATE_TOPIC,
+            LogConfig(cleanup_policy="compact", segment_bytes=self.config["transaction.state.log.segment.bytes"]),
+        )
         self.logs: dict[int, PartitionLog] = self._logs.logs  # the partitions opened so far
         self.txns: dict[str, T.Txn] = {}
         self.by_producer: dict[int, str] = {}
@@ -101,7 +106,9 @@ class TransactionCoordinator:
         for txn in layout.txns.values():
             self._put(txn)
         if self.txns:
-            log.info("loaded %d transactional ids from %d %s partitions", len(self.txns), len(self.logs), TXN_STATE_TOPIC)
+            log.info(
+                "loaded %d transactional ids from %d %s partitions", len(self.txns), len(self.logs), TXN_STATE_TOPIC
+            )
         for txn in self.txns.values():
             if txn.completing:  # the markers may not all have been written before the stop
                 self._busy.add(txn.transactional_id)
@@ -126,7 +133,9 @@ class TransactionCoordinator:
 
     def _settle(self, layout: T.Layout) -> None:
         """Write every id found outside its own partition there, durably, then tombstone it where it was."""
-        clears: dict[int, list[tuple[bytes, bytes | None]]] = {p: [(key, None) for key in keys] for p, keys in layout.clears.items()}
+        clears: dict[int, list[tuple[bytes, bytes | None]]] = {
+            p: [(key, None) for key in keys] for p, keys in layout.clears.items()
+        }
         for step in (layout.moves, clears):
             logs = [self.log_of(p) for p in step]
             for lg, records in zip(logs, step.values(), strict=True):
@@ -135,22 +144,37 @@ class TransactionCoordinator:
                 lg.flush()
         if layout.moves:
             moved = sum(len(records) for records in layout.moves.values())
-            log.info("moved %d transactional ids into their own %s partitions (of %d)", moved, TXN_STATE_TOPIC, self.num_partitions)
+            log.info(
+                "moved %d transactional ids into their own %s partitions (of %d)",
+                moved,
+                TXN_STATE_TOPIC,
+                self.num_partitions,
+            )
 
     # ------------------------------------------------------------ requests
 
-    async def init_producer_id(self, tid: str, timeout_ms: int, expected: tuple[int, int] | None) -> tuple[ErrorCode, int, int]:
+    async def init_producer_id(
+        self, tid: str, timeout_ms: int, expected: tuple[int, int] | None
+    ) -> tuple[ErrorCode, int, int]:
         if tid in self._busy:
             return ErrorCode.concurrent_transactions, -1, -1
         out = T.init_producer_id(
-            self.txns.get(tid), tid, timeout_ms, expected, wall_ms(), self.broker.producers.allocate, self.config["transaction.max.timeout.ms"]
+            self.txns.get(tid),
+            tid,
+            timeout_ms,
+            expected,
+            wall_ms(),
+            self.broker.producers.allocate,
+            self.config["transaction.max.timeout.ms"],
         )
         if isinstance(out, ErrorCode):
             return out, -1, -1
         self._busy.add(tid)
         try:
             if out.fence:  # an open transaction: aborted first, and the client asked to retry
-                log.info("transactional id %s: fencing producer %d, aborting its open transaction", tid, out.txn.producer_id)
+                log.info(
+                    "transactional id %s: fencing producer %d, aborting its open transaction", tid, out.txn.producer_id
+                )
                 await self._end(out.txn, "fenced")
                 return ErrorCode.concurrent_transactions, -1, -1
             await self._persist(out.txn)
@@ -162,7 +186,14 @@ class TransactionCoordinator:
         finally:
             self._busy.discard(tid)
 
-    async def add_partitions(self, tid: str, producer_id: int, producer_epoch: int, partitions: Iterable[T.TopicPartition], groups: Iterable[str] = ()) -> ErrorCode:
+    async def add_partitions(
+        self,
+        tid: str,
+        producer_id: int,
+        producer_epoch: int,
+        partitions: Iterable[T.TopicPartition],
+        groups: Iterable[str] = (),
+    ) -> ErrorCode:
         if not tid:
             return ErrorCode.invalid_request
         if tid in self._busy:
@@ -265,8 +296,15 @@ class TransactionCoordinator:
             raise StorageError(f"transaction marker for groups not written: error {exc.code}") from exc
         await self._persist(T.complete(prepared, wall_ms()))
         self.broker.metrics.transaction_ended(why)
-        log.info("transactional id %s: %s (producer %d epoch %d, %d partitions, %d groups)",
-                 prepared.transactional_id, "committed" if commit else "aborted", pid, epoch, len(logs), len(by_partition))
+        log.info(
+            "transactional id %s: %s (producer %d epoch %d, %d partitions, %d groups)",
+            prepared.transactional_id,
+            "committed" if commit else "aborted",
+            pid,
+            epoch,
+            len(logs),
+            len(by_partition),
+        )
 
     async def _finish_guarded(self, prepared: T.Txn, why: str | None = None) -> None:
         """Finish a transaction found PrepareCommit/PrepareAbort (at start-up, or after a failed write)."""

@@ -138,7 +138,10 @@ _keys = st.one_of(
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.tuples(_keys, st.booleans(), st.integers(0, 5)), min_size=1, max_size=25), st.randoms(use_true_random=False))
+@given(
+    st.lists(st.tuples(_keys, st.booleans(), st.integers(0, 5)), min_size=1, max_size=25),
+    st.randoms(use_true_random=False),
+)
 def test_a_load_does_not_depend_on_the_order_of_the_surviving_records(writes, rnd):
     """Start-up replays only the last record of each key; which order the survivors come in does not
     change what is loaded (Kafka's loader, too, folds offsets and groups into maps before building

@@ -183,8 +183,12 @@ def test_share_state_writes():
     key = SharePartitionKey("g", TOPIC, 0)
     d.initialize(key, 0, 5)
     d.write(key, start_offset=6)
-    for attempt in (lambda: d.initialize(key, 1, 7), lambda: d.write(key, state_epoch=0, leader_epoch=2, start_offset=9),
-                    lambda: d.read(key, leader_epoch=3), lambda: d.delete(key)):
+    for attempt in (
+        lambda: d.initialize(key, 1, 7),
+        lambda: d.write(key, state_epoch=0, leader_epoch=2, start_offset=9),
+        lambda: d.read(key, leader_epoch=3),
+        lambda: d.delete(key),
+    ):
         before = dump(d.state)
         d.log.fail_with = E.KAFKA_STORAGE_ERROR
         assert attempt().error_code == share_state.write_error(E.KAFKA_STORAGE_ERROR)
@@ -247,8 +251,12 @@ def test_snapshots_copy_every_container_the_group_types_hold():
         held = {n for n in shape.names if isinstance(getattr(obj, n), (dict, set, list))}
         assert held == {shape.names[i] for i in shape.containers}
     consumer, share = BY_CLASS[ConsumerGroup].shape, BY_CLASS[ShareGroup].shape
-    for shape, cls in ((consumer.group, ConsumerGroup), (consumer.member, ConsumerMember),
-                       (share.group, ShareGroup), (share.member, ShareMember)):
+    for shape, cls in (
+        (consumer.group, ConsumerGroup),
+        (consumer.member, ConsumerMember),
+        (share.group, ShareGroup),
+        (share.member, ShareMember),
+    ):
         held = {f.name for f in dataclasses.fields(cls) if f.default_factory is not dataclasses.MISSING}
         assert held == {shape.names[i] for i in shape.containers}, cls
 
@@ -270,7 +278,7 @@ def test_a_timer_whose_write_fails_is_rolled_back_and_fires_again():
     set again after Kafka's retry backoff, when the member goes."""
     c = _consumer_core()
     _consumer_hb(c, "m1", 0, subscribed_topic_names=("T",), rebalance_timeout_ms=5000, owned=())
-    (key, deadline), = [(k, d) for k, d in c.timers.items() if "m1" in k]
+    ((key, deadline),) = [(k, d) for k, d in c.timers.items() if "m1" in k]
     state_before = dump(c.state)
     failing(c)
     c.advance(deadline)

@@ -134,7 +134,8 @@ def test_an_append_that_fails_answers_unmapped_tokens_with_a_storage_error():
 
     rt.run(shard, "g", two_answers, None, Then(lambda p, e: heard.append(("mine", p, e))))
     assert heard[0] == ("mine", ("failed", E.KAFKA_STORAGE_ERROR), None)
-    assert heard[1][0] == "other" and isinstance(heard[1][2], CoordinatorError) and heard[1][2].code == E.KAFKA_STORAGE_ERROR
+    assert heard[1][0] == "other" and isinstance(heard[1][2], CoordinatorError)
+    assert heard[1][2].code == E.KAFKA_STORAGE_ERROR
     assert rt.waiting() == 0
 
 
@@ -164,8 +165,11 @@ def applied_at_once(value: Any, timer: TimerOp | None = None) -> Any:
     def handler(state: list[Any], request: Any, token: int, now: int, context: Any) -> Result:
         state.append(value)
         return Result(
-            records=((("k",), value),), responses=((token, "ok"),), timers=(timer,) if timer else (),
-            write_ref=token, replay=False,
+            records=((("k",), value),),
+            responses=((token, "ok"),),
+            timers=(timer,) if timer else (),
+            write_ref=token,
+            replay=False,
         )
 
     return handler

@@ -26,7 +26,12 @@ def ongoing(now=10, tp=("a", 0)):
 def test_a_new_transactional_id_gets_a_fresh_producer_id_at_epoch_0():
     out = init(None, now=5)
     assert isinstance(out, T.Next) and not out.fence
-    assert (out.txn.producer_id, out.txn.producer_epoch, out.txn.state, out.txn.timeout_ms) == (1000, 0, T.EMPTY, 60_000)
+    assert (out.txn.producer_id, out.txn.producer_epoch, out.txn.state, out.txn.timeout_ms) == (
+        1000,
+        0,
+        T.EMPTY,
+        60_000,
+    )
 
 
 def test_empty_id_is_invalid_request_and_timeout_is_bounded_by_the_broker_maximum():
@@ -149,8 +154,24 @@ def test_transaction_log_records_round_trip_in_kafkas_v0_format():
     value = T.encode_value(txn)
     assert value[:2] == b"\x00\x00" and value[2:10] == (123456789).to_bytes(8, "big")
     back = T.decode_value(T.decode_key(key), value)
-    assert (back.transactional_id, back.producer_id, back.producer_epoch, back.timeout_ms, back.state, back.partitions, back.start_ms, back.last_update_ms) == (
-        txn.transactional_id, txn.producer_id, txn.producer_epoch, txn.timeout_ms, txn.state, txn.partitions, txn.start_ms, txn.last_update_ms
+    assert (
+        back.transactional_id,
+        back.producer_id,
+        back.producer_epoch,
+        back.timeout_ms,
+        back.state,
+        back.partitions,
+        back.start_ms,
+        back.last_update_ms,
+    ) == (
+        txn.transactional_id,
+        txn.producer_id,
+        txn.producer_epoch,
+        txn.timeout_ms,
+        txn.state,
+        txn.partitions,
+        txn.start_ms,
+        txn.last_update_ms,
     )
 
 

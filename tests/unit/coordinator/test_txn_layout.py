@@ -68,7 +68,9 @@ def test_the_one_partition_store_of_earlier_versions_is_spread():
         if home != 0:
             expected.setdefault(home, []).append(rec(t))
     assert layout.moves == expected and 0 not in layout.moves
-    assert layout.clears == {0: [T.encode_key(t.transactional_id) for t in ids if partition_for(t.transactional_id, 50) != 0]}
+    assert layout.clears == {
+        0: [T.encode_key(t.transactional_id) for t in ids if partition_for(t.transactional_id, 50) != 0]
+    }
 
 
 def test_a_record_at_home_outranks_one_left_elsewhere():
@@ -98,6 +100,8 @@ def test_found_in_two_other_partitions_the_latest_update_wins():
 
 def test_unreadable_records_are_skipped_and_said():
     good = txn("b")
-    layout = T.settle_layout({0: {b"\x00\x07\x00\x01x": b"", rec(good)[0]: rec(good)[1], T.encode_key("a"): b"\x00\x05junk"}}, 2)
+    layout = T.settle_layout(
+        {0: {b"\x00\x07\x00\x01x": b"", rec(good)[0]: rec(good)[1], T.encode_key("a"): b"\x00\x05junk"}}, 2
+    )
     assert layout.txns == {"b": good}
     assert len(layout.skipped) == 2 and layout.moves == {} and layout.clears == {}

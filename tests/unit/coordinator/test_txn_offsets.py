@@ -119,7 +119,10 @@ def test_require_stable_answers_unstable_for_partitions_an_open_transaction_hold
     c.commit(("t", 0, 5), ("t", 1, 6))
     c.txn_commit(("t", 0, 42))
     f = c.fetch(topics={"t": (0, 1)}, version=7, require_stable=True)
-    assert [(p.offset, p.leader_epoch, p.metadata, p.error) for p in f.partitions] == [(-1, -1, "", UNSTABLE), (6, -1, "", 0)]
+    assert [(p.offset, p.leader_epoch, p.metadata, p.error) for p in f.partitions] == [
+        (-1, -1, "", UNSTABLE),
+        (6, -1, "", 0),
+    ]
     assert offsets(c) == [(5, 0), (6, 0)]  # without require_stable: the committed offsets
     every = c.fetch(topics=None, version=7, require_stable=True)  # all committed partitions
     assert [(p.partition, p.offset, p.error) for p in every.partitions] == [(0, -1, UNSTABLE), (1, 6, 0)]

@@ -42,7 +42,15 @@ def log_bytes(results: list[Result]) -> list[bytes]:
         elif r.records:
             recs = [(encode_key(k), encode_value(v)) for k, v in r.records]
             if r.producer is not None:
-                out.append(build_batch(recs, timestamp_ms=0, producer_id=r.producer[0], producer_epoch=r.producer[1], attributes=TRANSACTIONAL))
+                out.append(
+                    build_batch(
+                        recs,
+                        timestamp_ms=0,
+                        producer_id=r.producer[0],
+                        producer_epoch=r.producer[1],
+                        attributes=TRANSACTIONAL,
+                    )
+                )
             else:
                 out.append(build_batch(recs, timestamp_ms=0))
     return out
@@ -59,7 +67,12 @@ def load(batches: list[bytes], chunk: int) -> shard.ShardState:
 
 
 def committed(state: shard.ShardState) -> dict:
-    return {(gid, t, p): v.offset for gid, g in state.offsets.committed.items() for t, ps in g.items() for p, v in ps.items()}
+    return {
+        (gid, t, p): v.offset
+        for gid, g in state.offsets.committed.items()
+        for t, ps in g.items()
+        for p, v in ps.items()
+    }
 
 
 def pending(state: shard.ShardState) -> dict:
@@ -81,7 +94,9 @@ def random_history(rng: random.Random, n: int, tombstones: bool) -> Core:
         elif op < 0.4 and tombstones:
             c.apply(Result(records=((OffsetCommitKey(g, t, p), None),)))
         elif op < 0.75:
-            c.txn_commit((t, p, value), group=g, producer=rng.choice(PRODUCERS), epoch=rng.choice((0, 0, 0, 1)) + value // 30)
+            c.txn_commit(
+                (t, p, value), group=g, producer=rng.choice(PRODUCERS), epoch=rng.choice((0, 0, 0, 1)) + value // 30
+            )
         else:
             c.end_txn(producer=rng.choice(PRODUCERS), commit=rng.random() < 0.6, epoch=value // 30)
     return c
@@ -114,7 +129,9 @@ def test_load_equals_runtime(seed: int) -> None:
 
 
 def test_a_walk_without_txn_refuses_transactional_batches() -> None:
-    batch = build_batch([(b"\x00\x01k", b"v")], timestamp_ms=0, producer_id=1, producer_epoch=0, attributes=TRANSACTIONAL)
+    batch = build_batch(
+        [(b"\x00\x01k", b"v")], timestamp_ms=0, producer_id=1, producer_epoch=0, attributes=TRANSACTIONAL
+    )
     with pytest.raises(TransactionalBatch):
         collect_latest(batch, {})
 
@@ -151,9 +168,14 @@ def test_repeated_keys_and_tombstones_inside_one_transactional_batch(compress: b
     j = encode_key(OffsetCommitKey("g", "t", 1))
     v = [encode_value(OffsetCommitValue(i, "", 0)) for i in range(4)]
     wrap = _gzipped if compress else bytes
-    log = (
-        build_batch([(k, v[0]), (j, v[0])], timestamp_ms=0)
-        + wrap(build_batch([(k, None), (k, v[1]), (j, v[2]), (j, v[3])], timestamp_ms=0, producer_id=5, producer_epoch=0, attributes=TRANSACTIONAL))
+    log = build_batch([(k, v[0]), (j, v[0])], timestamp_ms=0) + wrap(
+        build_batch(
+            [(k, None), (k, v[1]), (j, v[2]), (j, v[3])],
+            timestamp_ms=0,
+            producer_id=5,
+            producer_epoch=0,
+            attributes=TRANSACTIONAL,
+        )
     )
     state = load([log], 1)
     assert committed(state) == {("g", "t", 1): 0}  # the tombstone removed partition 0's offset

@@ -423,7 +423,9 @@ def test_kafka_batch_size_with_multiple_batches_and_a_leading_gap():
     # testAcquireWithBatchSizeAndMultipleBatches: batches 2-6, 10-14, 15-21, 22-27, BatchSize 5
     sp = fresh()
     got, n = sp.acquire("A", batches((2, 6), (10, 14), (15, 21), (22, 27)), 0, 100, 5, 0)
-    assert got == [AcquiredRecords(2, 9, 1), AcquiredRecords(10, 14, 1), AcquiredRecords(15, 21, 1), AcquiredRecords(22, 27, 1)]
+    assert got == [
+        AcquiredRecords(2, 9, 1), AcquiredRecords(10, 14, 1), AcquiredRecords(15, 21, 1), AcquiredRecords(22, 27, 1)
+    ]
     assert n == 26 and sp.next_fetch_offset() == 28
 
 
@@ -476,8 +478,9 @@ def test_kafka_acknowledge_multiple_batches_with_gap_offsets():
     assert sp.next_fetch_offset() == 7
     assert sp.acquire("A", batches((10, 18)), 0, 500, 500, 0)[0] == [AcquiredRecords(10, 18, 1)]
     assert sp.next_fetch_offset() == 19
-    update = sp.acknowledge("A", [AckBatch(5, 6, (RELEASE,)),
-                                  AckBatch(10, 18, (RELEASE,) * 5 + (GAP,) * 3 + (ACCEPT,))], 0)
+    update = sp.acknowledge(
+        "A", [AckBatch(5, 6, (RELEASE,)), AckBatch(10, 18, (RELEASE,) * 5 + (GAP,) * 3 + (ACCEPT,))], 0
+    )
     sp.complete(update, True, 0)
     assert sp.next_fetch_offset() == 5
     assert [sp.record_state(o)[0] for o in range(10, 19)] == [AVAILABLE] * 5 + [ARCHIVED] * 3 + [ACKNOWLEDGED]
@@ -494,8 +497,18 @@ def test_kafka_acknowledge_subsets_of_two_batches_with_gaps():
     assert sp.next_fetch_offset() == 21
     assert sp.record_state(5) == (ACQUIRED, 1, "A") and sp.record_state(6) == (ACKNOWLEDGED, 1, "")
     assert [sp.record_state(o)[0] for o in range(10, 21)] == [
-        ACKNOWLEDGED, ACKNOWLEDGED, ARCHIVED, ARCHIVED, ACKNOWLEDGED, ARCHIVED, ACKNOWLEDGED, ARCHIVED, ACKNOWLEDGED,
-        ACQUIRED, ACQUIRED]
+        ACKNOWLEDGED,
+        ACKNOWLEDGED,
+        ARCHIVED,
+        ARCHIVED,
+        ACKNOWLEDGED,
+        ARCHIVED,
+        ACKNOWLEDGED,
+        ARCHIVED,
+        ACKNOWLEDGED,
+        ACQUIRED,
+        ACQUIRED,
+    ]
     assert sp.delivery_complete_count() == 10
 
 

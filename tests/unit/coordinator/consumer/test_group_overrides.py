@@ -49,7 +49,9 @@ def test_a_group_without_overrides_gets_the_brokers():
 
 
 def test_only_the_keys_set_change_and_share_keys_are_not_the_consumers():
-    base = GroupConfig(consumer=ConsumerConfig(session_timeout_ms=30_000, heartbeat_interval_ms=3_000, assignment_interval_ms=700))
+    base = GroupConfig(
+        consumer=ConsumerConfig(session_timeout_ms=30_000, heartbeat_interval_ms=3_000, assignment_interval_ms=700)
+    )
     base.group_overrides = lambda _g: {"consumer.heartbeat.interval.ms": "4000", "share.heartbeat.interval.ms": "9000"}
     got = base.consumer_for("g")
     assert (got.session_timeout_ms, got.heartbeat_interval_ms, got.assignment_interval_ms) == (30_000, 4_000, 700)
@@ -67,7 +69,7 @@ def test_an_override_set_later_applies_at_the_next_heartbeat():
     overrides["g"] = {"consumer.heartbeat.interval.ms": "7000", "consumer.session.timeout.ms": "55000"}
     hb = ConsumerGroupHeartbeat("g", "m1", resp.member_epoch, owned=None)
     result = group_types.consumer_group_heartbeat(state, hb, 2, 2000, cfg(overrides))
-    (_, again), = result.responses
+    ((_, again),) = result.responses
     assert again.heartbeat_interval_ms == 7_000
     assert {op.key: op.deadline_ms for op in result.timers}[("consumer-session", "g", "m1")] == 2000 + 55_000
 

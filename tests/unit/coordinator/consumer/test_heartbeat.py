@@ -376,11 +376,18 @@ def test_s32_replay_rebuilds_the_same_groups_and_checks_tombstone_order(d):
     d.hb("m2", -1)
     again = d.replayed()
     g, h = d.group(), again["g"]
-    assert (h.epoch, h.assignment_epoch, h.metadata_hash, h.targets) == (g.epoch, g.assignment_epoch, g.metadata_hash, g.targets)
+    assert (h.epoch, h.assignment_epoch, h.metadata_hash, h.targets) == (
+        g.epoch, g.assignment_epoch, g.metadata_hash, g.targets
+    )
     for mid, m in g.members.items():
         r = h.members[mid]
         assert (r.epoch, r.previous_epoch, r.state, r.assigned, r.pending_revocation, r.metadata_value()) == (
-            m.epoch, m.previous_epoch, m.state, m.assigned, m.pending_revocation, m.metadata_value()
+            m.epoch,
+            m.previous_epoch,
+            m.state,
+            m.assigned,
+            m.pending_revocation,
+            m.metadata_value(),
         )
     from groupd.coordinator.consumer.group import ReplayError, replay
 

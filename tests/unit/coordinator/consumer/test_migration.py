@@ -106,7 +106,9 @@ def cg(c: Core) -> Any:
     return consumer_groups(c.state)["g"]
 
 
-def classic_join(c: Core, member_id: str = "", version: int = 5, protocols: tuple[Protocol, ...] | None = None, **kw: Any) -> Any:
+def classic_join(
+    c: Core, member_id: str = "", version: int = 5, protocols: tuple[Protocol, ...] | None = None, **kw: Any
+) -> Any:
     return c.answers[c.join(member_id=member_id, version=version, protocols=protocols or proto("T"), **kw)]
 
 
@@ -133,8 +135,15 @@ def test_s27_a_consumer_heartbeat_upgrades_a_stable_classic_group():
     written = c.log[start:]
     assert written[0] == (GroupMetadataKey("g"), None)  # the classic group's tombstone goes first
     kinds = [k.kind for k, _ in written[1:8]]
-    assert kinds == [rec.MEMBER_METADATA, rec.MEMBER_METADATA, rec.GROUP_METADATA, rec.TARGET_ASSIGNMENT_MEMBER,
-                     rec.TARGET_ASSIGNMENT_MEMBER, rec.TARGET_ASSIGNMENT_METADATA, rec.CURRENT_MEMBER_ASSIGNMENT]
+    assert kinds == [
+        rec.MEMBER_METADATA,
+        rec.MEMBER_METADATA,
+        rec.GROUP_METADATA,
+        rec.TARGET_ASSIGNMENT_MEMBER,
+        rec.TARGET_ASSIGNMENT_MEMBER,
+        rec.TARGET_ASSIGNMENT_METADATA,
+        rec.CURRENT_MEMBER_ASSIGNMENT,
+    ]
     assert written[3][1].epoch == gen and written[6][1] == rec.TargetAssignmentMetadata(gen, 0)
     group = cg(c)
     assert group.epoch == gen + 1 and group.assignment_epoch == gen + 1  # the joiner's subscription bumps it
@@ -173,8 +182,14 @@ def test_s27_upgrade_keeps_offsets_and_members_reconcile_through_join_and_sync()
     assert c.timers[("consumer-join", "g", a)] == c.now + 30_000
     # eager clients revoke everything before rejoining (v0 subscription: owns nothing)
     joined = classic_join(c, a)
-    assert (joined.error, joined.generation_id, joined.protocol_type, joined.protocol_name, joined.leader, joined.members) == (
-        0, epoch, "consumer", "range", "", ())
+    assert (
+        joined.error,
+        joined.generation_id,
+        joined.protocol_type,
+        joined.protocol_name,
+        joined.leader,
+        joined.members,
+    ) == (0, epoch, "consumer", "range", "", ())
     assert ("consumer-join", "g", a) not in c.timers
     assert c.timers[("consumer-sync", "g", a)] == c.now + 30_000
     got = synced(c, a, epoch)
@@ -184,7 +199,9 @@ def test_s27_upgrade_keeps_offsets_and_members_reconcile_through_join_and_sync()
     # offsets survive the upgrade; the classic member commits with its epoch as generation
     assert c.fetch(topics={"T": (0,)}).partitions[0].offset == 42
     assert c.commit(("T", 0, 43), generation=epoch, member_id=a, version=8).partitions[0].error == 0
-    assert c.commit(("T", 0, 43), generation=epoch + 1, member_id=a, version=8).partitions[0].error == E.ILLEGAL_GENERATION
+    assert (
+        c.commit(("T", 0, 43), generation=epoch + 1, member_id=a, version=8).partitions[0].error == E.ILLEGAL_GENERATION
+    )
     fetched = shard.offset_fetch(c.state, OffsetFetch("g", None, False, 9, a, epoch + 1), c.now)
     assert fetched.error == E.ILLEGAL_GENERATION  # a classic member's wrong epoch is a wrong generation
     assert shard.offset_fetch(c.state, OffsetFetch("g", None, False, 9, a, epoch), c.now).error == 0
@@ -200,12 +217,15 @@ def test_s28_upgrade_refused_by_policy(policy):
     assert c.log[start:] == [] and "g" not in consumer_groups(c.state) and c.group().state == "Stable"
 
 
-@pytest.mark.parametrize(("why", "setup"), [
-    ("protocol type", lambda c: classic_group(c, ptype="connect")),
-    ("size", lambda c: classic_group(c, 3)),
-    ("user data", lambda c: classic_group(c, user_data=b"sticky")),
-    ("malformed", lambda c: classic_group(c, protocols=(Protocol("range", b"\x00"),))),
-])
+@pytest.mark.parametrize(
+    ("why", "setup"),
+    [
+        ("protocol type", lambda c: classic_group(c, ptype="connect")),
+        ("size", lambda c: classic_group(c, 3)),
+        ("user data", lambda c: classic_group(c, user_data=b"sticky")),
+        ("malformed", lambda c: classic_group(c, protocols=(Protocol("range", b"\x00"),))),
+    ],
+)
 def test_s28_upgrade_refused_when_the_group_cannot_be_read_as_a_consumer_group(why, setup):
     c = core(consumer={"max_size": 2})
     setup(c)
@@ -379,7 +399,11 @@ def test_s29_leave_group():
     mid, gen = consumer_group_with_classic_member(c)
     epoch = cg(c).epoch
     resp = c.leave((mid, None), ("nobody", None), ("c1", None))
-    assert [(m.member_id, m.error) for m in resp.members] == [(mid, 0), ("nobody", E.UNKNOWN_MEMBER_ID), ("c1", E.UNKNOWN_MEMBER_ID)]
+    assert [(m.member_id, m.error) for m in resp.members] == [
+        (mid, 0),
+        ("nobody", E.UNKNOWN_MEMBER_ID),
+        ("c1", E.UNKNOWN_MEMBER_ID),
+    ]
     assert mid not in cg(c).members and cg(c).epoch == epoch + 1
     assert ("consumer-session", "g", mid) not in c.timers and ("consumer-sync", "g", mid) not in c.timers
     # static classic members: fenced by another id (82), removed by instance id alone
@@ -509,20 +533,42 @@ def reloaded(c: Core) -> shard.ShardState:
 
 def consumer_view(state: shard.ShardState) -> dict:
     return {
-        gid: (g.epoch, g.assignment_epoch, dict(g.targets), {
-            mid: (m.epoch, m.previous_epoch, m.state, m.assigned, m.pending_revocation, m.classic, m.instance_id,
-                  m.subscribed_topic_names, m.rebalance_timeout_ms)
-            for mid, m in g.members.items()
-        })
+        gid: (
+            g.epoch,
+            g.assignment_epoch,
+            dict(g.targets),
+            {
+                mid: (
+                    m.epoch,
+                    m.previous_epoch,
+                    m.state,
+                    m.assigned,
+                    m.pending_revocation,
+                    m.classic,
+                    m.instance_id,
+                    m.subscribed_topic_names,
+                    m.rebalance_timeout_ms,
+                )
+                for mid, m in g.members.items()
+            },
+        )
         for gid, g in consumer_groups(state).items()
     }
 
 
 def classic_view(state: shard.ShardState) -> dict:
     return {
-        gid: (g.generation, g.protocol, g.protocol_type, g.leader, {
-            mid: (m.assignment, m.session_timeout, m.rebalance_timeout, m.instance_id) for mid, m in g.members.items()
-        }, dict(state.offsets.of(gid)))
+        gid: (
+            g.generation,
+            g.protocol,
+            g.protocol_type,
+            g.leader,
+            {
+                mid: (m.assignment, m.session_timeout, m.rebalance_timeout, m.instance_id)
+                for mid, m in g.members.items()
+            },
+            dict(state.offsets.of(gid)),
+        )
         for gid, g in state.view(Group).items()
     }
 

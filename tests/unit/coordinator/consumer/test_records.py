@@ -202,20 +202,40 @@ values = st.one_of(
     st.builds(
         PartitionMetadata,
         st.lists(
-            st.builds(TopicMetadata, ids, names, ints, st.lists(st.builds(PartitionRacks, ints, st.lists(names).map(tuple))).map(tuple)),
+            st.builds(
+                TopicMetadata,
+                ids,
+                names,
+                ints,
+                st.lists(st.builds(PartitionRacks, ints, st.lists(names).map(tuple))).map(tuple),
+            ),
             max_size=3,
         ).map(tuple),
     ),
     st.builds(
-        MemberMetadata, st.none() | names, st.none() | names, names, names, st.lists(names, max_size=4).map(tuple),
-        st.none() | names, ints, st.none() | names,
-        st.none() | st.builds(ClassicMemberMetadata, ints, st.lists(st.builds(ClassicProtocol, names, st.binary(max_size=20))).map(tuple)),
+        MemberMetadata,
+        st.none() | names,
+        st.none() | names,
+        names,
+        names,
+        st.lists(names, max_size=4).map(tuple),
+        st.none() | names,
+        ints,
+        st.none() | names,
+        st.none()
+        | st.builds(
+            ClassicMemberMetadata, ints, st.lists(st.builds(ClassicProtocol, names, st.binary(max_size=20))).map(tuple)
+        ),
     ),
     st.builds(TargetAssignmentMetadata, ints, longs),
     st.builds(TargetAssignmentMember, st.lists(topic_partitions(False), max_size=3).map(tuple)),
     st.builds(
-        CurrentMemberAssignment, ints, ints, st.integers(-128, 127),
-        st.lists(topic_partitions(True), max_size=3).map(tuple), st.lists(topic_partitions(True), max_size=3).map(tuple),
+        CurrentMemberAssignment,
+        ints,
+        ints,
+        st.integers(-128, 127),
+        st.lists(topic_partitions(True), max_size=3).map(tuple),
+        st.lists(topic_partitions(True), max_size=3).map(tuple),
     ),
     st.builds(RegularExpression, st.lists(names, max_size=4).map(tuple), longs, longs),
 )
@@ -239,5 +259,11 @@ def test_values_round_trip(value):
 
 @given(names, names, st.sampled_from([3, 4, 5, 6, 7, 8, 16]))
 def test_keys_round_trip(group, other, kind):
-    key = GroupKey(kind, group) if kind in (3, 4, 6) else RegexKey(group, other) if kind == 16 else MemberKey(kind, group, other)
+    key = (
+        GroupKey(kind, group)
+        if kind in (3, 4, 6)
+        else RegexKey(group, other)
+        if kind == 16
+        else MemberKey(kind, group, other)
+    )
     assert decode_consumer_key(encode_consumer_key(key)) == key

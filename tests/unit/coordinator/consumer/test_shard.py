@@ -32,11 +32,13 @@ def setup():
 
 
 def commit(state, epoch, member="m1", version=9, partitions=((0, 10),)):
-    req = OffsetCommit("g", epoch, member, None, -1, tuple(CommitPartition("T", p, o, -1, None) for p, o in partitions), version)
+    req = OffsetCommit(
+        "g", epoch, member, None, -1, tuple(CommitPartition("T", p, o, -1, None) for p, o in partitions), version
+    )
     result = core.offset_commit(state, req, 1, 1000, GroupConfig())
     for key, value in result.records:
         core.replay(state, key, value, 1000)
-    (_, resp), = result.responses
+    ((_, resp),) = result.responses
     return {p.partition: p.error for p in resp.partitions}
 
 
@@ -92,10 +94,10 @@ def test_s30_classic_join_into_a_live_consumer_group_is_inconsistent_under_polic
     d.join("m1")
     req = JoinGroup("g", "", None, 10_000, 10_000, "consumer", (Protocol("range", b""),), "c", "/h", 5)
     disabled = GroupConfig(consumer=ConsumerConfig(migration_policy="disabled"))
-    (_, resp), = core.join_group(state, req, 7, 1000, disabled).responses
+    ((_, resp),) = core.join_group(state, req, 7, 1000, disabled).responses
     assert resp.error == E.INCONSISTENT_GROUP_PROTOCOL
     # under the default policy (bidirectional) the classic member is asked for its member id
-    (_, resp), = core.join_group(state, req, 7, 1000, GroupConfig()).responses
+    ((_, resp),) = core.join_group(state, req, 7, 1000, GroupConfig()).responses
     assert resp.error == E.MEMBER_ID_REQUIRED and resp.member_id
 
 
@@ -104,7 +106,9 @@ def test_s22_list_and_describe_groups_see_consumer_groups():
     d.join("m1")
     commit(state, 2)  # creates the member-less group that holds the offsets
     listed = core.list_groups(state, None, None)
-    assert [(g.group_id, g.protocol_type, g.state, g.group_type) for g in listed] == [("g", "consumer", "Stable", "consumer")]
+    assert [(g.group_id, g.protocol_type, g.state, g.group_type) for g in listed] == [
+        ("g", "consumer", "Stable", "consumer")
+    ]
     assert [g.group_id for g in core.list_groups(state, None, frozenset({"Consumer"}))] == ["g"]
     assert core.list_groups(state, None, frozenset({"bogus"})) == []
     assert core.list_groups(state, None, frozenset({"classic"})) == []
@@ -116,11 +120,11 @@ def test_s26_delete_groups():
     state, d = setup()
     d.join("m1")
     commit(state, 2)
-    (_, resp), = core.delete_group(state, "g", 3, 1000).responses
+    ((_, resp),) = core.delete_group(state, "g", 3, 1000).responses
     assert resp.error == E.NON_EMPTY_GROUP
     d.hb("m1", -1)
     result = core.delete_group(state, "g", 3, 1000)
-    (_, resp), = result.responses
+    ((_, resp),) = result.responses
     assert resp.error == E.NONE
     assert all(v is None for _, v in result.records)
     consumer_kinds = [k.kind for k, _ in result.records if isinstance(k, rec.GroupKey)]
@@ -136,7 +140,7 @@ def offset_delete(state, *parts):
     result = core.offset_delete(state, OffsetDelete("g", parts), 7, 1000)
     for key, value in result.records:
         core.replay(state, key, value, 1000)
-    (_, resp), = result.responses
+    ((_, resp),) = result.responses
     return resp, [k for k, _ in result.records]
 
 
@@ -156,7 +160,9 @@ def test_offset_delete_keeps_the_offsets_of_topics_a_live_consumer_group_subscri
     resp, deleted = offset_delete(state, ("T", 0), ("U", 0), ("U", 1))
     assert resp.error == E.NONE
     assert resp.partitions == (
-        PartitionError("T", 0, E.GROUP_SUBSCRIBED_TO_TOPIC), PartitionError("U", 0, E.NONE), PartitionError("U", 1, E.NONE),
+        PartitionError("T", 0, E.GROUP_SUBSCRIBED_TO_TOPIC),
+        PartitionError("U", 0, E.NONE),
+        PartitionError("U", 1, E.NONE),
     )
     assert deleted == [OffsetCommitKey("g", "U", 0)]
     assert 0 in state.offsets.of("g")["T"]
@@ -183,7 +189,7 @@ def test_s25_txn_offset_commit_checks_the_member_epoch():
 
     def txn(gen, member="m1", group="g"):
         req = TxnOffsetCommit("tx", group, 5, 0, gen, member, None, (CommitPartition("T", 0, 1, -1, None),), 3)
-        (_, resp), = core.txn_offset_commit(state, req, 1, 1000, GroupConfig()).responses
+        ((_, resp),) = core.txn_offset_commit(state, req, 1, 1000, GroupConfig()).responses
         return resp.partitions[0].error
 
     assert txn(3) == E.ILLEGAL_GENERATION  # STALE_MEMBER_EPOCH, as this API says it
@@ -201,7 +207,9 @@ def test_a_classic_join_converts_an_empty_consumer_group():
     req = JoinGroup("g", "", None, 10_000, 10_000, "consumer", (Protocol("range", b""),), "c", "/h", 5)
     result = core.join_group(state, req, 7, 1000, GroupConfig())
     assert "g" not in consumer_groups(state)
-    assert [rec.key_kind(k) for k, v in result.records if isinstance(k, (rec.GroupKey, rec.MemberKey, rec.RegexKey))][-1] == 3
+    assert [rec.key_kind(k) for k, v in result.records if isinstance(k, (rec.GroupKey, rec.MemberKey, rec.RegexKey))][
+        -1
+    ] == 3
     assert state.offsets.of("g")["T"][0].offset == 10  # the offsets stay
     assert [g.group_type for g in core.list_groups(state, None, None)] == ["classic"]
 
@@ -215,10 +223,10 @@ def test_heartbeat_refused_for_a_live_classic_group_and_when_disabled():
     core.join_group(state, req, 7, 1000, GroupConfig())
     assert state.groups["g"].members
     hb = ConsumerGroupHeartbeat("g", "m1", 0, rebalance_timeout_ms=5000, subscribed_topic_names=("T",), owned=())
-    (_, resp), = group_types.consumer_group_heartbeat(state, hb, 8, 1000, GroupConfig()).responses
+    ((_, resp),) = group_types.consumer_group_heartbeat(state, hb, 8, 1000, GroupConfig()).responses
     assert resp.error == E.GROUP_ID_NOT_FOUND
     off = GroupConfig(consumer=ConsumerConfig(enabled=False))
-    (_, resp), = group_types.consumer_group_heartbeat(state, hb, 9, 1000, off).responses
+    ((_, resp),) = group_types.consumer_group_heartbeat(state, hb, 9, 1000, off).responses
     assert resp.error == E.UNSUPPORTED_VERSION
 
 

@@ -82,7 +82,9 @@ def test_properties_homogeneous(members, partitions, assignable, previous_seed):
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.lists(st.sets(st.sampled_from([T, U]), min_size=1), min_size=1, max_size=8), st.integers(1, 6), st.integers(1, 6))
+@given(
+    st.lists(st.sets(st.sampled_from([T, U]), min_size=1), min_size=1, max_size=8), st.integers(1, 6), st.integers(1, 6)
+)
 def test_properties_heterogeneous(subs, t_count, u_count):
     subscriptions = {f"m{i}": frozenset(s) for i, s in enumerate(subs)}
     assignable = {T: frozenset(range(t_count)), U: frozenset(range(u_count))}

@@ -35,7 +35,10 @@ def test_s33_invalid_requests():
     assert (out.response.error, out.response.message) == (E.INVALID_REQUEST, "Invalid member id in the request.")
     assert d.hb("", 0, subscribed_topic_names=("T",)).response.error == E.INVALID_REQUEST
     out = d.hb("m1", 0, subscribed_topic_names=())
-    assert (out.response.error, out.response.message) == (E.INVALID_REQUEST, "SubscribedTopicNames must be set in first request.")
+    assert (out.response.error, out.response.message) == (
+        E.INVALID_REQUEST,
+        "SubscribedTopicNames must be set in first request.",
+    )
     assert d.hb("m1", 0).response.error == E.INVALID_REQUEST  # names null on a join
     out = d.hb("m1", -2)
     assert (out.response.error, out.response.message) == (E.INVALID_REQUEST, "MemberEpoch is invalid.")
@@ -58,8 +61,11 @@ def test_s34_first_join_initializes_then_assigns():
     assert r.initialize is not None
     assert (r.initialize.state_epoch, r.initialize.topics) == (2, ((T, (0, 1, 2, 3, 4, 5)),))
     assert kinds(out) == [
-        (rec.MEMBER_METADATA, False), (rec.GROUP_METADATA, False), (rec.TARGET_ASSIGNMENT_MEMBER, False),
-        (rec.TARGET_ASSIGNMENT_METADATA, False), (rec.CURRENT_MEMBER_ASSIGNMENT, False),
+        (rec.MEMBER_METADATA, False),
+        (rec.GROUP_METADATA, False),
+        (rec.TARGET_ASSIGNMENT_MEMBER, False),
+        (rec.TARGET_ASSIGNMENT_METADATA, False),
+        (rec.CURRENT_MEMBER_ASSIGNMENT, False),
         (rec.STATE_PARTITION_METADATA, False),
     ]
     meta = out.records[-1][1]
@@ -68,7 +74,9 @@ def test_s34_first_join_initializes_then_assigns():
     again = d.hb("m1", 2)
     assert again.records == [] and again.response.initialize is None and again.response.assignment is None
     done = d.initialized()
-    assert done.records[0][1] == rec.StatePartitionMetadata((), (rec.TopicPartitionsInfo(T, "T", (0, 1, 2, 3, 4, 5)),), ())
+    assert done.records[0][1] == rec.StatePartitionMetadata(
+        (), (rec.TopicPartitionsInfo(T, "T", (0, 1, 2, 3, 4, 5)),), ()
+    )
     # within the assignment interval: the epoch moves, the target waits
     d.now += 500
     early = d.hb("m1", 2)
@@ -134,7 +142,9 @@ def test_s35_group_full():
     d.join("m2")
     out = d.join("m3")
     assert (out.response.error, out.response.message) == (
-        E.GROUP_MAX_SIZE_REACHED, "The share group has reached its maximum capacity of 2 members.")
+        E.GROUP_MAX_SIZE_REACHED,
+        "The share group has reached its maximum capacity of 2 members.",
+    )
     assert d.join("m1").response.error == E.NONE  # a member rejoining is not counted twice
 
 
@@ -191,7 +201,9 @@ def test_leave_fences_with_three_tombstones_and_a_bump():
     out = d.hb("m2", d.group().members["m2"].epoch * 0 - 1)
     assert (out.response.error, out.response.member_id, out.response.member_epoch) == (E.NONE, "m2", -1)
     assert kinds(out) == [
-        (rec.CURRENT_MEMBER_ASSIGNMENT, True), (rec.TARGET_ASSIGNMENT_MEMBER, True), (rec.MEMBER_METADATA, True),
+        (rec.CURRENT_MEMBER_ASSIGNMENT, True),
+        (rec.TARGET_ASSIGNMENT_MEMBER, True),
+        (rec.MEMBER_METADATA, True),
         (rec.GROUP_METADATA, False),
     ]
     assert d.group().epoch == epoch + 1 and set(d.group().members) == {"m1"}
@@ -208,7 +220,11 @@ def test_session_timeout_fences():
     assert d.advance(44_999) == []
     assert "m1" in d.group().members
     (fired,) = d.advance(1)
-    assert kinds(fired)[:3] == [(rec.CURRENT_MEMBER_ASSIGNMENT, True), (rec.TARGET_ASSIGNMENT_MEMBER, True), (rec.MEMBER_METADATA, True)]
+    assert kinds(fired)[:3] == [
+        (rec.CURRENT_MEMBER_ASSIGNMENT, True),
+        (rec.TARGET_ASSIGNMENT_MEMBER, True),
+        (rec.MEMBER_METADATA, True),
+    ]
     assert d.group().members == {} and d.group().state() == "Empty"
 
 
@@ -246,7 +262,13 @@ def test_replay_rebuilds_the_same_groups():
     fresh = d.replayed()
     live = d.groups["g"]
     again = fresh["g"]
-    assert (again.epoch, again.assignment_epoch, again.metadata_hash) == (live.epoch, live.assignment_epoch, live.metadata_hash)
+    assert (again.epoch, again.assignment_epoch, again.metadata_hash) == (
+        live.epoch,
+        live.assignment_epoch,
+        live.metadata_hash,
+    )
     assert again.members == live.members
     assert again.targets == live.targets
-    assert {t: i.partitions for t, i in again.initialized.items()} == {t: i.partitions for t, i in live.initialized.items()}
+    assert {t: i.partitions for t, i in again.initialized.items()} == {
+        t: i.partitions for t, i in live.initialized.items()
+    }

@@ -21,9 +21,14 @@ def test_s49_alter_offsets():
     _, plan = call(state, group_types.share_alter_offsets, AlterShareOffsets("g", (("T", ((0, 5),)),)))
     assert plan.error == E.NON_EMPTY_GROUP
     d.hb("m1", -1)
-    result, plan = call(state, group_types.share_alter_offsets, AlterShareOffsets("g", (("T", ((0, 5), (7, 1))), ("nope", ((0, 1),)))))
+    result, plan = call(
+        state, group_types.share_alter_offsets, AlterShareOffsets("g", (("T", ((0, 5), (7, 1))), ("nope", ((0, 1),))))
+    )
     assert plan.error == E.NONE
-    assert plan.results == (("T", T, ((0, E.NONE), (7, E.UNKNOWN_TOPIC_OR_PARTITION))), ("nope", None, ((0, E.UNKNOWN_TOPIC_OR_PARTITION),)))
+    assert plan.results == (
+        ("T", T, ((0, E.NONE), (7, E.UNKNOWN_TOPIC_OR_PARTITION))),
+        ("nope", None, ((0, E.UNKNOWN_TOPIC_OR_PARTITION),)),
+    )
     assert (plan.state_epoch, plan.offsets) == (d.group().epoch, ((T, ((0, 5),)),))
     ((key, value),) = result.records
     assert key.kind == rec.STATE_PARTITION_METADATA and T in {i.topic_id for i in value.initializing}
@@ -54,7 +59,10 @@ def test_s50_delete_offsets():
     d.hb("m1", -1)
     result, plan = call(state, group_types.share_delete_offsets, DeleteShareOffsets("g", ("T", "U", "nope")))
     assert plan.error == E.NONE
-    assert [(n, code) for n, code, _ in plan.refused] == [("U", E.UNKNOWN_TOPIC_OR_PARTITION), ("nope", E.UNKNOWN_TOPIC_OR_PARTITION)]
+    assert [(n, code) for n, code, _ in plan.refused] == [
+        ("U", E.UNKNOWN_TOPIC_OR_PARTITION),
+        ("nope", E.UNKNOWN_TOPIC_OR_PARTITION),
+    ]
     assert plan.refused[0][2] == "There is no offset information to delete."
     assert plan.to_delete == (("T", T, (0, 1)),)
     assert d.group().initialized == {} and d.group().deleting == {T: "T"}

@@ -52,7 +52,13 @@ def test_share_group_describe():
     (g,) = group_types.share_group_describe(state, ["g"])
     assert (g.error, g.state, g.group_epoch, g.assignment_epoch, g.assignor_name) == (E.NONE, "Stable", 2, 2, "simple")
     (m,) = g.members
-    assert (m.member_id, m.rack_id, m.member_epoch, m.client_id, m.subscribed_topic_names) == ("m1", "r1", 2, "c", ("T",))
+    assert (m.member_id, m.rack_id, m.member_epoch, m.client_id, m.subscribed_topic_names) == (
+        "m1",
+        "r1",
+        2,
+        "c",
+        ("T",),
+    )
     (missing,) = group_types.share_group_describe(state, ["nope"])
     assert (missing.error, missing.message) == (E.GROUP_ID_NOT_FOUND, "Share group nope not found.")
     (blank,) = group_types.share_group_describe(state, [""])
@@ -69,10 +75,16 @@ def test_delete_non_empty_then_empty():
     result, plan = call(state, group_types.share_delete_prepare, "g")
     assert (plan.error, plan.topics) == (E.NONE, ((T, (0, 1)),))
     ((key, value),) = result.records
-    assert key.kind == rec.STATE_PARTITION_METADATA and value.deleting == (rec.TopicInfo(T, "T"),) and value.initialized == ()
+    assert (
+        key.kind == rec.STATE_PARTITION_METADATA
+        and value.deleting == (rec.TopicInfo(T, "T"),)
+        and value.initialized == ()
+    )
     deleted = core.delete_group(state, "g", 7, 2000)
     assert [(k.kind, v is None) for k, v in deleted.records] == [
-        (rec.TARGET_ASSIGNMENT_METADATA, True), (rec.STATE_PARTITION_METADATA, True), (rec.GROUP_METADATA, True),
+        (rec.TARGET_ASSIGNMENT_METADATA, True),
+        (rec.STATE_PARTITION_METADATA, True),
+        (rec.GROUP_METADATA, True),
     ]
     assert deleted.responses[0][1].error == E.NONE
     assert "g" not in share_groups(state)
@@ -106,7 +118,9 @@ def test_share_heartbeat_to_a_consumer_group_id():
     state, d = in_shard()
     hb = ConsumerGroupHeartbeat("cg", "c1", 0, rebalance_timeout_ms=5000, subscribed_topic_names=("T",), owned=())
     call(state, group_types.consumer_group_heartbeat, hb)
-    _, resp = call(state, group_types.share_group_heartbeat, ShareGroupHeartbeat("cg", "m1", 0, subscribed_topic_names=("T",)))
+    _, resp = call(
+        state, group_types.share_group_heartbeat, ShareGroupHeartbeat("cg", "m1", 0, subscribed_topic_names=("T",))
+    )
     assert (resp.error, resp.message) == (E.GROUP_ID_NOT_FOUND, "Group cg is not a share group.")
     (g,) = group_types.share_group_describe(state, ["cg"])
     assert (g.error, g.message) == (E.GROUP_ID_NOT_FOUND, "Group cg is not a share group.")
@@ -128,7 +142,11 @@ def test_replay_through_the_shard_and_timers_after_load():
     deadlines = {op.key: op.deadline_ms for op in loaded.timers}
     assert deadlines == {("share-session", "g", "m1"): 50_000, ("share-session", "g", "m2"): 50_000}
     fired = core.on_timer(fresh, ("share-session", "g", "m1"), 50_000, GroupConfig())
-    assert [k.kind for k, _ in fired.records][:3] == [rec.CURRENT_MEMBER_ASSIGNMENT, rec.TARGET_ASSIGNMENT_MEMBER, rec.MEMBER_METADATA]
+    assert [k.kind for k, _ in fired.records][:3] == [
+        rec.CURRENT_MEMBER_ASSIGNMENT,
+        rec.TARGET_ASSIGNMENT_MEMBER,
+        rec.MEMBER_METADATA,
+    ]
     assert set(share_groups(fresh)["g"].members) == {"m2"}
 
 

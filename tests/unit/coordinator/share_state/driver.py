@@ -74,7 +74,14 @@ class Driver:
         self.cfg = rules.ShareStateConfig(snapshot_update_records_per_snapshot=per_snapshot, partitions_of=counts.get)
         self.now = 1_000
         self.log = MemoryLog()
-        self.runtime = CoordinatorRuntime("__share_group_state", rules.ShareShardRules(self.cfg), self.log, _Wakeups(), lambda: self.now, context=self.cfg)
+        self.runtime = CoordinatorRuntime(
+            "__share_group_state",
+            rules.ShareShardRules(self.cfg),
+            self.log,
+            _Wakeups(),
+            lambda: self.now,
+            context=self.cfg,
+        )
         self.shard = self.runtime.add_shard(0)
         self.shard.loaded = True
 
@@ -93,9 +100,20 @@ class Driver:
     def initialize(self, key: SharePartitionKey, state_epoch: int = 0, start_offset: int = -1) -> rules.Answer:
         return self.run(rules.initialize, rules.InitializeState(key, state_epoch, start_offset))
 
-    def write(self, key: SharePartitionKey, batches: tuple[StateBatch, ...] = (), *, state_epoch: int = 0, leader_epoch: int = 0,
-              start_offset: int = -1, delivery_complete_count: int = -1) -> rules.Answer:
-        return self.run(rules.write, rules.WriteState(key, state_epoch, leader_epoch, start_offset, delivery_complete_count, batches))
+    def write(
+        self,
+        key: SharePartitionKey,
+        batches: tuple[StateBatch, ...] = (),
+        *,
+        state_epoch: int = 0,
+        leader_epoch: int = 0,
+        start_offset: int = -1,
+        delivery_complete_count: int = -1,
+    ) -> rules.Answer:
+        return self.run(
+            rules.write,
+            rules.WriteState(key, state_epoch, leader_epoch, start_offset, delivery_complete_count, batches),
+        )
 
     def read(self, key: SharePartitionKey, leader_epoch: int = -1) -> Any:
         return self.run(rules.read, rules.ReadState(key, leader_epoch))

@@ -66,20 +66,28 @@ def per_offset(batches, start):
 
 
 def flatten(batches):
-    return {off: (b.delivery_count, b.delivery_state) for b in batches for off in range(b.first_offset, b.last_offset + 1)}
+    return {
+        off: (b.delivery_count, b.delivery_state) for b in batches for off in range(b.first_offset, b.last_offset + 1)
+    }
 
 
 def canonical(batches):
     """Sorted, not overlapping, and no two contiguous batches of the same state and count."""
     for a, b in zip(batches, batches[1:], strict=False):
         assert a.last_offset < b.first_offset
-        assert not (a.last_offset + 1 == b.first_offset and (a.delivery_state, a.delivery_count) == (b.delivery_state, b.delivery_count))
+        assert not (
+            a.last_offset + 1 == b.first_offset
+            and (a.delivery_state, a.delivery_count) == (b.delivery_state, b.delivery_count)
+        )
     return True
 
 
 batch = st.builds(
     lambda first, length, state, count: StateBatch(first, first + length, state, count),
-    st.integers(0, 60), st.integers(0, 12), st.sampled_from([0, 2, 4]), st.integers(1, 5),
+    st.integers(0, 60),
+    st.integers(0, 12),
+    st.sampled_from([0, 2, 4]),
+    st.integers(1, 5),
 )
 
 

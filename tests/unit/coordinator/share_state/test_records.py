@@ -46,14 +46,19 @@ def test_snapshot_value_layout():
 
 
 def test_delivery_complete_count_is_tag_0_when_not_default():
-    v = R.ShareUpdateValue(snapshot_epoch=4, leader_epoch=-1, start_offset=-1, delivery_complete_count=5, state_batches=())
+    v = R.ShareUpdateValue(
+        snapshot_epoch=4, leader_epoch=-1, start_offset=-1, delivery_complete_count=5, state_batches=()
+    )
     expected = (
         b"\x00\x00"
         + b"\x00\x00\x00\x04"  # SnapshotEpoch
         + b"\xff\xff\xff\xff"  # LeaderEpoch
         + b"\xff" * 8  # StartOffset -1: unchanged
         + b"\x01"  # empty compact array
-        + b"\x01" + b"\x00" + b"\x04" + b"\x00\x00\x00\x05"  # one tagged field: tag 0, 4 bytes, 5
+        + b"\x01"
+        + b"\x00"
+        + b"\x04"
+        + b"\x00\x00\x00\x05"  # one tagged field: tag 0, 4 bytes, 5
     )
     assert R.encode_value(v) == expected
     assert R.decode_value(R.SHARE_UPDATE, expected) == v

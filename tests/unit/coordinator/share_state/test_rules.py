@@ -34,7 +34,10 @@ def kinds(d: Driver) -> list[int]:
 def test_write_before_initialize_is_invalid_request():
     d = Driver()
     a = d.write(KEY, (StateBatch(0, 4, ACKNOWLEDGED, 1),))
-    assert (a.error_code, a.error_message) == (E.INVALID_REQUEST, "Write operation on uninitialized share partition not allowed.")
+    assert (a.error_code, a.error_message) == (
+        E.INVALID_REQUEST,
+        "Write operation on uninitialized share partition not allowed.",
+    )
     assert d.read(KEY).error_code == E.INVALID_REQUEST
     assert d.log.records == []
 
@@ -119,7 +122,9 @@ def test_read_summary_and_delivery_complete_count():
     assert (s.start_offset, s.delivery_complete_count, s.state_epoch) == (5, 0, 1)  # from an explicit start: 0
     d.write(KEY, (StateBatch(5, 7, ACKNOWLEDGED, 1),), state_epoch=1, start_offset=5, delivery_complete_count=3)
     assert d.summary(KEY).delivery_complete_count == 3
-    assert d.write(KEY, state_epoch=1) == rules.OK  # an update leaves the count unknown again (-1), as Kafka's merge does
+    assert (
+        d.write(KEY, state_epoch=1) == rules.OK
+    )  # an update leaves the count unknown again (-1), as Kafka's merge does
     assert d.summary(KEY).delivery_complete_count == -1
 
 
@@ -134,7 +139,13 @@ def test_initialize_starts_afresh_with_the_next_snapshot_epoch():
     d.initialize(KEY, state_epoch=1, start_offset=20)
     key, snap = d.log.decoded()[-1]
     assert key.kind == R.SHARE_SNAPSHOT
-    assert (snap.snapshot_epoch, snap.state_epoch, snap.leader_epoch, snap.start_offset, snap.state_batches) == (1, 1, 0, 20, ())
+    assert (snap.snapshot_epoch, snap.state_epoch, snap.leader_epoch, snap.start_offset, snap.state_batches) == (
+        1,
+        1,
+        0,
+        20,
+        (),
+    )
     r = d.read(KEY)
     assert (r.start_offset, r.state_epoch, r.batches) == (20, 1, ())
 
@@ -147,7 +158,11 @@ def test_read_returns_the_merged_batches():
     d.write(KEY, (StateBatch(4, 4, ARCHIVED, 2),), start_offset=1)
     r = d.read(KEY)
     assert r.start_offset == 1
-    assert r.batches == (StateBatch(1, 3, ACKNOWLEDGED, 1), StateBatch(4, 4, ARCHIVED, 2), StateBatch(5, 9, AVAILABLE, 1))
+    assert r.batches == (
+        StateBatch(1, 3, ACKNOWLEDGED, 1),
+        StateBatch(4, 4, ARCHIVED, 2),
+        StateBatch(5, 9, AVAILABLE, 1),
+    )
 
 
 def test_delete_tombstones_and_an_unknown_key_writes_nothing():
@@ -172,8 +187,17 @@ def test_unknown_topics_partitions_and_negative_partitions():
         assert d.summary(key).error_code == E.UNKNOWN_TOPIC_OR_PARTITION
         assert d.read(key).error_code == E.INVALID_REQUEST  # uninitialized is checked first
     negative = SharePartitionKey("g", TOPIC, -1)
-    for answer in (d.initialize(negative), d.write(negative), d.read(negative), d.delete(negative), d.summary(negative)):
-        assert (answer.error_code, answer.error_message) == (E.INVALID_REQUEST, "The partition id cannot be a negative number.")
+    for answer in (
+        d.initialize(negative),
+        d.write(negative),
+        d.read(negative),
+        d.delete(negative),
+        d.summary(negative),
+    ):
+        assert (answer.error_code, answer.error_message) == (
+            E.INVALID_REQUEST,
+            "The partition id cannot be a negative number.",
+        )
     assert d.log.records == []
 
 
@@ -239,9 +263,13 @@ def test_records_below_every_keys_last_snapshot_are_redundant():
 ops = st.lists(
     st.tuples(
         st.sampled_from(["init", "write", "read", "delete"]),
-        st.sampled_from(["g", "h"]), st.integers(0, 1),
-        st.integers(-1, 3), st.integers(-1, 30),
-        st.lists(st.tuples(st.integers(0, 30), st.integers(0, 5), st.sampled_from([0, 2, 4]), st.integers(1, 4)), max_size=3),
+        st.sampled_from(["g", "h"]),
+        st.integers(0, 1),
+        st.integers(-1, 3),
+        st.integers(-1, 30),
+        st.lists(
+            st.tuples(st.integers(0, 30), st.integers(0, 5), st.sampled_from([0, 2, 4]), st.integers(1, 4)), max_size=3
+        ),
     ),
     max_size=40,
 )
@@ -257,7 +285,9 @@ def test_a_restart_replays_the_log_into_the_same_state(history, per_snapshot):
         if op == "init":
             d.initialize(key, state_epoch=epoch, start_offset=start)
         elif op == "write":
-            d.write(key, sbs, state_epoch=epoch, leader_epoch=epoch, start_offset=start, delivery_complete_count=len(sbs))
+            d.write(
+                key, sbs, state_epoch=epoch, leader_epoch=epoch, start_offset=start, delivery_complete_count=len(sbs)
+            )
         elif op == "read":
             d.read(key, leader_epoch=epoch)
         else:

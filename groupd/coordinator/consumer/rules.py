@@ -73,7 +73,9 @@ def _result(outcome: Outcome, token: Token | None, now: int) -> Result:
     return Result(records=tuple(outcome.records), responses=responses, timers=tuple(timers), replay=False)
 
 
-def consumer_group_heartbeat(state: ShardState, request: ConsumerGroupHeartbeat, token: Token, now: int, cfg: GroupConfig) -> Result:
+def consumer_group_heartbeat(
+    state: ShardState, request: ConsumerGroupHeartbeat, token: Token, now: int, cfg: GroupConfig
+) -> Result:
     config = cfg.consumer_for(request.group_id)
     if not config.enabled:
         refusal = ConsumerGroupHeartbeatResponse(E.UNSUPPORTED_VERSION, "The consumer rebalance protocol is disabled.")
@@ -81,7 +83,9 @@ def consumer_group_heartbeat(state: ShardState, request: ConsumerGroupHeartbeat,
     gid = request.group_id
     held = state.groups.get(gid)
     if held is not None and held.__class__ is not ConsumerGroup and held.__class__ is not ClassicGroup:
-        refusal = ConsumerGroupHeartbeatResponse(E.GROUP_ID_NOT_FOUND, f"Group {request.group_id} is not a consumer group.")
+        refusal = ConsumerGroupHeartbeatResponse(
+            E.GROUP_ID_NOT_FOUND, f"Group {request.group_id} is not a consumer group."
+        )
         return Result(responses=((token, refusal),), replay=False)
     if held is not None and held.__class__ is ClassicGroup:
         classic: ClassicGroup = held
@@ -97,7 +101,12 @@ def consumer_group_heartbeat(state: ShardState, request: ConsumerGroupHeartbeat,
 
 
 def _replacing_empty_classic_group(
-    state: ShardState, classic: Group, request: ConsumerGroupHeartbeat, token: Token, now: int, cfg: GroupConfig,
+    state: ShardState,
+    classic: Group,
+    request: ConsumerGroupHeartbeat,
+    token: Token,
+    now: int,
+    cfg: GroupConfig,
 ) -> Result:
     """A join naming an empty classic group (or one holding only offsets): the consumer group replaces
     it under any migration policy, the classic group's tombstone first (Kafka's
@@ -111,13 +120,20 @@ def _replacing_empty_classic_group(
     conversion = Conversion()
     retire_classic(state, classic, conversion, now)
     return Result(
-        records=tuple(conversion.records) + joined.records, responses=joined.responses,
-        timers=tuple(conversion.timers) + joined.timers, replay=False,
+        records=tuple(conversion.records) + joined.records,
+        responses=joined.responses,
+        timers=tuple(conversion.timers) + joined.timers,
+        replay=False,
     )
 
 
 def _into_classic_group(
-    state: ShardState, classic: Group, request: ConsumerGroupHeartbeat, token: Token, now: int, cfg: GroupConfig,
+    state: ShardState,
+    classic: Group,
+    request: ConsumerGroupHeartbeat,
+    token: Token,
+    now: int,
+    cfg: GroupConfig,
 ) -> Result:
     """A heartbeat naming a live classic group: a valid join (epoch 0) upgrades it when allowed (spec
     §1.13); anything else, or a refused upgrade, is GROUP_ID_NOT_FOUND. The upgrade stands only if the
@@ -134,21 +150,32 @@ def _into_classic_group(
         conversion = upgrade(state, classic, state.topics, config)
     except UpgradeRefused as refused:
         log.info("consumer heartbeat to classic group %s refused: %s", gid, refused.reason)
-        return Result(responses=((token, ConsumerGroupHeartbeatResponse(E.GROUP_ID_NOT_FOUND, refused.message)),), replay=False)
+        return Result(
+            responses=((token, ConsumerGroupHeartbeatResponse(E.GROUP_ID_NOT_FOUND, refused.message)),), replay=False
+        )
     joined = heartbeat(consumer_groups(state), state.topics, request, now, config)
     if joined.response is not None and joined.response.error:
         state.groups[gid] = classic  # the conversion is dropped with the failed join
         return _result(Outcome(joined.response), token, now)
     retire_classic(state, classic, conversion, now)
-    log.info("classic group %s upgraded to a consumer group at epoch %d (%d members)", gid, classic.generation, len(classic.members))
+    log.info(
+        "classic group %s upgraded to a consumer group at epoch %d (%d members)",
+        gid,
+        classic.generation,
+        len(classic.members),
+    )
     result = _result(joined, token, now)
     return Result(
-        records=tuple(conversion.records) + result.records, responses=tuple(conversion.responses) + result.responses,
-        timers=tuple(conversion.timers) + result.timers, replay=False,
+        records=tuple(conversion.records) + result.records,
+        responses=tuple(conversion.responses) + result.responses,
+        timers=tuple(conversion.timers) + result.timers,
+        replay=False,
     )
 
 
-def _leave_downgrading(state: ShardState, request: ConsumerGroupHeartbeat, token: Token, now: int, cfg: GroupConfig) -> Result | None:
+def _leave_downgrading(
+    state: ShardState, request: ConsumerGroupHeartbeat, token: Token, now: int, cfg: GroupConfig
+) -> Result | None:
     """A consumer-protocol member leaving (epoch -1) a group where only classic members remain: the group
     becomes a classic one when the policy allows it (None: the ordinary leave)."""
     group = consumer_groups(state).get(request.group_id)
@@ -195,7 +222,9 @@ def on_consumer_timer(state: ShardState, key: tuple[Any, ...], now: int, cfg: Gr
 
 def classic_join_group(state: ShardState, req: JoinGroup, token: Token, now: int, cfg: GroupConfig) -> Result:
     factory = cfg.extra.get("member_id_factory")
-    return classic_members.join(state, req, token, now, cfg, factory() if factory is not None and not req.member_id else None)
+    return classic_members.join(
+        state, req, token, now, cfg, factory() if factory is not None and not req.member_id else None
+    )
 
 
 classic_sync_group = classic_members.sync
@@ -215,10 +244,15 @@ def rearm_after_load(state: ShardState, now: int, cfg: GroupConfig) -> list[Time
     timers = []
     for group in consumer_groups(state).values():
         for m in group.members.values():
-            session = m.classic.session_timeout_ms if m.classic is not None else cfg.consumer_for(group.group_id).session_timeout_ms
+            session = (
+                m.classic.session_timeout_ms
+                if m.classic is not None
+                else cfg.consumer_for(group.group_id).session_timeout_ms
+            )
             timers.append(TimerOp(session_timer(group.group_id, m.member_id), now + session))
             if m.state == UNREVOKED_PARTITIONS:
                 m.rebalance_timer_epoch = m.epoch
-                timers.append(TimerOp(rebalance_timer(group.group_id, m.member_id), now + max(m.rebalance_timeout_ms, 0)))
+                timers.append(
+                    TimerOp(rebalance_timer(group.group_id, m.member_id), now + max(m.rebalance_timeout_ms, 0))
+                )
     return timers
-

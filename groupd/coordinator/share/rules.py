@@ -72,14 +72,20 @@ def other_type(state: ShardState, group_id: str) -> bool:
     return True
 
 
-def share_group_heartbeat(state: ShardState, request: ShareGroupHeartbeat, token: Token, now: int, cfg: GroupConfig) -> Result:
+def share_group_heartbeat(
+    state: ShardState, request: ShareGroupHeartbeat, token: Token, now: int, cfg: GroupConfig
+) -> Result:
     if request.group_id not in share_groups(state) and other_type(state, request.group_id):
         refusal = ShareGroupHeartbeatResponse(E.GROUP_ID_NOT_FOUND, f"Group {request.group_id} is not a share group.")
         return Result(responses=((token, refusal),), replay=False)
-    return _result(heartbeat(share_groups(state), state.topics, request, now, cfg.share_config(request.group_id)), token)
+    return _result(
+        heartbeat(share_groups(state), state.topics, request, now, cfg.share_config(request.group_id)), token
+    )
 
 
-def share_state_initialized(state: ShardState, event: ShareStateInitialized, token: Token, now: int, cfg: GroupConfig) -> Result:
+def share_state_initialized(
+    state: ShardState, event: ShareStateInitialized, token: Token, now: int, cfg: GroupConfig
+) -> Result:
     """The share coordinator answered the initialization a heartbeat asked for; answers None."""
     result = _result(state_initialized(share_groups(state), state.topics, event, now), None)
     return Result(records=result.records, responses=((token, None),), timers=result.timers, replay=False)
@@ -108,7 +114,8 @@ def rearm_after_load(state: ShardState, now: int, cfg: GroupConfig) -> list[Time
     """Every member's session restarts now (with its group's session timeout)."""
     return [
         TimerOp(session_timer(g.group_id, m), now + cfg.share_config(g.group_id).session_timeout_ms)
-        for g in share_groups(state).values() for m in g.members
+        for g in share_groups(state).values()
+        for m in g.members
     ]
 
 
@@ -128,19 +135,25 @@ def share_delete_prepare(state: ShardState, group_id: str, token: Token, now: in
     )
 
 
-def share_alter_offsets(state: ShardState, request: AlterShareOffsets, token: Token, now: int, cfg: GroupConfig) -> Result:
+def share_alter_offsets(
+    state: ShardState, request: AlterShareOffsets, token: Token, now: int, cfg: GroupConfig
+) -> Result:
     """AlterShareGroupOffsets' write: answers an AlterShareOffsetsPlan."""
     outcome = alter_offsets(share_groups(state), state.topics, request, now, other_type(state, request.group_id))
     return Result(records=tuple(outcome.records), responses=((token, outcome.plan),), replay=False)
 
 
-def share_delete_offsets(state: ShardState, request: DeleteShareOffsets, token: Token, now: int, cfg: GroupConfig) -> Result:
+def share_delete_offsets(
+    state: ShardState, request: DeleteShareOffsets, token: Token, now: int, cfg: GroupConfig
+) -> Result:
     """DeleteShareGroupOffsets' first write: answers a DeleteShareOffsetsPlan."""
     outcome = delete_offsets(share_groups(state), state.topics, request, now)
     return Result(records=tuple(outcome.records), responses=((token, outcome.delete_plan),), replay=False)
 
 
-def share_state_deleted(state: ShardState, request: tuple[str, frozenset[uuid.UUID]], token: Token, now: int, cfg: GroupConfig) -> Result:
+def share_state_deleted(
+    state: ShardState, request: tuple[str, frozenset[uuid.UUID]], token: Token, now: int, cfg: GroupConfig
+) -> Result:
     """The share state of these deleting topics is gone: they leave the deleting set; answers None."""
     group_id, topic_ids = request
     outcome = deleted(share_groups(state), group_id, topic_ids, now)
