@@ -33,9 +33,9 @@ from groupd.coordinator.share_state.persister import Persister
 from groupd.coordinator.share_state.service import ShareCoordinator
 from groupd.coordinator.transactions.service import TransactionCoordinator
 from groupd.protocol.topic_names import OFFSETS_TOPIC, SHARE_STATE_TOPIC, TXN_STATE_TOPIC
+from groupd.storage import engines
 from groupd.storage.engine import PartitionLog, StorageEngine
 from groupd.storage.errors import StorageError
-from groupd.storage.local import LocalEngine
 
 log = logging.getLogger("groupd.broker")
 
@@ -53,7 +53,7 @@ class Broker:
         self.config = config
         self.node_id: int = config["node.id"]
         # the one place the storage engine is chosen: everything durable goes through it (storage/engine.py)
-        self.storage: StorageEngine = LocalEngine(config["log.dirs"])
+        self.storage: StorageEngine = engines.build(config)
         self.topics = TopicRegistry(self.storage.metadata)
         self.metrics = Metrics(config["metrics.max.group.series"])
         self.metrics.bind(self)

@@ -16,6 +16,7 @@ from typing import Any
 from groupd.broker.kafka_keys import IGNORED, resolve_units
 from groupd.broker.security import listeners as _listeners
 from groupd.broker.security.tls import tls_settings
+from groupd.storage.engines import ENGINES
 
 log = logging.getLogger("groupd.config")
 
@@ -142,6 +143,12 @@ KEYS: dict[str, Key] = {
             doc="`NAME:PROTOCOL` per listener name: PLAINTEXT, SSL, SASL_PLAINTEXT or SASL_SSL",
         ),
         Key("log.dirs", str, "./data", doc="where topics, offsets and the topic registry live"),
+        Key(
+            "storage.engine",
+            _choice(*ENGINES),
+            "local",
+            doc="where everything durable is kept: `local` = Kafka's segment files under log.dirs",
+        ),
         _int_key("node.id", 1, 0, INT32_MAX, "this broker's id in Metadata and FindCoordinator"),
         Key("cluster.id", str, "groupd-cluster", doc="cluster id reported in Metadata"),
         _int_key("socket.request.max.bytes", 104_857_600, 1, INT32_MAX, "largest request frame accepted"),

@@ -36,6 +36,7 @@ def test_file_then_overrides(tmp_path):
         ("auto.create.topics.enable=yes", "true or false"),
         ("group.min.session.timeout.ms=9000000", "must not exceed"),
         ("novalue", "key=value"),
+        ("storage.engine=cassandra", "expected one of local"),
     ],
 )
 def test_invalid_values_refused(override, message):

@@ -7,7 +7,8 @@ format, which every engine stores byte for byte (``batch``, ``codecs``, ``messag
 ``logdirfailure`` (where any engine reports a storage failure the broker must stop on). Two places may
 reach past it, on purpose:
 
-- the wiring, groupd/broker/app.py, where the broker chooses its engine (the local one today);
+- the wiring, groupd/broker/app.py, which builds the engine ``storage.engine`` names through the
+  registry, groupd/storage/engines.py (part of the seam: a name per engine, nothing of any engine's);
 - groupd/pipeline/, the offline analytics job, which reads the local engine's segment files directly
   from log.dirs with no broker running (that is its point).
 
@@ -24,6 +25,7 @@ from tests.unit.test_layout import module_name, product_files
 SEAM = {
     "groupd.storage",
     "groupd.storage.engine",
+    "groupd.storage.engines",
     "groupd.storage.errors",
     "groupd.storage.batch",
     "groupd.storage.codecs",
@@ -79,12 +81,13 @@ def test_the_check_sees_a_reach_past_the_seam():
     assert not storage_imports(ast.parse("from groupd.storage.engine import PartitionLog\n")) - SEAM
 
 
-def test_the_wiring_chooses_the_engine_in_one_place():
-    """Exactly one product module outside storage/ names an engine: the broker's wiring."""
+def test_no_module_outside_storage_names_an_engine():
+    """The engine is chosen by name (``storage.engine``) in storage/engines.py, so no module outside
+    storage/ imports one: a new engine registers there and nothing else changes."""
     choosing = sorted(
         module_name(path)
         for path in product_files()
         if not module_name(path).startswith("groupd.storage")
         and "groupd.storage.local" in storage_imports(ast.parse(path.read_text()))
     )
-    assert choosing == sorted(WIRING)
+    assert choosing == []

@@ -1,8 +1,8 @@
 """The engines the storage seam's contract tests run against (storage/engine.py).
 
 Each param is a factory: called again over the same place, it gives the engine a restarted broker
-would get (the reopen tests close the first one before). A new engine adds its name to ``ENGINES``
-and a branch to ``_factory``; the tests do not change."""
+would get (the reopen tests close the first one before). A new engine registers itself in
+groupd/storage/engines.py; the tests do not change."""
 
 from __future__ import annotations
 
@@ -11,18 +11,16 @@ from pathlib import Path
 
 import pytest
 
+from groupd.storage import engines as registry
 from groupd.storage.engine import StorageEngine
-from groupd.storage.local import LocalEngine
 
-ENGINES = ["local"]
+ENGINES = sorted(registry.ENGINES)
 
 EngineFactory = Callable[[], StorageEngine]
 
 
 def _factory(name: str, place: Path) -> EngineFactory:
-    if name == "local":
-        return lambda: LocalEngine(place)
-    raise AssertionError(f"unknown engine {name}")
+    return lambda: registry.ENGINES[name]({"log.dirs": str(place), "storage.engine": name})
 
 
 @pytest.fixture(params=ENGINES)

@@ -1,0 +1,33 @@
+"""The storage engines a broker can run on, by the name ``storage.engine`` gives them.
+
+The one place an engine is registered: the broker (broker/app.py) builds its engine from here, the
+configuration accepts exactly these names, and the seam's contract tests (tests/storage/contract/) run
+against every one. An engine is a factory from the broker's configuration, so each reads its own keys
+(``log.dirs`` for the local engine) and nothing else in the broker knows which engine it has.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from groupd.storage.engine import StorageEngine
+from groupd.storage.local import LocalEngine
+
+EngineFactory = Callable[[Mapping[str, Any]], StorageEngine]
+"""Builds an engine from the broker's configuration (a ``Config``, or any mapping of its keys)."""
+
+
+def _local(config: Mapping[str, Any]) -> StorageEngine:
+    return LocalEngine(Path(config["log.dirs"]))
+
+
+ENGINES: dict[str, EngineFactory] = {
+    "local": _local,  # Kafka's segment files under log.dirs: the default, needs nothing else
+}
+
+
+def build(config: Mapping[str, Any]) -> StorageEngine:
+    """The engine ``storage.engine`` names (the configuration has already refused unknown names)."""
+    return ENGINES[config["storage.engine"]](config)
