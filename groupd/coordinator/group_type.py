@@ -41,6 +41,8 @@ G = TypeVar("G")
 Handler = Callable[["ShardState", Any, Token, int, GroupConfig], Result]
 TimerHandler = Callable[["ShardState", tuple[Any, ...], int, GroupConfig], Result]
 FailHandler = Callable[["ShardState", Any, int, int, GroupConfig], Result]
+Observed = str | tuple[None, int, int] | None
+"""What the observer follows of a group (``GroupType.observe``)."""
 
 
 class GroupType(ABC):
@@ -136,12 +138,12 @@ class GroupType(ABC):
 
     # ------------------------------------------------------------ what metrics and logs observe
 
-    def phase(self, group: Any) -> str | None:
-        """The classic rebalance phase the observer follows (coordinator/observe.py); None: none."""
-        return None
-
-    def epoch(self, group: Any) -> tuple[int, int] | None:
-        """(group epoch, member count), for the consumer-group-rebalance sensor; None: no such epoch."""
+    @staticmethod
+    def observe(group: Any) -> Observed:
+        """What the observer (coordinator/observe.py) compares before and after every operation on the
+        group: its classic rebalance phase (a str), or ``(None, group epoch, member count)`` for the
+        consumer-group-rebalance sensor; None: nothing to follow. It runs twice a request, so a type
+        whose answer is one attribute gives ``operator.attrgetter`` (no Python frame) instead."""
         return None
 
     def topics_changed(self, state: ShardState, names: set[str], now: int) -> tuple[TimerOp, ...]:

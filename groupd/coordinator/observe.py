@@ -14,6 +14,8 @@ from typing import Any
 
 from groupd.coordinator import errors as E
 from groupd.coordinator.group import COMPLETING, PREPARING, STABLE
+from groupd.coordinator.group_type import Observed
+from groupd.coordinator.group_types import BY_CLASS
 from groupd.coordinator.logfields import group_event, log_member_event, log_transition
 from groupd.coordinator.runtime.runtime import Shard
 
@@ -42,34 +44,34 @@ class GroupObserver:
     def __init__(self, metrics: Any = None) -> None:
         self.metrics = metrics
 
-    def before(self, state: Any, group_id: str) -> Any:
-        """The group's rebalance phase (its type's ``phase``), or with a group epoch (``epoch``) the
-        tuple (phase, epoch, member count), for ``after`` to compare."""
+    def before(self, state: Any, group_id: str) -> Observed:
+        """What the group's type says to follow of it (``GroupType.observe``), for ``after`` to compare."""
         group = state.groups.get(group_id)
-        if group is None:
-            return None
-        group_type = state.type_of(group)
-        epoch = group_type.epoch(group)
-        phase = group_type.phase(group)
-        return phase if epoch is None else (phase, *epoch)
+        return None if group is None else BY_CLASS[group.__class__].observe(group)
 
-    def after(self, shard: Shard, group_id: str, before: Any) -> None:
+    def after(self, shard: Shard, group_id: str, before: Observed) -> None:
         group = shard.state.groups.get(group_id)
-        group_type = shard.state.type_of(group) if group is not None else None
-        epoch = group_type.epoch(group) if group_type is not None else None
-        if type(before) is tuple or epoch is not None:
-            before = self._epoch_after(epoch, before)
-        if group_type is not None and group_type.phase(group) is None:
+        seen = None if group is None else BY_CLASS[group.__class__].observe(group)
+        if seen == before:
+            return  # most requests: nothing to tell
+        was: str | None
+        phase: str | None
+        if isinstance(seen, tuple) or isinstance(before, tuple):
+            was = self._epoch_after(seen[1:] if isinstance(seen, tuple) else None, before)
+            phase = None if isinstance(seen, tuple) else seen
+        else:
+            was, phase = before, seen
+        if phase is None:
             group = None  # no phases to follow: as no group
-        if group is None and before is None:
+        if group is None and was is None:
             return  # no classic group before or after (a consumer-protocol group's request)
-        after = group.state if group is not None else "Dead"
-        if after == before:
+        after = phase if phase is not None else "Dead"
+        if after == was:
             return
         now = time.perf_counter()
         metrics = self.metrics
         if metrics is not None:
-            metrics.group_state_changed(group_id, before, after)
+            metrics.group_state_changed(group_id, was, after)
         if after == PREPARING:
             shard.phase_started[group_id] = now
             if metrics is not None:
@@ -92,14 +94,17 @@ class GroupObserver:
             if after == "Dead" and metrics is not None:
                 metrics.group_removed(group_id)
         if log.isEnabledFor(logging.INFO):
-            log_transition(log, group_id, before, after, group)
+            log_transition(log, group_id, was, after, group)
 
-    def _epoch_after(self, now_epoch: tuple[int, int] | None, before: Any) -> str | None:
+    def _epoch_after(self, now_epoch: tuple[int, int] | None, before: Observed) -> str | None:
         """Kafka's consumer-group-rebalance sensor: a group epoch bumped by a heartbeat (a member joined,
         a subscription or the subscribed topics' metadata changed) or a regex resolution; not a bump
         that removes a member (Kafka's consumerGroupFenceMember does not record it). A new group starts
         at epoch 1 (INITIAL_EPOCH). Returns the classic part of ``before``."""
-        classic, epoch, members = before if type(before) is tuple else (before, INITIAL_EPOCH, 0)
+        if isinstance(before, tuple):
+            classic, epoch, members = before
+        else:
+            classic, epoch, members = before, INITIAL_EPOCH, 0
         if now_epoch is not None and self.metrics is not None and now_epoch[0] > epoch and now_epoch[1] >= members:
             self.metrics.consumer_group_rebalance()
         return classic

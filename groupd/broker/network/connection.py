@@ -159,7 +159,7 @@ class Connection(asyncio.Protocol):
 
     def _pump(self) -> None:
         exchange = self.exchange
-        while not self._writing_paused and not self._lost and self._out_bytes < WRITE_HIGH_WATER:
+        while exchange.frames and not self._writing_paused and not self._lost and self._out_bytes < WRITE_HIGH_WATER:
             taken = exchange.next_request()
             if taken is None:
                 break

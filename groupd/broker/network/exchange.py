@@ -34,7 +34,7 @@ Chunks = Sequence[bytes]  # one answer's bytes, size prefix included: empty when
 class Exchange:
     __slots__ = (
         "max_bytes", "max_queued", "max_queued_bytes", "in_flight",
-        "_buf", "_frames", "_queued_bytes", "_open", "_open_bytes", "_next_ticket", "_next_out", "_held",
+        "_buf", "frames", "_queued_bytes", "_open", "_open_bytes", "_next_ticket", "_next_out", "_held",
         "_muted",
     )
 
@@ -44,7 +44,8 @@ class Exchange:
         self.max_queued_bytes = max_queued_bytes if max_queued_bytes > 0 else NO_BOUND
         self.in_flight = in_flight
         self._buf = bytearray()  # the start of a frame not yet whole
-        self._frames: collections.deque[bytes] = collections.deque()  # whole frames not yet handed out
+        # whole frames not yet handed out; the owner may test it for emptiness before asking next_request
+        self.frames: collections.deque[bytes] = collections.deque()
         self._queued_bytes = 0  # the frames' bytes
         self._open: dict[int, int] = {}  # ticket -> request bytes, handed out and not yet answered
         self._open_bytes = 0
@@ -63,7 +64,7 @@ class Exchange:
             (size,) = SIZE.unpack_from(data, 0)
             if size + 4 == len(data) and _MIN_FRAME <= size <= self.max_bytes:
                 # exactly one whole frame, the usual read of a client waiting for each answer: one copy
-                self._frames.append(data[4:])
+                self.frames.append(data[4:])
                 self._queued_bytes += size
                 return
         buf += data
@@ -73,7 +74,7 @@ class Exchange:
             check_size(size, self.max_bytes)
             if end - pos - 4 < size:
                 break
-            self._frames.append(bytes(buf[pos + 4 : pos + 4 + size]))
+            self.frames.append(bytes(buf[pos + 4 : pos + 4 + size]))
             self._queued_bytes += size
             pos += 4 + size
         if pos:
@@ -82,9 +83,9 @@ class Exchange:
     def next_request(self) -> tuple[int, bytes] | None:
         """The next request to handle, as (ticket, frame without its size), or None: nothing read, the
         connection muted, or ``in_flight`` requests already waiting for their answers."""
-        if not self._frames or self._muted or len(self._open) >= self.in_flight:
+        if not self.frames or self._muted or len(self._open) >= self.in_flight:
             return None
-        body = self._frames.popleft()
+        body = self.frames.popleft()
         size = len(body)
         self._queued_bytes -= size
         ticket = self._next_ticket  # as admit(size), without a second call on the hot path
@@ -128,14 +129,14 @@ class Exchange:
         answered (the partial frame included). Only while something is outstanding: a lone frame is
         always read whole, whatever its size (``socket.request.max.bytes`` caps that)."""
         pending = self._queued_bytes + self._open_bytes
-        return len(self._frames) >= self.max_queued or (
+        return len(self.frames) >= self.max_queued or (
             pending > 0 and pending + len(self._buf) >= self.max_queued_bytes
         )
 
     @property
     def bounded_by_bytes(self) -> bool:
         """Over the read-ahead bound by bytes rather than by the count of frames."""
-        return len(self._frames) < self.max_queued
+        return len(self.frames) < self.max_queued
 
     @property
     def unanswered_bytes(self) -> int:
@@ -158,12 +159,12 @@ class Exchange:
     @property
     def queued(self) -> int:
         """Whole frames read and not yet handed out."""
-        return len(self._frames)
+        return len(self.frames)
 
     @property
     def busy(self) -> bool:
         """A request read and not yet answered, or muted: the connection is not idle."""
-        return bool(self._frames) or bool(self._open) or self._muted
+        return bool(self.frames) or bool(self._open) or self._muted
 
     @property
     def tail(self) -> bytes:
@@ -174,7 +175,7 @@ class Exchange:
 
     def drop_queued(self) -> None:
         """Forget the frames not yet handed out (the connection is closing)."""
-        self._frames.clear()
+        self.frames.clear()
         self._queued_bytes = 0
 
     def lost(self) -> None:

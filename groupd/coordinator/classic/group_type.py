@@ -7,6 +7,7 @@ no group holds make a simple (member-less) classic group, as Kafka's getOrMaybeC
 from __future__ import annotations
 
 from collections.abc import Callable
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any
 
 from groupd.coordinator import errors as E
@@ -154,8 +155,7 @@ class ClassicType(GroupType):
                 )
         return out.result()
 
-    def phase(self, group: Group) -> str | None:
-        return group.state
+    observe = staticmethod(attrgetter("state"))  # type: ignore[assignment]  # the rebalance phase, a str
 
     def unload(self, group: Group) -> list[tuple[Token, Any]]:
         responses: list[tuple[Token, Any]] = []

@@ -286,7 +286,8 @@ def complete_join(g: Group, now: int, cfg: GroupConfig, out: Out) -> None:
 
 def _classic(state: ShardState, group_id: str) -> Group | None:
     """The classic group of this id; a group of another type is none of these rules' business (the
-    shard sends its requests here only to be answered as for an unknown group)."""
+    shard sends its requests here only to be answered as for an unknown group). Inlined where a rebalance
+    passes several times (join, sync, heartbeat, leave)."""
     g = state.groups.get(group_id)
     return g if g.__class__ is Group else None
 
@@ -317,7 +318,9 @@ def _join(state: ShardState, req: JoinGroup, token: Token, now: int, cfg: GroupC
     if not cfg.min_session_timeout_ms <= req.session_timeout_ms <= cfg.max_session_timeout_ms:
         respond((token, JoinGroupResponse(E.INVALID_SESSION_TIMEOUT, member_id=req.member_id)))
         return
-    g = _classic(state, gid)
+    g = state.groups.get(gid)
+    if g.__class__ is not Group:  # none, or another type's: as unknown here (see _classic)
+        g = None
     unknown = req.member_id == ""
     if g is None:
         if not unknown:
@@ -552,7 +555,9 @@ def sync_group(state: ShardState, req: SyncGroup, token: Token, now: int, cfg: G
     if not req.group_id:
         respond((token, SyncGroupResponse(E.INVALID_GROUP_ID)))
         return out.result()
-    g = _classic(state, req.group_id)
+    g = state.groups.get(req.group_id)
+    if g.__class__ is not Group:  # none, or another type's: as unknown here (see _classic)
+        g = None
     if g is None:
         respond((token, SyncGroupResponse(E.UNKNOWN_MEMBER_ID)))
         return out.result()
@@ -631,7 +636,9 @@ def _sync_failed(state: ShardState, ref: SyncWrite, error: int, now: int, cfg: G
 def heartbeat(state: ShardState, req: Heartbeat, token: Token, now: int, cfg: GroupConfig) -> Result:
     if not req.group_id:
         return _one(token, HeartbeatResponse(E.INVALID_GROUP_ID))
-    g = _classic(state, req.group_id)
+    g = state.groups.get(req.group_id)
+    if g.__class__ is not Group:  # none, or another type's: as unknown here (see _classic)
+        g = None
     if g is None:
         return _one(token, HeartbeatResponse(E.UNKNOWN_MEMBER_ID))
     err = validate_member(g, req.member_id, req.group_instance_id)
@@ -672,7 +679,9 @@ def leave_group(state: ShardState, req: LeaveGroup, token: Token, now: int, cfg:
 def _leave(state: ShardState, req: LeaveGroup, now: int, cfg: GroupConfig, out: Out) -> tuple[int, list[LeftMember]]:
     if not req.group_id:
         return E.INVALID_GROUP_ID, []
-    g = _classic(state, req.group_id)
+    g = state.groups.get(req.group_id)
+    if g.__class__ is not Group:  # none, or another type's: as unknown here (see _classic)
+        g = None
     if g is None:
         return E.NONE, [LeftMember(x.member_id, x.group_instance_id, E.UNKNOWN_MEMBER_ID) for x in req.members]
     results = []

@@ -37,7 +37,7 @@ from groupd.coordinator.consumer.expiry import (
     subscribed_topics,
 )
 from groupd.coordinator.consumer.group import ConsumerGroup, Member, deletion_records, replay
-from groupd.coordinator.group_type import GroupsOf, GroupType
+from groupd.coordinator.group_type import GroupsOf, GroupType, Observed
 from groupd.coordinator.logfields import group_event
 from groupd.coordinator.offsets.commits import expire_group_offsets, offset_tombstones
 from groupd.coordinator.records import Key, Value
@@ -192,8 +192,9 @@ class ConsumerType(GroupType):
     def rearm_after_load(self, state: ShardState, now: int, cfg: GroupConfig) -> Result:
         return Result(timers=tuple(consumer.rearm_after_load(state, now, cfg)), replay=False)
 
-    def epoch(self, group: ConsumerGroup) -> tuple[int, int] | None:
-        return group.epoch, len(group.members)
+    @staticmethod
+    def observe(group: ConsumerGroup) -> Observed:
+        return None, group.epoch, len(group.members)
 
     def unload(self, group: ConsumerGroup) -> list[tuple[Token, Any]]:
         return []

@@ -36,8 +36,13 @@ def replay_offset(
     if ps is None:
         ps = by_topic[topic] = {}
     ps[partition] = value
-    if store.pending_commits:
-        store.done_writing(group_id)
+    pending = store.pending_commits
+    if pending:
+        left = pending.get(group_id, 0) - 1
+        if left > 0:
+            pending[group_id] = left
+        else:
+            pending.pop(group_id, None)
 
 
 def _group_for_offsets(state: ShardState, group_id: str, now: int) -> None:

@@ -164,44 +164,34 @@ class Shard:
 class _Waiting:
     """A Result whose records are appended and not yet known durable. Called by the LogPort when its
     round is over (with None or the round's error), from the code that learns it: delivery then takes
-    no loop turn of its own, where a future per Result and a callback per link took two."""
+    no loop turn of its own, where a future per Result and a callback per link took two.
 
-    __slots__ = ("runtime", "shard", "result", "flushed", "error", "rollback")
+    It also holds how to put the shard back as it was before the operation if the write fails (one
+    object per write, not two: a commit's path is counted in instructions): the rules' ``snapshot``, the
+    deadline (or absence) of each timer the operation set or cancelled (``moved``, kept raw: TimerOps are
+    made only for a rollback), the timer that ran the operation (``retry``: set again after a backoff),
+    and whether no earlier Result of the shard was waiting (``alone``: none can be replayed under it)."""
 
-    def __init__(
-        self, runtime: CoordinatorRuntime, shard: Shard, result: Result, rollback: _Rollback | None = None
-    ) -> None:
+    __slots__ = ("runtime", "shard", "result", "flushed", "error", "snapshot", "moved", "retry", "alone")
+
+    def __init__(self, runtime: CoordinatorRuntime, shard: Shard, result: Result) -> None:
         self.runtime, self.shard, self.result = runtime, shard, result
         self.flushed = False
         self.error: BaseException | None = None
-        self.rollback = rollback
+        self.snapshot: Snapshot | None = None
+        self.moved: Sequence[tuple[TimerKey, int | None]] = ()
+        self.retry: TimerKey | None = None
+        self.alone = False
 
     def __call__(self, error: BaseException | None) -> None:
         self.flushed, self.error = True, error
         self.runtime._drain(self.shard)
 
 
-class _Rollback:
-    """How to put a shard back as it was before one operation: the rules' snapshot, and the deadline
-    (or absence) of each timer the operation set or cancelled (kept raw: the TimerOps are made only
-    for a rollback)."""
-
-    __slots__ = ("snapshot", "moved", "retry", "alone")
-
-    def __init__(
-        self, snapshot: Snapshot, moved: Sequence[tuple[TimerKey, int | None]], retry: TimerKey | None, alone: bool
-    ) -> None:
-        self.snapshot = snapshot
-        self.moved = moved  # each timer the operation set or cancelled, with its heap entry before (or None)
-        self.retry = retry  # the timer that ran the operation: set again, after a backoff
-        self.alone = alone  # no earlier Result of the shard was waiting: none can be replayed under it
-
-
 def _overtaken(shard: Shard, subject: str | None) -> bool:
     """A later write still in flight may have changed what a snapshot of ``subject`` holds."""
-    for waiting in shard.queue:
-        later = waiting.rollback
-        if later is not None and (subject is None or later.snapshot.subject in (subject, None)):
+    for later in shard.queue:
+        if later.snapshot is not None and (subject is None or later.snapshot.subject in (subject, None)):
             return True
     return False
 
@@ -307,20 +297,23 @@ class CoordinatorRuntime:
         if self.on_result is not None:
             self.on_result(result)
         writes = result.records or result.marker is not None
-        rollback = None
-        if snapshot is not None and writes:
-            get = shard.deadlines.get
-            moved = [(op.key, get(op.key)) for op in result.timers] if result.timers else ()
-            rollback = _Rollback(snapshot, moved, retry, not shard.queue)
-        if result.timers:
-            self.apply_timers(shard, result.timers)
-        if writes:
+        if not writes:
+            if result.timers:
+                self.apply_timers(shard, result.timers)
+        else:
+            waiting = _Waiting(self, shard, result)
+            if snapshot is not None:
+                waiting.snapshot, waiting.retry, waiting.alone = snapshot, retry, not shard.queue
+                if result.timers:
+                    get = shard.deadlines.get
+                    waiting.moved = [(op.key, get(op.key)) for op in result.timers]
+            if result.timers:
+                self.apply_timers(shard, result.timers)
             try:
                 self.port.append(shard, result)
             except WriteFailed as exc:  # the port has said why in the log
-                self._failed(shard, result, exc.code, rollback)
+                self._failed(shard, result, exc.code, waiting)
                 return
-            waiting = _Waiting(self, shard, result, rollback)
             if self.port.when_durable(shard, waiting):
                 shard.queue.append(waiting)
                 return
@@ -338,32 +331,30 @@ class CoordinatorRuntime:
         while queue and queue[0].flushed:
             w = queue.popleft()
             try:
-                self._settled(shard, w.error, w.result, w.rollback)
+                self._settled(shard, w)
             except Exception:
                 log.exception("delivering answers of %s-%d failed", self.topic, shard.partition)
 
-    def _settled(
-        self, shard: Shard, error: BaseException | None, result: Result, rollback: _Rollback | None = None
-    ) -> None:
+    def _settled(self, shard: Shard, done: _Waiting) -> None:
         """Every earlier Result of the shard is answered and this one's flush round is over."""
+        error, result = done.error, done.result
         if error is not None:
             log.error("fsync of %s-%d failed: %s", self.topic, shard.partition, error)
-            if rollback is not None and (not rollback.alone or _overtaken(shard, rollback.snapshot.subject)):
-                rollback = None
-            self._failed(
-                shard, result, error.code if isinstance(error, WriteFailed) else E.KAFKA_STORAGE_ERROR, rollback
-            )
+            snapshot = done.snapshot
+            undo = done if snapshot is not None and done.alone and not _overtaken(shard, snapshot.subject) else None
+            self._failed(shard, result, error.code if isinstance(error, WriteFailed) else E.KAFKA_STORAGE_ERROR, undo)
             return
         self._deliver(shard, result)
 
-    def _failed(self, shard: Shard, result: Result, code: int, rollback: _Rollback | None = None) -> None:
+    def _failed(self, shard: Shard, result: Result, code: int, undo: _Waiting | None = None) -> None:
         """Never acknowledge what is not durable: the state goes back to what it was before the operation
-        (``rollback``), and the rules map the failure (``code``, Kafka's append error) into each answer."""
-        if rollback is not None:
-            rollback.snapshot.restore()
-            ops = [TimerOp(key, entry >> 64 if entry is not None else None) for key, entry in reversed(rollback.moved)]
-            if rollback.retry is not None:
-                ops.append(TimerOp(rollback.retry, self.now() + TIMER_RETRY_BACKOFF_MS))
+        (``undo``'s snapshot and timers), and the rules map the failure (``code``, Kafka's append error) into
+        each answer."""
+        if undo is not None and undo.snapshot is not None:
+            undo.snapshot.restore()
+            ops = [TimerOp(key, entry >> 64 if entry is not None else None) for key, entry in reversed(undo.moved)]
+            if undo.retry is not None:
+                ops.append(TimerOp(undo.retry, self.now() + TIMER_RETRY_BACKOFF_MS))
             if ops:
                 self.apply_timers(shard, ops)
         follow_up = self.rules.on_write_failed(shard.state, result.write_ref, code, self.now())
