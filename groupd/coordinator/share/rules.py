@@ -20,7 +20,6 @@ from groupd.coordinator.api import (
     TimerOp,
     Token,
 )
-from groupd.coordinator.group import Group as ClassicGroup
 from groupd.coordinator.share.api import (
     SESSION,
     AlterShareOffsets,
@@ -62,14 +61,11 @@ def _result(outcome: Outcome, token: Token | None) -> Result:
 
 
 def other_type(state: ShardState, group_id: str) -> bool:
-    """A group of another type owns this id: any but a share group or a classic group without members
-    and offsets (a share heartbeat takes such an id over)."""
+    """A group of another type owns this id, members or not: Kafka's GroupMetadataManager
+    (getOrMaybeCreateShareGroup) refuses a share heartbeat for any group whose type is not share, an empty
+    classic group included, until that group is deleted."""
     held = state.groups.get(group_id)
-    if held is None or held.__class__ is ShareGroup:
-        return False
-    if held.__class__ is ClassicGroup:
-        return bool(held.members or state.offsets.has(group_id))
-    return True
+    return held is not None and held.__class__ is not ShareGroup
 
 
 def share_group_heartbeat(

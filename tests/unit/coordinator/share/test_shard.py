@@ -17,6 +17,7 @@ from groupd.coordinator.api import (
     Protocol,
 )
 from groupd.coordinator.consumer.api import ConsumerGroupHeartbeat
+from groupd.coordinator.group import Group as ClassicGroup
 from groupd.coordinator.records import decode_key, decode_value, encode_key, encode_value
 from groupd.coordinator.share import records as rec
 from groupd.coordinator.share.api import ShareGroupHeartbeat
@@ -167,3 +168,16 @@ def test_deleted_topics_leave_the_share_partition_states():
     ((key, value),) = result.records
     assert key.kind == rec.STATE_PARTITION_METADATA and value == rec.StatePartitionMetadata((), (), ())
     assert group_types.share_topics_deleted(state, frozenset({T}), 3000).records == ()  # nothing left to clean
+
+
+def test_share_heartbeat_to_an_empty_classic_group_id():
+    """Kafka's getOrMaybeCreateShareGroup refuses any group of another type, an empty classic group
+    (no members, no offsets) included: the id is the classic group's until it is deleted."""
+    state, _ = in_shard()
+    state.groups["empty"] = ClassicGroup("empty", 0)
+    _, resp = call(
+        state, group_types.share_group_heartbeat, ShareGroupHeartbeat("empty", "m1", 0, subscribed_topic_names=("T",))
+    )
+    assert (resp.error, resp.message) == (E.GROUP_ID_NOT_FOUND, "Group empty is not a share group.")
+    assert state.groups["empty"].__class__ is ClassicGroup
+    assert "empty" not in share_groups(state)
