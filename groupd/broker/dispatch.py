@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
 from kio.static.protocol import ResponsePayload
@@ -28,22 +27,29 @@ if TYPE_CHECKING:
     from groupd.broker.app import Broker
 
 
-@dataclass(slots=True)
 class RequestContext:
-    header: RequestHeader
-    client_host: str
-    connection_id: str
-    conn: Any = None  # the Connection: its principal, and muting it for a quota
-    size: int = 0  # the request's bytes (after the length prefix), as Kafka measures a produce quota
+    """One request's header, where it came from, and helpers to answer it in its version's shape.
+
+    ``version`` is a plain attribute, not a property over the header: the group handlers read it several
+    times a request (a rebalance's nine requests read it 42 times), and a property costs a Python frame
+    each time."""
+
+    __slots__ = ("header", "version", "client_host", "connection_id", "conn", "size")
+
+    def __init__(
+        self, header: RequestHeader, client_host: str, connection_id: str, conn: Any = None, size: int = 0
+    ) -> None:
+        self.header = header
+        self.version: int = header.api_version
+        self.client_host = client_host
+        self.connection_id = connection_id
+        self.conn = conn  # the Connection: its principal, and muting it for a quota
+        self.size = size  # the request's bytes (after the length prefix), as Kafka measures a produce quota
 
     @property
     def listener(self) -> str | None:
         """Name of the listener the request came through (None: the first)."""
         return self.conn.listener if self.conn is not None else None
-
-    @property
-    def version(self) -> int:
-        return self.header.api_version
 
     @property
     def client_id(self) -> str:

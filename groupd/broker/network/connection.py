@@ -224,7 +224,7 @@ class Connection(asyncio.Protocol):
             return  # the connection went away meanwhile
         self._later = None
         self._answer_later(later)
-        if self.exchange.queued or self._reading_paused:
+        if self.exchange.frames or self._reading_paused:
             asyncio.get_running_loop().call_soon(self._pump)
 
     def _answer_later(self, later: Later) -> None:
