@@ -149,6 +149,8 @@ async def _run(scenario: str, fsync: bool, data: Path, **params: Any) -> dict[st
                 max_seconds=params["seconds"],
                 max_count=params.get("commits", 200_000),
             )
+        elif scenario == "heartbeats":
+            stats = await scenarios.heartbeats("in-process", 0, params["groups"], params["heartbeats"])
         else:
             stats = await scenarios.rebalance("in-process", 0, params["groups"], max_seconds=params["seconds"] * 10)
         cpu = _cpu() - started
@@ -162,7 +164,7 @@ async def _run(scenario: str, fsync: bool, data: Path, **params: Any) -> dict[st
 
 def main() -> None:
     cli = argparse.ArgumentParser(prog="python -m bench.inprocess", description=__doc__)
-    cli.add_argument("scenario", choices=["commits", "rebalance"])
+    cli.add_argument("scenario", choices=["commits", "rebalance", "heartbeats"])
     cli.add_argument("--committers", type=int, default=64)
     cli.add_argument("--groups", type=int, default=2000)
     cli.add_argument("--seconds", type=float, default=4)
@@ -171,6 +173,9 @@ def main() -> None:
         type=int,
         default=200_000,
         help="commits: stop after this many (a fixed amount of work, e.g. to count instructions)",
+    )
+    cli.add_argument(
+        "--heartbeats", type=int, default=10_000, help="heartbeats: answered heartbeats in all (a fixed amount of work)"
     )
     cli.add_argument("--fsync", choices=["on", "off"], default="on")
     cli.add_argument("--without", choices=WITHOUT, default="nothing", help="commits: a layer taken out, to measure it")
@@ -193,6 +198,7 @@ def main() -> None:
                 committers=args.committers,
                 commits=args.commits,
                 groups=args.groups,
+                heartbeats=args.heartbeats,
                 seconds=args.seconds,
             )
         )

@@ -523,6 +523,39 @@ async def wakeup_latency(host: str, port: int, samples: int = 200) -> Stats:
     return stats
 
 
+async def heartbeats(host: str, port: int, groups: int, count: int, max_seconds: float = 600) -> Stats:
+    """A steady member's own cost, as a fixed amount of work: ``groups`` three-member groups formed, then
+    their members heartbeat back to back (each waits for its answer) until ``count`` heartbeats are
+    answered in all. Run twice with two counts and subtract, so the forming cancels out (the
+    in-process bench under callgrind: instructions per heartbeat)."""
+    formed: list[tuple[Conn, str, str, int]] = []
+    for i in range(groups):
+        conns = [await Conn.open(host, port) for _ in range(3)]
+        group = f"hb-{os.getpid()}-{i}"
+        for c, (member, generation) in zip(conns, await _form(conns, group), strict=True):
+            formed.append((c, group, member, generation))
+    stats = Stats("heartbeats")
+    left = [count]
+    stop_at = time.monotonic() + max_seconds
+
+    async def member(c: Conn, group: str, member_id: str, generation: int) -> None:
+        beat = {"group_id": group, "generation_id": generation, "member_id": member_id, "group_instance_id": None}
+        while left[0] > 0 and time.monotonic() < stop_at:
+            left[0] -= 1
+            started = time.perf_counter()
+            resp = await c.call(ApiKey.HEARTBEAT, HB_V, beat)
+            stats.latencies.append(time.perf_counter() - started)
+            stats.count += 1
+            stats.errors += resp.error_code != 0
+
+    began = time.perf_counter()
+    await asyncio.gather(*(member(*f) for f in formed))
+    stats.seconds = time.perf_counter() - began
+    for c, *_ in formed:
+        await c.close()
+    return stats
+
+
 async def _form(conns: list[Conn], group: str, session_ms: int = 30_000) -> list[tuple[str, int]]:
     """Every member's id (JoinGroup v4+ with an empty id: the coordinator answers MEMBER_ID_REQUIRED
     and holds the id pending), then each member joins and syncs on its own (``_member``). The ids
