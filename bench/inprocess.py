@@ -129,7 +129,10 @@ async def run(scenario: str, fsync: bool, data: Path, without: str = "nothing", 
 
 
 async def _run(scenario: str, fsync: bool, data: Path, **params: Any) -> dict[str, Any]:
-    broker = Broker(default_config(**groupd_overrides(fsync, data, 0)))
+    overrides = groupd_overrides(fsync, data, 0)
+    if params.get("initial_delay_ms"):
+        overrides["group.initial.rebalance.delay.ms"] = str(params["initial_delay_ms"])
+    broker = Broker(default_config(**overrides))
     await broker.start()
     while not broker.coordinator.is_loaded():
         await asyncio.sleep(0.01)
@@ -177,6 +180,13 @@ def main() -> None:
     cli.add_argument(
         "--heartbeats", type=int, default=10_000, help="heartbeats: answered heartbeats in all (a fixed amount of work)"
     )
+    cli.add_argument(
+        "--initial-delay-ms",
+        type=int,
+        default=0,
+        help="rebalance: group.initial.rebalance.delay.ms; past the members' joins, each group forms in one "
+        "generation whatever the machine's speed (a fixed amount of work, e.g. under valgrind)",
+    )
     cli.add_argument("--fsync", choices=["on", "off"], default="on")
     cli.add_argument("--without", choices=WITHOUT, default="nothing", help="commits: a layer taken out, to measure it")
     args = cli.parse_args()
@@ -200,6 +210,7 @@ def main() -> None:
                 groups=args.groups,
                 heartbeats=args.heartbeats,
                 seconds=args.seconds,
+                initial_delay_ms=args.initial_delay_ms,
             )
         )
         result["wall_s"] = round(time.perf_counter() - t0, 2)
