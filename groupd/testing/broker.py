@@ -91,18 +91,19 @@ class Broker:
         self.host = host
         self.start_timeout = start_timeout
         self.sasl_users = dict(sasl_users or {})
+        overrides = dict(overrides or {})
+        if "storage.engine" in overrides:
+            self.engine = engine = str(overrides["storage.engine"])
+        if "log.dirs" in overrides:
+            data_dir = str(overrides.pop("log.dirs"))
         self._own_data_dir = data_dir is None
-        if data_dir is None:
+        if data_dir is None and engine == "memory":
             # a memory store is only named by it: the directory is never made
-            data_dir = (
-                Path(tempfile.gettempdir()) / f"groupd-memory-{uuid.uuid4().hex}"
-                if engine == "memory"
-                else Path(tempfile.mkdtemp(prefix="groupd-"))
-            )
-        self.data_dir = Path(data_dir)
+            data_dir = Path(tempfile.gettempdir()) / f"groupd-memory-{uuid.uuid4().hex}"
+        # a local engine's own temporary directory is made by start(), so a broker never started leaves none
+        self.data_dir: Path | None = Path(data_dir) if data_dir is not None else None
         settings: dict[str, object] = {
             "storage.engine": engine,
-            "log.dirs": self.data_dir,
             "listeners": f"PLAINTEXT://{host}:0",
             "metrics.listener": "",
             "group.initial.rebalance.delay.ms": initial_rebalance_delay_ms,
@@ -118,7 +119,7 @@ class Broker:
             settings["listener.name.sasl_plaintext.plain.sasl.jaas.config"] = _plain_jaas(self.sasl_users)
         if subprocess:
             settings["log.level"] = "INFO"  # the child's "listening on" line says which ports it bound
-        settings.update(overrides or {})
+        settings.update(overrides)
         self.settings: dict[str, str] = {key: _setting(value) for key, value in settings.items()}
         self.ports: dict[str, int] = {}
         self._runner: ThreadRunner | ProcessRunner | None = None
@@ -178,12 +179,15 @@ class Broker:
         """Start the broker and return once it answers ApiVersions (and its SASL users exist)."""
         if self._runner is not None:
             raise RuntimeError("the broker is already started")
-        settings = dict(self.settings)
+        if self.data_dir is None or (self._own_data_dir and self.engine != "memory" and not self.data_dir.exists()):
+            self.data_dir = Path(tempfile.mkdtemp(prefix="groupd-"))
+        settings = {**self.settings, "log.dirs": str(self.data_dir)}
         if self.ports:  # a restart: the same ports, so clients that knew them reconnect
             settings["listeners"] = ",".join(f"{name}://{self.host}:{port}" for name, port in self.ports.items())
-        runner = ProcessRunner(settings) if self.subprocess else ThreadRunner(settings)
-        self._runner = self._last_runner = runner
+        runner: ThreadRunner | ProcessRunner | None = None
         try:
+            runner = ProcessRunner(settings) if self.subprocess else ThreadRunner(settings)
+            self._runner = self._last_runner = runner
             self.ports = runner.start(self.start_timeout)
             if not wire.answers_api_versions(self.host, self.port, self.start_timeout):
                 raise RuntimeError(f"the broker on port {self.port} does not answer ApiVersions")
@@ -191,7 +195,8 @@ class Broker:
                 wire.add_scram_users(self.host, self.port, self.sasl_users, _SCRAM)
         except BaseException:
             self._runner = None
-            runner.stop(self.start_timeout)
+            if runner is not None:
+                runner.stop(self.start_timeout)
             self._remove_data()
             raise
         return self
@@ -219,7 +224,7 @@ class Broker:
         return self.start()
 
     def _remove_data(self) -> None:
-        if self.keep_data:
+        if self.keep_data or self.data_dir is None:
             return
         if self.engine == "memory":
             memory.discard(str(self.data_dir))
