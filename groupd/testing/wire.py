@@ -43,7 +43,7 @@ def answers_api_versions(host: str, port: int, timeout: float = 0.5) -> bool:
     """True when the broker on ``host:port`` answers an ApiVersions v0 (it is up)."""
     try:
         call(host, port, ApiKey.API_VERSIONS, 0, {}, timeout)
-    except (OSError, ValueError):
+    except (OSError, ValueError, struct.error):  # nothing listening yet, or not a Kafka answer
         return False
     return True
 
