@@ -5,3 +5,5 @@ the codec), ``broker`` (connections, routes, handlers, the data plane), ``coordi
 the group types), ``storage`` (the segment log), ``pipeline`` (the PySpark report) and ``cli`` (the
 operator's commands). ``python -m groupd`` starts the broker.
 """
+
+__version__ = "0.1.0"  # the only place it is written: pyproject.toml reads it, `groupd --version` prints it

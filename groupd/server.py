@@ -12,6 +12,7 @@ import os
 import signal
 import sys
 
+from groupd import __version__
 from groupd.broker.app import Broker
 from groupd.broker.config import Config, ConfigError, load_config
 from groupd.broker.ops.logoutput import setup_logging
@@ -65,6 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--config", help="a Kafka-style server.properties file")
     parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE", help="set one config key")
+    parser.add_argument("--version", action="version", version=f"groupd {__version__}")
     args = parser.parse_args(argv)
     # Lines logged while the config is read (an unknown key's warning) wait until the configured
     # format is set up, so they come out like every other line.

@@ -19,6 +19,7 @@ from groupd.protocol.request import (
     encode_request,
     encode_response,  # noqa: F401  (re-exported for tests)
 )
+from groupd.testing.wire import answers_api_versions
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -89,7 +90,7 @@ class BrokerProcess:
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"broker exited with {self.proc.returncode}: {self.log_text()[-2000:]}")
-            if _api_versions_ok(self.port):
+            if answers_api_versions("127.0.0.1", self.port):
                 return self
             time.sleep(0.05)
         self.kill()
@@ -135,28 +136,6 @@ class BrokerProcess:
 
     def __exit__(self, *exc: object) -> None:
         self.kill() if exc[0] else self.stop()
-
-
-def _api_versions_ok(port: int) -> bool:
-    try:
-        with socket.create_connection(("127.0.0.1", port), timeout=0.5) as s:
-            s.sendall(request_bytes(18, 0, {}, correlation_id=1))
-            head = _recv_exact(s, 4)
-            (size,) = struct.unpack(">i", head)
-            _recv_exact(s, size)
-            return True
-    except OSError:
-        return False
-
-
-def _recv_exact(s: socket.socket, n: int) -> bytes:
-    buf = b""
-    while len(buf) < n:
-        chunk = s.recv(n - len(buf))
-        if not chunk:
-            raise ConnectionError("closed")
-        buf += chunk
-    return buf
 
 
 def request_bytes(api_key: int, version: int, body: Any, correlation_id: int = 1, client_id: str = "test") -> bytes:

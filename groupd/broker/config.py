@@ -147,7 +147,8 @@ KEYS: dict[str, Key] = {
             "storage.engine",
             _choice(*ENGINES),
             "local",
-            doc="where everything durable is kept: `local` = Kafka's segment files under log.dirs",
+            doc="where everything durable is kept: `local` = Kafka's segment files under log.dirs; `memory` = process "
+            "memory, for tests only (nothing written, gone when the process ends; log.dirs only names the store)",
         ),
         _int_key("node.id", 1, 0, INT32_MAX, "this broker's id in Metadata and FindCoordinator"),
         Key("cluster.id", str, "groupd-cluster", doc="cluster id reported in Metadata"),

@@ -14,6 +14,7 @@ from typing import Any
 
 from groupd.storage.engine import StorageEngine
 from groupd.storage.local import LocalEngine
+from groupd.storage.memory import MemoryEngine
 
 EngineFactory = Callable[[Mapping[str, Any]], StorageEngine]
 """Builds an engine from the broker's configuration (a ``Config``, or any mapping of its keys)."""
@@ -23,8 +24,14 @@ def _local(config: Mapping[str, Any]) -> StorageEngine:
     return LocalEngine(Path(config["log.dirs"]))
 
 
+def _memory(config: Mapping[str, Any]) -> StorageEngine:
+    return MemoryEngine(str(config["log.dirs"]))
+
+
 ENGINES: dict[str, EngineFactory] = {
     "local": _local,  # Kafka's segment files under log.dirs: the default, needs nothing else
+    # tests only: everything in process memory, log.dirs only names the store (storage/memory.py)
+    "memory": _memory,
 }
 
 

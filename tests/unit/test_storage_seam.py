@@ -9,6 +9,8 @@ reach past it, on purpose:
 
 - the wiring, groupd/broker/app.py, which builds the engine ``storage.engine`` names through the
   registry, groupd/storage/engines.py (part of the seam: a name per engine, nothing of any engine's);
+- groupd/testing/broker.py, which starts brokers for other projects' tests and owns their data's
+  lifetime: it forgets a memory engine's store (storage/memory.py ``discard``) when its broker stops;
 - groupd/pipeline/, the offline analytics job, which reads the local engine's segment files directly
   from log.dirs with no broker running (that is its point).
 
@@ -32,7 +34,7 @@ SEAM = {
     "groupd.storage.message_sets",
     "groupd.storage.logdirfailure",
 }
-WIRING = {"groupd.broker.app"}
+WIRING = {"groupd.broker.app", "groupd.testing.broker"}
 OFFLINE_READERS = "groupd.pipeline"
 
 
