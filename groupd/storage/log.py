@@ -29,19 +29,15 @@ from crc32c import crc32c
 from groupd.clock import wall_ms
 from groupd.storage.batch import (
     BATCH_OVERHEAD,
-    COMMIT_MARKER,
-    CONTROL,
     CRC_START,
     LOG_OVERHEAD,
-    TRANSACTIONAL,
     BatchHeader,
     build_batch,
-    control_marker,
     iter_batches,
-    iter_records,
     parse_header,
     set_base_offset,
 )
+from groupd.storage.cleaner import Cleaner, iter_records_safe
 from groupd.storage.engine import CompactionStats, LogConfig, SegmentInfo
 from groupd.storage.errors import OffsetOutOfRange, RecordTooLarge, StorageError
 from groupd.storage.logdirfailure import channel as log_dir_failures
@@ -836,78 +832,26 @@ class Log:
             while old_enough < len(closed) and now_ms - closed[old_enough].max_timestamp >= min_age_ms:
                 old_enough += 1
             closed = closed[:old_enough]  # segments are in time order: stop at the first young one
-        committed, first_unstable = _transactions(self.batches())
-        if first_unstable is not None:
+        if not closed:
+            return stats
+        cleaner = Cleaner(self.batches, now_ms, self.config.delete_retention_ms)
+        if cleaner.first_unstable is not None:
             stable = 0
-            while stable < len(closed) and self.segments[stable + 1].base_offset <= first_unstable:
+            while stable < len(closed) and self.segments[stable + 1].base_offset <= cleaner.first_unstable:
                 stable += 1
             closed = closed[:stable]
         if not closed:
             return stats
-        latest: dict[bytes, int] = {}
-        for header, batch in self.batches():
-            if header.attributes & _TXN_OR_CONTROL and (
-                header.is_control or not committed.get(header.base_offset, False)
-            ):
-                continue  # markers hold no data; aborted and open transactions outrank nothing
-            for rec in iter_records_safe(batch):
-                if rec.key is not None:
-                    latest[bytes(rec.key)] = rec.offset
-        retained: set[int] = set()  # producers whose current transaction keeps records
         for idx, seg in enumerate(closed):
             stats.segments += 1
             out = bytearray()
-            kept_any = False
             new = Segment(seg.base_offset, seg.path, -1, created_ms=seg.created_ms, next_offset=seg.base_offset)
             for header, batch in self._segment_batches(seg):
-                if header.is_control:
-                    stats.records_before += header.record_count
-                    if header.is_transactional:
-                        needed = header.producer_id in retained
-                        retained.discard(header.producer_id)
-                        if not needed and now_ms - header.max_timestamp > self.config.delete_retention_ms:
-                            continue
-                    stats.records_after += header.record_count
-                    kept_any = True
-                    new.add(header, len(out))
-                    out += batch
+                kept = cleaner.clean(header, batch)
+                if kept is None:
                     continue
-                recs = list(iter_records_safe(batch))
-                stats.records_before += len(recs)
-                if header.is_transactional and not committed.get(header.base_offset, False):
-                    continue  # aborted (an open one is never in a cleaned segment)
-                keep = [
-                    r
-                    for r in recs
-                    if r.key is not None
-                    and latest.get(bytes(r.key)) == r.offset
-                    and not (r.value is None and now_ms - header.max_timestamp > self.config.delete_retention_ms)
-                ]
-                stats.records_after += len(keep)
-                if not keep:
-                    continue
-                kept_any = True
-                if header.is_transactional:
-                    retained.add(header.producer_id)
-                first = keep[0].offset
-                rebuilt = bytearray(
-                    build_batch(
-                        [(r.key, r.value) for r in keep],
-                        base_offset=first,
-                        timestamp_ms=keep[0].timestamp,
-                        headers=[r.headers for r in keep],
-                        offset_deltas=[r.offset - first for r in keep],
-                        timestamps=[r.timestamp for r in keep],
-                        producer_id=header.producer_id,
-                        producer_epoch=header.producer_epoch,
-                        base_sequence=header.base_sequence,
-                        attributes=header.attributes & TRANSACTIONAL,
-                    )
-                )
-                h = parse_header(rebuilt, 0)
-                new.add(h, len(out))
-                out += rebuilt
-            del kept_any
+                new.add(parse_header(kept, 0) if kept is not batch else header, len(out))
+                out += kept
             tmp = seg.path.with_suffix(".cleaned")
             try:
                 with open(tmp, "wb") as f:
@@ -928,6 +872,7 @@ class Log:
                 new.next_offset = self.segments[idx + 1].base_offset
                 self.segments[idx] = new
         fsync_directory(self.directory)
+        stats.records_before, stats.records_after = cleaner.stats.records_before, cleaner.stats.records_after
         return stats
 
     def _segment_batches(self, seg: Segment) -> Iterator[tuple[BatchHeader, memoryview]]:
@@ -952,39 +897,6 @@ class Log:
         for path in self.directory.iterdir():
             path.unlink()
         self.directory.rmdir()
-
-
-_TXN_OR_CONTROL = TRANSACTIONAL | CONTROL
-
-
-def _transactions(batches: Iterator[tuple[BatchHeader, memoryview]]) -> tuple[dict[int, bool], int | None]:
-    """Which transactional data batches (by base offset) were committed (True) or aborted (False) by
-    their producer's next marker, and the first unstable offset: where the first transaction without
-    a marker yet begins (None when every one has ended)."""
-    fate: dict[int, bool] = {}
-    open_: dict[int, list[int]] = {}  # producer -> its data batches since its last marker
-    for header, batch in batches:
-        if not header.attributes & TRANSACTIONAL:
-            continue
-        if header.is_control:
-            kind = control_marker(batch, header)
-            if kind is not None:
-                for base in open_.pop(header.producer_id, ()):
-                    fate[base] = kind == COMMIT_MARKER
-        else:
-            open_.setdefault(header.producer_id, []).append(header.base_offset)
-    first_unstable = min((bases[0] for bases in open_.values()), default=None)
-    return fate, first_unstable
-
-
-def iter_records_safe(batch: bytes | memoryview):
-    """Records of a batch, or nothing for a batch whose compression cannot be decoded here."""
-    from groupd.storage.errors import UnsupportedCompression
-
-    try:
-        yield from iter_records(batch)
-    except UnsupportedCompression:
-        return
 
 
 def fsync_directory(path: Path | str) -> None:
