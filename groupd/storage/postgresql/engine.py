@@ -30,16 +30,16 @@ TOPIC, BROKER_LOG = 0, 1  # groupd_partition.kind
 class PostgresEngine:
     def __init__(self, url: str) -> None:
         self.db = Database(url)
-        self.metadata: MetadataStore = PgMetadata(self.db)
+        self.metadata: MetadataStore = PgMetadata(self.db, self._ready)
         self._migrated = False
 
     def open(self) -> None:
-        migrate(self.db)
-        self._migrated = True
+        if not self._migrated:
+            migrate(self.db)
+            self._migrated = True
 
     def _ready(self) -> None:
-        if not self._migrated:
-            self.open()
+        self.open()
 
     def _partition_row(self, kind: int, topic: str, partition: int) -> tuple[int, int, set[str]]:
         def work(conn: psycopg.Connection) -> tuple[int, int, list[str]]:
