@@ -85,6 +85,10 @@ class PostgresServer:
         log = str(self.dir / "server.log")
         self._run(str(BIN / "pg_ctl"), "-D", str(self.data), "-l", log, "-o", options, "-w", "-t", "30", "start")
 
+    def start_if_stopped(self) -> None:
+        if not (self.data / "postmaster.pid").exists():
+            self.start()
+
     def close(self) -> None:
         self.stop("immediate")
         shutil.rmtree(self.dir, ignore_errors=True)

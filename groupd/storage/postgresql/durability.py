@@ -4,9 +4,12 @@ Writers append to their logs on the event loop and ask to be told when the appen
 takes every waiting batch of the logs its waiters wrote, inserts them all in one transaction (psycopg's
 ``executemany`` pipelines the inserts: one round trip) in a worker thread, and answers every waiter
 when the commit returns. Writers arriving meanwhile wait for the next round, so 64 committers cost a
-handful of transactions, not 64. A failed round answers its waiters and the next round's with the
-StorageError, and takes the uncommitted batches back out of their logs (log.py): nothing unacknowledged
-stays, and the next round starts over against what the database holds.
+handful of transactions, not 64. Rounds run one at a time: a round that finds nothing of a log to write
+knows every earlier one has settled.
+
+A failed round answers its waiters with the StorageError (never an acknowledgement) and leaves its batches
+in their logs, which refuse appends until a retry, every RETRY_S, commits them (log.py says why): once the
+database is back, the broker serves again by itself.
 
 With a flush interval above one message nothing waits (``synchronous`` False, as Kafka acknowledges
 before its periodic flush): the waiting batches are committed every ``flush_interval_ms`` (one second
@@ -16,7 +19,6 @@ when it is 0) and at ``close``.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -31,6 +33,8 @@ from groupd.storage.postgresql.log import Entry, PgPartitionLog
 
 logger = logging.getLogger("groupd.storage")
 
+RETRY_S = 0.5
+
 
 @dataclass
 class _Pending:
@@ -38,6 +42,10 @@ class _Pending:
     callbacks: list[DurableCallback] = field(default_factory=list)
     logs: dict[int, PgPartitionLog] = field(default_factory=dict)
     waiters: int = 0
+
+
+# a log's part of a round: its batches, the end and generation they reach
+_Work = tuple[PgPartitionLog, list[Entry], int, int]
 
 
 class PgDurability:
@@ -51,10 +59,13 @@ class PgDurability:
         self.observers: list[Callable[[float, int], None]] = []
         self._pending: dict[int, _Pending] = {}
         self._running: dict[int, asyncio.Task[None]] = {}
+        self._serial = asyncio.Lock()
         self._logs: dict[int, PgPartitionLog] = {}
         self._timer: asyncio.TimerHandle | None = None
+        self._background: set[asyncio.Task[None]] = set()
         self._closed = False
         self.rounds = 0
+        self.failed_rounds = 0
 
     @property
     def synchronous(self) -> bool:
@@ -69,7 +80,7 @@ class PgDurability:
     def _waiter(self, log: PartitionLog) -> _Pending | None:
         lg = self._log(log)
         if not self.synchronous:
-            self._flush_later()
+            self._arm(self.flush_interval_ms / 1000 if self.flush_interval_ms > 0 else 1.0)
             return None
         key = 0 if self.shared else id(lg)
         pending = self._pending.setdefault(key, _Pending())
@@ -104,56 +115,53 @@ class PgDurability:
         """Run rounds for ``key`` while writers wait for one."""
         try:
             while (pending := self._pending.pop(key, None)) is not None:
-                await self._round(key, pending)
+                await self._round(pending)
         finally:
             self._running.pop(key, None)
 
-    async def _round(self, key: int, pending: _Pending) -> None:
-        logs = list(pending.logs.values())
-        work = [(lg, *_taken(lg)) for lg in logs]
-        started = time.perf_counter()
-        error: StorageError | None = None
-        if any(entries or repair is not None for _lg, entries, _end, _gen, repair in work):
-            try:
-                await asyncio.to_thread(self.db.run, lambda conn: _write(conn, work), "a group commit")
-            except StorageError as exc:
-                error = exc
-        else:  # what they wait for is in a round under way (a flush's): it commits before the lock is ours
-            with contextlib.suppress(StorageError):
-                await asyncio.to_thread(self.db.run, lambda conn: None, "a group commit")
-        self.rounds += 1
-        if error is None:
-            for lg, _entries, end, generation, _repair in work:
-                lg.committed(end, generation)
-        else:
-            logger.error("a PostgreSQL group commit failed: %s", error)
-            # whoever waits for the next round waits for batches that leave the log now: tell them too
-            following = self._pending.pop(key, None)
-            for lg, _entries, _end, generation, _repair in work:
-                lg.lost(generation)
-            if following is not None:
-                for lg in following.logs.values():
-                    lg.lost(lg.generation)
-                _answer(following, error)
+    async def _round(self, pending: _Pending) -> None:
+        async with self._serial:
+            started = time.perf_counter()
+            work: list[_Work] = [(lg, lg.take(), lg.log_end_offset, lg.generation) for lg in pending.logs.values()]
+            error: StorageError | None = None
+            if any(entries for _lg, entries, _end, _gen in work):
+                try:
+                    await asyncio.to_thread(self.db.run, lambda conn: _write(conn, work), "a group commit")
+                except StorageError as exc:
+                    error = exc
+            self.rounds += 1
+            for lg, _entries, end, generation in work:
+                if error is None:
+                    lg.committed(end, generation)
+                else:
+                    lg.unwritten(end, generation, error)
+            if error is not None:
+                self.failed_rounds += 1
+                logger.error(
+                    "a PostgreSQL group commit failed (%d waiters answered with it): %s", pending.waiters, error
+                )
+                self._arm(RETRY_S)
         _answer(pending, error)
         seconds = time.perf_counter() - started
         for observe in self.observers:
             observe(seconds, pending.waiters)
 
-    def _flush_later(self) -> None:
+    def _arm(self, delay: float) -> None:
+        """A round of every log with unwritten batches in ``delay`` seconds (retries, periodic flushes)."""
         if self._timer is None and not self._closed:
-            delay = (self.flush_interval_ms or 1000) / 1000
-            self._timer = asyncio.get_running_loop().call_later(delay, self._periodic)
+            self._timer = asyncio.get_running_loop().call_later(delay, self._fire)
 
-    def _periodic(self) -> None:
+    def _fire(self) -> None:
         self._timer = None
-        asyncio.get_running_loop().create_task(self._flush_all())
+        task = asyncio.get_running_loop().create_task(self._flush_all())
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
 
     async def _flush_all(self) -> None:
-        """One round over every log seen (the periodic flush and ``close``)."""
-        logs = {key: lg for key, lg in self._logs.items() if not lg.failed}
+        """One round over every log with batches not yet committed (retries, periodic flushes, close)."""
+        logs = {key: lg for key, lg in self._logs.items() if not lg.failed and lg.durable_end < lg.log_end_offset}
         if logs:
-            await self._round(-1, _Pending(logs=logs))
+            await self._round(_Pending(logs=logs))
 
     async def start(self) -> None:
         return None
@@ -163,23 +171,14 @@ class PgDurability:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        while self._running:
-            await asyncio.gather(*self._running.values(), return_exceptions=True)
+        while self._running or self._background:
+            await asyncio.gather(*self._running.values(), *self._background, return_exceptions=True)
         await self._flush_all()
 
 
-_Work = tuple[PgPartitionLog, list[Entry], int, int, int | None]
-
-
-def _taken(lg: PgPartitionLog) -> tuple[list[Entry], int, int, int | None]:
-    """A log's part of a round: its waiting batches, the end and generation they reach, where to repair."""
-    repair = lg.repair_from()
-    return lg.take(), lg.log_end_offset, lg.generation, repair
-
-
 def _write(conn: psycopg.Connection, work: list[_Work]) -> None:
-    for lg, entries, _end, _generation, repair in work:
-        lg.write_rows(conn, entries, repair)
+    for lg, entries, _end, generation in work:
+        lg.write_rows(conn, entries, generation)
 
 
 def _answer(pending: _Pending, error: StorageError | None) -> None:

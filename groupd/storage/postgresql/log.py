@@ -7,9 +7,12 @@ are range scans of the batch table. Operations that change what is stored (Delet
 snapshots, flags) write the waiting batches first and then commit their own change at once, on the
 caller's thread.
 
-A round that fails takes every batch it did not commit back out of the log (the log end returns to the
-last committed offset), as a replica that lost its unflushed tail would: nothing of them was acknowledged,
-so the log stays what the database holds and the next append is tried against it again.
+A round that fails answers its waiters with the error and keeps its batches: they were given offsets, and
+the producer state (idempotent sequences, open transactions) already counts them, so taking them back out
+would let a producer's retry be answered from a batch that is gone. The durability retries them until the
+database takes them, and meanwhile the log refuses new appends (StorageError: KAFKA_STORAGE_ERROR to a
+producer, NOT_COORDINATOR to a coordinator's client), so what waits in memory stays bounded. A retry, or a
+flush racing a round, may write a batch twice: inserts skip a row that is there (the same bytes).
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ _SCAN = struct.Struct(">qiibIhiqq")  # through maxTimestamp
 _LEADER_EPOCH = struct.Struct(">i")
 _INSERT = (
     "INSERT INTO groupd_batch (pid, base_offset, last_offset, max_timestamp, size, data) "
-    "VALUES (%s, %s, %s, %s, %s, %s)"
+    "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (pid, base_offset) DO NOTHING"
 )
 
 
@@ -71,8 +74,8 @@ class PgPartitionLog:
         self.tail: list[Entry] = []  # from the oldest cached batch to the log end
         self.durable_end = log_start  # every offset below it is committed
         self.taken_end = log_start  # below it: committed, or in a round under way
-        self.generation = 0  # bumped by every change a round in flight must not overwrite (truncation)
-        self.repair = False  # after a failed round: the database may hold rows past durable_end
+        self.generation = 0  # bumped by every change a round in flight must not write over (truncation)
+        self.waiting_error: str | None = None  # why batches wait for a retry: appends are refused meanwhile
         self._end = log_start
         self._size = 0
         self._modified_ms = int(time.time() * 1000)
@@ -135,6 +138,8 @@ class PgPartitionLog:
 
     def append(self, batch: bytes | bytearray, leader_epoch: int | None = None) -> tuple[int, int]:
         self._usable()
+        if self.waiting_error is not None:
+            raise StorageError(f"{self.name}: earlier batches wait for PostgreSQL ({self.waiting_error})")
         size = len(batch)
         if size > self.config.max_message_bytes:
             raise RecordTooLarge(f"batch of {size} bytes exceeds max.message.bytes {self.config.max_message_bytes}")
@@ -189,32 +194,24 @@ class PgPartitionLog:
         """A round that held this log's batches below ``end`` committed."""
         if generation == self.generation:
             self.durable_end = max(self.durable_end, min(end, self._end))
-            self.repair = False
+            self.waiting_error = None
             self._trim_cache()
 
-    def lost(self, generation: int) -> None:
-        """A round failed: every batch not committed leaves the log (nothing of them was acknowledged)."""
+    def unwritten(self, end: int, generation: int, error: StorageError) -> None:
+        """A round that held this log's batches below ``end`` failed: they are taken again by the next."""
+        if generation == self.generation and self.durable_end < end:
+            self.taken_end = self.durable_end
+            self.waiting_error = str(error)
+
+    def write_rows(self, conn: psycopg.Connection, entries: list[Entry], generation: int) -> bool:
+        """Insert a round's batches of this log (in the round's transaction, under the database's lock);
+        False, writing nothing, when the log was truncated since they were taken."""
         if generation != self.generation:
-            return
-        dropped = [e for e in self.tail if e.base >= self.durable_end]
-        if dropped:
-            self.tail = self.tail[: len(self.tail) - len(dropped)]
-            self._size -= sum(len(e.data) for e in dropped)
-        self._end = self.taken_end = max(self.durable_end, self._start)
-        self.generation += 1
-        self.repair = True
-
-    def repair_from(self) -> int | None:
-        """Where rows of a failed round may lie in the database (its commit's answer lost), or None."""
-        return self.durable_end if self.repair else None
-
-    def write_rows(self, conn: psycopg.Connection, entries: list[Entry], repair_from: int | None) -> None:
-        """Insert a round's batches of this log (in the round's transaction)."""
-        if repair_from is not None:
-            conn.execute("DELETE FROM groupd_batch WHERE pid = %s AND base_offset >= %s", (self.pid, repair_from))
+            return False
         if entries:
             with conn.cursor() as cur:
                 cur.executemany(_INSERT, [e.row(self.pid) for e in entries])
+        return True
 
     def _trim_cache(self) -> None:
         cached = 0
@@ -229,20 +226,18 @@ class PgPartitionLog:
             del self.tail[:keep]
 
     def flush(self) -> None:
-        """Commit every waiting batch now, on the caller's thread (waits for a round in flight first)."""
+        """Commit every batch not yet committed now, on the caller's thread: those a round in flight holds
+        too, so the log is durable when this returns whatever that round's fate."""
         self._usable()
-        repair = self.repair_from()
-        entries = self.take()
-        end, generation = self._end, self.generation
-        if not entries and repair is None:
-            if self.durable_end < end:  # a round in flight holds them: it commits before the lock is ours
-                self.db.run(lambda conn: None, f"flushing {self.name}")
-                self.durable_end = end
+        if self.durable_end >= self._end:
             return
+        entries = [e for e in self.tail if e.base >= self.durable_end]
+        end, generation = self._end, self.generation
+        self.taken_end = end
         try:
-            self.db.run(lambda conn: self.write_rows(conn, entries, repair), f"writing {self.name}")
-        except StorageError:
-            self.lost(generation)
+            self.db.run(lambda conn: self.write_rows(conn, entries, generation), f"writing {self.name}")
+        except StorageError as exc:
+            self.unwritten(end, generation, exc)
             raise
         self.committed(end, generation)
 
@@ -379,6 +374,7 @@ class PgPartitionLog:
         if offset >= self._end:
             return self._end
         self.flush()
+        self.generation += 1  # a round in flight (its batches written by the flush) must not write them again
 
         def work(conn: psycopg.Connection) -> tuple[int | None, int]:
             row = conn.execute(
@@ -394,7 +390,6 @@ class PgPartitionLog:
         new_end = max(self._start, first) if first is not None else self._end
         self.tail = [e for e in self.tail if e.last < new_end]
         self._end = self.durable_end = self.taken_end = new_end
-        self.generation += 1
         return new_end
 
     def save_snapshot(self, name: str, state: Any) -> None:
