@@ -122,14 +122,19 @@ def _cpu() -> float:
     return r.ru_utime + r.ru_stime
 
 
-async def run(scenario: str, fsync: bool, data: Path, without: str = "nothing", **params: Any) -> dict[str, Any]:
+async def run(
+    scenario: str, fsync: bool, data: Path, without: str = "nothing", postgresql: str = "", **params: Any
+) -> dict[str, Any]:
     with _without(without):
-        out = await _run(scenario, fsync, data, **params)
+        out = await _run(scenario, fsync, data, postgresql, **params)
     return out if without == "nothing" else {**out, "without": without}
 
 
-async def _run(scenario: str, fsync: bool, data: Path, **params: Any) -> dict[str, Any]:
-    broker = Broker(default_config(**groupd_overrides(fsync, data, 0)))
+async def _run(scenario: str, fsync: bool, data: Path, postgresql: str, **params: Any) -> dict[str, Any]:
+    settings = groupd_overrides(fsync, data, 0)
+    if postgresql:  # the PostgreSQL engine over this database (storage.postgresql.url)
+        settings.update({"storage.engine": "postgresql", "storage.postgresql.url": postgresql})
+    broker = Broker(default_config(**settings))
     await broker.start()
     while not broker.coordinator.is_loaded():
         await asyncio.sleep(0.01)
@@ -174,6 +179,7 @@ def main() -> None:
     )
     cli.add_argument("--fsync", choices=["on", "off"], default="on")
     cli.add_argument("--without", choices=WITHOUT, default="nothing", help="commits: a layer taken out, to measure it")
+    cli.add_argument("--postgresql", default="", metavar="URL", help="run on the PostgreSQL engine over this database")
     args = cli.parse_args()
     if args.without != "nothing" and args.scenario != "commits":
         cli.error("--without applies to the commits scenario")
@@ -190,6 +196,7 @@ def main() -> None:
                 args.fsync == "on",
                 Path(tmp),
                 args.without,
+                args.postgresql,
                 committers=args.committers,
                 commits=args.commits,
                 groups=args.groups,

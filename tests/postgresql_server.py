@@ -35,7 +35,8 @@ def _free_port() -> int:
 class PostgresServer:
     """One running server; ``database()`` makes a fresh database and gives its URL."""
 
-    def __init__(self) -> None:
+    def __init__(self, fsync: bool = False) -> None:
+        self.fsync = fsync  # off for tests (the engine's behaviour, not the disk's); on to measure
         if not (BIN / "initdb").exists() or not (BIN / "pg_ctl").exists():
             raise RuntimeError(MISSING)
         self.dir = Path(tempfile.mkdtemp(prefix="groupd-pg-"))
@@ -80,7 +81,8 @@ class PostgresServer:
         """Start the server (again, after ``stop``) on its port and data."""
         options = (
             f"-c listen_addresses=127.0.0.1 -c port={self.port} -c unix_socket_directories={self.dir} "
-            "-c fsync=off -c full_page_writes=off -c max_connections=200"
+            + ("" if self.fsync else "-c fsync=off -c full_page_writes=off ")
+            + "-c max_connections=200"
         )
         log = str(self.dir / "server.log")
         self._run(str(BIN / "pg_ctl"), "-D", str(self.data), "-l", log, "-o", options, "-w", "-t", "30", "start")

@@ -15,14 +15,10 @@ import psycopg
 from groupd.storage.batch import parse_header
 from groupd.storage.cleaner import Cleaner
 from groupd.storage.engine import CompactionStats
+from groupd.storage.postgresql.log import INSERT
 
 if TYPE_CHECKING:
     from groupd.storage.postgresql.log import PgPartitionLog
-
-_REPLACE = (
-    "INSERT INTO groupd_batch (pid, base_offset, last_offset, max_timestamp, size, data) "
-    "VALUES (%s, %s, %s, %s, %s, %s)"
-)
 
 
 def compact(log: PgPartitionLog, now_ms: int, min_age_ms: int = 0) -> CompactionStats:
@@ -64,7 +60,7 @@ def compact(log: PgPartitionLog, now_ms: int, min_age_ms: int = 0) -> Compaction
         conn.execute("DELETE FROM groupd_batch WHERE pid = %s AND base_offset = ANY(%s)", (log.pid, removed))
         if added:
             with conn.cursor() as cur:
-                cur.executemany(_REPLACE, added)
+                cur.executemany(INSERT, added)
 
     log.db.run(work, f"compacting {log.name}")
     log.compacted(bound, freed)

@@ -39,13 +39,19 @@ from groupd.storage.engine import CompactionStats, LogConfig, SegmentInfo
 from groupd.storage.errors import CorruptBatch, OffsetOutOfRange, RecordTooLarge, StorageError
 from groupd.storage.postgresql.connection import Database
 
-TAIL_CACHE_BYTES = 1 << 20  # committed bytes kept in memory per partition for tail reads
+TAIL_CACHE_BYTES = 256 << 10  # committed bytes kept in memory per partition for tail reads
 SCAN_PAGE_BYTES = 4 << 20  # one range scan's worth of batches
 _SCAN = struct.Struct(">qiibIhiqq")  # through maxTimestamp
 _LEADER_EPOCH = struct.Struct(">i")
-_INSERT = (
+INSERT = (
     "INSERT INTO groupd_batch (pid, base_offset, last_offset, max_timestamp, size, data) "
     "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (pid, base_offset) DO NOTHING"
+)
+# a round's rows as six arrays in one statement: psycopg adapts arrays in C, rows one by one in Python
+INSERT_MANY = (
+    "INSERT INTO groupd_batch (pid, base_offset, last_offset, max_timestamp, size, data) "
+    "SELECT * FROM unnest(%s::bigint[], %s::bigint[], %s::bigint[], %s::bigint[], %s::integer[], %s::bytea[]) "
+    "ON CONFLICT (pid, base_offset) DO NOTHING"
 )
 
 
@@ -210,7 +216,7 @@ class PgPartitionLog:
             return False
         if entries:
             with conn.cursor() as cur:
-                cur.executemany(_INSERT, [e.row(self.pid) for e in entries])
+                cur.executemany(INSERT, [e.row(self.pid) for e in entries])
         return True
 
     def _trim_cache(self) -> None:
