@@ -20,7 +20,8 @@ from __future__ import annotations
 import json
 import struct
 import time
-from collections.abc import Iterator, Sequence
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -77,7 +78,8 @@ class PgPartitionLog:
         self._start = log_start
         self._flags = flags
         self._closed = False
-        self.tail: list[Entry] = []  # from the oldest cached batch to the log end
+        self.tail: deque[Entry] = deque()  # from the oldest cached batch to the log end
+        self._tail_bytes = 0
         self.durable_end = log_start  # every offset below it is committed
         self.taken_end = log_start  # below it: committed, or in a round under way
         self.generation = 0  # bumped by every change a round in flight must not write over (truncation)
@@ -110,8 +112,9 @@ class PgPartitionLog:
         for base, last, max_ts, data in rows:
             if cached >= TAIL_CACHE_BYTES:
                 break
-            self.tail.insert(0, Entry(base, last, max_ts, data))
+            self.tail.appendleft(Entry(base, last, max_ts, data))
             cached += len(data)
+        self._tail_bytes = cached
         self.durable_end = self.taken_end = self._end
 
     # ------------------------------------------------------------ offsets
@@ -161,6 +164,7 @@ class PgPartitionLog:
         base = self._end
         set_base_offset(buf, 0, base)
         self.tail.append(Entry(base, base + last_delta, max_ts, buf))
+        self._tail_bytes += size
         self._end = base + last_delta + 1
         self._size += size
         self._modified_ms = int(time.time() * 1000)
@@ -192,8 +196,28 @@ class PgPartitionLog:
         """The batches not yet committed nor in a round, now in the caller's round."""
         if self.taken_end >= self._end:
             return []
-        out = [e for e in self.tail if e.base >= self.taken_end]
+        out = self._from(self.taken_end)
         self.taken_end = self._end
+        return out
+
+    def _holding(self, offset: int) -> list[Entry]:
+        """The tail's batches from the one holding ``offset`` on (a copy: the tail changes meanwhile)."""
+        out = []
+        for e in reversed(self.tail):
+            if e.last < offset:
+                break
+            out.append(e)
+        out.reverse()
+        return out
+
+    def _from(self, offset: int) -> list[Entry]:
+        """The tail's batches from ``offset`` on: walked from the end, as they are few (the uncommitted)."""
+        out = []
+        for e in reversed(self.tail):
+            if e.base < offset:
+                break
+            out.append(e)
+        out.reverse()
         return out
 
     def committed(self, end: int, generation: int) -> None:
@@ -220,16 +244,15 @@ class PgPartitionLog:
         return True
 
     def _trim_cache(self) -> None:
-        cached = 0
-        keep = len(self.tail)
-        for i in range(len(self.tail) - 1, -1, -1):
-            e = self.tail[i]
-            if e.base < self.durable_end and cached >= TAIL_CACHE_BYTES:
-                break
-            cached += len(e.data)
-            keep = i
-        if keep:
-            del self.tail[:keep]
+        """Forget the oldest committed batches beyond TAIL_CACHE_BYTES (the newest one always stays)."""
+        tail = self.tail
+        while self._tail_bytes > TAIL_CACHE_BYTES and len(tail) > 1 and tail[0].base < self.durable_end:
+            self._tail_bytes -= len(tail.popleft().data)
+
+    def _keep_tail(self, keep: Callable[[Entry], bool]) -> None:
+        """Keep only the cached batches ``keep`` accepts (after a change to the stored log)."""
+        self.tail = deque(e for e in self.tail if keep(e))
+        self._tail_bytes = sum(len(e.data) for e in self.tail)
 
     def flush(self) -> None:
         """Commit every batch not yet committed now, on the caller's thread: those a round in flight holds
@@ -237,7 +260,7 @@ class PgPartitionLog:
         self._usable()
         if self.durable_end >= self._end:
             return
-        entries = [e for e in self.tail if e.base >= self.durable_end]
+        entries = self._from(self.durable_end)
         end, generation = self._end, self.generation
         self.taken_end = end
         try:
@@ -287,9 +310,7 @@ class PgPartitionLog:
             else:
                 continue
             break
-        for e in list(self.tail):
-            if e.last >= offset:
-                yield e
+        yield from self._holding(offset)
 
     def read(self, offset: int, max_bytes: int, upto: int | None = None) -> bytes:
         self._usable()
@@ -371,7 +392,7 @@ class PgPartitionLog:
 
         self._size -= self.db.run(work, f"deleting records of {self.name}")
         self._start = offset
-        self.tail = [e for e in self.tail if e.last >= offset]
+        self._keep_tail(lambda e: e.last >= offset)
 
     def truncate_to(self, offset: int) -> int:
         self._usable()
@@ -394,7 +415,7 @@ class PgPartitionLog:
         first, size = self.db.run(work, f"truncating {self.name}")
         self._size -= size
         new_end = max(self._start, first) if first is not None else self._end
-        self.tail = [e for e in self.tail if e.last < new_end]
+        self._keep_tail(lambda e: e.last < new_end)
         self._end = self.durable_end = self.taken_end = new_end
         return new_end
 
@@ -466,7 +487,7 @@ class PgPartitionLog:
         """Compaction rewrote the committed batches below ``below`` and freed ``freed`` bytes: the cache
         forgets them (the next read of them is a range scan)."""
         self._size -= freed
-        self.tail = [e for e in self.tail if e.base >= below]
+        self._keep_tail(lambda e: e.base >= below)
 
     def segments_info(self) -> list[SegmentInfo]:
         return [SegmentInfo(self._start, self._size, self._modified_ms)]
