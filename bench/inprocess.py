@@ -154,6 +154,10 @@ async def _run(scenario: str, fsync: bool, data: Path, postgresql: str, **params
                 max_seconds=params["seconds"],
                 max_count=params.get("commits", 200_000),
             )
+        elif scenario == "produce":  # acks=all, then every record fetched back
+            produced = await scenarios.produce_fetch("in-process", 0, params["partitions"], -1, params["seconds"])
+            cpu = _cpu() - started
+            return {"scenario": f"produce-{params['partitions']}p", **produced, "cpu_s": round(cpu, 2)}
         else:
             stats = await scenarios.rebalance("in-process", 0, params["groups"], max_seconds=params["seconds"] * 10)
         cpu = _cpu() - started
@@ -167,7 +171,8 @@ async def _run(scenario: str, fsync: bool, data: Path, postgresql: str, **params
 
 def main() -> None:
     cli = argparse.ArgumentParser(prog="python -m bench.inprocess", description=__doc__)
-    cli.add_argument("scenario", choices=["commits", "rebalance"])
+    cli.add_argument("scenario", choices=["commits", "rebalance", "produce"])
+    cli.add_argument("--partitions", type=int, default=1, help="produce: to this many partitions")
     cli.add_argument("--committers", type=int, default=64)
     cli.add_argument("--groups", type=int, default=2000)
     cli.add_argument("--seconds", type=float, default=4)
@@ -200,6 +205,7 @@ def main() -> None:
                 committers=args.committers,
                 commits=args.commits,
                 groups=args.groups,
+                partitions=args.partitions,
                 seconds=args.seconds,
             )
         )

@@ -8,20 +8,34 @@ one that loses none is left as it is, so a second pass rewrites nothing."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Iterator
+from typing import Protocol
 
 import psycopg
 
-from groupd.storage.batch import parse_header
+from groupd.storage.batch import BatchHeader, parse_header
 from groupd.storage.cleaner import Cleaner
-from groupd.storage.engine import CompactionStats
-from groupd.storage.postgresql.log import INSERT
-
-if TYPE_CHECKING:
-    from groupd.storage.postgresql.log import PgPartitionLog
+from groupd.storage.engine import CompactionStats, LogConfig
+from groupd.storage.postgresql.connection import Database
+from groupd.storage.postgresql.schema import INSERT
 
 
-def compact(log: PgPartitionLog, now_ms: int, min_age_ms: int = 0) -> CompactionStats:
+class Compacted(Protocol):
+    """What compaction needs of a partition's log (log.py's PgPartitionLog)."""
+
+    db: Database
+    pid: int
+    name: str
+    config: LogConfig
+
+    def flush(self) -> None: ...
+
+    def batches(self, start_offset: int | None = None) -> Iterator[tuple[BatchHeader, memoryview]]: ...
+
+    def compacted(self, below: int, freed: int) -> None: ...
+
+
+def compact(log: Compacted, now_ms: int, min_age_ms: int = 0) -> CompactionStats:
     log.flush()
     headers = [h for h, _ in log.batches()]
     if len(headers) < 2:

@@ -29,7 +29,8 @@ import psycopg
 from groupd.storage.engine import DurableCallback, PartitionLog
 from groupd.storage.errors import StorageError
 from groupd.storage.postgresql.connection import Database
-from groupd.storage.postgresql.log import INSERT_MANY, Entry, PgPartitionLog
+from groupd.storage.postgresql.log import Entry, PgPartitionLog
+from groupd.storage.postgresql.schema import INSERT_MANY
 
 logger = logging.getLogger("groupd.storage")
 

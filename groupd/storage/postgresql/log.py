@@ -38,22 +38,14 @@ from groupd.storage.batch import (
 )
 from groupd.storage.engine import CompactionStats, LogConfig, SegmentInfo
 from groupd.storage.errors import CorruptBatch, OffsetOutOfRange, RecordTooLarge, StorageError
+from groupd.storage.postgresql.compaction import compact
 from groupd.storage.postgresql.connection import Database
+from groupd.storage.postgresql.schema import INSERT
 
 TAIL_CACHE_BYTES = 256 << 10  # committed bytes kept in memory per partition for tail reads
 SCAN_PAGE_BYTES = 4 << 20  # one range scan's worth of batches
 _SCAN = struct.Struct(">qiibIhiqq")  # through maxTimestamp
 _LEADER_EPOCH = struct.Struct(">i")
-INSERT = (
-    "INSERT INTO groupd_batch (pid, base_offset, last_offset, max_timestamp, size, data) "
-    "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (pid, base_offset) DO NOTHING"
-)
-# a round's rows as six arrays in one statement: psycopg adapts arrays in C, rows one by one in Python
-INSERT_MANY = (
-    "INSERT INTO groupd_batch (pid, base_offset, last_offset, max_timestamp, size, data) "
-    "SELECT * FROM unnest(%s::bigint[], %s::bigint[], %s::bigint[], %s::bigint[], %s::integer[], %s::bytea[]) "
-    "ON CONFLICT (pid, base_offset) DO NOTHING"
-)
 
 
 @dataclass(slots=True)
@@ -479,8 +471,6 @@ class PgPartitionLog:
         return dropped
 
     def compact(self, now_ms: int, min_age_ms: int = 0) -> CompactionStats:
-        from groupd.storage.postgresql.compaction import compact
-
         return compact(self, now_ms, min_age_ms)
 
     def compacted(self, below: int, freed: int) -> None:

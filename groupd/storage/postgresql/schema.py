@@ -60,6 +60,17 @@ MIGRATIONS: list[str] = [
 
 SCHEMA_VERSION = len(MIGRATIONS)
 
+INSERT = (
+    "INSERT INTO groupd_batch (pid, base_offset, last_offset, max_timestamp, size, data) "
+    "VALUES (%s, %s, %s, %s, %s, %s) ON CONFLICT (pid, base_offset) DO NOTHING"
+)
+# a round's rows as six arrays in one statement: psycopg adapts arrays in C, rows one by one in Python
+INSERT_MANY = (
+    "INSERT INTO groupd_batch (pid, base_offset, last_offset, max_timestamp, size, data) "
+    "SELECT * FROM unnest(%s::bigint[], %s::bigint[], %s::bigint[], %s::bigint[], %s::integer[], %s::bytea[]) "
+    "ON CONFLICT (pid, base_offset) DO NOTHING"
+)
+
 
 def migrate(db: Database) -> int:
     """Bring the database to SCHEMA_VERSION; the version it was at. StorageError when it is newer than this
