@@ -44,6 +44,7 @@ from groupd.storage.postgresql.schema import INSERT
 
 TAIL_CACHE_BYTES = 256 << 10  # committed bytes kept in memory per partition for tail reads
 SCAN_PAGE_BYTES = 4 << 20  # one range scan's worth of batches
+SCAN_ROWS = 1000  # batches a range scan considers at most
 _SCAN = struct.Struct(">qiibIhiqq")  # through maxTimestamp
 _LEADER_EPOCH = struct.Struct(">i")
 
@@ -268,25 +269,32 @@ class PgPartitionLog:
         return self.tail[0].base if self.tail else self._end
 
     def _scan(self, offset: int, max_bytes: int) -> list[Entry]:
-        """Committed batches from the one holding ``offset``, about ``max_bytes`` of them (at least one)."""
+        """Committed batches from the one holding ``offset``, ``max_bytes`` of them (at least one): their
+        sizes first (no data, at most SCAN_ROWS rows from the batch holding ``offset``, found through the
+        primary key), then the data of those that fit, so a read moves no more than it returns."""
 
         def work(conn: psycopg.Connection) -> list[Entry]:
+            sizes = conn.execute(
+                "SELECT base_offset, size FROM groupd_batch WHERE pid = %s AND base_offset >= coalesce(("
+                "SELECT max(base_offset) FROM groupd_batch WHERE pid = %s AND base_offset <= %s), 0) "
+                "AND last_offset >= %s AND base_offset < %s ORDER BY base_offset LIMIT %s",
+                (self.pid, self.pid, offset, offset, self.durable_end, SCAN_ROWS),
+            ).fetchall()
+            if not sizes:
+                return []
+            total, last = 0, sizes[0][0]
+            for base, size in sizes:
+                if total and total + size > max_bytes:
+                    break
+                total, last = total + size, base
             rows = conn.execute(
                 "SELECT base_offset, last_offset, max_timestamp, data FROM groupd_batch "
-                "WHERE pid = %s AND last_offset >= %s AND base_offset < %s ORDER BY base_offset LIMIT %s",
-                (self.pid, offset, self.durable_end, max(1, max_bytes // 512)),
+                "WHERE pid = %s AND base_offset BETWEEN %s AND %s ORDER BY base_offset",
+                (self.pid, sizes[0][0], last),
             ).fetchall()
             return [Entry(*row) for row in rows]
 
-        rows = self.db.run(work, f"reading {self.name}")
-        out: list[Entry] = []
-        total = 0
-        for e in rows:
-            if out and total + len(e.data) > max_bytes:
-                break
-            out.append(e)
-            total += len(e.data)
-        return out
+        return self.db.run(work, f"reading {self.name}")
 
     def _entries(self, offset: int, max_bytes: int = 1 << 62) -> Iterator[Entry]:
         """Every batch from the one holding ``offset`` to the log end: range scans, then the tail."""
