@@ -93,6 +93,7 @@ class PgPartitionLog:
                 "SELECT base_offset, last_offset, max_timestamp, data FROM groupd_batch WHERE pid = %s "
                 "ORDER BY base_offset DESC LIMIT 256",
                 (self.pid,),
+                binary=True,  # the batches' bytes as they are, not hex text
             ).fetchall()
             return total, rows
 
@@ -291,6 +292,7 @@ class PgPartitionLog:
                 "SELECT base_offset, last_offset, max_timestamp, data FROM groupd_batch "
                 "WHERE pid = %s AND base_offset BETWEEN %s AND %s ORDER BY base_offset",
                 (self.pid, sizes[0][0], last),
+                binary=True,  # the batches' bytes as they are, not hex text
             ).fetchall()
             return [Entry(*row) for row in rows]
 
