@@ -4,6 +4,7 @@ one stopped: every acknowledged record is there and the group resumes at its com
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
@@ -75,3 +76,44 @@ def test_a_broker_over_the_same_database_with_empty_log_dirs_resumes_the_group(
     assert read == acked
     values = sorted(int(v[1:]) for _p, _o, v in before + after)
     assert values == list(range(RECORDS))
+
+
+def test_sigkill_under_produce_load_loses_no_acknowledged_record(tmp_path: Path, postgresql_url: str) -> None:
+    """kafka-python producing with acks=all while the broker is SIGKILLed: a broker started over the same
+    database (an empty log.dirs) has every record whose send was acknowledged, at its offset."""
+    settings = {"storage.engine": "postgresql", "storage.postgresql.url": postgresql_url}
+    first = BrokerProcess(tmp_path / "first", settings).start()
+    acked: dict[tuple[int, int], bytes] = {}
+    try:
+        KafkaAdminClient(bootstrap_servers=first.bootstrap).create_topics([NewTopic("load", 2, 1)])
+        producer = KafkaProducer(bootstrap_servers=first.bootstrap, acks="all", linger_ms=2, retries=0)
+        deadline = time.monotonic() + 1.5
+        i = 0
+        while time.monotonic() < deadline:
+            value = b"r%d" % i
+            producer.send("load", value, partition=i % 2).add_callback(
+                lambda meta, value=value: acked.__setitem__((meta.partition, meta.offset), value)
+            )
+            i += 1
+            if i % 50 == 0:
+                time.sleep(0.005)
+    finally:
+        first.kill()  # SIGKILL with sends in flight
+    producer.close(timeout=2)
+    assert len(acked) > 50
+    second = BrokerProcess(tmp_path / "second", settings).start()
+    try:
+        consumer = KafkaConsumer(bootstrap_servers=second.bootstrap, enable_auto_commit=False)
+        partitions = [TopicPartition("load", p) for p in range(2)]
+        consumer.assign(partitions)
+        consumer.seek_to_beginning()
+        ends = consumer.end_offsets(partitions)
+        stored: dict[tuple[int, int], bytes] = {}
+        stop_at = time.monotonic() + 20
+        while any(consumer.position(tp) < ends[tp] for tp in partitions) and time.monotonic() < stop_at:
+            for tp, messages in consumer.poll(500).items():
+                stored.update({(tp.partition, m.offset): m.value for m in messages})
+        consumer.close()
+    finally:
+        second.stop()
+    assert {key: stored.get(key) for key in acked} == acked
