@@ -30,12 +30,9 @@ from groupd.storage.errors import CorruptBatch, StorageError, UnsupportedCompres
 def test_header_fields_and_round_trip():
     batch = build_batch(
         [(b"k1", b"v1"), (None, b"v2"), (b"k3", None)],
-        base_offset=7,
-        timestamp_ms=1_700_000_000_000,
+        base_offset=7, timestamp_ms=1_700_000_000_000,
         headers=[[("h", b"x")], [], [("n", None), ("m", b"")]],
-        producer_id=42,
-        producer_epoch=3,
-        base_sequence=9,
+        producer_id=42, producer_epoch=3, base_sequence=9,
     )
     h = validate_batch(batch)
     assert isinstance(h, BatchHeader)

@@ -9,13 +9,8 @@ from groupd.storage.batch import build_batch, iter_records, validate_batch
 
 def test_kafka_python_reads_our_batches():
     raw = build_batch(
-        [(b"k1", b"v1"), (None, b"v2"), (b"k3", None)],
-        base_offset=40,
-        timestamp_ms=1_700_000_000_123,
-        headers=[[("h", b"x")], [], []],
-        producer_id=9,
-        producer_epoch=1,
-        base_sequence=3,
+        [(b"k1", b"v1"), (None, b"v2"), (b"k3", None)], base_offset=40, timestamp_ms=1_700_000_000_123,
+        headers=[[("h", b"x")], [], []], producer_id=9, producer_epoch=1, base_sequence=3,
     )
     batch = DefaultRecordBatch(bytearray(raw))
     assert batch.validate_crc()
@@ -31,13 +26,8 @@ def test_kafka_python_reads_our_batches():
 def test_we_read_kafka_python_batches_of_every_codec():
     for codec in (0, 1, 2, 3, 4):  # none, gzip, snappy, lz4, zstd
         builder = DefaultRecordBatchBuilder(
-            magic=2,
-            compression_type=codec,
-            is_transactional=False,
-            producer_id=-1,
-            producer_epoch=-1,
-            base_sequence=-1,
-            batch_size=1 << 20,
+            magic=2, compression_type=codec, is_transactional=False, producer_id=-1, producer_epoch=-1,
+            base_sequence=-1, batch_size=1 << 20,
         )
         builder.append(0, timestamp=1000, key=b"a", value=b"1" * 200, headers=[("x", b"y")])
         builder.append(1, timestamp=1005, key=None, value=b"2", headers=[])

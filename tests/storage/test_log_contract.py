@@ -155,9 +155,7 @@ def test_roll_by_time(tmp_path):
     log.append_records([(b"a", b"3")], clock.now)
     assert len(log.segments) == 2
     assert sorted(p.name for p in (tmp_path / "p").glob("*.log")) == [
-        "00000000000000000000.log",
-        "00000000000000000002.log",
-    ]
+        "00000000000000000000.log", "00000000000000000002.log"]
     log.close()
 
 

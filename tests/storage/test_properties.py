@@ -26,7 +26,8 @@ def test_replay_equals_appended(batches, segment_bytes, reopen):
         log = Log.open(path, cfg, now_ms=lambda: 0)
         expected = []
         for i, recs in enumerate(batches):
-            data = build_batch([(k, v) for k, v, _ in recs], timestamp_ms=i, headers=[hs for _, _, hs in recs])
+            data = build_batch([(k, v) for k, v, _ in recs], timestamp_ms=i,
+                               headers=[hs for _, _, hs in recs])
             base, last = log.append(data)
             assert last - base == len(recs) - 1
             expected += [(base + j, k, v, tuple(hs), i) for j, (k, v, hs) in enumerate(recs)]
@@ -34,7 +35,8 @@ def test_replay_equals_appended(batches, segment_bytes, reopen):
             log.close()
             log = Log.open(path, cfg, now_ms=lambda: 0)
         got = [
-            (r.offset, r.key, r.value, r.headers, r.timestamp) for _, view in log.batches() for r in iter_records(view)
+            (r.offset, r.key, r.value, r.headers, r.timestamp)
+            for _, view in log.batches() for r in iter_records(view)
         ]
         assert got == expected
         assert log.log_end_offset == len(expected)

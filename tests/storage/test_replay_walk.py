@@ -34,8 +34,7 @@ def gzipped(plain: bytes) -> bytes:
 
 records = st.lists(
     st.tuples(st.one_of(st.none(), st.binary(max_size=300)), st.one_of(st.none(), st.binary(max_size=300))),
-    min_size=1,
-    max_size=20,
+    min_size=1, max_size=20,
 )
 
 
