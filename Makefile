@@ -10,7 +10,7 @@ TEST_STAMP := $(VENV)/.installed-test
 PIPELINE_STAMP := $(VENV)/.installed-pipeline
 ARGS ?=
 
-.PHONY: run test lint venv clean bench pipeline compose-up compose-test js-deps compat java chromium go-deps fuzz
+.PHONY: run test lint venv clean bench pipeline compose-up compose-test js-deps compat java chromium go-deps fuzz postgresql
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -45,7 +45,17 @@ chromium:
 	    echo "Chromium could NOT be installed: tests/pipeline/test_report.py's browser test will fail"; \
 	  else echo "Chromium is missing (apt-get install chromium): tests/pipeline/test_report.py's browser test will fail"; fi; }
 
-venv: $(TEST_STAMP) java chromium
+# the PostgreSQL engine's tests start their own server from Debian's PostgreSQL 15 binaries
+PG_BIN := /usr/lib/postgresql/15/bin
+postgresql:
+	@test -x $(PG_BIN)/initdb || { \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then echo "installing PostgreSQL 15 for the PostgreSQL engine's tests"; \
+	    apt-get install -y -q postgresql-15 >/dev/null 2>&1 || \
+	    { apt-get update -q >/dev/null && apt-get install -y -q postgresql-15 >/dev/null; } || \
+	    echo "PostgreSQL could NOT be installed: the PostgreSQL engine's tests (tests/storage) will fail"; \
+	  else echo "PostgreSQL 15 is missing (apt-get install postgresql-15): the PostgreSQL engine's tests will fail"; fi; }
+
+venv: $(TEST_STAMP) java chromium postgresql
 
 run: $(STAMP)
 	$(PY) -m groupd --config config/server.properties $(ARGS)
@@ -69,7 +79,7 @@ go-deps:
 	   (apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $(GO_DEBS) >/dev/null)) || \
 	  echo "could not install $(GO_DEBS): the old Go client tests will be skipped"; fi
 
-test: $(TEST_STAMP) java chromium js-deps go-deps
+test: $(TEST_STAMP) java chromium js-deps go-deps postgresql
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 	@bash scripts/compose-test.sh; rc=$$?; \

@@ -122,17 +122,21 @@ def _cpu() -> float:
     return r.ru_utime + r.ru_stime
 
 
-async def run(scenario: str, fsync: bool, data: Path, without: str = "nothing", **params: Any) -> dict[str, Any]:
+async def run(
+    scenario: str, fsync: bool, data: Path, without: str = "nothing", postgresql: str = "", **params: Any
+) -> dict[str, Any]:
     with _without(without):
-        out = await _run(scenario, fsync, data, **params)
+        out = await _run(scenario, fsync, data, postgresql, **params)
     return out if without == "nothing" else {**out, "without": without}
 
 
-async def _run(scenario: str, fsync: bool, data: Path, **params: Any) -> dict[str, Any]:
-    overrides = groupd_overrides(fsync, data, 0)
+async def _run(scenario: str, fsync: bool, data: Path, postgresql: str, **params: Any) -> dict[str, Any]:
+    settings = groupd_overrides(fsync, data, 0)
     if params.get("initial_delay_ms"):
-        overrides["group.initial.rebalance.delay.ms"] = str(params["initial_delay_ms"])
-    broker = Broker(default_config(**overrides))
+        settings["group.initial.rebalance.delay.ms"] = str(params["initial_delay_ms"])
+    if postgresql:  # the PostgreSQL engine over this database (storage.postgresql.url)
+        settings.update({"storage.engine": "postgresql", "storage.postgresql.url": postgresql})
+    broker = Broker(default_config(**settings))
     await broker.start()
     while not broker.coordinator.is_loaded():
         await asyncio.sleep(0.01)
@@ -154,6 +158,10 @@ async def _run(scenario: str, fsync: bool, data: Path, **params: Any) -> dict[st
             )
         elif scenario == "heartbeats":
             stats = await scenarios.heartbeats("in-process", 0, params["groups"], params["heartbeats"])
+        elif scenario == "produce":  # acks=all, then every record fetched back
+            produced = await scenarios.produce_fetch("in-process", 0, params["partitions"], -1, params["seconds"])
+            cpu = _cpu() - started
+            return {"scenario": f"produce-{params['partitions']}p", **produced, "cpu_s": round(cpu, 2)}
         else:
             stats = await scenarios.rebalance("in-process", 0, params["groups"], max_seconds=params["seconds"] * 10)
         cpu = _cpu() - started
@@ -167,7 +175,8 @@ async def _run(scenario: str, fsync: bool, data: Path, **params: Any) -> dict[st
 
 def main() -> None:
     cli = argparse.ArgumentParser(prog="python -m bench.inprocess", description=__doc__)
-    cli.add_argument("scenario", choices=["commits", "rebalance", "heartbeats"])
+    cli.add_argument("scenario", choices=["commits", "rebalance", "heartbeats", "produce"])
+    cli.add_argument("--partitions", type=int, default=1, help="produce: to this many partitions")
     cli.add_argument("--committers", type=int, default=64)
     cli.add_argument("--groups", type=int, default=2000)
     cli.add_argument("--seconds", type=float, default=4)
@@ -189,6 +198,7 @@ def main() -> None:
     )
     cli.add_argument("--fsync", choices=["on", "off"], default="on")
     cli.add_argument("--without", choices=WITHOUT, default="nothing", help="commits: a layer taken out, to measure it")
+    cli.add_argument("--postgresql", default="", metavar="URL", help="run on the PostgreSQL engine over this database")
     args = cli.parse_args()
     if args.without != "nothing" and args.scenario != "commits":
         cli.error("--without applies to the commits scenario")
@@ -205,10 +215,12 @@ def main() -> None:
                 args.fsync == "on",
                 Path(tmp),
                 args.without,
+                args.postgresql,
                 committers=args.committers,
                 commits=args.commits,
                 groups=args.groups,
                 heartbeats=args.heartbeats,
+                partitions=args.partitions,
                 seconds=args.seconds,
                 initial_delay_ms=args.initial_delay_ms,
             )

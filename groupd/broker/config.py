@@ -147,8 +147,23 @@ KEYS: dict[str, Key] = {
             "storage.engine",
             _choice(*ENGINES),
             "local",
-            doc="where everything durable is kept: `local` = Kafka's segment files under log.dirs; `memory` = process "
-            "memory, for tests only (nothing written, gone when the process ends; log.dirs only names the store)",
+            doc="where everything durable is kept: `local` = Kafka's segment files under log.dirs; `postgresql` = one "
+            "PostgreSQL database (storage.postgresql.url, docs/storage-postgresql.md); `memory` = process memory, for "
+            "tests only (nothing written, gone when the process ends; log.dirs only names the store)",
+        ),
+        Key(
+            "storage.postgresql.url",
+            str,
+            "",
+            doc="the PostgreSQL engine's database, a libpq URL `postgresql://user@host:port/db`; a password it "
+            "lacks is read from storage.postgresql.password.file or the GROUPD_POSTGRESQL_PASSWORD environment "
+            "variable",
+        ),
+        Key(
+            "storage.postgresql.password.file",
+            str,
+            "",
+            doc="a file holding the PostgreSQL password (kept out of `ps` and the configuration)",
         ),
         _int_key("node.id", 1, 0, INT32_MAX, "this broker's id in Metadata and FindCoordinator"),
         Key("cluster.id", str, "groupd-cluster", doc="cluster id reported in Metadata"),

@@ -106,49 +106,56 @@ class Cleaner:
     def clean(self, batches: Batches) -> list[bytes | bytearray | memoryview]:
         """The batches one closed stretch keeps, in order: markers whole, data batches rebuilt with only
         their keys' newest records (offsets, timestamps and headers kept)."""
-        stats = self.stats
-        stats.segments += 1
+        self.stats.segments += 1
         out: list[bytes | bytearray | memoryview] = []
         for header, batch in batches:
-            if header.is_control:
-                stats.records_before += header.record_count
-                if header.is_transactional:
-                    needed = header.producer_id in self.retained
-                    self.retained.discard(header.producer_id)
-                    if not needed and self._expired(header):
-                        continue
-                stats.records_after += header.record_count
-                out.append(batch)
-                continue
-            recs = list(iter_records_safe(batch))
-            stats.records_before += len(recs)
-            if header.is_transactional and not self.committed.get(header.base_offset, False):
-                continue  # aborted (an open one is never in a cleaned stretch)
-            keep = [
-                r
-                for r in recs
-                if r.key is not None
-                and self.latest.get(bytes(r.key)) == r.offset
-                and not (r.value is None and self._expired(header))
-            ]
-            stats.records_after += len(keep)
-            if not keep:
-                continue
-            if header.is_transactional:
-                self.retained.add(header.producer_id)
-            first = keep[0].offset
-            out.append(
-                build_batch(
-                    [(r.key, r.value) for r in keep],
-                    base_offset=first,
-                    timestamp_ms=keep[0].timestamp,
-                    headers=[r.headers for r in keep],
-                    offset_deltas=[r.offset - first for r in keep],
-                    timestamps=[r.timestamp for r in keep],
-                    producer_id=header.producer_id,
-                    producer_epoch=header.producer_epoch,
-                    base_sequence=header.base_sequence,
-                    attributes=header.attributes & TRANSACTIONAL,
-                )
-            )
+            kept = self.clean_batch(header, batch)
+            if kept is not None:
+                out.append(kept)
         return out
+
+    def clean_batch(
+        self, header: BatchHeader, batch: bytes | bytearray | memoryview
+    ) -> bytes | bytearray | memoryview | None:
+        """What stays of one batch, taken in log order: itself (a marker still needed), a batch rebuilt with
+        the records that stay at their offsets, or None. An engine that rewrites rows (the PostgreSQL
+        one) calls it batch by batch; ``clean`` does for a segment file."""
+        stats = self.stats
+        if header.is_control:
+            stats.records_before += header.record_count
+            if header.is_transactional:
+                needed = header.producer_id in self.retained
+                self.retained.discard(header.producer_id)
+                if not needed and self._expired(header):
+                    return None
+            stats.records_after += header.record_count
+            return batch
+        recs = list(iter_records_safe(batch))
+        stats.records_before += len(recs)
+        if header.is_transactional and not self.committed.get(header.base_offset, False):
+            return None  # aborted (an open one is never in a cleaned stretch)
+        keep = [
+            r
+            for r in recs
+            if r.key is not None
+            and self.latest.get(bytes(r.key)) == r.offset
+            and not (r.value is None and self._expired(header))
+        ]
+        stats.records_after += len(keep)
+        if not keep:
+            return None
+        if header.is_transactional:
+            self.retained.add(header.producer_id)
+        first = keep[0].offset
+        return build_batch(
+            [(r.key, r.value) for r in keep],
+            base_offset=first,
+            timestamp_ms=keep[0].timestamp,
+            headers=[r.headers for r in keep],
+            offset_deltas=[r.offset - first for r in keep],
+            timestamps=[r.timestamp for r in keep],
+            producer_id=header.producer_id,
+            producer_epoch=header.producer_epoch,
+            base_sequence=header.base_sequence,
+            attributes=header.attributes & TRANSACTIONAL,
+        )

@@ -28,10 +28,19 @@ def _memory(config: Mapping[str, Any]) -> StorageEngine:
     return MemoryEngine(str(config["log.dirs"]))
 
 
+def _postgresql(config: Mapping[str, Any]) -> StorageEngine:
+    from groupd.storage.postgresql import PostgresEngine  # psycopg is imported only by who runs it
+    from groupd.storage.postgresql.connection import resolve_url
+
+    url = resolve_url(config.get("storage.postgresql.url") or "", config.get("storage.postgresql.password.file"))
+    return PostgresEngine(url)
+
+
 ENGINES: dict[str, EngineFactory] = {
     "local": _local,  # Kafka's segment files under log.dirs: the default, needs nothing else
     # tests only: everything in process memory, log.dirs only names the store (storage/memory.py)
     "memory": _memory,
+    "postgresql": _postgresql,  # one PostgreSQL database (storage.postgresql.url): docs/storage-postgresql.md
 }
 
 

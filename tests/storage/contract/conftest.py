@@ -19,13 +19,27 @@ ENGINES = sorted(registry.ENGINES)
 EngineFactory = Callable[[], StorageEngine]
 
 
-def _factory(name: str, place: Path) -> EngineFactory:
-    return lambda: registry.ENGINES[name]({"log.dirs": str(place), "storage.engine": name})
+def _factory(config: dict[str, str]) -> EngineFactory:
+    def make() -> StorageEngine:
+        engine = registry.ENGINES[config["storage.engine"]](config)
+        engine.open()
+        return engine
+
+    return make
+
+
+def _config(name: str, place: Path, request: pytest.FixtureRequest) -> dict[str, str]:
+    """The configuration of engine ``name``: a data directory, and what the engine needs besides (a fresh
+    database of the test run's PostgreSQL server, tests/storage/conftest.py)."""
+    config = {"log.dirs": str(place), "storage.engine": name}
+    if name == "postgresql":
+        config["storage.postgresql.url"] = request.getfixturevalue("postgresql_url")
+    return config
 
 
 @pytest.fixture(params=ENGINES)
 def engines(request: pytest.FixtureRequest, tmp_path: Path) -> EngineFactory:
-    return _factory(request.param, tmp_path)
+    return _factory(_config(request.param, tmp_path, request))
 
 
 @pytest.fixture

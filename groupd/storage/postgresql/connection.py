@@ -1,0 +1,109 @@
+"""The PostgreSQL engine's one database connection and its lock.
+
+psycopg 3's synchronous API: the seam's partition methods are synchronous and called on the event loop, so
+the few that must reach the database at once (a cold read, DeleteRecords, a metadata put) call it directly,
+and the group-commit rounds (durability.py) run the same connection in a worker thread. One lock orders
+them: a synchronous call waits for a round in flight to commit, so no write ever overtakes another.
+
+A lost connection is reopened by the next call; while the database is unreachable, calls within a second
+of the last failure fail at once (StorageError) instead of each waiting for a connect timeout.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+import psycopg
+from psycopg import conninfo
+
+from groupd.storage.errors import StorageError
+
+T = TypeVar("T")
+
+PASSWORD_ENV = "GROUPD_POSTGRESQL_PASSWORD"
+RETRY_AFTER_FAILURE_S = 1.0
+CONNECT_TIMEOUT_S = 5
+
+
+def resolve_url(url: str, password_file: str | None = None) -> str:
+    """The libpq URL with its password from ``password_file`` or the GROUPD_POSTGRESQL_PASSWORD environment
+    variable when the URL has none, so the password stays out of ``ps`` and configuration files.
+    StorageError for a URL libpq cannot parse."""
+    if not url:
+        raise StorageError("storage.postgresql.url is empty: give a libpq URL, postgresql://user@host:port/db")
+    try:
+        params = conninfo.conninfo_to_dict(url)
+    except psycopg.ProgrammingError as exc:
+        raise StorageError(f"storage.postgresql.url is not a libpq URL: {exc}".strip()) from None
+    if "password" not in params:
+        if password_file:
+            try:
+                params["password"] = Path(password_file).read_text().strip()
+            except OSError as exc:
+                raise StorageError(f"storage.postgresql.password.file {password_file}: {exc.strerror}") from None
+        elif os.environ.get(PASSWORD_ENV):
+            params["password"] = os.environ[PASSWORD_ENV]
+    params.setdefault("connect_timeout", str(CONNECT_TIMEOUT_S))
+    params.setdefault("application_name", "groupd")
+    return conninfo.make_conninfo("", **params)
+
+
+def describe(url: str) -> str:
+    """Where the URL points, without its password (for messages)."""
+    try:
+        params = conninfo.conninfo_to_dict(url)
+    except psycopg.ProgrammingError:
+        return "?"
+    host = params.get("host", "localhost")
+    return f"{params.get('user', '')}@{host}:{params.get('port', 5432)}/{params.get('dbname', '')}"
+
+
+class Database:
+    """One connection, reopened after a failure, used under ``lock`` (see the module's text)."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self.lock = threading.Lock()
+        self._conn: psycopg.Connection | None = None
+        self._failed_at = 0.0
+
+    def connection(self) -> psycopg.Connection:
+        if self._conn is not None and not self._conn.closed and not self._conn.broken:
+            return self._conn
+        if time.monotonic() - self._failed_at < RETRY_AFTER_FAILURE_S:
+            raise StorageError(f"PostgreSQL at {describe(self.url)} is unreachable (retrying)")
+        try:
+            self._conn = psycopg.connect(self.url, autocommit=False)
+        except psycopg.Error as exc:
+            self._failed_at = time.monotonic()
+            raise StorageError(f"cannot connect to PostgreSQL at {describe(self.url)}: {_first_line(exc)}") from None
+        return self._conn
+
+    def run(self, work: Callable[[psycopg.Connection], T], what: str) -> T:
+        """``work`` in one transaction, committed before this returns (synchronous_commit as configured in
+        the database: on, by default); StorageError naming ``what`` when it failed, rolled back."""
+        with self.lock:
+            conn = self.connection()
+            try:
+                with conn.transaction():
+                    return work(conn)
+            except psycopg.Error as exc:
+                if conn.broken or conn.closed:
+                    self._failed_at = time.monotonic()
+                raise StorageError(f"{what} failed in PostgreSQL: {_first_line(exc)}") from None
+
+    def close(self) -> None:
+        with self.lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

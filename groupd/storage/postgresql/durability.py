@@ -1,0 +1,203 @@
+"""Group commit in PostgreSQL (storage/engine.py Durability): one transaction per round.
+
+Writers append to their logs on the event loop and ask to be told when the append is durable. A round
+takes every waiting batch of the logs its waiters wrote, inserts them all in one transaction (psycopg's
+``executemany`` pipelines the inserts: one round trip) in a worker thread, and answers every waiter
+when the commit returns. Writers arriving meanwhile wait for the next round, so 64 committers cost a
+handful of transactions, not 64. Rounds run one at a time: a round that finds nothing of a log to write
+knows every earlier one has settled.
+
+A failed round answers its waiters with the StorageError (never an acknowledgement) and leaves its batches
+in their logs, which refuse appends until a retry, every RETRY_S, commits them (log.py says why): once the
+database is back, the broker serves again by itself.
+
+With a flush interval above one message nothing waits (``synchronous`` False, as Kafka acknowledges
+before its periodic flush): the waiting batches are committed every ``flush_interval_ms`` (one second
+when it is 0) and at ``close``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import psycopg
+
+from groupd.storage.engine import DurableCallback, PartitionLog
+from groupd.storage.errors import StorageError
+from groupd.storage.postgresql.connection import Database
+from groupd.storage.postgresql.log import Entry, PgPartitionLog
+from groupd.storage.postgresql.schema import INSERT_MANY
+
+logger = logging.getLogger("groupd.storage")
+
+RETRY_S = 0.5
+
+
+@dataclass
+class _Pending:
+    future: asyncio.Future[None] | None = None
+    callbacks: list[DurableCallback] = field(default_factory=list)
+    logs: dict[int, PgPartitionLog] = field(default_factory=dict)
+    waiters: int = 0
+
+
+# a log's part of a round: its batches, the end and generation they reach
+_Work = tuple[PgPartitionLog, list[Entry], int, int]
+
+
+class PgDurability:
+    def __init__(
+        self, db: Database, *, flush_interval_messages: int = 1, flush_interval_ms: int = 0, shared: bool = False
+    ) -> None:
+        self.db = db
+        self.shared = shared
+        self.flush_interval_messages = flush_interval_messages
+        self.flush_interval_ms = flush_interval_ms
+        self.observers: list[Callable[[float, int], None]] = []
+        self._pending: dict[int, _Pending] = {}
+        self._running: dict[int, asyncio.Task[None]] = {}
+        self._serial = asyncio.Lock()
+        self._logs: dict[int, PgPartitionLog] = {}
+        self._timer: asyncio.TimerHandle | None = None
+        self._background: set[asyncio.Task[None]] = set()
+        self._closed = False
+        self.rounds = 0
+        self.failed_rounds = 0
+
+    @property
+    def synchronous(self) -> bool:
+        return self.flush_interval_messages <= 1
+
+    def _log(self, log: PartitionLog) -> PgPartitionLog:
+        if not isinstance(log, PgPartitionLog):
+            raise TypeError("the PostgreSQL engine's durability takes its own logs")
+        self._logs[id(log)] = log
+        return log
+
+    def _waiter(self, log: PartitionLog) -> _Pending | None:
+        lg = self._log(log)
+        if not self.synchronous:
+            self._arm(self.flush_interval_ms / 1000 if self.flush_interval_ms > 0 else 1.0)
+            return None
+        key = 0 if self.shared else id(lg)
+        pending = self._pending.setdefault(key, _Pending())
+        pending.logs[id(lg)] = lg
+        pending.waiters += 1
+        if key not in self._running:
+            self._running[key] = asyncio.get_running_loop().create_task(self._rounds(key))
+        return pending
+
+    def when_durable(self, log: PartitionLog, callback: DurableCallback) -> bool:
+        pending = self._waiter(log)
+        if pending is None:
+            return False
+        pending.callbacks.append(callback)
+        return True
+
+    def durable_future(self, log: PartitionLog) -> asyncio.Future[None] | None:
+        pending = self._waiter(log)
+        if pending is None:
+            return None
+        if pending.future is None:
+            pending.future = asyncio.get_running_loop().create_future()
+            pending.future.add_done_callback(_retrieved)
+        return pending.future
+
+    async def durable(self, log: PartitionLog) -> None:
+        future = self.durable_future(log)
+        if future is not None:
+            await asyncio.shield(future)
+
+    async def _rounds(self, key: int) -> None:
+        """Run rounds for ``key`` while writers wait for one."""
+        try:
+            while (pending := self._pending.pop(key, None)) is not None:
+                await self._round(pending)
+        finally:
+            self._running.pop(key, None)
+
+    async def _round(self, pending: _Pending) -> None:
+        async with self._serial:
+            started = time.perf_counter()
+            work: list[_Work] = [(lg, lg.take(), lg.log_end_offset, lg.generation) for lg in pending.logs.values()]
+            error: StorageError | None = None
+            if any(entries for _lg, entries, _end, _gen in work):
+                try:
+                    await asyncio.to_thread(self.db.run, lambda conn: _write(conn, work), "a group commit")
+                except StorageError as exc:
+                    error = exc
+            self.rounds += 1
+            for lg, _entries, end, generation in work:
+                if error is None:
+                    lg.committed(end, generation)
+                else:
+                    lg.unwritten(end, generation, error)
+            if error is not None:
+                self.failed_rounds += 1
+                logger.error(
+                    "a PostgreSQL group commit failed (%d waiters answered with it): %s", pending.waiters, error
+                )
+                self._arm(RETRY_S)
+        _answer(pending, error)
+        seconds = time.perf_counter() - started
+        for observe in self.observers:
+            observe(seconds, pending.waiters)
+
+    def _arm(self, delay: float) -> None:
+        """A round of every log with unwritten batches in ``delay`` seconds (retries, periodic flushes)."""
+        if self._timer is None and not self._closed:
+            self._timer = asyncio.get_running_loop().call_later(delay, self._fire)
+
+    def _fire(self) -> None:
+        self._timer = None
+        task = asyncio.get_running_loop().create_task(self._flush_all())
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def _flush_all(self) -> None:
+        """One round over every log with batches not yet committed (retries, periodic flushes, close)."""
+        logs = {key: lg for key, lg in self._logs.items() if not lg.failed and lg.durable_end < lg.log_end_offset}
+        if logs:
+            await self._round(_Pending(logs=logs))
+
+    async def start(self) -> None:
+        return None
+
+    async def close(self) -> None:
+        self._closed = True
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        while self._running or self._background:
+            await asyncio.gather(*self._running.values(), *self._background, return_exceptions=True)
+        await self._flush_all()
+
+
+def _write(conn: psycopg.Connection, work: list[_Work]) -> None:
+    """Every log's batches of the round in one pipelined ``executemany``: one round trip, whatever the
+    number of logs (a log truncated since its batches were taken writes none: log.py's write_rows)."""
+    rows = [e.row(lg.pid) for lg, entries, _end, generation in work if generation == lg.generation for e in entries]
+    if rows:
+        conn.execute(INSERT_MANY, [list(column) for column in zip(*rows, strict=True)])
+
+
+def _answer(pending: _Pending, error: StorageError | None) -> None:
+    for callback in pending.callbacks:
+        try:
+            callback(error)
+        except Exception:  # noqa: BLE001 - one waiter's bug must not keep the others waiting
+            logger.exception("a durability callback failed")
+    if pending.future is not None and not pending.future.done():
+        if error is None:
+            pending.future.set_result(None)
+        else:
+            pending.future.set_exception(error)
+
+
+def _retrieved(future: asyncio.Future[None]) -> None:
+    if not future.cancelled():
+        future.exception()  # marks it retrieved: a failed round with no awaiting caller is not an error

@@ -1,0 +1,42 @@
+"""The PostgreSQL engine's metadata store (storage/engine.py MetadataStore): one ``groupd_metadata`` row per
+key, each put committed before it returns (a row is replaced whole: never torn). The broker reads some
+documents before it opens its engine (its stores load as they are made), so the first use migrates."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from groupd.storage.engine import check_key
+from groupd.storage.postgresql.connection import Database
+
+
+class PgMetadata:
+    def __init__(self, db: Database, ready: Callable[[], None]) -> None:
+        self.db = db
+        self.ready = ready  # the engine's: migrates the schema once
+
+    def get(self, key: str) -> bytes | None:
+        check_key(key)
+        self.ready()
+        row = self.db.run(
+            lambda conn: conn.execute("SELECT value FROM groupd_metadata WHERE key = %s", (key,)).fetchone(),
+            f"reading {key}",
+        )
+        return None if row is None else bytes(row[0])
+
+    def put(self, key: str, value: bytes) -> None:
+        check_key(key)
+        self.ready()
+        self.db.run(
+            lambda conn: conn.execute(
+                "INSERT INTO groupd_metadata (key, value) VALUES (%s, %s) "
+                "ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                (key, value),
+            ),
+            f"writing {key}",
+        )
+
+    def delete(self, key: str) -> None:
+        check_key(key)
+        self.ready()
+        self.db.run(lambda conn: conn.execute("DELETE FROM groupd_metadata WHERE key = %s", (key,)), f"deleting {key}")
