@@ -211,6 +211,10 @@ class AclFilter:
         rt, pt, op, pm = _codes(resource_type, pattern, operation, permission)
         return cls(rt, name, pt, principal, host, op, pm)
 
+    @classmethod
+    def everything(cls) -> AclFilter:
+        return cls(ResourceType.ANY, None, PatternType.ANY, None, None, Operation.ANY, Permission.ANY)
+
     def unknown(self) -> str | None:
         """Why Kafka refuses this filter (INVALID_REQUEST): an UNKNOWN field, as its request classes and
         AclControlManager.validateFilter find them (a code Kafka does not know reads as UNKNOWN)."""
@@ -241,3 +245,24 @@ class AclFilter:
         if self.operation != Operation.ANY and self.operation != b.operation:
             return False
         return self.permission == Permission.ANY or self.permission == b.permission
+
+
+STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+
+
+def parse_authorizer_class(raw: str) -> str:
+    """``authorizer.class.name``: empty (no authorizer: every request allowed, the ACL APIs answer
+    SECURITY_DISABLED) or Kafka's StandardAuthorizer, which groupd implements; any other class is refused."""
+    value = raw.strip()
+    if value not in ("", STANDARD_AUTHORIZER):
+        raise ValueError(f"expected empty or {STANDARD_AUTHORIZER} (the only authorizer groupd has)")
+    return value
+
+
+def parse_super_users(raw: str) -> frozenset[str]:
+    """``super.users``: principals separated by ``;`` (StandardAuthorizer.getConfiguredSuperUsers)."""
+    users = frozenset(u.strip() for u in raw.split(";") if u.strip())
+    for user in users:
+        if ":" not in user:
+            raise ValueError(f"{user!r} is not a principal (expected Type:name, such as User:admin)")
+    return users
