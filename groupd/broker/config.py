@@ -634,7 +634,7 @@ KEYS: dict[str, Key] = {
             "",
             doc=(
                 "empty: no authorizer, every principal may do everything; "
-                "`org.apache.kafka.metadata.authorizer.StandardAuthorizer`: ACLs decide (CreateAcls, groupd-acls)"
+                "`org.apache.kafka.metadata.authorizer.StandardAuthorizer`: ACLs decide (docs/security.md)"
             ),
         ),
         Key(

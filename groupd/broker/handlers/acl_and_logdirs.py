@@ -204,6 +204,8 @@ def stored_logs(broker: Broker) -> dict[tuple[str, int], PartitionLog]:
 
 
 def describe_log_dirs(broker: Broker, ctx: RequestContext, req: DescribeLogDirsRequest) -> Answer:
+    if not broker.access.cluster(ctx, DESCRIBE):  # KafkaApis: DESCRIBE on the cluster
+        return ctx.respond(throttle_time=0, error_code=ErrorCode.cluster_authorization_failed, results=())
     log_dir = os.path.abspath(broker.config["log.dirs"])
     logs = stored_logs(broker)
     if req.topics is None:
@@ -242,6 +244,9 @@ def describe_log_dirs(broker: Broker, ctx: RequestContext, req: DescribeLogDirsR
 
 
 def list_partition_reassignments(broker: Broker, ctx: RequestContext, req: ListPartitionReassignmentsRequest) -> Answer:
+    if not broker.access.cluster(ctx, DESCRIBE):  # KafkaApis: DESCRIBE on the cluster
+        code = ErrorCode.cluster_authorization_failed
+        return ctx.respond(throttle_time=0, error_code=code, error_message=NOT_AUTHORIZED, topics=())
     # Kafka's controller lists only partitions being reassigned and leaves unknown topics and
     # partitions out without an error; on one node nothing is ever reassigned.
     return ctx.respond(throttle_time=0, error_code=ErrorCode.none, error_message=None, topics=())

@@ -28,6 +28,8 @@ from groupd.broker.security.acl import (
     ResourceType,
 )
 from groupd.broker.security.authorizer import RESOURCE_TYPE_NAMES, Authorizer
+from groupd.coordinator.service import CoordinatorError
+from groupd.protocol.errors import ErrorCode
 from groupd.storage.engine import MetadataStore
 
 if TYPE_CHECKING:
@@ -48,6 +50,20 @@ CLUSTER_ACTION, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE = (
 TOPIC, GROUP, CLUSTER, TRANSACTIONAL_ID = (
     ResourceType.TOPIC, ResourceType.GROUP, ResourceType.CLUSTER, ResourceType.TRANSACTIONAL_ID,
 )  # fmt: skip
+
+
+NOTHING: frozenset[str] = frozenset()
+CLUSTER_DENIED = "Cluster authorization failed."  # Kafka's message for CLUSTER_AUTHORIZATION_FAILED
+NOT_REQUESTED = -(1 << 31)  # an authorized-operations field nobody asked for
+
+# Kafka's AclEntry.authorizationError
+AUTHORIZATION_ERRORS = {
+    TOPIC: ErrorCode.topic_authorization_failed,
+    GROUP: ErrorCode.group_authorization_failed,
+    CLUSTER: ErrorCode.cluster_authorization_failed,
+    TRANSACTIONAL_ID: ErrorCode.transactional_id_authorization_failed,
+    ResourceType.DELEGATION_TOKEN: ErrorCode.delegation_token_authorization_failed,
+}
 
 
 def _principal(ctx: RequestContext) -> str:
@@ -101,8 +117,21 @@ class Access:
             self._denied(ctx, principal, op, rtype, name, decision.rule)
         return decision.allowed
 
-    def cluster(self, ctx: RequestContext, op: Operation) -> bool:
-        return self.allowed(ctx, op, CLUSTER, CLUSTER_NAME)
+    def cluster(self, ctx: RequestContext, op: Operation, log_denied: bool = True) -> bool:
+        return self.allowed(ctx, op, CLUSTER, CLUSTER_NAME, log_denied)
+
+    def may_create_topic(self, ctx: RequestContext, name: str) -> bool:
+        """CREATE on the cluster (its denial not logged) or on the topic: what Metadata's auto-creation and
+        CreateTopics ask (KafkaApis)."""
+        return self.cluster(ctx, CREATE, log_denied=False) or self.allowed(ctx, CREATE, TOPIC, name)
+
+    def asked_operations(self, ctx: RequestContext, rtype: ResourceType, name: str, asked: bool) -> int:
+        """``operations`` when the request asked for them, else the schema's default (Integer.MIN_VALUE)."""
+        return self.operations(ctx, rtype, name) if asked else NOT_REQUESTED
+
+    def cluster_operations(self, ctx: RequestContext) -> int:
+        """The cluster's authorized-operations bits: 0 without DESCRIBE on it (AuthHelper)."""
+        return self.operations(ctx, CLUSTER, CLUSTER_NAME) if self.cluster(ctx, DESCRIBE) else 0
 
     def names(
         self, ctx: RequestContext, op: Operation, rtype: ResourceType, names: Iterable[str], log_denied: bool = True
@@ -111,6 +140,23 @@ class Access:
         if self.authorizer is None:
             return set(names)
         return {name for name in set(names) if self.allowed(ctx, op, rtype, name, log_denied)}
+
+    def refused_names(
+        self, ctx: RequestContext, op: Operation, rtype: ResourceType, names: Iterable[str | None]
+    ) -> frozenset[str]:
+        """The names among ``names`` the principal may *not* do ``op`` on (None, an unknown topic id,
+        is no name): what a handler answers TOPIC_AUTHORIZATION_FAILED and the like for."""
+        if self.authorizer is None:
+            return NOTHING
+        denied = [n for n in names if n is not None and not self.allowed(ctx, op, rtype, n)]
+        return frozenset(denied) if denied else NOTHING  # a name asked twice is decided from the cache
+
+    def refused(self, ctx: RequestContext, op: Operation, rtype: ResourceType, name: str) -> CoordinatorError | None:
+        """None when allowed; else Kafka's error for the resource type (AclEntry.authorizationError) as the
+        refusal a group handler's ``finish`` answers a coordinator's with."""
+        if self.authorizer is None or self.allowed(ctx, op, rtype, name):
+            return None
+        return CoordinatorError(AUTHORIZATION_ERRORS[rtype])
 
     def any_of_type(self, ctx: RequestContext, op: Operation, rtype: ResourceType) -> bool:
         """Whether the principal may do ``op`` on some resource of the type (authorizeByResourceType)."""
