@@ -8,6 +8,15 @@ from __future__ import annotations
 import time
 
 import pytest
+from confluent_kafka.admin import (
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    AdminClient,
+    ResourcePatternType,
+    ResourceType,
+)
 
 from tests.clients.test_security_clients import broker_with, ck_consume, ck_produce, create_topic
 
@@ -63,15 +72,6 @@ def first_error(config: dict, topic: str, seconds: float = 15.0):
 
 def test_acls_decide_who_produces_and_consumes(authorized):
     from confluent_kafka import KafkaError
-    from confluent_kafka.admin import (
-        AclBinding,
-        AclBindingFilter,
-        AclOperation,
-        AclPermissionType,
-        AdminClient,
-        ResourcePatternType,
-        ResourceType,
-    )
 
     bootstrap = authorized.bootstraps["SASL_PLAINTEXT"]
     create_topic(bootstrap, "acl-t", 2, **sasl("admin"))
@@ -161,3 +161,27 @@ def test_groupd_acls_adds_lists_and_removes_with_kafka_acls_flags(authorized, tm
     # without the admin's credentials: ANONYMOUS on PLAINTEXT may not (CLUSTER_AUTHORIZATION_FAILED)
     assert acls_cli.main(["--bootstrap-server", authorized.bootstrap, "--list"]) == 1
     assert "ClusterAuthorizationFailed" in capsys.readouterr().err
+
+
+def test_acls_survive_a_sigkill_right_after_create_acls_was_answered(authorized):
+
+    bootstrap = authorized.bootstraps["SASL_PLAINTEXT"]
+    admin = AdminClient({"bootstrap.servers": bootstrap, **sasl("admin")})
+    binding = AclBinding(
+        ResourceType.GROUP,
+        "g-",
+        ResourcePatternType.PREFIXED,
+        "User:alice",
+        "*",
+        AclOperation.READ,
+        AclPermissionType.DENY,
+    )
+    for future in admin.create_acls([binding]).values():
+        assert future.result(15) is None
+    authorized.kill()  # SIGKILL: the answer above promised the ACL is durable
+    authorized.start()
+    admin = AdminClient({"bootstrap.servers": bootstrap, **sasl("admin")})
+    everything = AclBindingFilter(
+        ResourceType.ANY, None, ResourcePatternType.ANY, None, None, AclOperation.ANY, AclPermissionType.ANY
+    )
+    assert admin.describe_acls(everything).result(15) == [binding]

@@ -129,3 +129,18 @@ def test_an_unreadable_store_stops_start_up(tmp_path):
     metadata.put(acl_store.KEY, b"{not json")
     with pytest.raises(RuntimeError, match="cannot read the ACLs"):
         Access.of(CONFIG, metadata).load()
+
+
+def test_denials_are_a_metric(tmp_path):
+    from prometheus_client import generate_latest
+
+    from groupd.broker.ops.metrics import Metrics
+
+    class Host:
+        access = Access.of(CONFIG, LocalMetadata(tmp_path))
+
+    metrics = Metrics()
+    metrics.bind(Host())
+    Host.access.allowed(ctx(), Operation.READ, ResourceType.TOPIC, "t")
+    Host.access.allowed(ctx(), Operation.READ, ResourceType.TOPIC, "u")
+    assert "groupd_authorization_denials_total 2.0" in generate_latest(metrics.registry).decode()

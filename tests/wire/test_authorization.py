@@ -248,3 +248,32 @@ async def test_every_api_and_version_answers_a_principal_with_no_acls(tmp_path, 
         assert b.access.denials > 0
     finally:
         await b.stop()
+
+
+async def test_describe_apis_check_describe(env):
+    b, admin, alice = env
+    await create(admin, creation(op=DESCRIBE))
+    # handleOffsetForLeaderEpochRequest: CLUSTER_ACTION, else DESCRIBE on each topic
+    ofle_cls = codec.request_class(23, 4)
+    topic, part_ = codec.nested(ofle_cls, "OffsetForLeaderTopic"), codec.nested(ofle_cls, "OffsetForLeaderPartition")
+    ask = tuple(topic(topic=n, partitions=(part_(partition=0, leader_epoch=0),)) for n in ("orders", "secret"))
+    epochs = await alice.call(23, 4, {"replica_id": -1, "topics": ask})
+    assert {t.topic: t.partitions[0].error_code for t in epochs.topics} == {
+        "orders": ErrorCode.none,
+        "secret": ErrorCode.topic_authorization_failed,
+    }
+    # DescribeTopicPartitions: every topic leaves "secret" out; named, it is refused
+    dtp_topic = codec.nested(codec.request_class(75, 0), "TopicRequest")
+    every = await alice.call(75, 0, {"topics": (), "response_partition_limit": 100, "cursor": None})
+    assert [t.name for t in every.topics] == ["orders"]
+    named = await alice.call(
+        75, 0, {"topics": (dtp_topic(name="secret"),), "response_partition_limit": 100, "cursor": None}
+    )
+    assert named.topics[0].error_code == ErrorCode.topic_authorization_failed
+    # cluster-level: DescribeLogDirs, DescribeClientQuotas, DescribeUserScramCredentials, DescribeAcls
+    logdirs = await alice.call(35, 4, {"topics": None})
+    assert logdirs.error_code == ErrorCode.cluster_authorization_failed
+    quotas = await alice.call(48, 1, {"components": (), "strict": False})
+    assert quotas.error_code == ErrorCode.cluster_authorization_failed
+    scram = await alice.call(50, 0, {"users": None})
+    assert scram.error_code == ErrorCode.cluster_authorization_failed

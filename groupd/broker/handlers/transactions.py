@@ -21,6 +21,7 @@ from kio.schema.list_transactions.v2.request import ListTransactionsRequest
 from groupd.broker.dispatch import Answer, RequestContext, Response, waits
 from groupd.broker.security.access import (
     CLUSTER_ACTION,
+    DESCRIBE,
     GROUP,
     IDEMPOTENT_WRITE,
     NOTHING,
@@ -197,9 +198,17 @@ def describe_transactions(broker: Broker, ctx: RequestContext, req: DescribeTran
     topic_cls = ctx.nested("TopicData")
     states = []
     for tid in req.transactional_ids:
-        txn = broker.transactions.describe(tid) if tid else None
+        # KafkaApis: DESCRIBE on the transactional id
+        denied = bool(tid) and not broker.access.allowed(ctx, DESCRIBE, TRANSACTIONAL_ID, tid)
+        txn = broker.transactions.describe(tid) if tid and not denied else None
         if txn is None or txn.state == T.DEAD:
-            error = ErrorCode.invalid_request if not tid else ErrorCode.transactional_id_not_found
+            error = (
+                ErrorCode.transactional_id_authorization_failed
+                if denied
+                else ErrorCode.invalid_request
+                if not tid
+                else ErrorCode.transactional_id_not_found
+            )
             states.append(
                 state_cls(
                     error_code=error,
@@ -261,6 +270,8 @@ def list_transactions(broker: Broker, ctx: RequestContext, req: ListTransactions
             continue
         if matcher is not None and not matcher.fullmatch(txn.transactional_id):
             continue
+        if not broker.access.allowed(ctx, DESCRIBE, TRANSACTIONAL_ID, txn.transactional_id, log_denied=False):
+            continue  # KafkaApis lists only the transactional ids the principal may DESCRIBE
         rows.append(
             state_cls(
                 transactional_id=txn.transactional_id, producer_id=txn.producer_id, transaction_state=txn.state_name
@@ -278,14 +289,19 @@ def describe_producers(broker: Broker, ctx: RequestContext, req: DescribeProduce
     part_cls = ctx.nested("PartitionResponse")
     state_cls = ctx.nested("ProducerState")
     topics = []
+    denied = broker.access.refused_names(ctx, READ, TOPIC, (t.name for t in req.topics))  # KafkaApis: READ
     for t in req.topics:
         parts = []
         for index in t.partition_indexes:
-            if broker.partitions.get(t.name, index) is None:
+            if t.name in denied or broker.partitions.get(t.name, index) is None:
                 parts.append(
                     part_cls(
                         partition_index=index,
-                        error_code=ErrorCode.unknown_topic_or_partition,
+                        error_code=(
+                            ErrorCode.topic_authorization_failed
+                            if t.name in denied
+                            else ErrorCode.unknown_topic_or_partition
+                        ),
                         error_message=None,
                         active_producers=(),
                     )
