@@ -70,6 +70,18 @@ def first_error(config: dict, topic: str, seconds: float = 15.0):
         consumer.close()
 
 
+def topic_alice_reads(broker, topic: str) -> str:
+    """A new topic that alice may READ (and no group); the SASL listener's address."""
+    bootstrap = broker.bootstraps["SASL_PLAINTEXT"]
+    create_topic(bootstrap, topic, 1, **sasl("admin"))
+    admin = AdminClient({"bootstrap.servers": bootstrap, **sasl("admin")})
+    allow, read = AclPermissionType.ALLOW, AclOperation.READ
+    binding = AclBinding(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, "User:alice", "*", read, allow)
+    for future in admin.create_acls([binding]).values():
+        assert future.result(15) is None
+    return bootstrap
+
+
 def test_acls_decide_who_produces_and_consumes(authorized):
     from confluent_kafka import KafkaError
 
@@ -185,3 +197,69 @@ def test_acls_survive_a_sigkill_right_after_create_acls_was_answered(authorized)
         ResourceType.ANY, None, ResourcePatternType.ANY, None, None, AclOperation.ANY, AclPermissionType.ANY
     )
     assert admin.describe_acls(everything).result(15) == [binding]
+
+
+def test_transactional_producer_needs_write_on_its_transactional_id(authorized):
+    from confluent_kafka import KafkaError, KafkaException, Producer
+
+    bootstrap = authorized.bootstraps["SASL_PLAINTEXT"]
+    create_topic(bootstrap, "tx-t", 1, **sasl("admin"))
+    admin = AdminClient({"bootstrap.servers": bootstrap, **sasl("admin")})
+    allow = AclPermissionType.ALLOW
+    bindings = [
+        AclBinding(
+            ResourceType.TOPIC, "tx-t", ResourcePatternType.LITERAL, "User:alice", "*", AclOperation.WRITE, allow
+        ),
+        AclBinding(
+            ResourceType.TRANSACTIONAL_ID,
+            "alice-",
+            ResourcePatternType.PREFIXED,
+            "User:alice",
+            "*",
+            AclOperation.WRITE,
+            allow,
+        ),
+    ]
+    for future in admin.create_acls(bindings).values():
+        assert future.result(15) is None
+    # KafkaApis: FindCoordinator and InitProducerId need DESCRIBE / WRITE on the transactional id
+    mine = Producer({"bootstrap.servers": bootstrap, "transactional.id": "alice-1", **sasl("alice")})
+    mine.init_transactions(15)
+    mine.begin_transaction()
+    mine.produce("tx-t", b"committed")
+    mine.commit_transaction(15)
+    other = Producer({"bootstrap.servers": bootstrap, "transactional.id": "bob-1", **sasl("alice")})
+    with pytest.raises(KafkaException) as refused:
+        other.init_transactions(15)
+    assert refused.value.args[0].code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+
+
+def test_kafka_python_consumer_in_an_unpermitted_group_is_refused(authorized):
+    from kafka import KafkaConsumer
+    from kafka.errors import GroupAuthorizationFailedError
+
+    bootstrap = topic_alice_reads(authorized, "kp-t")
+    consumer = KafkaConsumer(
+        "kp-t",
+        bootstrap_servers=bootstrap,
+        group_id="nobody-g",
+        security_protocol="SASL_PLAINTEXT",
+        sasl_mechanism="PLAIN",
+        sasl_plain_username="alice",
+        sasl_plain_password="alice-secret",
+    )
+    try:
+        with pytest.raises(GroupAuthorizationFailedError):
+            for _ in range(20):
+                consumer.poll(500)
+    finally:
+        consumer.close()
+
+
+def test_consumer_protocol_group_needs_read_on_the_group(authorized):
+    from confluent_kafka import KafkaError
+
+    bootstrap = topic_alice_reads(authorized, "cp-t")
+    # KafkaApis.handleConsumerGroupHeartbeat: READ on the group
+    config = {"bootstrap.servers": bootstrap, "group.id": "cp-g", "group.protocol": "consumer", **sasl("alice")}
+    assert first_error(config, "cp-t") == KafkaError.GROUP_AUTHORIZATION_FAILED

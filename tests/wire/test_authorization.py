@@ -277,3 +277,15 @@ async def test_describe_apis_check_describe(env):
     assert quotas.error_code == ErrorCode.cluster_authorization_failed
     scram = await alice.call(50, 0, {"users": None})
     assert scram.error_code == ErrorCode.cluster_authorization_failed
+
+
+async def test_cluster_alter_apis(env):
+    b, admin, alice = env
+    # KafkaApis.handleElectLeaders / AlterPartitionReassignments and ControllerApis.handleDescribeQuorum
+    elected = await alice.call(43, 2, {"election_type": 0, "topic_partitions": None, "timeout": 1000})
+    assert elected.error_code == ErrorCode.cluster_authorization_failed
+    moved = await alice.call(45, 0, {"timeout": 1000, "topics": ()})
+    assert moved.error_code == ErrorCode.cluster_authorization_failed
+    quorum = await alice.call(55, 1, {"topics": ()})
+    assert quorum.error_code == ErrorCode.cluster_authorization_failed
+    assert (await admin.call(43, 2, {"election_type": 0, "topic_partitions": None, "timeout": 1000})).error_code == 0

@@ -194,6 +194,10 @@ def describe_quorum(broker: Broker, ctx: RequestContext, req: DescribeQuorumRequ
     every requested partition; the leader reports the current time as both of its own timestamps.
     """
     topics = req.topics
+    if not broker.access.cluster(ctx, acl.DESCRIBE):  # ControllerApis: DESCRIBE on the cluster
+        return ctx.respond(
+            error_code=ErrorCode.cluster_authorization_failed, error_message=acl.CLUSTER_DENIED, topics=(), nodes=()
+        )
     if not (
         len(topics) == 1
         and topics[0].topic_name == METADATA_TOPIC
