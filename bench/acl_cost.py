@@ -15,6 +15,7 @@ import time
 from pathlib import Path
 
 from groupd.protocol import codec
+from groupd.protocol.api_table import ApiKey
 from tests.harness import BrokerProcess, WireClient, free_port
 from tests.wire.test_acls import JAAS, creation
 from tests.wire.test_data_plane import fetch_body, produce_body
@@ -53,12 +54,12 @@ async def measure(data: Path, acls: bool, requests: int) -> dict[str, float]:
     try:
         admin = await client(port, "admin")
         await admin.call(
-            19,
+            ApiKey.CREATE_TOPICS,
             5,
             {
                 "topics": (
                     codec.make(
-                        codec.nested(codec.request_class(19, 5), "CreatableTopic"),
+                        codec.nested(codec.request_class(ApiKey.CREATE_TOPICS, 5), "CreatableTopic"),
                         name="bench",
                         num_partitions=1,
                         replication_factor=1,
@@ -70,7 +71,7 @@ async def measure(data: Path, acls: bool, requests: int) -> dict[str, float]:
                 "validate_only": False,
             },
         )
-        await admin.call(0, 9, produce_body("bench", 0, _batch()))
+        await admin.call(ApiKey.PRODUCE, 9, produce_body("bench", 0, _batch()))
         if acls:  # 1,000 ACLs of other principals and prefixes, then alice's
             others = [
                 creation(
@@ -84,13 +85,13 @@ async def measure(data: Path, acls: bool, requests: int) -> dict[str, float]:
             ]
             mine = [creation(name="bench", op=READ), creation(rtype=GROUP, name="g", op=READ)]
             for start in range(0, len(others), 100):
-                await admin.call(30, 3, {"creations": tuple(others[start : start + 100])})
-            await admin.call(30, 3, {"creations": tuple(mine)})
+                await admin.call(ApiKey.CREATE_ACLS, 3, {"creations": tuple(others[start : start + 100])})
+            await admin.call(ApiKey.CREATE_ACLS, 3, {"creations": tuple(mine)})
         alice = await client(port, "alice")
         out = {}
         for name, body, key, version in (
-            ("OffsetCommit", commit_body("g", "bench", 0, 1, ""), 8, 8),
-            ("Fetch", fetch_body("bench", 0, 0), 1, 11),
+            ("OffsetCommit", commit_body("g", "bench", 0, 1, ""), ApiKey.OFFSET_COMMIT, 8),
+            ("Fetch", fetch_body("bench", 0, 0), ApiKey.FETCH, 11),
         ):
             for _ in range(200):  # warm up
                 await alice.call(key, version, body)
