@@ -21,6 +21,7 @@ from groupd.broker.network.connection import Connection
 from groupd.broker.ops import log_end_history, quotas
 from groupd.broker.ops.metrics import Metrics
 from groupd.broker.ops.metrics_http import MetricsServer
+from groupd.broker.security.access import Access
 from groupd.broker.security.listeners import Listener
 from groupd.broker.security.sasl import SaslGate, mechanism_factories
 from groupd.broker.security.scram_store import ScramStore
@@ -78,6 +79,8 @@ class Broker:
             SHARE_STATE_TOPIC,
         )  # the coordinators' own logs: never a data topic's
         self.scram = ScramStore(self.storage.metadata)
+        # authorizer.class.name: ACLs decide what each principal may do (security/access.py), or nothing is checked
+        self.access = Access.of(config, self.storage.metadata)
         self.group_configs = GroupConfigStore(self.storage.metadata, config)  # GROUP resources' configs
         self.producers = ProducerIds(self.storage.metadata)
         self.quotas = quotas.load(
@@ -276,6 +279,7 @@ class Broker:
         self.storage.open()
         self.topics.load()
         self.scram.load()
+        self.access.load()
         self.group_configs.load()
         for service in self.services:
             await service.start()

@@ -15,6 +15,7 @@ from typing import Any
 
 from groupd.broker.kafka_keys import IGNORED, resolve_units
 from groupd.broker.security import listeners as _listeners
+from groupd.broker.security.acl import parse_authorizer_class, parse_super_users
 from groupd.broker.security.tls import tls_settings
 from groupd.storage.engines import ENGINES
 
@@ -642,6 +643,28 @@ KEYS: dict[str, Key] = {
         Key("ssl.truststore.location", str, None, doc="PEM file of the certificates client certificates must chain to"),
         Key("ssl.truststore.certificates", str, None, doc="the same inline, PEM"),
         Key("ssl.truststore.password", str, None, doc="not used with PEM (refused)"),
+        # authorization (docs/security.md, ACLs)
+        Key(
+            "authorizer.class.name",
+            parse_authorizer_class,
+            "",
+            doc=(
+                "empty: no authorizer, every principal may do everything; "
+                "`org.apache.kafka.metadata.authorizer.StandardAuthorizer`: ACLs decide (docs/security.md)"
+            ),
+        ),
+        Key(
+            "super.users",
+            parse_super_users,
+            "",
+            doc="principals allowed everything whatever the ACLs say, separated by `;`: `User:admin;User:ops`",
+        ),
+        Key(
+            "allow.everyone.if.no.acl.found",
+            _bool,
+            "false",
+            doc="a resource without any ACL is open to everyone (true) or to super users only (false)",
+        ),
         Key(
             "ssl.client.auth",
             _choice("none", "requested", "required"),

@@ -24,6 +24,8 @@ from groupd.broker.dataplane.topic_configs import (
 from groupd.broker.dispatch import Answer, RequestContext, Response
 from groupd.broker.handlers.group_configs import GROUP, alter_group, describe_group, duplicated_groups
 from groupd.broker.handlers.topics import THROTTLED, mutations, throttle_time
+from groupd.broker.security import access as acl
+from groupd.broker.security.acl import CLUSTER_NAME
 from groupd.clock import wall_ms
 from groupd.protocol import codec
 from groupd.protocol.errors import ErrorCode
@@ -38,6 +40,20 @@ SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 TYPE_STRING = 2
 
 
+BROKER_LOGGER = 8
+# a config resource's ACL resource (KafkaApis/ConfigHelper: brokers' configs are the cluster's)
+_CONFIG_ACL_RESOURCES = {TOPIC: acl.TOPIC, BROKER: acl.CLUSTER, BROKER_LOGGER: acl.CLUSTER, GROUP: acl.GROUP}
+
+
+def _config_refused(broker: Broker, ctx: RequestContext, op: acl.Operation, res: Any) -> ErrorCode | None:
+    """DESCRIBE_CONFIGS or ALTER_CONFIGS on a config resource refused: its type's authorization error."""
+    rtype = _CONFIG_ACL_RESOURCES.get(res.resource_type)
+    if rtype is None:
+        return None  # the handler refuses the type itself
+    name = CLUSTER_NAME if rtype == acl.CLUSTER else res.resource_name
+    return None if broker.access.allowed(ctx, op, rtype, name) else acl.AUTHORIZATION_ERRORS[rtype]
+
+
 def create_partitions(broker: Broker, ctx: RequestContext, req: CreatePartitionsRequest) -> Answer:
     result_cls = ctx.nested("CreatePartitionsTopicResult")
     results = []
@@ -45,7 +61,9 @@ def create_partitions(broker: Broker, ctx: RequestContext, req: CreatePartitions
     for t in req.topics:
         error, message = ErrorCode.none, None
         topic = broker.topics.get(t.name)
-        if topic is None:
+        if not broker.access.allowed(ctx, acl.ALTER, acl.TOPIC, t.name):  # KafkaApis: ALTER on the topic
+            error, message = ErrorCode.topic_authorization_failed, "The topic authorization is failed."
+        elif topic is None:
             error, message = ErrorCode.unknown_topic_or_partition, "This server does not host this topic-partition."
         elif t.count <= topic.partitions:
             error = ErrorCode.invalid_partitions
@@ -65,7 +83,15 @@ def create_partitions(broker: Broker, ctx: RequestContext, req: CreatePartitions
 
 
 def delete_records(broker: Broker, ctx: RequestContext, req: DeleteRecordsRequest) -> Answer:
+    denied = broker.access.refused_names(ctx, acl.DELETE, acl.TOPIC, (t.name for t in req.topics))  # KafkaApis
+
     def answer(topic: str, p: Any) -> dict[str, Any]:
+        if topic in denied:
+            return {
+                "partition_index": p.partition_index,
+                "low_watermark": -1,
+                "error_code": ErrorCode.topic_authorization_failed,
+            }
         lg = broker.partitions.get(topic, p.partition_index)
         if lg is None:
             return {
@@ -101,7 +127,9 @@ def describe_configs(broker: Broker, ctx: RequestContext, req: DescribeConfigsRe
     for res in req.resources:
         wanted = set(res.configuration_keys) if res.configuration_keys else None
         error, message, entries = ErrorCode.none, None, []
-        if res.resource_type == TOPIC:
+        if (refused := _config_refused(broker, ctx, acl.DESCRIBE_CONFIGS, res)) is not None:
+            error = refused
+        elif res.resource_type == TOPIC:
             topic = broker.listed_topic(res.resource_name)
             if topic is None:
                 error, message = ErrorCode.unknown_topic_or_partition, f"Topic {res.resource_name} does not exist."
@@ -205,7 +233,9 @@ def _alter_configs(broker: Broker, ctx: RequestContext, req: Any, update: Config
     out = []
     twice = duplicated_groups(req.resources)
     for res in req.resources:
-        if res.resource_type == GROUP:
+        if (refused := _config_refused(broker, ctx, acl.ALTER_CONFIGS, res)) is not None:
+            error, message = refused, None
+        elif res.resource_type == GROUP:
             error, message = (
                 (ErrorCode.invalid_request, "Each resource must appear at most once.")
                 if res.resource_name in twice

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 from typing import TYPE_CHECKING, Any, cast
 
 from kio.schema.api_versions.v4.request import ApiVersionsRequest
@@ -17,7 +16,9 @@ from kio.static.protocol import Entity
 from groupd.broker.dataplane.leader_epochs import LEADER_EPOCH
 from groupd.broker.dataplane.topics import TopicError, validate_name
 from groupd.broker.dispatch import Answer, RequestContext
-from groupd.broker.handlers.operations import NOT_REQUESTED, authorized_operations
+from groupd.broker.handlers.operations import NOT_REQUESTED
+from groupd.broker.security.access import CLUSTER, CLUSTER_ACTION, DESCRIBE, GROUP, TOPIC, TRANSACTIONAL_ID
+from groupd.broker.security.acl import CLUSTER_NAME
 from groupd.coordinator.partitioning import partition_for
 from groupd.coordinator.share_state.keys import parse_coordinator_key
 from groupd.protocol import codec
@@ -115,16 +116,32 @@ def _topic_entry(
 
 def metadata(broker: Broker, ctx: RequestContext, req: MetadataRequest) -> Answer:
     registry = broker.topics
-    # no authorizer: every operation topics support, when asked (v8+)
-    entry = functools.partial(
-        _topic_entry, ops=authorized_operations("topic", ctx.version >= 8 and req.include_topic_authorized_operations)
-    )
+    access = broker.access
+    asked_ops = ctx.version >= 8 and req.include_topic_authorized_operations
+
+    def entry(
+        ctx: RequestContext, broker: Broker, name: str | None, topic_id: Any, error: ErrorCode, partitions: int
+    ) -> Entity:
+        """A topic's entry, with its authorized operations when asked (v8+): not for a refused one."""
+        refused = error == ErrorCode.topic_authorization_failed
+        ops = access.operations(ctx, TOPIC, name) if asked_ops and name is not None and not refused else NOT_REQUESTED
+        return _topic_entry(ctx, broker, name, topic_id, error, partitions, ops)
+
+    def hidden(name: str | None, topic_id: Any = codec.ZERO_UUID) -> Entity | None:
+        """KafkaApis: a topic the principal may not DESCRIBE is answered TOPIC_AUTHORIZATION_FAILED whether
+        it exists or not (with its id when asked by id, else the zero id)."""
+        if name is None or access.allowed(ctx, DESCRIBE, TOPIC, name):
+            return None
+        shown = None if topic_id != codec.ZERO_UUID else name
+        return entry(ctx, broker, shown, topic_id, ErrorCode.topic_authorization_failed, 0)
+
     zero_id = codec.ZERO_UUID
     entries = []
     if req.topics is None or (ctx.version == 0 and not req.topics):
-        # null (v1+) or empty (v0) means every topic
+        # null (v1+) or empty (v0) means every topic: those the principal may not DESCRIBE are left out
         for topic in broker.listed_topics():
-            entries.append(entry(ctx, broker, topic.name, topic.topic_id, ErrorCode.none, topic.partitions))
+            if access.allowed(ctx, DESCRIBE, TOPIC, topic.name, log_denied=False):
+                entries.append(entry(ctx, broker, topic.name, topic.topic_id, ErrorCode.none, topic.partitions))
     elif 10 <= ctx.version < 12 and any(t.name is None or t.topic_id != zero_id for t in req.topics):
         # Kafka: v10-v11 carry a topic id field but take names only; the whole request fails, every topic
         # answered INVALID_REQUEST (a null name as ""), with no brokers, cluster id or controller
@@ -137,6 +154,9 @@ def metadata(broker: Broker, ctx: RequestContext, req: MetadataRequest) -> Answe
         for wanted in req.topics:
             name = wanted.name
             wanted_id = wanted.topic_id if ctx.version >= 10 else None
+            if refused := hidden(name if name is not None else _name_of(broker, wanted_id), wanted_id or zero_id):
+                entries.append(refused)
+                continue
             internal = broker.internal_topic(name, wanted_id)
             if internal is not None and internal.exists(create=auto):  # asked for by name, Kafka creates it
                 entries.append(
@@ -157,6 +177,9 @@ def metadata(broker: Broker, ctx: RequestContext, req: MetadataRequest) -> Answe
                 except TopicError:
                     entries.append(entry(ctx, broker, name, zero_id, ErrorCode.invalid_topic_exception, 0))
                     continue
+                if auto and not access.may_create_topic(ctx, cast(str, name)):
+                    entries.append(entry(ctx, broker, name, zero_id, ErrorCode.topic_authorization_failed, 0))
+                    continue
                 if auto and name not in INTERNAL_TOPICS:
                     known = broker.create_topic(cast(str, name), broker.config["num.partitions"], {})
                 else:
@@ -172,9 +195,14 @@ def metadata(broker: Broker, ctx: RequestContext, req: MetadataRequest) -> Answe
         cluster_id=broker.config["cluster.id"],
         controller_id=broker.node_id,
         topics=tuple(entries),
-        cluster_authorized_operations=authorized_operations("cluster", asked_cluster),
+        cluster_authorized_operations=access.cluster_operations(ctx) if asked_cluster else NOT_REQUESTED,
         error_code=ErrorCode.none,  # v13's top-level error (KIP-1102): one node never asks a client to rebootstrap
     )
+
+
+def _name_of(broker: Broker, topic_id: Any) -> str | None:
+    known = broker.topics.by_id(topic_id) if topic_id not in (None, codec.ZERO_UUID) else None
+    return known.name if known is not None else None
 
 
 def _brokers(broker: Broker, ctx: RequestContext, entity: str, **fields: Any) -> tuple:
@@ -222,7 +250,9 @@ def describe_cluster(broker: Broker, ctx: RequestContext, req: DescribeClusterRe
         cluster_id=broker.config["cluster.id"],
         controller_id=broker.node_id,
         brokers=entries,
-        cluster_authorized_operations=authorized_operations("cluster", req.include_cluster_authorized_operations),
+        cluster_authorized_operations=(
+            broker.access.cluster_operations(ctx) if req.include_cluster_authorized_operations else NOT_REQUESTED
+        ),
     )
 
 
@@ -230,7 +260,10 @@ def find_coordinator(broker: Broker, ctx: RequestContext, req: FindCoordinatorRe
     key_type = req.key_type if ctx.version >= 1 else KEY_TYPE_GROUP
     keys = req.coordinator_keys if ctx.version >= 4 else (cast(FindCoordinatorRequestV3, req).key,)
     address = broker.advertised_for(ctx.listener)
-    answers = [_coordinator_for(broker, ctx.version, key_type, key, address) for key in keys]
+    answers = [
+        _refused_key(broker, ctx, key_type, key) or _coordinator_for(broker, ctx.version, key_type, key, address)
+        for key in keys
+    ]
     if ctx.version >= 4:
         entry = ctx.nested("Coordinator")
         coordinators = tuple(
@@ -241,6 +274,23 @@ def find_coordinator(broker: Broker, ctx: RequestContext, req: FindCoordinatorRe
     err, node, host, port = answers[0]
     message = "NONE" if err == ErrorCode.none else _message(err)
     return ctx.respond(throttle_time=0, error_code=err, error_message=message, node_id=node, host=host, port=port)
+
+
+def _refused_key(
+    broker: Broker, ctx: RequestContext, key_type: int, key: str
+) -> tuple[ErrorCode, int, str, int] | None:
+    """KafkaApis.getCoordinator: DESCRIBE on the group or the transactional id, CLUSTER_ACTION for a share
+    coordinator's key (v6+); refused, no node."""
+    access = broker.access
+    if key_type == KEY_TYPE_GROUP:
+        refused = access.refused(ctx, DESCRIBE, GROUP, key)
+    elif key_type == KEY_TYPE_TRANSACTION:
+        refused = access.refused(ctx, DESCRIBE, TRANSACTIONAL_ID, key)
+    elif key_type == KEY_TYPE_SHARE and ctx.version >= 6:
+        refused = access.refused(ctx, CLUSTER_ACTION, CLUSTER, CLUSTER_NAME)
+    else:
+        return None
+    return None if refused is None else (ErrorCode(refused.code), -1, "", -1)
 
 
 def _message(err: ErrorCode) -> str:

@@ -11,7 +11,8 @@ from kio.schema.consumer_group_heartbeat.v1.request import ConsumerGroupHeartbea
 from kio.static.protocol import Entity
 
 from groupd.broker.dispatch import Answer, RequestContext, Response, answered_later
-from groupd.broker.handlers.operations import NOT_REQUESTED, authorized_operations
+from groupd.broker.handlers.operations import NOT_REQUESTED
+from groupd.broker.security.access import DESCRIBE, GROUP, READ
 from groupd.coordinator import errors as E
 from groupd.coordinator import group_types
 from groupd.coordinator.consumer.api import ConsumerGroupHeartbeat
@@ -42,6 +43,8 @@ def consumer_group_heartbeat(broker: Broker, ctx: RequestContext, req: ConsumerG
         version=ctx.version,
     )
     finish = heartbeat_answer(ctx)
+    if (refused := broker.access.refused(ctx, READ, GROUP, req.group_id)) is not None:  # KafkaApis
+        return finish(None, refused)
     return answered_later(broker, req.group_id, group_types.consumer_group_heartbeat, request, finish)
 
 
@@ -100,11 +103,12 @@ def described_assignment(ctx: RequestContext) -> Callable[[Any], Any]:
 
 def consumer_group_describe(broker: Broker, ctx: RequestContext, req: ConsumerGroupDescribeRequest) -> Answer:
     group_cls, member_cls = ctx.nested("DescribedGroup"), ctx.nested("Member")
-    ops = authorized_operations("group", req.include_authorized_operations)
     assignment = described_assignment(ctx)
     out = []
     for group_id in req.group_ids:
         try:
+            if (refused := broker.access.refused(ctx, DESCRIBE, GROUP, group_id)) is not None:  # KafkaApis
+                raise refused
             (d,) = broker.coordinator.call_sync(
                 group_id, group_types.consumer_group_describe, [group_id], broker.coordinator.cfg
             )
@@ -152,7 +156,11 @@ def consumer_group_describe(broker: Broker, ctx: RequestContext, req: ConsumerGr
                 assignment_epoch=d.assignment_epoch,
                 assignor_name=d.assignor_name,
                 members=members,
-                authorized_operations=ops if d.error == E.NONE else NOT_REQUESTED,
+                authorized_operations=(
+                    broker.access.asked_operations(ctx, GROUP, d.group_id, req.include_authorized_operations)
+                    if d.error == E.NONE
+                    else NOT_REQUESTED
+                ),
             )
         )
     return ctx.respond(throttle_time=0, groups=tuple(out))

@@ -25,6 +25,7 @@ from groupd.broker.dataplane.leader_epochs import (
 )
 from groupd.broker.dispatch import Answer, RequestContext, Response, later_of
 from groupd.broker.handlers import old_versions
+from groupd.broker.security.access import DESCRIBE, NOTHING, READ, TOPIC, TRANSACTIONAL_ID, WRITE
 from groupd.clock import wall_ms
 from groupd.protocol import codec
 from groupd.protocol.errors import ErrorCode
@@ -138,15 +139,25 @@ def produce(broker: Broker, ctx: RequestContext, req: ProduceRequest) -> Answer:
         tuple[Any, int, ErrorCode, int, int, Any]
     ] = []  # (topic name or id, partition, error, base, start, log)
     touched = {}
+    # KafkaApis.handleProduceRequest: WRITE on the transactional id (every partition refused), on each topic
+    tid = req.transactional_id if ctx.version >= 3 else None  # v3+
+    txn_refused = tid is not None and not broker.access.allowed(ctx, WRITE, TRANSACTIONAL_ID, tid)
     for topic in req.topic_data:
         if by_id:
             key: Any = topic.topic_id
             name = getattr(broker.listed_topic_by_id(cast(uuid.UUID, key)), "name", None)
         else:
             key = name = cast(TopicProduceDataV12, topic).name
+        refused = (
+            ErrorCode.transactional_id_authorization_failed
+            if txn_refused
+            else ErrorCode.topic_authorization_failed
+            if name is not None and not broker.access.allowed(ctx, WRITE, TOPIC, name)
+            else None
+        )
         for pd in topic.partition_data:
-            if name is None:
-                results.append((key, pd.index, ErrorCode.unknown_topic_id, -1, -1, None))
+            if name is None or refused is not None:
+                results.append((key, pd.index, refused or ErrorCode.unknown_topic_id, -1, -1, None))
                 continue
             if req.acks not in (-1, 0, 1):  # Kafka appends nothing and answers every partition so
                 results.append((key, pd.index, ErrorCode.invalid_required_acks, -1, -1, None))
@@ -246,14 +257,15 @@ def fetch(broker: Broker, ctx: RequestContext, req: FetchRequest) -> Answer:
         else:
             wanted.append((cast(FetchTopicV12, t).topic, None, t.partitions))
     deadline = time.monotonic() + codec.millis(req.max_wait) / 1000
-    keys = [(name, p.partition) for name, _tid, ps in wanted if name is not None for p in ps]
+    denied = broker.access.refused_names(ctx, READ, TOPIC, (name for name, _tid, _ps in wanted))  # KafkaApis: READ
+    keys = [(name, p.partition) for name, _tid, ps in wanted if name is not None and name not in denied for p in ps]
     quota = broker.quotas.fetch
     budget: int = req.max_bytes if ctx.version >= 3 else 0x7FFFFFFF  # max_bytes: v3+
     min_bytes: int = req.min_bytes
     if quota.enabled:  # Kafka: never ask for more than the quota lets through in one window
         budget = int(min(budget, quota.max_in_window(ctx.conn.user, ctx.client_id)))
         min_bytes = min(min_bytes, budget)
-    attempt = functools.partial(_fetch_attempt, broker, ctx, req, wanted, budget, min_bytes, deadline)
+    attempt = functools.partial(_fetch_attempt, broker, ctx, req, wanted, budget, min_bytes, deadline, denied)
     answer = attempt()
     if answer is not None:
         return answer  # data there, or no wait asked for: answered in this loop turn
@@ -268,9 +280,10 @@ def _fetch_attempt(
     budget: int,
     min_bytes: int,
     deadline: float,
+    denied: frozenset[str],
 ) -> Response | None:
     """The answer if the fetch is to be answered now (min_bytes there, an error, the wait over), else None."""
-    total, answer_now, topics = _fetch_once(broker, ctx, req, wanted, budget)
+    total, answer_now, topics = _fetch_once(broker, ctx, req, wanted, budget, denied)
     if total >= min_bytes or answer_now or deadline - time.monotonic() <= 0 or broker.stopping:
         quota = broker.quotas.fetch
         throttle = _throttle(broker, ctx, quota, total) if quota.enabled else 0
@@ -317,8 +330,11 @@ def _count_out(metrics: Any, names: list[str | None], topics: tuple) -> None:
             metrics.topic_out(name, records, nbytes)
 
 
-def _fetch_once(broker: Broker, ctx: RequestContext, req: Any, wanted: list, budget: int) -> tuple[int, bool, tuple]:
-    """One pass over the wanted partitions: (bytes read, whether to answer now, topics)."""
+def _fetch_once(
+    broker: Broker, ctx: RequestContext, req: Any, wanted: list, budget: int, denied: frozenset[str] = NOTHING
+) -> tuple[int, bool, tuple]:
+    """One pass over the wanted partitions: (bytes read, whether to answer now, topics); ``denied``: the
+    topics the principal may not READ, answered TOPIC_AUTHORIZATION_FAILED."""
     part_cls = ctx.nested("PartitionData")
     topic_cls = ctx.nested("FetchableTopicResponse")
     read_committed = ctx.version >= 4 and req.isolation_level == READ_COMMITTED
@@ -332,7 +348,7 @@ def _fetch_once(broker: Broker, ctx: RequestContext, req: Any, wanted: list, bud
     for name, topic_id, partitions in wanted:
         parts = []
         for p in partitions:
-            lg = broker.readable_log(name, p.partition) if name is not None else None
+            lg = broker.readable_log(name, p.partition) if name is not None and name not in denied else None
             error, hw, lso, start, data = ErrorCode.none, -1, -1, -1, b""
             aborted: tuple | None = None
             diverging: tuple[int, int] | None = None
@@ -340,6 +356,8 @@ def _fetch_once(broker: Broker, ctx: RequestContext, req: Any, wanted: list, bud
                 error = (
                     ErrorCode.unknown_topic_id
                     if (name is None and ctx.version >= 13)
+                    else ErrorCode.topic_authorization_failed
+                    if name in denied
                     else ErrorCode.unknown_topic_or_partition
                 )
             elif current_epochs and p.current_leader_epoch > LEADER_EPOCH:
@@ -446,11 +464,15 @@ def list_offsets(broker: Broker, ctx: RequestContext, req: ListOffsetsRequest) -
         return row | {"timestamp": found[0], "offset": found[1], "leader_epoch": LEADER_EPOCH}
 
     named = Counter((t.name, p.partition_index) for t in req.topics for p in t.partitions)
+    denied = broker.access.refused_names(ctx, DESCRIBE, TOPIC, (t.name for t in req.topics))  # KafkaApis: DESCRIBE
     rows = []
     for t in req.topics:
         for p in t.partitions:
             times = named[t.name, p.partition_index]
-            if times == 1:
+            if t.name in denied:
+                refused = {"partition_index": p.partition_index, "error_code": ErrorCode.topic_authorization_failed}
+                rows.append((t.name, refused | {"timestamp": -1, "offset": -1, "leader_epoch": -1}))
+            elif times == 1:
                 rows.append((t.name, answer(t.name, p)))
             elif times > 1:  # a partition named more than once: one answer, INVALID_REQUEST
                 named[t.name, p.partition_index] = 0

@@ -15,7 +15,8 @@ from kio.static.protocol import Entity
 from groupd.broker.dataplane.topics import TopicError, validate_name
 from groupd.broker.dispatch import Answer, RequestContext, Response
 from groupd.broker.handlers.cluster import partition_state
-from groupd.broker.handlers.operations import NOT_REQUESTED, authorized_operations
+from groupd.broker.handlers.operations import NOT_REQUESTED
+from groupd.broker.security import access as acl
 from groupd.clock import wall_ms
 from groupd.protocol import codec
 from groupd.protocol.errors import ErrorCode
@@ -56,10 +57,27 @@ def describe_topic_partitions(broker: Broker, ctx: RequestContext, req: Describe
     remaining = max(min(broker.config["max.request.partition.size.limit"], req.response_partition_limit), 1)
     out: list[Any] = []
     next_cursor = None
+    access = broker.access
     for name in sorted(names):
         if remaining == 0:
             next_cursor = codec.make(ctx.nested("Cursor"), topic_name=name, partition_index=0)
             break
+        # KafkaApis: DESCRIBE on each topic; every topic leaves the others out, named ones are refused
+        if not access.allowed(ctx, acl.DESCRIBE, acl.TOPIC, name, log_denied=not every):
+            if not every:
+                refused = ErrorCode.topic_authorization_failed
+                out.append(
+                    codec.make(
+                        topic_cls,
+                        error_code=refused,
+                        name=name,
+                        topic_id=codec.ZERO_UUID,
+                        is_internal=False,
+                        partitions=(),
+                        topic_authorized_operations=NOT_REQUESTED,
+                    )
+                )
+            continue
         topic = broker.listed_topic(name)
         if topic is None:
             if not every:
@@ -71,7 +89,7 @@ def describe_topic_partitions(broker: Broker, ctx: RequestContext, req: Describe
                         topic_id=codec.ZERO_UUID,
                         is_internal=name in INTERNAL_TOPICS,
                         partitions=(),
-                        topic_authorized_operations=authorized_operations("topic"),
+                        topic_authorized_operations=access.operations(ctx, acl.TOPIC, name),
                     )
                 )
             continue
@@ -90,7 +108,7 @@ def describe_topic_partitions(broker: Broker, ctx: RequestContext, req: Describe
                 topic_id=topic.topic_id,
                 is_internal=name in INTERNAL_TOPICS,
                 partitions=partitions,
-                topic_authorized_operations=authorized_operations("topic"),
+                topic_authorized_operations=access.operations(ctx, acl.TOPIC, name),
             )
         )
         if end < topic.partitions:
@@ -176,6 +194,10 @@ def describe_quorum(broker: Broker, ctx: RequestContext, req: DescribeQuorumRequ
     every requested partition; the leader reports the current time as both of its own timestamps.
     """
     topics = req.topics
+    if not broker.access.cluster(ctx, acl.DESCRIBE):  # ControllerApis: DESCRIBE on the cluster
+        return ctx.respond(
+            error_code=ErrorCode.cluster_authorization_failed, error_message=acl.CLUSTER_DENIED, topics=(), nodes=()
+        )
     if not (
         len(topics) == 1
         and topics[0].topic_name == METADATA_TOPIC

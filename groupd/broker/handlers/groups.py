@@ -16,7 +16,8 @@ from kio.schema.sync_group.v5.request import SyncGroupRequest
 from kio.static.protocol import Entity
 
 from groupd.broker.dispatch import Answer, RequestContext, Response, answered_later, waits
-from groupd.broker.handlers.operations import NOT_REQUESTED, authorized_operations
+from groupd.broker.handlers.operations import NOT_REQUESTED
+from groupd.broker.security.access import DELETE, DESCRIBE, GROUP, READ
 from groupd.coordinator import errors as E
 from groupd.coordinator import shard as core
 from groupd.coordinator.api import (
@@ -76,6 +77,8 @@ def join_group(broker: Broker, ctx: RequestContext, req: JoinGroupRequest) -> An
             members=members,
         )
 
+    if (refused := broker.access.refused(ctx, READ, GROUP, req.group_id)) is not None:  # KafkaApis
+        return finish(None, refused)
     return answered_later(broker, req.group_id, core.join_group, request, finish)
 
 
@@ -111,6 +114,8 @@ def sync_group(broker: Broker, ctx: RequestContext, req: SyncGroupRequest) -> An
             assignment=payload.assignment,
         )
 
+    if (refused := broker.access.refused(ctx, READ, GROUP, req.group_id)) is not None:  # KafkaApis
+        return finish(None, refused)
     return answered_later(broker, req.group_id, core.sync_group, request, finish)
 
 
@@ -137,6 +142,8 @@ def heartbeat(broker: Broker, ctx: RequestContext, req: HeartbeatRequest) -> Ans
 
     # no write: usually answered before the coordinator returns, unless earlier answers of the shard
     # still wait for their flush round (they leave first)
+    if (refused := broker.access.refused(ctx, READ, GROUP, req.group_id)) is not None:  # KafkaApis
+        return finish(None, refused)
     return answered_later(broker, req.group_id, core.heartbeat, request, finish)
 
 
@@ -164,17 +171,20 @@ def leave_group(broker: Broker, ctx: RequestContext, req: LeaveGroupRequest) -> 
             )
         return ctx.respond(throttle_time=0, error_code=payload.error, members=members_out)
 
+    if (refused := broker.access.refused(ctx, READ, GROUP, req.group_id)) is not None:  # KafkaApis
+        return finish(None, refused)
     return answered_later(broker, req.group_id, core.leave_group, request, finish)
 
 
 def describe_groups(broker: Broker, ctx: RequestContext, req: DescribeGroupsRequest) -> Answer:
     group_cls = ctx.nested("DescribedGroup")
     member_cls = ctx.nested("DescribedGroupMember")
-    # no authorizer: a group that answers allows every operation groups support, when asked (v3+)
-    ops = authorized_operations("group", ctx.version >= 3 and req.include_authorized_operations)
+    asked = ctx.version >= 3 and req.include_authorized_operations  # the operations allowed on each group (v3+)
     out = []
     for group_id in req.groups:
         try:
+            if (refused := broker.access.refused(ctx, DESCRIBE, GROUP, group_id)) is not None:  # KafkaApis
+                raise refused
             d = broker.coordinator.call_sync(group_id, core.describe_group, group_id)
         except CoordinatorError as exc:
             out.append(
@@ -214,7 +224,9 @@ def describe_groups(broker: Broker, ctx: RequestContext, req: DescribeGroupsRequ
                 protocol_type=d.protocol_type,
                 protocol_data=d.protocol,
                 members=members,
-                authorized_operations=ops if error == E.NONE else NOT_REQUESTED,
+                authorized_operations=(
+                    broker.access.asked_operations(ctx, GROUP, d.group_id, asked) if error == E.NONE else NOT_REQUESTED
+                ),
                 error_message=message,
             )
         )
@@ -228,6 +240,8 @@ def list_groups(broker: Broker, ctx: RequestContext, req: ListGroupsRequest) -> 
     coordinator = broker.coordinator
     error = E.NONE
     groups = []
+    # KafkaApis: DESCRIBE on the cluster lists every group, else only those the principal may DESCRIBE
+    every = broker.access.cluster(ctx, DESCRIBE, log_denied=False)
     for shard in coordinator.shards.values():
         if shard.failed:
             continue  # not this broker's to answer for (NOT_COORDINATOR), as Kafka skips such partitions
@@ -235,6 +249,8 @@ def list_groups(broker: Broker, ctx: RequestContext, req: ListGroupsRequest) -> 
             error = E.COORDINATOR_LOAD_IN_PROGRESS
             continue
         for g in core.list_groups(shard.state, states, types):
+            if not every and not broker.access.allowed(ctx, DESCRIBE, GROUP, g.group_id, log_denied=False):
+                continue
             groups.append(
                 codec.make(
                     listed_cls,
@@ -253,6 +269,8 @@ async def delete_groups(broker: Broker, ctx: RequestContext, req: DeleteGroupsRe
 
     async def one(group_id: str) -> Entity:
         try:
+            if (refused := broker.access.refused(ctx, DELETE, GROUP, group_id)) is not None:  # KafkaApis
+                raise refused
             share_error = await broker.share_groups.delete_state(group_id)  # a share group's state goes first
             if share_error:
                 return codec.make(result_cls, group_id=group_id, error_code=share_error)

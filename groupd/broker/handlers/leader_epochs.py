@@ -14,6 +14,7 @@ from groupd.broker.dataplane.leader_epochs import (
     end_offset_for,
 )
 from groupd.broker.dispatch import Answer, RequestContext
+from groupd.broker.security.access import CLUSTER_ACTION, DESCRIBE, NOTHING, TOPIC
 from groupd.protocol import codec
 from groupd.protocol.errors import ErrorCode
 
@@ -24,17 +25,23 @@ if TYPE_CHECKING:
 def offset_for_leader_epoch(broker: Broker, ctx: RequestContext, req: OffsetForLeaderEpochRequest) -> Answer:
     """Kafka's ReplicaManager.lastOffsetForLeaderEpoch: per partition, unknown first, then the current
     leader epoch (-1: no check), then the end offset of the asked epoch from the leader's log. The
-    replica id (v3+: consumer -1, debug -2, a follower's id) only picks the ACL Kafka checks; groupd has
-    no authorizer, so it answers everyone alike. One result per request topic, repeats kept, as Kafka's
+    replica id (v3+: consumer -1, debug -2, a follower's id) does not pick the ACL: CLUSTER_ACTION or DESCRIBE
+    on each topic will do, as in KafkaApis. One result per request topic, repeats kept, as Kafka's
     collections do."""
     part_cls, topic_cls = ctx.nested("EpochEndOffset"), ctx.nested("OffsetForLeaderTopicResult")
+    # KafkaApis: CLUSTER_ACTION (a follower's) or DESCRIBE on each topic (a consumer's, KIP-320)
+    access = broker.access
+    every = access.cluster(ctx, CLUSTER_ACTION, log_denied=False)
+    denied = NOTHING if every else access.refused_names(ctx, DESCRIBE, TOPIC, (t.topic for t in req.topics))
     topics = []
     for t in req.topics:
         parts = []
         for p in t.partitions:
             epoch, end = UNDEFINED_EPOCH, UNDEFINED_OFFSET
             lg = broker.readable_log(t.topic, p.partition)
-            if lg is None:
+            if t.topic in denied:
+                error = ErrorCode.topic_authorization_failed
+            elif lg is None:
                 error = ErrorCode.unknown_topic_or_partition
             else:
                 current = p.current_leader_epoch if ctx.version >= 2 else UNDEFINED_EPOCH  # v2+ (v0-1: no check)

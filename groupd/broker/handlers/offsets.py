@@ -23,6 +23,7 @@ from kio.schema.txn_offset_commit.v4.request import TxnOffsetCommitRequest
 
 from groupd.broker.dispatch import Answer, RequestContext, Response, answered_later, later_of, waits
 from groupd.broker.handlers import old_versions
+from groupd.broker.security.access import DELETE, DESCRIBE, GROUP, NOTHING, READ, TOPIC, TRANSACTIONAL_ID, WRITE
 from groupd.clock import wall_ms
 from groupd.coordinator import errors as E
 from groupd.coordinator import shard as core
@@ -47,6 +48,7 @@ if TYPE_CHECKING:
 
 TOPIC_IDS_FROM = 10  # the first OffsetCommit and OffsetFetch version that names topics by id
 UNKNOWN_TOPIC_ID = int(ErrorCode.unknown_topic_id)  # an API-layer answer: the core never sees ids
+TOPIC_AUTHORIZATION_FAILED = int(ErrorCode.topic_authorization_failed)
 
 _COMMIT_ANSWERS_MAX = 4096
 _commit_answers: dict[tuple, Any] = {}
@@ -84,13 +86,18 @@ def _name_of(broker: Broker, topic_id: uuid.UUID) -> str | None:
 
 
 def _known_partitions(
-    broker: Broker, req: Any, leader_epochs: bool, by_id: bool = False, commit_timestamps: bool = False
+    broker: Broker,
+    req: Any,
+    leader_epochs: bool,
+    by_id: bool = False,
+    commit_timestamps: bool = False,
+    denied: frozenset[str] = NOTHING,
 ) -> tuple[list[CommitPartition], list[PartitionError], dict[str, uuid.UUID]]:
     """The request's partitions of existing topics, and UNKNOWN_TOPIC_OR_PARTITION (UNKNOWN_TOPIC_ID
     for an id not known) for the others, answered by the API layer, never sent to the coordinator.
     ``leader_epochs``: the partitions carry a committed leader epoch (else -1); ``commit_timestamps``: a
     commit timestamp (v1). ``by_id`` (v10): each topic's name is its id's, and the id of each name is returned to
-    answer by."""
+    answer by. ``denied``: topics the principal may not READ, answered TOPIC_AUTHORIZATION_FAILED first."""
     unknown: list[PartitionError] = []
     partitions = []
     ids: dict[str, uuid.UUID] = {}
@@ -105,6 +112,9 @@ def _known_partitions(
             ids[name] = key
         else:
             name = key = topic.name
+        if name in denied:
+            unknown += [PartitionError(key, p.partition_index, TOPIC_AUTHORIZATION_FAILED) for p in topic.partitions]
+            continue
         known = topics.get(name)
         for p in topic.partitions:
             index = p.partition_index
@@ -125,6 +135,21 @@ def _known_partitions(
                 )
             )
     return partitions, unknown, ids
+
+
+def _every_partition(req: Any, by_id: bool, code: int) -> list[PartitionError]:
+    """Every partition of a commit refused with one error (Kafka's getErrorResponse)."""
+    return [
+        PartitionError(t.topic_id if by_id else t.name, p.partition_index, code)
+        for t in req.topics
+        for p in t.partitions
+    ]
+
+
+def _denied_topics(broker: Broker, ctx: RequestContext, req: Any, by_id: bool) -> frozenset[str]:
+    """The committed topics the principal may not READ (KafkaApis' filterByAuthorized)."""
+    names = (_name_of(broker, t.topic_id) if by_id else t.name for t in req.topics)
+    return broker.access.refused_names(ctx, READ, TOPIC, names)
 
 
 def _by_id(errors: list[PartitionError], ids: dict[str, uuid.UUID]) -> list[PartitionError]:
@@ -157,8 +182,11 @@ def _status_window(broker: Broker, group: str, partitions: list[CommitPartition]
 
 def offset_commit(broker: Broker, ctx: RequestContext, req: OffsetCommitRequest) -> Answer:
     by_id = ctx.version >= TOPIC_IDS_FROM
+    if (refused := broker.access.refused(ctx, READ, GROUP, req.group_id)) is not None:  # KafkaApis: READ the group
+        return _commit_response(ctx, _every_partition(req, by_id, refused.code))
+    denied = _denied_topics(broker, ctx, req, by_id)
     partitions, unknown, ids = _known_partitions(
-        broker, req, ctx.version >= 6, by_id, commit_timestamps=ctx.version == 1
+        broker, req, ctx.version >= 6, by_id, commit_timestamps=ctx.version == 1, denied=denied
     )
     if ctx.version == 0:  # ZooKeeper's store: refused as a KRaft Kafka 3.9 refuses it
         return old_versions.offset_commit_v0(ctx, req, unknown)
@@ -211,7 +239,14 @@ def txn_offset_commit(broker: Broker, ctx: RequestContext, req: TxnOffsetCommitR
     """Offsets of a transaction: written as the producer's transactional batch, applied at its COMMIT
     marker (GroupCoordinator.complete_transaction). Kafka 4.x's KafkaApis: unknown topics and
     partitions answer UNKNOWN_TOPIC_OR_PARTITION there, and with none left the coordinator is not asked."""
-    partitions, unknown, _ = _known_partitions(broker, req, ctx.version >= 2)
+    # KafkaApis: WRITE on the transactional id, READ on the group (every partition refused), READ on each topic
+    refused = broker.access.refused(ctx, WRITE, TRANSACTIONAL_ID, req.transactional_id) or broker.access.refused(
+        ctx, READ, GROUP, req.group_id
+    )
+    if refused is not None:
+        return _txn_commit_response(ctx, _every_partition(req, False, refused.code))
+    denied = _denied_topics(broker, ctx, req, False)
+    partitions, unknown, _ = _known_partitions(broker, req, ctx.version >= 2, denied=denied)
     if not partitions:
         return _txn_commit_response(ctx, unknown)
     generation, member, instance = (
@@ -238,6 +273,29 @@ def txn_offset_commit(broker: Broker, ctx: RequestContext, req: TxnOffsetCommitR
 def _after_earlier_writes(state: Any, request: Any, token: int, now: int, cfg: Any) -> Result:
     """No write of its own: answered once every earlier Result of the shard is durable and replayed."""
     return Result(responses=((token, None),), replay=False)
+
+
+def _fetch_authorized(
+    broker: Broker, ctx: RequestContext, group_id: str, topics: Any, *rest: Any
+) -> tuple[int, list[FetchedOffset]]:
+    """KafkaApis: DESCRIBE on the group (else GROUP_AUTHORIZATION_FAILED), and only the offsets of topics
+    the principal may DESCRIBE: left out of a fetch of every offset, TOPIC_AUTHORIZATION_FAILED when named."""
+    if (refused := broker.access.refused(ctx, DESCRIBE, GROUP, group_id)) is not None:
+        return refused.code, []
+    error, parts = _fetch_group(broker, group_id, topics, *rest)
+    if not broker.access.enabled or error != E.NONE:
+        return error, parts
+    by_id = ctx.version >= TOPIC_IDS_FROM
+    names = [_name_of(broker, cast(uuid.UUID, p.topic)) if by_id else p.topic for p in parts]
+    denied = broker.access.refused_names(ctx, DESCRIBE, TOPIC, names)
+    out = []
+    for name, p in zip(names, parts, strict=True):
+        if name in denied:
+            if topics is None:
+                continue
+            p = FetchedOffset(p.topic, p.partition, -1, -1, "", TOPIC_AUTHORIZATION_FAILED)
+        out.append(p)
+    return error, out
 
 
 def _fetch_group(
@@ -364,8 +422,9 @@ def _fetch_answer(broker: Broker, ctx: RequestContext, req: Any, require_stable:
         group_cls = ctx.nested("OffsetFetchResponseGroup")
         groups = []
         for g in req.groups:
-            error, parts = _fetch_group(
+            error, parts = _fetch_authorized(
                 broker,
+                ctx,
                 g.group_id,
                 g.topics,
                 require_stable,
@@ -375,7 +434,7 @@ def _fetch_answer(broker: Broker, ctx: RequestContext, req: Any, require_stable:
             topics = _fetch_topics(ctx, parts, "OffsetFetchResponseTopics", "OffsetFetchResponsePartitions")
             groups.append(codec.make(group_cls, group_id=g.group_id, topics=topics, error_code=error))
         return ctx.respond(throttle_time=0, groups=tuple(groups))
-    error, parts = _fetch_group(broker, req.group_id, req.topics, require_stable, ctx.version)
+    error, parts = _fetch_authorized(broker, ctx, req.group_id, req.topics, require_stable, ctx.version)
     if error != E.NONE and ctx.version < 2:
         # v0-1 have no top-level error: every asked partition carries it
         parts = [
@@ -393,7 +452,11 @@ def _fetch_answer(broker: Broker, ctx: RequestContext, req: Any, require_stable:
 
 @waits
 async def offset_delete(broker: Broker, ctx: RequestContext, req: OffsetDeleteRequest) -> Response:
-    wanted = tuple((t.name, p.partition_index) for t in req.topics for p in t.partitions)
+    # KafkaApis: DELETE on the group, READ on each topic
+    if (refused := broker.access.refused(ctx, DELETE, GROUP, req.group_id)) is not None:
+        return ctx.respond(error_code=refused.code, throttle_time=0, topics=())
+    denied = broker.access.refused_names(ctx, READ, TOPIC, (t.name for t in req.topics))
+    wanted = tuple((t.name, p.partition_index) for t in req.topics if t.name not in denied for p in t.partitions)
     request = OffsetDelete(group_id=req.group_id, partitions=wanted)
     try:
         payload = await broker.coordinator.call(
@@ -401,6 +464,14 @@ async def offset_delete(broker: Broker, ctx: RequestContext, req: OffsetDeleteRe
         )
     except CoordinatorError as exc:
         return ctx.respond(error_code=exc.code, throttle_time=0, topics=())
-    rows = ((e.topic, {"partition_index": e.partition, "error_code": e.error}) for e in payload.partitions)
+    refusals = [
+        PartitionError(t.name, p.partition_index, TOPIC_AUTHORIZATION_FAILED)
+        for t in req.topics
+        if t.name in denied
+        for p in t.partitions
+    ]
+    rows = (
+        (e.topic, {"partition_index": e.partition, "error_code": e.error}) for e in [*payload.partitions, *refusals]
+    )
     topics = ctx.by_topic("OffsetDeleteResponseTopic", "OffsetDeleteResponsePartition", rows)
     return ctx.respond(error_code=payload.error, throttle_time=0, topics=topics)

@@ -10,6 +10,7 @@ from kio.schema.describe_client_quotas.v1.request import DescribeClientQuotasReq
 
 from groupd.broker.dispatch import Answer, RequestContext
 from groupd.broker.ops import quotas as Q
+from groupd.broker.security.access import ALTER_CONFIGS, CLUSTER_DENIED, DESCRIBE_CONFIGS
 from groupd.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
@@ -18,11 +19,18 @@ if TYPE_CHECKING:
 log = logging.getLogger("groupd.quotas")
 
 
+class _Refused(Exception):
+    """The principal may not ALTER_CONFIGS the cluster: every entry is answered CLUSTER_AUTHORIZATION_FAILED."""
+
+
 def _error(exc: Q.QuotaError) -> ErrorCode:
     return ErrorCode.unsupported_version if exc.unsupported else ErrorCode.invalid_request
 
 
 def describe_client_quotas(broker: Broker, ctx: RequestContext, req: DescribeClientQuotasRequest) -> Answer:
+    if not broker.access.cluster(ctx, DESCRIBE_CONFIGS):  # KafkaApis: DESCRIBE_CONFIGS on the cluster
+        code = ErrorCode.cluster_authorization_failed
+        return ctx.respond(throttle_time=0, error_code=code, error_message=CLUSTER_DENIED, entries=None)
     components = [Q.Component(c.entity_type, c.match_type, c.match) for c in req.components]
     try:
         found = Q.describe(broker.quotas.values, components, req.strict)
@@ -43,10 +51,13 @@ def alter_client_quotas(broker: Broker, ctx: RequestContext, req: AlterClientQuo
     entity_cls, entry_cls = ctx.nested("EntityData"), ctx.nested("EntryData")
     results = []
     changed = False
+    allowed = broker.access.cluster(ctx, ALTER_CONFIGS)  # KafkaApis: ALTER_CONFIGS on the cluster
     for entry in req.entries:
         pairs = [(e.entity_type, e.entity_name) for e in entry.entity]
         error, message = ErrorCode.none, None
         try:
+            if not allowed:
+                raise _Refused
             entity = Q.entity_of(pairs)
             ops: list[tuple[str, float | None]] = [(op.key, None if op.remove else op.value) for op in entry.ops]
             if broker.quotas.alter(entity, ops, req.validate_only):
@@ -54,6 +65,8 @@ def alter_client_quotas(broker: Broker, ctx: RequestContext, req: AlterClientQuo
                 log.info("client quotas of %s now %s", entity, broker.quotas.values.get(entity, {}))
         except Q.QuotaError as exc:
             error, message = _error(exc), str(exc)
+        except _Refused:
+            error, message = ErrorCode.cluster_authorization_failed, CLUSTER_DENIED
         results.append(entry_cls(
             error_code=error, error_message=message,
             entity=tuple(entity_cls(entity_type=kind, entity_name=name) for kind, name in pairs),

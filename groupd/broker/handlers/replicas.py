@@ -22,6 +22,7 @@ from kio.static.protocol import Entity
 
 from groupd.broker.dispatch import Answer, RequestContext, Response
 from groupd.broker.handlers.acl_and_logdirs import stored_logs
+from groupd.broker.security.access import ALTER, CLUSTER_DENIED
 from groupd.protocol import codec
 from groupd.protocol.errors import ErrorCode
 
@@ -66,6 +67,12 @@ def elect_leaders(broker: Broker, ctx: RequestContext, req: ElectLeadersRequest)
         return ctx.respond(throttle_time=0, error_code=error, replica_election_results=tuple(results))
 
     requested = req.topic_partitions
+    if not broker.access.cluster(ctx, ALTER):  # KafkaApis: ALTER on the cluster, every partition refused
+        refused = (ErrorCode.cluster_authorization_failed, None)
+        return answer(
+            ErrorCode.cluster_authorization_failed,
+            (result(t.topic, ((p, refused) for p in t.partitions)) for t in requested or ()),
+        )
     if requested is not None and not requested:
         return answer(ErrorCode.none, ())  # answered before the election type is looked at
     election_type = getattr(req, "election_type", PREFERRED)  # v0 has no field: preferred
@@ -119,6 +126,14 @@ def _reassignment(broker: Broker, name: str, partition: int, replicas: tuple[int
 def alter_partition_reassignments(
     broker: Broker, ctx: RequestContext, req: AlterPartitionReassignmentsRequest
 ) -> Answer:
+    if not broker.access.cluster(ctx, ALTER):  # KafkaApis: ALTER on the cluster
+        return ctx.respond(
+            throttle_time=0,
+            allow_replication_factor_change=True,
+            error_code=ErrorCode.cluster_authorization_failed,
+            error_message=CLUSTER_DENIED,
+            responses=(),
+        )
     if not req.topics:
         # Kafka answers an empty request with a fresh response: ErrorMessage "" (its default), not null,
         # and AllowReplicationFactorChange at its default, true
@@ -171,12 +186,12 @@ def alter_replica_log_dirs(broker: Broker, ctx: RequestContext, req: AlterReplic
             return ErrorCode.unknown_topic_or_partition
         return ErrorCode.none  # already in this dir: no future replica, nothing moves
 
+    allowed = broker.access.cluster(ctx, ALTER)  # KafkaApis: ALTER on the cluster, else every partition refused
     by_topic: dict[str, list[Any]] = {}
     part_cls = ctx.nested("AlterReplicaLogDirPartitionResult")
     for (topic, partition), path in destinations.items():
-        by_topic.setdefault(topic, []).append(
-            codec.make(part_cls, partition_index=partition, error_code=outcome(topic, partition, path))
-        )
+        error = outcome(topic, partition, path) if allowed else ErrorCode.cluster_authorization_failed
+        by_topic.setdefault(topic, []).append(codec.make(part_cls, partition_index=partition, error_code=error))
     topic_cls = ctx.nested("AlterReplicaLogDirTopicResult")
     results = tuple(codec.make(topic_cls, topic_name=t, partitions=tuple(ps)) for t, ps in by_topic.items())
     return ctx.respond(throttle_time=0, results=results)

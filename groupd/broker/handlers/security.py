@@ -17,6 +17,7 @@ from kio.schema.sasl_authenticate.v2.request import SaslAuthenticateRequest
 from kio.schema.sasl_handshake.v1.request import SaslHandshakeRequest
 
 from groupd.broker.dispatch import Answer, RequestContext
+from groupd.broker.security.access import ALTER, CLUSTER_DENIED, DESCRIBE
 from groupd.broker.security.scram import Result
 from groupd.protocol import codec
 from groupd.protocol.errors import ErrorCode
@@ -45,6 +46,9 @@ def describe_user_scram_credentials(
 ) -> Answer:
     """Each named user's mechanisms and iterations (every user's when none is named), as Kafka's
     ScramImage describes them; nothing secret leaves."""
+    if not broker.access.cluster(ctx, DESCRIBE):  # KafkaApis: DESCRIBE on the cluster
+        code = ErrorCode.cluster_authorization_failed
+        return ctx.respond(throttle_time=0, error_code=code, error_message=CLUSTER_DENIED, results=())
     users = None if req.users is None else [u.name for u in req.users]
     info_cls, result_cls = ctx.nested("CredentialInfo"), ctx.nested("DescribeUserScramCredentialsResult")
     results = tuple(
@@ -63,6 +67,22 @@ def describe_user_scram_credentials(
 def alter_user_scram_credentials(broker: Broker, ctx: RequestContext, req: AlterUserScramCredentialsRequest) -> Answer:
     """Upsert (from the client's salt and salted password) or delete credentials, checked as Kafka's
     ScramControlManager checks them; what changed is on disk before the answer."""
+    if not broker.access.cluster(ctx, ALTER):  # KafkaApis: ALTER on the cluster, every user refused
+        names = [d.name for d in req.deletions] + [u.name for u in req.upsertions]
+        refused = ErrorCode.cluster_authorization_failed
+        results = [Result(name, refused, CLUSTER_DENIED) for name in names]
+        return ctx.respond(
+            throttle_time=0,
+            results=tuple(
+                codec.make(
+                    ctx.nested("AlterUserScramCredentialsResult"),
+                    user=r.user,
+                    error_code=r.error,
+                    error_message=r.message,
+                )
+                for r in results
+            ),
+        )
     credentials = broker.scram.credentials
     before = dict(credentials.items)
     results, changed = credentials.alter(

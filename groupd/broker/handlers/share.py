@@ -16,6 +16,7 @@ from kio.schema.share_acknowledge.v2.request import ShareAcknowledgeRequest
 from kio.schema.share_fetch.v2.request import ShareFetchRequest
 
 from groupd.broker.dispatch import RequestContext, Response, waits
+from groupd.broker.security.access import GROUP, READ
 from groupd.broker.share.manager import NOT_LEADER_OR_FOLLOWER, PartResult
 from groupd.broker.share.partition import GAP, RENEW, AckBatch
 from groupd.broker.share.sessions import FINAL_EPOCH, SessionError
@@ -42,11 +43,14 @@ def _member_id_valid(member_id: str | None) -> bool:
 
 
 def _refused(broker: Broker, ctx: RequestContext, req: Any) -> Response | None:
-    """The checks both APIs start with, in Kafka's order: share groups on, a group id, a valid member id."""
+    """The checks both APIs start with, in Kafka's order: share groups on, a group id, READ on the group, a
+    valid member id."""
     if not _enabled(broker):
         return _top_error(ctx, ErrorCode.unsupported_version)
     if req.group_id is None:
         return _top_error(ctx, ErrorCode.invalid_request, "Invalid group id in the request.")
+    if (denied := broker.access.refused(ctx, READ, GROUP, req.group_id)) is not None:  # KafkaApis: READ the group
+        return _top_error(ctx, denied.code)
     if not _member_id_valid(req.member_id):
         return _top_error(ctx, ErrorCode.invalid_request, "Invalid member id in the request.")
     return None

@@ -11,7 +11,8 @@ from kio.schema.share_group_heartbeat.v1.request import ShareGroupHeartbeatReque
 
 from groupd.broker.dispatch import Answer, RequestContext, Response, answered_later
 from groupd.broker.handlers.consumer_groups import described_assignment, heartbeat_answer, heartbeat_refused
-from groupd.broker.handlers.operations import NOT_REQUESTED, authorized_operations
+from groupd.broker.handlers.operations import NOT_REQUESTED
+from groupd.broker.security.access import DESCRIBE, GROUP, READ
 from groupd.coordinator import errors as E
 from groupd.coordinator import group_types
 from groupd.coordinator.service import CoordinatorError
@@ -43,6 +44,8 @@ def share_group_heartbeat(broker: Broker, ctx: RequestContext, req: ShareGroupHe
             broker.share_groups.initialize(payload.initialize)  # once the heartbeat's records are durable
         return answer(payload, error)
 
+    if (refused := broker.access.refused(ctx, READ, GROUP, req.group_id)) is not None:  # KafkaApis
+        return finish(None, refused)
     return answered_later(broker, req.group_id, group_types.share_group_heartbeat, request, finish)
 
 
@@ -58,12 +61,14 @@ def share_group_describe(broker: Broker, ctx: RequestContext, req: ShareGroupDes
         return ctx.respond(
             throttle_time=0, groups=tuple(failed(g, E.UNSUPPORTED_VERSION, DISABLED) for g in req.group_ids)
         )
-    ops = authorized_operations("group", req.include_authorized_operations)
+    asked = req.include_authorized_operations
     assignment = described_assignment(ctx)
 
     out = []
     for group_id in req.group_ids:
         try:
+            if (refused := broker.access.refused(ctx, DESCRIBE, GROUP, group_id)) is not None:  # KafkaApis
+                raise refused
             (d,) = broker.coordinator.call_sync(group_id, group_types.share_group_describe, [group_id])
         except CoordinatorError as exc:
             out.append(failed(group_id, exc.code))
@@ -92,7 +97,11 @@ def share_group_describe(broker: Broker, ctx: RequestContext, req: ShareGroupDes
                 assignment_epoch=d.assignment_epoch,
                 assignor_name=d.assignor_name,
                 members=members,
-                authorized_operations=ops if d.error == E.NONE else NOT_REQUESTED,
+                authorized_operations=(
+                    broker.access.asked_operations(ctx, GROUP, d.group_id, asked)
+                    if d.error == E.NONE
+                    else NOT_REQUESTED
+                ),
             )
         )
     return ctx.respond(throttle_time=0, groups=tuple(out))

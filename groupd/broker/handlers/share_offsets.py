@@ -17,6 +17,7 @@ from kio.static.protocol import Entity
 
 from groupd.broker.dispatch import RequestContext, Response, waits
 from groupd.broker.handlers.share_groups import DISABLED
+from groupd.broker.security.access import DELETE, DESCRIBE, GROUP, READ
 from groupd.coordinator import errors as E
 from groupd.coordinator import group_types
 from groupd.coordinator.service import CoordinatorError
@@ -62,6 +63,8 @@ async def describe_share_group_offsets(
             )
         wanted: list[tuple[str, uuid.UUID | None, tuple[int, ...]]] = []
         try:
+            if (denied := broker.access.refused(ctx, DESCRIBE, GROUP, gid)) is not None:  # KafkaApis
+                raise denied
             if group.topics is None:  # every initialized partition
                 names = {t.topic_id: name for name, t in broker.topics.by_name.items()}
                 initialized = broker.coordinator.call_sync(gid, group_types.share_initialized_partitions, gid)
@@ -129,6 +132,8 @@ async def alter_share_group_offsets(
 
     if not broker.share_groups.enabled:
         return refused(E.UNSUPPORTED_VERSION, DISABLED)
+    if (denied := broker.access.refused(ctx, READ, GROUP, req.group_id)) is not None:  # KafkaApis: READ the group
+        return refused(denied.code)
     request = AlterShareOffsets(
         req.group_id,
         tuple((t.topic_name, tuple((p.partition_index, p.start_offset) for p in t.partitions)) for t in req.topics),
@@ -176,6 +181,8 @@ async def delete_share_group_offsets(
         return refused(E.UNSUPPORTED_VERSION, DISABLED)
     if not req.group_id:
         return refused(E.INVALID_GROUP_ID)
+    if (denied := broker.access.refused(ctx, DELETE, GROUP, req.group_id)) is not None:  # KafkaApis: DELETE the group
+        return refused(denied.code)
     try:
         plan = await broker.coordinator.call(
             req.group_id,

@@ -19,8 +19,10 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
 from groupd.broker.dispatch import RequestContext, Response, waits
+from groupd.broker.security.access import CLUSTER_ACTION, CLUSTER_DENIED
 from groupd.coordinator.share_state.persister import SharePartitionKey, StateBatch
 from groupd.protocol.codec import ZERO_UUID
+from groupd.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from groupd.broker.app import Broker
@@ -36,6 +38,26 @@ def _keyed(req: Any) -> list[tuple[Any, Any, SharePartitionKey]] | None:
         (t, p, SharePartitionKey(req.group_id, t.topic_id or ZERO_UUID, p.partition))
         for t in req.topics for p in t.partitions
     ]
+
+
+# what every partition answers when the principal may not CLUSTER_ACTION (KafkaApis' authorizeClusterOperation:
+# the share state APIs are the brokers' own); make() keeps the fields each response has
+_CLUSTER_REFUSED = {
+    "error_code": ErrorCode.cluster_authorization_failed, "error_message": CLUSTER_DENIED, "state_epoch": -1,
+    "start_offset": -1, "leader_epoch": -1, "state_batches": (), "delivery_complete_count": -1,
+}
+
+
+def _guarded(
+    broker: Broker, ctx: RequestContext, call: Callable[[Any, Any, SharePartitionKey], Awaitable[dict[str, Any]]]
+) -> Callable[[Any, Any, SharePartitionKey], Awaitable[dict[str, Any]]]:
+    if broker.access.cluster(ctx, CLUSTER_ACTION):
+        return call
+
+    async def refused(_t: Any, _p: Any, _key: SharePartitionKey) -> dict[str, Any]:
+        return _CLUSTER_REFUSED
+
+    return refused
 
 
 async def _answer(
@@ -63,7 +85,7 @@ async def initialize_share_group_state(broker: Broker, ctx: RequestContext, req:
         a = await broker.share_coordinator.initialize_state(key, p.state_epoch, p.start_offset)
         return {"error_code": a.error_code, "error_message": a.error_message}
 
-    return await _answer(ctx, req, call, "InitializeStateResult", "PartitionResult")
+    return await _answer(ctx, req, _guarded(broker, ctx, call), "InitializeStateResult", "PartitionResult")
 
 
 @waits
@@ -89,7 +111,7 @@ async def read_share_group_state(broker: Broker, ctx: RequestContext, req: Any) 
             "state_batches": batches,
         }
 
-    return await _answer(ctx, req, call, "ReadStateResult", "PartitionResult")
+    return await _answer(ctx, req, _guarded(broker, ctx, call), "ReadStateResult", "PartitionResult")
 
 
 @waits
@@ -104,7 +126,7 @@ async def write_share_group_state(broker: Broker, ctx: RequestContext, req: Any)
         )
         return {"error_code": a.error_code, "error_message": a.error_message}
 
-    return await _answer(ctx, req, call, "WriteStateResult", "PartitionResult")
+    return await _answer(ctx, req, _guarded(broker, ctx, call), "WriteStateResult", "PartitionResult")
 
 
 @waits
@@ -113,7 +135,7 @@ async def delete_share_group_state(broker: Broker, ctx: RequestContext, req: Any
         a = await broker.share_coordinator.delete_state(key)
         return {"error_code": a.error_code, "error_message": a.error_message}
 
-    return await _answer(ctx, req, call, "DeleteStateResult", "PartitionResult")
+    return await _answer(ctx, req, _guarded(broker, ctx, call), "DeleteStateResult", "PartitionResult")
 
 
 @waits
@@ -129,4 +151,4 @@ async def read_share_group_state_summary(broker: Broker, ctx: RequestContext, re
             "delivery_complete_count": r.delivery_complete_count,
         }  # v1+ (KIP-1226)
 
-    return await _answer(ctx, req, call, "ReadStateSummaryResult", "PartitionResult")
+    return await _answer(ctx, req, _guarded(broker, ctx, call), "ReadStateSummaryResult", "PartitionResult")

@@ -13,6 +13,7 @@ from groupd.broker.dataplane.topic_configs import InvalidConfig, validate_topic_
 from groupd.broker.dataplane.topics import TopicError
 from groupd.broker.dispatch import Answer, RequestContext
 from groupd.broker.ops.quotas import Mutations
+from groupd.broker.security.access import DELETE, DESCRIBE, DESCRIBE_CONFIGS, TOPIC
 from groupd.clock import wall_ms
 from groupd.protocol import codec
 from groupd.protocol.errors import ErrorCode
@@ -55,6 +56,8 @@ def create_topics(broker: Broker, ctx: RequestContext, req: CreateTopicsRequest)
                     ErrorCode.invalid_request,
                     f"Create topics request from client contains duplicate topic {topic.name}",
                 )
+            if not broker.access.may_create_topic(ctx, topic.name):  # KafkaApis: CREATE on the cluster or topic
+                raise TopicError(ErrorCode.topic_authorization_failed, "Authorization failed.")
             partitions = topic.num_partitions
             if topic.assignments:
                 if partitions != -1 or topic.replication_factor != -1:
@@ -100,7 +103,12 @@ def create_topics(broker: Broker, ctx: RequestContext, req: CreateTopicsRequest)
                 topic_id=topic_id,
                 error_code=error,
                 error_message=message,
-                topic_config_error_code=0,
+                # KafkaApis: the configs are the principal's to see with DESCRIBE_CONFIGS on the topic
+                topic_config_error_code=(
+                    ErrorCode.none
+                    if broker.access.allowed(ctx, DESCRIBE_CONFIGS, TOPIC, topic.name, log_denied=False)
+                    else ErrorCode.topic_authorization_failed
+                ),
                 num_partitions=partitions,
                 replication_factor=replication,
                 configs=(),  # on an error too: Kafka leaves Configs at its default, an empty array
@@ -125,6 +133,10 @@ def delete_topics(broker: Broker, ctx: RequestContext, req: DeleteTopicsRequest)
                 error, message = ErrorCode.unknown_topic_id, "This server does not host this topic ID."
             else:
                 name = topic.name
+                if not broker.access.allowed(ctx, DESCRIBE, TOPIC, name):  # the name is not for it to learn
+                    error, name = ErrorCode.topic_authorization_failed, None
+        if error == ErrorCode.none and not broker.access.allowed(ctx, DELETE, TOPIC, cast(str, name)):
+            error = ErrorCode.topic_authorization_failed  # KafkaApis: DELETE on the topic
         if error == ErrorCode.none:
             try:
                 existing = broker.topics.get(cast(str, name))  # named, or found by its id above

@@ -19,10 +19,21 @@ from kio.schema.init_producer_id.v5.request import InitProducerIdRequest
 from kio.schema.list_transactions.v2.request import ListTransactionsRequest
 
 from groupd.broker.dispatch import Answer, RequestContext, Response, waits
+from groupd.broker.security.access import (
+    CLUSTER_ACTION,
+    DESCRIBE,
+    GROUP,
+    IDEMPOTENT_WRITE,
+    NOTHING,
+    READ,
+    TOPIC,
+    TRANSACTIONAL_ID,
+    WRITE,
+)
 from groupd.clock import wall_ms
 from groupd.coordinator.transactions import rules as T
 from groupd.protocol.errors import ErrorCode
-from groupd.protocol.topic_names import OFFSETS_TOPIC
+from groupd.protocol.topic_names import INTERNAL_TOPICS, OFFSETS_TOPIC
 
 if TYPE_CHECKING:
     from groupd.broker.app import Broker
@@ -37,6 +48,8 @@ def _fenced(error: ErrorCode, version: int, since: int) -> ErrorCode:
 @waits
 async def init_producer_id(broker: Broker, ctx: RequestContext, req: InitProducerIdRequest) -> Response:
     tid = req.transactional_id
+    if (refused := _producer_refused(broker, ctx, tid)) is not None:
+        return ctx.respond(throttle_time=0, error_code=refused, producer_id=-1, producer_epoch=-1)
     if tid is None:  # an idempotent producer: a fresh id, or its own epoch bumped (KIP-360)
         pid, epoch = (req.producer_id, req.producer_epoch) if ctx.version >= 3 else (-1, -1)
         if pid >= 0 and 0 <= epoch < T.EPOCH_MAX - 1:
@@ -53,21 +66,47 @@ async def init_producer_id(broker: Broker, ctx: RequestContext, req: InitProduce
     )
 
 
-def _partition_errors(broker: Broker, topics: Any) -> tuple[list[T.TopicPartition], dict[T.TopicPartition, ErrorCode]]:
-    """The requested partitions, and Kafka's errors when any is unknown: UNKNOWN_TOPIC_OR_PARTITION for
-    those and OPERATION_NOT_ATTEMPTED for the rest (nothing is added)."""
+def _producer_refused(broker: Broker, ctx: RequestContext, tid: str | None) -> ErrorCode | None:
+    """KafkaApis.handleInitProducerIdRequest: WRITE on the transactional id; without one, IDEMPOTENT_WRITE on
+    the cluster or WRITE on some topic (authorizeByResourceType)."""
+    access = broker.access
+    if tid is not None:
+        return (
+            None
+            if access.allowed(ctx, WRITE, TRANSACTIONAL_ID, tid)
+            else ErrorCode.transactional_id_authorization_failed
+        )
+    if access.cluster(ctx, IDEMPOTENT_WRITE, log_denied=False) or access.any_of_type(ctx, WRITE, TOPIC):
+        return None
+    return ErrorCode.cluster_authorization_failed
+
+
+def _partition_errors(
+    broker: Broker, topics: Any, denied: frozenset[str] = NOTHING
+) -> tuple[list[T.TopicPartition], dict[T.TopicPartition, ErrorCode]]:
+    """The requested partitions, and Kafka's errors when any is refused or unknown: TOPIC_AUTHORIZATION_FAILED
+    for ``denied`` topics, UNKNOWN_TOPIC_OR_PARTITION for unknown ones and OPERATION_NOT_ATTEMPTED for the
+    rest (nothing is added)."""
     wanted = [(t.name, p) for t in topics for p in t.partitions]
-    unknown = set()
+    failed = {}
     for name, p in wanted:
         topic = broker.topics.get(name)
-        if topic is None or not 0 <= p < topic.partitions:
-            unknown.add((name, p))
-    if not unknown:
+        if name in denied:
+            failed[name, p] = ErrorCode.topic_authorization_failed
+        elif topic is None or not 0 <= p < topic.partitions:
+            failed[name, p] = ErrorCode.unknown_topic_or_partition
+    if not failed:
         return wanted, {}
-    return wanted, {
-        tp: ErrorCode.unknown_topic_or_partition if tp in unknown else ErrorCode.operation_not_attempted
-        for tp in wanted
-    }
+    return wanted, {tp: failed.get(tp, ErrorCode.operation_not_attempted) for tp in wanted}
+
+
+def _txn_topics_refused(broker: Broker, ctx: RequestContext, topics: Any) -> frozenset[str]:
+    """KafkaApis: a client's AddPartitionsToTxn needs WRITE on each topic, and may never add an internal one."""
+    if not broker.access.enabled:
+        return NOTHING
+    names = {t.name for t in topics}
+    internal = frozenset(n for n in names if n in INTERNAL_TOPICS)
+    return internal | broker.access.refused_names(ctx, WRITE, TOPIC, names - internal)
 
 
 def _results(
@@ -85,14 +124,25 @@ def _results(
 async def add_partitions_to_txn(broker: Broker, ctx: RequestContext, req: AddPartitionsToTxnRequest) -> Response:
     if ctx.version <= 3:
         old = cast(AddPartitionsToTxnRequestV3, req)
-        wanted, errors = _partition_errors(broker, old.v3_and_below_topics)
+        if not broker.access.allowed(ctx, WRITE, TRANSACTIONAL_ID, old.v3_and_below_transactional_id):
+            refused = ErrorCode.transactional_id_authorization_failed
+            asked: list[T.TopicPartition] = [(t.name, p) for t in old.v3_and_below_topics for p in t.partitions]
+            return ctx.respond(
+                throttle_time=0, results_by_topic_v3_and_below=_results(ctx, dict.fromkeys(asked, refused))
+            )
+        denied = _txn_topics_refused(broker, ctx, old.v3_and_below_topics)
+        wanted, errors = _partition_errors(broker, old.v3_and_below_topics, denied)
         if not errors:
             error = await broker.transactions.add_partitions(
                 old.v3_and_below_transactional_id, old.v3_and_below_producer_id, old.v3_and_below_producer_epoch, wanted
             )
             errors = dict.fromkeys(wanted, _fenced(error, ctx.version, 2))
         return ctx.respond(throttle_time=0, results_by_topic_v3_and_below=_results(ctx, errors))
-    # v4+: the brokers' batched form (KIP-890), several transactions, each may only verify
+    # v4+: the brokers' batched form (KIP-890), several transactions, each may only verify: CLUSTER_ACTION
+    if not broker.access.cluster(ctx, CLUSTER_ACTION):
+        return ctx.respond(
+            throttle_time=0, error_code=ErrorCode.cluster_authorization_failed, results_by_transaction=()
+        )
     results = []
     result_cls = ctx.nested("AddPartitionsToTxnResult")
     for txn in req.transactions:
@@ -117,6 +167,12 @@ async def add_partitions_to_txn(broker: Broker, ctx: RequestContext, req: AddPar
 
 @waits
 async def add_offsets_to_txn(broker: Broker, ctx: RequestContext, req: AddOffsetsToTxnRequest) -> Response:
+    # KafkaApis: WRITE on the transactional id, then READ on the group
+    refused = broker.access.refused(ctx, WRITE, TRANSACTIONAL_ID, req.transactional_id) or broker.access.refused(
+        ctx, READ, GROUP, req.group_id
+    )
+    if refused is not None:
+        return ctx.respond(throttle_time=0, error_code=refused.code)
     partition = broker.coordinator.partition_for(req.group_id)
     broker.internal_topics[OFFSETS_TOPIC].exists(create=True)
     error = await broker.transactions.add_partitions(
@@ -127,6 +183,8 @@ async def add_offsets_to_txn(broker: Broker, ctx: RequestContext, req: AddOffset
 
 @waits
 async def end_txn(broker: Broker, ctx: RequestContext, req: EndTxnRequest) -> Response:
+    if (refused := broker.access.refused(ctx, WRITE, TRANSACTIONAL_ID, req.transactional_id)) is not None:
+        return ctx.respond(throttle_time=0, error_code=refused.code)  # KafkaApis: WRITE on the transactional id
     error = await broker.transactions.end_txn(req.transactional_id, req.producer_id, req.producer_epoch, req.committed)
     return ctx.respond(throttle_time=0, error_code=_fenced(error, ctx.version, 2))
 
@@ -140,9 +198,17 @@ def describe_transactions(broker: Broker, ctx: RequestContext, req: DescribeTran
     topic_cls = ctx.nested("TopicData")
     states = []
     for tid in req.transactional_ids:
-        txn = broker.transactions.describe(tid) if tid else None
+        # KafkaApis: DESCRIBE on the transactional id
+        denied = bool(tid) and not broker.access.allowed(ctx, DESCRIBE, TRANSACTIONAL_ID, tid)
+        txn = broker.transactions.describe(tid) if tid and not denied else None
         if txn is None or txn.state == T.DEAD:
-            error = ErrorCode.invalid_request if not tid else ErrorCode.transactional_id_not_found
+            error = (
+                ErrorCode.transactional_id_authorization_failed
+                if denied
+                else ErrorCode.invalid_request
+                if not tid
+                else ErrorCode.transactional_id_not_found
+            )
             states.append(
                 state_cls(
                     error_code=error,
@@ -204,6 +270,8 @@ def list_transactions(broker: Broker, ctx: RequestContext, req: ListTransactions
             continue
         if matcher is not None and not matcher.fullmatch(txn.transactional_id):
             continue
+        if not broker.access.allowed(ctx, DESCRIBE, TRANSACTIONAL_ID, txn.transactional_id, log_denied=False):
+            continue  # KafkaApis lists only the transactional ids the principal may DESCRIBE
         rows.append(
             state_cls(
                 transactional_id=txn.transactional_id, producer_id=txn.producer_id, transaction_state=txn.state_name
@@ -221,14 +289,19 @@ def describe_producers(broker: Broker, ctx: RequestContext, req: DescribeProduce
     part_cls = ctx.nested("PartitionResponse")
     state_cls = ctx.nested("ProducerState")
     topics = []
+    denied = broker.access.refused_names(ctx, READ, TOPIC, (t.name for t in req.topics))  # KafkaApis: READ
     for t in req.topics:
         parts = []
         for index in t.partition_indexes:
-            if broker.partitions.get(t.name, index) is None:
+            if t.name in denied or broker.partitions.get(t.name, index) is None:
                 parts.append(
                     part_cls(
                         partition_index=index,
-                        error_code=ErrorCode.unknown_topic_or_partition,
+                        error_code=(
+                            ErrorCode.topic_authorization_failed
+                            if t.name in denied
+                            else ErrorCode.unknown_topic_or_partition
+                        ),
                         error_message=None,
                         active_producers=(),
                     )

@@ -436,6 +436,12 @@ class _Collector:
             ["listener", "mechanism", "result"],
             sorted(self.m._authentications.items()),
         )
+        access = getattr(self.m.broker, "access", None)
+        yield CounterMetricFamily(
+            "groupd_authorization_denials",
+            "Checks the authorizer denied (a request may be denied several resources); 0 without an authorizer",
+            value=getattr(access, "denials", 0),
+        )
 
     def _connection_limits(self) -> Iterator[Metric]:
         m = self.m
