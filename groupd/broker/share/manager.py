@@ -150,12 +150,22 @@ class SharePartitionManager:
             fut.set_result(code)
         return self._entries.get(pk), code
 
+    def _in_metadata(self, topic_id: uuid.UUID, partition: int) -> bool:
+        """The partition is still the metadata's, under this id (Kafka's getPartitionOrException, which a
+        share-partition's creation calls first)."""
+        topic = self.broker.listed_topic_by_id(topic_id)
+        return topic is not None and 0 <= partition < topic.partitions
+
     async def _read(self, group: str, topic_id: uuid.UUID, topic: str, partition: int) -> int:
+        if not self._in_metadata(topic_id, partition):
+            return UNKNOWN_TOPIC_OR_PARTITION
         persister = self._persister_of()
         if persister is None:
             return COORDINATOR_NOT_AVAILABLE
         key = SharePartitionKey(group, topic_id, partition)
         result = await persister.read(key, LEADER_EPOCH)
+        if not self._in_metadata(topic_id, partition):
+            return UNKNOWN_TOPIC_OR_PARTITION  # deleted while its state was read (and its state deleted)
         if result.error_code != NONE:
             log.warning(
                 "share partition %s %s-%d not loaded: the share coordinator answered %d",
@@ -497,11 +507,17 @@ class SharePartitionManager:
         self._spawn(self._persist(entry, update))
 
     def topic_deleted(self, topic_id: uuid.UUID) -> None:
-        """A deleted topic's share-partitions leave the cache (Kafka removes them when the partition goes)."""
+        """A deleted topic's share-partitions leave the cache and the share fetches waiting on them are
+        answered now (Kafka's partition listener: removeSharePartitionFromCache, which completes the
+        delayed share fetches of the partition); they find it gone: UNKNOWN_TOPIC_OR_PARTITION."""
         for pk in [pk for pk in self._entries if pk[1] == topic_id]:
             entry = self._entries.pop(pk)
             if entry.timer is not None:
                 entry.timer.cancel()
+        for pk in [pk for pk in self._waiters if pk[1] == topic_id]:
+            for fut in self._waiters.pop(pk):
+                if not fut.done():
+                    fut.set_result(None)
 
     # ------------------------------------------------------------------ facts for the handlers
 
