@@ -5,6 +5,8 @@ until it is created, then its partitions once they are initialized; a topic dele
 leaves its assignment and its share fetches answer UNKNOWN_TOPIC_OR_PARTITION; the same name created
 again is a new topic id, initialized anew (share.auto.offset.reset applies again) and assigned."""
 
+from groupd.coordinator.share_state.persister import SharePartitionKey
+from groupd.protocol import codec
 from tests.harness import WireClient
 from tests.wire.test_group_configs import GROUP, SET, incremental
 from tests.wire.test_leader_epochs import produce
@@ -54,6 +56,39 @@ async def test_subscribed_before_it_exists_then_deleted_then_created_again(tmp_p
         assert (1, [(0, 1, 1)]) in fetched  # earliest again: the new topic's records from its first offset
         left = await c.call(76, 1, hb_body(MEMBER, -1))
         assert (left.error_code, left.member_epoch) == (0, -1)
+        await c.close()
+    finally:
+        await b.stop()
+
+
+def delete_records_body(topic, partition, before):
+    cls = codec.request_class(21, 2)
+    t_cls, p_cls = codec.nested(cls, "DeleteRecordsTopic"), codec.nested(cls, "DeleteRecordsPartition")
+    return codec.make(
+        cls,
+        topics=(t_cls(name=topic, partitions=(p_cls(partition_index=partition, offset=before),)),),
+        timeout=5000,
+    )
+
+
+async def test_a_new_group_with_earliest_starts_at_the_log_start_delete_records_moved(tmp_path):
+    """librdkafka's 0170 (DeleteRecords advances the log start): `earliest` is the log start offset, so a
+    group whose share-partition loads after DeleteRecords sees only the records that remain."""
+    b = await started_broker(tmp_path, real=True, **FAST)
+    try:
+        c = await WireClient.connect(b.port)
+        tid = b.create_topic("t", 1, {}).topic_id
+        await produce(c, "t", 0, 5)
+        for group in ("before", "after"):
+            r = await c.call(44, 1, incremental([(GROUP, group, [("share.auto.offset.reset", SET, "earliest")])]))
+            assert r.responses[0].error_code == 0
+            await b.share_persister.initialize(SharePartitionKey(group, tid, 0), 1, -1)
+        got = await c.call(SHARE_FETCH, 1, fetch_body(1, tid, 0, member=MEMBER, group="before", max_wait=500))
+        assert acquired(got) == [(0, 4, 1)]
+        deleted = await c.call(21, 2, delete_records_body("t", 0, 3))
+        assert (deleted.topics[0].partitions[0].error_code, deleted.topics[0].partitions[0].low_watermark) == (0, 3)
+        got = await c.call(SHARE_FETCH, 1, fetch_body(1, tid, 0, member=MEMBER, group="after", max_wait=500))
+        assert acquired(got) == [(3, 4, 1)]
         await c.close()
     finally:
         await b.stop()
