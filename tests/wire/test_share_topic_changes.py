@@ -10,7 +10,7 @@ from groupd.protocol import codec
 from tests.harness import WireClient
 from tests.wire.test_group_configs import GROUP, SET, incremental
 from tests.wire.test_leader_epochs import produce
-from tests.wire.test_share_fetch import SHARE_FETCH, acquired, fetch_body, part
+from tests.wire.test_share_fetch import SHARE_ACK, SHARE_FETCH, ack_body, acquired, fetch_body, part
 from tests.wire.test_share_fetch import started as started_broker
 from tests.wire.test_share_groups import FAST, hb_body, parts, until_assigned
 
@@ -38,6 +38,9 @@ async def test_subscribed_before_it_exists_then_deleted_then_created_again(tmp_p
         b.delete_topic("later")
         gone = await c.call(SHARE_FETCH, 1, fetch_body(1, old, 1, member=MEMBER))
         assert part(gone).error_code == 3
+        # acknowledging the records it holds: KafkaApis finds no such partition in the metadata
+        acked = await c.call(SHARE_ACK, 1, ack_body(1, old, 2, {0: [(0, 2, [1])]}, member=MEMBER))
+        assert (acked.error_code, part(acked).error_code) == (0, 3)
         r = await c.call(76, 1, hb_body(MEMBER, r.member_epoch))
         assert (r.error_code, parts(r)) == (0, [])  # the deleted topic's partition is taken away
 
