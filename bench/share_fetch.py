@@ -57,8 +57,15 @@ async def fill(conn: client.Conn, topic: str, n: int) -> None:
 
 
 def share_fetch_body(
-    group: str, member: str, tid: uuid.UUID, epoch: int, acks: list, max_wait: int = 500
+    group: str,
+    member: str,
+    tid: uuid.UUID,
+    epoch: int,
+    acks: list,
+    max_wait: int = 500,
+    partitions: tuple[int, ...] = (0,),
 ) -> dict[str, Any]:
+    """A ShareFetch of these partitions of one topic, ACCEPTing ``acks`` (offset ranges) of the first."""
     batches = [{"first_offset": f, "last_offset": last, "acknowledge_types": [1]} for f, last in acks]
     return {
         "group_id": group,
@@ -71,7 +78,15 @@ def share_fetch_body(
         "batch_size": 500,
         "share_acquire_mode": 0,
         "is_renew_ack": False,
-        "topics": [{"topic_id": tid, "partitions": [{"partition_index": 0, "acknowledgement_batches": batches}]}],
+        "topics": [
+            {
+                "topic_id": tid,
+                "partitions": [
+                    {"partition_index": p, "acknowledgement_batches": batches if i == 0 else []}
+                    for i, p in enumerate(partitions)
+                ],
+            }
+        ],
         "forgotten_topics_data": [],
     }
 

@@ -540,6 +540,32 @@ async def test_a_deleted_topic_leaves_the_share_partitions(tmp_path):
         await b.stop()
 
 
+async def test_a_long_poll_on_a_topic_deleted_under_it_answers_unknown_topic_at_once(tmp_path):
+    """Kafka drops a deleted topic's share-partitions and completes the share fetches waiting on them
+    (SharePartitionManager's listener: removeSharePartitionFromCache, then completeDelayedShareFetchRequest);
+    the partition, gone from the metadata, is UNKNOWN_TOPIC_OR_PARTITION (ReplicaManager's
+    getPartitionOrException), never the share coordinator's answer for the state it has just deleted."""
+    b = await started(tmp_path, real=True)
+    try:
+        tid = (await topic_with_state(b)).topic_id
+        c = await WireClient.connect(b.port)
+        await produce(c, "t", 2)
+        r = await c.call(SHARE_FETCH, 1, fetch_body(1, tid, 0))
+        assert acquired(r) == []  # latest: the session is open, the share-partition loaded
+        started_at = asyncio.get_running_loop().time()
+        poll = asyncio.ensure_future(c.call(SHARE_FETCH, 1, fetch_body(1, tid, 1, max_wait=5000)))
+        await asyncio.sleep(0.3)
+        b.delete_topic("t")
+        r = await asyncio.wait_for(poll, 10)
+        assert (r.error_code, part(r).error_code) == (0, 3)
+        assert asyncio.get_running_loop().time() - started_at < 2  # woken by the deletion, not by MaxWaitMs
+        r = await c.call(SHARE_FETCH, 1, fetch_body(1, tid, 2))
+        assert part(r).error_code == 3
+        await c.close()
+    finally:
+        await b.stop()
+
+
 async def test_share_version_0_answers_unsupported_version(tmp_path):
     b = await started(tmp_path, **{"share.version": "0"})
     try:

@@ -129,33 +129,41 @@ class SharePartitionManager:
 
     # ------------------------------------------------------------------ loading
 
-    async def _load(self, group: str, topic_id: uuid.UUID, topic: str, partition: int) -> tuple[_Entry | None, int]:
-        """The share-partition, read from the persister on first use (Kafka's maybeInitialize)."""
+    def _start_load(self, group: str, topic_id: uuid.UUID, topic: str, partition: int) -> asyncio.Future:
+        """The share-partition's load from the persister on first use (Kafka's maybeInitialize), started
+        once and shared by every fetch that wants it; the future's result is its error code. It runs on
+        its own, so a fetch that answers before it is done leaves it to finish for the next."""
         pk = (group, topic_id, partition)
-        entry = self._entries.get(pk)
-        if entry is not None:
-            return entry, NONE
-        pending = self._loading.get(pk)
-        if pending is not None:
-            await asyncio.shield(pending)
-            entry = self._entries.get(pk)
-            return (entry, NONE) if entry is not None else (None, pending.result())
-        fut: asyncio.Future = asyncio.get_running_loop().create_future()
-        self._loading[pk] = fut
+        fut = self._loading.get(pk)
+        if fut is None:
+            fut = self._loading[pk] = asyncio.get_running_loop().create_future()
+            self._spawn(self._load(pk, fut, topic))
+        return fut
+
+    async def _load(self, pk: PartKey, fut: asyncio.Future, topic: str) -> None:
         code = UNKNOWN_SERVER_ERROR
         try:
-            code = await self._read(group, topic_id, topic, partition)
+            code = await self._read(pk[0], pk[1], topic, pk[2])
         finally:
             del self._loading[pk]
             fut.set_result(code)
-        return self._entries.get(pk), code
+
+    def _in_metadata(self, topic_id: uuid.UUID, partition: int) -> bool:
+        """The partition is still the metadata's, under this id (Kafka's getPartitionOrException, which a
+        share-partition's creation calls first)."""
+        topic = self.broker.listed_topic_by_id(topic_id)
+        return topic is not None and 0 <= partition < topic.partitions
 
     async def _read(self, group: str, topic_id: uuid.UUID, topic: str, partition: int) -> int:
+        if not self._in_metadata(topic_id, partition):
+            return UNKNOWN_TOPIC_OR_PARTITION
         persister = self._persister_of()
         if persister is None:
             return COORDINATOR_NOT_AVAILABLE
         key = SharePartitionKey(group, topic_id, partition)
         result = await persister.read(key, LEADER_EPOCH)
+        if not self._in_metadata(topic_id, partition):
+            return UNKNOWN_TOPIC_OR_PARTITION  # deleted while its state was read (and its state deleted)
         if result.error_code != NONE:
             log.warning(
                 "share partition %s %s-%d not loaded: the share coordinator answered %d",
@@ -223,19 +231,48 @@ class SharePartitionManager:
         committed = cfg.isolation_level.strip().lower() == "read_committed"
         deadline = time.monotonic() + max_wait_ms / 1000
         per_partition = max(max_bytes // max(len(parts), 1), 1)
+        # Kafka's DelayedShareFetch is tried once when it is made, with the share-partitions already
+        # initialized, then again each time one of the others finishes initializing (processShareFetch:
+        # completeDelayedShareFetchRequest), each try with the partitions initialized by then: so the
+        # answer that ends a new member's wait holds the partition that loaded first, and the others come
+        # with the next fetch. The loads completed, in order, become usable one per pass.
+        loads: dict[PartKey, asyncio.Future] = {}
+        completed: list[PartKey] = []
+
+        def load(topic_id: uuid.UUID, topic: str, p: int) -> None:
+            pk = (group, topic_id, p)
+            loads[pk] = self._start_load(group, topic_id, topic, p)
+            loads[pk].add_done_callback(lambda _f: completed.append(pk))
+
+        for topic_id, topic, p in parts:
+            if (group, topic_id, p) not in self._entries:
+                load(topic_id, topic, p)
+        usable: set[PartKey] = set()
         while True:
+            if len(usable) < len(completed):
+                usable.add(completed[len(usable)])
             results: dict[TopicIdPartition, PartResult] = {}
             entries: list[tuple[TopicIdPartition, _Entry]] = []
             for topic_id, topic, p in parts:
-                entry, code = await self._load(group, topic_id, topic, p)
-                if entry is None:
-                    results[(topic_id, p)] = PartResult(code)
-                else:
+                pk = (group, topic_id, p)
+                if pk in loads and pk not in usable:
+                    continue
+                entry = self._entries.get(pk)
+                if entry is not None:
                     entries.append(((topic_id, p), entry))
-            timed_out = time.monotonic() >= deadline or self.broker.stopping
+                elif pk in loads and loads[pk].result() != NONE:
+                    results[(topic_id, p)] = PartResult(loads[pk].result())
+                else:  # dropped since it was loaded (fenced, its topic deleted): loaded again
+                    usable.discard(pk)
+                    load(topic_id, topic, p)
+            loading = [f for pk, f in loads.items() if pk not in usable]
+            # a fetch waits for at least one of its loads, whatever its MaxWaitMs
+            timed_out = (time.monotonic() >= deadline or self.broker.stopping) and (
+                bool(usable) or not loading
+            )
             reads = [(tp, entry, self._read_log(entry, per_partition, committed)) for tp, entry in entries]
             ready = sum(len(r[0]) for _tp, _e, r in reads)
-            if (ready and ready >= min_bytes) or timed_out or results:
+            if (ready and ready >= min_bytes) or timed_out or any(r.error for r in results.values()):
                 now = wall_ms()
                 left = max_records
                 for tp, entry, (data, batches, fetch_offset, aborted) in reads:
@@ -261,10 +298,13 @@ class SharePartitionManager:
                         self._arm(entry)
                 if any(r.acquired for r in results.values()) or timed_out or any(r.error for r in results.values()):
                     return results
+            if len(usable) < len(completed):
+                continue  # another load has finished: try again with it
             await self._wait(
                 [(group, tp[0], tp[1]) for tp, _e in entries],
                 [(e.topic, tp[1]) for tp, e in entries],
-                deadline - time.monotonic(),
+                max(deadline - time.monotonic(), 0.0) if usable or not loading else 30.0,
+                loading,
             )
 
     def _read_log(self, entry: _Entry, max_bytes: int, committed: bool) -> tuple[bytes, list[LogBatch], int, list]:
@@ -300,8 +340,11 @@ class SharePartitionManager:
         )
         return data, batches, offset, list(aborted)
 
-    async def _wait(self, keys: list[PartKey], logs: list[tuple[str, int]], timeout: float) -> None:
-        """Until a produce to one of the logs, a release on one of the share-partitions, or the timeout."""
+    async def _wait(
+        self, keys: list[PartKey], logs: list[tuple[str, int]], timeout: float, loading: list[asyncio.Future]
+    ) -> None:
+        """Until a produce to one of the logs, a release on one of the share-partitions, one of the loads
+        finishing, or the timeout."""
         if timeout <= 0:
             return
         fut: asyncio.Future = asyncio.get_running_loop().create_future()
@@ -309,7 +352,7 @@ class SharePartitionManager:
             self._waiters.setdefault(key, set()).add(fut)
         produced = asyncio.ensure_future(self.broker.partitions.wait_for_data(logs, timeout))
         try:
-            await asyncio.wait([fut, produced], timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+            await asyncio.wait([fut, produced, *loading], timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
         finally:
             produced.cancel()
             for key in keys:
@@ -497,11 +540,17 @@ class SharePartitionManager:
         self._spawn(self._persist(entry, update))
 
     def topic_deleted(self, topic_id: uuid.UUID) -> None:
-        """A deleted topic's share-partitions leave the cache (Kafka removes them when the partition goes)."""
+        """A deleted topic's share-partitions leave the cache and the share fetches waiting on them are
+        answered now (Kafka's partition listener: removeSharePartitionFromCache, which completes the
+        delayed share fetches of the partition); they find it gone: UNKNOWN_TOPIC_OR_PARTITION."""
         for pk in [pk for pk in self._entries if pk[1] == topic_id]:
             entry = self._entries.pop(pk)
             if entry.timer is not None:
                 entry.timer.cancel()
+        for pk in [pk for pk in self._waiters if pk[1] == topic_id]:
+            for fut in self._waiters.pop(pk):
+                if not fut.done():
+                    fut.set_result(None)
 
     # ------------------------------------------------------------------ facts for the handlers
 
