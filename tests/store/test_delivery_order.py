@@ -83,11 +83,11 @@ async def test_a_waiter_that_raises_does_not_stop_the_shard(tmp_path, monkeypatc
         real = c.runtime._settled
         calls = []
 
-        def flaky(shard, error, result, *rollback):
-            calls.append(result)
+        def flaky(shard, done):
+            calls.append(done.result)
             if len(calls) == 1:
                 raise RuntimeError("boom")
-            real(shard, error, result, *rollback)
+            real(shard, done)
 
         monkeypatch.setattr(c.runtime, "_settled", flaky)
         held[0](None)

@@ -4,18 +4,29 @@ its fixtures and their scopes, the marker, the ini options, names of each test's
 
 from __future__ import annotations
 
-import importlib.metadata
+import functools
 import json
+import subprocess
+import sys
+import tempfile
 
 import pytest
 
 pytest_plugins = ["pytester"]
 
 
+_REGISTERED = "import importlib.metadata as m; print(any(e.name == 'groupd' for e in m.entry_points(group='pytest11')))"
+
+
+@functools.cache
 def plugin_args() -> list[str]:
-    """``-p groupd.testing.plugin`` unless an installed groupd registered it already (``pytest11``)."""
-    registered = any(ep.name == "groupd" for ep in importlib.metadata.entry_points(group="pytest11"))
-    return [] if registered else ["-p", "groupd.testing.plugin"]
+    """``-p groupd.testing.plugin`` unless an installed groupd registered it already (``pytest11``), as
+    the inner pytest sees it: asked from a neutral directory, since this one's ``groupd.egg-info`` (which a
+    build refreshes) may list the entry point where the environment's installed metadata does not."""
+    seen = subprocess.run(
+        [sys.executable, "-c", _REGISTERED], cwd=tempfile.gettempdir(), capture_output=True, text=True, timeout=60
+    )
+    return [] if seen.stdout.strip() == "True" else ["-p", "groupd.testing.plugin"]
 
 
 def run(pytester: pytest.Pytester, *args: str) -> pytest.RunResult:
