@@ -212,6 +212,8 @@ class Log:
             return
         for seg in self.segments:
             try:
+                if seg.size == 0:
+                    continue  # nothing to scan at the next open
                 st = os.fstat(seg.fd)
                 if st.st_size != seg.size or seg.indexed == (st.st_ino, st.st_size, st.st_mtime_ns):
                     continue  # changed under us; or unchanged since its index was read or written
