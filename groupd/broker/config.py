@@ -533,6 +533,13 @@ KEYS: dict[str, Key] = {
         _int_key("log.segment.bytes", 1_073_741_824, 1024, INT32_MAX, "segment roll size"),
         _int_key("log.roll.ms", 604_800_000, 1, INT64_MAX, "segment roll age (if unset, from log.roll.hours)"),
         _int_key(
+            "log.index.interval.bytes",
+            4096,
+            0,
+            INT32_MAX,
+            "bytes of batches between two entries of a segment's sparse offset and time index (0: every batch)",
+        ),
+        _int_key(
             "log.flush.interval.messages",
             1,
             1,

@@ -82,6 +82,7 @@ def log_config_for(broker_config: Any, topic_configs: dict[str, str]) -> LogConf
         cleanup_policy=pick("cleanup.policy"),
         delete_retention_ms=int(pick("delete.retention.ms")),
         max_message_bytes=int(pick("max.message.bytes")),
+        index_interval_bytes=int(pick("index.interval.bytes")),
     )
 
 
