@@ -16,12 +16,14 @@ from __future__ import annotations
 import bisect
 import contextlib
 import ctypes
+import errno
 import json
 import logging
 import os
 import struct
 import sys
 import threading
+import time
 from array import array
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -47,7 +49,7 @@ from groupd.storage.batch import (
     set_base_offset,
 )
 from groupd.storage.engine import CompactionStats, LogConfig, SegmentInfo
-from groupd.storage.errors import OffsetOutOfRange, RecordTooLarge, StorageError
+from groupd.storage.errors import DiskFull, OffsetOutOfRange, RecordTooLarge, StorageError
 from groupd.storage.logdirfailure import channel as log_dir_failures
 
 log = logging.getLogger("groupd.storage")
@@ -64,6 +66,20 @@ _SCAN_HEADER = struct.Struct(">qiibIhiqq")  # a batch header up to maxTimestamp
 _RECORD_COUNT = struct.Struct(">i")  # at position 57
 _LEADER_EPOCH = struct.Struct(">i")  # partitionLeaderEpoch, at position 12
 _INDEX_VERSION = 2
+_NO_ROOM = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+_NO_ROOM_EVERY_S = 10.0
+_no_room = {"last": -_NO_ROOM_EVERY_S, "missed": 0}
+
+
+def _no_room_line(message: str, *args: object) -> None:
+    """One ERROR line per 10 s while the disk stays full, counting the ones held back."""
+    now = time.monotonic()
+    if now - _no_room["last"] < _NO_ROOM_EVERY_S:
+        _no_room["missed"] += 1
+        return
+    missed, _no_room["last"], _no_room["missed"] = _no_room["missed"], now, 0
+    log.error(message + (f" ({missed:.0f} more since the last such line)" if missed else ""), *args)
+
 _BASE_AND_LENGTH = struct.Struct(">qi")  # baseOffset, batchLength
 _LAST_DELTA = struct.Struct(">i")  # lastOffsetDelta, at position 23
 WALK_READ = 16 << 10  # bytes read at a time while walking batch headers forward from an index entry
@@ -443,7 +459,11 @@ class Log:
             ):
                 if self.journal_partition is not None:
                     self._seal(seg)
-                seg = self._roll()
+                try:
+                    seg = self._roll()
+                except OSError as exc:  # no room (or no inode) for the next segment's file
+                    _no_room_line("rolling %s failed: %s", self.directory, exc)
+                    raise DiskFull(f"rolling {self.directory.name} failed: {exc}") from exc
             base = seg.next_offset
             set_base_offset(buf, 0, base)
             if self.write_behind:
@@ -453,11 +473,15 @@ class Log:
             else:
                 try:
                     written = os.pwrite(seg.fd, buf, seg.size)
-                    if written != size:
-                        raise OSError(f"short write: {written} of {size} bytes")
+                    if written != size:  # a regular file's write comes up short only when space runs out
+                        raise OSError(errno.ENOSPC, f"short write: {written} of {size} bytes")
                 except OSError as exc:
                     with contextlib.suppress(OSError):
                         os.ftruncate(seg.fd, seg.size)
+                    if exc.errno in _NO_ROOM:
+                        # nothing of it stays and nothing earlier was touched: refused, not a failed directory
+                        _no_room_line("append to %s refused, no room: %s", seg.path, exc)
+                        raise DiskFull(f"append to {self.directory.name} refused: {exc}") from exc
                     # the log is whole again (truncated back), but the directory is offline as in Kafka
                     log.error("write to %s failed: %s", seg.path, exc)
                     log_dir_failures.report(f"write to {seg.path}", exc)
