@@ -13,6 +13,7 @@ from typing import Protocol
 from groupd.broker.config import Config
 from groupd.broker.dataplane.group_configs import GroupConfigStore
 from groupd.broker.dataplane.internal_topics import InternalTopic
+from groupd.broker.dataplane.partition_limits import PartitionLimits
 from groupd.broker.dataplane.partitions import PartitionManager
 from groupd.broker.dataplane.producers import ProducerIds
 from groupd.broker.dataplane.topics import Topic, TopicRegistry
@@ -56,6 +57,7 @@ class Broker:
         # the one place the storage engine is chosen: everything durable goes through it (storage/engine.py)
         self.storage: StorageEngine = engines.build(config)
         self.topics = TopicRegistry(self.storage.metadata)
+        self.partition_limits = PartitionLimits(config, self.topics)
         self.metrics = Metrics(config["metrics.max.group.series"])
         self.metrics.bind(self)
         self.services: list[Service] = []

@@ -216,6 +216,20 @@ KEYS: dict[str, Key] = {
         ),
         Key("auto.create.topics.enable", _bool, "true", doc="Metadata for an unknown topic creates it"),
         _int_key("num.partitions", 1, 1, INT32_MAX, "partitions of an auto-created topic"),
+        _int_key(
+            "max.broker.partitions",
+            4000,
+            1,
+            INT32_MAX,
+            "data partitions this broker holds at most (KIP-578's name); more are refused with INVALID_PARTITIONS",
+        ),
+        _int_key(
+            "max.partitions.per.request",
+            10_000,
+            1,
+            INT32_MAX,
+            "partitions one CreateTopics or CreatePartitions may add (Kafka's fixed 10,000), else POLICY_VIOLATION",
+        ),
         _int_key("default.replication.factor", 1, 1, 1, "only 1: a single node"),
         Key("log.level", _log_level, "INFO", doc="DEBUG, INFO, WARN or ERROR"),
         Key("log.format", _choice("text", "logfmt", "json"), "text", doc="text, logfmt (key=value) or json"),
@@ -535,6 +549,13 @@ KEYS: dict[str, Key] = {
         # storage
         _int_key("log.segment.bytes", 1_073_741_824, 1024, INT32_MAX, "segment roll size"),
         _int_key("log.roll.ms", 604_800_000, 1, INT64_MAX, "segment roll age (if unset, from log.roll.hours)"),
+        _int_key(
+            "log.index.interval.bytes",
+            4096,
+            0,
+            INT32_MAX,
+            "bytes of batches between two entries of a segment's sparse offset and time index (0: every batch)",
+        ),
         _int_key(
             "log.flush.interval.messages",
             1,

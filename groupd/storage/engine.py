@@ -327,7 +327,9 @@ class StorageEngine(Protocol):
 
     def open_partition(self, topic: str, partition: int, config: LogConfig | None = None) -> PartitionLog:
         """The partition's log, created empty when it does not exist; StorageError when it cannot be
-        opened. Open each partition once at a time: the engine hands out one log per partition."""
+        opened. Open each partition once at a time: the engine hands out one log per partition.
+        CreateTopics and CreatePartitions call this (and DeleteTopics ``delete_partition``) on one
+        worker thread, one call at a time, while the event loop goes on using the engine."""
         ...
 
     def open_broker_log(self, name: str, config: LogConfig | None = None) -> PartitionLog:

@@ -5,6 +5,11 @@ class StorageError(Exception):
     """A write or flush that did not happen: never acknowledge what raised this."""
 
 
+class DiskFull(StorageError):
+    """An append the file system had no room for (ENOSPC, EDQUOT, EFBIG, a short write): nothing of it
+    stays, the log is whole and takes the next append, which succeeds once there is room again."""
+
+
 class CorruptBatch(StorageError):
     pass
 

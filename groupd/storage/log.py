@@ -1,8 +1,12 @@
 """One partition's append-only log: a directory of segment files in Kafka's layout.
 
 Segments are named by their 20-digit base offset (``00000000000000000000.log``) and hold record batches
-v2 byte for byte. Each segment keeps a dense in-memory index of its batches (base offset, file position,
-max timestamp) in compact arrays, rebuilt from the batch headers at open; at open the last segment is
+v2 byte for byte. Each segment keeps a sparse in-memory index, as Kafka's offset and time indexes are
+sparse: one entry per ``index.interval.bytes`` (4096 by default) of batches, holding the base offset and
+file position of the run's first batch and the largest timestamp in the run, so its memory grows with
+the bytes stored, not the batches (about 24 bytes per 4 KiB). A lookup takes the nearest entry at or
+below its target and walks the batch headers forward from there, within one run. The index is rebuilt
+from the batch headers at open (or read from the file a clean close left); at open the last segment is
 also CRC-checked and a torn or corrupt tail is truncated and logged. Nothing here fsyncs on append:
 ``flush()`` does, and the GroupCommitter decides when.
 """
@@ -12,12 +16,14 @@ from __future__ import annotations
 import bisect
 import contextlib
 import ctypes
+import errno
 import json
 import logging
 import os
 import struct
 import sys
 import threading
+import time
 from array import array
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -39,45 +45,143 @@ from groupd.storage.batch import (
 )
 from groupd.storage.cleaning import Cleaner, cleanable, iter_records_safe
 from groupd.storage.engine import CompactionStats, LogConfig, SegmentInfo
-from groupd.storage.errors import OffsetOutOfRange, RecordTooLarge, StorageError
+from groupd.storage.errors import DiskFull, OffsetOutOfRange, RecordTooLarge, StorageError
 from groupd.storage.logdirfailure import channel as log_dir_failures
 
 log = logging.getLogger("groupd.storage")
 START_CHECKPOINT = "log-start-offset"
 READ_CHUNK = 8 << 20
-# A segment's batch index as a clean close left it (see Log._write_indexes): magic, version, whether
-# the arrays are little-endian, the segment file's inode, size and mtime (ns) it describes, its next
-# offset and batch count; then the three index arrays; then a CRC-32C of all of it.
+# A segment's sparse index as a clean close left it (see Log._write_indexes): magic, version (2: sparse;
+# 1 was one entry per batch), whether the arrays are little-endian, the segment file's inode, size and
+# mtime (ns) it describes, its next offset and entry count; then the three index arrays; then a CRC-32C
+# of all of it.
 INDEX_SUFFIX = ".batches"
 _INDEX_HEAD = struct.Struct(">4sHBQQqqq")
 _INDEX_MAGIC = b"GDBI"
 _SCAN_HEADER = struct.Struct(">qiibIhiqq")  # a batch header up to maxTimestamp
 _RECORD_COUNT = struct.Struct(">i")  # at position 57
 _LEADER_EPOCH = struct.Struct(">i")  # partitionLeaderEpoch, at position 12
+_INDEX_VERSION = 2
+_NO_ROOM = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+_NO_ROOM_EVERY_S = 10.0
+_no_room = {"last": -_NO_ROOM_EVERY_S, "missed": 0}
 
 
-@dataclass
+def _no_room_line(message: str, *args: object) -> None:
+    """One ERROR line per 10 s while the disk stays full, counting the ones held back."""
+    now = time.monotonic()
+    if now - _no_room["last"] < _NO_ROOM_EVERY_S:
+        _no_room["missed"] += 1
+        return
+    missed, _no_room["last"], _no_room["missed"] = _no_room["missed"], now, 0
+    log.error(message + (f" ({missed:.0f} more since the last such line)" if missed else ""), *args)
+
+_BASE_AND_LENGTH = struct.Struct(">qi")  # baseOffset, batchLength
+_LAST_DELTA = struct.Struct(">i")  # lastOffsetDelta, at position 23
+WALK_READ = 16 << 10  # bytes read at a time while walking batch headers forward from an index entry
+
+
+@dataclass(slots=True)
 class Segment:
     base_offset: int
     path: Path
     fd: int
     size: int = 0
     created_ms: int = 0
-    offsets: array = field(default_factory=lambda: array("q"))  # batch base offsets
-    positions: array = field(default_factory=lambda: array("q"))  # batch file positions
-    max_ts: array = field(default_factory=lambda: array("q"))  # batch max timestamps
+    interval: int = 4096  # index.interval.bytes: a new index entry once a run holds this many bytes
+    # the sparse index, one entry per run of batches: the run's first batch's base offset and file
+    # position, and the largest batch max timestamp in the run (the time index)
+    offsets: array = field(default_factory=lambda: array("q"))
+    positions: array = field(default_factory=lambda: array("q"))
+    max_ts: array = field(default_factory=lambda: array("q"))
     next_offset: int = 0
+    max_timestamp: int = -1
     indexed: tuple[int, int, int] | None = None  # (inode, size, mtime) the index file on disk describes
 
-    @property
-    def max_timestamp(self) -> int:
-        return max(self.max_ts) if self.max_ts else -1
+    def add(self, base: int, last: int, position: int, max_ts: int) -> None:
+        """Index a batch appended at ``position``: a new entry once the current run holds ``interval``
+        bytes (Kafka's bytesSinceLastIndexEntry), else the run's timestamp grows."""
+        positions = self.positions
+        if not positions or position - positions[-1] >= self.interval:
+            self.offsets.append(base)
+            positions.append(position)
+            self.max_ts.append(max_ts)
+        elif max_ts > self.max_ts[-1]:
+            self.max_ts[-1] = max_ts
+        if max_ts > self.max_timestamp:
+            self.max_timestamp = max_ts
+        self.next_offset = last + 1
 
-    def add(self, header: BatchHeader, position: int) -> None:
-        self.offsets.append(header.base_offset)
-        self.positions.append(position)
-        self.max_ts.append(header.max_timestamp)
-        self.next_offset = header.last_offset + 1
+    def add_header(self, header: BatchHeader, position: int) -> None:
+        self.add(header.base_offset, header.last_offset, position, header.max_timestamp)
+
+    def run_end(self, i: int) -> int:
+        """Where index run ``i`` ends: the next run's first batch, or the segment's end."""
+        return self.positions[i + 1] if i + 1 < len(self.positions) else self.size
+
+    def walk(self, start: int, stop: int | None = None) -> Iterator[tuple[int, int, int, int, int]]:
+        """(position, base offset, last offset, max timestamp, size) of each batch from ``start`` (a batch
+        boundary) to ``stop`` (the segment's end by default), read from the headers a block at a time."""
+        end = self.size if stop is None else stop
+        unpack = _SCAN_HEADER.unpack_from
+        head = _SCAN_HEADER.size
+        pos, buf, at = start, b"", start
+        while pos < end:
+            rel = pos - at
+            if rel + head > len(buf):  # the rest of the range and the header after it, at most WALK_READ
+                want = min(WALK_READ, self.size - pos, max(end - pos, 0) + head)
+                buf, at, rel = os.pread(self.fd, want, pos), pos, 0
+                if len(buf) < head:
+                    return
+            base, length, _epoch, _magic, _crc, _attrs, last_delta, _base_ts, max_ts = unpack(buf, rel)
+            size = length + LOG_OVERHEAD
+            yield pos, base, base + last_delta, max_ts, size
+            pos += size
+
+    def holding(self, offset: int) -> tuple[int, int, int, int, int] | None:
+        """The first batch whose last offset is >= ``offset`` (compaction leaves holes), or None.
+
+        A Fetch's path: the run is read once and its headers walked in a tight loop (two small
+        unpacks per batch), not through ``walk``."""
+        if not self.positions:
+            return None
+        run = max(bisect.bisect_right(self.offsets, offset) - 1, 0)
+        pos, end = self.positions[run], self.run_end(run)
+        buf = os.pread(self.fd, min(end - pos + _SCAN_HEADER.size, self.size - pos), pos)
+        rel, stop = 0, end - pos
+        base_len, delta = _BASE_AND_LENGTH.unpack_from, _LAST_DELTA.unpack_from
+        while rel < stop and rel + _SCAN_HEADER.size <= len(buf):
+            base, length = base_len(buf, rel)
+            if base + delta(buf, rel + 23)[0] >= offset:
+                break
+            rel += length + LOG_OVERHEAD
+        else:  # none in the run: the next run's first batch starts past ``offset``
+            return next(self.walk(end), None) if end < self.size else None
+        return next(self.walk(pos + rel))
+
+    def first_from(self, offset: int) -> int:
+        """The position of the first batch whose base offset is >= ``offset`` (the end when none is)."""
+        i = bisect.bisect_left(self.offsets, offset)
+        if i == 0:
+            return self.positions[0] if self.positions else self.size
+        for pos, base, _last, _ts, _size in self.walk(self.positions[i - 1], self.run_end(i - 1)):
+            if base >= offset:
+                return pos
+        return self.run_end(i - 1)
+
+    def whole_batches_end(self, start: int, first_size: int, limit: int) -> int:
+        """The end of the last whole batch from ``start`` that ends at or below ``limit``; at least the
+        first batch's end."""
+        if start + first_size >= limit:
+            return start + first_size
+        i = bisect.bisect_right(self.positions, limit) - 1
+        from_ = max(self.positions[i], start) if i >= 0 else start
+        end = max(start + first_size, from_)
+        for pos, _base, _last, _ts, size in self.walk(from_):
+            if pos + size > limit:
+                break
+            end = pos + size
+        return end
 
     def pread(self, start: int, end: int) -> bytes:
         return os.pread(self.fd, end - start, start)
@@ -150,7 +254,10 @@ class Log:
         base = int(path.stem)
         fd = os.open(path, os.O_RDWR)
         st = os.fstat(fd)
-        seg = Segment(base, path, fd, created_ms=st.st_mtime_ns // 1_000_000, next_offset=base)
+        seg = Segment(
+            base, path, fd, created_ms=st.st_mtime_ns // 1_000_000, next_offset=base,
+            interval=self.config.index_interval_bytes,
+        )
         file_size = st.st_size
         if self._read_index(seg, st):
             # the file is exactly as a clean close left it: no scan, and (as Kafka after a clean
@@ -184,9 +291,8 @@ class Log:
         if len(data) < head + 4 or crc32c(memoryview(data)[:-4]) != int.from_bytes(data[-4:], "big"):
             return False
         magic, version, little, inode, size, mtime_ns, next_offset, count = _INDEX_HEAD.unpack_from(data)
-        if (magic, version, little) != (_INDEX_MAGIC, 1, sys.byteorder == "little") or (inode, size, mtime_ns) != (
-            st.st_ino, st.st_size, st.st_mtime_ns
-        ) or len(data) != head + 24 * count + 4:
+        expected = (_INDEX_MAGIC, _INDEX_VERSION, sys.byteorder == "little", st.st_ino, st.st_size, st.st_mtime_ns)
+        if (magic, version, little, inode, size, mtime_ns) != expected or len(data) != head + 24 * count + 4:
             return False
         width = 8 * count
         for i, arr in enumerate((seg.offsets, seg.positions, seg.max_ts)):
@@ -195,6 +301,7 @@ class Log:
             del seg.offsets[:], seg.positions[:], seg.max_ts[:]
             return False
         seg.next_offset = next_offset
+        seg.max_timestamp = max(seg.max_ts) if count else -1
         seg.indexed = (inode, size, mtime_ns)
         return True
 
@@ -208,11 +315,13 @@ class Log:
             return
         for seg in self.segments:
             try:
+                if seg.size == 0:
+                    continue  # nothing to scan at the next open
                 st = os.fstat(seg.fd)
                 if st.st_size != seg.size or seg.indexed == (st.st_ino, st.st_size, st.st_mtime_ns):
                     continue  # changed under us; or unchanged since its index was read or written
                 body = bytearray(_INDEX_HEAD.pack(
-                    _INDEX_MAGIC, 1, sys.byteorder == "little", st.st_ino, st.st_size, st.st_mtime_ns,
+                    _INDEX_MAGIC, _INDEX_VERSION, sys.byteorder == "little", st.st_ino, st.st_size, st.st_mtime_ns,
                     seg.next_offset, len(seg.offsets),
                 ))
                 for arr in (seg.offsets, seg.positions, seg.max_ts):
@@ -228,13 +337,14 @@ class Log:
 
     @staticmethod
     def _scan(seg: Segment, file_size: int, verify: bool) -> tuple[int, str]:
-        """Index every whole batch; returns where the valid data ends and why it ends there.
+        """Index every whole batch (sparsely); returns where the valid data ends and why it ends there.
 
-        Runs at every start over every segment, so it reads header fields with one struct and fills
-        the index arrays directly (no header objects)."""
+        Runs at every start over every segment, so it reads header fields with one struct and no
+        header objects."""
         pos = 0
         unpack = _SCAN_HEADER.unpack_from
-        offsets, positions, max_ts = seg.offsets, seg.positions, seg.max_ts
+        add = seg.add
+        seen = False
         while pos < file_size:
             chunk = os.pread(seg.fd, min(READ_CHUNK, file_size - pos), pos)
             view = memoryview(chunk)
@@ -261,12 +371,10 @@ class Log:
                     break
                 if verify and crc32c(view[rel + CRC_START : rel + size]) != crc:
                     return pos + rel, f"CRC mismatch in batch at offset {base}"
-                if offsets and base < seg.next_offset:
+                if seen and base < seg.next_offset:
                     return pos + rel, f"batch at offset {base} goes backwards"
-                offsets.append(base)
-                positions.append(pos + rel)
-                max_ts.append(batch_max_ts)
-                seg.next_offset = base + last_delta + 1
+                add(base, base + last_delta, pos + rel, batch_max_ts)
+                seen = True
                 rel += size
             pos += rel
         return pos, ""
@@ -274,7 +382,9 @@ class Log:
     def _new_segment(self, base: int) -> Segment:
         path = self.directory / segment_name(base)
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        seg = Segment(base, path, fd, created_ms=self.now_ms(), next_offset=base)
+        seg = Segment(
+            base, path, fd, created_ms=self.now_ms(), next_offset=base, interval=self.config.index_interval_bytes
+        )
         self.segments.append(seg)
         self._bases.append(base)
         self._dir_dirty = True
@@ -345,7 +455,11 @@ class Log:
             ):
                 if self.journal_partition is not None:
                     self._seal(seg)
-                seg = self._roll()
+                try:
+                    seg = self._roll()
+                except OSError as exc:  # no room (or no inode) for the next segment's file
+                    _no_room_line("rolling %s failed: %s", self.directory, exc)
+                    raise DiskFull(f"rolling {self.directory.name} failed: {exc}") from exc
             base = seg.next_offset
             set_base_offset(buf, 0, base)
             if self.write_behind:
@@ -355,19 +469,20 @@ class Log:
             else:
                 try:
                     written = os.pwrite(seg.fd, buf, seg.size)
-                    if written != size:
-                        raise OSError(f"short write: {written} of {size} bytes")
+                    if written != size:  # a regular file's write comes up short only when space runs out
+                        raise OSError(errno.ENOSPC, f"short write: {written} of {size} bytes")
                 except OSError as exc:
                     with contextlib.suppress(OSError):
                         os.ftruncate(seg.fd, seg.size)
+                    if exc.errno in _NO_ROOM:
+                        # nothing of it stays and nothing earlier was touched: refused, not a failed directory
+                        _no_room_line("append to %s refused, no room: %s", seg.path, exc)
+                        raise DiskFull(f"append to {self.directory.name} refused: {exc}") from exc
                     # the log is whole again (truncated back), but the directory is offline as in Kafka
                     log.error("write to %s failed: %s", seg.path, exc)
                     log_dir_failures.report(f"write to {seg.path}", exc)
                     raise StorageError(f"append to {self.directory.name} failed: {exc}") from exc
-            seg.offsets.append(base)
-            seg.positions.append(seg.size)
-            seg.max_ts.append(max_ts)
-            seg.next_offset = base + last_delta + 1
+            seg.add(base, base + last_delta, seg.size, max_ts)
             seg.size += size
             self._dirty.add(seg.fd)
             self.unflushed_messages += record_count
@@ -528,40 +643,26 @@ class Log:
         for seg in self.segments[si:]:
             # the first batch whose last offset is >= offset: compaction can leave holes, even whole
             # empty segments, and a fetch must then move on to the next batch rather than stall
-            bi = max(bisect.bisect_right(seg.offsets, offset) - 1, 0)
-            while bi < len(seg.positions):
-                header = parse_header(seg.pread(seg.positions[bi], seg.positions[bi] + BATCH_OVERHEAD), 0)
-                if header.last_offset >= offset:
-                    break
-                bi += 1
-            if bi == len(seg.positions):
+            found = seg.holding(offset)
+            if found is None:
                 continue
-            start = seg.positions[bi]
+            start, _base, _last, _ts, first_size = found
+            stop = seg.size
             if upto is not None:
-                stop = bisect.bisect_left(seg.offsets, upto)
-                if stop <= bi:
+                stop = seg.first_from(upto)
+                if stop <= start:
                     return b""
-            limit = start + max(max_bytes, 0)
             # the end of the last whole batch that fits, but always at least the first batch
-            ei = bisect.bisect_right(seg.positions, limit) - 1
-            end = seg.positions[ei + 1] if ei + 1 < len(seg.positions) else seg.size
-            if end > limit:
-                end = (
-                    seg.positions[ei]
-                    if ei > bi
-                    else (seg.positions[bi + 1] if bi + 1 < len(seg.positions) else seg.size)
-                )
-            if upto is not None and stop < len(seg.positions):
-                end = min(end, seg.positions[stop])
-            return seg.pread(start, end)
+            end = seg.whole_batches_end(start, first_size, start + max(max_bytes, 0))
+            return seg.pread(start, min(end, stop))
         return b""
 
     def headers(self, last_segments: int | None = None) -> Iterator[BatchHeader]:
-        """Every stored batch's header, in order, read from the segments' batch index (one small read
-        per batch, no record data); ``last_segments``: only the newest few."""
+        """Every stored batch's header, in order, walked from the segments' starts (small reads, no record
+        data); ``last_segments``: only the newest few."""
         self._settle()
         for seg in self.segments[-last_segments:] if last_segments else self.segments:
-            for pos in seg.positions:
+            for pos, _base, _last, _ts, _size in seg.walk(0):
                 header = parse_header(seg.pread(pos, pos + BATCH_OVERHEAD), 0)
                 if header.last_offset >= self.log_start_offset:
                     yield header
@@ -663,12 +764,13 @@ class Log:
         """The first offset whose timestamp is >= ts_ms, with that timestamp (ListOffsets)."""
         self._settle()
         for seg in self.segments:
-            if seg.max_timestamp < ts_ms:
+            if not seg.positions or seg.max_timestamp < ts_ms:
                 continue
-            for i in range(len(seg.offsets)):
-                if seg.max_ts[i] >= ts_ms:
-                    end = seg.positions[i + 1] if i + 1 < len(seg.positions) else seg.size
-                    batch = seg.pread(seg.positions[i], end)
+            # the first run reaching ts_ms (the time index), then its first batch that does
+            run = next(i for i, ts in enumerate(seg.max_ts) if ts >= ts_ms)
+            for pos, _base, _last, batch_ts, size in seg.walk(seg.positions[run], seg.run_end(run)):
+                if batch_ts >= ts_ms:
+                    batch = seg.pread(pos, pos + size)
                     for rec in iter_records_safe(batch):
                         if rec.timestamp >= ts_ms and rec.offset >= self.log_start_offset:
                             return rec.offset, rec.timestamp
@@ -678,21 +780,21 @@ class Log:
 
     def max_timestamp(self) -> tuple[int, int] | None:
         self._settle()
-        best: tuple[int, int] | None = None
+        top: tuple[int, Segment, int] | None = None  # the first run holding the largest timestamp
         for seg in self.segments:
-            for i in range(len(seg.offsets)):
-                ts = seg.max_ts[i]
-                if best is None or ts > best[0]:
-                    end = seg.positions[i + 1] if i + 1 < len(seg.positions) else seg.size
-                    header = parse_header(seg.pread(seg.positions[i], seg.positions[i] + BATCH_OVERHEAD), 0)
-                    offset = header.last_offset
-                    batch = seg.pread(seg.positions[i], end)
-                    for rec in iter_records_safe(batch):
-                        if rec.timestamp == ts:
-                            offset = rec.offset
-                            break
-                    best = (ts, offset)
-        return best
+            for i, ts in enumerate(seg.max_ts):
+                if top is None or ts > top[0]:
+                    top = (ts, seg, i)
+        if top is None:
+            return None
+        ts, seg, run = top
+        for pos, _base, last, batch_ts, size in seg.walk(seg.positions[run], seg.run_end(run)):
+            if batch_ts == ts:
+                for rec in iter_records_safe(seg.pread(pos, pos + size)):
+                    if rec.timestamp == ts:
+                        return ts, rec.offset
+                return ts, last
+        return None
 
     # ------------------------------------------------------------ cleanup
 
@@ -754,22 +856,20 @@ class Log:
                 seg.path.with_suffix(INDEX_SUFFIX).unlink(missing_ok=True)
                 self._dir_dirty = True
             seg = self.segments[-1]
-            bi = max(bisect.bisect_right(seg.offsets, offset) - 1, 0)
-            while bi < len(seg.positions):
-                pos = seg.positions[bi]
-                header = parse_header(seg.pread(pos, pos + BATCH_OVERHEAD), 0)
-                if header.last_offset >= offset:
-                    break
-                bi += 1
-            if bi < len(seg.positions):
-                cut, end = seg.positions[bi], seg.offsets[bi]
+            found = seg.holding(offset)
+            if found is not None:
+                cut, end = found[0], found[1]
                 try:
                     os.ftruncate(seg.fd, cut)
                 except OSError as exc:
                     raise StorageError(f"truncating {seg.path} failed: {exc}") from exc
-                del seg.offsets[bi:], seg.positions[bi:], seg.max_ts[bi:]
+                kept = bisect.bisect_left(seg.positions, cut)
+                del seg.offsets[kept:], seg.positions[kept:], seg.max_ts[kept:]
                 seg.size = cut
                 seg.next_offset = end
+                if kept:  # the last run kept may have counted a timestamp cut off with its batches
+                    seg.max_ts[-1] = max(b[3] for b in seg.walk(seg.positions[-1]))
+                seg.max_timestamp = max(seg.max_ts) if kept else -1
                 self._dirty.add(seg.fd)
             return self.log_end_offset
 
@@ -802,7 +902,7 @@ class Log:
         cfg = self.config
         while len(self.segments) > 1:
             seg = self.segments[0]
-            too_old = cfg.retention_ms >= 0 and seg.max_ts and now_ms - seg.max_timestamp > cfg.retention_ms
+            too_old = cfg.retention_ms >= 0 and seg.size > 0 and now_ms - seg.max_timestamp > cfg.retention_ms
             too_big = cfg.retention_bytes >= 0 and self.size_bytes - seg.size >= cfg.retention_bytes
             if not (too_old or too_big):
                 break
@@ -829,9 +929,12 @@ class Log:
         cleaner.index(self.batches())
         for idx, seg in enumerate(closed):
             out = bytearray()
-            new = Segment(seg.base_offset, seg.path, -1, created_ms=seg.created_ms, next_offset=seg.base_offset)
+            new = Segment(
+                seg.base_offset, seg.path, -1, created_ms=seg.created_ms, next_offset=seg.base_offset,
+                interval=seg.interval,
+            )  # fmt: skip
             for kept in cleaner.clean(self._segment_batches(seg)):
-                new.add(parse_header(kept, 0), len(out))
+                new.add_header(parse_header(kept, 0), len(out))
                 out += kept
             tmp = seg.path.with_suffix(".cleaned")
             try:

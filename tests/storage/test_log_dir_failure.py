@@ -1,5 +1,6 @@
 """Every failed write or sync of a log reaches the LogDirFailureChannel (Kafka's name), whose handler
-halts the broker (groupd/server.py; tests/store/test_full_disk.py runs it for real). Here the handler records."""
+halts the broker (groupd/server.py; tests/store/test_full_disk.py runs it for real), except a data
+partition's append with no room, which is refused and leaves the log usable. Here the handler records."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from groupd.storage.errors import StorageError
+from groupd.storage.batch import iter_records
+from groupd.storage.errors import DiskFull, StorageError
 from groupd.storage.journal import Journal
 from groupd.storage.log import Log, LogConfig
 from groupd.storage.logdirfailure import channel
@@ -23,17 +25,17 @@ def reported(monkeypatch):
 
 
 class _NoSpace:
-    """``os`` as storage modules see it, with pwrite failing as on a full disk."""
+    """``os`` as storage modules see it, with pwrite failing as on a full disk (or with another errno)."""
 
-    def __init__(self, real):
+    def __init__(self, real, code=errno.ENOSPC):
         self._real = real
+        self._code = code
 
     def __getattr__(self, name):
         return getattr(self._real, name)
 
-    @staticmethod
-    def pwrite(fd, data, offset):
-        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    def pwrite(self, fd, data, offset):
+        raise OSError(self._code, os.strerror(self._code))
 
 
 def test_a_failed_append_to_a_data_partition_is_reported(tmp_path, reported, monkeypatch):
@@ -42,13 +44,34 @@ def test_a_failed_append_to_a_data_partition_is_reported(tmp_path, reported, mon
     lg = Log.open(tmp_path / "d-0")
     lg.append_records([(b"a", b"1")], 1)
     with monkeypatch.context() as patched:
-        patched.setattr(log_module, "os", _NoSpace(os))
+        patched.setattr(log_module, "os", _NoSpace(os, errno.EIO))
         with pytest.raises(StorageError):
             lg.append_records([(b"b", b"2")], 1)
     assert len(reported) == 1
     what, exc = reported[0]
-    assert what.startswith("write to ") and "d-0" in what and exc.errno == errno.ENOSPC
+    assert what.startswith("write to ") and "d-0" in what and exc.errno == errno.EIO
     assert lg.log_end_offset == 1  # nothing half-written is left behind
+    lg.close()
+
+
+@pytest.mark.parametrize("code", [errno.ENOSPC, errno.EDQUOT, errno.EFBIG])
+def test_an_append_with_no_room_is_refused_and_the_next_one_succeeds(tmp_path, reported, monkeypatch, code):
+    """Nothing of the refused append stays and nothing before it was touched, so the log stays usable:
+    DiskFull (a StorageError: Produce answers KAFKA_STORAGE_ERROR), no failed directory, and once the
+    disk has room again the next append is stored at the very next offset."""
+    import groupd.storage.log as log_module
+
+    lg = Log.open(tmp_path / "d-0")
+    lg.append_records([(b"a", b"1")], 1)
+    with monkeypatch.context() as patched:
+        patched.setattr(log_module, "os", _NoSpace(os, code))
+        for _ in range(3):
+            with pytest.raises(DiskFull):
+                lg.append_records([(b"b", b"2")], 1)
+    assert reported == [] and not lg.failed
+    assert lg.append_records([(b"c", b"3")], 1) == (1, 1)
+    lg.flush()
+    assert [r.value for _, b in lg.batches() for r in iter_records(b)] == [b"1", b"3"]
     lg.close()
 
 

@@ -1,6 +1,7 @@
-"""A full disk (issue 26 item 5): the broker halts as Kafka does, and never answers a retriable error
-that cannot heal; start-up on a full disk is one line and exit status 1; once the disk takes writes
-again every acknowledged commit is back.
+"""A full disk (issue 26 item 5): commits halt the broker as Kafka does, and never answer a retriable error
+that cannot heal; a produce is refused (issue 40) and heals by itself once there is room; start-up on a
+full disk is one line and exit status 1; once the disk takes writes again every acknowledged commit is
+back.
 
 The full disk is the kernel's own refusal, without root: RLIMIT_FSIZE. Python ignores SIGXFSZ, so a
 write past the limit fails with EFBIG (or comes up short) exactly where a full disk fails with ENOSPC;
@@ -21,8 +22,10 @@ import time
 import pytest
 
 from groupd.protocol import codec
+from groupd.protocol.errors import ErrorCode
 from groupd.storage.batch import build_batch
 from tests.harness import ROOT, BrokerProcess, WireClient
+from tests.wire.test_data_plane import fetch_body as data_fetch_body
 from tests.wire.test_data_plane import part, produce_body
 from tests.wire.test_groups import commit_body, fetch_body
 
@@ -64,6 +67,11 @@ class PipedBroker(BrokerProcess):
         """Every file write past its first byte fails from now on."""
         _soft, hard = resource.prlimit(self.proc.pid, resource.RLIMIT_FSIZE)
         resource.prlimit(self.proc.pid, resource.RLIMIT_FSIZE, (1, hard))
+
+    def make_room(self) -> None:
+        """The space comes back."""
+        _soft, hard = resource.prlimit(self.proc.pid, resource.RLIMIT_FSIZE)
+        resource.prlimit(self.proc.pid, resource.RLIMIT_FSIZE, (hard, hard))
 
     def wait(self, timeout: float = 20.0) -> int:
         code = self.proc.wait(timeout)
@@ -187,7 +195,12 @@ async def test_commits_on_a_full_disk_halt_the_broker_and_a_restart_recovers_eve
 
 
 @pytest.mark.timeout(60)
-async def test_a_produce_on_a_full_disk_halts_the_broker(tmp_path):
+async def test_a_produce_on_a_full_disk_is_refused_while_reads_go_on(tmp_path):
+    """An append the disk has no room for leaves nothing behind, so unlike a failed fsync it need not take
+    the directory offline: Produce answers KAFKA_STORAGE_ERROR (retriable), Fetch and Metadata are served,
+    one ERROR line says why, and once there is room the next produce is stored, nothing acknowledged lost.
+    (No group here: the offsets store writes its partitions' files behind its journal, and that deferred
+    write on a full disk still halts the broker, as commits do.)"""
     broker = PipedBroker(tmp_path / "data").start()
     try:
         await _create_topic(broker.port, "d")
@@ -196,10 +209,23 @@ async def test_a_produce_on_a_full_disk_halts_the_broker(tmp_path):
         resp = await client.call(0, 9, produce_body("d", 0, batch))
         assert part(resp).error_code == 0
         broker.fill_disk()
-        with pytest.raises((OSError, asyncio.IncompleteReadError, ConnectionError)):
-            for _ in range(100):
-                await client.call(0, 9, produce_body("d", 0, batch))
+        for _ in range(20):
+            refused = await client.call(0, 9, produce_body("d", 0, batch))
+            assert part(refused).error_code == ErrorCode.kafka_storage_error
+        fetched = await client.call(1, 11, data_fetch_body("d", 0, 0))
+        assert fetched.responses[0].partitions[0].high_watermark == 1
+        await _create_topic(broker.port, "d")  # Metadata: served
+        broker.make_room()
+        again = await client.call(0, 9, produce_body("d", 0, batch))
+        assert part(again).error_code == 0 and part(again).base_offset == 1
         await client.close()
-        assert_halted_cleanly(broker)
+        assert broker.stop() == 0
+        assert "Traceback" not in broker.output and HALT not in broker.output, broker.output[-3000:]
+        assert len([line for line in broker.lines if "refused, no room" in line]) == 1, broker.output[-3000:]
+        broker.start()
+        client = await WireClient.connect(broker.port)
+        fetched = await client.call(1, 11, data_fetch_body("d", 0, 0))
+        assert fetched.responses[0].partitions[0].high_watermark == 2
+        await client.close()
     finally:
         broker.kill()

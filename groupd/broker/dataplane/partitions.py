@@ -3,13 +3,24 @@
 Produced batches are appended byte for byte; fetchers waiting for data are woken by appends (no
 polling). Durability follows the same flush policy as the offsets store, through the engine's
 Durability (storage/engine.py).
+
+Creating or deleting thousands of partitions is file work proportional to their number (a mkdir and an
+open each, a millisecond or more on a busy disk, and one slow call can block for far longer), so it runs
+on one worker thread, ``CHUNK`` partitions per call, while the event loop serves other clients'
+heartbeats and commits. A creation opens its partitions before the registry names the topic
+(``prepare``); a deletion closes them at once and removes their files in the background, and a creation
+of the same name waits for that removal. One thread: the engine sees one such call at a time.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
+import errno
 import logging
+import time
+from collections.abc import Coroutine
 from typing import Any
 
 from groupd.broker.dataplane.producers import ProducerIds
@@ -24,6 +35,37 @@ from groupd.storage.errors import StorageError, UnknownPartition
 log = logging.getLogger("groupd.partitions")
 
 TopicPartition = tuple[str, int]
+CHUNK = 64  # partitions opened or removed per call on the worker thread
+_OUT_OF_DESCRIPTORS = (errno.EMFILE, errno.ENFILE)
+
+
+def out_of_descriptors(exc: BaseException) -> bool:
+    """Whether ``exc`` (or the OSError an engine wrapped in it) is EMFILE or ENFILE."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, OSError) and seen.errno in _OUT_OF_DESCRIPTORS:
+            return True
+        seen = seen.__cause__
+    return False
+
+
+class RateLimitedLine:
+    """One log line per ``interval_s`` for a recurring condition, counting the ones held back."""
+
+    def __init__(self, logger: logging.Logger, interval_s: float = 10.0) -> None:
+        self.logger = logger
+        self.interval_s = interval_s
+        self._last = -interval_s
+        self._missed = 0
+
+    def error(self, message: str, *args: object) -> None:
+        now = time.monotonic()
+        if now - self._last < self.interval_s:
+            self._missed += 1
+            return
+        missed, self._last, self._missed = self._missed, now, 0
+        suffix = f" ({missed} more since the last such line)" if missed else ""
+        self.logger.error(message + suffix, *args)
 
 
 def log_config_for(broker_config: Any, topic_configs: dict[str, str]) -> LogConfig:
@@ -40,6 +82,7 @@ def log_config_for(broker_config: Any, topic_configs: dict[str, str]) -> LogConf
         cleanup_policy=pick("cleanup.policy"),
         delete_retention_ms=int(pick("delete.retention.ms")),
         max_message_bytes=int(pick("max.message.bytes")),
+        index_interval_bytes=int(pick("index.interval.bytes")),
     )
 
 
@@ -62,6 +105,11 @@ class PartitionManager:
         self._watchers: dict[TopicPartition, set[asyncio.Future]] = {}
         self.txns: dict[TopicPartition, PartitionTxns] = {}  # partitions that have held transactional batches
         self._tasks: set[asyncio.Task] = set()
+        self._prepared: dict[TopicPartition, PartitionLog] = {}  # opened by prepare, not yet in the registry
+        self._deleting: dict[str, asyncio.Task] = {}  # topics whose files are being removed
+        self._work: set[asyncio.Task] = set()  # creations under way (see run)
+        self._files = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="partition-files")
+        self.descriptor_errors = RateLimitedLine(log)
         topics.on_create.append(self._created)
         topics.on_delete.append(self._deleted)
         topics.on_grow.append(self._grown)
@@ -80,12 +128,19 @@ class PartitionManager:
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        for task in [*self._work, *self._deleting.values()]:
+            with contextlib.suppress(asyncio.CancelledError, StorageError, OSError):
+                await task
+        for lg in self._prepared.values():
+            lg.close()
+        self._prepared.clear()
+        self._files.shutdown(wait=True)
         await self.committer.close()
         for (name, p), lg in self.logs.items():
             with contextlib.suppress(StorageError, OSError):  # without a snapshot, the next start rebuilds
                 lg.flush()
                 if not lg.failed:
-                    if self.producers is not None:
+                    if self.producers is not None and lg.log_end_offset:  # an empty log restores nothing
                         self.producers.save(name, p, lg)
                     txns = self.txns.get((name, p))
                     if txns is not None:
@@ -96,6 +151,10 @@ class PartitionManager:
     def _open_topic(self, topic: Topic, first: int) -> None:
         cfg = log_config_for(self.config, topic.configs)
         for p in range(first, topic.partitions):
+            prepared = self._prepared.pop((topic.name, p), None)
+            if prepared is not None:  # new and empty: nothing to restore
+                self.logs[(topic.name, p)] = prepared
+                continue
             lg = self.logs[(topic.name, p)] = self.storage.open_partition(topic.name, p, cfg)
             if is_transactional(lg):
                 restored = PartitionTxns.restore(lg)
@@ -110,16 +169,107 @@ class PartitionManager:
     def _grown(self, topic: Topic, old: int) -> None:
         self._open_topic(topic, old)
 
+    def run(self, work: Coroutine[Any, Any, None]) -> asyncio.Future[None]:
+        """Run a creation to its end even if the client that asked goes away (as Kafka's controller
+        does); the answer waits on the future returned, whose cancellation leaves the work running."""
+        task = asyncio.get_running_loop().create_task(work)
+        self._work.add(task)
+        task.add_done_callback(self._work.discard)
+        return asyncio.shield(task)
+
+    def deleting(self, name: str) -> bool:
+        """Whether a deleted topic of this name still has files being removed."""
+        return name in self._deleting
+
+    async def prepare(self, name: str, first: int, last: int, configs: dict[str, str]) -> None:
+        """Open partitions ``first`` to ``last - 1`` of ``name`` before the registry holds them, on the
+        worker thread; the registry's create or grow then adopts them. A new topic's leftover files (a
+        deletion a crash interrupted) are removed first. On any failure what this call opened is closed
+        and removed, and the error raised."""
+        pending = self._deleting.get(name)
+        if pending is not None:
+            with contextlib.suppress(StorageError, OSError):
+                await asyncio.shield(pending)
+        loop = asyncio.get_running_loop()
+        cfg = log_config_for(self.config, configs)
+        try:
+            if first == 0:
+                await loop.run_in_executor(self._files, self._remove_leftovers, name)
+            for start in range(first, last, CHUNK):
+                numbers = range(start, min(start + CHUNK, last))
+                opened = await loop.run_in_executor(self._files, self._open_chunk, name, numbers, cfg)
+                for p, lg in zip(numbers, opened, strict=True):
+                    self._prepared[(name, p)] = lg
+        except BaseException:
+            self.discard(name, first, last)
+            raise
+
+    def _remove_leftovers(self, name: str) -> None:
+        for _, p in self.storage.partitions(name):
+            with contextlib.suppress(UnknownPartition):
+                self.storage.delete_partition(name, p)
+
+    def _open_chunk(self, name: str, numbers: range, cfg: LogConfig) -> list[PartitionLog]:
+        """On the worker thread: open these partitions, all or (closing and removing them) none."""
+        opened: list[PartitionLog] = []
+        try:
+            for p in numbers:
+                opened.append(self.storage.open_partition(name, p, cfg))
+                time.sleep(0)  # let the event loop's thread take the GIL between partitions
+        except BaseException:
+            for p, lg in zip(numbers, opened, strict=False):
+                lg.close()
+                with contextlib.suppress(StorageError, OSError):
+                    self.storage.delete_partition(name, p)
+            with contextlib.suppress(StorageError, OSError):  # the one whose opening failed, if it got a directory
+                self.storage.delete_partition(name, numbers[len(opened)])
+            raise
+        return opened
+
+    def discard(self, name: str, first: int, last: int) -> None:
+        """Close and remove what ``prepare`` opened and the registry did not adopt."""
+        for p in range(first, last):
+            lg = self._prepared.pop((name, p), None)
+            if lg is None:
+                continue
+            lg.close()
+            with contextlib.suppress(StorageError, OSError):
+                self.storage.delete_partition(name, p)
+
     def _deleted(self, topic: Topic) -> None:
-        for key in [k for k in self.logs if k[0] == topic.name]:
+        keys = [k for k in self.logs if k[0] == topic.name]
+        for key in keys:
             lg = self.logs.pop(key)
             self.txns.pop(key, None)
             lg.close()
-            if self.producers is not None:
-                self.producers.forget(topic.name)
-            with contextlib.suppress(UnknownPartition):
-                self.storage.delete_partition(*key)
             self._wake(key)
+        if self.producers is not None:
+            self.producers.forget(topic.name)
+        previous = self._deleting.get(topic.name)
+        task = asyncio.get_running_loop().create_task(self._remove(topic.name, keys, previous))
+        self._deleting[topic.name] = task
+
+    async def _remove(self, name: str, keys: list[TopicPartition], previous: asyncio.Task | None) -> None:
+        """Remove a deleted topic's partitions' files on the worker thread, ``CHUNK`` at a time."""
+        try:
+            if previous is not None:
+                with contextlib.suppress(StorageError, OSError):
+                    await previous
+            loop = asyncio.get_running_loop()
+            for start in range(0, len(keys), CHUNK):
+                await loop.run_in_executor(self._files, self._remove_chunk, keys[start : start + CHUNK])
+        finally:
+            if self._deleting.get(name) is asyncio.current_task():
+                del self._deleting[name]
+
+    def _remove_chunk(self, keys: list[TopicPartition]) -> None:
+        for key in keys:
+            try:
+                self.storage.delete_partition(*key)
+            except UnknownPartition:
+                pass
+            except (StorageError, OSError) as exc:
+                self.descriptor_errors.error("removing %s-%d failed: %s", *key, exc)
 
     def reconfigure(self, topic: Topic) -> None:
         cfg = log_config_for(self.config, topic.configs)

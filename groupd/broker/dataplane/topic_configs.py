@@ -135,6 +135,7 @@ BROKER_SYNONYMS: dict[str, str] = {
     "retention.ms": "log.retention.ms",
     "retention.bytes": "log.retention.bytes",
     "segment.bytes": "log.segment.bytes",
+    "index.interval.bytes": "log.index.interval.bytes",
     "segment.ms": "log.roll.ms",
     "max.message.bytes": "message.max.bytes",
     "delete.retention.ms": "log.cleaner.delete.retention.ms",

@@ -132,7 +132,11 @@ class TopicRegistry:
         topic = Topic(name, uuid.uuid4(), partitions, dict(configs or {}))
         self._by_name[name] = topic
         self._by_id[topic.topic_id] = topic
-        self._persist()
+        try:
+            self._persist()
+        except BaseException:  # not durable: not created (the caller answers the error)
+            del self._by_name[name], self._by_id[topic.topic_id]
+            raise
         for listener in self.on_create:
             listener(topic)
         return topic
@@ -143,7 +147,12 @@ class TopicRegistry:
             raise TopicError(ErrorCode.unknown_topic_or_partition, "This server does not host this topic-partition.")
         del self._by_name[name]
         del self._by_id[topic.topic_id]
-        self._persist()
+        try:
+            self._persist()
+        except BaseException:
+            self._by_name[name] = topic
+            self._by_id[topic.topic_id] = topic
+            raise
         for listener in self.on_delete:
             listener(topic)
         return topic
@@ -152,7 +161,11 @@ class TopicRegistry:
         topic = self._by_name[name]
         old = topic.partitions
         topic.partitions = partitions
-        self._persist()
+        try:
+            self._persist()
+        except BaseException:
+            topic.partitions = old
+            raise
         for listener in self.on_grow:
             listener(topic, old)
         return topic

@@ -13,6 +13,7 @@ from kio.schema.incremental_alter_configs.v1.request import IncrementalAlterConf
 from kio.static.protocol import Entity
 
 from groupd.broker.config import KEYS
+from groupd.broker.dataplane.creation import Creation, create_all
 from groupd.broker.dataplane.topic_configs import (
     DYNAMIC_BROKER_DEFAULTS,
     LIST,
@@ -21,7 +22,8 @@ from groupd.broker.dataplane.topic_configs import (
     effective_topic_config,
     validate_topic_configs,
 )
-from groupd.broker.dispatch import Answer, RequestContext, Response
+from groupd.broker.dataplane.topics import TopicError
+from groupd.broker.dispatch import Answer, RequestContext, Response, later_of
 from groupd.broker.handlers.group_configs import GROUP, alter_group, describe_group, duplicated_groups
 from groupd.broker.handlers.topics import THROTTLED, mutations, throttle_time
 from groupd.broker.security import access as acl
@@ -56,30 +58,67 @@ def _config_refused(broker: Broker, ctx: RequestContext, op: acl.Operation, res:
 
 def create_partitions(broker: Broker, ctx: RequestContext, req: CreatePartitionsRequest) -> Answer:
     result_cls = ctx.nested("CreatePartitionsTopicResult")
-    results = []
     quota = mutations(broker, ctx, strict_since=3)
+    limits = broker.partition_limits
+    try:  # counted as CreateTopics' are: the new partitions of every topic the request names
+        limits.check_request(
+            sum(max(0, t.count - (existing.partitions if (existing := broker.topics.get(t.name)) else 0))
+                for t in req.topics)
+        )
+        too_many = None
+    except TopicError as exc:
+        too_many = exc
+    rows: list[Creation] = []
+    admitted: list[Creation] = []
     for t in req.topics:
-        error, message = ErrorCode.none, None
+        row = Creation(t.name, 0, t.count)
+        rows.append(row)
         topic = broker.topics.get(t.name)
-        if not broker.access.allowed(ctx, acl.ALTER, acl.TOPIC, t.name):  # KafkaApis: ALTER on the topic
-            error, message = ErrorCode.topic_authorization_failed, "The topic authorization is failed."
-        elif topic is None:
-            error, message = ErrorCode.unknown_topic_or_partition, "This server does not host this topic-partition."
-        elif t.count <= topic.partitions:
-            error = ErrorCode.invalid_partitions
-            message = (
-                f"Topic currently has {topic.partitions} partitions, which is higher than the requested {t.count}."
-            )
-            if t.count == topic.partitions:
-                message = f"Topic already has {topic.partitions} partitions."
-        elif t.assignments is not None and any(tuple(a.broker_ids) != (broker.node_id,) for a in t.assignments):
-            error, message = ErrorCode.invalid_replica_assignment, "Assignments may name only this broker."
-        elif not quota.record(t.count - topic.partitions, wall_ms()):
-            error, message = ErrorCode.throttling_quota_exceeded, THROTTLED
-        elif not req.validate_only:
-            broker.topics.grow(t.name, t.count)
-        results.append(codec.make(result_cls, name=t.name, error_code=error, error_message=message))
-    return ctx.respond(throttle_time=throttle_time(broker, ctx, quota), results=tuple(results))
+        try:
+            if not broker.access.allowed(ctx, acl.ALTER, acl.TOPIC, t.name):  # KafkaApis: ALTER on the topic
+                raise TopicError(ErrorCode.topic_authorization_failed, "The topic authorization is failed.")
+            if too_many is not None:
+                raise too_many
+            if topic is None:
+                raise TopicError(
+                    ErrorCode.unknown_topic_or_partition, "This server does not host this topic-partition."
+                )
+            if t.count <= topic.partitions:
+                message = (
+                    f"Topic currently has {topic.partitions} partitions, which is higher than the requested {t.count}."
+                )
+                if t.count == topic.partitions:
+                    message = f"Topic already has {topic.partitions} partitions."
+                raise TopicError(ErrorCode.invalid_partitions, message)
+            if t.assignments is not None and any(tuple(a.broker_ids) != (broker.node_id,) for a in t.assignments):
+                raise TopicError(ErrorCode.invalid_replica_assignment, "Assignments may name only this broker.")
+            if limits.busy(t.name):
+                raise TopicError(  # Kafka's controller would have run the other request first
+                    ErrorCode.invalid_partitions, f"Another request is adding partitions to {t.name} right now."
+                )
+            row.first = topic.partitions
+            limits.check_broker(t.count - topic.partitions)
+            if not quota.record(t.count - topic.partitions, wall_ms()):
+                raise TopicError(ErrorCode.throttling_quota_exceeded, THROTTLED)
+            if not req.validate_only:
+                limits.reserve(t.name, t.count - topic.partitions)
+                row.configs = dict(topic.configs)
+                admitted.append(row)
+        except TopicError as exc:
+            row.error, row.message = exc.code, exc.message
+
+    def answer(_: object = None) -> Response:
+        results = tuple(
+            codec.make(result_cls, name=row.name, error_code=row.error, error_message=row.message) for row in rows
+        )
+        return ctx.respond(throttle_time=throttle_time(broker, ctx, quota), results=results)
+
+    if not admitted:
+        return answer()
+    return later_of(
+        broker.partitions.run(create_all(admitted, broker.partitions, limits, broker.topics, broker.create_topic)),
+        answer,
+    )
 
 
 def delete_records(broker: Broker, ctx: RequestContext, req: DeleteRecordsRequest) -> Answer:

@@ -13,6 +13,7 @@ from kio.schema.metadata.v10.request import MetadataRequest as MetadataRequestV1
 from kio.schema.metadata.v13.request import MetadataRequest
 from kio.static.protocol import Entity
 
+from groupd.broker.dataplane.creation import create_now
 from groupd.broker.dataplane.leader_epochs import LEADER_EPOCH
 from groupd.broker.dataplane.topics import TopicError, validate_name
 from groupd.broker.dispatch import Answer, RequestContext
@@ -181,7 +182,17 @@ def metadata(broker: Broker, ctx: RequestContext, req: MetadataRequest) -> Answe
                     entries.append(entry(ctx, broker, name, zero_id, ErrorCode.topic_authorization_failed, 0))
                     continue
                 if auto and name not in INTERNAL_TOPICS:
-                    known = broker.create_topic(cast(str, name), broker.config["num.partitions"], {})
+                    try:
+                        known = create_now(
+                            cast(str, name),
+                            broker.config["num.partitions"],
+                            broker.partitions,
+                            broker.partition_limits,
+                            broker.create_topic,
+                        )
+                    except TopicError as exc:
+                        entries.append(entry(ctx, broker, name, zero_id, exc.code, 0))
+                        continue
                 else:
                     entries.append(entry(ctx, broker, name, zero_id, ErrorCode.unknown_topic_or_partition, 0))
                     continue

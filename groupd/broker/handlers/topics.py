@@ -9,14 +9,16 @@ from kio.schema.create_topics.v7.request import CreateTopicsRequest
 from kio.schema.delete_topics.v5.request import DeleteTopicsRequest as DeleteTopicsRequestV5
 from kio.schema.delete_topics.v6.request import DeleteTopicsRequest
 
+from groupd.broker.dataplane.creation import Creation, create_all, storage_failure
 from groupd.broker.dataplane.topic_configs import InvalidConfig, validate_topic_configs
 from groupd.broker.dataplane.topics import TopicError
-from groupd.broker.dispatch import Answer, RequestContext
+from groupd.broker.dispatch import Answer, RequestContext, Response, later_of
 from groupd.broker.ops.quotas import Mutations
 from groupd.broker.security.access import DELETE, DESCRIBE, DESCRIBE_CONFIGS, TOPIC
 from groupd.clock import wall_ms
 from groupd.protocol import codec
 from groupd.protocol.errors import ErrorCode
+from groupd.storage.errors import StorageError
 
 if TYPE_CHECKING:
     from groupd.broker.app import Broker
@@ -41,16 +43,39 @@ def throttle_time(broker: Broker, ctx: RequestContext, quota: Mutations) -> int:
     return ms
 
 
+def requested_partitions(req: CreateTopicsRequest, default: int) -> int:
+    """The partitions a CreateTopics asks for in all, counted as Kafka's controller counts them before
+    validating each topic (ReplicationControlManager.validateTotalNumberOfPartitions)."""
+    total = 0
+    for topic in req.topics:
+        if topic.assignments:
+            total += len(topic.assignments)
+        elif topic.num_partitions == -1:
+            total += default
+        elif topic.num_partitions > 0:
+            total += topic.num_partitions
+    return total
+
+
 def create_topics(broker: Broker, ctx: RequestContext, req: CreateTopicsRequest) -> Answer:
     result_cls = ctx.nested("CreatableTopicResult")
     quota = mutations(broker, ctx, strict_since=6)
+    limits = broker.partition_limits
+    try:  # Kafka refuses the whole request, every topic, before looking at any of them
+        limits.check_request(requested_partitions(req, broker.config["num.partitions"]))
+        too_many = None
+    except TopicError as exc:
+        too_many = exc
     seen: dict[str, int] = {}
     for topic in req.topics:
         seen[topic.name] = seen.get(topic.name, 0) + 1
-    results = []
+    rows: list[tuple[Creation, int]] = []  # each topic's outcome and replication factor
+    admitted: list[Creation] = []
     for topic in req.topics:
-        error, message, partitions, replication, topic_id = ErrorCode.none, None, -1, -1, codec.ZERO_UUID
+        row, replication = Creation(topic.name, 0, -1), -1
         try:
+            if too_many is not None:
+                raise too_many
             if seen[topic.name] > 1:
                 raise TopicError(
                     ErrorCode.invalid_request,
@@ -58,7 +83,7 @@ def create_topics(broker: Broker, ctx: RequestContext, req: CreateTopicsRequest)
                 )
             if not broker.access.may_create_topic(ctx, topic.name):  # KafkaApis: CREATE on the cluster or topic
                 raise TopicError(ErrorCode.topic_authorization_failed, "Authorization failed.")
-            partitions = topic.num_partitions
+            partitions: int = topic.num_partitions
             if topic.assignments:
                 if partitions != -1 or topic.replication_factor != -1:
                     raise TopicError(
@@ -86,35 +111,49 @@ def create_topics(broker: Broker, ctx: RequestContext, req: CreateTopicsRequest)
                     f"{replication} cannot be reached because only 1 broker(s) are registered.",
                 )
             try:
-                configs = validate_topic_configs({c.name: c.value for c in topic.configs})
+                row.configs = validate_topic_configs({c.name: c.value for c in topic.configs})
             except InvalidConfig as exc:
                 raise TopicError(ErrorCode.invalid_config, str(exc)) from None
             broker.topics.check_new(topic.name, partitions)
+            if limits.busy(topic.name):
+                raise TopicError(ErrorCode.topic_already_exists, f"Topic '{topic.name}' already exists.")
+            limits.check_broker(partitions)
             if not quota.record(partitions, wall_ms()):  # Kafka charges validate-only requests too
                 raise TopicError(ErrorCode.throttling_quota_exceeded, THROTTLED)
+            row.last = partitions
             if not (ctx.version >= 1 and req.validate_only):  # v1+ (v0 always creates)
-                topic_id = broker.create_topic(topic.name, partitions, configs).topic_id
+                limits.reserve(topic.name, partitions)
+                admitted.append(row)
         except TopicError as exc:
-            error, message, partitions, replication = exc.code, exc.message, -1, -1
-        results.append(
+            row.error, row.message, row.last, replication = exc.code, exc.message, -1, -1
+        rows.append((row, replication))
+
+    def answer(_: object = None) -> Response:
+        results = tuple(
             codec.make(
                 result_cls,
-                name=topic.name,
-                topic_id=topic_id,
-                error_code=error,
-                error_message=message,
+                name=row.name,
+                topic_id=row.topic_id or codec.ZERO_UUID,
+                error_code=row.error,
+                error_message=row.message,
                 # KafkaApis: the configs are the principal's to see with DESCRIBE_CONFIGS on the topic
                 topic_config_error_code=(
                     ErrorCode.none
-                    if broker.access.allowed(ctx, DESCRIBE_CONFIGS, TOPIC, topic.name, log_denied=False)
+                    if broker.access.allowed(ctx, DESCRIBE_CONFIGS, TOPIC, row.name, log_denied=False)
                     else ErrorCode.topic_authorization_failed
                 ),
-                num_partitions=partitions,
-                replication_factor=replication,
+                num_partitions=row.last if row.error == ErrorCode.none else -1,
+                replication_factor=replication if row.error == ErrorCode.none else -1,
                 configs=(),  # on an error too: Kafka leaves Configs at its default, an empty array
             )
+            for row, replication in rows
         )
-    return ctx.respond(throttle_time=throttle_time(broker, ctx, quota), topics=tuple(results))
+        return ctx.respond(throttle_time=throttle_time(broker, ctx, quota), topics=results)
+
+    if not admitted:
+        return answer()
+    work = create_all(admitted, broker.partitions, limits, broker.topics, broker.create_topic)
+    return later_of(broker.partitions.run(work), answer)
 
 
 def delete_topics(broker: Broker, ctx: RequestContext, req: DeleteTopicsRequest) -> Answer:
@@ -146,6 +185,9 @@ def delete_topics(broker: Broker, ctx: RequestContext, req: DeleteTopicsRequest)
                 topic_id = topic.topic_id
             except TopicError as exc:
                 error, message = exc.code, exc.message
+            except (StorageError, OSError) as exc:  # e.g. no descriptor left to rewrite the registry
+                error = ErrorCode.kafka_storage_error
+                message = storage_failure(broker.partitions, f"deleting topic {name}", exc)
         results.append(
             codec.make(
                 result_cls, name=name, topic_id=topic_id or codec.ZERO_UUID, error_code=error, error_message=message

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 
 from groupd.clock import wall_ms
 from groupd.storage.engine import LogConfig, PartitionLog, StorageEngine
-from groupd.storage.errors import StorageError
+from groupd.storage.errors import DiskFull, StorageError
 
 if TYPE_CHECKING:
     from groupd.broker.app import Broker
@@ -99,6 +99,8 @@ class LogEndRecorder:
             try:
                 self.tick(wall_ms())
                 await asyncio.to_thread(log_.flush)
+            except DiskFull:
+                pass  # the log said so (one line per 10 s); the next tick tries again
             except Exception:
                 log.exception("recording log-end history failed")
 

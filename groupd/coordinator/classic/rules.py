@@ -275,7 +275,7 @@ def complete_join(g: Group, now: int, cfg: GroupConfig, out: Out) -> None:
             )
         _arm_hb(g, m, now + m.session_timeout, out)
         m.is_new = False
-        g.pending_sync.add(mid)
+        g.pending_sync[mid] = None
     g.sync_deadline = now + g.rebalance_timeout()
     g.sync_generation = gen
     out.timers.append(TimerOp(("sync", g.group_id), g.sync_deadline))
@@ -574,13 +574,13 @@ def sync_group(state: ShardState, req: SyncGroup, token: Token, now: int, cfg: G
     m = g.members[mid]
     if st == COMPLETING:
         m.sync_token = token
-        g.pending_sync.discard(mid)
+        g.pending_sync.pop(mid, None)
         if not g.pending_sync:
             _cancel_sync(g, out)
         if mid == g.leader:
             _leader_sync(g, req, now, out)
     elif st == STABLE:
-        g.pending_sync.discard(mid)
+        g.pending_sync.pop(mid, None)
         if not g.pending_sync:
             _cancel_sync(g, out)
         respond((token, SyncGroupResponse(E.NONE, g.protocol_type, g.protocol, m.assignment)))
