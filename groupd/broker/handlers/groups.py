@@ -80,7 +80,7 @@ def join_group(broker: Broker, ctx: RequestContext, req: JoinGroupRequest) -> An
             members=members,
         )
 
-    if (refused := broker.access.refused(ctx, READ, GROUP, req.group_id)) is not None:  # KafkaApis
+    if broker.access.authorizer is not None and (refused := broker.access.refused(ctx, READ, GROUP, req.group_id)):
         return finish(None, refused)
     return answered_later(broker, req.group_id, core.join_group, request, finish)
 
@@ -117,7 +117,7 @@ def sync_group(broker: Broker, ctx: RequestContext, req: SyncGroupRequest) -> An
             assignment=payload.assignment,
         )
 
-    if (refused := broker.access.refused(ctx, READ, GROUP, req.group_id)) is not None:  # KafkaApis
+    if broker.access.authorizer is not None and (refused := broker.access.refused(ctx, READ, GROUP, req.group_id)):
         return finish(None, refused)
     return answered_later(broker, req.group_id, core.sync_group, request, finish)
 
@@ -145,7 +145,7 @@ def heartbeat(broker: Broker, ctx: RequestContext, req: HeartbeatRequest) -> Ans
 
     # no write: usually answered before the coordinator returns, unless earlier answers of the shard
     # still wait for their flush round (they leave first)
-    if (refused := broker.access.refused(ctx, READ, GROUP, req.group_id)) is not None:  # KafkaApis
+    if broker.access.authorizer is not None and (refused := broker.access.refused(ctx, READ, GROUP, req.group_id)):
         return finish(None, refused)
     return answered_later(broker, req.group_id, core.heartbeat, request, finish)
 
@@ -174,7 +174,7 @@ def leave_group(broker: Broker, ctx: RequestContext, req: LeaveGroupRequest) -> 
             )
         return ctx.respond(throttle_time=0, error_code=payload.error, members=members_out)
 
-    if (refused := broker.access.refused(ctx, READ, GROUP, req.group_id)) is not None:  # KafkaApis
+    if broker.access.authorizer is not None and (refused := broker.access.refused(ctx, READ, GROUP, req.group_id)):
         return finish(None, refused)
     return answered_later(broker, req.group_id, core.leave_group, request, finish)
 
