@@ -19,7 +19,9 @@ import argparse
 import asyncio
 import contextlib
 import json
+import os
 import resource
+import subprocess
 import tempfile
 import time
 from collections.abc import Iterator
@@ -122,6 +124,13 @@ def _cpu() -> float:
     return r.ru_utime + r.ru_stime
 
 
+def _instrument(state: str) -> None:
+    """Under ``valgrind --tool=callgrind --instr-atstart=no`` with GROUPD_BENCH_CALLGRIND=1: count only the
+    scenario's own phase (start-up and shutdown, which grow with the groups held, left out)."""
+    if os.environ.get("GROUPD_BENCH_CALLGRIND"):
+        subprocess.run(["callgrind_control", "-i", state, str(os.getpid())], check=True, capture_output=True)
+
+
 async def run(
     scenario: str, fsync: bool, data: Path, without: str = "nothing", postgresql: str = "", **params: Any
 ) -> dict[str, Any]:
@@ -147,6 +156,7 @@ async def _run(scenario: str, fsync: bool, data: Path, postgresql: str, **params
 
     client.Conn.open = classmethod(open_here)  # type: ignore[method-assign, assignment]
     try:
+        _instrument("on")
         started = _cpu()
         if scenario == "commits":
             stats = await scenarios.commits(
@@ -165,6 +175,7 @@ async def _run(scenario: str, fsync: bool, data: Path, postgresql: str, **params
         else:
             stats = await scenarios.rebalance("in-process", 0, params["groups"], max_seconds=params["seconds"] * 10)
         cpu = _cpu() - started
+        _instrument("off")
     finally:
         client.Conn.open = opened  # type: ignore[method-assign]
         await broker.stop()
