@@ -173,7 +173,14 @@ async def _run(scenario: str, fsync: bool, data: Path, postgresql: str, **params
             cpu = _cpu() - started
             return {"scenario": f"produce-{params['partitions']}p", **produced, "cpu_s": round(cpu, 2)}
         else:
-            stats = await scenarios.rebalance("in-process", 0, params["groups"], max_seconds=params["seconds"] * 10)
+            stats = await scenarios.rebalance(
+                "in-process",
+                0,
+                params["groups"],
+                concurrency=params["concurrency"],
+                warmup=min(2, params["concurrency"]) if params["concurrency"] < 32 else None,
+                max_seconds=params["seconds"] * 10,
+            )
         cpu = _cpu() - started
         _instrument("off")
     finally:
@@ -207,6 +214,12 @@ def main() -> None:
         help="rebalance: group.initial.rebalance.delay.ms; past the members' joins, each group forms in one "
         "generation whatever the machine's speed (a fixed amount of work, e.g. under valgrind)",
     )
+    cli.add_argument(
+        "--concurrency",
+        type=int,
+        default=32,
+        help="rebalance: groups formed at a time (1 with --initial-delay-ms: one generation each, under valgrind)",
+    )
     cli.add_argument("--fsync", choices=["on", "off"], default="on")
     cli.add_argument("--without", choices=WITHOUT, default="nothing", help="commits: a layer taken out, to measure it")
     cli.add_argument("--postgresql", default="", metavar="URL", help="run on the PostgreSQL engine over this database")
@@ -234,6 +247,7 @@ def main() -> None:
                 partitions=args.partitions,
                 seconds=args.seconds,
                 initial_delay_ms=args.initial_delay_ms,
+                concurrency=args.concurrency,
             )
         )
         result["wall_s"] = round(time.perf_counter() - t0, 2)
