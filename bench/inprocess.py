@@ -177,8 +177,8 @@ async def _run(scenario: str, fsync: bool, data: Path, postgresql: str, **params
                 "in-process",
                 0,
                 params["groups"],
-                concurrency=params["concurrency"],
-                warmup=min(2, params["concurrency"]) if params["concurrency"] < 32 else None,
+                concurrency=params.get("concurrency", 32),
+                warmup=min(2, params["concurrency"]) if params.get("concurrency", 32) < 32 else None,
                 max_seconds=params["seconds"] * 10,
             )
         cpu = _cpu() - started
