@@ -173,6 +173,24 @@ async def ensure_topic(host: str, port: int, topic: str, partitions: int = 1) ->
     await conn.close()
 
 
+def _commit_template(group: str, generation: int, member_id: str, topic: str) -> Template:
+    """An OffsetCommit of ``topic``'s partition 0 whose offset each send fills in (commits, steady)."""
+    tcls = nested(ApiKey.OFFSET_COMMIT, COMMIT_V, "OffsetCommitRequestTopic")
+    pcls = nested(ApiKey.OFFSET_COMMIT, COMMIT_V, "OffsetCommitRequestPartition")
+    partition = pcls(
+        partition_index=0, committed_offset=Template.MARKER, committed_leader_epoch=-1, committed_metadata=""
+    )
+    body = {
+        "group_id": group,
+        "generation_id_or_member_epoch": generation,
+        "member_id": member_id,
+        "group_instance_id": None,
+        "retention_time": -1,
+        "topics": (tcls(name=topic, partitions=(partition,)),),
+    }
+    return Template(ApiKey.OFFSET_COMMIT, COMMIT_V, body)
+
+
 async def commits(
     host: str, port: int, committers: int, max_seconds: float = 5, max_count: int = 200_000, same_group: bool = False
 ) -> Stats:
@@ -180,38 +198,13 @@ async def commits(
     topic = "bench-commits"
     await ensure_topic(host, port, topic)
     stats = Stats(f"commits-{committers}{'-samegroup' if same_group else ''}")
-    tcls = nested(ApiKey.OFFSET_COMMIT, COMMIT_V, "OffsetCommitRequestTopic")
-    pcls = nested(ApiKey.OFFSET_COMMIT, COMMIT_V, "OffsetCommitRequestPartition")
     stop_at = time.monotonic() + max_seconds
     tag = f"{os.getpid()}-{time.monotonic_ns()}"
 
     async def committer(i: int) -> None:
         conn = await Conn.open(host, port)
         group = f"commit-{tag}" if same_group else f"commit-{tag}-{i}"
-        template = Template(
-            8,
-            COMMIT_V,
-            {
-                "group_id": group,
-                "generation_id_or_member_epoch": -1,
-                "member_id": "",
-                "group_instance_id": None,
-                "retention_time": -1,
-                "topics": (
-                    tcls(
-                        name=topic,
-                        partitions=(
-                            pcls(
-                                partition_index=0,
-                                committed_offset=Template.MARKER,
-                                committed_leader_epoch=-1,
-                                committed_metadata="",
-                            ),
-                        ),
-                    ),
-                ),
-            },
-        )
+        template = _commit_template(group, -1, "", topic)
         offset = 0
         try:
             while time.monotonic() < stop_at and stats.count < max_count:
@@ -293,38 +286,11 @@ async def steady(
     await asyncio.gather(*(form(i) for i in range(groups)))
     setup.seconds = time.perf_counter() - began
     hb, commits = Stats("steady-heartbeats"), Stats("steady-commits")
-    tcls, pcls = (
-        nested(ApiKey.OFFSET_COMMIT, COMMIT_V, "OffsetCommitRequestTopic"),
-        nested(ApiKey.OFFSET_COMMIT, COMMIT_V, "OffsetCommitRequestPartition"),
-    )
     stop_at = time.monotonic() + max_seconds
 
     async def member(c: Conn, group: str, member_id: str, generation: int, phase: float) -> None:
         beat = {"group_id": group, "generation_id": generation, "member_id": member_id, "group_instance_id": None}
-        commit = Template(
-            8,
-            COMMIT_V,
-            {
-                "group_id": group,
-                "generation_id_or_member_epoch": generation,
-                "member_id": member_id,
-                "group_instance_id": None,
-                "retention_time": -1,
-                "topics": (
-                    tcls(
-                        name=topic,
-                        partitions=(
-                            pcls(
-                                partition_index=0,
-                                committed_offset=Template.MARKER,
-                                committed_leader_epoch=-1,
-                                committed_metadata="",
-                            ),
-                        ),
-                    ),
-                ),
-            },
-        )
+        commit = _commit_template(group, generation, member_id, topic)
         await asyncio.sleep(phase * hb_interval)
         now = time.monotonic()
         next_beat, next_commit, position = now, now + phase * commit_interval, 0
