@@ -19,16 +19,26 @@ import threading
 from types import FrameType
 from typing import Any
 
+_counting = {"on": False}
+
+
+def phase(state: str) -> None:
+    """Called by bench.inprocess at the start ("on") and end ("off") of the scenario's own phase, as it
+    toggles callgrind: start-up and shutdown (which grow with the groups and partitions held) are left out."""
+    _counting["on"] = state == "on"
+
 
 def _count(out: str, args: list[str]) -> None:
     counts: collections.Counter[tuple[str, str]] = collections.Counter()
+    sys.modules["bench.bytecodes"] = sys.modules[__name__]  # so bench.inprocess finds phase() under -m
+    counting = _counting
 
     def tracer(frame: FrameType, event: str, arg: Any) -> Any:
         frame.f_trace_opcodes = True
         key = (frame.f_code.co_filename, frame.f_code.co_name)
 
         def local(frame: FrameType, event: str, arg: Any) -> Any:
-            if event == "opcode":
+            if event == "opcode" and counting["on"]:
                 counts[key] += 1
             return local
 

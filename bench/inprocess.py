@@ -22,6 +22,7 @@ import json
 import os
 import resource
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -129,6 +130,9 @@ def _instrument(state: str) -> None:
     scenario's own phase (start-up and shutdown, which grow with the groups held, left out)."""
     if os.environ.get("GROUPD_BENCH_CALLGRIND"):
         subprocess.run(["callgrind_control", "-i", state, str(os.getpid())], check=True, capture_output=True)
+    counter = sys.modules.get("bench.bytecodes")  # python -m bench.bytecodes counts the same phase
+    if counter is not None:
+        counter.phase(state)
 
 
 async def run(

@@ -64,7 +64,7 @@ from groupd.coordinator.records import (
     decode_offset_commit,
     decode_value,
 )
-from groupd.coordinator.runtime.runtime import Snapshot
+from groupd.coordinator.runtime.runtime import Snapshot, SnapshotTaker
 from groupd.coordinator.snapshots import CommitSnapshot, GroupSnapshot, ProducerSnapshot, ShardSnapshot
 from groupd.protocol.topic_names import OFFSETS_TOPIC
 from groupd.storage.batch import TxnWalk
@@ -300,11 +300,54 @@ def replay_walked(
     return len(pending)
 
 
+def _commit_snapshot(state: ShardState, subject: str, request: OffsetCommit) -> Snapshot:
+    return CommitSnapshot(state, subject, request.member_id)
+
+
+def _txn_commit_snapshot(state: ShardState, subject: str, request: TxnOffsetCommit) -> Snapshot:
+    return CommitSnapshot(state, subject, request.member_id, request.producer_id)
+
+
+def _marker_snapshot(state: ShardState, subject: str, request: EndTxnMarker) -> Snapshot:
+    return ProducerSnapshot(state, request.producer_id)
+
+
+def _group_snapshot(state: ShardState, subject: str, request: object) -> Snapshot | None:
+    """A request on the group of ``subject``: a snapshot of that group id (its group, its offsets), unless
+    its group's type says the request writes nothing (``GroupType.writes``: most of a classic rebalance).
+    No group: a JoinGroup or SyncGroup that finds none writes nothing before its new group's leader
+    syncs; any other request may write its id's offsets or tombstones."""
+    g = state.groups.get(subject)
+    if g is None:
+        return None if request.__class__ in _FIRST_WRITE_AT_SYNC else GroupSnapshot(state, subject)
+    return GroupSnapshot(state, subject) if BY_CLASS[g.__class__].writes(g, request) else None
+
+
+_FIRST_WRITE_AT_SYNC = frozenset((JoinGroup, SyncGroup))
+
+# What each request of the group coordinator can change before its records are durable
+# (coordinator/snapshots.py), by request class, so the runtime takes it with one lookup: a commit only its
+# group's presence, its commits in flight and its member's session; a transaction marker its producer's
+# epoch; a heartbeat and an OffsetDelete nothing the runtime should restore (None); the other per-group
+# requests the group of the id they name with that id's offsets. Any other operation (a timer, the
+# retention check, a deleted topic, the APIs that are not per group) goes to ``GroupShardRules.snapshot``.
+SNAPSHOTS: dict[type, SnapshotTaker | None] = {
+    OffsetCommit: _commit_snapshot,
+    TxnOffsetCommit: _txn_commit_snapshot,
+    EndTxnMarker: _marker_snapshot,
+    Heartbeat: None,
+    OffsetDelete: None,
+    JoinGroup: _group_snapshot,
+    SyncGroup: _group_snapshot,
+}
+
+
 class GroupShardRules:
     """The group coordinator's shard rules for coordinator/runtime/ (its ShardRules port)."""
 
     def __init__(self, cfg: GroupConfig) -> None:
         self.cfg = cfg
+        self.snapshots: Mapping[type, SnapshotTaker | None] = SNAPSHOTS
 
     def new_state(self, partition: int) -> ShardState:
         return ShardState(partition)
@@ -313,28 +356,13 @@ class GroupShardRules:
         return on_timer(state, key, now, self.cfg)
 
     def snapshot(self, state: ShardState, subject: str, request: object) -> Snapshot | None:
-        """What a request can change before its records are durable (coordinator/snapshots.py): a commit
-        only its group's presence, its commits in flight and its member's session, a marker its
-        producer's epoch; a heartbeat and an OffsetDelete nothing; any other request the group of the id
-        it names with that id's offsets, and an operation that names no group (the retention check, a
-        deleted topic) every group and offset. The group's type may say a request writes nothing
-        (``GroupType.writes``: most of a classic rebalance)."""
+        """What an operation not in ``snapshots`` can change before its records are durable: an operation
+        that names no group (the retention check, a deleted topic) every group and offset; a firing
+        timer, the group its key names, unless the group's type says the firing writes nothing."""
         if not subject:
             return ShardSnapshot(state)
-        cls = request.__class__
-        if cls is OffsetCommit:
-            return CommitSnapshot(state, subject, request.member_id)  # type: ignore[attr-defined]
-        if cls is TxnOffsetCommit:
-            return CommitSnapshot(state, subject, request.member_id, request.producer_id)  # type: ignore[attr-defined]
-        if cls is EndTxnMarker:
-            return ProducerSnapshot(state, request.producer_id)  # type: ignore[attr-defined]
-        if cls is Heartbeat or cls is OffsetDelete:
-            return None
         g = state.groups.get(subject)
-        if g is None:
-            if cls is JoinGroup or cls is SyncGroup:
-                return None  # a new classic group writes nothing before its leader's sync
-        elif not BY_CLASS[g.__class__].writes(g, request):
+        if g is not None and not BY_CLASS[g.__class__].writes(g, request):
             return None
         return GroupSnapshot(state, subject)
 

@@ -202,3 +202,45 @@ def test_drop_queued_forgets_frames_not_handed_out():
     ex.drop_queued()
     assert ex.next_request() is None
     assert ex.read_ahead_bytes == 0
+
+
+def test_take_hands_out_a_lone_whole_frame_at_once():
+    """The usual read of a client that waits for each answer: one whole frame, nothing else read or in
+    hand. ``take`` cuts it and hands it out in the same call, with the ticket ``next_request`` would give."""
+    ex = exchange()
+    ticket, body = ex.take(request(7))
+    assert struct.unpack_from(">i", body, 4)[0] == 7
+    assert ex.queued == 0 and ex.busy and ex.unanswered_bytes == len(body)
+    assert correlation_ids(ex.answer(ticket, (answer_of(body),))) == [7]
+    ticket2, _ = ex.take(request(8))
+    assert ticket2 == ticket + 1
+
+
+@pytest.mark.parametrize(
+    "why",
+    ["two frames", "a torn frame", "a request in hand", "frames queued", "muted", "over the byte bound"],
+)
+def test_take_falls_back_to_receive_when_the_frame_cannot_go_out_at_once(why):
+    """Anything but a lone whole frame that may go out now is only received: the owner then asks
+    ``next_request`` as usual, and the order and bounds are those of ``receive``."""
+    ex = exchange(max_queued_bytes=64)
+    data = request(1)
+    if why == "two frames":
+        data += request(2)
+    elif why == "a torn frame":
+        data = data[:-1]
+    elif why == "a request in hand":
+        ex.receive(request(0))
+        assert ex.next_request() is not None
+    elif why == "frames queued":
+        ex.receive(request(0) + request(0))
+        ex.next_request()
+    elif why == "muted":
+        ex.mute()
+    elif why == "over the byte bound":
+        data = request(1, pad=64)
+    assert ex.take(data) is None
+    if why == "over the byte bound":
+        assert ex.over_read_ahead()  # as receive would leave it: the owner pauses reading
+    if why in ("two frames", "over the byte bound"):
+        assert [struct.unpack_from(">i", b, 4)[0] for _, b in take_all(ex)] == [1]

@@ -108,13 +108,22 @@ class Connection(asyncio.Protocol):
             return
         self.active = True
         self.broker.metrics.bytes_in(len(data))
+        taken: tuple[int, bytes] | None = None
         try:
-            self.exchange.receive(data)
+            if self._writing_paused or self._reading_paused or self._out_bytes >= WRITE_HIGH_WATER:
+                self.exchange.receive(data)  # nothing may be handled now
+            else:
+                taken = self.exchange.take(data)  # a lone whole frame: handled at once, as _pump would
         except FrameError as exc:
             log.warning("connection %s closed: %s", self.peer, exc)
             self._close()
             return
-        self._queued()
+        if taken is None:
+            self._queued()
+            return
+        self._handle(taken[0], taken[1])
+        if self._draining:
+            self._pump()
 
     def _queued(self) -> None:
         exchange = self.exchange

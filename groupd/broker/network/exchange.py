@@ -80,6 +80,22 @@ class Exchange:
         if pos:
             del buf[:pos]
 
+    def take(self, data: bytes) -> tuple[int, bytes] | None:
+        """``receive`` and ``next_request`` in one call, for the usual read of a client that waits for each
+        answer: when nothing is read ahead, in hand or muted and ``data`` is exactly one whole frame under
+        the byte bound, it is handed out at once (one copy, no queue). Otherwise ``data`` is only
+        received and None returned: the owner checks the bounds and asks ``next_request`` as usual."""
+        if not self._buf and not self.frames and not self._open and not self._muted and len(data) >= 4:
+            (size,) = SIZE.unpack_from(data, 0)
+            if size + 4 == len(data) and _MIN_FRAME <= size <= self.max_bytes and size < self.max_queued_bytes:
+                ticket = self._next_ticket
+                self._next_ticket = ticket + 1
+                self._open[ticket] = size
+                self._open_bytes += size
+                return ticket, data[4:]
+        self.receive(data)
+        return None
+
     def next_request(self) -> tuple[int, bytes] | None:
         """The next request to handle, as (ticket, frame without its size), or None: nothing read, the
         connection muted, or ``in_flight`` requests already waiting for their answers."""

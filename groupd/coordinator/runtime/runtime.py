@@ -33,7 +33,7 @@ import collections
 import heapq
 import itertools
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -106,8 +106,15 @@ class Snapshot(Protocol):
         """Put the state back as it was when the snapshot was taken."""
 
 
+SnapshotTaker = Callable[[Any, str, Any], "Snapshot | None"]  # (state, subject, request)
+
+
 class ShardRules(Protocol):
     """The state machine of one shard: what the runtime calls besides the request handlers."""
+
+    # The snapshot of a request, by its class, taken with one lookup on the hot path: a taker, or None for
+    # a request that changes nothing the runtime should restore. A class not in it goes to ``snapshot``.
+    snapshots: Mapping[type, SnapshotTaker | None]
 
     def new_state(self, partition: int) -> Any: ...
 
@@ -238,6 +245,8 @@ class CoordinatorRuntime:
         self.observer = observer
         self.on_result: Callable[[Result], None] | None = None  # sees every Result (tests)
         self.shards: dict[int, Shard] = {}
+        self._snapshots = rules.snapshots
+        self._snapshot_other = rules.snapshot  # bound once: a request class not in ``snapshots``
         self._waiting: dict[Token, Waiter] = {}
         self._tokens = itertools.count(1)
         self._timer_seq = itertools.count()
@@ -256,7 +265,8 @@ class CoordinatorRuntime:
         try:
             observer = self.observer
             before = observer.before(shard.state, subject) if observer is not None else None
-            snapshot = self.rules.snapshot(shard.state, subject, request)
+            take = self._snapshots.get(request.__class__, self._snapshot_other)
+            snapshot = take(shard.state, subject, request) if take is not None else None
             result = handler(shard.state, request, token, self.now(), self.context)
             if observer is not None:
                 observer.after(shard, subject, before)

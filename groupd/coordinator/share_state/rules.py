@@ -20,12 +20,13 @@ from __future__ import annotations
 
 import heapq
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, cast
 
 from groupd.coordinator import errors as E
 from groupd.coordinator.api import EMPTY, Result, Token
+from groupd.coordinator.runtime.runtime import SnapshotTaker
 from groupd.coordinator.share_state import records as R
 from groupd.coordinator.share_state.combiner import combine
 from groupd.coordinator.share_state.persister import (
@@ -519,6 +520,7 @@ class ShareShardRules:
 
     def __init__(self, cfg: ShareStateConfig) -> None:
         self.cfg = cfg
+        self.snapshots: Mapping[type, SnapshotTaker | None] = {}  # every request goes to ``snapshot``
 
     def new_state(self, partition: int) -> ShareShard:
         return ShareShard(partition)

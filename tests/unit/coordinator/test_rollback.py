@@ -12,7 +12,7 @@ import pytest
 
 from groupd.coordinator import errors as E
 from groupd.coordinator import group_types, shard
-from groupd.coordinator.api import LeaveGroup, LeavingMember, OffsetDelete
+from groupd.coordinator.api import Heartbeat, JoinGroup, LeaveGroup, LeavingMember, OffsetDelete, SyncGroup
 from groupd.coordinator.consumer.api import ConsumerGroupHeartbeat
 from groupd.coordinator.consumer.group import ConsumerGroup, consumer_groups
 from groupd.coordinator.consumer.group import Member as ConsumerMember
@@ -23,6 +23,7 @@ from groupd.coordinator.share.api import ShareGroupHeartbeat
 from groupd.coordinator.share.group import ShareGroup, ShareMember
 from groupd.coordinator.share_state import rules as share_state
 from groupd.coordinator.share_state.persister import SharePartitionKey
+from groupd.coordinator.snapshots import GroupSnapshot
 
 from .consumer.driver import TopicInfo, tid
 from .harness import Core
@@ -285,3 +286,36 @@ def test_a_timer_whose_write_fails_is_rolled_back_and_fires_again():
     assert dump(c.state) == state_before and c.timers[key] == deadline + TIMER_RETRY_BACKOFF_MS
     c.advance(deadline + TIMER_RETRY_BACKOFF_MS)
     assert not consumer_groups(c.state)["g"].members
+
+
+def test_which_requests_take_a_snapshot():
+    """The runtime looks a request's snapshot up by its class (``GroupShardRules.snapshots``): a
+    heartbeat takes none; a JoinGroup or SyncGroup takes none when it finds no group (a new classic group
+    writes nothing before its leader syncs) or when the group's type says it writes nothing (a dynamic
+    member's join, a follower's sync); a leader's sync takes its group; any other request on a missing
+    group (a LeaveGroup) takes its id's, through ``snapshot``."""
+    c = Core()
+    a, b = c.stable_group(2)
+    rules = shard.GroupShardRules(c.cfg)
+    state = c.state
+
+    def take(subject: str, request: object) -> object:
+        taker = rules.snapshots.get(request.__class__, rules.snapshot)
+        return taker(state, subject, request) if taker is not None else None
+
+    def join(gid: str, instance: str | None = None) -> JoinGroup:
+        return JoinGroup(gid, "", instance, 10_000, 10_000, "consumer", (), "c", "h", 5)
+
+    def sync(gid: str, member: str) -> SyncGroup:
+        return SyncGroup(gid, 1, member, None, None, None, (), 3)
+
+    gid = next(iter(state.groups))
+    leader = state.groups[gid].leader
+    follower = b if leader == a else a
+    assert take(gid, Heartbeat(gid, 1, a, None, 4)) is None
+    assert take("new", join("new")) is None and take("new", sync("new", "m")) is None
+    assert take(gid, join(gid)) is None and take(gid, sync(gid, follower)) is None
+    assert isinstance(take(gid, join(gid, "static-1")), GroupSnapshot)
+    assert isinstance(take(gid, sync(gid, leader)), GroupSnapshot)
+    left = take("gone", LeaveGroup("gone", (LeavingMember("m", None),), 3))
+    assert isinstance(left, GroupSnapshot) and left.subject == "gone"

@@ -30,6 +30,7 @@ class Counter:
     def __init__(self) -> None:
         self.fired: list[tuple[tuple[Any, ...], int]] = []
         self.failures: list[tuple[Any, int]] = []
+        self.snapshots: dict[type, Any] = {}  # every request goes to snapshot()
 
     def new_state(self, partition: int) -> list[Any]:
         return []
