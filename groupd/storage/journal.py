@@ -27,6 +27,7 @@ invalid entry: a torn write is the tail of a round that was never acknowledged.
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import os
 import struct
@@ -37,9 +38,9 @@ from crc32c import crc32c
 
 from groupd.protocol.topic_names import OFFSETS_TOPIC
 from groupd.storage.batch import parse_header
-from groupd.storage.errors import StorageError
+from groupd.storage.errors import DiskFull, StorageError
 from groupd.storage.journal_scan import Scan, judge, scan
-from groupd.storage.log import Log, fsync_directory
+from groupd.storage.log import Log, fsync_directory, no_room, no_room_line
 from groupd.storage.logdirfailure import channel as log_dir_failures
 
 log = logging.getLogger("groupd.storage")
@@ -150,17 +151,36 @@ class Journal:
         data = b"".join([entry(p, b) for p, b in entries])
         if not data:
             return 0
+        fd = self.fds[self.current]
         try:
-            written = os.pwrite(self.fds[self.current], data, self.position)
-            if written != len(data):
-                raise OSError(f"short write: {written} of {len(data)} bytes")
+            written = os.pwrite(fd, data, self.position)
+            if written != len(data):  # a regular file's write comes up short only when space runs out
+                self._unmake(fd)
+                raise OSError(errno.ENOSPC, f"short write: {written} of {len(data)} bytes")
         except OSError as exc:
+            if no_room(exc):
+                # nothing of it counts (see _unmake) and the file is as before: the round is refused,
+                # the journal stays usable, and the next round tries again
+                no_room_line("write to %s refused, no room: %s", self.paths[self.current], exc)
+                raise DiskFull(f"write to the offsets journal refused: {exc}") from exc
             self.failed = exc
             log.error("write to %s failed; the offsets journal is offline: %s", self.paths[self.current], exc)
             log_dir_failures.report(f"write to {self.paths[self.current]}", exc)
             raise StorageError(f"write to the offsets journal failed: {exc}") from exc
         self.position += len(data)
         return len(data)
+
+    def _unmake(self, fd: int) -> None:
+        """A short write may hold whole entries of a refused round: their first head goes back to zeros
+        (the blocks were just written, so this needs no room), so a start-up's reading stops there, as
+        at the zeros of a prefilled file; failing that the file ends there."""
+        try:
+            if os.pwrite(fd, bytes(_LENGTH_PARTITION.size + _CRC.size), self.position) == 12:
+                return
+        except OSError:
+            pass
+        with contextlib.suppress(OSError):
+            os.ftruncate(fd, self.position)
 
     def switch(self) -> None:
         """Start over in the other file, at a checkpoint's start. The other file is written over from

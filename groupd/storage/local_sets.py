@@ -14,7 +14,7 @@ from typing import Protocol
 
 from groupd.storage.committer import GroupCommitter
 from groupd.storage.engine import LogConfig, PartitionLog
-from groupd.storage.errors import StorageError
+from groupd.storage.errors import DiskFull, StorageError
 from groupd.storage.journal import Journal
 from groupd.storage.log import Log, syncfs_errno
 
@@ -68,6 +68,8 @@ def write_out_slice(logs: Mapping[int, _Written], tick: int, topic: str) -> None
         if partition % _WRITE_OUT_SLICES == turn and lg.unwritten_batches:
             try:
                 lg.write_pending()
+            except DiskFull:
+                pass  # said once per 10 s where it was refused; the journal holds them, tried again next tick
             except StorageError as exc:
                 log.error("writing %s-%d out failed: %s", topic, partition, exc)
 

@@ -67,7 +67,7 @@ _NO_ROOM_EVERY_S = 10.0
 _no_room = {"last": -_NO_ROOM_EVERY_S, "missed": 0}
 
 
-def _no_room_line(message: str, *args: object) -> None:
+def no_room_line(message: str, *args: object) -> None:
     """One ERROR line per 10 s while the disk stays full, counting the ones held back."""
     now = time.monotonic()
     if now - _no_room["last"] < _NO_ROOM_EVERY_S:
@@ -187,6 +187,31 @@ class Segment:
         return os.pread(self.fd, end - start, start)
 
 
+@dataclass(frozen=True, slots=True)
+class _EndMark:
+    """A journaled log's end at one moment: its active segment and that segment's size, index length,
+    last run's timestamp, largest timestamp and next offset, so batches placed after it can be taken
+    back exactly (``Log.retract_taken``)."""
+
+    segment: Segment
+    size: int
+    runs: int
+    run_ts: int
+    max_timestamp: int
+    next_offset: int
+
+    @classmethod
+    def of(cls, seg: Segment) -> _EndMark:
+        runs = len(seg.positions)
+        return cls(seg, seg.size, runs, seg.max_ts[-1] if runs else -1, seg.max_timestamp, seg.next_offset)
+
+
+def no_room(exc: OSError) -> bool:
+    """The file system had no room for a write (a full disk, a quota, the file size limit): nothing
+    earlier was touched, so the write can be refused and tried again, unlike a failed fsync."""
+    return exc.errno in _NO_ROOM
+
+
 def segment_name(base_offset: int) -> str:
     return f"{base_offset:020d}.log"
 
@@ -220,6 +245,10 @@ class Log:
         # later and made durable by a checkpoint's syncfs
         self.journal_partition: int | None = None
         self._unjournaled: list[bytes | bytearray] = []
+        # the log's end before its first batch not yet taken for the journal, and before the batches the
+        # last take handed out: what ``retract_taken`` goes back to when the journal had no room for them
+        self._journal_mark: _EndMark | None = None
+        self._taken_mark: _EndMark | None = None
 
     # ------------------------------------------------------------ open / recover
 
@@ -458,13 +487,15 @@ class Log:
                 try:
                     seg = self._roll()
                 except OSError as exc:  # no room (or no inode) for the next segment's file
-                    _no_room_line("rolling %s failed: %s", self.directory, exc)
+                    no_room_line("rolling %s failed: %s", self.directory, exc)
                     raise DiskFull(f"rolling {self.directory.name} failed: {exc}") from exc
             base = seg.next_offset
             set_base_offset(buf, 0, base)
             if self.write_behind:
                 self._unwritten.append((seg.fd, seg.size, buf))
                 if self.journal_partition is not None:
+                    if not self._unjournaled:
+                        self._journal_mark = _EndMark.of(seg)
                     self._unjournaled.append(buf)
             else:
                 try:
@@ -474,9 +505,9 @@ class Log:
                 except OSError as exc:
                     with contextlib.suppress(OSError):
                         os.ftruncate(seg.fd, seg.size)
-                    if exc.errno in _NO_ROOM:
+                    if no_room(exc):
                         # nothing of it stays and nothing earlier was touched: refused, not a failed directory
-                        _no_room_line("append to %s refused, no room: %s", seg.path, exc)
+                        no_room_line("append to %s refused, no room: %s", seg.path, exc)
                         raise DiskFull(f"append to {self.directory.name} refused: {exc}") from exc
                     # the log is whole again (truncated back), but the directory is offline as in Kafka
                     log.error("write to %s failed: %s", seg.path, exc)
@@ -527,6 +558,11 @@ class Log:
             fds, dir_dirty, pending, writes = taken
             try:
                 self._write_out(writes)
+            except OSError as exc:
+                if not no_room(exc):
+                    self._flush_failed(pending, exc)
+                self._refused_write(taken, exc)
+            try:
                 for fd in fds:
                     os.fsync(fd)
                 if dir_dirty:
@@ -547,6 +583,18 @@ class Log:
             self._writing = bool(writes)
             return fds, dir_dirty, pending, writes
 
+    def _refused_write(self, taken: tuple[set[int], bool, int, list], exc: OSError) -> None:
+        """A flush's writes found no room: what it took is pending again, as if it had never been taken
+        (writing the same bytes at the same places again is harmless), and the caller learns DiskFull."""
+        fds, dir_dirty, pending, writes = taken
+        with self._state:
+            self._dirty |= fds
+            self._dir_dirty |= dir_dirty
+            self.unflushed_messages += pending
+            self._unwritten[:0] = writes
+        no_room_line("writing %s out refused, no room: %s", self.directory, exc)
+        raise DiskFull(f"writing {self.directory.name} out refused: {exc}") from exc
+
     def _write_out(self, writes: list[tuple[int, int, bytes | bytearray]]) -> None:
         """Write taken batches; the caller holds ``_lock``."""
         try:
@@ -561,6 +609,16 @@ class Log:
         writes, self._unwritten = self._unwritten, []
         try:
             _write_runs(writes)
+        except OSError as exc:
+            self._unwritten[:0] = writes
+            if no_room(exc):  # nothing is lost: no roll, and the append that wanted one is refused
+                no_room_line("sealing %s refused, no room: %s", seg.path, exc)
+                raise DiskFull(f"sealing a segment of {self.directory.name} refused: {exc}") from exc
+            self._failed = exc
+            log.error("sealing %s failed; log offline until reopened: %s", seg.path, exc)
+            log_dir_failures.report(f"write of {seg.path}", exc)
+            raise StorageError(f"sealing a segment of {self.directory.name} failed: {exc}") from exc
+        try:
             os.fsync(seg.fd)
             fsync_directory(self.directory)  # and its name, made at the roll before
         except OSError as exc:
@@ -587,6 +645,11 @@ class Log:
             try:
                 self._write_out(writes)
             except OSError as exc:
+                if no_room(exc):  # still pending (in the journal, or not yet acknowledged): tried again later
+                    with self._state:
+                        self._unwritten[:0] = writes
+                    no_room_line("writing %s out refused, no room: %s", self.directory, exc)
+                    raise DiskFull(f"writing {self.directory.name} out refused: {exc}") from exc
                 with self._state:
                     self._failed = exc
                 log.error("write to %s failed; log offline until reopened: %s", self.directory, exc)
@@ -602,8 +665,19 @@ class Log:
                 try:
                     self._write_out(taken[3])
                 except OSError as exc:
-                    self._flush_failed(taken[2], exc)
+                    if not no_room(exc):
+                        self._flush_failed(taken[2], exc)
+                    self._refused_write(taken, exc)
             return taken
+
+    def give_back(self, taken: tuple[set[int], bool, int, list]) -> None:
+        """A share ``take_for_sync`` handed out that will not be synced after all (a checkpoint that
+        found no room elsewhere): it is pending again, for the next flush."""
+        fds, dir_dirty, pending, _writes = taken
+        with self._state:
+            self._dirty |= fds
+            self._dir_dirty |= dir_dirty
+            self.unflushed_messages += pending
 
     def take_for_journal(self) -> tuple[list[bytes | bytearray], int]:
         """The batches appended since the last call, for the journal (they stay unwritten here until
@@ -611,8 +685,45 @@ class Log:
         with self._state:
             self._check_usable()
             bufs, self._unjournaled = self._unjournaled, []
+            self._taken_mark, self._journal_mark = self._journal_mark, None
             pending, self.unflushed_messages = self.unflushed_messages, 0
             return bufs, pending
+
+    def retract_taken(self) -> None:
+        """The journal had no room for the batches the last ``take_for_journal`` handed out: none of them
+        was acknowledged, and they are the log's tail (the journal is appended to right after the take,
+        on the same thread), so the log goes back to its end before them: index, sizes, unwritten
+        batches, segments rolled since, and any of their bytes already in a file. Their offsets are
+        given again to the next appends, as Kafka's log end stays where it was after a failed append."""
+        mark, self._taken_mark = self._taken_mark, None
+        if mark is None:
+            return
+        with self._lock, self._state:
+            i = next((i for i, s in enumerate(self.segments) if s is mark.segment), None)
+            if i is None:  # the segment was compacted away meanwhile: the tail is unknown, take the log offline
+                exc = OSError(errno.EIO, "the segment a refused append started in is gone")
+                self._failed = exc
+                log_dir_failures.report(f"retracting refused appends to {self.directory}", exc)
+                raise StorageError(f"retracting refused appends to {self.directory.name} failed: {exc}")
+            seg = mark.segment
+            dropped = {s.fd for s in self.segments[i + 1 :]}
+            for later in self.segments[i + 1 :]:
+                self._dirty.discard(later.fd)
+                with contextlib.suppress(OSError):
+                    os.close(later.fd)
+                later.path.unlink(missing_ok=True)
+                self._dir_dirty = True
+            del self.segments[i + 1 :], self._bases[i + 1 :]
+            kept = [w for w in self._unwritten if w[0] not in dropped and (w[0] != seg.fd or w[1] < mark.size)]
+            self._unwritten = kept
+            with contextlib.suppress(OSError):  # a shrink needs no room; bytes past the end are unread anyway
+                if os.fstat(seg.fd).st_size > mark.size:
+                    os.ftruncate(seg.fd, mark.size)
+                    self._dirty.add(seg.fd)
+            del seg.offsets[mark.runs :], seg.positions[mark.runs :], seg.max_ts[mark.runs :]
+            if mark.runs:
+                seg.max_ts[-1] = mark.run_ts
+            seg.size, seg.next_offset, seg.max_timestamp = mark.size, mark.next_offset, mark.max_timestamp
 
     @property
     def unwritten_batches(self) -> int:
@@ -1002,8 +1113,8 @@ def _write_runs(writes: list[tuple[int, int, bytes | bytearray]]) -> None:
             end += len(writes[j][2])
             j += 1
         written = os.pwritev(fd, bufs, start) if len(bufs) > 1 else os.pwrite(fd, first, start)
-        if written != end - start:
-            raise OSError(f"short write: {written} of {end - start} bytes")
+        if written != end - start:  # a regular file's write comes up short only when space runs out
+            raise OSError(errno.ENOSPC, f"short write: {written} of {end - start} bytes")
         i = j
 
 
@@ -1037,6 +1148,12 @@ def flush_many(logs: list[Log]) -> None:
                     lg._write_out(t[3])
                 except OSError as write_exc:
                     exc = exc or write_exc
+        if exc is not None and no_room(exc):  # nothing synced: every log's share is pending again
+            for lg, t in taken:
+                if t is not None:
+                    with contextlib.suppress(DiskFull):
+                        lg._refused_write(t, exc)
+            raise DiskFull(f"writing out refused: {exc}") from exc
         if exc is None and _syncfs(fd) != 0:
             err = ctypes.get_errno()
             exc = OSError(err, os.strerror(err))
