@@ -17,6 +17,7 @@ from groupd.storage.engine import LogConfig, PartitionLog
 from groupd.storage.errors import DiskFull, StorageError
 from groupd.storage.journal import Journal
 from groupd.storage.log import Log, syncfs_errno
+from groupd.storage.open_files import UNBOUNDED, OpenFiles
 
 log = logging.getLogger("groupd.coordinator")
 
@@ -76,14 +77,15 @@ def write_out_slice(logs: Mapping[int, _Written], tick: int, topic: str) -> None
 
 class LocalPartitionSet:
     def __init__(
-        self, root: Path, topic: str, partitions: Iterable[int], config: LogConfig, committer: GroupCommitter
+        self, root: Path, topic: str, partitions: Iterable[int], config: LogConfig, committer: GroupCommitter,
+        files: OpenFiles = UNBOUNDED,
     ) -> None:
         self.topic = topic
         self.committer = committer
         self._logs: dict[int, Log] = {}
         for p in sorted(partitions):
             try:
-                lg = self._logs[p] = Log.open(root / f"{topic}-{p}", config)
+                lg = self._logs[p] = Log.open(root / f"{topic}-{p}", config, files=files)
             except OSError as exc:
                 raise StorageError(f"{topic}-{p}: {exc}") from exc
             # every append is followed by a flush: let the flush thread do the write too

@@ -1,14 +1,15 @@
 """One partition's append-only log: a directory of segment files in Kafka's layout.
 
 Segments are named by their 20-digit base offset (``00000000000000000000.log``) and hold record batches
-v2 byte for byte. Each segment keeps a sparse in-memory index, as Kafka's offset and time indexes are
-sparse: one entry per ``index.interval.bytes`` (4096 by default) of batches, holding the base offset and
-file position of the run's first batch and the largest timestamp in the run, so its memory grows with
-the bytes stored, not the batches (about 24 bytes per 4 KiB). A lookup takes the nearest entry at or
-below its target and walks the batch headers forward from there, within one run. The index is rebuilt
-from the batch headers at open (or read from the file a clean close left); at open the last segment is
-also CRC-checked and a torn or corrupt tail is truncated and logged. Nothing here fsyncs on append:
-``flush()`` does, and the GroupCommitter decides when.
+v2 byte for byte. A segment's file is opened at its first use and may be closed while idle, within the
+engine's bound on open files (storage/open_files.py). Each segment keeps a sparse in-memory index, as
+Kafka's offset and time indexes are sparse: one entry per ``index.interval.bytes`` (4096 by default) of
+batches, holding the base offset and file position of the run's first batch and the largest timestamp
+in the run, so its memory grows with the bytes stored, not the batches (about 24 bytes per 4 KiB). A
+lookup takes the nearest entry at or below its target and walks the batch headers forward from there,
+within one run. The index is rebuilt from the batch headers at open (or read from the file a clean
+close left); at open the last segment is also CRC-checked and a torn or corrupt tail is truncated and
+logged. Nothing here fsyncs on append: ``flush()`` does, and the GroupCommitter decides when.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from typing import Any
 from crc32c import crc32c
 
 from groupd.clock import wall_ms
+from groupd.storage import open_files
 from groupd.storage.batch import (
     BATCH_OVERHEAD,
     CRC_START,
@@ -47,6 +49,7 @@ from groupd.storage.cleaning import Cleaner, cleanable, iter_records_safe
 from groupd.storage.engine import CompactionStats, LogConfig, SegmentInfo
 from groupd.storage.errors import DiskFull, OffsetOutOfRange, RecordTooLarge, StorageError
 from groupd.storage.logdirfailure import channel as log_dir_failures
+from groupd.storage.open_files import UNBOUNDED, OpenFiles, close_handle
 
 log = logging.getLogger("groupd.storage")
 START_CHECKPOINT = "log-start-offset"
@@ -85,7 +88,7 @@ WALK_READ = 16 << 10  # bytes read at a time while walking batch headers forward
 class Segment:
     base_offset: int
     path: Path
-    fd: int
+    handle: int  # the open descriptor, or -1: opened at the next use (storage/open_files.py)
     size: int = 0
     created_ms: int = 0
     interval: int = 4096  # index.interval.bytes: a new index entry once a run holds this many bytes
@@ -97,6 +100,48 @@ class Segment:
     next_offset: int = 0
     max_timestamp: int = -1
     indexed: tuple[int, int, int] | None = None  # (inode, size, mtime) the index file on disk describes
+    used: int = 0  # when the descriptor was last asked for (open_files' clock): the oldest close first
+    owner: Log | None = None  # the log whose locks say whether the file is idle
+    files: OpenFiles = UNBOUNDED  # the bound this file counts against
+
+    @property
+    def fd(self) -> int:
+        """The segment file's descriptor, opened again if it was closed while idle; StorageError (one
+        line per 10 s when descriptors ran out) if it cannot be."""
+        self.used = next(open_files.tick)
+        fd = self.handle
+        return fd if fd >= 0 else self._reopen()
+
+    def _reopen(self) -> int:
+        with open_files.lock:
+            if self.handle >= 0:  # another thread opened it meanwhile
+                return self.handle
+            try:
+                fd = os.open(self.path, os.O_RDWR)
+            except OSError as exc:
+                if exc.errno in (errno.EMFILE, errno.ENFILE):
+                    no_room_line("opening %s failed: %s (ulimit -n, or log.max.open.files)", self.path, exc)
+                raise StorageError(f"opening {self.path.name} of {self.path.parent.name} failed: {exc}") from exc
+            self.handle = fd
+            self.files.files[id(self)] = self
+        self.files.opened(self)
+        return fd
+
+    def attach(self, fd: int, owner: Log) -> None:
+        """A descriptor just opened for this segment, counted against the bound."""
+        self.owner, self.files = owner, owner.files
+        self.used = next(open_files.tick)
+        with open_files.lock:
+            self.handle = fd
+            self.files.files[id(self)] = self
+        self.files.opened(self)
+
+    def evict(self) -> bool:
+        """Close the file if it is idle (see storage/open_files.py); True when it was closed."""
+        return self.owner is not None and self.owner.close_idle(self)
+
+    def close_file(self) -> None:
+        close_handle(self)
 
     def add(self, base: int, last: int, position: int, max_ts: int) -> None:
         """Index a batch appended at ``position``: a new entry once the current run holds ``interval``
@@ -244,6 +289,7 @@ class Log:
         # goes to the shared journal, whose fdatasync makes it durable; the log's own file is written
         # later and made durable by a checkpoint's syncfs
         self.journal_partition: int | None = None
+        self.files: OpenFiles = UNBOUNDED
         self._unjournaled: list[bytes | bytearray] = []
         # the log's end before its first batch not yet taken for the journal, and before the batches the
         # last take handed out: what ``retract_taken`` goes back to when the journal had no room for them
@@ -253,10 +299,15 @@ class Log:
     # ------------------------------------------------------------ open / recover
 
     @classmethod
-    def open(cls, directory: Path, config: LogConfig | None = None, *, now_ms: Callable[[], int] = wall_ms) -> Log:
+    def open(
+        cls, directory: Path, config: LogConfig | None = None, *, now_ms: Callable[[], int] = wall_ms,
+        files: OpenFiles = UNBOUNDED,
+    ) -> Log:
+        """``files``: the bound on open segment files this log's count against (its engine's)."""
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         self = cls(directory, config or LogConfig(), now_ms)
+        self.files = files
         for tmp in directory.glob("*.cleaned"):
             tmp.unlink()  # an interrupted compaction: the original segment is still in place
         for tmp in directory.glob(f"*{INDEX_SUFFIX}-tmp"):
@@ -265,10 +316,18 @@ class Log:
             if not index.with_suffix(".log").exists():
                 index.unlink()  # its segment was deleted after the close that wrote it
         paths = sorted(directory.glob("*.log"))
-        for i, path in enumerate(paths):
-            self._load_segment(path, last=i == len(paths) - 1)
-        if not self.segments:
-            self._new_segment(0)
+        # held while loading: the thread that closes idle files (storage/open_files.py) closes none of
+        # these meanwhile, whichever thread opens the log
+        with self._lock:
+            try:
+                for i, path in enumerate(paths):
+                    self._load_segment(path, last=i == len(paths) - 1)
+                if not self.segments:
+                    self._new_segment(0)
+            except BaseException:
+                for seg in self.segments:  # no descriptor outlives a log that could not be opened
+                    seg.close_file()
+                raise
         checkpoint = directory / START_CHECKPOINT
         if checkpoint.exists():
             try:
@@ -277,16 +336,38 @@ class Log:
                 log.warning("ignoring unreadable %s", checkpoint)
         self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
         self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
+        if self.files.over and threading.get_ident() != self.files.owner:
+            for seg in self.segments:  # opened on a worker thread: nobody else can be using them yet
+                seg.close_file()
         return self
+
+    def close_idle(self, seg: Segment) -> bool:
+        """Close ``seg``'s file if nothing can be using it: no flush or write-out holds the log's locks
+        (taken without waiting), and the file has nothing unwritten or unsynced (storage/open_files.py)."""
+        if not self._lock.acquire(blocking=False):
+            return False
+        try:
+            if not self._state.acquire(blocking=False):
+                return False
+            try:
+                if seg.handle < 0 or seg.handle in self._dirty or self._unwritten or self._writing:
+                    return False
+                close_handle(seg)
+                return True
+            finally:
+                self._state.release()
+        finally:
+            self._lock.release()
 
     def _load_segment(self, path: Path, last: bool) -> None:
         base = int(path.stem)
         fd = os.open(path, os.O_RDWR)
         st = os.fstat(fd)
         seg = Segment(
-            base, path, fd, created_ms=st.st_mtime_ns // 1_000_000, next_offset=base,
+            base, path, -1, created_ms=st.st_mtime_ns // 1_000_000, next_offset=base,
             interval=self.config.index_interval_bytes,
         )
+        seg.attach(fd, self)
         file_size = st.st_size
         if self._read_index(seg, st):
             # the file is exactly as a clean close left it: no scan, and (as Kafka after a clean
@@ -346,7 +427,7 @@ class Log:
             try:
                 if seg.size == 0:
                     continue  # nothing to scan at the next open
-                st = os.fstat(seg.fd)
+                st = os.fstat(seg.handle) if seg.handle >= 0 else os.stat(seg.path)
                 if st.st_size != seg.size or seg.indexed == (st.st_ino, st.st_size, st.st_mtime_ns):
                     continue  # changed under us; or unchanged since its index was read or written
                 body = bytearray(_INDEX_HEAD.pack(
@@ -412,8 +493,9 @@ class Log:
         path = self.directory / segment_name(base)
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         seg = Segment(
-            base, path, fd, created_ms=self.now_ms(), next_offset=base, interval=self.config.index_interval_bytes
+            base, path, -1, created_ms=self.now_ms(), next_offset=base, interval=self.config.index_interval_bytes
         )
+        seg.attach(fd, self)
         self.segments.append(seg)
         self._bases.append(base)
         self._dir_dirty = True
@@ -706,15 +788,14 @@ class Log:
                 log_dir_failures.report(f"retracting refused appends to {self.directory}", exc)
                 raise StorageError(f"retracting refused appends to {self.directory.name} failed: {exc}")
             seg = mark.segment
-            dropped = {s.fd for s in self.segments[i + 1 :]}
+            dropped = {s.handle for s in self.segments[i + 1 :]}
             for later in self.segments[i + 1 :]:
-                self._dirty.discard(later.fd)
-                with contextlib.suppress(OSError):
-                    os.close(later.fd)
+                self._dirty.discard(later.handle)
+                later.close_file()
                 later.path.unlink(missing_ok=True)
                 self._dir_dirty = True
             del self.segments[i + 1 :], self._bases[i + 1 :]
-            kept = [w for w in self._unwritten if w[0] not in dropped and (w[0] != seg.fd or w[1] < mark.size)]
+            kept = [w for w in self._unwritten if w[0] not in dropped and (w[0] != seg.handle or w[1] < mark.size)]
             self._unwritten = kept
             with contextlib.suppress(OSError):  # a shrink needs no room; bytes past the end are unread anyway
                 if os.fstat(seg.fd).st_size > mark.size:
@@ -940,8 +1021,8 @@ class Log:
         while len(self.segments) > 1 and self.segments[1].base_offset <= offset:
             seg = self.segments.pop(0)
             self._bases.pop(0)
-            self._dirty.discard(seg.fd)
-            os.close(seg.fd)
+            self._dirty.discard(seg.handle)
+            seg.close_file()
             seg.path.unlink(missing_ok=True)
             seg.path.with_suffix(INDEX_SUFFIX).unlink(missing_ok=True)
             dropped += 1
@@ -961,8 +1042,8 @@ class Log:
             while len(self.segments) > 1 and self.segments[-1].base_offset >= offset:
                 seg = self.segments.pop()
                 self._bases.pop()
-                self._dirty.discard(seg.fd)
-                os.close(seg.fd)
+                self._dirty.discard(seg.handle)
+                seg.close_file()
                 seg.path.unlink(missing_ok=True)
                 seg.path.with_suffix(INDEX_SUFFIX).unlink(missing_ok=True)
                 self._dir_dirty = True
@@ -1060,9 +1141,9 @@ class Log:
                 seg.path.with_suffix(INDEX_SUFFIX).unlink(missing_ok=True)
                 seg.indexed = None
                 os.replace(tmp, seg.path)
-                self._dirty.discard(seg.fd)
-                os.close(seg.fd)
-                new.fd = os.open(seg.path, os.O_RDWR)
+                self._dirty.discard(seg.handle)
+                seg.close_file()
+                new.owner, new.files = self, self.files  # opened at its first use
                 new.size = len(out)
                 new.next_offset = self.segments[idx + 1].base_offset
                 self.segments[idx] = new
@@ -1081,8 +1162,7 @@ class Log:
                 self._write_indexes()
             self._closed = True
             for seg in self.segments:
-                with contextlib.suppress(OSError):
-                    os.close(seg.fd)
+                seg.close_file()
             self.segments = []
             self._bases = []
 
