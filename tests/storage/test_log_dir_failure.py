@@ -157,14 +157,23 @@ def test_without_a_handler_a_failure_only_takes_the_log_offline(tmp_path, monkey
     lg.close()
 
 
-def test_preparing_the_journal_on_a_full_disk_names_the_file(tmp_path, monkeypatch):
+def test_preparing_the_journal_on_a_full_disk_leaves_it_unfilled_until_a_round_finds_room(
+    tmp_path, monkeypatch, reported
+):
+    """A start on a full disk after a clean stop: the journal files stay empty (nothing in them to lose),
+    rounds append to them, and once one finds room the files are filled to their size."""
     import groupd.storage.journal as journal_module
 
     journal = Journal(tmp_path, checkpoint_bytes=1 << 20)
     with monkeypatch.context() as patched:
         patched.setattr(journal_module, "os", _NoSpace(os))
-        with pytest.raises(StorageError, match=r"preparing .*__consumer_offsets\.journal\.0 failed: .*No space left"):
-            journal.reset()
+        journal.reset()
+        assert journal.unfilled and [p.stat().st_size for p in journal.paths] == [0, 0]
+        with pytest.raises(DiskFull):
+            journal.append([(0, bytes(100))])
+    assert reported == [] and journal.failed is None
+    journal.append([(0, bytes(100))])
+    assert not journal.unfilled and [p.stat().st_size for p in journal.paths] == [journal.prefill_bytes] * 2
     journal.close()
 
 

@@ -197,14 +197,12 @@ async def test_a_full_disk_refuses_group_and_transaction_writes_while_reads_and_
 
 
 @pytest.mark.timeout(120)
-@pytest.mark.parametrize("limit_at_start", [1, 4096], ids=["journal-replay-fails", "journal-prefill-fails"])
-async def test_start_up_on_a_full_disk_is_one_line_and_a_start_with_room_recovers_every_acknowledged_commit(
-    tmp_path, limit_at_start
-):
+async def test_a_start_that_cannot_restore_its_journal_is_one_line_and_one_that_can_serves_on_a_full_disk(tmp_path):
     """A broker killed with commits in its journal only must write them into their partitions at the next
-    start, and make its journal again: on a full disk it cannot, and says so in one line (Kafka, too,
-    halts when its only log directory fails at start-up); with room again, every acknowledged commit
-    is there."""
+    start. On a disk with no room for them it cannot, and says so in one line with exit status 1 (Kafka,
+    too, halts when its only log directory fails while loading). With room for them but not for the
+    journal's own 9 MiB files it starts, serves every acknowledged commit, takes new ones while its
+    journal has room and refuses them after; a start with room finds every acknowledged commit."""
     data = tmp_path / "data"
     broker = PipedBroker(data).start()
     try:
@@ -212,17 +210,75 @@ async def test_start_up_on_a_full_disk_is_one_line_and_a_start_with_room_recover
         await _commit(broker.port, "g", range(30))
         broker.kill()
 
-        full = PipedBroker(data, broker.port, file_limit=limit_at_start)
+        full = PipedBroker(data, broker.port, file_limit=1)
         full.launch()
         assert full.wait() == 1, full.output[-3000:]
         assert "Traceback" not in full.output, full.output[-3000:]
         refusals = [line for line in full.lines if "cannot start" in line]
         assert len(refusals) == 1, full.output[-3000:]
 
+        nearly = PipedBroker(data, broker.port, file_limit=4096).start()  # the partitions' files fit
+        try:
+            assert await _committed(nearly.port, "g") == 29
+            # the journal files got what room there was: commits are taken until it is used up, then
+            # refused; killed there, every acknowledged one must come back
+            c = await WireClient.connect(nearly.port)
+            codes = [_commit_error(await c.call(8, 8, commit_body("g", "t", 0, o, f"m{o}"))) for o in range(30, 130)]
+            await c.close()
+            assert set(codes) == {ErrorCode.none, ErrorCode.not_coordinator}, codes
+            acked = 29 + codes.index(ErrorCode.not_coordinator)
+            assert codes[: acked - 29] == [ErrorCode.none] * (acked - 29)
+        finally:
+            nearly.kill()
+
         again = PipedBroker(data, broker.port).start()
         try:
-            assert await _committed(again.port, "g") == 29
+            assert await _committed(again.port, "g") == acked
             await _commit(again.port, "g", range(10_000, 10_001))
+        finally:
+            again.kill()
+    finally:
+        broker.kill()
+
+
+@pytest.mark.timeout(120)
+async def test_a_start_on_a_full_disk_after_a_clean_stop_serves_reads_and_takes_commits_once_there_is_room(
+    tmp_path,
+):
+    """After a clean stop every partition holds what was acknowledged and the journal is empty: a start on
+    a full disk has nothing to restore, only its journal files to fill. It starts without them (one
+    WARNING line saying commits are refused until there is room), serves OffsetFetch, Fetch and Metadata,
+    refuses commits with NOT_COORDINATOR, and takes them once there is room, without a restart."""
+    data = tmp_path / "data"
+    broker = PipedBroker(data).start()
+    try:
+        await _create_topic(broker.port, "t")
+        await _commit(broker.port, "g", range(30))
+        c = await WireClient.connect(broker.port)
+        batch = build_batch([(b"k", b"v" * 100)], timestamp_ms=1000)
+        assert part(await c.call(0, 9, produce_body("t", 0, batch))).error_code == 0
+        await c.close()
+        assert broker.stop() == 0
+
+        full = PipedBroker(data, broker.port, file_limit=1).start()
+        try:
+            assert await _committed(full.port, "g") == 29
+            c = await WireClient.connect(full.port)
+            fetched = await c.call(1, 11, data_fetch_body("t", 0, 0))
+            assert fetched.responses[0].partitions[0].high_watermark == 1
+            refused = await c.call(8, 8, commit_body("g", "t", 0, 30, "m30"))
+            assert _commit_error(refused) == ErrorCode.not_coordinator
+            full.make_room()
+            assert _commit_error(await c.call(8, 8, commit_body("g", "t", 0, 31, "m31"))) == 0
+            await c.close()
+            assert full.stop() == 0
+            assert "Traceback" not in full.output and HALT not in full.output, full.output[-3000:]
+            assert len([line for line in full.lines if "no room to prepare" in line]) == 1, full.output[-3000:]
+        finally:
+            full.kill()
+        again = PipedBroker(data, broker.port).start()
+        try:
+            assert await _committed(again.port, "g") == 31
         finally:
             again.kill()
     finally:
