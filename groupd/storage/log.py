@@ -123,7 +123,8 @@ class Segment:
                     no_room_line("opening %s failed: %s (ulimit -n, or log.max.open.files)", self.path, exc)
                 raise StorageError(f"opening {self.path.name} of {self.path.parent.name} failed: {exc}") from exc
             self.handle = fd
-            self.files.files[id(self)] = self
+            if self.files.limit is not None:  # unbounded: nothing to count, nothing held
+                self.files.files[id(self)] = self
         self.files.opened(self)
         return fd
 
@@ -133,7 +134,8 @@ class Segment:
         self.used = next(open_files.tick)
         with open_files.lock:
             self.handle = fd
-            self.files.files[id(self)] = self
+            if self.files.limit is not None:
+                self.files.files[id(self)] = self
         self.files.opened(self)
 
     def evict(self) -> bool:
