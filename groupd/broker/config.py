@@ -557,6 +557,14 @@ KEYS: dict[str, Key] = {
             "bytes of batches between two entries of a segment's sparse offset and time index (0: every batch)",
         ),
         _int_key(
+            "log.max.open.files",
+            0,
+            0,
+            INT32_MAX,
+            "segment files held open at once, the least recently used closed beyond it (a groupd key: Kafka keeps "
+            "every segment open); 0: half of the process's descriptor limit (ulimit -n)",
+        ),
+        _int_key(
             "log.flush.interval.messages",
             1,
             1,

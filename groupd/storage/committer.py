@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from groupd.storage.errors import StorageError
+from groupd.storage.errors import DiskFull, StorageError
 from groupd.storage.journal import Journal
 from groupd.storage.log import Log, flush_many, syncfs_errno
 from groupd.storage.synchelper import SyncHelper
@@ -207,11 +207,15 @@ class GroupCommitter:
                 part = lg.journal_partition
                 entries += [(part, b) for b in bufs]  # type: ignore[misc]
                 if write_outs and lg.unwritten_batches >= _WRITE_OUT_FROM:
-                    lg.write_pending()  # the log's own file is written in runs, not per round
+                    with contextlib.suppress(DiskFull):  # they stay pending, and the journal holds them
+                        lg.write_pending()  # the log's own file is written in runs, not per round
                     write_outs -= 1
             if journal.due and self.checkpointing is None:
                 self._start_checkpoint(journal)
             journal.append(entries)
+        except DiskFull as exc:  # no room for the round: refused, not a failed directory
+            self._finish(pending, r, _retracted(r.logs, exc))
+            return
         except Exception as exc:  # noqa: BLE001 - StorageError, or anything a write raised
             error = _storage_error(exc)
             journal.sync_failed(error)  # what was taken is in no journal: nothing after it may be acknowledged
@@ -230,11 +234,15 @@ class GroupCommitter:
         thread while rounds go on in the new file. Until the syncfs is over the old file still holds
         the only durable copy of its batches, so no checkpoint starts before it ends (the new file
         grows past the checkpoint size meanwhile)."""
-        taken = [
-            (lg, t)
-            for lg in self._logs.values()
-            if lg.journal_partition is not None and (t := lg.take_for_sync()) is not None
-        ]
+        taken: list[tuple[Log, tuple]] = []
+        try:
+            for lg in self._logs.values():
+                if lg.journal_partition is not None and (t := lg.take_for_sync()) is not None:
+                    taken.append((lg, t))
+        except DiskFull:  # no room to write the logs out: no checkpoint yet, the journal grows meanwhile
+            for lg, t in taken:
+                lg.give_back(t)
+            return
         journal.switch()
         task = asyncio.get_running_loop().create_task(self._checkpoint(journal, taken))
         self.checkpointing = task
@@ -323,6 +331,9 @@ class GroupCommitter:
                             lg.take_for_journal()  # synced in the log itself: no journal entry needed
                         lg.write_pending()
                     await loop.run_in_executor(None, flush_many, r.logs)
+                except DiskFull as exc:  # no room: the round is refused and its batches leave the logs
+                    _tell(r, _retracted(r.logs, exc))
+                    continue
                 except Exception as exc:  # noqa: BLE001 - StorageError or anything the thread raised
                     _tell(r, _storage_error(exc))
                     continue
@@ -393,6 +404,17 @@ class GroupCommitter:
         self._logs.clear()
         if self.helper is not None:
             self.helper.close()
+
+
+def _retracted(logs: list[Log], exc: DiskFull) -> StorageError:
+    """A round the disk had no room for: each journaled log takes back the batches the round took (none
+    was acknowledged), so that a refused write never turns up later; the waiters learn ``exc``."""
+    for lg in logs:
+        try:
+            lg.retract_taken()
+        except StorageError as failed:  # the log went offline instead (and said so)
+            return failed
+    return exc
 
 
 def _storage_error(exc: BaseException) -> StorageError:

@@ -21,7 +21,7 @@ EngineFactory = Callable[[Mapping[str, Any]], StorageEngine]
 
 
 def _local(config: Mapping[str, Any]) -> StorageEngine:
-    return LocalEngine(Path(config["log.dirs"]))
+    return LocalEngine(Path(config["log.dirs"]), max_open_files=config.get("log.max.open.files", 0))
 
 
 def _memory(config: Mapping[str, Any]) -> StorageEngine:

@@ -27,6 +27,7 @@ invalid entry: a torn write is the tail of a round that was never acknowledged.
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import os
 import struct
@@ -37,9 +38,9 @@ from crc32c import crc32c
 
 from groupd.protocol.topic_names import OFFSETS_TOPIC
 from groupd.storage.batch import parse_header
-from groupd.storage.errors import StorageError
+from groupd.storage.errors import DiskFull, StorageError
 from groupd.storage.journal_scan import Scan, judge, scan
-from groupd.storage.log import Log, fsync_directory
+from groupd.storage.log import Log, fsync_directory, no_room, no_room_line
 from groupd.storage.logdirfailure import channel as log_dir_failures
 
 log = logging.getLogger("groupd.storage")
@@ -77,6 +78,7 @@ class Journal:
         self.failed: BaseException | None = None
         self.checkpoints = 0
         self.damaged = False  # recover() found acknowledged batches lost (a cut, or damage where synced)
+        self.unfilled = False  # reset() found no room to fill the files: fill() once a round has room
 
     # ------------------------------------------------------------ start-up
 
@@ -115,20 +117,43 @@ class Journal:
         up to the checkpoint size: a round overwrites blocks that exist, so its fdatasync writes
         data only, with no commit of the filesystem's own journal (which would also wait for the
         data of every other file written meanwhile)."""
-        zeros = bytes(1 << 20)
         for path, fd in zip(self.paths, self.fds, strict=True):
             try:
                 os.ftruncate(fd, 0)
-                if prefill:
-                    for pos in range(0, self.prefill_bytes, len(zeros)):
-                        written = os.pwrite(fd, zeros, pos)
-                        if written != len(zeros):
-                            raise OSError(f"short write: {written} of {len(zeros)} bytes")
                 os.fsync(fd)
-            except OSError as exc:  # a full disk at start-up: say which file, without a traceback
+            except OSError as exc:  # say which file, without a traceback
                 raise StorageError(f"preparing {path} failed: {exc}") from exc
         fsync_directory(self.directory)
         self.current, self.position = 0, 0
+        if prefill and not self.fill():
+            # a start on a full disk: rounds append to empty files, each refused while there is no room
+            # (commits answer NOT_COORDINATOR), and the files are filled once a round finds room
+            log.warning(
+                "no room to prepare %s (%d bytes each): offset commits are refused until there is room",
+                JOURNAL_NAME, self.prefill_bytes,
+            )
+
+    def fill(self) -> bool:
+        """Zeros from each file's end up to ``prefill_bytes`` (see ``reset``); False, with the files as
+        long as they got, when the disk has no room for them. Zeros after a file's entries are what a
+        start-up reading expects there."""
+        self.unfilled = True
+        zeros = bytes(1 << 20)
+        for path, fd in zip(self.paths, self.fds, strict=True):
+            try:
+                start = os.fstat(fd).st_size
+                for pos in range(start, self.prefill_bytes, len(zeros)):
+                    want = min(len(zeros), self.prefill_bytes - pos)
+                    written = os.pwrite(fd, zeros[:want], pos)
+                    if written != want:
+                        raise OSError(errno.ENOSPC, f"short write: {written} of {want} bytes")
+                os.fsync(fd)
+            except OSError as exc:
+                if no_room(exc):
+                    return False
+                raise StorageError(f"preparing {path} failed: {exc}") from exc
+        self.unfilled = False
+        return True
 
     @property
     def prefill_bytes(self) -> int:
@@ -150,17 +175,38 @@ class Journal:
         data = b"".join([entry(p, b) for p, b in entries])
         if not data:
             return 0
+        fd = self.fds[self.current]
         try:
-            written = os.pwrite(self.fds[self.current], data, self.position)
-            if written != len(data):
-                raise OSError(f"short write: {written} of {len(data)} bytes")
+            written = os.pwrite(fd, data, self.position)
+            if written != len(data):  # a regular file's write comes up short only when space runs out
+                self._unmake(fd)
+                raise OSError(errno.ENOSPC, f"short write: {written} of {len(data)} bytes")
         except OSError as exc:
+            if no_room(exc):
+                # nothing of it counts (see _unmake) and the file is as before: the round is refused,
+                # the journal stays usable, and the next round tries again
+                no_room_line("write to %s refused, no room: %s", self.paths[self.current], exc)
+                raise DiskFull(f"write to the offsets journal refused: {exc}") from exc
             self.failed = exc
             log.error("write to %s failed; the offsets journal is offline: %s", self.paths[self.current], exc)
             log_dir_failures.report(f"write to {self.paths[self.current]}", exc)
             raise StorageError(f"write to the offsets journal failed: {exc}") from exc
         self.position += len(data)
+        if self.unfilled:
+            self.fill()  # room again, it seems: the files take their size, or wait for the next round
         return len(data)
+
+    def _unmake(self, fd: int) -> None:
+        """A short write may hold whole entries of a refused round: their first head goes back to zeros
+        (the blocks were just written, so this needs no room), so a start-up's reading stops there, as
+        at the zeros of a prefilled file; failing that the file ends there."""
+        try:
+            if os.pwrite(fd, bytes(_LENGTH_PARTITION.size + _CRC.size), self.position) == 12:
+                return
+        except OSError:
+            pass
+        with contextlib.suppress(OSError):
+            os.ftruncate(fd, self.position)
 
     def switch(self) -> None:
         """Start over in the other file, at a checkpoint's start. The other file is written over from

@@ -23,6 +23,7 @@ from groupd.storage.files import write_atomically
 from groupd.storage.local_replay import LocalReplayReader
 from groupd.storage.local_sets import LocalPartitionSet
 from groupd.storage.log import Log, fsync_directory
+from groupd.storage.open_files import OpenFiles
 
 if TYPE_CHECKING:
     from groupd.storage.engine import Durability, MetadataStore, PartitionLog, PartitionSet, ReplayReader
@@ -64,11 +65,17 @@ class LocalMetadata:
 class LocalEngine:
     """Every partition a directory of segment files under ``root``; see the module's text."""
 
-    def __init__(self, root: str | Path) -> None:
+    def __init__(self, root: str | Path, max_open_files: int | None = None) -> None:
         self.root = Path(root)
         self.metadata: MetadataStore = LocalMetadata(self.root)
+        # segment files open at once (storage/open_files.py); None: unbounded; 0: half of ulimit -n
+        self.max_open_files = max_open_files
+        self.files = OpenFiles()
 
     def open(self) -> None:
+        """Called on the broker's event loop: that thread closes idle segment files from now on."""
+        if self.max_open_files is not None:
+            self.files.configure(self.max_open_files)
         try:
             self.root.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
@@ -79,13 +86,13 @@ class LocalEngine:
 
     def open_partition(self, topic: str, partition: int, config: LogConfig | None = None) -> PartitionLog:
         try:
-            return Log.open(self.directory_of(topic, partition), config)
+            return Log.open(self.directory_of(topic, partition), config, files=self.files)
         except OSError as exc:
             raise StorageError(f"{topic}-{partition}: {exc}") from exc
 
     def open_broker_log(self, name: str, config: LogConfig | None = None) -> PartitionLog:
         try:
-            return Log.open(self.root / check_key(name), config)
+            return Log.open(self.root / check_key(name), config, files=self.files)
         except OSError as exc:
             raise StorageError(f"{name}: {exc}") from exc
 
@@ -118,7 +125,7 @@ class LocalEngine:
     ) -> PartitionSet:
         if not isinstance(durability, GroupCommitter):
             raise TypeError("the local engine's partition sets are written through its own durability")
-        return LocalPartitionSet(self.root, topic, partitions, config, durability)
+        return LocalPartitionSet(self.root, topic, partitions, config, durability, self.files)
 
     def replay_reader(self, helpers: int, stored_bytes: int) -> ReplayReader:
         return LocalReplayReader(helpers, stored_bytes)

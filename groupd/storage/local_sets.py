@@ -14,9 +14,10 @@ from typing import Protocol
 
 from groupd.storage.committer import GroupCommitter
 from groupd.storage.engine import LogConfig, PartitionLog
-from groupd.storage.errors import StorageError
+from groupd.storage.errors import DiskFull, StorageError
 from groupd.storage.journal import Journal
 from groupd.storage.log import Log, syncfs_errno
+from groupd.storage.open_files import UNBOUNDED, OpenFiles
 
 log = logging.getLogger("groupd.coordinator")
 
@@ -68,20 +69,23 @@ def write_out_slice(logs: Mapping[int, _Written], tick: int, topic: str) -> None
         if partition % _WRITE_OUT_SLICES == turn and lg.unwritten_batches:
             try:
                 lg.write_pending()
+            except DiskFull:
+                pass  # said once per 10 s where it was refused; the journal holds them, tried again next tick
             except StorageError as exc:
                 log.error("writing %s-%d out failed: %s", topic, partition, exc)
 
 
 class LocalPartitionSet:
     def __init__(
-        self, root: Path, topic: str, partitions: Iterable[int], config: LogConfig, committer: GroupCommitter
+        self, root: Path, topic: str, partitions: Iterable[int], config: LogConfig, committer: GroupCommitter,
+        files: OpenFiles = UNBOUNDED,
     ) -> None:
         self.topic = topic
         self.committer = committer
         self._logs: dict[int, Log] = {}
         for p in sorted(partitions):
             try:
-                lg = self._logs[p] = Log.open(root / f"{topic}-{p}", config)
+                lg = self._logs[p] = Log.open(root / f"{topic}-{p}", config, files=files)
             except OSError as exc:
                 raise StorageError(f"{topic}-{p}: {exc}") from exc
             # every append is followed by a flush: let the flush thread do the write too

@@ -1,14 +1,15 @@
 """One partition's append-only log: a directory of segment files in Kafka's layout.
 
 Segments are named by their 20-digit base offset (``00000000000000000000.log``) and hold record batches
-v2 byte for byte. Each segment keeps a sparse in-memory index, as Kafka's offset and time indexes are
-sparse: one entry per ``index.interval.bytes`` (4096 by default) of batches, holding the base offset and
-file position of the run's first batch and the largest timestamp in the run, so its memory grows with
-the bytes stored, not the batches (about 24 bytes per 4 KiB). A lookup takes the nearest entry at or
-below its target and walks the batch headers forward from there, within one run. The index is rebuilt
-from the batch headers at open (or read from the file a clean close left); at open the last segment is
-also CRC-checked and a torn or corrupt tail is truncated and logged. Nothing here fsyncs on append:
-``flush()`` does, and the GroupCommitter decides when.
+v2 byte for byte. A segment's file is opened at its first use and may be closed while idle, within the
+engine's bound on open files (storage/open_files.py). Each segment keeps a sparse in-memory index, as
+Kafka's offset and time indexes are sparse: one entry per ``index.interval.bytes`` (4096 by default) of
+batches, holding the base offset and file position of the run's first batch and the largest timestamp
+in the run, so its memory grows with the bytes stored, not the batches (about 24 bytes per 4 KiB). A
+lookup takes the nearest entry at or below its target and walks the batch headers forward from there,
+within one run. The index is rebuilt from the batch headers at open (or read from the file a clean
+close left); at open the last segment is also CRC-checked and a torn or corrupt tail is truncated and
+logged. Nothing here fsyncs on append: ``flush()`` does, and the GroupCommitter decides when.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from typing import Any
 from crc32c import crc32c
 
 from groupd.clock import wall_ms
+from groupd.storage import open_files
 from groupd.storage.batch import (
     BATCH_OVERHEAD,
     CRC_START,
@@ -47,6 +49,7 @@ from groupd.storage.cleaning import Cleaner, cleanable, iter_records_safe
 from groupd.storage.engine import CompactionStats, LogConfig, SegmentInfo
 from groupd.storage.errors import DiskFull, OffsetOutOfRange, RecordTooLarge, StorageError
 from groupd.storage.logdirfailure import channel as log_dir_failures
+from groupd.storage.open_files import UNBOUNDED, OpenFiles, close_handle
 
 log = logging.getLogger("groupd.storage")
 START_CHECKPOINT = "log-start-offset"
@@ -67,7 +70,7 @@ _NO_ROOM_EVERY_S = 10.0
 _no_room = {"last": -_NO_ROOM_EVERY_S, "missed": 0}
 
 
-def _no_room_line(message: str, *args: object) -> None:
+def no_room_line(message: str, *args: object) -> None:
     """One ERROR line per 10 s while the disk stays full, counting the ones held back."""
     now = time.monotonic()
     if now - _no_room["last"] < _NO_ROOM_EVERY_S:
@@ -85,7 +88,7 @@ WALK_READ = 16 << 10  # bytes read at a time while walking batch headers forward
 class Segment:
     base_offset: int
     path: Path
-    fd: int
+    handle: int  # the open descriptor, or -1: opened at the next use (storage/open_files.py)
     size: int = 0
     created_ms: int = 0
     interval: int = 4096  # index.interval.bytes: a new index entry once a run holds this many bytes
@@ -97,6 +100,50 @@ class Segment:
     next_offset: int = 0
     max_timestamp: int = -1
     indexed: tuple[int, int, int] | None = None  # (inode, size, mtime) the index file on disk describes
+    used: int = 0  # when the descriptor was last asked for (open_files' clock): the oldest close first
+    owner: Log | None = None  # the log whose locks say whether the file is idle
+    files: OpenFiles = UNBOUNDED  # the bound this file counts against
+
+    @property
+    def fd(self) -> int:
+        """The segment file's descriptor, opened again if it was closed while idle; StorageError (one
+        line per 10 s when descriptors ran out) if it cannot be."""
+        self.used = next(open_files.tick)
+        fd = self.handle
+        return fd if fd >= 0 else self._reopen()
+
+    def _reopen(self) -> int:
+        with open_files.lock:
+            if self.handle >= 0:  # another thread opened it meanwhile
+                return self.handle
+            try:
+                fd = os.open(self.path, os.O_RDWR)
+            except OSError as exc:
+                if exc.errno in (errno.EMFILE, errno.ENFILE):
+                    no_room_line("opening %s failed: %s (ulimit -n, or log.max.open.files)", self.path, exc)
+                raise StorageError(f"opening {self.path.name} of {self.path.parent.name} failed: {exc}") from exc
+            self.handle = fd
+            if self.files.limit is not None:  # unbounded: nothing to count, nothing held
+                self.files.files[id(self)] = self
+        self.files.opened(self)
+        return fd
+
+    def attach(self, fd: int, owner: Log) -> None:
+        """A descriptor just opened for this segment, counted against the bound."""
+        self.owner, self.files = owner, owner.files
+        self.used = next(open_files.tick)
+        with open_files.lock:
+            self.handle = fd
+            if self.files.limit is not None:
+                self.files.files[id(self)] = self
+        self.files.opened(self)
+
+    def evict(self) -> bool:
+        """Close the file if it is idle (see storage/open_files.py); True when it was closed."""
+        return self.owner is not None and self.owner.close_idle(self)
+
+    def close_file(self) -> None:
+        close_handle(self)
 
     def add(self, base: int, last: int, position: int, max_ts: int) -> None:
         """Index a batch appended at ``position``: a new entry once the current run holds ``interval``
@@ -187,6 +234,31 @@ class Segment:
         return os.pread(self.fd, end - start, start)
 
 
+@dataclass(frozen=True, slots=True)
+class _EndMark:
+    """A journaled log's end at one moment: its active segment and that segment's size, index length,
+    last run's timestamp, largest timestamp and next offset, so batches placed after it can be taken
+    back exactly (``Log.retract_taken``)."""
+
+    segment: Segment
+    size: int
+    runs: int
+    run_ts: int
+    max_timestamp: int
+    next_offset: int
+
+    @classmethod
+    def of(cls, seg: Segment) -> _EndMark:
+        runs = len(seg.positions)
+        return cls(seg, seg.size, runs, seg.max_ts[-1] if runs else -1, seg.max_timestamp, seg.next_offset)
+
+
+def no_room(exc: OSError) -> bool:
+    """The file system had no room for a write (a full disk, a quota, the file size limit): nothing
+    earlier was touched, so the write can be refused and tried again, unlike a failed fsync."""
+    return exc.errno in _NO_ROOM
+
+
 def segment_name(base_offset: int) -> str:
     return f"{base_offset:020d}.log"
 
@@ -219,15 +291,25 @@ class Log:
         # goes to the shared journal, whose fdatasync makes it durable; the log's own file is written
         # later and made durable by a checkpoint's syncfs
         self.journal_partition: int | None = None
+        self.files: OpenFiles = UNBOUNDED
         self._unjournaled: list[bytes | bytearray] = []
+        # the log's end before its first batch not yet taken for the journal, and before the batches the
+        # last take handed out: what ``retract_taken`` goes back to when the journal had no room for them
+        self._journal_mark: _EndMark | None = None
+        self._taken_mark: _EndMark | None = None
 
     # ------------------------------------------------------------ open / recover
 
     @classmethod
-    def open(cls, directory: Path, config: LogConfig | None = None, *, now_ms: Callable[[], int] = wall_ms) -> Log:
+    def open(
+        cls, directory: Path, config: LogConfig | None = None, *, now_ms: Callable[[], int] = wall_ms,
+        files: OpenFiles = UNBOUNDED,
+    ) -> Log:
+        """``files``: the bound on open segment files this log's count against (its engine's)."""
         directory = Path(directory)
         directory.mkdir(parents=True, exist_ok=True)
         self = cls(directory, config or LogConfig(), now_ms)
+        self.files = files
         for tmp in directory.glob("*.cleaned"):
             tmp.unlink()  # an interrupted compaction: the original segment is still in place
         for tmp in directory.glob(f"*{INDEX_SUFFIX}-tmp"):
@@ -236,10 +318,18 @@ class Log:
             if not index.with_suffix(".log").exists():
                 index.unlink()  # its segment was deleted after the close that wrote it
         paths = sorted(directory.glob("*.log"))
-        for i, path in enumerate(paths):
-            self._load_segment(path, last=i == len(paths) - 1)
-        if not self.segments:
-            self._new_segment(0)
+        # held while loading: the thread that closes idle files (storage/open_files.py) closes none of
+        # these meanwhile, whichever thread opens the log
+        with self._lock:
+            try:
+                for i, path in enumerate(paths):
+                    self._load_segment(path, last=i == len(paths) - 1)
+                if not self.segments:
+                    self._new_segment(0)
+            except BaseException:
+                for seg in self.segments:  # no descriptor outlives a log that could not be opened
+                    seg.close_file()
+                raise
         checkpoint = directory / START_CHECKPOINT
         if checkpoint.exists():
             try:
@@ -248,16 +338,38 @@ class Log:
                 log.warning("ignoring unreadable %s", checkpoint)
         self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
         self.log_start_offset = min(self.log_start_offset, self.log_end_offset)
+        if self.files.over and threading.get_ident() != self.files.owner:
+            for seg in self.segments:  # opened on a worker thread: nobody else can be using them yet
+                seg.close_file()
         return self
+
+    def close_idle(self, seg: Segment) -> bool:
+        """Close ``seg``'s file if nothing can be using it: no flush or write-out holds the log's locks
+        (taken without waiting), and the file has nothing unwritten or unsynced (storage/open_files.py)."""
+        if not self._lock.acquire(blocking=False):
+            return False
+        try:
+            if not self._state.acquire(blocking=False):
+                return False
+            try:
+                if seg.handle < 0 or seg.handle in self._dirty or self._unwritten or self._writing:
+                    return False
+                close_handle(seg)
+                return True
+            finally:
+                self._state.release()
+        finally:
+            self._lock.release()
 
     def _load_segment(self, path: Path, last: bool) -> None:
         base = int(path.stem)
         fd = os.open(path, os.O_RDWR)
         st = os.fstat(fd)
         seg = Segment(
-            base, path, fd, created_ms=st.st_mtime_ns // 1_000_000, next_offset=base,
+            base, path, -1, created_ms=st.st_mtime_ns // 1_000_000, next_offset=base,
             interval=self.config.index_interval_bytes,
         )
+        seg.attach(fd, self)
         file_size = st.st_size
         if self._read_index(seg, st):
             # the file is exactly as a clean close left it: no scan, and (as Kafka after a clean
@@ -317,7 +429,7 @@ class Log:
             try:
                 if seg.size == 0:
                     continue  # nothing to scan at the next open
-                st = os.fstat(seg.fd)
+                st = os.fstat(seg.handle) if seg.handle >= 0 else os.stat(seg.path)
                 if st.st_size != seg.size or seg.indexed == (st.st_ino, st.st_size, st.st_mtime_ns):
                     continue  # changed under us; or unchanged since its index was read or written
                 body = bytearray(_INDEX_HEAD.pack(
@@ -383,8 +495,9 @@ class Log:
         path = self.directory / segment_name(base)
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         seg = Segment(
-            base, path, fd, created_ms=self.now_ms(), next_offset=base, interval=self.config.index_interval_bytes
+            base, path, -1, created_ms=self.now_ms(), next_offset=base, interval=self.config.index_interval_bytes
         )
+        seg.attach(fd, self)
         self.segments.append(seg)
         self._bases.append(base)
         self._dir_dirty = True
@@ -458,13 +571,15 @@ class Log:
                 try:
                     seg = self._roll()
                 except OSError as exc:  # no room (or no inode) for the next segment's file
-                    _no_room_line("rolling %s failed: %s", self.directory, exc)
+                    no_room_line("rolling %s failed: %s", self.directory, exc)
                     raise DiskFull(f"rolling {self.directory.name} failed: {exc}") from exc
             base = seg.next_offset
             set_base_offset(buf, 0, base)
             if self.write_behind:
                 self._unwritten.append((seg.fd, seg.size, buf))
                 if self.journal_partition is not None:
+                    if not self._unjournaled:
+                        self._journal_mark = _EndMark.of(seg)
                     self._unjournaled.append(buf)
             else:
                 try:
@@ -474,9 +589,9 @@ class Log:
                 except OSError as exc:
                     with contextlib.suppress(OSError):
                         os.ftruncate(seg.fd, seg.size)
-                    if exc.errno in _NO_ROOM:
+                    if no_room(exc):
                         # nothing of it stays and nothing earlier was touched: refused, not a failed directory
-                        _no_room_line("append to %s refused, no room: %s", seg.path, exc)
+                        no_room_line("append to %s refused, no room: %s", seg.path, exc)
                         raise DiskFull(f"append to {self.directory.name} refused: {exc}") from exc
                     # the log is whole again (truncated back), but the directory is offline as in Kafka
                     log.error("write to %s failed: %s", seg.path, exc)
@@ -527,6 +642,11 @@ class Log:
             fds, dir_dirty, pending, writes = taken
             try:
                 self._write_out(writes)
+            except OSError as exc:
+                if not no_room(exc):
+                    self._flush_failed(pending, exc)
+                self._refused_write(taken, exc)
+            try:
                 for fd in fds:
                     os.fsync(fd)
                 if dir_dirty:
@@ -547,6 +667,18 @@ class Log:
             self._writing = bool(writes)
             return fds, dir_dirty, pending, writes
 
+    def _refused_write(self, taken: tuple[set[int], bool, int, list], exc: OSError) -> None:
+        """A flush's writes found no room: what it took is pending again, as if it had never been taken
+        (writing the same bytes at the same places again is harmless), and the caller learns DiskFull."""
+        fds, dir_dirty, pending, writes = taken
+        with self._state:
+            self._dirty |= fds
+            self._dir_dirty |= dir_dirty
+            self.unflushed_messages += pending
+            self._unwritten[:0] = writes
+        no_room_line("writing %s out refused, no room: %s", self.directory, exc)
+        raise DiskFull(f"writing {self.directory.name} out refused: {exc}") from exc
+
     def _write_out(self, writes: list[tuple[int, int, bytes | bytearray]]) -> None:
         """Write taken batches; the caller holds ``_lock``."""
         try:
@@ -561,6 +693,16 @@ class Log:
         writes, self._unwritten = self._unwritten, []
         try:
             _write_runs(writes)
+        except OSError as exc:
+            self._unwritten[:0] = writes
+            if no_room(exc):  # nothing is lost: no roll, and the append that wanted one is refused
+                no_room_line("sealing %s refused, no room: %s", seg.path, exc)
+                raise DiskFull(f"sealing a segment of {self.directory.name} refused: {exc}") from exc
+            self._failed = exc
+            log.error("sealing %s failed; log offline until reopened: %s", seg.path, exc)
+            log_dir_failures.report(f"write of {seg.path}", exc)
+            raise StorageError(f"sealing a segment of {self.directory.name} failed: {exc}") from exc
+        try:
             os.fsync(seg.fd)
             fsync_directory(self.directory)  # and its name, made at the roll before
         except OSError as exc:
@@ -587,6 +729,11 @@ class Log:
             try:
                 self._write_out(writes)
             except OSError as exc:
+                if no_room(exc):  # still pending (in the journal, or not yet acknowledged): tried again later
+                    with self._state:
+                        self._unwritten[:0] = writes
+                    no_room_line("writing %s out refused, no room: %s", self.directory, exc)
+                    raise DiskFull(f"writing {self.directory.name} out refused: {exc}") from exc
                 with self._state:
                     self._failed = exc
                 log.error("write to %s failed; log offline until reopened: %s", self.directory, exc)
@@ -602,8 +749,19 @@ class Log:
                 try:
                     self._write_out(taken[3])
                 except OSError as exc:
-                    self._flush_failed(taken[2], exc)
+                    if not no_room(exc):
+                        self._flush_failed(taken[2], exc)
+                    self._refused_write(taken, exc)
             return taken
+
+    def give_back(self, taken: tuple[set[int], bool, int, list]) -> None:
+        """A share ``take_for_sync`` handed out that will not be synced after all (a checkpoint that
+        found no room elsewhere): it is pending again, for the next flush."""
+        fds, dir_dirty, pending, _writes = taken
+        with self._state:
+            self._dirty |= fds
+            self._dir_dirty |= dir_dirty
+            self.unflushed_messages += pending
 
     def take_for_journal(self) -> tuple[list[bytes | bytearray], int]:
         """The batches appended since the last call, for the journal (they stay unwritten here until
@@ -611,8 +769,44 @@ class Log:
         with self._state:
             self._check_usable()
             bufs, self._unjournaled = self._unjournaled, []
+            self._taken_mark, self._journal_mark = self._journal_mark, None
             pending, self.unflushed_messages = self.unflushed_messages, 0
             return bufs, pending
+
+    def retract_taken(self) -> None:
+        """The journal had no room for the batches the last ``take_for_journal`` handed out: none of them
+        was acknowledged, and they are the log's tail (the journal is appended to right after the take,
+        on the same thread), so the log goes back to its end before them: index, sizes, unwritten
+        batches, segments rolled since, and any of their bytes already in a file. Their offsets are
+        given again to the next appends, as Kafka's log end stays where it was after a failed append."""
+        mark, self._taken_mark = self._taken_mark, None
+        if mark is None:
+            return
+        with self._lock, self._state:
+            i = next((i for i, s in enumerate(self.segments) if s is mark.segment), None)
+            if i is None:  # the segment was compacted away meanwhile: the tail is unknown, take the log offline
+                exc = OSError(errno.EIO, "the segment a refused append started in is gone")
+                self._failed = exc
+                log_dir_failures.report(f"retracting refused appends to {self.directory}", exc)
+                raise StorageError(f"retracting refused appends to {self.directory.name} failed: {exc}")
+            seg = mark.segment
+            dropped = {s.handle for s in self.segments[i + 1 :]}
+            for later in self.segments[i + 1 :]:
+                self._dirty.discard(later.handle)
+                later.close_file()
+                later.path.unlink(missing_ok=True)
+                self._dir_dirty = True
+            del self.segments[i + 1 :], self._bases[i + 1 :]
+            kept = [w for w in self._unwritten if w[0] not in dropped and (w[0] != seg.handle or w[1] < mark.size)]
+            self._unwritten = kept
+            with contextlib.suppress(OSError):  # a shrink needs no room; bytes past the end are unread anyway
+                if os.fstat(seg.fd).st_size > mark.size:
+                    os.ftruncate(seg.fd, mark.size)
+                    self._dirty.add(seg.fd)
+            del seg.offsets[mark.runs :], seg.positions[mark.runs :], seg.max_ts[mark.runs :]
+            if mark.runs:
+                seg.max_ts[-1] = mark.run_ts
+            seg.size, seg.next_offset, seg.max_timestamp = mark.size, mark.next_offset, mark.max_timestamp
 
     @property
     def unwritten_batches(self) -> int:
@@ -829,8 +1023,8 @@ class Log:
         while len(self.segments) > 1 and self.segments[1].base_offset <= offset:
             seg = self.segments.pop(0)
             self._bases.pop(0)
-            self._dirty.discard(seg.fd)
-            os.close(seg.fd)
+            self._dirty.discard(seg.handle)
+            seg.close_file()
             seg.path.unlink(missing_ok=True)
             seg.path.with_suffix(INDEX_SUFFIX).unlink(missing_ok=True)
             dropped += 1
@@ -850,8 +1044,8 @@ class Log:
             while len(self.segments) > 1 and self.segments[-1].base_offset >= offset:
                 seg = self.segments.pop()
                 self._bases.pop()
-                self._dirty.discard(seg.fd)
-                os.close(seg.fd)
+                self._dirty.discard(seg.handle)
+                seg.close_file()
                 seg.path.unlink(missing_ok=True)
                 seg.path.with_suffix(INDEX_SUFFIX).unlink(missing_ok=True)
                 self._dir_dirty = True
@@ -949,9 +1143,9 @@ class Log:
                 seg.path.with_suffix(INDEX_SUFFIX).unlink(missing_ok=True)
                 seg.indexed = None
                 os.replace(tmp, seg.path)
-                self._dirty.discard(seg.fd)
-                os.close(seg.fd)
-                new.fd = os.open(seg.path, os.O_RDWR)
+                self._dirty.discard(seg.handle)
+                seg.close_file()
+                new.owner, new.files = self, self.files  # opened at its first use
                 new.size = len(out)
                 new.next_offset = self.segments[idx + 1].base_offset
                 self.segments[idx] = new
@@ -970,8 +1164,7 @@ class Log:
                 self._write_indexes()
             self._closed = True
             for seg in self.segments:
-                with contextlib.suppress(OSError):
-                    os.close(seg.fd)
+                seg.close_file()
             self.segments = []
             self._bases = []
 
@@ -1002,8 +1195,8 @@ def _write_runs(writes: list[tuple[int, int, bytes | bytearray]]) -> None:
             end += len(writes[j][2])
             j += 1
         written = os.pwritev(fd, bufs, start) if len(bufs) > 1 else os.pwrite(fd, first, start)
-        if written != end - start:
-            raise OSError(f"short write: {written} of {end - start} bytes")
+        if written != end - start:  # a regular file's write comes up short only when space runs out
+            raise OSError(errno.ENOSPC, f"short write: {written} of {end - start} bytes")
         i = j
 
 
@@ -1037,6 +1230,12 @@ def flush_many(logs: list[Log]) -> None:
                     lg._write_out(t[3])
                 except OSError as write_exc:
                     exc = exc or write_exc
+        if exc is not None and no_room(exc):  # nothing synced: every log's share is pending again
+            for lg, t in taken:
+                if t is not None:
+                    with contextlib.suppress(DiskFull):
+                        lg._refused_write(t, exc)
+            raise DiskFull(f"writing out refused: {exc}") from exc
         if exc is None and _syncfs(fd) != 0:
             err = ctypes.get_errno()
             exc = OSError(err, os.strerror(err))

@@ -1,5 +1,9 @@
 """Kafka's LogDirFailureChannel: where a failed write or sync takes the log directory offline.
 
+A write the disk has no room for is not such a failure: it leaves nothing behind, so it is refused
+(``DiskFull``) and the log stays usable (docs/operations.md); what comes here is a failed fsync, or a
+write that failed for another reason.
+
 After a write or an fsync of a log fails, its in-memory state and its file no longer agree (and after
 a failed fsync the kernel may have dropped the dirty pages, so no later fsync can vouch for them): the
 log refuses every later append and flush. In Kafka the failure goes to the LogDirFailureChannel, the

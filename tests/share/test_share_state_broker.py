@@ -243,3 +243,38 @@ async def test_a_failing_rule_fails_its_request_only(tmp_path, monkeypatch, capl
         monkeypatch.undo()
         assert await b.share_persister.write(key, 0, 0, 5, -1, ()) == 0
         assert (await b.share_persister.read(key, -1)).start_offset == 5
+
+
+async def test_a_full_disk_refuses_share_state_writes_with_not_coordinator_and_reads_go_on(tmp_path, monkeypatch):
+    """A ``__share_group_state`` append the disk has no room for (storage/log.py raises DiskFull) is
+    answered as Kafka's share coordinator answers a failed append (CoordinatorOperationExceptionHelper:
+    KAFKA_STORAGE_ERROR -> NOT_COORDINATOR), the state stays as it was and is read meanwhile; once there
+    is room the next write is taken, and a restart finds exactly the accepted writes."""
+    import errno
+    import os
+
+    import groupd.storage.log as log_module
+
+    class NoRoom:
+        def __getattr__(self, name):
+            return getattr(os, name)
+
+        def pwrite(self, fd, data, offset):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    async with running(tmp_path) as b:
+        topic = b.create_topic("t", 1, {})
+        p = b.share_persister
+        key = SharePartitionKey("g", topic.topic_id, 0)
+        assert await p.initialize(key, 0, -1) == 0
+        assert await p.write(key, 0, 0, 0, 3, (StateBatch(0, 4, ACKNOWLEDGED, 1),)) == 0
+        before = await p.read(key, -1)
+        with monkeypatch.context() as full:
+            full.setattr(log_module, "os", NoRoom())
+            assert await p.write(key, 0, 0, -1, 4, (StateBatch(5, 5, ARCHIVED, 2),)) == 16  # NOT_COORDINATOR
+            assert await p.read(key, -1) == before
+        assert await p.write(key, 0, 0, -1, 4, (StateBatch(6, 6, ARCHIVED, 2),)) == 0
+        accepted = await p.read(key, -1)
+    assert accepted.batches == (StateBatch(0, 4, ACKNOWLEDGED, 1), StateBatch(6, 6, ARCHIVED, 2))
+    async with running(tmp_path) as b:
+        assert await b.share_persister.read(key, -1) == accepted

@@ -102,11 +102,37 @@ def test_a_failed_write_out_of_a_journaled_partition_is_reported(tmp_path, repor
     lg.write_behind = True
     lg.append_records([(b"a", b"1")], 1)
     with monkeypatch.context() as patched:
-        patched.setattr(log_module, "os", _NoSpace(os))
+        patched.setattr(log_module, "os", _NoSpace(os, errno.EIO))
         with pytest.raises(StorageError):
             lg.write_pending()
     assert len(reported) == 1 and lg.failed
     lg.close()
+
+
+@pytest.mark.parametrize("code", [errno.ENOSPC, errno.EDQUOT, errno.EFBIG])
+def test_a_write_out_with_no_room_stays_pending_and_is_written_once_there_is_room(
+    tmp_path, reported, monkeypatch, code
+):
+    """A journaled partition's batches are durable in the journal before its own file is written: a
+    write-out the disk has no room for loses nothing, so it is refused (DiskFull) and tried again."""
+    import groupd.storage.log as log_module
+
+    lg = Log.open(tmp_path / "__consumer_offsets-0")
+    lg.write_behind = True
+    lg.append_records([(b"a", b"1")], 1)
+    with monkeypatch.context() as patched:
+        patched.setattr(log_module, "os", _NoSpace(os, code))
+        with pytest.raises(DiskFull):
+            lg.write_pending()
+        with pytest.raises(DiskFull):
+            lg.flush()
+    assert reported == [] and not lg.failed and lg.unwritten_batches == 1 and lg.dirty
+    lg.flush()
+    assert lg.unwritten_batches == 0 and not lg.dirty
+    lg.close()
+    again = Log.open(tmp_path / "__consumer_offsets-0")
+    assert [r.value for _, b in again.batches() for r in iter_records(b)] == [b"1"]
+    again.close()
 
 
 def test_a_failed_journal_write_and_a_failed_journal_sync_are_reported(tmp_path, reported, monkeypatch):
@@ -114,7 +140,7 @@ def test_a_failed_journal_write_and_a_failed_journal_sync_are_reported(tmp_path,
 
     journal = Journal(tmp_path)
     with monkeypatch.context() as patched:
-        patched.setattr(journal_module, "os", _NoSpace(os))
+        patched.setattr(journal_module, "os", _NoSpace(os, errno.EIO))
         with pytest.raises(StorageError):
             journal.append([(0, bytes(100))])
     journal.sync_failed(OSError(errno.EIO, "I/O error"))
@@ -131,14 +157,23 @@ def test_without_a_handler_a_failure_only_takes_the_log_offline(tmp_path, monkey
     lg.close()
 
 
-def test_preparing_the_journal_on_a_full_disk_names_the_file(tmp_path, monkeypatch):
+def test_preparing_the_journal_on_a_full_disk_leaves_it_unfilled_until_a_round_finds_room(
+    tmp_path, monkeypatch, reported
+):
+    """A start on a full disk after a clean stop: the journal files stay empty (nothing in them to lose),
+    rounds append to them, and once one finds room the files are filled to their size."""
     import groupd.storage.journal as journal_module
 
     journal = Journal(tmp_path, checkpoint_bytes=1 << 20)
     with monkeypatch.context() as patched:
         patched.setattr(journal_module, "os", _NoSpace(os))
-        with pytest.raises(StorageError, match=r"preparing .*__consumer_offsets\.journal\.0 failed: .*No space left"):
-            journal.reset()
+        journal.reset()
+        assert journal.unfilled and [p.stat().st_size for p in journal.paths] == [0, 0]
+        with pytest.raises(DiskFull):
+            journal.append([(0, bytes(100))])
+    assert reported == [] and journal.failed is None
+    journal.append([(0, bytes(100))])
+    assert not journal.unfilled and [p.stat().st_size for p in journal.paths] == [journal.prefill_bytes] * 2
     journal.close()
 
 

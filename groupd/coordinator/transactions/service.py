@@ -69,6 +69,9 @@ class Host(Protocol):
 
 
 log = logging.getLogger("groupd.transactions")
+# A transaction log append that failed in storage (a full disk): Kafka's TransactionStateManager answers
+# its KAFKA_STORAGE_ERROR as NOT_COORDINATOR, so the producer looks its coordinator up again and retries
+STORAGE_FAILED = ErrorCode.not_coordinator
 
 
 class TransactionCoordinator:
@@ -180,9 +183,9 @@ class TransactionCoordinator:
             await self._persist(out.txn)
             log.info("transactional id %s: producer id %d epoch %d", tid, out.txn.producer_id, out.txn.producer_epoch)
             return ErrorCode.none, out.txn.producer_id, out.txn.producer_epoch
-        except StorageError:
-            log.exception("transaction log write for %s failed", tid)
-            return ErrorCode.coordinator_not_available, -1, -1
+        except StorageError as exc:
+            log.error("transaction log write for %s failed: %s", tid, exc)
+            return STORAGE_FAILED, -1, -1
         finally:
             self._busy.discard(tid)
 
@@ -205,9 +208,9 @@ class TransactionCoordinator:
         try:
             await self._persist(out.txn)
             return ErrorCode.none
-        except StorageError:
-            log.exception("transaction log write for %s failed", tid)
-            return ErrorCode.coordinator_not_available
+        except StorageError as exc:
+            log.error("transaction log write for %s failed: %s", tid, exc)
+            return STORAGE_FAILED
         finally:
             self._busy.discard(tid)
 
@@ -223,9 +226,9 @@ class TransactionCoordinator:
         try:
             await self._end(out.txn, "commit" if commit else "abort")
             return ErrorCode.none
-        except StorageError:
-            log.exception("ending the transaction of %s failed; it will be finished later", tid)
-            return ErrorCode.none if self.txns[tid].completing else ErrorCode.coordinator_not_available
+        except StorageError as exc:
+            log.error("ending the transaction of %s failed; it will be finished later: %s", tid, exc)
+            return ErrorCode.none if self.txns[tid].completing else STORAGE_FAILED
         finally:
             self._busy.discard(tid)
 
@@ -310,8 +313,8 @@ class TransactionCoordinator:
         """Finish a transaction found PrepareCommit/PrepareAbort (at start-up, or after a failed write)."""
         try:
             await self._finish(prepared, why or ("commit" if prepared.state == T.PREPARE_COMMIT else "abort"))
-        except StorageError:
-            log.exception("finishing the transaction of %s failed; retried later", prepared.transactional_id)
+        except StorageError as exc:
+            log.error("finishing the transaction of %s failed; retried later: %s", prepared.transactional_id, exc)
         finally:
             self._busy.discard(prepared.transactional_id)
 
@@ -346,8 +349,8 @@ class TransactionCoordinator:
     async def _abort_guarded(self, fenced: T.Txn) -> None:
         try:
             await self._persist(fenced)
-        except StorageError:
-            log.exception("aborting the transaction of %s failed; retried later", fenced.transactional_id)
+        except StorageError as exc:
+            log.error("aborting the transaction of %s failed; retried later: %s", fenced.transactional_id, exc)
             self._busy.discard(fenced.transactional_id)
             return
         await self._finish_guarded(fenced, "timeout")
@@ -359,8 +362,8 @@ class TransactionCoordinator:
                 continue
             try:
                 await self._persist(None, tid)
-            except StorageError:
-                log.exception("expiring transactional id %s failed", tid)
+            except StorageError as exc:
+                log.error("expiring transactional id %s failed: %s", tid, exc)
                 continue
             self._forget(txn)
             log.info("transactional id %s expired", tid)
