@@ -168,6 +168,9 @@ class Shard:
     phase_started: dict[str, float] = field(default_factory=dict)  # the observer's rebalance phases
 
 
+FAILED_WRITE_LOG_EVERY_MS = 10_000
+
+
 class _Waiting:
     """A Result whose records are appended and not yet known durable. Called by the LogPort when its
     round is over (with None or the round's error), from the code that learns it: delivery then takes
@@ -248,6 +251,7 @@ class CoordinatorRuntime:
         self._snapshots = rules.snapshots
         self._snapshot_other = rules.snapshot  # bound once: a request class not in ``snapshots``
         self._waiting: dict[Token, Waiter] = {}
+        self._failed_lines: dict[int, tuple[int, int]] = {}  # partition -> (last line's time, lines held back)
         self._tokens = itertools.count(1)
         self._timer_seq = itertools.count()
 
@@ -349,12 +353,24 @@ class CoordinatorRuntime:
         """Every earlier Result of the shard is answered and this one's flush round is over."""
         error, result = done.error, done.result
         if error is not None:
-            log.error("fsync of %s-%d failed: %s", self.topic, shard.partition, error)
+            self._log_failed_write(shard, error)
             snapshot = done.snapshot
             undo = done if snapshot is not None and done.alone and not _overtaken(shard, snapshot.subject) else None
             self._failed(shard, result, error.code if isinstance(error, WriteFailed) else E.KAFKA_STORAGE_ERROR, undo)
             return
         self._deliver(shard, result)
+
+    def _log_failed_write(self, shard: Shard, error: BaseException) -> None:
+        """One ERROR line per shard per FAILED_WRITE_LOG_EVERY_MS while its writes fail (a full disk
+        refuses every commit of a round, and each is a Result of its own), counting the ones held back."""
+        now = self.now()
+        last, held = self._failed_lines.get(shard.partition, (None, 0))
+        if last is not None and now - last < FAILED_WRITE_LOG_EVERY_MS:
+            self._failed_lines[shard.partition] = (last, held + 1)
+            return
+        self._failed_lines[shard.partition] = (now, 0)
+        more = f" ({held} more since the last such line)" if held else ""
+        log.error("write of %s-%d failed: %s%s", self.topic, shard.partition, error, more)
 
     def _failed(self, shard: Shard, result: Result, code: int, undo: _Waiting | None = None) -> None:
         """Never acknowledge what is not durable: the state goes back to what it was before the operation

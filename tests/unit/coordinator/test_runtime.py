@@ -9,7 +9,14 @@ from typing import Any
 
 from groupd.coordinator import errors as E
 from groupd.coordinator.api import Result, TimerOp
-from groupd.coordinator.runtime.runtime import CoordinatorError, CoordinatorRuntime, Shard, Then, WriteFailed
+from groupd.coordinator.runtime.runtime import (
+    FAILED_WRITE_LOG_EVERY_MS,
+    CoordinatorError,
+    CoordinatorRuntime,
+    Shard,
+    Then,
+    WriteFailed,
+)
 
 
 class Truncate:
@@ -198,3 +205,21 @@ def test_a_failed_round_is_rolled_back_only_when_its_write_was_alone_in_flight()
     assert shard.state == [2, 3]  # restoring before 2 would erase 3, still in flight
     port.rounds[2](WriteFailed("fsync failed", E.NOT_COORDINATOR))
     assert shard.state == [2, 3]  # 3 was made while 2 was in flight: its snapshot holds 2, which may be replayed
+
+
+def test_failed_writes_are_logged_once_per_interval_per_shard(caplog):
+    """A full disk refuses every commit of a round, each a Result of its own: one ERROR line per shard
+    per FAILED_WRITE_LOG_EVERY_MS, the next one counting those held back, never a line per request."""
+    rt, shard, _, port, _, clock = runtime()
+    caplog.set_level("ERROR", logger="groupd")
+    for _ in range(5):
+        rt.run(shard, "g", write(1, "ok"), None, Then(lambda p, e: None))
+    for done in list(port.rounds):
+        done(WriteFailed("no room", E.NOT_COORDINATOR))
+    lines = [r.getMessage() for r in caplog.records if "write of __toy-0 failed" in r.getMessage()]
+    assert lines == ["write of __toy-0 failed: no room"]
+    clock[0] += FAILED_WRITE_LOG_EVERY_MS
+    rt.run(shard, "g", write(1, "ok"), None, Then(lambda p, e: None))
+    port.rounds[-1](WriteFailed("no room", E.NOT_COORDINATOR))
+    lines = [r.getMessage() for r in caplog.records if "write of __toy-0 failed" in r.getMessage()]
+    assert lines[1:] == ["write of __toy-0 failed: no room (4 more since the last such line)"]
