@@ -21,10 +21,12 @@ an operation runs, the rules hand it a ``Snapshot`` of what the operation can to
 records cannot be written, the runtime restores that snapshot and puts the timers the operation moved
 back where they were, then asks the rules for the answers Kafka gives to a failed write
 (``on_write_failed``: answers and follow-ups such as a new rebalance, never undo). An append that fails
-is rolled back at once, as Kafka's is. A write whose flush round fails later is rolled back only if it
-was the shard's one write in flight when it was made and no later write of its subject is in flight
-now: otherwise writes made or made durable since would be erased by the snapshot (Kafka does not revert
-for a write that fails after its append either); it is answered all the same.
+is rolled back at once, as Kafka's is. A write whose flush round fails later is rolled back together
+with the writes behind it whose rounds failed too (a refused round fails all its writes), newest first,
+as Kafka reverts to the snapshot before a failed batch: it waits for the open rounds of later writes of
+its subject, and it must have been the shard's one write in flight when it was made (an earlier write
+replayed since would be erased). Under a later write of its subject made durable it is only answered:
+restoring would erase durable state (Kafka, appending in order, never has that case).
 """
 
 from __future__ import annotations
@@ -198,12 +200,21 @@ class _Waiting:
         self.runtime._drain(self.shard)
 
 
-def _overtaken(shard: Shard, subject: str | None) -> bool:
-    """A later write still in flight may have changed what a snapshot of ``subject`` holds."""
-    for later in shard.queue:
+def _covered(writes: Iterable[_Waiting], subject: str | None) -> bool:
+    """One of ``writes`` may have changed what a snapshot of ``subject`` holds."""
+    for later in writes:
         if later.snapshot is not None and (subject is None or later.snapshot.subject in (subject, None)):
             return True
     return False
+
+
+def _awaits_later_round(queue: collections.deque[_Waiting]) -> bool:
+    """The failed write at the front would be rolled back, but a write behind it whose round is still
+    open may have changed the same subject: wait for that round (the answers wait anyway, in order)."""
+    first = queue[0]
+    if first.snapshot is None or not first.alone:
+        return False
+    return _covered((w for w in itertools.islice(queue, 1, None) if not w.flushed), first.snapshot.subject)
 
 
 class Then:
@@ -326,7 +337,9 @@ class CoordinatorRuntime:
             try:
                 self.port.append(shard, result)
             except WriteFailed as exc:  # the port has said why in the log
-                self._failed(shard, result, exc.code, waiting)
+                if waiting.snapshot is not None:
+                    self._restore(shard, waiting)
+                self._failed(shard, result, exc.code)
                 return
             if self.port.when_durable(shard, waiting):
                 shard.queue.append(waiting)
@@ -343,6 +356,8 @@ class CoordinatorRuntime:
         rules made them. Delivery may queue more (a failed write's follow-up): they wait their turn."""
         queue = shard.queue
         while queue and queue[0].flushed:
+            if queue[0].error is not None and _awaits_later_round(queue):
+                return  # its rollback waits for the later writes of its subject: failed too, they go back with it
             w = queue.popleft()
             try:
                 self._settled(shard, w)
@@ -354,9 +369,9 @@ class CoordinatorRuntime:
         error, result = done.error, done.result
         if error is not None:
             self._log_failed_write(shard, error)
-            snapshot = done.snapshot
-            undo = done if snapshot is not None and done.alone and not _overtaken(shard, snapshot.subject) else None
-            self._failed(shard, result, error.code if isinstance(error, WriteFailed) else E.KAFKA_STORAGE_ERROR, undo)
+            if done.snapshot is not None and done.alone:
+                self._roll_back(shard, done)
+            self._failed(shard, result, error.code if isinstance(error, WriteFailed) else E.KAFKA_STORAGE_ERROR)
             return
         self._deliver(shard, result)
 
@@ -372,17 +387,40 @@ class CoordinatorRuntime:
         more = f" ({held} more since the last such line)" if held else ""
         log.error("write of %s-%d failed: %s%s", self.topic, shard.partition, error, more)
 
-    def _failed(self, shard: Shard, result: Result, code: int, undo: _Waiting | None = None) -> None:
-        """Never acknowledge what is not durable: the state goes back to what it was before the operation
-        (``undo``'s snapshot and timers), and the rules map the failure (``code``, Kafka's append error) into
-        each answer."""
-        if undo is not None and undo.snapshot is not None:
-            undo.snapshot.restore()
-            ops = [TimerOp(key, entry >> 64 if entry is not None else None) for key, entry in reversed(undo.moved)]
-            if undo.retry is not None:
-                ops.append(TimerOp(undo.retry, self.now() + TIMER_RETRY_BACKOFF_MS))
-            if ops:
-                self.apply_timers(shard, ops)
+    def _roll_back(self, shard: Shard, done: _Waiting) -> None:
+        """``done``'s round failed and nothing was waiting when it was made: put back what it and the
+        writes behind it whose rounds failed too (a refused round fails all its writes) changed, newest
+        first, as Kafka reverts to the snapshot before a failed batch. A write's snapshot is restored only
+        if no write still queued behind them (durable, or in flight and of another subject) covers its
+        subject: restoring it would erase that write's state. Each snapshot is used here or never."""
+        members = [done]
+        for w in shard.queue:
+            if not w.flushed or (w.error is None and (w.result.records or w.result.marker is not None)):
+                break  # a round still open, or a durable write
+            members.append(w)  # failed too, or an answer without records waiting its turn
+        rest = list(itertools.islice(shard.queue, len(members) - 1, None))
+        for w in reversed(members):
+            snapshot = w.snapshot
+            if snapshot is None:
+                continue
+            if not _covered(rest, snapshot.subject):
+                self._restore(shard, w)
+            w.snapshot = None
+
+    def _restore(self, shard: Shard, undo: _Waiting) -> None:
+        """The state as it was before ``undo``'s operation: its snapshot, the timers it moved, and the timer
+        that ran it set again after a backoff."""
+        assert undo.snapshot is not None
+        undo.snapshot.restore()
+        ops = [TimerOp(key, entry >> 64 if entry is not None else None) for key, entry in reversed(undo.moved)]
+        if undo.retry is not None:
+            ops.append(TimerOp(undo.retry, self.now() + TIMER_RETRY_BACKOFF_MS))
+        if ops:
+            self.apply_timers(shard, ops)
+
+    def _failed(self, shard: Shard, result: Result, code: int) -> None:
+        """Never acknowledge what is not durable: the rules map the failure (``code``, Kafka's append
+        error) into each answer (the runtime has put the state back where it could)."""
         follow_up = self.rules.on_write_failed(shard.state, result.write_ref, code, self.now())
         if self.on_result is not None:
             self.on_result(follow_up)

@@ -12,13 +12,22 @@ import pytest
 
 from groupd.coordinator import errors as E
 from groupd.coordinator import group_types, shard
-from groupd.coordinator.api import Heartbeat, JoinGroup, LeaveGroup, LeavingMember, OffsetDelete, SyncGroup
+from groupd.coordinator.api import (
+    CommitPartition,
+    Heartbeat,
+    JoinGroup,
+    LeaveGroup,
+    LeavingMember,
+    OffsetCommit,
+    OffsetDelete,
+    SyncGroup,
+)
 from groupd.coordinator.consumer.api import ConsumerGroupHeartbeat
 from groupd.coordinator.consumer.group import ConsumerGroup, consumer_groups
 from groupd.coordinator.consumer.group import Member as ConsumerMember
 from groupd.coordinator.group import Group
 from groupd.coordinator.group_types import BY_CLASS
-from groupd.coordinator.runtime.runtime import TIMER_RETRY_BACKOFF_MS, CoordinatorError
+from groupd.coordinator.runtime.runtime import TIMER_RETRY_BACKOFF_MS, CoordinatorError, WriteFailed
 from groupd.coordinator.share.api import ShareGroupHeartbeat
 from groupd.coordinator.share.group import ShareGroup, ShareMember
 from groupd.coordinator.share_state import rules as share_state
@@ -319,3 +328,21 @@ def test_which_requests_take_a_snapshot():
     assert isinstance(take(gid, sync(gid, leader)), GroupSnapshot)
     left = take("gone", LeaveGroup("gone", (LeavingMember("m", None),), 3))
     assert isinstance(left, GroupSnapshot) and left.subject == "gone"
+
+
+def test_commits_of_one_group_in_a_refused_round_all_go_back():
+    """A full disk refuses a whole round: every commit of one group in it fails, and the group's commits
+    in flight go back to none (a count left behind would hold the group's expiry and deletion for ever)."""
+    c = Core()
+    a, b = c.stable_group(2)
+    c.commit(("t", 0, 1), generation=1, member_id=a)
+    before = snapshot(c)
+    rounds: list[Any] = []
+    c.runtime.port.when_durable = lambda shard, done: rounds.append(done) or True  # type: ignore[method-assign]
+    reqs = [OffsetCommit("g", 1, a, None, -1, (CommitPartition("t", 0, n, -1, ""),), 8) for n in (2, 3, 4)]
+    tokens = [c.run(shard.offset_commit, req, "g") for req in reqs]
+    assert c.state.offsets.pending_commits == {"g": 3}
+    for done in rounds:
+        done(WriteFailed("no room", E.NOT_COORDINATOR))
+    assert snapshot(c) == before and not c.state.offsets.pending_commits
+    assert [[p.error for p in c.answers[t].partitions] for t in tokens] == [[E.NOT_COORDINATOR]] * 3

@@ -194,17 +194,33 @@ def test_a_failed_append_restores_the_rules_snapshot_and_the_timers_it_moved():
     assert heard == [("failed", E.KAFKA_STORAGE_ERROR)] * 2
 
 
-def test_a_failed_round_is_rolled_back_only_when_its_write_was_alone_in_flight():
+def test_a_failed_round_is_rolled_back_with_the_failed_writes_behind_it():
+    """A write whose round failed waits for the later rounds of its subject: if they fail too, every one
+    is rolled back, newest first (the state as before the first, as Kafka reverts to the snapshot
+    before a failed batch); answers go out in order all the same."""
     rt, shard, _, port, _, _ = runtime()
-    rt.run(shard, "g", applied_at_once(1), None, Then(lambda p, e: None))
+    heard: list[Any] = []
+    rt.run(shard, "g", applied_at_once(1), None, Then(lambda p, e: heard.append(p)))
     port.rounds[0](WriteFailed("fsync failed", E.NOT_COORDINATOR))
     assert shard.state == []
+    rt.run(shard, "g", applied_at_once(2), None, Then(lambda p, e: heard.append(p)))
+    rt.run(shard, "g", applied_at_once(3), None, Then(lambda p, e: heard.append(p)))
+    port.rounds[1](WriteFailed("fsync failed", E.NOT_COORDINATOR))
+    assert shard.state == [2, 3] and len(heard) == 1  # 2 waits: restoring before it now would erase 3
+    port.rounds[2](WriteFailed("fsync failed", E.NOT_COORDINATOR))
+    assert shard.state == [] and heard == [("failed", E.NOT_COORDINATOR)] * 3
+
+
+def test_a_failed_write_under_a_durable_later_write_of_its_subject_is_not_rolled_back():
+    """A later write of the same subject made durable: restoring the failed one's snapshot would erase
+    the durable one's state, so the failed write is only answered (Kafka never has a durable write on
+    top of a failed one: its appends are made in order and a failed one fails what follows)."""
+    rt, shard, _, port, _, _ = runtime()
     rt.run(shard, "g", applied_at_once(2), None, Then(lambda p, e: None))
     rt.run(shard, "g", applied_at_once(3), None, Then(lambda p, e: None))
-    port.rounds[1](WriteFailed("fsync failed", E.NOT_COORDINATOR))
-    assert shard.state == [2, 3]  # restoring before 2 would erase 3, still in flight
-    port.rounds[2](WriteFailed("fsync failed", E.NOT_COORDINATOR))
-    assert shard.state == [2, 3]  # 3 was made while 2 was in flight: its snapshot holds 2, which may be replayed
+    port.rounds[0](WriteFailed("fsync failed", E.NOT_COORDINATOR))
+    port.rounds[1](None)
+    assert shard.state == [2, 3] and not shard.queue
 
 
 def test_failed_writes_are_logged_once_per_interval_per_shard(caplog):
