@@ -70,16 +70,18 @@ async def startup(data: Path, url: str, commits: int) -> dict[str, Any]:
 
 
 async def engine_results(
-    engine: str, url: str, quick: bool, say: Callable[[str], None] = lambda _line: None
+    engine: str, url: Callable[[], str], quick: bool, say: Callable[[str], None] = lambda _line: None
 ) -> dict[str, Any]:
+    """Every scenario on ``engine``, each over empty storage: a fresh directory and, from ``url()``, a fresh
+    database ("" for the local engine), as the scenarios before must not be loaded by the start-up."""
     out: dict[str, Any] = {}
     for key, scenario, params in steps(quick):
         say(f"{engine}: {key}")
         with tempfile.TemporaryDirectory(prefix="groupd-engines-") as tmp:
-            out[key] = await inprocess.run(scenario, True, Path(tmp), postgresql=url, **params)
+            out[key] = await inprocess.run(scenario, True, Path(tmp), postgresql=url(), **params)
     say(f"{engine}: start-up")
     with tempfile.TemporaryDirectory(prefix="groupd-engines-") as tmp:
-        out["startup"] = await startup(Path(tmp), url, 5_000 if quick else 20_000)
+        out["startup"] = await startup(Path(tmp), url(), 5_000 if quick else 20_000)
     return out
 
 
@@ -87,7 +89,7 @@ def run(quick: bool, say: Callable[[str], None] = lambda _line: None) -> dict[st
     """Both engines, local first; {"local": {...}, "postgresql": {...} or {"error": why}}."""
     import uvloop
 
-    results: dict[str, Any] = {"local": uvloop.run(engine_results("local", "", quick, say))}
+    results: dict[str, Any] = {"local": uvloop.run(engine_results("local", lambda: "", quick, say))}
     try:
         from tests.postgresql_server import PostgresServer
 
@@ -96,7 +98,7 @@ def run(quick: bool, say: Callable[[str], None] = lambda _line: None) -> dict[st
         results["postgresql"] = {"error": str(exc)}
         return results
     try:
-        results["postgresql"] = uvloop.run(engine_results("postgresql", server.database(), quick, say))
+        results["postgresql"] = uvloop.run(engine_results("postgresql", server.database, quick, say))
     finally:
         server.close()
     return results
