@@ -373,8 +373,33 @@ class PgPartitionLog:
             yield memoryview(b"".join(held))
 
     def headers(self, last_segments: int | None = None) -> Iterator[BatchHeader]:
-        for header, _view in self.batches():
-            yield header
+        return self._headers(self._start)
+
+    def _headers(self, offset: int) -> Iterator[BatchHeader]:
+        """The headers of the batches from the one holding ``offset`` on: of the committed ones only their first
+        BATCH_OVERHEAD bytes leave the database (stored uncompressed, STORAGE EXTERNAL, so PostgreSQL reads just
+        the TOAST chunk holding them), so retention and producer-state rebuilds do not move a topic's data."""
+
+        def work(conn: psycopg.Connection) -> list[tuple[Any, ...]]:
+            return conn.execute(
+                "SELECT substring(data FROM 1 FOR %s) FROM groupd_batch WHERE pid = %s AND base_offset >= coalesce(("
+                "SELECT max(base_offset) FROM groupd_batch WHERE pid = %s AND base_offset <= %s), 0) "
+                "AND last_offset >= %s AND base_offset < %s ORDER BY base_offset LIMIT %s",
+                (BATCH_OVERHEAD, self.pid, self.pid, offset, offset, self._cached_from(), REPLAY_ROWS),
+                binary=True,
+            ).fetchall()
+
+        while offset < self._cached_from():
+            rows = self.db.run(work, f"reading {self.name}")
+            if not rows:
+                break
+            for (head,) in rows:
+                header = parse_header(head, 0)
+                yield header
+            offset = header.last_offset + 1
+        for e in self._holding(offset):
+            if e.last >= self._start:
+                yield parse_header(e.data, 0)
 
     def offset_for_timestamp(self, ts_ms: int) -> tuple[int, int] | None:
         for header, view in self.batches():
@@ -496,7 +521,7 @@ class PgPartitionLog:
             return 0
         self.flush()
         new_start, size, dropped = self._start, self._size, 0
-        for header, _view in self.batches():
+        for header in self._headers(self._start):
             if header.last_offset + 1 >= self._end:
                 break
             too_old = cfg.retention_ms >= 0 and now_ms - header.max_timestamp > cfg.retention_ms
