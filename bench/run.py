@@ -357,6 +357,12 @@ def markdown(results: dict[str, Any]) -> str:
                     f"| start-up replay, {label} | records/s | {rp[key]['per_second']} ({rp[key]['count']} records) | "
                     "| n/a | |"
                 )
+    if "engines" in results:
+        from bench.engines import markdown as engines_table  # bench.engines imports this module
+
+        rows += ["", "Storage engines, in process (`python -m bench.engines`: broker and load in one process):", ""]
+        en = results["engines"]
+        rows.append(f"engines not measured: {en['error']}" if "error" in en and len(en) == 1 else engines_table(en))
     return "\n".join(rows) + "\n"
 
 
@@ -406,11 +412,25 @@ def consumer_protocol_table(*targets: dict[str, Any] | None) -> str:
     return "\n".join(rows)
 
 
+def engines_bench(quick: bool) -> dict[str, Any]:
+    """bench/engines.py in a child process of its own (its brokers and PostgreSQL apart from this run's)."""
+    done = subprocess.run(
+        [sys.executable, "-m", "bench.engines", "--json", *(["--quick"] if quick else [])],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    if done.returncode != 0:
+        return {"error": (done.stderr.strip().splitlines() or [f"exited with {done.returncode}"])[-1]}
+    return dict(json.loads(done.stdout))
+
+
 def total_steps(quick: bool) -> int:
     """Every step of a run: calibration at both ends, the three targets, the replay."""
     scale_groups = 10_000 if quick else 100_000
     per_target = len(target_steps(quick))
-    return 2 + (per_target + 1 if scale_groups else per_target) + per_target * 2 + 1
+    return 2 + (per_target + 1 if scale_groups else per_target) + per_target * 2 + 1 + 1
 
 
 async def main_async(quick: bool, calibration: dict[str, Any], progress: Progress) -> dict[str, Any]:
@@ -450,6 +470,8 @@ async def main_async(quick: bool, calibration: dict[str, Any], progress: Progres
         records = 200_000 if quick else 1_000_000
         progress.step(f"start-up replay: {records:,} offset records read back")
         results["replay"] = await asyncio.to_thread(replay_bench, records)
+        progress.step("storage engines: local and postgresql side by side, in process (bench/engines.py)")
+        results["engines"] = await asyncio.to_thread(engines_bench, quick)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return results

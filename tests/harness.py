@@ -43,6 +43,10 @@ def free_port() -> int:
 # metadata arrive first, as it does against a default Kafka, and spares the tests that extra rebalance.
 CLIENT_CONFIG = {**FAST_CONFIG, "group.initial.rebalance.delay.ms": "300"}
 
+# The storage engine's settings every broker of the running test gets (tests/conftest.py's storage_engine
+# fixture sets them; empty means the default, local). A test's own overrides win.
+ENGINE_SETTINGS: dict[str, str] = {}
+
 
 class BrokerProcess:
     """``python -m groupd`` in a child process on a free loopback port; survives restart with the same data."""
@@ -67,6 +71,7 @@ class BrokerProcess:
             "listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
             "log.dirs": str(self.log_dir),
             "metrics.listener": "",
+            **ENGINE_SETTINGS,
             **self.overrides,
         }
         for key, value in settings.items():

@@ -149,7 +149,7 @@ KEYS: dict[str, Key] = {
             _choice(*ENGINES),
             "local",
             doc="where everything durable is kept: `local` = Kafka's segment files under log.dirs; `postgresql` = one "
-            "PostgreSQL database (storage.postgresql.url, docs/storage-postgresql.md); `memory` = process memory, for "
+            "PostgreSQL database (storage.postgresql.url, docs/storage.md); `memory` = process memory, for "
             "tests only (nothing written, gone when the process ends; log.dirs only names the store)",
         ),
         Key(

@@ -40,7 +40,7 @@ ENGINES: dict[str, EngineFactory] = {
     "local": _local,  # Kafka's segment files under log.dirs: the default, needs nothing else
     # tests only: everything in process memory, log.dirs only names the store (storage/memory.py)
     "memory": _memory,
-    "postgresql": _postgresql,  # one PostgreSQL database (storage.postgresql.url): docs/storage-postgresql.md
+    "postgresql": _postgresql,  # one PostgreSQL database (storage.postgresql.url): docs/storage.md
 }
 
 

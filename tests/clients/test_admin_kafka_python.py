@@ -35,6 +35,7 @@ from tests.clients.kp import ChildConsumer, wait_until
 pytestmark = pytest.mark.client
 
 
+@pytest.mark.engines  # storage: on both engines (tests/conftest.py)
 def test_partitions_records_and_configs(broker_process):
     admin = KafkaAdminClient(bootstrap_servers=broker_process.bootstrap)
     admin.create_topics([NewTopic("adm", 2, 1, topic_configs={"retention.ms": "3600000"})])

@@ -313,6 +313,7 @@ def test_partitions_added_to_a_subscribed_topic_are_assigned(kip848_broker):  # 
             c.close()
 
 
+@pytest.mark.engines  # storage: on both engines (tests/conftest.py)
 def test_a_broker_restart_mid_group_keeps_the_group_and_its_offsets(kip848_broker):  # noqa: F811
     """Members keep going across a restart: the group, its epochs and assignments are replayed from
     __consumer_offsets, the members' next heartbeats are answered where they left off, and what was

@@ -12,6 +12,7 @@ pytestmark = pytest.mark.client
 
 @pytest.mark.scenario('kafka-python', 3, 6)
 @pytest.mark.parametrize("compression", [None, "gzip"])
+@pytest.mark.engines  # storage: on both engines (tests/conftest.py)
 def test_group_reads_everything_once_and_resumes_after_restart(broker_process, compression):
     bootstrap = broker_process.bootstrap
     admin = KafkaAdminClient(bootstrap_servers=bootstrap)

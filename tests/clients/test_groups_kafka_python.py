@@ -65,6 +65,7 @@ def test_killed_member_expires_and_others_take_over(broker_process):
 
 
 @pytest.mark.scenario("kafka-python", 6)
+@pytest.mark.engines  # storage: on both engines (tests/conftest.py)
 def test_commit_then_new_consumer_resumes_across_restart(broker_process):
     setup_topic(broker_process.bootstrap, "gc")
     tp = TopicPartition("gc", 2)

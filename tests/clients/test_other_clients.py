@@ -107,6 +107,7 @@ def test_confluent_static_member_restart_keeps_partitions_without_rebalance(brok
 
 
 @pytest.mark.scenario("aiokafka", 1, 6)
+@pytest.mark.engines  # storage: on both engines (tests/conftest.py)
 def test_aiokafka_group_consume_commit_resume(broker_process):
     from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 
@@ -185,6 +186,7 @@ def test_aiokafka_two_members_split_partitions(broker_process):
 
 
 @pytest.mark.scenario("confluent-kafka", 6, 9)
+@pytest.mark.engines  # storage: on both engines (tests/conftest.py)
 def test_confluent_commit_resume_and_admin(broker_process):
     from confluent_kafka import (
         Consumer,

@@ -125,6 +125,7 @@ def test_three_members_share_one_partition_and_each_record_goes_to_one(share_bro
 
 
 @pytest.mark.scenario("confluent-kafka ShareConsumer", 33)
+@pytest.mark.engines  # storage: on both engines (tests/conftest.py)
 def test_release_redelivers_with_a_higher_count_and_reject_archives(share_broker):
     from confluent_kafka import AcknowledgeType
 
@@ -239,6 +240,7 @@ def test_a_member_holding_records_loses_them_to_the_others(share_broker, how):
 
 
 @pytest.mark.scenario("confluent-kafka ShareConsumer", 35)
+@pytest.mark.engines  # storage: on both engines (tests/conftest.py)
 def test_restart_keeps_acknowledged_state(share_broker):
     from confluent_kafka import AcknowledgeType
 

@@ -166,6 +166,7 @@ def test_kafka_python_commit_and_abort_read_committed_and_uncommitted(broker, cl
 
 
 @pytest.mark.scenario('kafka-python', 11)
+@pytest.mark.engines  # storage: on both engines (tests/conftest.py)
 def test_kafka_python_consume_transform_produce_commits_group_offsets_with_the_transaction(broker, closing):
     """send_offsets_to_transaction: the group's offsets become the transaction's when it commits, and an
     aborted transaction's offsets are discarded along with its records."""
@@ -374,6 +375,7 @@ def test_aiokafka_transactions_commit_abort_offsets_and_read_committed(broker, c
 
 
 @pytest.mark.scenario("confluent-kafka", 11)
+@pytest.mark.engines  # storage: on both engines (tests/conftest.py)
 def test_confluent_transactions_commit_abort_send_offsets_read_committed(broker, closing):
     """librdkafka: init/begin/produce/abort, then a consume-transform-produce transaction whose
     send_offsets_to_transaction carries the consumer's group metadata; a read_committed Consumer sees
@@ -473,6 +475,7 @@ def test_confluent_transactions_commit_abort_send_offsets_read_committed(broker,
     assert sorted(got) == sorted((i % 2, 2 + i // 2, f"out{i}".encode()) for i in range(6))
 
 
+@pytest.mark.engines  # storage: on both engines (tests/conftest.py)
 def test_kafka_python_open_transaction_survives_a_broker_restart_and_commits(broker, closing):
     """Kafka keeps an open transaction across a clean broker restart: the transaction coordinator reloads
     the transactional id's state (producer id, epoch, Ongoing, its partitions) from its log, and each

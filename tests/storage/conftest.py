@@ -1,5 +1,4 @@
-"""The PostgreSQL server the storage tests share (tests/postgresql_server.py): started once per test
-process, at the first test that needs it, and a fresh database for each test that asks."""
+"""The storage tests' PostgreSQL fixtures beyond tests/conftest.py's server and database."""
 
 from __future__ import annotations
 
@@ -7,16 +6,11 @@ from collections.abc import Iterator
 
 import pytest
 
-from tests.postgresql_server import PostgresServer, running
-
-
-@pytest.fixture(scope="session")
-def postgresql_server() -> Iterator[PostgresServer]:
-    with running() as server:
-        yield server
+from tests.postgresql_server import PostgresServer
 
 
 @pytest.fixture
-def postgresql_url(postgresql_server: PostgresServer) -> str:
-    """A new, empty database of the shared server."""
-    return postgresql_server.database()
+def outage(postgresql_server: PostgresServer) -> Iterator[PostgresServer]:
+    """The shared server, for a test that stops it: started again after the test whatever it did."""
+    yield postgresql_server
+    postgresql_server.start_if_stopped()

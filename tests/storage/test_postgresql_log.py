@@ -7,6 +7,7 @@ import pytest
 
 from groupd.storage import engines
 from groupd.storage.batch import build_batch, iter_batches, iter_records
+from groupd.storage.engine import LogConfig
 from groupd.storage.postgresql import log as pg_log
 
 
@@ -43,3 +44,28 @@ def test_reads_below_the_cache_are_range_scans_byte_for_byte(postgresql_url: str
     assert (again.log_start_offset, again.log_end_offset, again.size_bytes) == (0, 80, sum(map(len, sent)))
     assert offsets(again.read(0, 1 << 20)) == list(range(80))
     again.close()
+
+
+@pytest.mark.usefixtures("tiny_cache")
+def test_headers_chunks_and_retention_page_through_the_table(
+    postgresql_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Headers (only the first 61 bytes of each stored batch leave the database), the replay's runs of batch
+    bytes and retention, over pages smaller than the log and a tail of a few batches: the same batches as
+    ``batches()``, whole and in order."""
+    monkeypatch.setattr(pg_log, "REPLAY_ROWS", 7)
+    config = {"storage.engine": "postgresql", "storage.postgresql.url": postgresql_url}
+    log = engines.build(config).open_partition("t", 0)
+    for i in range(40):
+        log.append(build_batch([(b"k%d" % i, b"v" * (i + 1))], timestamp_ms=1_000 + i, producer_id=5, base_sequence=i))
+    log.flush()
+    assert isinstance(log, pg_log.PgPartitionLog) and 0 < len(log.tail) < 10
+    whole = [(h, bytes(view)) for h, view in log.batches()]
+    assert [(h.base_offset, h.size, h.base_sequence, h.max_timestamp) for h in log.headers()] == [
+        (h.base_offset, h.size, h.base_sequence, h.max_timestamp) for h, _ in whole
+    ]
+    assert b"".join(bytes(c) for c in log.chunks()) == b"".join(data for _h, data in whole)
+    log.config = LogConfig(retention_ms=10)
+    assert log.apply_retention(now_ms=1_035) == 25  # timestamps 1000..1024 are more than 10 ms old
+    assert log.log_start_offset == 25 and [h.base_offset for h in log.headers()] == list(range(25, 40))
+    log.close()

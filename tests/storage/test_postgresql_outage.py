@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -25,13 +24,6 @@ from tests.harness import WireClient
 from tests.postgresql_server import PostgresServer
 from tests.wire.test_data_plane import produce_body
 from tests.wire.test_groups import commit_body, fetch_body
-
-
-@pytest.fixture
-def outage(postgresql_server: PostgresServer) -> Iterator[PostgresServer]:
-    """The shared server, started again after the test whatever it did to it."""
-    yield postgresql_server
-    postgresql_server.start_if_stopped()
 
 
 def one(i: int) -> bytes:

@@ -31,8 +31,8 @@ def test_progress_lines_count_steps_and_time():
 def test_the_total_is_every_step_of_a_run():
     per_target = len(run.target_steps(quick=True))
     assert per_target == 15 and len(run.target_steps(quick=True, scale_groups=10)) == 16
-    # calibration twice, groupd-fsync (with scale), groupd-nofsync, Tansu, the replay
-    assert run.total_steps(quick=True) == 2 + 16 + 15 + 15 + 1
+    # calibration twice, groupd-fsync (with scale), groupd-nofsync, Tansu, the replay, the storage engines
+    assert run.total_steps(quick=True) == 2 + 16 + 15 + 15 + 1 + 1
 
 
 async def test_run_target_prints_a_line_as_each_step_starts(tmp_path, monkeypatch):

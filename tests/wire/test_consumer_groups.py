@@ -1,11 +1,16 @@
 """ConsumerGroupHeartbeat (68) and ConsumerGroupDescribe (69) through a real socket, and a restart that
 keeps every group, epoch and assignment (the records replayed from __consumer_offsets)."""
 
+import pytest
+
 from groupd.broker.app import Broker
 from groupd.protocol import codec
 from tests.conftest import broker_config
 from tests.harness import WireClient
 from tests.wire.test_groups import wait_loaded
+
+# the storage-touching wire tests run on both engines (tests/conftest.py)
+pytestmark = pytest.mark.engines
 
 
 def hb_body(version, member_id, epoch, names=None, owned=None, timeout=-1, group="g", regex=None, instance=None):

@@ -11,6 +11,9 @@ from groupd.protocol.errors import ErrorCode
 from groupd.storage.batch import build_batch
 from tests.harness import WireClient
 
+# the storage-touching wire tests run on both engines (tests/conftest.py)
+pytestmark = pytest.mark.engines
+
 
 def produce_body(topic, partition, records, acks=-1, version=9, topic_id=None):
     cls = codec.request_class(0, version)

@@ -19,6 +19,9 @@ from tests.conftest import broker_config
 from tests.harness import WireClient
 from tests.wire.test_groups import commit_body, wait_loaded
 
+# the storage-touching wire tests run on both engines (tests/conftest.py)
+pytestmark = pytest.mark.engines
+
 GROUP, TOPIC = 32, 2
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 SOURCE_STATIC_BROKER, SOURCE_DEFAULT, SOURCE_GROUP = 4, 5, 8

@@ -11,6 +11,9 @@ from groupd.protocol.errors import ErrorCode
 from tests.conftest import broker_config
 from tests.harness import WireClient
 
+# the storage-touching wire tests run on both engines (tests/conftest.py)
+pytestmark = pytest.mark.engines
+
 RANGE = b"\x00\x00\x00\x00\x00\x01\x00\x01t\xff\xff\xff\xff"  # ConsumerProtocolSubscription v0: topic "t"
 
 

@@ -21,6 +21,9 @@ from tests.harness import WireClient
 from tests.wire.test_data_plane import produce_body
 from tests.wire.test_groups import commit_body, start_broker
 
+# the storage-touching wire tests run on both engines (tests/conftest.py)
+pytestmark = pytest.mark.engines
+
 FENCED, UNKNOWN_EPOCH, UNKNOWN_TP = (
     ErrorCode.fenced_leader_epoch,
     ErrorCode.unknown_leader_epoch,

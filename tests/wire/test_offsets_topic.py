@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import uuid
 
+import pytest
+
 from groupd.coordinator.records import OffsetCommitKey, decode_key
 from groupd.protocol import codec
 from groupd.protocol.errors import ErrorCode
@@ -15,6 +17,9 @@ from groupd.storage.batch import build_batch, iter_records, split_batches
 from tests.harness import WireClient
 from tests.wire.test_data_plane import fetch_body, list_offsets_body, produce_body
 from tests.wire.test_groups import commit_body, start_broker
+
+# the storage-touching wire tests run on both engines (tests/conftest.py)
+pytestmark = pytest.mark.engines
 
 OFFSETS = "__consumer_offsets"
 

@@ -18,6 +18,9 @@ from tests.share.fake_persister import FakePersister
 from tests.wire.test_data_plane import produce_body
 from tests.wire.test_groups import wait_loaded
 
+# the storage-touching wire tests run on both engines (tests/conftest.py)
+pytestmark = pytest.mark.engines
+
 SHARE_FETCH, SHARE_ACK = 78, 79
 
 

@@ -5,6 +5,8 @@ times out (short configured timeouts), the share.version gate, and a restart tha
 import asyncio
 import logging
 
+import pytest
+
 from groupd.broker.app import Broker
 from groupd.coordinator.share.group import share_groups
 from groupd.coordinator.share_state.persister import SharePartitionKey
@@ -15,6 +17,9 @@ from tests.wire.test_group_configs import GROUP, SET, incremental
 from tests.wire.test_groups import wait_loaded
 from tests.wire.test_leader_epochs import produce
 from tests.wire.test_metrics import http_get, value
+
+# the storage-touching wire tests run on both engines (tests/conftest.py)
+pytestmark = pytest.mark.engines
 
 FAST = {"group.share.assignment.interval.ms": "0"}
 SHORT = {  # a session of 600 ms (Kafka's bounds allow it once the minimums are lowered)

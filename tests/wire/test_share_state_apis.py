@@ -14,6 +14,9 @@ from groupd.protocol import codec
 from groupd.protocol.api_table import API_TABLE, ApiKey
 from groupd.protocol.errors import ErrorCode
 
+# the storage-touching wire tests run on both engines (tests/conftest.py)
+pytestmark = pytest.mark.engines
+
 INIT, READ, WRITE, DELETE, SUMMARY = (int(k) for k in (
     ApiKey.INITIALIZE_SHARE_GROUP_STATE, ApiKey.READ_SHARE_GROUP_STATE, ApiKey.WRITE_SHARE_GROUP_STATE,
     ApiKey.DELETE_SHARE_GROUP_STATE, ApiKey.READ_SHARE_GROUP_STATE_SUMMARY,

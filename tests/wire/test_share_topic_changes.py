@@ -5,6 +5,8 @@ until it is created, then its partitions once they are initialized; a topic dele
 leaves its assignment and its share fetches answer UNKNOWN_TOPIC_OR_PARTITION; the same name created
 again is a new topic id, initialized anew (share.auto.offset.reset applies again) and assigned."""
 
+import pytest
+
 from groupd.coordinator.share_state.persister import SharePartitionKey
 from groupd.protocol import codec
 from tests.harness import WireClient
@@ -13,6 +15,9 @@ from tests.wire.test_leader_epochs import produce
 from tests.wire.test_share_fetch import SHARE_ACK, SHARE_FETCH, ack_body, acquired, fetch_body, part
 from tests.wire.test_share_fetch import started as started_broker
 from tests.wire.test_share_groups import FAST, hb_body, parts, until_assigned
+
+# the storage-touching wire tests run on both engines (tests/conftest.py)
+pytestmark = pytest.mark.engines
 
 MEMBER = "member-" + "x" * 15
 

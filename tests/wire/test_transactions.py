@@ -85,6 +85,7 @@ async def produce(wire, topic, partition, batch):
     return p.error_code, p.base_offset
 
 
+@pytest.mark.engines
 async def test_find_coordinator_names_this_node_for_transactional_ids(broker, wire):
     body = codec.make(codec.request_class(10, 4), key_type=1, coordinator_keys=("my-txn",))
     resp = await wire.call(10, 4, body)
@@ -92,6 +93,7 @@ async def test_find_coordinator_names_this_node_for_transactional_ids(broker, wi
     assert (c.error_code, c.node_id, c.port) == (0, broker.node_id, broker.port)
 
 
+@pytest.mark.engines
 async def test_abort_then_commit_read_committed_and_uncommitted(broker, wire):
     broker.create_topic("tx", 1, {})
     pid, epoch = await begin(wire, "t1", {"tx": [0]})
@@ -137,6 +139,7 @@ async def test_abort_then_commit_read_committed_and_uncommitted(broker, wire):
     assert (await wire.call(26, 3, end_body("t1", pid, epoch, False))).error_code == ErrorCode.invalid_txn_state
 
 
+@pytest.mark.engines
 async def test_produce_is_verified_against_the_transaction(broker, wire):
     broker.create_topic("v", 2, {})
     pid, epoch = await begin(wire, "t2", {"v": [0]})
@@ -159,6 +162,7 @@ async def test_produce_is_verified_against_the_transaction(broker, wire):
     assert (await produce(wire, "v", 0, marker))[0] == ErrorCode.invalid_record
 
 
+@pytest.mark.engines
 async def test_add_partitions_of_an_unknown_topic(broker, wire):
     broker.create_topic("k", 1, {})
     init = await wire.call(22, 4, init_body("t3"))
@@ -169,6 +173,7 @@ async def test_add_partitions_of_an_unknown_topic(broker, wire):
     }
 
 
+@pytest.mark.engines
 async def test_a_second_init_fences_the_first_producer_and_aborts_its_transaction(broker, wire):
     broker.create_topic("f", 1, {})
     pid, epoch = await begin(wire, "t4", {"f": [0]})
@@ -182,6 +187,7 @@ async def test_a_second_init_fences_the_first_producer_and_aborts_its_transactio
     assert p.last_stable_offset == 2 and [(a.producer_id, a.first_offset) for a in p.aborted_transactions] == [(pid, 0)]
 
 
+@pytest.mark.engines
 async def test_describe_and_list_transactions(broker, wire):
     broker.create_topic("d", 2, {})
     pid, _ = await begin(wire, "t5", {"d": [1, 0]})
@@ -210,6 +216,7 @@ async def test_describe_and_list_transactions(broker, wire):
     assert list(listed.unknown_state_filters) == ["Bogus"]
 
 
+@pytest.mark.engines
 async def test_an_open_transaction_is_aborted_when_its_timeout_passes(tmp_path):
     b = Broker(broker_config(tmp_path, **{"transaction.abort.timed.out.transaction.cleanup.interval.ms": "50"}))
     await b.start()
@@ -271,6 +278,7 @@ async def test_transactions_and_partition_state_survive_a_restart(tmp_path, clea
         await b.stop()
 
 
+@pytest.mark.engines
 async def test_metrics_count_ended_transactions_and_ids_by_state(tmp_path):
     from tests.wire.test_metrics import http_get, metrics_broker, value
 
@@ -301,6 +309,7 @@ async def test_metrics_count_ended_transactions_and_ids_by_state(tmp_path):
         await b.stop()
 
 
+@pytest.mark.engines
 async def test_old_versions_hear_invalid_producer_epoch_instead_of_producer_fenced(broker, wire):
     """PRODUCER_FENCED exists from InitProducerId v4 and AddPartitionsToTxn, AddOffsetsToTxn and EndTxn
     v2 (Kafka's message specs); aiokafka speaks v0 of them all."""
@@ -321,6 +330,7 @@ async def test_old_versions_hear_invalid_producer_epoch_instead_of_producer_fenc
     assert (await produce(wire, "o", 0, txn_batch(pid, epoch, 0, [b"z"])))[0] == ErrorCode.invalid_producer_epoch
 
 
+@pytest.mark.engines
 async def test_describe_producers_shows_epochs_sequences_and_open_transactions(broker, wire):
     broker.create_topic("dp", 1, {})
     pid, epoch = await begin(wire, "t10", {"dp": [0]})
@@ -342,6 +352,7 @@ async def test_describe_producers_shows_epochs_sequences_and_open_transactions(b
     assert rows == {900: (2, 0, 5, -1), pid: (epoch, 1, 7, 1)}
 
 
+@pytest.mark.engines
 async def test_an_idle_transactional_id_expires_and_comes_back_with_a_new_producer_id(tmp_path):
     b = Broker(
         broker_config(

@@ -18,6 +18,9 @@ from tests.conftest import broker_config
 from tests.harness import WireClient
 from tests.wire.test_groups import start_broker, wait_loaded
 
+# the storage-touching wire tests run on both engines (tests/conftest.py)
+pytestmark = pytest.mark.engines
+
 UNSTABLE = 88
 
 

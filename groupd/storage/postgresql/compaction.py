@@ -32,12 +32,14 @@ class Compacted(Protocol):
 
     def batches(self, start_offset: int | None = None) -> Iterator[tuple[BatchHeader, memoryview]]: ...
 
+    def headers(self, last_segments: int | None = None) -> Iterator[BatchHeader]: ...
+
     def compacted(self, below: int, freed: int) -> None: ...
 
 
 def compact(log: Compacted, now_ms: int, min_age_ms: int = 0) -> CompactionStats:
     log.flush()
-    headers = [h for h, _ in log.batches()]
+    headers = list(log.headers())  # headers only: a log with nothing old or stable enough is not read
     if len(headers) < 2:
         return CompactionStats()
     bound = headers[-1].base_offset  # the newest batch stays as it is

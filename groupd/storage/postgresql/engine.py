@@ -43,12 +43,18 @@ class PostgresEngine:
 
     def _partition_row(self, kind: int, topic: str, partition: int) -> tuple[int, int, set[str]]:
         def work(conn: psycopg.Connection) -> tuple[int, int, list[str]]:
+            # a read first: a partition that exists (every one at a restart) costs no write, so no WAL flush
             row = conn.execute(
-                "INSERT INTO groupd_partition (kind, topic, partition) VALUES (%s, %s, %s) "
-                "ON CONFLICT (kind, topic, partition) DO UPDATE SET kind = excluded.kind "
-                "RETURNING id, log_start, flags",
+                "SELECT id, log_start, flags FROM groupd_partition WHERE kind = %s AND topic = %s AND partition = %s",
                 (kind, topic, partition),
             ).fetchone()
+            if row is None:
+                row = conn.execute(
+                    "INSERT INTO groupd_partition (kind, topic, partition) VALUES (%s, %s, %s) "
+                    "ON CONFLICT (kind, topic, partition) DO UPDATE SET kind = excluded.kind "
+                    "RETURNING id, log_start, flags",
+                    (kind, topic, partition),
+                ).fetchone()
             assert row is not None
             return row[0], row[1], row[2]
 

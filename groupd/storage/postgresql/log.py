@@ -45,6 +45,7 @@ from groupd.storage.postgresql.schema import INSERT
 TAIL_CACHE_BYTES = 256 << 10  # committed bytes kept in memory per partition for tail reads
 SCAN_PAGE_BYTES = 4 << 20  # one range scan's worth of batches
 SCAN_ROWS = 1000  # batches a range scan considers at most
+REPLAY_ROWS = 20_000  # batches one run of a replay considers at most (commits are small: ~100 bytes each)
 _SCAN = struct.Struct(">qiibIhiqq")  # through maxTimestamp
 _LEADER_EPOCH = struct.Struct(">i")
 
@@ -269,32 +270,58 @@ class PgPartitionLog:
     def _cached_from(self) -> int:
         return self.tail[0].base if self.tail else self._end
 
+    def _page(self, conn: psycopg.Connection, offset: int, max_bytes: int, rows: int) -> tuple[int, int] | None:
+        """The first and last base offsets of the committed batches from the one holding ``offset`` that fit
+        in ``max_bytes`` (at least one), at most ``rows`` of them: their sizes only (no data), found
+        through the primary key from the batch holding ``offset``."""
+        sizes = conn.execute(
+            "SELECT base_offset, size FROM groupd_batch WHERE pid = %s AND base_offset >= coalesce(("
+            "SELECT max(base_offset) FROM groupd_batch WHERE pid = %s AND base_offset <= %s), 0) "
+            "AND last_offset >= %s AND base_offset < %s ORDER BY base_offset LIMIT %s",
+            (self.pid, self.pid, offset, offset, self.durable_end, rows),
+        ).fetchall()
+        if not sizes:
+            return None
+        total, last = 0, sizes[0][0]
+        for base, size in sizes:
+            if total and total + size > max_bytes:
+                break
+            total, last = total + size, base
+        return sizes[0][0], last
+
     def _scan(self, offset: int, max_bytes: int) -> list[Entry]:
         """Committed batches from the one holding ``offset``, ``max_bytes`` of them (at least one): their
-        sizes first (no data, at most SCAN_ROWS rows from the batch holding ``offset``, found through the
-        primary key), then the data of those that fit, so a read moves no more than it returns."""
+        sizes first (``_page``), then the data of those that fit, so a read moves no more than it returns."""
 
         def work(conn: psycopg.Connection) -> list[Entry]:
-            sizes = conn.execute(
-                "SELECT base_offset, size FROM groupd_batch WHERE pid = %s AND base_offset >= coalesce(("
-                "SELECT max(base_offset) FROM groupd_batch WHERE pid = %s AND base_offset <= %s), 0) "
-                "AND last_offset >= %s AND base_offset < %s ORDER BY base_offset LIMIT %s",
-                (self.pid, self.pid, offset, offset, self.durable_end, SCAN_ROWS),
-            ).fetchall()
-            if not sizes:
+            page = self._page(conn, offset, max_bytes, SCAN_ROWS)
+            if page is None:
                 return []
-            total, last = 0, sizes[0][0]
-            for base, size in sizes:
-                if total and total + size > max_bytes:
-                    break
-                total, last = total + size, base
             rows = conn.execute(
                 "SELECT base_offset, last_offset, max_timestamp, data FROM groupd_batch "
                 "WHERE pid = %s AND base_offset BETWEEN %s AND %s ORDER BY base_offset",
-                (self.pid, sizes[0][0], last),
+                (self.pid, *page),
                 binary=True,  # the batches' bytes as they are, not hex text
             ).fetchall()
             return [Entry(*row) for row in rows]
+
+        return self.db.run(work, f"reading {self.name}")
+
+    def _run(self, offset: int) -> tuple[int, bytes] | None:
+        """For replay: the committed batches from the one holding ``offset``, SCAN_PAGE_BYTES of them in one
+        run of bytes, and the offset after them; no object per batch (a store of small commits has many)."""
+
+        def work(conn: psycopg.Connection) -> tuple[int, bytes] | None:
+            page = self._page(conn, offset, SCAN_PAGE_BYTES, REPLAY_ROWS)
+            if page is None:
+                return None
+            rows = conn.execute(
+                "SELECT last_offset, data FROM groupd_batch WHERE pid = %s AND base_offset BETWEEN %s AND %s "
+                "ORDER BY base_offset",
+                (self.pid, *page),
+                binary=True,
+            ).fetchall()
+            return rows[-1][0] + 1, b"".join([data for _last, data in rows])
 
         return self.db.run(work, f"reading {self.name}")
 
@@ -335,18 +362,44 @@ class PgPartitionLog:
                 yield parse_header(view, 0), view
 
     def chunks(self) -> Iterator[memoryview]:
-        run = bytearray()
-        for _header, view in self.batches():
-            run += view
-            if len(run) >= SCAN_PAGE_BYTES:
-                yield memoryview(bytes(run))
-                run = bytearray()
-        if run:
-            yield memoryview(bytes(run))
+        """The log from its start in runs of whole batches (replay): committed runs straight from the table,
+        then the tail's batches."""
+        offset = self._start
+        while offset < self._cached_from() and (run := self._run(offset)) is not None:
+            offset, data = run
+            yield memoryview(data)
+        held = [e.data for e in self._holding(offset) if e.last >= self._start]
+        if held:
+            yield memoryview(b"".join(held))
 
     def headers(self, last_segments: int | None = None) -> Iterator[BatchHeader]:
-        for header, _view in self.batches():
-            yield header
+        return self._headers(self._start)
+
+    def _headers(self, offset: int) -> Iterator[BatchHeader]:
+        """The headers of the batches from the one holding ``offset`` on: of the committed ones only their first
+        BATCH_OVERHEAD bytes leave the database (stored uncompressed, STORAGE EXTERNAL, so PostgreSQL reads just
+        the TOAST chunk holding them), so retention and producer-state rebuilds do not move a topic's data."""
+
+        def work(conn: psycopg.Connection) -> list[tuple[Any, ...]]:
+            return conn.execute(
+                "SELECT substring(data FROM 1 FOR %s) FROM groupd_batch WHERE pid = %s AND base_offset >= coalesce(("
+                "SELECT max(base_offset) FROM groupd_batch WHERE pid = %s AND base_offset <= %s), 0) "
+                "AND last_offset >= %s AND base_offset < %s ORDER BY base_offset LIMIT %s",
+                (BATCH_OVERHEAD, self.pid, self.pid, offset, offset, self._cached_from(), REPLAY_ROWS),
+                binary=True,
+            ).fetchall()
+
+        while offset < self._cached_from():
+            rows = self.db.run(work, f"reading {self.name}")
+            if not rows:
+                break
+            for (head,) in rows:
+                header = parse_header(head, 0)
+                yield header
+            offset = header.last_offset + 1
+        for e in self._holding(offset):
+            if e.last >= self._start:
+                yield parse_header(e.data, 0)
 
     def offset_for_timestamp(self, ts_ms: int) -> tuple[int, int] | None:
         for header, view in self.batches():
@@ -468,7 +521,7 @@ class PgPartitionLog:
             return 0
         self.flush()
         new_start, size, dropped = self._start, self._size, 0
-        for header, _view in self.batches():
+        for header in self._headers(self._start):
             if header.last_offset + 1 >= self._end:
                 break
             too_old = cfg.retention_ms >= 0 and now_ms - header.max_timestamp > cfg.retention_ms

@@ -4,7 +4,7 @@
 (written by a newer groupd) is refused before anything is touched: an older binary must not write a
 schema it does not understand. Migrations only ever append to MIGRATIONS; a released one never changes.
 
-Tables (see docs/storage-postgresql.md):
+Tables (see docs/storage.md):
 
 - ``groupd_partition``: one row per partition (``kind`` 0) or broker log (``kind`` 1): its log start
   offset and durable flags;
