@@ -1,0 +1,173 @@
+"""Three groupd nodes over one PostgreSQL on loopback, with real clients (kafka-python): a producer with
+acks=all and a classic group; SIGKILL of the node owning the most leases. Every acknowledged record is
+still readable at its acknowledged offset, committed offsets never go backwards, and the group consumes
+again within the lease plus 5 s. Also: every node's Metadata names the same leaders, and a controlled
+stop (SIGTERM) hands its leases over without waiting for them to expire."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import psycopg
+import pytest
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.admin import NewTopic
+
+from tests.harness import BrokerProcess
+
+TOPIC, PARTITIONS = "orders", 6
+LEASE_MS = 1500
+SHARDS = 6  # offsets.topic.num.partitions: few shards keep the takeovers quick to read
+
+
+def settings(url: str, node: int) -> dict[str, object]:
+    return {
+        "storage.engine": "postgresql",
+        "storage.postgresql.url": url,
+        "cluster.enabled": "true",
+        "node.id": node,
+        "cluster.lease.ms": LEASE_MS,
+        "offsets.topic.num.partitions": SHARDS,
+    }
+
+
+@pytest.fixture
+def nodes(tmp_path: Path, postgresql_url: str) -> Iterator[list[BrokerProcess]]:
+    started = [BrokerProcess(tmp_path / f"n{n}", settings(postgresql_url, n)).start() for n in (1, 2, 3)]
+    try:
+        yield started
+    finally:
+        for node in started:
+            if node.proc is not None:
+                node.kill()
+
+
+def owners(url: str) -> dict[tuple[str, int], int | None]:
+    with psycopg.connect(url) as conn:
+        rows = conn.execute("SELECT topic, partition, owner FROM groupd_lease WHERE expires_at > now()").fetchall()
+    return {(t, p): o for t, p, o in rows}
+
+
+def wait_for(check, timeout: float, what: str):  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(0.1)
+    raise AssertionError(f"not within {timeout}s: {what}")
+
+
+def leaders(bootstrap: str) -> dict[int, int]:
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        (described,) = admin.describe_topics([TOPIC])
+    finally:
+        admin.close()
+    return {p["partition_index"]: p["leader_id"] for p in described["partitions"]}
+
+
+def read_all(bootstrap: str) -> dict[tuple[int, int], bytes]:
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, consumer_timeout_ms=3000)
+    parts = [TopicPartition(TOPIC, p) for p in range(PARTITIONS)]
+    consumer.assign(parts)
+    consumer.seek_to_beginning(*parts)
+    try:
+        return {(m.partition, m.offset): m.value for m in consumer}
+    finally:
+        consumer.close()
+
+
+def test_sigkill_of_the_busiest_owner_loses_nothing_acknowledged_and_the_group_recovers(
+    nodes: list[BrokerProcess], postgresql_url: str
+) -> None:
+    bootstrap = ",".join(n.bootstrap for n in nodes)
+    KafkaAdminClient(bootstrap_servers=nodes[0].bootstrap).create_topics([NewTopic(TOPIC, PARTITIONS, 1)])
+    held = wait_for(
+        lambda: (o := owners(postgresql_url)) and sum(1 for (t, _p) in o if t == TOPIC) == PARTITIONS and o,
+        10,
+        "every partition owned",
+    )
+    assert set(held.values()) == {1, 2, 3}  # spread over the three nodes
+    # every node's Metadata names the same leader for every partition: the lease's holder
+    wait_for(lambda: all(leaders(n.bootstrap) == leaders(nodes[0].bootstrap) for n in nodes), 10, "one view")
+    assert leaders(nodes[0].bootstrap) == {p: held[(TOPIC, p)] for p in range(PARTITIONS)}
+
+    producer = KafkaProducer(bootstrap_servers=bootstrap, acks="all", linger_ms=5, retries=50, retry_backoff_ms=200)
+    acked: dict[tuple[int, int], bytes] = {}
+
+    def produce(first: int, count: int) -> None:
+        sent = [
+            (producer.send(TOPIC, b"v%d" % i, partition=i % PARTITIONS), b"v%d" % i)
+            for i in range(first, first + count)
+        ]
+        producer.flush(30)
+        for future, value in sent:
+            meta = future.get(30)
+            acked[(meta.partition, meta.offset)] = value
+
+    produce(0, 300)
+    consumer = KafkaConsumer(
+        TOPIC, bootstrap_servers=bootstrap, group_id="g", auto_offset_reset="earliest", enable_auto_commit=False
+    )
+    got = 0
+    deadline = time.monotonic() + 20
+    while got < 120 and time.monotonic() < deadline:
+        got += sum(len(b) for b in consumer.poll(500, max_records=120 - got).values())
+    consumer.commit()
+    before = {p: consumer.committed(TopicPartition(TOPIC, p)) for p in range(PARTITIONS)}
+    consumer.close()
+    assert sum(o or 0 for o in before.values()) == 120
+
+    counts: dict[int, int] = {}
+    for owner in owners(postgresql_url).values():
+        if owner is not None:
+            counts[owner] = counts.get(owner, 0) + 1
+    victim = max(counts, key=lambda n: counts[n])
+    survivors = [n for i, n in enumerate(nodes, 1) if i != victim]
+    nodes[victim - 1].kill()  # SIGKILL: no hand-over, its leases expire
+    killed_at = time.monotonic()
+
+    produce(300, 300)  # the producer follows the new leaders by itself
+    alive = ",".join(n.bootstrap for n in survivors)
+    consumer = KafkaConsumer(
+        TOPIC, bootstrap_servers=alive, group_id="g", auto_offset_reset="earliest", enable_auto_commit=False
+    )
+    first_record_at = None
+    consumed = 0
+    deadline = time.monotonic() + 30
+    while consumed < 480 and time.monotonic() < deadline:
+        n = sum(len(b) for b in consumer.poll(500, max_records=500).values())
+        if n and first_record_at is None:
+            first_record_at = time.monotonic()
+        consumed += n
+    consumer.commit()
+    after = {p: consumer.committed(TopicPartition(TOPIC, p)) for p in range(PARTITIONS)}
+    consumer.close()
+    producer.close()
+
+    assert first_record_at is not None
+    recovered_s = first_record_at - killed_at
+    assert recovered_s < LEASE_MS / 1000 + 5, recovered_s
+    assert consumed == 480  # resumed at the commits: nothing before them again, nothing missing
+    assert all((after[p] or 0) >= (before[p] or 0) for p in range(PARTITIONS))  # never backwards
+    stored = read_all(alive)
+    assert len(acked) == 600
+    assert all(stored.get(key) == value for key, value in acked.items())  # every ack, at its offset
+    assert set(owners(postgresql_url).values()) <= {n for n in (1, 2, 3) if n != victim}
+
+
+def test_sigterm_hands_the_leases_over_without_waiting_for_them_to_expire(
+    nodes: list[BrokerProcess], postgresql_url: str
+) -> None:
+    wait_for(lambda: len(owners(postgresql_url)) == SHARDS, 10, "every shard owned")
+    assert nodes[1].stop() == 0
+    stopped_at = time.monotonic()
+    wait_for(
+        lambda: (o := owners(postgresql_url)) and len(o) == SHARDS and 2 not in o.values(),
+        LEASE_MS / 1000,  # well before node 2's leases could have expired
+        "node 2's shards taken over",
+    )
+    assert time.monotonic() - stopped_at < LEASE_MS / 1000
