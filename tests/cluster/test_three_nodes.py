@@ -6,6 +6,8 @@ stop (SIGTERM) hands its leases over without waiting for them to expire."""
 
 from __future__ import annotations
 
+import asyncio
+import signal
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -15,7 +17,10 @@ import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
 
-from tests.harness import BrokerProcess
+from groupd.protocol.errors import ErrorCode
+from groupd.storage.batch import build_batch
+from tests.harness import BrokerProcess, WireClient
+from tests.wire.test_data_plane import produce_body
 
 TOPIC, PARTITIONS = "orders", 6
 LEASE_MS = 1500
@@ -42,6 +47,8 @@ def nodes(tmp_path: Path, postgresql_url: str) -> Iterator[list[BrokerProcess]]:
         for node in started:
             if node.proc is not None:
                 node.kill()
+    for node in started:  # whatever happened to it: errors are log lines, never a traceback
+        assert "Traceback" not in node.log_text(), node.log_text()[-3000:]
 
 
 def owners(url: str) -> dict[tuple[str, int], int | None]:
@@ -67,17 +74,6 @@ def leaders(bootstrap: str) -> dict[int, int]:
     finally:
         admin.close()
     return {p["partition_index"]: p["leader_id"] for p in described["partitions"]}
-
-
-def read_all(bootstrap: str) -> dict[tuple[int, int], bytes]:
-    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, consumer_timeout_ms=3000)
-    parts = [TopicPartition(TOPIC, p) for p in range(PARTITIONS)]
-    consumer.assign(parts)
-    consumer.seek_to_beginning(*parts)
-    try:
-        return {(m.partition, m.offset): m.value for m in consumer}
-    finally:
-        consumer.close()
 
 
 def test_sigkill_of_the_busiest_owner_loses_nothing_acknowledged_and_the_group_recovers(
@@ -153,7 +149,7 @@ def test_sigkill_of_the_busiest_owner_loses_nothing_acknowledged_and_the_group_r
     assert recovered_s < LEASE_MS / 1000 + 5, recovered_s
     assert consumed == 480  # resumed at the commits: nothing before them again, nothing missing
     assert all((after[p] or 0) >= (before[p] or 0) for p in range(PARTITIONS))  # never backwards
-    stored = read_all(alive)
+    stored = read_all_of(alive, PARTITIONS)
     assert len(acked) == 600
     assert all(stored.get(key) == value for key, value in acked.items())  # every ack, at its offset
     assert set(owners(postgresql_url).values()) <= {n for n in (1, 2, 3) if n != victim}
@@ -171,3 +167,59 @@ def test_sigterm_hands_the_leases_over_without_waiting_for_them_to_expire(
         "node 2's shards taken over",
     )
     assert time.monotonic() - stopped_at < LEASE_MS / 1000
+
+
+def test_an_owner_paused_for_three_leases_has_nothing_accepted_and_rejoins_as_a_normal_node(
+    nodes: list[BrokerProcess], postgresql_url: str
+) -> None:
+    KafkaAdminClient(bootstrap_servers=nodes[0].bootstrap).create_topics([NewTopic(TOPIC, 3, 1)])
+    held = wait_for(
+        lambda: (o := owners(postgresql_url)) and sum(1 for (t, _p) in o if t == TOPIC) == 3 and o, 10, "owned"
+    )
+    victim = held[(TOPIC, 0)]
+    assert victim is not None
+    paused = nodes[victim - 1]
+    survivors = ",".join(n.bootstrap for i, n in enumerate(nodes, 1) if i != victim)
+
+    async def scenario() -> ErrorCode:
+        client = await WireClient.connect(paused.port)
+        try:
+            assert paused.proc is not None
+            paused.proc.send_signal(signal.SIGSTOP)
+            stopped_at = time.monotonic()
+            # the lease goes to another node while the owner sleeps
+            await asyncio.to_thread(
+                wait_for, lambda: owners(postgresql_url).get((TOPIC, 0)) not in (None, victim), 10, "taken over"
+            )
+            # a write reaches the sleeping ex-owner's socket and waits there
+            client.send(
+                0, 9, produce_body(TOPIC, 0, build_batch([(None, b"from-the-paused-owner")], timestamp_ms=1_000))
+            )
+            producer = KafkaProducer(bootstrap_servers=survivors, acks="all", retries=20)
+            meta = producer.send(TOPIC, b"from-the-new-owner", partition=0).get(20)
+            producer.close()
+            assert meta.offset >= 0
+            await asyncio.sleep(max(0.0, 3 * LEASE_MS / 1000 - (time.monotonic() - stopped_at)))
+            paused.proc.send_signal(signal.SIGCONT)
+            answer = await client.recv()
+            return ErrorCode(answer.responses[0].partition_responses[0].error_code)
+        finally:
+            await client.close()
+
+    assert asyncio.run(scenario()) == ErrorCode.not_leader_or_follower
+    values = set(read_all_of(survivors, 1).values())
+    assert b"from-the-new-owner" in values and b"from-the-paused-owner" not in values
+    # it carries on as a normal node: registered again, given its share back at a new epoch
+    wait_for(lambda: victim in owners(postgresql_url).values(), 10, "the paused node owns leases again")
+    wait_for(lambda: len(leaders(paused.bootstrap)) == 3 and paused.proc is not None, 5, "it answers Metadata")
+
+
+def read_all_of(bootstrap: str, partitions: int) -> dict[tuple[int, int], bytes]:
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, consumer_timeout_ms=3000)
+    parts = [TopicPartition(TOPIC, p) for p in range(partitions)]
+    consumer.assign(parts)
+    consumer.seek_to_beginning(*parts)
+    try:
+        return {(m.partition, m.offset): m.value for m in consumer}
+    finally:
+        consumer.close()
