@@ -298,8 +298,6 @@ class Broker:
         self.group_configs.load()
         for service in self.services:
             await service.start()
-        if self.cluster is not None:
-            await self.cluster.start()
         self._loop = asyncio.get_running_loop()  # kept: get_running_loop() is a getpid(2) on 3.11
         self.admission.quotas.resolve_overrides()
         try:
@@ -319,6 +317,8 @@ class Broker:
         except OSError:
             self.admission.close()
             raise
+        if self.cluster is not None:  # registers the address just bound (port 0 in tests), then takes a share
+            await self.cluster.start()
         if self.config["connections.max.idle.ms"] >= 0:
             self._idle_timer = self._loop.call_later(self._idle_sweep_s(), self._close_idle)
         self.started_at = time.perf_counter()

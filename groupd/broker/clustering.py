@@ -45,6 +45,7 @@ class ClusterNode:
         self.offsets_partitions: int = config["offsets.topic.num.partitions"]
         self._tasks = Tasks()
         broker.coordinator.serving = lambda p: self.serves((OFFSETS_TOPIC, p))
+        broker.partitions.leads = lambda topic, p: self.serves((topic, p))
 
     def resources(self) -> list[Resource]:
         """What the cluster leases: topics created on other nodes are picked up here, every heartbeat."""

@@ -20,7 +20,7 @@ import contextlib
 import errno
 import logging
 import time
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from groupd.broker.dataplane.producers import ProducerIds
@@ -110,6 +110,8 @@ class PartitionManager:
         self._work: set[asyncio.Task] = set()  # creations under way (see run)
         self._files = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="partition-files")
         self.descriptor_errors = RateLimitedLine(log)
+        # in a cluster (docs/cluster.md): whether this node holds a partition's lease; None alone
+        self.leads: Callable[[str, int], bool] | None = None
         topics.on_create.append(self._created)
         topics.on_delete.append(self._deleted)
         topics.on_grow.append(self._grown)
@@ -303,6 +305,8 @@ class PartitionManager:
             await asyncio.sleep(interval)
             now = wall_ms()
             for key, lg in list(self.logs.items()):
+                if self.leads is not None and not self.leads(*key):
+                    continue  # in a cluster, another node's: its owner cleans it
                 try:
                     if lg.config.delete:
                         lg.apply_retention(now)
