@@ -10,6 +10,7 @@ from pathlib import Path
 from prometheus_client import generate_latest
 
 from groupd.broker.app import Broker
+from groupd.cli import cluster_cli
 from groupd.coordinator.partitioning import partition_for
 from groupd.protocol import codec
 from groupd.protocol.errors import ErrorCode
@@ -87,6 +88,12 @@ def test_two_nodes_route_as_kafka_does(tmp_path: Path, postgresql_url: str) -> N
             assert owner == one.cluster.leader(OFFSETS_TOPIC, partition_for(group, SHARDS))  # type: ignore[union-attr]
             other = two if owner == 1 else one
             assert not other.owns_offsets_partition(partition_for(group, SHARDS))
+            # groupd-cluster: the same view, through either node
+            nodes, leaders = await asyncio.to_thread(cluster_cli.ownership, f"127.0.0.1:{two.port}")
+            assert nodes == {1: ("127.0.0.1", one.port), 2: ("127.0.0.1", two.port)}
+            assert leaders["t"] == lead1 and len(leaders[OFFSETS_TOPIC]) == SHARDS
+            table = cluster_cli.render(nodes, leaders)
+            assert f"127.0.0.1:{one.port}" in table and f"127.0.0.1:{two.port}" in table
             # /metrics of each node: its leases by kind, the live nodes, renewals and takeovers
             total = {"data": 0.0, "offsets": 0.0}
             for b in (one, two):

@@ -223,3 +223,49 @@ def read_all_of(bootstrap: str, partitions: int) -> dict[tuple[int, int], bytes]
         return {(m.partition, m.offset): m.value for m in consumer}
     finally:
         consumer.close()
+
+
+def test_an_idempotent_librdkafka_producer_across_a_sigkill_leaves_no_duplicate_and_loses_no_ack(
+    nodes: list[BrokerProcess], postgresql_url: str
+) -> None:
+    from confluent_kafka import Producer
+
+    KafkaAdminClient(bootstrap_servers=nodes[0].bootstrap).create_topics([NewTopic(TOPIC, 3, 1)])
+    wait_for(lambda: sum(1 for (t, _p) in owners(postgresql_url) if t == TOPIC) == 3, 10, "owned")
+    producer = Producer(
+        {
+            "bootstrap.servers": ",".join(n.bootstrap for n in nodes),
+            "enable.idempotence": True,  # acks=all, retries until delivery.timeout.ms
+            "linger.ms": 5,
+            "delivery.timeout.ms": 30000,
+        }
+    )
+    acked: dict[tuple[int, int], bytes] = {}
+    failed: list[str] = []
+
+    def report(err, msg) -> None:  # type: ignore[no-untyped-def]
+        if err is None:
+            acked[(msg.partition(), msg.offset())] = msg.value()
+        else:
+            failed.append(str(err))
+
+    def send(first: int, count: int) -> None:
+        for i in range(first, first + count):
+            producer.produce(TOPIC, b"c%d" % i, partition=i % 3, on_delivery=report)
+            producer.poll(0)
+
+    send(0, 300)
+    producer.flush(20)
+    victim = owners(postgresql_url)[(TOPIC, 0)]
+    assert victim is not None
+    send(300, 150)  # some of these are in flight at the victim when it dies
+    nodes[victim - 1].kill()
+    send(450, 150)
+    assert producer.flush(30) == 0
+    assert failed == []
+    assert len(acked) == 600
+    alive = ",".join(n.bootstrap for i, n in enumerate(nodes, 1) if i != victim)
+    stored = read_all_of(alive, 3)
+    assert all(stored.get(key) == value for key, value in acked.items())  # every ack, at its offset
+    values = sorted(stored.values())
+    assert len(values) == len(set(values)) == 600  # retried batches were not stored twice

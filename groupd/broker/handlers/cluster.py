@@ -347,6 +347,7 @@ def _coordinator_for(
     if key_type == KEY_TYPE_GROUP:
         partition = partition_for(key, broker.config["offsets.topic.num.partitions"])
         if broker.cluster is not None and not broker.owns_offsets_partition(partition):
+            broker.internal_topics[OFFSETS_TOPIC].exists(create=True)  # listed by this node too from now on
             return _cluster_coordinator(broker, partition)
         if not broker.owns_offsets_partition(partition):
             return ErrorCode.not_coordinator, -1, "", -1
