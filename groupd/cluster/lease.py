@@ -68,10 +68,21 @@ class Decision:
     release: tuple[tuple[Resource, int], ...] = ()
 
 
-def decide(me: int, view: View, resources: Iterable[Resource], leaving: bool = False) -> Decision:
+def decide(
+    me: int,
+    view: View,
+    resources: Iterable[Resource],
+    leaving: bool = False,
+    serving: Iterable[Resource] | None = None,
+) -> Decision:
     """Renew what this node holds and should keep, hand over what the balanced target gives another live
     node, acquire what is free (never taken, released or expired) and targeted to this node. A node
-    ``leaving`` (SIGTERM) releases everything and takes nothing."""
+    ``leaving`` (SIGTERM) releases everything and takes nothing.
+
+    ``serving`` is what this process serves now (None: whatever the database says it holds). A lease the
+    database gives this node id but the process does not serve (an earlier process of the same
+    ``node.id``, or one past its own deadline) is acquired again, at the next epoch, never renewed: the
+    earlier holder's late writes then fail the fence."""
     wanted = set(resources)
     live = view.live_nodes() | {me}
     if leaving:
@@ -79,15 +90,18 @@ def decide(me: int, view: View, resources: Iterable[Resource], leaving: bool = F
     owners = {r: h for r in wanted if (h := view.holder(r)) is not None}
     goal = target(wanted, live, owners)
     acquire, renew, release = [], [], []
+    mine = None if serving is None else set(serving)
     for r in sorted(wanted | set(view.leases)):
         row = view.leases.get(r)
         holder = view.holder(r)
         if holder == me:
             assert row is not None
-            if r in wanted and goal.get(r) == me:
+            if not (r in wanted and goal.get(r) == me):
+                release.append((r, row.epoch))
+            elif mine is None or r in mine:
                 renew.append((r, row.epoch))
             else:
-                release.append((r, row.epoch))
+                acquire.append((r, row.epoch))
         elif holder is None and r in wanted and goal.get(r) == me:
             acquire.append((r, row.epoch if row is not None else 0))
     return Decision(tuple(acquire), tuple(renew), tuple(release))

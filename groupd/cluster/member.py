@@ -121,7 +121,7 @@ class ClusterMember:
                 for r in list(self.local.held):
                     self._lose(r)
                 return
-            decision = decide(self.node_id, view, wanted, self.leaving)
+            decision = decide(self.node_id, view, wanted, self.leaving, serving=list(self.local.held))
             for r, _epoch in decision.release:
                 self._lose(r)  # stop serving before the database lets another node take it
             held = await asyncio.to_thread(self.store.apply, decision)

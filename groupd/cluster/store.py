@@ -124,8 +124,9 @@ class ClusterStore:
             if decision.acquire:
                 rows = conn.execute(
                     "UPDATE groupd_lease l SET owner = %s, epoch = l.epoch + 1, expires_at = now() + %s::interval "
-                    f"{_MATCH} AND (l.owner IS NULL OR l.expires_at <= now()) RETURNING l.topic, l.partition, l.epoch",
-                    (self.node_id, self._interval(), *items(decision.acquire)),
+                    f"{_MATCH} AND (l.owner IS NULL OR l.expires_at <= now() OR l.owner = %s) "
+                    "RETURNING l.topic, l.partition, l.epoch",
+                    (self.node_id, self._interval(), *items(decision.acquire), self.node_id),
                 ).fetchall()
                 held.update({(t, int(p)): int(e) for t, p, e in rows})
             return held

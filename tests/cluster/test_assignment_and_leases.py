@@ -119,3 +119,11 @@ def test_renewals_leave_room_for_three_failures_before_the_deadline() -> None:
     lease = DEFAULT_LEASE_MS
     assert DEFAULT_LEASE_MS == 10_000
     assert 3 * heartbeat_interval_ms(lease) < lease - serving_margin_ms(lease)
+
+
+def test_a_lease_the_database_gives_this_node_id_but_this_process_does_not_serve_is_taken_at_a_new_epoch() -> None:
+    # an earlier process of node.id 1 (or this one, past its own deadline) holds it: never renewed as is
+    leases = {r: LeaseRow(1, 4, 9000) for r in DATA[:2]}
+    d = decide(1, view(1000, {1: 5000}, leases), DATA[:2], serving=[DATA[0]])
+    assert d.renew == ((DATA[0], 4),)
+    assert d.acquire == ((DATA[1], 4),)  # compare-and-set at 4: the database moves it to 5

@@ -122,3 +122,23 @@ def test_a_takeover_under_way_makes_the_write_wait_and_then_refuses_it(postgresq
         writer.join(10)
     assert len(outcome) == 1 and isinstance(outcome[0], Fenced)
     one.close()
+
+
+def test_a_restarted_node_id_takes_its_predecessors_leases_at_a_new_epoch_and_fences_it(postgresql_url: str) -> None:
+    old = node_engine(postgresql_url, 1)
+    _s, epoch = take(postgresql_url, 1, 300)
+    old.db.fence.hold(ORDERS, epoch)  # type: ignore[union-attr]
+    log = old.open_partition(*ORDERS)
+    log.append(batch(0))
+    log.flush()
+    time.sleep(0.35)  # the old process stops heartbeating (paused); its registration expires
+    new = ClusterStore(Database(postgresql_url), 1, "new-process", 5000)
+    assert new.register("127.0.0.1", 9001, None)
+    view = new.tick([ORDERS])
+    assert view is not None
+    held = new.apply(decide(1, view, [ORDERS], serving=[]))
+    assert held == {ORDERS: epoch + 1}
+    log.append(batch(1))
+    with pytest.raises(Fenced, match="lost the lease of orders-0"):  # same node id, older epoch
+        log.flush()
+    old.close()

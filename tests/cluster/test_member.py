@@ -88,7 +88,7 @@ def test_a_member_past_its_deadline_stops_serving_before_its_next_step(postgresq
         assert m.serving(RESOURCES[0]) is None and m.owner(RESOURCES[0]) is None
         await m.step()  # the next step drops them first (and then takes them back: nobody else is live)
         assert set(events.lost) == set(RESOURCES)
-        assert m.serving(RESOURCES[0]) == 1  # renewed by the same row: the epoch has not moved
+        assert m.serving(RESOURCES[0]) == 2  # taken again at the next epoch (and reloaded), never renewed as is
         if m._task is not None:
             m._task.cancel()
 
