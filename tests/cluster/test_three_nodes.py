@@ -10,6 +10,7 @@ import asyncio
 import signal
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import psycopg
@@ -40,7 +41,9 @@ def settings(url: str, node: int) -> dict[str, object]:
 
 @pytest.fixture
 def nodes(tmp_path: Path, postgresql_url: str) -> Iterator[list[BrokerProcess]]:
-    started = [BrokerProcess(tmp_path / f"n{n}", settings(postgresql_url, n)).start() for n in (1, 2, 3)]
+    started = [BrokerProcess(tmp_path / f"n{n}", settings(postgresql_url, n)) for n in (1, 2, 3)]
+    with ThreadPoolExecutor(3) as pool:  # the three start together: a node's start-up is mostly waiting
+        list(pool.map(BrokerProcess.start, started))
     try:
         yield started
     finally:
@@ -228,26 +231,7 @@ def read_all_of(bootstrap: str, partitions: int) -> dict[tuple[int, int], bytes]
 def test_an_idempotent_librdkafka_producer_across_a_sigkill_leaves_no_duplicate_and_loses_no_ack(
     nodes: list[BrokerProcess], postgresql_url: str
 ) -> None:
-    from confluent_kafka import Producer
-
-    KafkaAdminClient(bootstrap_servers=nodes[0].bootstrap).create_topics([NewTopic(TOPIC, 3, 1)])
-    wait_for(lambda: sum(1 for (t, _p) in owners(postgresql_url) if t == TOPIC) == 3, 10, "owned")
-    producer = Producer(
-        {
-            "bootstrap.servers": ",".join(n.bootstrap for n in nodes),
-            "enable.idempotence": True,  # acks=all, retries until delivery.timeout.ms
-            "linger.ms": 5,
-            "delivery.timeout.ms": 30000,
-        }
-    )
-    acked: dict[tuple[int, int], bytes] = {}
-    failed: list[str] = []
-
-    def report(err, msg) -> None:  # type: ignore[no-untyped-def]
-        if err is None:
-            acked[(msg.partition(), msg.offset())] = msg.value()
-        else:
-            failed.append(str(err))
+    producer, acked, failed, report = idempotent_producer(nodes, postgresql_url)
 
     def send(first: int, count: int) -> None:
         for i in range(first, first + count):
@@ -269,3 +253,59 @@ def test_an_idempotent_librdkafka_producer_across_a_sigkill_leaves_no_duplicate_
     assert all(stored.get(key) == value for key, value in acked.items())  # every ack, at its offset
     values = sorted(stored.values())
     assert len(values) == len(set(values)) == 600  # retried batches were not stored twice
+
+
+def test_a_rolling_restart_of_every_node_gives_the_producer_no_error(
+    nodes: list[BrokerProcess], postgresql_url: str
+) -> None:
+    producer, acked, failed, report = idempotent_producer(nodes, postgresql_url)
+
+    sent = 0
+
+    def send(count: int) -> None:
+        nonlocal sent
+        for _ in range(count):
+            producer.produce(TOPIC, b"r%d" % sent, partition=sent % 3, on_delivery=report)
+            producer.poll(0)
+            sent += 1
+
+    for i, node in enumerate(nodes, 1):
+        send(100)
+        assert node.stop() == 0  # SIGTERM: its leases handed over
+        send(100)
+        producer.poll(0.5)
+        node.start()
+        wait_for(lambda n=i: n in owners(postgresql_url).values(), 10, f"node {i} owns leases again")
+    assert producer.flush(30) == 0
+    assert failed == []
+    assert len(acked) == sent == 600
+    stored = read_all_of(nodes[0].bootstrap, 3)
+    assert all(stored.get(key) == value for key, value in acked.items())
+    assert len(set(stored.values())) == len(stored) == 600
+
+
+def idempotent_producer(nodes: list[BrokerProcess], url: str):  # type: ignore[no-untyped-def]
+    """A 3-partition topic owned across the nodes, and a librdkafka idempotent producer (acks=all, retries
+    until delivery.timeout.ms) with its delivery reports: (producer, acked, failed, report callback)."""
+    from confluent_kafka import Producer
+
+    KafkaAdminClient(bootstrap_servers=nodes[0].bootstrap).create_topics([NewTopic(TOPIC, 3, 1)])
+    wait_for(lambda: sum(1 for (t, _p) in owners(url) if t == TOPIC) == 3, 10, "owned")
+    producer = Producer(
+        {
+            "bootstrap.servers": ",".join(n.bootstrap for n in nodes),
+            "enable.idempotence": True,
+            "linger.ms": 5,
+            "delivery.timeout.ms": 30000,
+        }
+    )
+    acked: dict[tuple[int, int], bytes] = {}
+    failed: list[str] = []
+
+    def report(err, msg) -> None:  # type: ignore[no-untyped-def]
+        if err is None:
+            acked[(msg.partition(), msg.offset())] = msg.value()
+        else:
+            failed.append(str(err))
+
+    return producer, acked, failed, report
