@@ -168,6 +168,8 @@ class GroupCoordinator:
     # ------------------------------------------------------------ loading
 
     def _loaded(self, shard: Shard) -> None:
+        if self.shards.get(shard.partition) is not shard:
+            return  # in a cluster, released while it loaded: nothing of it runs
         self.runtime.process(shard, core.on_loaded(shard.state, self.now(), self.cfg))
 
     @property

@@ -309,3 +309,62 @@ def idempotent_producer(nodes: list[BrokerProcess], url: str):  # type: ignore[n
             failed.append(str(err))
 
     return producer, acked, failed, report
+
+
+def test_a_kip848_group_carries_on_after_a_sigkill_of_its_coordinator(
+    nodes: list[BrokerProcess], postgresql_url: str
+) -> None:
+    from confluent_kafka import Consumer
+    from confluent_kafka import TopicPartition as Tp
+
+    from groupd.coordinator.partitioning import partition_for
+    from groupd.protocol.topic_names import OFFSETS_TOPIC
+
+    producer, acked, failed, report = idempotent_producer(nodes, postgresql_url)
+    for i in range(150):
+        producer.produce(TOPIC, b"k%d" % i, partition=i % 3, on_delivery=report)
+    assert producer.flush(20) == 0
+    consumer = Consumer(
+        {
+            "bootstrap.servers": ",".join(n.bootstrap for n in nodes),
+            "group.id": "g848",
+            "group.protocol": "consumer",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
+    consumer.subscribe([TOPIC])
+    seen: list[bytes] = []
+
+    def poll_for(count: int, seconds: float) -> float | None:
+        """Poll until ``count`` more records came; when the first of them came (None: none did)."""
+        first, target, deadline = None, len(seen) + count, time.monotonic() + seconds
+        while len(seen) < target and time.monotonic() < deadline:
+            m = consumer.poll(0.1)
+            if m is not None and m.error() is None:
+                first = first or time.monotonic()
+                seen.append(m.value())
+        return first
+
+    try:
+        poll_for(150, 30)
+        assert len(seen) == 150
+        consumer.commit(asynchronous=False)
+        before = {tp.partition: tp.offset for tp in consumer.committed([Tp(TOPIC, p) for p in range(3)], 10)}
+        coordinator = owners(postgresql_url)[(OFFSETS_TOPIC, partition_for("g848", SHARDS))]
+        assert coordinator is not None
+        nodes[coordinator - 1].kill()
+        killed_at = time.monotonic()
+        for i in range(150, 300):
+            producer.produce(TOPIC, b"k%d" % i, partition=i % 3, on_delivery=report)
+        assert producer.flush(30) == 0
+        first = poll_for(150, 30)
+        assert first is not None and first - killed_at < LEASE_MS / 1000 + 5, first and first - killed_at
+        consumer.commit(asynchronous=False)
+        after = {tp.partition: tp.offset for tp in consumer.committed([Tp(TOPIC, p) for p in range(3)], 10)}
+    finally:
+        consumer.close()
+    assert failed == [] and len(acked) == 300
+    assert sorted(set(seen)) == sorted(b"k%d" % i for i in range(300))  # everything, once the group resumed
+    assert all(after[p] >= before[p] for p in range(3))  # commits never go backwards
+    assert sum(after.values()) == 300
