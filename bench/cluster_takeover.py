@@ -22,6 +22,7 @@ import psycopg
 from kafka import KafkaAdminClient
 from kafka.admin import NewTopic
 
+from groupd.protocol.api_table import ApiKey
 from groupd.storage.batch import build_batch
 from tests.harness import BrokerProcess, WireClient
 from tests.postgresql_server import running
@@ -45,7 +46,7 @@ async def produce_ok(port: int) -> bool:
         return False
     try:
         body = produce_body(TOPIC, 0, build_batch([(None, b"x")], timestamp_ms=int(time.time() * 1000)))
-        answer = await client.call(0, 9, body, timeout=5)
+        answer = await client.call(ApiKey.PRODUCE, 9, body, timeout=5)
         return answer.responses[0].partition_responses[0].error_code == 0
     except (TimeoutError, OSError, asyncio.IncompleteReadError):
         return False
