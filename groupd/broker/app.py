@@ -8,7 +8,7 @@ import logging
 import time
 import uuid
 from collections.abc import Callable
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from groupd.broker.config import Config
 from groupd.broker.dataplane.group_configs import GroupConfigStore
@@ -38,6 +38,9 @@ from groupd.protocol.topic_names import OFFSETS_TOPIC, SHARE_STATE_TOPIC, TXN_ST
 from groupd.storage import engines
 from groupd.storage.engine import PartitionLog, StorageEngine
 from groupd.storage.errors import StorageError
+
+if TYPE_CHECKING:
+    from groupd.broker.clustering import ClusterNode
 
 log = logging.getLogger("groupd.broker")
 
@@ -110,6 +113,12 @@ class Broker:
         self.share_groups = ShareGroupShell(self)
         self.coordinator.cfg.share_config = self.share_group_config
         self.services.append(self.share_groups)
+        # several nodes over one PostgreSQL (docs/cluster.md): started after the services, stopped after them
+        self.cluster: ClusterNode | None = None
+        if config["cluster.enabled"]:
+            from groupd.broker.clustering import ClusterNode  # psycopg is imported only by those who need it
+
+            self.cluster = ClusterNode(self)
         self.transactions = TransactionCoordinator(self)  # type: ignore[arg-type]  # as ShareCoordinator's
         self.services.append(self.transactions)
         # KIP-932 share-partitions and sessions, over the persister (read at each use: tests swap it)
@@ -236,6 +245,10 @@ class Broker:
                 return None
         return self.partitions.get(topic, partition)
 
+    def leads(self, topic: str, partition: int) -> bool:
+        """This node may serve the partition now: always alone; in a cluster while it holds the lease."""
+        return self.cluster is None or self.cluster.serves((topic, partition))
+
     def owns_offsets_partition(self, partition: int) -> bool:
         if self.coordinator is None:
             return True
@@ -304,6 +317,8 @@ class Broker:
         except OSError:
             self.admission.close()
             raise
+        if self.cluster is not None:  # registers the address just bound (port 0 in tests), then takes a share
+            await self.cluster.start()
         if self.config["connections.max.idle.ms"] >= 0:
             self._idle_timer = self._loop.call_later(self._idle_sweep_s(), self._close_idle)
         self.started_at = time.perf_counter()
@@ -392,4 +407,6 @@ class Broker:
                 await service.stop()
             except Exception:
                 log.exception("stopping %s failed", type(service).__name__)
+        if self.cluster is not None:
+            await self.cluster.stop()
         log.info("groupd stopped")

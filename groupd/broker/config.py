@@ -167,6 +167,21 @@ KEYS: dict[str, Key] = {
             doc="a file holding the PostgreSQL password (kept out of `ps` and the configuration)",
         ),
         _int_key("node.id", 1, 0, INT32_MAX, "this broker's id in Metadata and FindCoordinator"),
+        Key(
+            "cluster.enabled",
+            _bool,
+            "false",
+            doc="run as one node of several over one PostgreSQL database (storage.engine=postgresql, a unique "
+            "node.id each): partitions and coordinator shards owned through leases in the database (docs/cluster.md)",
+        ),
+        _int_key(
+            "cluster.lease.ms",
+            10_000,
+            100,
+            INT32_MAX,
+            "how long a node's lease on a partition or shard lasts without renewal: a dead node's work is "
+            "taken over after it, a node that cannot renew stops serving a fifth of it before",
+        ),
         Key("cluster.id", str, "groupd-cluster", doc="cluster id reported in Metadata"),
         _int_key("socket.request.max.bytes", 104_857_600, 1, INT32_MAX, "largest request frame accepted"),
         _int_key("queued.max.requests", 500, 1, INT32_MAX, "requests read ahead per connection"),
@@ -833,6 +848,8 @@ def build_config(raw: Mapping[str, str]) -> Config:
         raise ConfigError("group.min.session.timeout.ms must not exceed group.max.session.timeout.ms")
     _check_consumer_bounds(values)
     _check_share_bounds(values)
+    if values["cluster.enabled"] and values["storage.engine"] != "postgresql":
+        raise ConfigError("cluster.enabled=true needs storage.engine=postgresql: the nodes share one database")
     try:
         values["listeners"] = _listeners.resolve(
             values["listeners"],

@@ -47,7 +47,11 @@ class GroupCoordinator:
         self.config = config
         self.cfg = GroupConfig.from_broker_config(config)
         self.partitions: int = config["offsets.topic.num.partitions"]
-        self.owned: set[int] = set(range(self.partitions))
+        # every partition, or in a cluster (docs/cluster.md) none until the node's leases give them (acquire)
+        self.clustered: bool = bool(config.get("cluster.enabled"))
+        self.owned: set[int] = set() if self.clustered else set(range(self.partitions))
+        # in a cluster: whether this node may serve a partition now (its lease, by its own clock)
+        self.serving: Callable[[int], bool] | None = None
         self.storage = storage
         self.metrics = metrics
         self.now = now
@@ -83,15 +87,18 @@ class GroupCoordinator:
 
     # ------------------------------------------------------------ lifecycle
 
-    async def start(self) -> None:
-        self.loop = self.wakeups.loop = asyncio.get_running_loop()
-        log_config = LogConfig(
+    def _log_config(self) -> LogConfig:
+        return LogConfig(
             segment_bytes=self.config["offsets.topic.segment.bytes"],
             cleanup_policy="compact",
             delete_retention_ms=self.config["log.cleaner.delete.retention.ms"],
             # Kafka's offsets topic takes the broker's message.max.bytes: the coordinator runtime's batch limit
             max_message_bytes=self.config["message.max.bytes"],
         )
+
+    async def start(self) -> None:
+        self.loop = self.wakeups.loop = asyncio.get_running_loop()
+        log_config = self._log_config()
         self.loader.reader = self.storage.replay_reader(
             self.config["num.recovery.threads.per.data.dir"] - 1, self.storage.stored_bytes(OFFSETS_TOPIC, self.owned)
         )
@@ -117,6 +124,39 @@ class GroupCoordinator:
         if self.partition_set is not None:
             self.partition_set.close()
 
+    # ------------------------------------------------------------ ownership in a cluster
+
+    async def acquire(self, partition: int) -> None:
+        """This node took the lease of ``__consumer_offsets-<partition>``: open it afresh from the database
+        and load it; its groups answer COORDINATOR_LOAD_IN_PROGRESS meanwhile, as Kafka's do."""
+        self.release(partition)
+        shard = self.runtime.add_shard(
+            partition, self.storage.open_partition(OFFSETS_TOPIC, partition, self._log_config())
+        )
+        shard.state.topics = self.topics
+        self.owned.add(partition)
+        try:
+            await self.loader.load(shard)
+        except Exception as exc:  # noqa: BLE001 - one partition's failure answers NOT_COORDINATOR, as at start-up
+            shard.failed = f"{type(exc).__name__}: {exc}"
+            log.error("failed to load %s-%d after taking it over: %s", OFFSETS_TOPIC, partition, shard.failed)
+
+    def release(self, partition: int) -> None:
+        """This node lost (or handed over) the lease: its groups answer NOT_COORDINATOR at once; writes
+        still in a round are refused by the engine's fence and answered with the error."""
+        self.owned.discard(partition)
+        shard = self.shards.pop(partition, None)
+        if shard is None:
+            return
+        self.wakeups.cancel(shard)
+        shard.deadlines.clear()
+        shard.keys.clear()
+        shard.heap.clear()
+        try:
+            shard.log.close()
+        except StorageError as exc:
+            log.info("%s-%d closed with batches the new owner refused: %s", OFFSETS_TOPIC, partition, exc)
+
     @property
     def on_append(self) -> Callable[[int], None] | None:
         return self.store.on_append
@@ -128,6 +168,8 @@ class GroupCoordinator:
     # ------------------------------------------------------------ loading
 
     def _loaded(self, shard: Shard) -> None:
+        if self.shards.get(shard.partition) is not shard:
+            return  # in a cluster, released while it loaded: nothing of it runs
         self.runtime.process(shard, core.on_loaded(shard.state, self.now(), self.cfg))
 
     @property
@@ -156,7 +198,7 @@ class GroupCoordinator:
     # ------------------------------------------------------------ routing
 
     def owns(self, partition: int) -> bool:
-        return partition in self.owned
+        return partition in self.owned and (self.serving is None or self.serving(partition))
 
     def partition_for(self, group_id: str) -> int:
         return partition_for(group_id, self.partitions)
@@ -168,7 +210,7 @@ class GroupCoordinator:
                 self._partition_of.clear()
             p = self._partition_of[group_id] = partition_for(group_id, self.partitions)
         shard = self.shards.get(p)
-        if shard is None or p not in self.owned or shard.failed:
+        if shard is None or p not in self.owned or shard.failed or (self.serving is not None and not self.serving(p)):
             raise CoordinatorError(E.NOT_COORDINATOR)
         if not shard.loaded:
             raise CoordinatorError(E.COORDINATOR_LOAD_IN_PROGRESS)

@@ -12,7 +12,10 @@ reach past it, on purpose:
 - groupd/testing/broker.py, which starts brokers for other projects' tests and owns their data's
   lifetime: it forgets a memory engine's store (storage/memory.py ``discard``) when its broker stops;
 - groupd/pipeline/, the offline analytics job, which reads the local engine's segment files directly
-  from log.dirs with no broker running (that is its point).
+  from log.dirs with no broker running (that is its point);
+- groupd/cluster/ and its wiring, groupd/broker/clustering.py: several nodes over one PostgreSQL keep
+  their nodes and leases in that database and set the PostgreSQL engine's fence (docs/cluster.md), so
+  they may import the PostgreSQL engine's modules, and no other engine's.
 
 Annotation-only imports (``if TYPE_CHECKING:``) count too: typing a caller on ``Log`` ties it to the
 local engine as much as calling it.
@@ -36,6 +39,7 @@ SEAM = {
 }
 WIRING = {"groupd.broker.app", "groupd.testing.broker"}
 OFFLINE_READERS = "groupd.pipeline"
+CLUSTER = ("groupd.cluster", "groupd.broker.clustering")  # may import the PostgreSQL engine's modules
 
 
 def storage_imports(tree: ast.AST) -> set[str]:
@@ -64,6 +68,8 @@ def test_only_the_seam_is_imported_outside_storage():
         if name.startswith("groupd.storage") or name in WIRING or name.startswith(OFFLINE_READERS):
             continue
         for imported in sorted(storage_imports(ast.parse(path.read_text())) - SEAM):
+            if name.startswith(CLUSTER) and imported.startswith("groupd.storage.postgresql"):
+                continue
             wrong.append(f"{name} imports {imported}")
     assert not wrong, "go through groupd/storage/engine.py instead:\n" + "\n".join(wrong)
 

@@ -20,7 +20,7 @@ import contextlib
 import errno
 import logging
 import time
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from groupd.broker.dataplane.producers import ProducerIds
@@ -110,6 +110,8 @@ class PartitionManager:
         self._work: set[asyncio.Task] = set()  # creations under way (see run)
         self._files = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="partition-files")
         self.descriptor_errors = RateLimitedLine(log)
+        # in a cluster (docs/cluster.md): whether this node holds a partition's lease; None alone
+        self.leads: Callable[[str, int], bool] | None = None
         topics.on_create.append(self._created)
         topics.on_delete.append(self._deleted)
         topics.on_grow.append(self._grown)
@@ -155,13 +157,32 @@ class PartitionManager:
             if prepared is not None:  # new and empty: nothing to restore
                 self.logs[(topic.name, p)] = prepared
                 continue
-            lg = self.logs[(topic.name, p)] = self.storage.open_partition(topic.name, p, cfg)
-            if is_transactional(lg):
-                restored = PartitionTxns.restore(lg)
-                self.txns[(topic.name, p)] = restored if restored is not None else PartitionTxns.rebuild(lg.batches())
-            producers = self.producers
-            if producers is not None and lg.log_end_offset and not producers.restore(topic.name, p, lg):
-                producers.rebuild(topic.name, p, lg.headers(last_segments=1))
+            self._open_one(topic.name, p, cfg)
+
+    def _open_one(self, name: str, p: int, cfg: LogConfig) -> None:
+        """Open a partition's log and restore its transactions and producers from it."""
+        lg = self.logs[(name, p)] = self.storage.open_partition(name, p, cfg)
+        if is_transactional(lg):
+            restored = PartitionTxns.restore(lg)
+            self.txns[(name, p)] = restored if restored is not None else PartitionTxns.rebuild(lg.batches())
+        producers = self.producers
+        if producers is not None and lg.log_end_offset and not producers.restore(name, p, lg):
+            producers.rebuild(name, p, lg.headers(last_segments=1))
+
+    def reopen(self, name: str, p: int) -> None:
+        """In a cluster, this node took the partition's lease: what it held of the partition is stale
+        (another node wrote meanwhile), so the log, its transactions and producers are read afresh from the
+        database (docs/cluster.md)."""
+        topic = self.topics.get(name)
+        if topic is None or p >= topic.partitions:
+            return
+        old = self.logs.pop((name, p), None)
+        self.txns.pop((name, p), None)
+        if old is not None:
+            with contextlib.suppress(StorageError, OSError):  # its unwritten batches were never acknowledged
+                old.close()
+        self._open_one(name, p, log_config_for(self.config, topic.configs))
+        self._wake((name, p))
 
     def _created(self, topic: Topic) -> None:
         self._open_topic(topic, 0)
@@ -284,6 +305,8 @@ class PartitionManager:
             await asyncio.sleep(interval)
             now = wall_ms()
             for key, lg in list(self.logs.items()):
+                if self.leads is not None and not self.leads(*key):
+                    continue  # in a cluster, another node's: its owner cleans it
                 try:
                     if lg.config.delete:
                         lg.apply_retention(now)

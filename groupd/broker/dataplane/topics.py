@@ -42,7 +42,7 @@ def validate_name(name: str | None) -> None:
     if not name:
         raise TopicError(ErrorCode.invalid_topic_exception, "Topic name is illegal, it can't be empty")
     if name in (".", ".."):
-        raise TopicError(ErrorCode.invalid_topic_exception, "Topic name cannot be \".\" or \"..\"")
+        raise TopicError(ErrorCode.invalid_topic_exception, 'Topic name cannot be "." or ".."')
     if len(name) > MAX_NAME_LENGTH:
         raise TopicError(
             ErrorCode.invalid_topic_exception,
@@ -82,6 +82,28 @@ class TopicRegistry:
             topic = Topic(entry["name"], uuid.UUID(entry["id"]), entry["partitions"], dict(entry.get("configs", {})))
             self._by_name[topic.name] = topic
             self._by_id[topic.topic_id] = topic
+
+    def refresh(self) -> None:
+        """In a cluster (docs/cluster.md) another node may have created or grown topics: read the document
+        again and tell the listeners what is new. Deletions and config changes made elsewhere are not
+        followed yet."""
+        raw = self._metadata.get(REGISTRY_FILE)
+        if raw is None:
+            return
+        for entry in json.loads(raw)["topics"]:
+            known = self._by_name.get(entry["name"])
+            if known is None:
+                topic = Topic(
+                    entry["name"], uuid.UUID(entry["id"]), entry["partitions"], dict(entry.get("configs", {}))
+                )
+                self._by_name[topic.name] = topic
+                self._by_id[topic.topic_id] = topic
+                for listener in self.on_create:
+                    listener(topic)
+            elif entry["partitions"] > known.partitions:
+                old, known.partitions = known.partitions, entry["partitions"]
+                for grown in self.on_grow:
+                    grown(known, old)
 
     def _persist(self) -> None:
         doc = {

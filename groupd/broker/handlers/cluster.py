@@ -35,9 +35,24 @@ KEY_TYPE_TRANSACTION = 1
 KEY_TYPE_SHARE = 2
 
 
-def partition_state(broker: Broker, index: int) -> dict[str, Any]:
-    """A partition as this single node describes it: it leads every replica set, alone and in sync."""
+def partition_state(broker: Broker, index: int, topic: str | None = None) -> dict[str, Any]:
+    """A partition as this single node describes it: it leads every replica set, alone and in sync. In a
+    cluster (docs/cluster.md) the leader is the node holding the partition's lease, the one replica;
+    LEADER_NOT_AVAILABLE while nobody holds it (a takeover under way), as Kafka says between leaders."""
     node = broker.node_id
+    if broker.cluster is not None and topic is not None:
+        leader = broker.cluster.leader(topic, index)
+        if leader is None:
+            return {
+                "error_code": ErrorCode.leader_not_available,
+                "partition_index": index,
+                "leader_id": -1,
+                "leader_epoch": LEADER_EPOCH,
+                "replica_nodes": (),
+                "isr_nodes": (),
+                "offline_replicas": (),
+            }
+        node = leader
     return {
         "error_code": ErrorCode.none,
         "partition_index": index,
@@ -90,9 +105,9 @@ def api_versions(broker: Broker, ctx: RequestContext, req: ApiVersionsRequest) -
     )
 
 
-def _partitions(ctx: RequestContext, broker: Broker, count: int) -> tuple:
+def _partitions(ctx: RequestContext, broker: Broker, count: int, topic: str | None) -> tuple:
     part = ctx.nested("MetadataResponsePartition")
-    return tuple(codec.make(part, **partition_state(broker, i)) for i in range(count))
+    return tuple(codec.make(part, **partition_state(broker, i, topic)) for i in range(count))
 
 
 def _topic_entry(
@@ -110,7 +125,7 @@ def _topic_entry(
         name=name,
         topic_id=topic_id,
         is_internal=name in INTERNAL_TOPICS,
-        partitions=_partitions(ctx, broker, partitions) if error == ErrorCode.none else (),
+        partitions=_partitions(ctx, broker, partitions, name) if error == ErrorCode.none else (),
         topic_authorized_operations=ops,
     )
 
@@ -202,7 +217,7 @@ def metadata(broker: Broker, ctx: RequestContext, req: MetadataRequest) -> Answe
     )  # DescribeCluster's from v11
     return ctx.respond(
         throttle_time=0,
-        brokers=_brokers(broker, ctx, "MetadataResponseBroker", node_id=broker.node_id),
+        brokers=_brokers(broker, ctx, "MetadataResponseBroker", "node_id"),
         cluster_id=broker.config["cluster.id"],
         controller_id=broker.node_id,
         topics=tuple(entries),
@@ -216,14 +231,21 @@ def _name_of(broker: Broker, topic_id: Any) -> str | None:
     return known.name if known is not None else None
 
 
-def _brokers(broker: Broker, ctx: RequestContext, entity: str, **fields: Any) -> tuple:
+def _brokers(broker: Broker, ctx: RequestContext, entity: str, id_field: str, **fields: Any) -> tuple:
     """This node as seen from the listener the request came through; none if that listener is not
-    advertised (Kafka's metadata cache has no endpoint of the broker for it)."""
+    advertised (Kafka's metadata cache has no endpoint of the broker for it). In a cluster, every live
+    node at the address it registered (its first listener's advertised one)."""
     address = broker.advertised_for(ctx.listener)
     if address is None:
         return ()
-    host, port = address
-    return (codec.make(ctx.nested(entity), host=host, port=port, rack=None, **fields),)
+    cls = ctx.nested(entity)
+    nodes: list[tuple[int, str, int, str | None]] = [(broker.node_id, *address, None)]
+    if broker.cluster is not None:
+        nodes = [n for n in broker.cluster.live_nodes() if n[0] != broker.node_id] + nodes
+    return tuple(
+        codec.make(cls, host=host, port=port, rack=rack, **{id_field: node}, **fields)
+        for node, host, port, rack in sorted(nodes)
+    )
 
 
 BROKERS, CONTROLLERS = 1, 2  # DescribeCluster's endpoint types (KIP-919)
@@ -252,7 +274,7 @@ def describe_cluster(broker: Broker, ctx: RequestContext, req: DescribeClusterRe
             brokers=(),
             cluster_authorized_operations=NOT_REQUESTED,
         )
-    entries = _brokers(broker, ctx, "DescribeClusterBroker", broker_id=broker.node_id, is_fenced=False)
+    entries = _brokers(broker, ctx, "DescribeClusterBroker", "broker_id", is_fenced=False)
     return ctx.respond(
         throttle_time=0,
         error_code=ErrorCode.none,
@@ -324,6 +346,9 @@ def _coordinator_for(
         return ErrorCode.coordinator_not_available, -1, "", -1  # no endpoint on the request's listener
     if key_type == KEY_TYPE_GROUP:
         partition = partition_for(key, broker.config["offsets.topic.num.partitions"])
+        if broker.cluster is not None and not broker.owns_offsets_partition(partition):
+            broker.internal_topics[OFFSETS_TOPIC].exists(create=True)  # listed by this node too from now on
+            return _cluster_coordinator(broker, partition)
         if not broker.owns_offsets_partition(partition):
             return ErrorCode.not_coordinator, -1, "", -1
         broker.internal_topics[OFFSETS_TOPIC].exists(
@@ -333,3 +358,14 @@ def _coordinator_for(
     # a transactional id: this node coordinates every one
     broker.internal_topics[TXN_STATE_TOPIC].exists(create=True)  # and __transaction_state, at the first
     return ErrorCode.none, broker.node_id, *address
+
+
+def _cluster_coordinator(broker: Broker, partition: int) -> tuple[ErrorCode, int, str, int]:
+    """The node holding the lease of the group's offsets partition, as this node last saw it;
+    COORDINATOR_NOT_AVAILABLE while nobody does (the client retries, as against Kafka between leaders)."""
+    assert broker.cluster is not None
+    owner = broker.cluster.leader(OFFSETS_TOPIC, partition)
+    address = broker.cluster.address(owner) if owner is not None and owner != broker.node_id else None
+    if owner is None or address is None:
+        return ErrorCode.coordinator_not_available, -1, "", -1
+    return ErrorCode.none, owner, *address

@@ -58,6 +58,8 @@ def _produce_partition(
     lg = broker.partitions.get(topic, index)
     if lg is None:
         return ErrorCode.unknown_topic_or_partition, -1, -1, None
+    if not broker.leads(topic, index):  # in a cluster, another node's (docs/cluster.md)
+        return ErrorCode.not_leader_or_follower, -1, -1, None
     if not records:
         return ErrorCode.corrupt_message, -1, lg.log_start_offset, None
     try:
@@ -360,6 +362,8 @@ def _fetch_once(
                     if name in denied
                     else ErrorCode.unknown_topic_or_partition
                 )
+            elif name is not None and not broker.leads(name, p.partition):
+                error = ErrorCode.not_leader_or_follower
             elif current_epochs and p.current_leader_epoch > LEADER_EPOCH:
                 # Kafka reads a negative epoch as none given and none is older than 0: only a newer one fails
                 error = ErrorCode.unknown_leader_epoch
@@ -439,6 +443,8 @@ def list_offsets(broker: Broker, ctx: RequestContext, req: ListOffsetsRequest) -
         lg = broker.readable_log(topic, p.partition_index)
         if lg is None:
             return row | {"error_code": ErrorCode.unknown_topic_or_partition}
+        if not broker.leads(topic, p.partition_index):
+            return row | {"error_code": ErrorCode.not_leader_or_follower}
         if version >= 4 and p.current_leader_epoch != UNDEFINED_EPOCH:  # KIP-320; only -1 skips the check
             error = current_epoch_error(p.current_leader_epoch)
             if error != ErrorCode.none:

@@ -97,7 +97,7 @@ def describe_topic_partitions(broker: Broker, ctx: RequestContext, req: Describe
         end = min(topic.partitions, start + remaining)
         partitions = tuple(
             # a healthy partition: its eligible-leader lists are empty, not null
-            codec.make(part_cls, **partition_state(broker, i), eligible_leader_replicas=(), last_known_elr=())
+            codec.make(part_cls, **partition_state(broker, i, name), eligible_leader_replicas=(), last_known_elr=())
             for i in range(start, end)
         )
         out.append(

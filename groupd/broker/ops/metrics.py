@@ -64,6 +64,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 
 from groupd.broker.ops.consumer_status import NOTFOUND, ConsumerStatus
 from groupd.clock import wall_ms
+from groupd.protocol.topic_names import OFFSETS_TOPIC
 
 if TYPE_CHECKING:
     from groupd.broker.share.manager import SharePartitionManager
@@ -76,8 +77,25 @@ REBALANCE_CAUSES = ("join", "leave", "session_expiry", "metadata_change")
 TXN_RESULTS = ("commit", "abort", "timeout", "fenced")
 
 LATENCY_BUCKETS = (
-    0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
-    30.0, 60.0, 300.0,
+    0.0001,
+    0.00025,
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    30.0,
+    60.0,
+    300.0,
 )
 REBALANCE_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 120.0, 300.0, 600.0)
 BATCH_BUCKETS = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 5000, 10000)
@@ -426,6 +444,7 @@ class _Collector:
         yield from self._authentications()
         yield from self._connection_limits()
         yield from _share_records(getattr(self.m.broker, "share_partitions", None))
+        yield from _cluster(getattr(self.m.broker, "cluster", None))
         yield from self._scrape_time()
 
     def _authentications(self) -> Iterator[Metric]:
@@ -696,6 +715,29 @@ def _share_records(manager: SharePartitionManager | None) -> Iterator[Metric]:
         "groupd_share_records_archived_at_limit",
         "Records archived because they were released or their lock ran out on their last delivery",
         value=manager.archived_at_limit,
+    )
+
+
+def _cluster(node: Any) -> Iterator[Metric]:
+    """A cluster node's leases (docs/cluster.md): nothing on a single node."""
+    if node is None:
+        return
+    member = node.member
+    owned: dict[str, int] = {"data": 0, "offsets": 0}
+    for topic, _partition in list(member.local.held):
+        owned["offsets" if topic == OFFSETS_TOPIC else "data"] += 1
+    yield _labelled(
+        GaugeMetricFamily,
+        "groupd_cluster_owned_leases",
+        "Leases this node holds, by kind",
+        ["kind"],
+        sorted(owned.items()),
+    )
+    yield GaugeMetricFamily("groupd_cluster_live_nodes", "Live nodes in this node's last view", value=len(member.nodes))
+    yield CounterMetricFamily("groupd_cluster_lease_renewals", "Leases renewed", value=member.renewals)
+    yield CounterMetricFamily("groupd_cluster_lease_takeovers", "Leases taken at a new epoch", value=member.takeovers)
+    yield CounterMetricFamily(
+        "groupd_cluster_heartbeat_failures", "Heartbeats the database did not take", value=member.failures
     )
 
 

@@ -81,6 +81,6 @@ def compact(log: Compacted, now_ms: int, min_age_ms: int = 0) -> CompactionStats
             with conn.cursor() as cur:
                 cur.executemany(INSERT, added)
 
-    log.db.run(work, f"compacting {log.name}")
+    log.db.run(work, f"compacting {log.name}", fenced=(log.pid,))
     log.compacted(bound, freed)
     return stats

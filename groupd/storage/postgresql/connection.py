@@ -14,7 +14,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import TypeVar
 
@@ -22,6 +22,7 @@ import psycopg
 from psycopg import conninfo
 
 from groupd.storage.errors import StorageError
+from groupd.storage.postgresql.fencing import Fence
 
 T = TypeVar("T")
 
@@ -71,6 +72,7 @@ class Database:
         self.lock = threading.Lock()
         self._conn: psycopg.Connection | None = None
         self._failed_at = 0.0
+        self.fence: Fence | None = None  # in a cluster only (fencing.py): every write checks its lease epoch
 
     def connection(self) -> psycopg.Connection:
         if self._conn is not None and not self._conn.closed and not self._conn.broken:
@@ -84,13 +86,17 @@ class Database:
             raise StorageError(f"cannot connect to PostgreSQL at {describe(self.url)}: {_first_line(exc)}") from None
         return self._conn
 
-    def run(self, work: Callable[[psycopg.Connection], T], what: str) -> T:
+    def run(self, work: Callable[[psycopg.Connection], T], what: str, fenced: Iterable[int] = ()) -> T:
         """``work`` in one transaction, committed before this returns (synchronous_commit as configured in
-        the database: on, by default); StorageError naming ``what`` when it failed, rolled back."""
+        the database: on, by default); StorageError naming ``what`` when it failed, rolled back. A write
+        names the partitions it writes in ``fenced``: in a cluster their lease epochs are checked first, in
+        the same transaction (fencing.py)."""
         with self.lock:
             conn = self.connection()
             try:
                 with conn.transaction():
+                    if self.fence is not None:
+                        self.fence.check(conn, list(fenced))
                     return work(conn)
             except psycopg.Error as exc:
                 if conn.broken or conn.closed:

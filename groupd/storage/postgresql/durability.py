@@ -127,7 +127,13 @@ class PgDurability:
             error: StorageError | None = None
             if any(entries for _lg, entries, _end, _gen in work):
                 try:
-                    await asyncio.to_thread(self.db.run, lambda conn: _write(conn, work), "a group commit")
+                    # in a cluster, the partitions whose lease epochs the round checks (fencing.py)
+                    pids = (
+                        [lg.pid for lg, entries, _end, gen in work if entries and gen == lg.generation]
+                        if self.db.fence is not None
+                        else []
+                    )
+                    await asyncio.to_thread(self.db.run, lambda conn: _write(conn, work), "a group commit", pids)
                 except StorageError as exc:
                     error = exc
             self.rounds += 1

@@ -64,6 +64,8 @@ class PostgresEngine:
 
     def _open(self, kind: int, topic: str, partition: int, name: str, config: LogConfig | None) -> PgPartitionLog:
         pid, start, flags = self._partition_row(kind, topic, partition)
+        if self.db.fence is not None and kind == TOPIC:
+            self.db.fence.opened(pid, (topic, partition))
         return PgPartitionLog(self.db, pid, name, config or LogConfig(), start, flags)
 
     def open_partition(self, topic: str, partition: int, config: LogConfig | None = None) -> PgPartitionLog:

@@ -259,7 +259,9 @@ class PgPartitionLog:
         end, generation = self._end, self.generation
         self.taken_end = end
         try:
-            self.db.run(lambda conn: self.write_rows(conn, entries, generation), f"writing {self.name}")
+            self.db.run(
+                lambda conn: self.write_rows(conn, entries, generation), f"writing {self.name}", fenced=(self.pid,)
+            )
         except StorageError as exc:
             self.unwritten(end, generation, exc)
             raise
@@ -445,7 +447,7 @@ class PgPartitionLog:
             ).fetchone()
             return int(row[0]) if row else 0
 
-        self._size -= self.db.run(work, f"deleting records of {self.name}")
+        self._size -= self.db.run(work, f"deleting records of {self.name}", fenced=(self.pid,))
         self._start = offset
         self._keep_tail(lambda e: e.last >= offset)
 
@@ -467,7 +469,7 @@ class PgPartitionLog:
             assert row is not None
             return row[0], int(row[1])
 
-        first, size = self.db.run(work, f"truncating {self.name}")
+        first, size = self.db.run(work, f"truncating {self.name}", fenced=(self.pid,))
         self._size -= size
         new_end = max(self._start, first) if first is not None else self._end
         self._keep_tail(lambda e: e.last < new_end)
@@ -484,6 +486,7 @@ class PgPartitionLog:
                 (self.pid, name, self._end, document),
             ),
             f"saving the {name} snapshot of {self.name}",
+            fenced=(self.pid,),
         )
 
     def load_snapshot(self, name: str) -> Any | None:
@@ -505,6 +508,7 @@ class PgPartitionLog:
                 "UPDATE groupd_partition SET flags = array_append(flags, %s) WHERE id = %s", (name, self.pid)
             ),
             f"marking {self.name}",
+            fenced=(self.pid,),
         )
         self._flags.add(name)
 

@@ -11,7 +11,8 @@ Tables (see docs/storage.md):
 - ``groupd_batch``: every record batch, byte for byte as produced (with the offsets the log gave it), keyed
   by (partition, base offset), with its last offset, largest timestamp and size for range scans;
 - ``groupd_snapshot``: a partition's JSON snapshots, each valid for the log end it names;
-- ``groupd_metadata``: the metadata store's documents.
+- ``groupd_metadata``: the metadata store's documents;
+- ``groupd_node``, ``groupd_lease``: the nodes of a cluster and who owns what (groupd/cluster/).
 """
 
 from __future__ import annotations
@@ -54,6 +55,26 @@ MIGRATIONS: list[str] = [
     CREATE TABLE groupd_metadata (
         key text PRIMARY KEY,
         value bytea NOT NULL
+    );
+    """,
+    # 2: several nodes over one database (groupd/cluster/, docs/cluster.md): every node's registration and
+    # heartbeat, and one lease with an epoch per partition (data or internal), checked by every write
+    """
+    CREATE TABLE groupd_node (
+        node_id integer PRIMARY KEY,
+        incarnation text NOT NULL,
+        host text NOT NULL,
+        port integer NOT NULL,
+        rack text,
+        expires_at timestamptz NOT NULL
+    );
+    CREATE TABLE groupd_lease (
+        topic text NOT NULL,
+        partition integer NOT NULL,
+        owner integer,
+        epoch bigint NOT NULL DEFAULT 0,
+        expires_at timestamptz NOT NULL DEFAULT 'epoch',
+        PRIMARY KEY (topic, partition)
     );
     """,
 ]

@@ -1,0 +1,72 @@
+"""Fencing: every write of a partition checks, in its own transaction, that this node still holds the
+partition's lease at the epoch it acquired (groupd/cluster/ keeps the leases; docs/cluster.md).
+
+Single-node use has no fence (``Database.fence`` None): nothing is checked and nothing costs more. In a
+cluster every partition the engine opens is named to the fence; a write of a partition whose lease this
+node does not hold, or holds at another epoch than the database's, raises Fenced and the transaction rolls
+back, so nothing of it is stored and its waiters are answered with the error, never acknowledged.
+
+The check locks the lease rows it read (FOR SHARE): a takeover (an UPDATE of the row) that began first
+makes the check wait and then see the new epoch; one that comes later waits for the write to commit, and
+the new owner, which loads the partition after its takeover, sees that write. The database serialises the
+two; no clock takes part.
+"""
+
+from __future__ import annotations
+
+import psycopg
+
+from groupd.storage.errors import StorageError
+
+Resource = tuple[str, int]
+
+_CHECK = (
+    "SELECT w.pid FROM unnest(%s::bigint[], %s::bigint[]) AS w(pid, epoch) "
+    "JOIN groupd_partition p ON p.id = w.pid "
+    "JOIN groupd_lease l ON l.topic = p.topic AND l.partition = p.partition "
+    "WHERE l.owner = %s AND l.epoch = w.epoch FOR SHARE OF l"
+)
+
+
+class Fenced(StorageError):
+    """A write by a node that does not (or no longer) own the partition's lease: refused, never stored."""
+
+
+class Fence:
+    """The epochs this node writes its partitions at, by partition id (``groupd_partition.id``)."""
+
+    def __init__(self, node_id: int) -> None:
+        self.node_id = node_id
+        self.resources: dict[int, Resource] = {}  # every partition the engine opened: pid -> (topic, partition)
+        self.epochs: dict[Resource, int] = {}  # the leases this node holds (groupd/cluster/ sets them)
+
+    def opened(self, pid: int, resource: Resource) -> None:
+        self.resources[pid] = resource
+
+    def hold(self, resource: Resource, epoch: int) -> None:
+        self.epochs[resource] = epoch
+
+    def drop(self, resource: Resource) -> None:
+        self.epochs.pop(resource, None)
+
+    def check(self, conn: psycopg.Connection, pids: list[int]) -> None:
+        """Fenced unless this node holds every partition of ``pids`` at its epoch, as the database says in
+        ``conn``'s transaction (the rows stay locked until it ends)."""
+        fenced = list(dict.fromkeys(pid for pid in pids if pid in self.resources))
+        if not fenced:
+            return
+        epochs = []
+        for pid in fenced:
+            epoch = self.epochs.get(self.resources[pid])
+            if epoch is None:
+                raise Fenced(f"node {self.node_id} does not own {_name(self.resources[pid])}: write refused")
+            epochs.append(epoch)
+        rows = conn.execute(_CHECK, (fenced, epochs, self.node_id)).fetchall()
+        if len(rows) != len(fenced):
+            ok = {r[0] for r in rows}
+            lost = sorted(_name(self.resources[pid]) for pid in fenced if pid not in ok)
+            raise Fenced(f"node {self.node_id} lost the lease of {', '.join(lost)}: write refused")
+
+
+def _name(r: Resource) -> str:
+    return f"{r[0]}-{r[1]}"
