@@ -30,7 +30,7 @@ def _factory(config: dict[str, str]) -> EngineFactory:
 
 def _config(name: str, place: Path, request: pytest.FixtureRequest) -> dict[str, str]:
     """The configuration of engine ``name``: a data directory, and what the engine needs besides (a fresh
-    database of the test run's PostgreSQL server, tests/storage/conftest.py)."""
+    database of the test run's PostgreSQL server, tests/conftest.py)."""
     config = {"log.dirs": str(place), "storage.engine": name}
     if name == "postgresql":
         config["storage.postgresql.url"] = request.getfixturevalue("postgresql_url")
