@@ -53,6 +53,16 @@ TOPIC, GROUP, CLUSTER, TRANSACTIONAL_ID = (
 
 
 NOTHING: frozenset[str] = frozenset()
+
+
+class _EveryName(frozenset[str]):
+    """A refusal of every name, an unknown one (None) too."""
+
+    def __contains__(self, name: object) -> bool:
+        return True
+
+
+EVERY_NAME: frozenset[str] = _EveryName()  # a follower's Fetch without CLUSTER_ACTION: every partition refused
 CLUSTER_DENIED = "Cluster authorization failed."  # Kafka's message for CLUSTER_AUTHORIZATION_FAILED
 NOT_REQUESTED = -(1 << 31)  # an authorized-operations field nobody asked for
 
