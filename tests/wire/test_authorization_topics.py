@@ -213,8 +213,11 @@ async def test_list_offsets_v0_needs_describe(env):
         ("orders", ErrorCode.none, (0,)),
         ("secret", TAF, ()),
     ]
-    # v1+ keeps its check (DESCRIBE): unchanged
-    assert (await alice.call(2, 7, list_offsets_body("secret", 0, -1))).topics[0].partitions[0].error_code == TAF
+    # v1+ (handleListOffsetRequest): the same check, the refused topics after the others too
+    v7 = list_offsets_body("secret", 0, -1)
+    v7 = dataclasses.replace(v7, topics=(v7.topics[0], dataclasses.replace(v7.topics[0], name="orders")))
+    r = await alice.call(2, 7, v7)
+    assert [(t.name, t.partitions[0].error_code) for t in r.topics] == [("orders", ErrorCode.none), ("secret", TAF)]
 
 
 def follower_fetch_v15(topic_id):

@@ -492,9 +492,8 @@ def list_offsets(broker: Broker, ctx: RequestContext, req: ListOffsetsRequest) -
         for p in t.partitions:
             times = named[t.name, p.partition_index]
             if t.name in denied:
-                refused = {"partition_index": p.partition_index, "error_code": ErrorCode.topic_authorization_failed}
-                rows.append((t.name, refused | {"timestamp": -1, "offset": -1, "leader_epoch": -1}))
-            elif times == 1:
+                continue
+            if times == 1:
                 rows.append((t.name, answer(t.name, p)))
             elif times > 1:  # a partition named more than once: one answer, INVALID_REQUEST
                 named[t.name, p.partition_index] = 0
@@ -510,6 +509,10 @@ def list_offsets(broker: Broker, ctx: RequestContext, req: ListOffsetsRequest) -
                         },
                     )
                 )
+    # KafkaApis: the topics refused (partitionSeqByAuthorized) answered after the others
+    refused = {"error_code": ErrorCode.topic_authorization_failed, "timestamp": -1, "offset": -1, "leader_epoch": -1}
+    rows += [(t.name, refused | {"partition_index": p.partition_index}) for t in req.topics if t.name in denied
+             for p in t.partitions]  # fmt: skip
     return ctx.respond(
         throttle_time=0, topics=ctx.by_topic("ListOffsetsTopicResponse", "ListOffsetsPartitionResponse", rows)
     )

@@ -1,0 +1,67 @@
+"""With an authorizer, the handler of every API that groupd/broker/security/api_checks.py records as
+checked asks ``broker.access``: a handler that forgot its check fails here."""
+
+from __future__ import annotations
+
+from groupd.broker.app import Broker
+from groupd.broker.security.access import Access
+from groupd.broker.security.acl import AclBinding
+from groupd.broker.security.api_checks import API_CHECKS, UNCHECKED
+from groupd.protocol import codec
+from groupd.protocol.api_table import API_TABLE
+from tests.conftest import broker_config
+from tests.harness import WireClient
+from tests.wire.test_acls import AUTHORIZED_CONFIG
+from tests.wire.test_authorization import every_api_once
+
+# the questions a handler can ask the access door (security/access.py)
+QUESTIONS = (
+    "allowed", "cluster", "may_create_topic", "asked_operations", "cluster_operations", "names",
+    "refused_names", "refused", "any_of_type", "operations",
+)  # fmt: skip
+
+
+async def test_each_checked_api_asks_the_authorizer(tmp_path, monkeypatch):
+    """Every version of every API, odd values, from User:ANONYMOUS with an authorizer and no ACL: each API
+    the record calls checked asks the access door at least once (a handler that forgot its check fails)."""
+    asked: set[int] = set()
+
+    def recording(name):
+        question = getattr(Access, name)
+
+        def ask(self, ctx, *args, **kwargs):
+            asked.add(ctx.header.api_key)
+            return question(self, ctx, *args, **kwargs)
+
+        return ask
+
+    for name in QUESTIONS:
+        monkeypatch.setattr(Access, name, recording(name))
+    b = Broker(broker_config(tmp_path, **{"authorizer.class.name": AUTHORIZED_CONFIG["authorizer.class.name"]}))
+    await b.start()
+    try:
+        b.create_topic("fz", 2, {})
+        await every_api_once(b)
+        # what odd values do not reach: a config resource of a known type, a cluster asked for its operations,
+        # a topic named well enough, a transaction to list (made with ANONYMOUS allowed its id)
+        b.access.create([AclBinding.of_wire(5, "tx", 3, "User:ANONYMOUS", "*", 4, 3)])  # WRITE on txn id "tx"
+        client = await WireClient.connect(b.port)
+        await client.call(22, 4, {"transactional_id": "tx", "transaction_timeout": 60000, "producer_id": -1,
+                                  "producer_epoch": -1})  # fmt: skip
+        described = codec.nested(codec.request_class(32, 4), "DescribeConfigsResource")
+        altered = codec.nested(codec.request_class(33, 2), "AlterConfigsResource")
+        fz = described(resource_type=2, resource_name="fz", configuration_keys=None)
+        await client.call(32, 4, {"resources": (fz,), "include_synonyms": False, "include_documentation": False})
+        await client.call(33, 2, {"resources": (altered(resource_type=2, resource_name="fz", configs=()),),
+                                  "validate_only": True})  # fmt: skip
+        await client.call(60, 1, {"include_cluster_authorized_operations": True, "endpoint_type": 1})
+        topic = codec.nested(codec.request_class(75, 0), "TopicRequest")
+        await client.call(75, 0, {"topics": (topic(name="fz"),), "response_partition_limit": 10, "cursor": None})
+        await client.call(66, 1, {"state_filters": (), "producer_id_filters": (), "duration_filter": -1})
+        await client.close()
+    finally:
+        await b.stop()
+    checked = {key for key, need in API_CHECKS.items() if need != UNCHECKED}
+    missing = sorted(API_TABLE[key].name for key in checked - asked)
+    assert not missing, missing
+    assert not asked - checked  # and nothing the record calls unchecked asks
