@@ -1,5 +1,6 @@
 """With an authorizer, the handler of every API that groupd/broker/security/api_checks.py records as
-checked asks ``broker.access``: a handler that forgot its check fails here."""
+checked asks ``broker.access``: a handler that forgot its check fails here. Without one, the hot paths
+ask it nothing."""
 
 from __future__ import annotations
 
@@ -8,11 +9,14 @@ from groupd.broker.security.access import Access
 from groupd.broker.security.acl import AclBinding
 from groupd.broker.security.api_checks import API_CHECKS, UNCHECKED
 from groupd.protocol import codec
-from groupd.protocol.api_table import API_TABLE
+from groupd.protocol.api_table import API_TABLE, ApiKey
+from groupd.storage.batch import build_batch
 from tests.conftest import broker_config
 from tests.harness import WireClient
 from tests.wire.test_acls import AUTHORIZED_CONFIG
 from tests.wire.test_authorization import every_api_once
+from tests.wire.test_data_plane import fetch_body, produce_body
+from tests.wire.test_groups import commit_body, join_body, join_with_id, start_broker, sync_body
 
 # the questions a handler can ask the access door (security/access.py)
 QUESTIONS = (
@@ -21,9 +25,8 @@ QUESTIONS = (
 )  # fmt: skip
 
 
-async def test_each_checked_api_asks_the_authorizer(tmp_path, monkeypatch):
-    """Every version of every API, odd values, from User:ANONYMOUS with an authorizer and no ACL: each API
-    the record calls checked asks the access door at least once (a handler that forgot its check fails)."""
+def record_questions(monkeypatch) -> set[int]:
+    """The api keys of the requests that ask the access door anything, from now on."""
     asked: set[int] = set()
 
     def recording(name):
@@ -37,6 +40,35 @@ async def test_each_checked_api_asks_the_authorizer(tmp_path, monkeypatch):
 
     for name in QUESTIONS:
         monkeypatch.setattr(Access, name, recording(name))
+    return asked
+
+
+async def test_without_an_authorizer_the_hot_paths_ask_nothing(tmp_path, monkeypatch):
+    """No authorizer: Produce, Fetch, OffsetCommit, JoinGroup, SyncGroup and Heartbeat read one attribute
+    of the access door and call none of its questions (bench/acl_bytecodes.py counts 0 bytecodes there)."""
+    asked = record_questions(monkeypatch)
+    b = await start_broker(tmp_path, **{"group.initial.rebalance.delay.ms": 0})
+    try:
+        b.create_topic("t", 1, {})
+        c = await WireClient.connect(b.port)
+        await c.call(ApiKey.PRODUCE, 9, produce_body("t", 0, build_batch([(b"k", b"v")], timestamp_ms=1000)))
+        await c.call(ApiKey.FETCH, 11, fetch_body("t", 0, 0))
+        await c.call(ApiKey.OFFSET_COMMIT, 8, commit_body("g", "t", 0, 1, ""))
+        member = await join_with_id(c)
+        joined = await c.call(ApiKey.JOIN_GROUP, 5, join_body(5, member_id=member))
+        await c.call(ApiKey.SYNC_GROUP, 3, sync_body(3, member, joined.generation_id, ((member, b""),)))
+        beat = {"group_id": "g", "generation_id": joined.generation_id, "member_id": member, "group_instance_id": None}
+        assert (await c.call(ApiKey.HEARTBEAT, 4, beat)).error_code == 0
+        await c.close()
+    finally:
+        await b.stop()
+    assert asked == set()
+
+
+async def test_each_checked_api_asks_the_authorizer(tmp_path, monkeypatch):
+    """Every version of every API, odd values, from User:ANONYMOUS with an authorizer and no ACL: each API
+    the record calls checked asks the access door at least once (a handler that forgot its check fails)."""
+    asked = record_questions(monkeypatch)
     b = Broker(broker_config(tmp_path, **{"authorizer.class.name": AUTHORIZED_CONFIG["authorizer.class.name"]}))
     await b.start()
     try:

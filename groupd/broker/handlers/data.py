@@ -151,7 +151,8 @@ def produce(broker: Broker, ctx: RequestContext, req: ProduceRequest) -> Answer:
     touched = {}
     # KafkaApis.handleProduceRequest: WRITE on the transactional id (every partition refused), on each topic
     tid = req.transactional_id if ctx.version >= 3 else None  # v3+
-    txn_refused = tid is not None and not broker.access.allowed(ctx, WRITE, TRANSACTIONAL_ID, tid)
+    access = broker.access if broker.access.authorizer is not None else None  # None: nothing asked, no call
+    txn_refused = access is not None and tid is not None and not access.allowed(ctx, WRITE, TRANSACTIONAL_ID, tid)
     for topic in req.topic_data:
         if by_id:
             key: Any = topic.topic_id
@@ -162,7 +163,7 @@ def produce(broker: Broker, ctx: RequestContext, req: ProduceRequest) -> Answer:
             ErrorCode.transactional_id_authorization_failed
             if txn_refused
             else ErrorCode.topic_authorization_failed
-            if name is not None and not broker.access.allowed(ctx, WRITE, TOPIC, name)
+            if access is not None and name is not None and not access.allowed(ctx, WRITE, TOPIC, name)
             else None
         )
         for pd in topic.partition_data:
