@@ -158,6 +158,23 @@ class _Run:
         return problems
 
 
+def _finish(runs: list[_Run], brokers: list[BrokerProcess], seconds: float) -> str:
+    """Wait for the runs (at most ``seconds``), then stop what is left and the brokers: what went wrong, with
+    the brokers' last log lines, or "" when every run passed."""
+    try:
+        deadline = time.monotonic() + seconds
+        problems = [p for run in runs for p in run.wait(deadline)]
+    finally:
+        for run in runs:
+            if run.proc.poll() is None:
+                run.proc.kill()
+        for broker in brokers:
+            broker.kill()
+    if not problems:
+        return ""
+    return "\n".join(problems) + "\n" + "\n".join(b.log_text()[-2000:] for b in brokers)
+
+
 @pytest.mark.client
 def test_librdkafka_consumer_group_suite(tmp_path):
     """Both protocols at once, each against its own broker (a regex test must not see the other run's topics)."""
@@ -172,15 +189,9 @@ def test_librdkafka_consumer_group_suite(tmp_path):
             for n, (flags, extra_env) in SEPARATE.items():
                 if n in chosen:
                     runs.append(_Run(tests, tmp_path, mode, [n], broker.bootstrap, flags, extra_env))
-        deadline = time.monotonic() + 480
-        problems = [p for run in runs for p in run.wait(deadline)]
     finally:
-        for run in runs:
-            if run.proc.poll() is None:
-                run.proc.kill()
-        for broker in brokers:
-            broker.kill()
-    assert not problems, "\n".join(problems) + "\n" + "\n".join(b.log_text()[-2000:] for b in brokers)
+        problems = _finish(runs, brokers, 480)
+    assert not problems, problems
 
 
 # 0081's subtests that need an authorizer, as librdkafka's own CI broker has one: StandardAuthorizer,
@@ -224,12 +235,6 @@ def test_librdkafka_acl_subtests(tmp_path):
             brokers.append(broker.start())
             runs.append(_Run(tests, tmp_path, "classic", ["0081"], bootstrap, ["-Q"], {"SUBTESTS": sub},
                              ACL_CLIENT))
-        deadline = time.monotonic() + 300
-        problems = [p for run in runs for p in run.wait(deadline)]
     finally:
-        for run in runs:
-            if run.proc.poll() is None:
-                run.proc.kill()
-        for broker in brokers:
-            broker.kill()
-    assert not problems, "\n".join(problems) + "\n" + "\n".join(b.log_text()[-2000:] for b in brokers)
+        problems = _finish(runs, brokers, 300)
+    assert not problems, problems
