@@ -66,6 +66,31 @@ async def test_consumer_group_heartbeat_needs_describe_on_each_subscribed_topic(
     assert r.error_code == GAF
 
 
+async def test_a_regex_resolves_to_the_topics_the_member_may_describe(env):
+    """GroupMetadataManager.refreshRegularExpressions -> filterTopicDescribeAuthorizedTopics (Kafka 4.2's
+    group coordinator): the topics a regex matches are kept only if the principal of the heartbeat that
+    scheduled the resolution may DESCRIBE them, so a member never learns of the others through its
+    assignment."""
+    b, admin, alice, orders, secret = env
+    await create(admin, creation(rtype=GROUP, name="g", op=READ), creation(name="orders", op=READ))
+    r = await alice.call(68, 1, consumer_hb(1, "m1", 0, regex="orders|secret", owned=(), timeout=30_000))
+    assert r.error_code == ErrorCode.none
+    for _ in range(100):  # the regex is resolved a moment after the heartbeat; the assignment follows
+        if r.assignment is not None and r.assignment.topic_partitions:
+            break
+        await asyncio.sleep(0.02)
+        r = await alice.call(68, 1, consumer_hb(1, "m1", r.member_epoch))
+    assert [tp.topic_id for tp in r.assignment.topic_partitions] == [orders]
+    # admin (a super user) subscribing to the same regex in another group gets both
+    r = await admin.call(68, 1, consumer_hb(1, "m2", 0, regex="orders|secret", owned=(), timeout=30_000, group="h"))
+    for _ in range(100):
+        if r.assignment is not None and len(r.assignment.topic_partitions) == 2:
+            break
+        await asyncio.sleep(0.02)
+        r = await admin.call(68, 1, consumer_hb(1, "m2", r.member_epoch, group="h"))
+    assert sorted(tp.topic_id for tp in r.assignment.topic_partitions) == sorted([orders, secret])
+
+
 async def test_consumer_group_describe_refuses_a_group_assigned_a_hidden_topic(env):
     b, admin, alice, _orders, _secret = env
     r = await admin.call(68, 1, consumer_hb(1, "m1", 0, names=("secret",), owned=(), timeout=30_000))

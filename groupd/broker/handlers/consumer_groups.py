@@ -44,6 +44,9 @@ def consumer_group_heartbeat(broker: Broker, ctx: RequestContext, req: ConsumerG
         client_id=ctx.client_id,
         client_host="/" + ctx.client_host,
         version=ctx.version,
+        # an authorizer's: what a regex resolution this heartbeat schedules may keep (every heartbeat carries it:
+        # the one that schedules need not name the regex)
+        topic_filter=broker.access.describable_topics(ctx) if broker.access.authorizer is not None else None,
     )
     finish = heartbeat_answer(ctx)
     if broker.access.authorizer is not None:

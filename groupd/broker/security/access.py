@@ -182,6 +182,20 @@ class Access:
             return None
         return CoordinatorError(AUTHORIZATION_ERRORS[rtype])
 
+    def describable_topics(self, ctx: RequestContext) -> Callable[[frozenset[str]], frozenset[str]] | None:
+        """Without an authorizer None; else the topics among some the request's principal may DESCRIBE, asked
+        later (a regex resolution) for that principal and host, a denial not logged (GroupMetadataManager's
+        Action(DESCRIBE, topic, logIfAllowed=true, logIfDenied=false))."""
+        authorizer = self.authorizer
+        if authorizer is None:
+            return None
+        principal, host = _principal(ctx), ctx.client_host
+
+        def describable(names: frozenset[str]) -> frozenset[str]:
+            return frozenset(n for n in names if authorizer.authorize(principal, host, DESCRIBE, TOPIC, n))
+
+        return describable
+
     def any_of_type(self, ctx: RequestContext, op: Operation, rtype: ResourceType) -> bool:
         """Whether the principal may do ``op`` on some resource of the type (authorizeByResourceType)."""
         if self.authorizer is None:

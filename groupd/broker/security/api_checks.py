@@ -70,7 +70,7 @@ API_CHECKS: dict[ApiKey, str] = {
     ApiKey.DESCRIBE_TRANSACTIONS: "DESCRIBE on each transactional id; DESCRIBE on each topic of the transaction",
     ApiKey.LIST_TRANSACTIONS: "DESCRIBE on each transactional id (only those are listed)",
     ApiKey.CONSUMER_GROUP_HEARTBEAT: "READ on the group; DESCRIBE on each subscribed topic, else "
-    "TOPIC_AUTHORIZATION_FAILED",
+    "TOPIC_AUTHORIZATION_FAILED; a regex resolves to the matching topics the principal may DESCRIBE",
     ApiKey.CONSUMER_GROUP_DESCRIBE: "DESCRIBE on each group; a group whose assignments name a topic the principal "
     "may not DESCRIBE is refused (TOPIC_AUTHORIZATION_FAILED)",
     ApiKey.LIST_CONFIG_RESOURCES: "DESCRIBE_CONFIGS on the cluster",
