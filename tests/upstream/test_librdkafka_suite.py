@@ -189,8 +189,10 @@ def test_librdkafka_consumer_group_suite(tmp_path):
             for n, (flags, extra_env) in SEPARATE.items():
                 if n in chosen:
                     runs.append(_Run(tests, tmp_path, mode, [n], broker.bootstrap, flags, extra_env))
-    finally:
-        problems = _finish(runs, brokers, 480)
+    except BaseException:
+        _finish(runs, brokers, 0)  # a broker that would not start: stop the rest at once
+        raise
+    problems = _finish(runs, brokers, 480)
     assert not problems, problems
 
 
@@ -235,6 +237,8 @@ def test_librdkafka_acl_subtests(tmp_path):
             brokers.append(broker.start())
             runs.append(_Run(tests, tmp_path, "classic", ["0081"], bootstrap, ["-Q"], {"SUBTESTS": sub},
                              ACL_CLIENT))
-    finally:
-        problems = _finish(runs, brokers, 300)
+    except BaseException:
+        _finish(runs, brokers, 0)  # a broker that would not start: stop the rest at once
+        raise
+    problems = _finish(runs, brokers, 300)
     assert not problems, problems
