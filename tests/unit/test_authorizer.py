@@ -202,6 +202,32 @@ def test_authorized_operations_bits_range_over_the_supported_operations():
     assert b.authorized_operations(BOB, HOST, GROUP, "g") == 0
 
 
+def test_allow_everyone_gives_every_operation_until_an_acl_names_the_resource():
+    """What librdkafka's 0081 (DescribeTopics/DescribeCluster/DescribeConsumerGroups with authorized operations)
+    checks against a broker with allow.everyone.if.no.acl.found=true and its user no super user: every
+    supported operation of a topic without ACLs; once an ALLOW READ names the topic, READ and the DESCRIBE
+    it implies only (StandardAuthorizerData: a resource with ACLs is never the default's)."""
+    a = auth(allow_if_no_acl=True)
+    every = sum(1 << op for op in (Op.READ, Op.WRITE, Op.CREATE, Op.DELETE, Op.ALTER, Op.DESCRIBE,
+                                   Op.DESCRIBE_CONFIGS, Op.ALTER_CONFIGS))  # AclEntry.supportedOperations(TOPIC)
+    assert a.authorized_operations(ALICE, HOST, TOPIC, "orders") == every
+    a.create([acl(op=Op.READ)])
+    assert a.authorized_operations(ALICE, HOST, TOPIC, "orders") == (1 << Op.READ) | (1 << Op.DESCRIBE)
+    a.delete(AclFilter(TOPIC, "orders", LIT, None, None, Op.ANY, Permission.ANY))
+    assert a.authorized_operations(ALICE, HOST, TOPIC, "orders") == every
+
+
+def test_decisions_are_cached_until_the_acls_change():
+    """A decision is kept by (principal, host, operation, type, name), which Access.allowed reads directly; any
+    change to the ACLs forgets them all."""
+    a = auth(acl(op=Op.READ))
+    assert ok(a) and a.cache[(ALICE, HOST, Op.READ, TOPIC, "orders")].allowed
+    a.create([acl(op=Op.READ, perm=DENY)])
+    assert not a.cache and not ok(a)
+    a.delete(AclFilter(TOPIC, "orders", LIT, None, None, Op.ANY, DENY))
+    assert not a.cache and ok(a)
+
+
 def test_authorize_by_resource_type():
     # Authorizer.authorizeByResourceType: any unshadowed ALLOW of exactly op (or ALL) for the type
     assert auth(acl(op=Op.WRITE, name="t1")).authorize_by_resource_type(ALICE, HOST, Op.WRITE, TOPIC)

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.harness import BrokerProcess
+from tests.harness import BrokerProcess, free_port
 from tests.upstream import librdkafka_build
 
 pytestmark = pytest.mark.timeout(1800)  # a build of minutes on a shared 2-core machine, then runs of about two
@@ -78,8 +78,8 @@ SELECTION = {
 }
 # tests run on their own, with the flags and environment given: -Q is librdkafka's own quick subset of a
 # test that takes minutes in full (0081's: its API tests from a producer handle, not again from a
-# consumer's); SUBTESTS picks 0081's group subtests (its others cover ACLs, which groupd does not have,
-# SCRAM, topics and configs)
+# consumer's); SUBTESTS picks 0081's group subtests (its ACL subtests run against a broker with an
+# authorizer below; its others cover SCRAM, topics and configs)
 SEPARATE = {"0113": (["-Q"], {}), "0081": (["-Q"], {"SUBTESTS": "Group"})}
 DESELECT: dict[str, dict[str, str]] = {
     "classic": {},
@@ -105,12 +105,12 @@ class _Run:
     """One test-runner process: a mode, its tests, its flags."""
 
     def __init__(self, tests: Path, tmp: Path, mode: str, numbers: list[str], bootstrap: str,
-                 flags: list[str], extra_env: dict[str, str]) -> None:
+                 flags: list[str], extra_env: dict[str, str], conf_lines: tuple[str, ...] = ()) -> None:
         self.mode, self.numbers = mode, numbers
-        name = f"{mode}-{'-'.join(numbers) if len(numbers) == 1 else 'all'}"
+        name = f"{mode}-{'-'.join(numbers) if len(numbers) == 1 else 'all'}-{extra_env.get('SUBTESTS', '')}"
         self.report = tmp / f"{name}.json"
         conf = tmp / f"{name}.conf"
-        conf.write_text(f"bootstrap.servers={bootstrap}\n")
+        conf.write_text("".join(f"{line}\n" for line in (f"bootstrap.servers={bootstrap}", *conf_lines)))
         env = {
             **os.environ,
             "RDKAFKA_TEST_CONF": str(conf),
@@ -158,6 +158,23 @@ class _Run:
         return problems
 
 
+def _finish(runs: list[_Run], brokers: list[BrokerProcess], seconds: float) -> str:
+    """Wait for the runs (at most ``seconds``), then stop what is left and the brokers: what went wrong, with
+    the brokers' last log lines, or "" when every run passed."""
+    try:
+        deadline = time.monotonic() + seconds
+        problems = [p for run in runs for p in run.wait(deadline)]
+    finally:
+        for run in runs:
+            if run.proc.poll() is None:
+                run.proc.kill()
+        for broker in brokers:
+            broker.kill()
+    if not problems:
+        return ""
+    return "\n".join(problems) + "\n" + "\n".join(b.log_text()[-2000:] for b in brokers)
+
+
 @pytest.mark.client
 def test_librdkafka_consumer_group_suite(tmp_path):
     """Both protocols at once, each against its own broker (a regex test must not see the other run's topics)."""
@@ -172,12 +189,56 @@ def test_librdkafka_consumer_group_suite(tmp_path):
             for n, (flags, extra_env) in SEPARATE.items():
                 if n in chosen:
                     runs.append(_Run(tests, tmp_path, mode, [n], broker.bootstrap, flags, extra_env))
-        deadline = time.monotonic() + 480
-        problems = [p for run in runs for p in run.wait(deadline)]
-    finally:
-        for run in runs:
-            if run.proc.poll() is None:
-                run.proc.kill()
-        for broker in brokers:
-            broker.kill()
-    assert not problems, "\n".join(problems) + "\n" + "\n".join(b.log_text()[-2000:] for b in brokers)
+    except BaseException:
+        _finish(runs, brokers, 0)  # a broker that would not start: stop the rest at once
+        raise
+    problems = _finish(runs, brokers, 480)
+    assert not problems, problems
+
+
+# 0081's subtests that need an authorizer, as librdkafka's own CI broker has one: StandardAuthorizer,
+# allow.everyone.if.no.acl.found=true (a resource without ACLs is open, so the test's topics and groups
+# need none), over SASL PLAIN as a user who is no super user (0081 checks that an ACL naming its topic
+# narrows its authorized operations to READ and DESCRIBE). "Acls": CreateAcls, DescribeAcls, DeleteAcls
+# (every validation and filter case); "authorized": DescribeTopics, DescribeCluster and
+# DescribeConsumerGroups with authorized operations, before and after ACLs name the resource.
+ACL_SUBTESTS = ("Acls", "authorized")
+ACL_JAAS = 'org.apache.kafka.common.security.plain.PlainLoginModule required user_admin="admin-secret" ' \
+    'user_rdkafka="rdkafka-secret";'
+ACL_CLIENT = ("security.protocol=SASL_PLAINTEXT", "sasl.mechanism=PLAIN", "sasl.username=rdkafka",
+              "sasl.password=rdkafka-secret")
+
+
+def acl_broker(data: Path) -> tuple[BrokerProcess, str]:
+    """A broker as 0081's ACL subtests expect one, and its SASL PLAIN bootstrap (beside the plaintext listener the
+    harness waits on)."""
+    sasl = free_port()
+    broker = BrokerProcess(data, overrides={
+        **BROKER,
+        "sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config": ACL_JAAS,
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "allow.everyone.if.no.acl.found": "true",
+        "super.users": "User:admin",
+    })
+    broker.overrides["listeners"] = f"PLAINTEXT://127.0.0.1:{broker.port},SASL_PLAINTEXT://127.0.0.1:{sasl}"
+    return broker, f"127.0.0.1:{sasl}"
+
+
+@pytest.mark.client
+def test_librdkafka_acl_subtests(tmp_path):
+    """0081's ACL subtests, each selection against a broker of its own (one's ACLs must not count in the other's
+    DescribeAcls), from a producer handle (-Q)."""
+    tests = _tests_dir()
+    brokers, runs = [], []
+    try:
+        for sub in ACL_SUBTESTS:
+            broker, bootstrap = acl_broker(tmp_path / f"data-{sub}")
+            brokers.append(broker.start())
+            runs.append(_Run(tests, tmp_path, "classic", ["0081"], bootstrap, ["-Q"], {"SUBTESTS": sub},
+                             ACL_CLIENT))
+    except BaseException:
+        _finish(runs, brokers, 0)  # a broker that would not start: stop the rest at once
+        raise
+    problems = _finish(runs, brokers, 300)
+    assert not problems, problems

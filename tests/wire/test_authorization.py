@@ -227,6 +227,18 @@ async def test_super_user_is_not_checked(env):
     assert part(await admin.call(0, 9, produce_body("orders", 0, BATCH))).error_code == ErrorCode.none
 
 
+async def every_api_once(b: Broker) -> list[tuple[str, object]]:
+    """Every version of every API once, with odd values (test_fuzz_requests' seed), each on a connection of
+    its own: the outcomes."""
+    values = Values(SEED)
+    cases = [
+        (key, version, request_bytes(key, version, values.entity(codec.request_class(key, version)), 7))
+        for key, spec in sorted(API_TABLE.items())
+        for version in range(spec.min_version, spec.max_version + 1)
+    ]
+    return await asyncio.gather(*(_exchange(b.port, key, version, frame) for key, version, frame in cases))
+
+
 async def test_every_api_and_version_answers_a_principal_with_no_acls(tmp_path, caplog):
     """The odd-values sweep of test_fuzz_requests, from ``User:ANONYMOUS`` with an authorizer and no ACL:
     every refusal path answers (or closes with a log line), none fails."""
@@ -234,14 +246,8 @@ async def test_every_api_and_version_answers_a_principal_with_no_acls(tmp_path, 
     await b.start()
     try:
         b.create_topic("fz", 2, {})
-        values = Values(SEED)
-        cases = [
-            (key, version, request_bytes(key, version, values.entity(codec.request_class(key, version)), 7))
-            for key, spec in sorted(API_TABLE.items())
-            for version in range(spec.min_version, spec.max_version + 1)
-        ]
         with caplog.at_level(logging.WARNING, logger="groupd"):
-            outcomes = await asyncio.gather(*(_exchange(b.port, key, version, frame) for key, version, frame in cases))
+            outcomes = await every_api_once(b)
         failed = [r.getMessage() for r in caplog.records if "failed" in r.getMessage() or r.exc_info]
         assert not failed, failed
         assert [o for o in outcomes if o[0] == "undecodable"] == []

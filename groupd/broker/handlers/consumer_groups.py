@@ -3,7 +3,7 @@ kio entities of both versions <-> the core's version-free requests (coordinator/
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from kio.schema.consumer_group_describe.v1.request import ConsumerGroupDescribeRequest
@@ -12,15 +12,18 @@ from kio.static.protocol import Entity
 
 from groupd.broker.dispatch import Answer, RequestContext, Response, answered_later
 from groupd.broker.handlers.operations import NOT_REQUESTED
-from groupd.broker.security.access import DESCRIBE, GROUP, READ
+from groupd.broker.security.access import DESCRIBE, GROUP, READ, TOPIC
 from groupd.coordinator import errors as E
 from groupd.coordinator import group_types
 from groupd.coordinator.consumer.api import ConsumerGroupHeartbeat
 from groupd.coordinator.service import CoordinatorError
 from groupd.protocol import codec
+from groupd.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from groupd.broker.app import Broker
+
+TOPICS_REFUSED = "The group has described topic(s) that the client is not authorized to describe."  # Kafka's
 
 
 def consumer_group_heartbeat(broker: Broker, ctx: RequestContext, req: ConsumerGroupHeartbeatRequest) -> Answer:
@@ -41,11 +44,33 @@ def consumer_group_heartbeat(broker: Broker, ctx: RequestContext, req: ConsumerG
         client_id=ctx.client_id,
         client_host="/" + ctx.client_host,
         version=ctx.version,
+        # an authorizer's: what a regex resolution this heartbeat schedules may keep (every heartbeat carries it:
+        # the one that schedules need not name the regex)
+        topic_filter=broker.access.describable_topics(ctx) if broker.access.authorizer is not None else None,
     )
     finish = heartbeat_answer(ctx)
-    if (refused := broker.access.refused(ctx, READ, GROUP, req.group_id)) is not None:  # KafkaApis
-        return finish(None, refused)
+    if broker.access.authorizer is not None:
+        if (refused := broker.access.refused(ctx, READ, GROUP, req.group_id)) is not None:  # KafkaApis
+            return finish(None, refused)
+        if subscription_refused(broker, ctx, req.subscribed_topic_names):
+            return heartbeat_refused(ctx, ErrorCode.topic_authorization_failed)
     return answered_later(broker, req.group_id, group_types.consumer_group_heartbeat, request, finish)
+
+
+def subscription_refused(broker: Broker, ctx: RequestContext, names: Iterable[str] | None) -> bool:
+    """Whether a heartbeat names a subscribed topic the principal may not DESCRIBE: KafkaApis'
+    handleConsumerGroupHeartbeat and handleShareGroupHeartbeat then answer TOPIC_AUTHORIZATION_FAILED
+    and nothing else (clients are not to learn of topics they may not describe)."""
+    return names is not None and bool(broker.access.refused_names(ctx, DESCRIBE, TOPIC, names))
+
+
+def topics_refused(broker: Broker, ctx: RequestContext, members: Iterable[Any], target: bool) -> bool:
+    """Whether a described group's members' assignments (and target assignments, ``target``) name a
+    topic the principal may not DESCRIBE: Kafka (handleConsumerGroupDescribe, handleShareGroupDescribe,
+    with an authorizer only) then answers the group TOPIC_AUTHORIZATION_FAILED with no members."""
+    names = {name for m in members for rows in ((m.assignment, m.target) if target else (m.assignment,))
+             for _tid, name, _ps in rows}  # fmt: skip
+    return bool(broker.access.refused_names(ctx, DESCRIBE, TOPIC, names))
 
 
 def heartbeat_refused(ctx: RequestContext, code: int, message: str | None = None) -> Response:
@@ -101,6 +126,14 @@ def described_assignment(ctx: RequestContext) -> Callable[[Any], Any]:
     return assignment
 
 
+def refused_group(group_cls: Any, group_id: str, code: int, message: str | None = None) -> Entity:
+    """A described group's refusal: its id and error, every other field the schema's default (Consumer-
+    and ShareGroupDescribe's DescribedGroup)."""
+    return codec.make(group_cls, error_code=code, error_message=message, group_id=group_id, group_state="",
+                      group_epoch=0, assignment_epoch=0, assignor_name="", members=(),
+                      authorized_operations=NOT_REQUESTED)  # fmt: skip
+
+
 def consumer_group_describe(broker: Broker, ctx: RequestContext, req: ConsumerGroupDescribeRequest) -> Answer:
     group_cls, member_cls = ctx.nested("DescribedGroup"), ctx.nested("Member")
     assignment = described_assignment(ctx)
@@ -113,20 +146,10 @@ def consumer_group_describe(broker: Broker, ctx: RequestContext, req: ConsumerGr
                 group_id, group_types.consumer_group_describe, [group_id], broker.coordinator.cfg
             )
         except CoordinatorError as exc:
-            out.append(
-                codec.make(
-                    group_cls,
-                    error_code=exc.code,
-                    error_message=None,
-                    group_id=group_id,
-                    group_state="",
-                    group_epoch=0,
-                    assignment_epoch=0,
-                    assignor_name="",
-                    members=(),
-                    authorized_operations=NOT_REQUESTED,
-                )
-            )
+            out.append(refused_group(group_cls, group_id, exc.code))
+            continue
+        if broker.access.authorizer is not None and topics_refused(broker, ctx, d.members, target=True):
+            out.append(refused_group(group_cls, group_id, ErrorCode.topic_authorization_failed, TOPICS_REFUSED))
             continue
         members = tuple(
             codec.make(

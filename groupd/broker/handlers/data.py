@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
 from kio.schema.fetch.v12.request import FetchTopic as FetchTopicV12
+from kio.schema.fetch.v14.request import FetchRequest as FetchRequestV14
 from kio.schema.fetch.v18.request import FetchRequest
 from kio.schema.list_offsets.v11.request import ListOffsetsRequest
 from kio.schema.produce.v12.request import TopicProduceData as TopicProduceDataV12
@@ -25,7 +26,16 @@ from groupd.broker.dataplane.leader_epochs import (
 )
 from groupd.broker.dispatch import Answer, RequestContext, Response, later_of
 from groupd.broker.handlers import old_versions
-from groupd.broker.security.access import DESCRIBE, NOTHING, READ, TOPIC, TRANSACTIONAL_ID, WRITE
+from groupd.broker.security.access import (
+    CLUSTER_ACTION,
+    DESCRIBE,
+    EVERY_NAME,
+    NOTHING,
+    READ,
+    TOPIC,
+    TRANSACTIONAL_ID,
+    WRITE,
+)
 from groupd.clock import wall_ms
 from groupd.protocol import codec
 from groupd.protocol.errors import ErrorCode
@@ -143,7 +153,8 @@ def produce(broker: Broker, ctx: RequestContext, req: ProduceRequest) -> Answer:
     touched = {}
     # KafkaApis.handleProduceRequest: WRITE on the transactional id (every partition refused), on each topic
     tid = req.transactional_id if ctx.version >= 3 else None  # v3+
-    txn_refused = tid is not None and not broker.access.allowed(ctx, WRITE, TRANSACTIONAL_ID, tid)
+    access = broker.access if broker.access.authorizer is not None else None  # None: nothing asked, no call
+    txn_refused = access is not None and tid is not None and not access.allowed(ctx, WRITE, TRANSACTIONAL_ID, tid)
     for topic in req.topic_data:
         if by_id:
             key: Any = topic.topic_id
@@ -154,7 +165,7 @@ def produce(broker: Broker, ctx: RequestContext, req: ProduceRequest) -> Answer:
             ErrorCode.transactional_id_authorization_failed
             if txn_refused
             else ErrorCode.topic_authorization_failed
-            if name is not None and not broker.access.allowed(ctx, WRITE, TOPIC, name)
+            if access is not None and name is not None and not access.allowed(ctx, WRITE, TOPIC, name)
             else None
         )
         for pd in topic.partition_data:
@@ -259,7 +270,7 @@ def fetch(broker: Broker, ctx: RequestContext, req: FetchRequest) -> Answer:
         else:
             wanted.append((cast(FetchTopicV12, t).topic, None, t.partitions))
     deadline = time.monotonic() + codec.millis(req.max_wait) / 1000
-    denied = broker.access.refused_names(ctx, READ, TOPIC, (name for name, _tid, _ps in wanted))  # KafkaApis: READ
+    denied = _fetch_refused(broker, ctx, req, wanted)
     keys = [(name, p.partition) for name, _tid, ps in wanted if name is not None and name not in denied for p in ps]
     quota = broker.quotas.fetch
     budget: int = req.max_bytes if ctx.version >= 3 else 0x7FFFFFFF  # max_bytes: v3+
@@ -272,6 +283,18 @@ def fetch(broker: Broker, ctx: RequestContext, req: FetchRequest) -> Answer:
     if answer is not None:
         return answer  # data there, or no wait asked for: answered in this loop turn
     return later_of(_fetch_waiting(broker, attempt, keys, deadline))
+
+
+def _fetch_refused(broker: Broker, ctx: RequestContext, req: FetchRequest, wanted: list) -> frozenset[str]:
+    """The topics answered TOPIC_AUTHORIZATION_FAILED (KafkaApis.handleFetchRequest): a consumer's, those it
+    may not READ; a follower's (replica id >= 0), none with CLUSTER_ACTION on the cluster, else every one."""
+    access = broker.access
+    if access.authorizer is None:
+        return NOTHING
+    replica = req.replica_state.replica_id if ctx.version >= 15 else cast(FetchRequestV14, req).replica_id
+    if replica >= 0:
+        return NOTHING if access.cluster(ctx, CLUSTER_ACTION) else EVERY_NAME
+    return access.refused_names(ctx, READ, TOPIC, (name for name, _tid, _ps in wanted))
 
 
 def _fetch_attempt(
@@ -356,10 +379,10 @@ def _fetch_once(
             diverging: tuple[int, int] | None = None
             if lg is None:
                 error = (
-                    ErrorCode.unknown_topic_id
+                    ErrorCode.topic_authorization_failed
+                    if name in denied  # an unknown id too, for a follower refused (EVERY_NAME)
+                    else ErrorCode.unknown_topic_id
                     if (name is None and ctx.version >= 13)
-                    else ErrorCode.topic_authorization_failed
-                    if name in denied
                     else ErrorCode.unknown_topic_or_partition
                 )
             elif name is not None and not broker.leads(name, p.partition):
@@ -476,9 +499,8 @@ def list_offsets(broker: Broker, ctx: RequestContext, req: ListOffsetsRequest) -
         for p in t.partitions:
             times = named[t.name, p.partition_index]
             if t.name in denied:
-                refused = {"partition_index": p.partition_index, "error_code": ErrorCode.topic_authorization_failed}
-                rows.append((t.name, refused | {"timestamp": -1, "offset": -1, "leader_epoch": -1}))
-            elif times == 1:
+                continue
+            if times == 1:
                 rows.append((t.name, answer(t.name, p)))
             elif times > 1:  # a partition named more than once: one answer, INVALID_REQUEST
                 named[t.name, p.partition_index] = 0
@@ -494,6 +516,10 @@ def list_offsets(broker: Broker, ctx: RequestContext, req: ListOffsetsRequest) -
                         },
                     )
                 )
+    # KafkaApis: the topics refused (partitionSeqByAuthorized) answered after the others
+    refused = {"error_code": ErrorCode.topic_authorization_failed, "timestamp": -1, "offset": -1, "leader_epoch": -1}
+    rows += [(t.name, refused | {"partition_index": p.partition_index}) for t in req.topics if t.name in denied
+             for p in t.partitions]  # fmt: skip
     return ctx.respond(
         throttle_time=0, topics=ctx.by_topic("ListOffsetsTopicResponse", "ListOffsetsPartitionResponse", rows)
     )

@@ -159,6 +159,8 @@ def list_config_resources(broker: Broker, ctx: RequestContext, req: ListConfigRe
     subscriptions, which groupd does not keep (always none). A type the version does not support answers
     UNSUPPORTED_VERSION with no resources.
     """
+    if not broker.access.cluster(ctx, acl.DESCRIBE_CONFIGS):  # KafkaApis: DESCRIBE_CONFIGS on the cluster, first
+        return ctx.respond(throttle_time=0, error_code=ErrorCode.cluster_authorization_failed, config_resources=())
     supported = _SUPPORTED_TYPES[ctx.version]
     wanted = (frozenset(req.resource_types) if ctx.version >= 1 else frozenset()) or supported
     if not wanted <= supported:

@@ -18,7 +18,7 @@ from kio.static.protocol import Entity
 
 from groupd.broker.dispatch import Answer, RequestContext, Response, answered_later, waits
 from groupd.broker.handlers.operations import NOT_REQUESTED
-from groupd.broker.security.access import DELETE, DESCRIBE, GROUP, READ
+from groupd.broker.security.access import AUTHORIZATION_ERRORS, DELETE, DESCRIBE, GROUP, READ
 from groupd.coordinator import errors as E
 from groupd.coordinator import shard as core
 from groupd.coordinator.api import (
@@ -80,8 +80,8 @@ def join_group(broker: Broker, ctx: RequestContext, req: JoinGroupRequest) -> An
             members=members,
         )
 
-    if broker.access.authorizer is not None and (refused := broker.access.refused(ctx, READ, GROUP, req.group_id)):
-        return finish(None, refused)
+    if broker.access.authorizer is not None and not broker.access.allowed(ctx, READ, GROUP, req.group_id):
+        return finish(None, CoordinatorError(AUTHORIZATION_ERRORS[GROUP]))  # KafkaApis: READ on the group
     return answered_later(broker, req.group_id, core.join_group, request, finish)
 
 
@@ -117,8 +117,8 @@ def sync_group(broker: Broker, ctx: RequestContext, req: SyncGroupRequest) -> An
             assignment=payload.assignment,
         )
 
-    if broker.access.authorizer is not None and (refused := broker.access.refused(ctx, READ, GROUP, req.group_id)):
-        return finish(None, refused)
+    if broker.access.authorizer is not None and not broker.access.allowed(ctx, READ, GROUP, req.group_id):
+        return finish(None, CoordinatorError(AUTHORIZATION_ERRORS[GROUP]))  # KafkaApis: READ on the group
     return answered_later(broker, req.group_id, core.sync_group, request, finish)
 
 
@@ -145,8 +145,8 @@ def heartbeat(broker: Broker, ctx: RequestContext, req: HeartbeatRequest) -> Ans
 
     # no write: usually answered before the coordinator returns, unless earlier answers of the shard
     # still wait for their flush round (they leave first)
-    if broker.access.authorizer is not None and (refused := broker.access.refused(ctx, READ, GROUP, req.group_id)):
-        return finish(None, refused)
+    if broker.access.authorizer is not None and not broker.access.allowed(ctx, READ, GROUP, req.group_id):
+        return finish(None, CoordinatorError(AUTHORIZATION_ERRORS[GROUP]))  # KafkaApis: READ on the group
     return answered_later(broker, req.group_id, core.heartbeat, request, finish)
 
 
@@ -174,8 +174,8 @@ def leave_group(broker: Broker, ctx: RequestContext, req: LeaveGroupRequest) -> 
             )
         return ctx.respond(throttle_time=0, error_code=payload.error, members=members_out)
 
-    if broker.access.authorizer is not None and (refused := broker.access.refused(ctx, READ, GROUP, req.group_id)):
-        return finish(None, refused)
+    if broker.access.authorizer is not None and not broker.access.allowed(ctx, READ, GROUP, req.group_id):
+        return finish(None, CoordinatorError(AUTHORIZATION_ERRORS[GROUP]))  # KafkaApis: READ on the group
     return answered_later(broker, req.group_id, core.leave_group, request, finish)
 
 

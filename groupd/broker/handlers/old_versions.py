@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from groupd.broker.dataplane.topic_configs import effective_topic_config
 from groupd.broker.dispatch import RequestContext, Response
+from groupd.broker.security.access import DESCRIBE, TOPIC
 from groupd.clock import wall_ms
 from groupd.protocol.errors import ErrorCode
 from groupd.storage import codecs, message_sets
@@ -58,10 +59,15 @@ def legacy_offsets_before(lg: PartitionLog, timestamp: int, max_num_offsets: int
 def list_offsets_v0(broker: Broker, ctx: RequestContext, req: Any) -> Response:
     """Kafka 3.9's handleListOffsetRequestV0: a timestamp below EARLIEST (-2) is UNSUPPORTED_VERSION; an
     unknown partition UNKNOWN_TOPIC_OR_PARTITION; a consumer's (replica id -1) answer never names an
-    offset past the high watermark (groupd's high watermark is its log end offset)."""
+    offset past the high watermark (groupd's high watermark is its log end offset). A topic the principal
+    may not DESCRIBE answers TOPIC_AUTHORIZATION_FAILED on each partition, after the allowed topics
+    (partitionSeqByAuthorized, then ``responseTopics ++ unauthorizedResponseStatus``)."""
     now = wall_ms()
     rows = []
+    denied = broker.access.refused_names(ctx, DESCRIBE, TOPIC, (t.name for t in req.topics))
     for t in req.topics:
+        if t.name in denied:
+            continue
         for p in t.partitions:
             row: dict[str, Any] = {
                 "partition_index": p.partition_index,
@@ -79,6 +85,10 @@ def list_offsets_v0(broker: Broker, ctx: RequestContext, req: Any) -> Response:
                     offsets = [lg.high_watermark] + [o for o in offsets if o <= lg.high_watermark]
                 row["old_style_offsets"] = tuple(offsets)
             rows.append((t.name, row))
+    for t in req.topics:
+        if t.name in denied:
+            rows += [(t.name, {"partition_index": p.partition_index, "error_code": ErrorCode.topic_authorization_failed,
+                               "old_style_offsets": ()}) for p in t.partitions]  # fmt: skip
     return ctx.respond(topics=ctx.by_topic("ListOffsetsTopicResponse", "ListOffsetsPartitionResponse", rows))
 
 

@@ -2,21 +2,24 @@
 share groups enabled, group id, member id, v2's renew-only fetch, the share session, then per partition
 unknown topic id / partition, the acknowledgements' validation, and the fetch.
 
-The share-partitions and sessions are ``broker.share_partitions`` (broker/share/manager.py). No ACLs
-are enforced anywhere in groupd, so the GROUP and TOPIC READ checks of Kafka have nothing to consult.
+The share-partitions and sessions are ``broker.share_partitions`` (broker/share/manager.py). With an
+authorizer both need READ on the group (else GROUP_AUTHORIZATION_FAILED for the whole request) and READ on
+each topic: a partition of a topic the principal may not read answers TOPIC_AUTHORIZATION_FAILED, an
+acknowledgement after its batches were validated, a fetch before the partition is looked up.
 """
 
 from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any, cast
 
 from kio.schema.share_acknowledge.v2.request import ShareAcknowledgeRequest
 from kio.schema.share_fetch.v2.request import ShareFetchRequest
 
 from groupd.broker.dispatch import RequestContext, Response, waits
-from groupd.broker.security.access import GROUP, READ
+from groupd.broker.security.access import GROUP, NOTHING, READ, TOPIC
 from groupd.broker.share.manager import NOT_LEADER_OR_FOLLOWER, PartResult
 from groupd.broker.share.partition import GAP, RENEW, AckBatch
 from groupd.broker.share.sessions import FINAL_EPOCH, SessionError
@@ -78,6 +81,14 @@ def _validate(batches: list[AckBatch], renew_supported: bool, is_renew: bool) ->
     return True
 
 
+def _read_refused(broker: Broker, ctx: RequestContext, partitions: Iterable[TopicIdPartition]) -> frozenset[str]:
+    """The named topics among the partitions' the principal may not READ (KafkaApis: filterByAuthorized(READ,
+    TOPIC) over the request's partitions and the share session's)."""
+    if broker.access.authorizer is None:
+        return NOTHING
+    return broker.access.refused_names(ctx, READ, TOPIC, {_topic_name(broker, tid) for tid, _p in partitions})
+
+
 def _topic_name(broker: Broker, topic_id: uuid.UUID | None) -> str | None:
     topic = broker.listed_topic_by_id(topic_id) if topic_id is not None else None
     return None if topic is None else topic.name
@@ -101,9 +112,16 @@ def _acks_of(topics: Any) -> dict[TopicIdPartition, list[AckBatch]]:
 
 
 async def _handle_acks(
-    broker: Broker, group: str, member: str, acks: dict[TopicIdPartition, list[AckBatch]], version: int, is_renew: bool
+    broker: Broker,
+    group: str,
+    member: str,
+    acks: dict[TopicIdPartition, list[AckBatch]],
+    version: int,
+    is_renew: bool,
+    denied: frozenset[str],
 ) -> dict[TopicIdPartition, tuple[int, str | None]]:
-    """KafkaApis.handleAcknowledgements: validation, unknown topic/partition, then the share-partitions."""
+    """KafkaApis.handleAcknowledgements: validation, READ on the topic, unknown topic/partition, an empty
+    acknowledgement (NONE), then the share-partitions."""
     results: dict[TopicIdPartition, tuple[int, str | None]] = {}
     wanted: dict[TopicIdPartition, list[AckBatch]] = {}
     for tp, batches in acks.items():
@@ -111,10 +129,14 @@ async def _handle_acks(
             results[tp] = (ErrorCode.invalid_request, None)
             continue
         topic = broker.listed_topic_by_id(tp[0]) if tp[0] is not None else None
-        if topic is None:
+        if topic is not None and topic.name in denied:
+            results[tp] = (ErrorCode.topic_authorization_failed, None)
+        elif topic is None:
             results[tp] = (ErrorCode.unknown_topic_or_partition, None)  # Kafka's topic id resolves to no name
         elif not 0 <= tp[1] < topic.partitions:
             results[tp] = (ErrorCode.unknown_topic_or_partition, None)
+        elif not batches:
+            results[tp] = (ErrorCode.none, None)
         else:
             wanted[tp] = batches
     if wanted:
@@ -169,9 +191,10 @@ async def share_fetch(broker: Broker, ctx: RequestContext, req: ShareFetchReques
         if exc.code == ErrorCode.share_session_limit_reached and max_wait > 0:
             await broker.partitions.wait_for_data([], max_wait / 1000)  # Kafka's idle timer: answered after MaxWaitMs
         return _top_error(ctx, exc.code, str(exc))
+    denied = _read_refused(broker, ctx, [*context.partitions, *wanted, *acks])
     ack_results: dict[TopicIdPartition, tuple[int, str | None]] = {}
     if acks:
-        ack_results = await _handle_acks(broker, group, member, acks, ctx.version, is_renew)
+        ack_results = await _handle_acks(broker, group, member, acks, ctx.version, is_renew, denied)
     fetched: dict[TopicIdPartition, PartResult] = {}
     if not context.final and not is_renew:
         to_fetch = []
@@ -181,6 +204,8 @@ async def share_fetch(broker: Broker, ctx: RequestContext, req: ShareFetchReques
             if context.incremental and session is not None and session.names.get(tp) is None:
                 # ShareSessionContext: a session partition whose topic id resolved to no name when it joined
                 fetched[tp] = PartResult(ErrorCode.unknown_topic_id)
+            elif topic is not None and topic.name in denied:
+                fetched[tp] = PartResult(ErrorCode.topic_authorization_failed)
             elif topic is None or not 0 <= tp[1] < topic.partitions:
                 fetched[tp] = PartResult(ErrorCode.unknown_topic_or_partition)  # not in the metadata
             else:
@@ -282,10 +307,8 @@ async def share_acknowledge(broker: Broker, ctx: RequestContext, req: ShareAckno
             acks.setdefault((_topic_id(t), p.partition_index), []).extend(
                 AckBatch(b.first_offset, b.last_offset, tuple(b.acknowledge_types)) for b in p.acknowledgement_batches
             )
-    results = await _handle_acks(broker, group, member, {tp: b for tp, b in acks.items() if b}, ctx.version, is_renew)
-    for tp, batches in acks.items():
-        if not batches:
-            results[tp] = (ErrorCode.none, None)
+    denied = _read_refused(broker, ctx, acks)
+    results = await _handle_acks(broker, group, member, acks, ctx.version, is_renew, denied)
     if epoch == FINAL_EPOCH:
         manager.sessions.remove(session.key)
         await manager.release_session(group, member, list(session.partitions))

@@ -10,7 +10,15 @@ from kio.schema.share_group_describe.v1.request import ShareGroupDescribeRequest
 from kio.schema.share_group_heartbeat.v1.request import ShareGroupHeartbeatRequest
 
 from groupd.broker.dispatch import Answer, RequestContext, Response, answered_later
-from groupd.broker.handlers.consumer_groups import described_assignment, heartbeat_answer, heartbeat_refused
+from groupd.broker.handlers.consumer_groups import (
+    TOPICS_REFUSED,
+    described_assignment,
+    heartbeat_answer,
+    heartbeat_refused,
+    refused_group,
+    subscription_refused,
+    topics_refused,
+)
 from groupd.broker.handlers.operations import NOT_REQUESTED
 from groupd.broker.security.access import DESCRIBE, GROUP, READ
 from groupd.coordinator import errors as E
@@ -18,6 +26,7 @@ from groupd.coordinator import group_types
 from groupd.coordinator.service import CoordinatorError
 from groupd.coordinator.share.api import ShareGroupHeartbeat
 from groupd.protocol import codec
+from groupd.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from groupd.broker.app import Broker
@@ -44,22 +53,21 @@ def share_group_heartbeat(broker: Broker, ctx: RequestContext, req: ShareGroupHe
             broker.share_groups.initialize(payload.initialize)  # once the heartbeat's records are durable
         return answer(payload, error)
 
-    if (refused := broker.access.refused(ctx, READ, GROUP, req.group_id)) is not None:  # KafkaApis
-        return finish(None, refused)
+    if broker.access.authorizer is not None:
+        if (refused := broker.access.refused(ctx, READ, GROUP, req.group_id)) is not None:  # KafkaApis
+            return finish(None, refused)
+        if subscription_refused(broker, ctx, req.subscribed_topic_names):
+            return heartbeat_refused(ctx, ErrorCode.topic_authorization_failed)
     return answered_later(broker, req.group_id, group_types.share_group_heartbeat, request, finish)
 
 
 def share_group_describe(broker: Broker, ctx: RequestContext, req: ShareGroupDescribeRequest) -> Answer:
     group_cls, member_cls = ctx.nested("DescribedGroup"), ctx.nested("Member")
 
-    def failed(group_id: str, code: int, message: str | None = None) -> Response:
-        return codec.make(group_cls, error_code=code, error_message=message, group_id=group_id, group_state="",
-                          group_epoch=0, assignment_epoch=0, assignor_name="", members=(),
-                          authorized_operations=NOT_REQUESTED)
-
     if not broker.share_groups.enabled:
         return ctx.respond(
-            throttle_time=0, groups=tuple(failed(g, E.UNSUPPORTED_VERSION, DISABLED) for g in req.group_ids)
+            throttle_time=0,
+            groups=tuple(refused_group(group_cls, g, E.UNSUPPORTED_VERSION, DISABLED) for g in req.group_ids),
         )
     asked = req.include_authorized_operations
     assignment = described_assignment(ctx)
@@ -71,7 +79,10 @@ def share_group_describe(broker: Broker, ctx: RequestContext, req: ShareGroupDes
                 raise refused
             (d,) = broker.coordinator.call_sync(group_id, group_types.share_group_describe, [group_id])
         except CoordinatorError as exc:
-            out.append(failed(group_id, exc.code))
+            out.append(refused_group(group_cls, group_id, exc.code))
+            continue
+        if broker.access.authorizer is not None and topics_refused(broker, ctx, d.members, target=False):
+            out.append(refused_group(group_cls, group_id, ErrorCode.topic_authorization_failed, TOPICS_REFUSED))
             continue
         members = tuple(
             codec.make(

@@ -17,18 +17,21 @@ from kio.static.protocol import Entity
 
 from groupd.broker.dispatch import RequestContext, Response, waits
 from groupd.broker.handlers.share_groups import DISABLED
-from groupd.broker.security.access import DELETE, DESCRIBE, GROUP, READ
+from groupd.broker.security.access import DELETE, DESCRIBE, GROUP, NOTHING, READ, TOPIC
 from groupd.coordinator import errors as E
 from groupd.coordinator import group_types
 from groupd.coordinator.service import CoordinatorError
 from groupd.coordinator.share.api import AlterShareOffsets, DeleteShareOffsets
 from groupd.coordinator.share_state.persister import SharePartitionKey
 from groupd.protocol import codec
+from groupd.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from groupd.broker.app import Broker
 
 UNINITIALIZED = -1
+TOPIC_REFUSED = ErrorCode.topic_authorization_failed
+TOPIC_REFUSED_MESSAGE = "Topic authorization failed."  # Kafka's Errors.TOPIC_AUTHORIZATION_FAILED.message
 
 
 @waits
@@ -44,7 +47,14 @@ async def describe_share_group_offsets(
         )
     )
 
-    def part(index: int, start: int = UNINITIALIZED, epoch: int = -1, lag: int = -1, error: int = 0) -> Entity:
+    def part(
+        index: int,
+        start: int = UNINITIALIZED,
+        epoch: int = -1,
+        lag: int = -1,
+        error: int = 0,
+        message: str | None = None,
+    ) -> Entity:
         return codec.make(
             part_cls,
             partition_index=index,
@@ -52,7 +62,7 @@ async def describe_share_group_offsets(
             leader_epoch=epoch,
             lag=lag,
             error_code=error,
-            error_message=None,
+            error_message=message,
         )
 
     async def one(group: Any) -> Entity:
@@ -62,6 +72,7 @@ async def describe_share_group_offsets(
                 group_cls, group_id=gid, topics=(), error_code=E.UNSUPPORTED_VERSION, error_message=DISABLED
             )
         wanted: list[tuple[str, uuid.UUID | None, tuple[int, ...]]] = []
+        unseen: frozenset[str] = NOTHING
         try:
             if (denied := broker.access.refused(ctx, DESCRIBE, GROUP, gid)) is not None:  # KafkaApis
                 raise denied
@@ -69,8 +80,14 @@ async def describe_share_group_offsets(
                 names = {t.topic_id: name for name, t in broker.topics.by_name.items()}
                 initialized = broker.coordinator.call_sync(gid, group_types.share_initialized_partitions, gid)
                 wanted = [(names[t], t, tuple(sorted(ps))) for t, ps in initialized.items() if t in names]
+                # KafkaApis: the topics the principal may not DESCRIBE are left out of the answer
+                hidden = broker.access.refused_names(ctx, DESCRIBE, TOPIC, (n for n, _t, _ps in wanted))
+                wanted = [w for w in wanted if w[0] not in hidden]
             else:
+                unseen = broker.access.refused_names(ctx, DESCRIBE, TOPIC, (t.topic_name for t in group.topics))
                 for t in group.topics:
+                    if t.topic_name in unseen:
+                        continue
                     topic = broker.topics.get(t.topic_name)
                     wanted.append((t.topic_name, topic.topic_id if topic is not None else None, tuple(t.partitions)))
         except CoordinatorError as exc:
@@ -112,10 +129,30 @@ async def describe_share_group_offsets(
                         topic_cls, topic_name=name, topic_id=codec.ZERO_UUID, partitions=tuple(part(p) for p in parts)
                     )
                 )
+        # KafkaApis.describeShareGroupOffsetsForGroup: a named topic the principal may not DESCRIBE, last
+        for t in () if group.topics is None else group.topics:
+            if t.topic_name in unseen:
+                hidden_rows = tuple(
+                    part(p, UNINITIALIZED, 0, -1, TOPIC_REFUSED, TOPIC_REFUSED_MESSAGE) for p in t.partitions
+                )
+                topics.append(
+                    codec.make(topic_cls, topic_name=t.topic_name, topic_id=codec.ZERO_UUID, partitions=hidden_rows)
+                )
         return codec.make(group_cls, group_id=gid, topics=tuple(topics), error_code=0, error_message=None)
 
     groups = await asyncio.gather(*(one(g) for g in req.groups))
     return ctx.respond(throttle_time=0, groups=tuple(groups))
+
+
+_PARTITION_MESSAGES = {  # an altered partition's error message: Kafka's ApiError(error).message
+    E.UNKNOWN_TOPIC_OR_PARTITION: "This server does not host this topic-partition.",
+    TOPIC_REFUSED: TOPIC_REFUSED_MESSAGE,
+}
+
+
+def _topic_id(broker: Broker, name: str) -> uuid.UUID | None:
+    topic = broker.topics.get(name)
+    return topic.topic_id if topic is not None else None
 
 
 @waits
@@ -134,9 +171,15 @@ async def alter_share_group_offsets(
         return refused(E.UNSUPPORTED_VERSION, DISABLED)
     if (denied := broker.access.refused(ctx, READ, GROUP, req.group_id)) is not None:  # KafkaApis: READ the group
         return refused(denied.code)
+    # KafkaApis: READ on each topic, else its partitions answer TOPIC_AUTHORIZATION_FAILED (first in the answer)
+    unread = broker.access.refused_names(ctx, READ, TOPIC, (t.topic_name for t in req.topics))
     request = AlterShareOffsets(
         req.group_id,
-        tuple((t.topic_name, tuple((p.partition_index, p.start_offset) for p in t.partitions)) for t in req.topics),
+        tuple(
+            (t.topic_name, tuple((p.partition_index, p.start_offset) for p in t.partitions))
+            for t in req.topics
+            if t.topic_name not in unread
+        ),
     )
     try:
         plan = await broker.coordinator.call(req.group_id, group_types.share_alter_offsets, request)
@@ -148,22 +191,22 @@ async def alter_share_group_offsets(
         error = await broker.share_groups.initialize_at(req.group_id, plan.state_epoch, plan.offsets)
         if error:
             return refused(error)
+    unread_rows = [
+        (t.topic_name, _topic_id(broker, t.topic_name), tuple((p.partition_index, TOPIC_REFUSED) for p in t.partitions))
+        for t in req.topics
+        if t.topic_name in unread
+    ]
     responses = tuple(
         codec.make(
             topic_cls,
             topic_name=name,
             topic_id=tid,
             partitions=tuple(
-                codec.make(
-                    part_cls,
-                    partition_index=p,
-                    error_code=code,
-                    error_message="This server does not host this topic-partition." if code else None,
-                )
+                codec.make(part_cls, partition_index=p, error_code=code, error_message=_PARTITION_MESSAGES.get(code))
                 for p, code in parts
             ),
         )
-        for name, tid, parts in plan.results
+        for name, tid, parts in [*unread_rows, *plan.results]
     )
     return ctx.respond(throttle_time=0, error_code=0, error_message=None, responses=responses)
 
@@ -183,17 +226,24 @@ async def delete_share_group_offsets(
         return refused(E.INVALID_GROUP_ID)
     if (denied := broker.access.refused(ctx, DELETE, GROUP, req.group_id)) is not None:  # KafkaApis: DELETE the group
         return refused(denied.code)
+    # KafkaApis: READ on each topic, else TOPIC_AUTHORIZATION_FAILED for it (first in the answer)
+    unread = broker.access.refused_names(ctx, READ, TOPIC, (t.topic_name for t in req.topics))
     try:
         plan = await broker.coordinator.call(
             req.group_id,
             group_types.share_delete_offsets,
-            DeleteShareOffsets(req.group_id, tuple(t.topic_name for t in req.topics)),
+            DeleteShareOffsets(req.group_id, tuple(t.topic_name for t in req.topics if t.topic_name not in unread)),
         )
     except CoordinatorError as exc:
         return refused(exc.code)
     if plan.error:
         return refused(plan.error, plan.message)
     responses = [
+        codec.make(topic_cls, topic_name=t.topic_name, topic_id=None, error_code=TOPIC_REFUSED,
+                   error_message=TOPIC_REFUSED_MESSAGE)  # fmt: skip
+        for t in req.topics
+        if t.topic_name in unread
+    ] + [
         codec.make(topic_cls, topic_name=n, topic_id=None, error_code=code, error_message=msg)
         for n, code, msg in plan.refused
     ]

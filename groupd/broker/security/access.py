@@ -53,6 +53,16 @@ TOPIC, GROUP, CLUSTER, TRANSACTIONAL_ID = (
 
 
 NOTHING: frozenset[str] = frozenset()
+
+
+class _EveryName(frozenset[str]):
+    """A refusal of every name, an unknown one (None) too."""
+
+    def __contains__(self, name: object) -> bool:
+        return True
+
+
+EVERY_NAME: frozenset[str] = _EveryName()  # a follower's Fetch without CLUSTER_ACTION: every partition refused
 CLUSTER_DENIED = "Cluster authorization failed."  # Kafka's message for CLUSTER_AUTHORIZATION_FAILED
 NOT_REQUESTED = -(1 << 31)  # an authorized-operations field nobody asked for
 
@@ -66,8 +76,11 @@ AUTHORIZATION_ERRORS = {
 }
 
 
+ANONYMOUS = "User:ANONYMOUS"
+
+
 def _principal(ctx: RequestContext) -> str:
-    return ctx.conn.principal if ctx.conn is not None else "User:ANONYMOUS"
+    return ctx.conn.principal if ctx.conn is not None else ANONYMOUS
 
 
 class Access:
@@ -111,11 +124,17 @@ class Access:
         authorizer = self.authorizer
         if authorizer is None:
             return True
-        principal = _principal(ctx)
-        decision = authorizer.decide(principal, ctx.client_host, op, rtype, name)
-        if not decision.allowed and log_denied:
+        conn = ctx.conn
+        principal = conn.principal if conn is not None else ANONYMOUS
+        # the decision cache read here, not through decide(): a check costs one lookup on the hot paths
+        decision = authorizer.cache.get((principal, ctx.client_host, op, rtype, name))
+        if decision is None:
+            decision = authorizer.decide(principal, ctx.client_host, op, rtype, name)
+        if decision.allowed:
+            return True
+        if log_denied:
             self._denied(ctx, principal, op, rtype, name, decision.rule)
-        return decision.allowed
+        return False
 
     def cluster(self, ctx: RequestContext, op: Operation, log_denied: bool = True) -> bool:
         return self.allowed(ctx, op, CLUSTER, CLUSTER_NAME, log_denied)
@@ -148,8 +167,13 @@ class Access:
         is no name): what a handler answers TOPIC_AUTHORIZATION_FAILED and the like for."""
         if self.authorizer is None:
             return NOTHING
-        denied = [n for n in names if n is not None and not self.allowed(ctx, op, rtype, n)]
-        return frozenset(denied) if denied else NOTHING  # a name asked twice is decided from the cache
+        denied: set[str] | None = None
+        for name in names:  # a name asked twice is decided from the cache
+            if name is not None and not self.allowed(ctx, op, rtype, name):
+                if denied is None:
+                    denied = set()
+                denied.add(name)
+        return NOTHING if denied is None else frozenset(denied)
 
     def refused(self, ctx: RequestContext, op: Operation, rtype: ResourceType, name: str) -> CoordinatorError | None:
         """None when allowed; else Kafka's error for the resource type (AclEntry.authorizationError) as the
@@ -157,6 +181,20 @@ class Access:
         if self.authorizer is None or self.allowed(ctx, op, rtype, name):
             return None
         return CoordinatorError(AUTHORIZATION_ERRORS[rtype])
+
+    def describable_topics(self, ctx: RequestContext) -> Callable[[frozenset[str]], frozenset[str]] | None:
+        """Without an authorizer None; else the topics among some the request's principal may DESCRIBE, asked
+        later (a regex resolution) for that principal and host, a denial not logged (GroupMetadataManager's
+        Action(DESCRIBE, topic, logIfAllowed=true, logIfDenied=false))."""
+        authorizer = self.authorizer
+        if authorizer is None:
+            return None
+        principal, host = _principal(ctx), ctx.client_host
+
+        def describable(names: frozenset[str]) -> frozenset[str]:
+            return frozenset(n for n in names if authorizer.authorize(principal, host, DESCRIBE, TOPIC, n))
+
+        return describable
 
     def any_of_type(self, ctx: RequestContext, op: Operation, rtype: ResourceType) -> bool:
         """Whether the principal may do ``op`` on some resource of the type (authorizeByResourceType)."""

@@ -142,7 +142,8 @@ class Authorizer:
         self.default = DEFAULT_ALLOW if allow_if_no_acl else DEFAULT_DENY
         self._bindings: dict[AclBinding, None] = {}  # an ordered set: DescribeAcls answers in creation order
         self._sections: dict[ResourceType, _Section] = {}
-        self._cache: dict[tuple[str, str, Operation, ResourceType, str], Decision] = {}
+        # (principal, host, operation, resource type, name) -> the decision; read directly by Access.allowed
+        self.cache: dict[tuple[str, str, Operation, ResourceType, str], Decision] = {}
         for acl in bindings:
             self._add(acl)
 
@@ -157,11 +158,11 @@ class Authorizer:
 
     def decide(self, principal: str, host: str, op: Operation, rtype: ResourceType, name: str) -> Decision:
         key = (principal, host, op, rtype, name)
-        decision = self._cache.get(key)
+        decision = self.cache.get(key)
         if decision is None:
-            if len(self._cache) >= CACHE_LIMIT:
-                self._cache.clear()
-            decision = self._cache[key] = self._decide(principal, host, op, rtype, name)
+            if len(self.cache) >= CACHE_LIMIT:
+                self.cache.clear()
+            decision = self.cache[key] = self._decide(principal, host, op, rtype, name)
         return decision
 
     def authorize(self, principal: str, host: str, op: Operation, rtype: ResourceType, name: str) -> bool:
@@ -240,7 +241,7 @@ class Authorizer:
             if why is None and acl not in self._bindings:
                 self._add(acl)
             results.append(why)
-        self._cache.clear()
+        self.cache.clear()
         return results
 
     def delete(self, flt: AclFilter) -> list[AclBinding]:
@@ -250,7 +251,7 @@ class Authorizer:
             del self._bindings[acl]
             self._sections[acl.resource_type].remove(acl)
         if gone:
-            self._cache.clear()
+            self.cache.clear()
         return gone
 
     def describe(self, flt: AclFilter) -> list[AclBinding]:

@@ -8,6 +8,7 @@ Topic partitions travel as ``(topic id, partitions)`` pairs, as on the wire. The
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from groupd.coordinator.api import TimerOp
@@ -15,6 +16,7 @@ from groupd.coordinator.consumer.records import ConsumerKey, ConsumerValue
 from groupd.coordinator.values import value
 
 TopicPartitionList = tuple[tuple[uuid.UUID, tuple[int, ...]], ...]
+TopicFilter = Callable[[frozenset[str]], frozenset[str]]
 
 JOIN_EPOCH = 0
 LEAVE_EPOCH = -1
@@ -37,6 +39,9 @@ class ConsumerGroupHeartbeat:
     client_id: str = ""
     client_host: str = ""
     version: int = 1
+    # with an authorizer, the topics among these the member may DESCRIBE: what a regex resolution scheduled by
+    # this heartbeat keeps (Kafka's GroupMetadataManager.refreshRegularExpressions); None: every topic
+    topic_filter: TopicFilter | None = None
 
 
 @value

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 from groupd.coordinator.consumer import records as rec
 
 if TYPE_CHECKING:
+    from groupd.coordinator.consumer.api import TopicFilter
     from groupd.coordinator.shard import ShardState
 
 # Member states (Kafka's MemberState byte values)
@@ -132,6 +133,7 @@ class ConsumerGroup:
     metadata_refresh: bool = True  # recompute the metadata hash at the next heartbeat
     last_regex_refresh: int = 0  # transient
     regex_refresh_pending: bool = False  # transient
+    regex_filter: TopicFilter | None = None  # transient: that of the heartbeat that last scheduled a resolution
     _used_regexes: frozenset[str] | None = None  # cache of used_regexes(), dropped by member-metadata replay
 
     def used_regexes(self) -> frozenset[str]:

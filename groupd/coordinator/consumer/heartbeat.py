@@ -527,6 +527,7 @@ def _join_or_heartbeat(
     out.timer(session_timer(g, member_id), now + config.session_timeout_ms)
     if _regex_refresh_due(group, now, config):
         group.regex_refresh_pending = True
+        group.regex_filter = request.topic_filter  # Kafka resolves with the scheduling heartbeat's context
         out.outcome.regex_refresh = g
 
     full = (
@@ -628,6 +629,8 @@ def resolve_regexes(groups: ConsumerGroups, topics: Topics, group_id: str, metad
             found = matching_topics(regex, topics)
         except InvalidRegex:
             continue
+        if group.regex_filter is not None:  # filterTopicDescribeAuthorizedTopics: only what the member may see
+            found = group.regex_filter(found)
         old = group.regexes.get(regex)
         if old is None or old.topics != found:
             out.add(rec.RegexKey(group_id, regex), rec.RegularExpression(tuple(sorted(found)), metadata_version, now))

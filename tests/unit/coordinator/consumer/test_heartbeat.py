@@ -306,6 +306,20 @@ def test_s16_regex_subscription_resolves_then_assigns(d):
     assert partitions(out) == {(tid("foo1"), 0), (tid("foo1"), 1), (tid("foo2"), 0)}
 
 
+def test_a_regex_resolution_keeps_what_the_scheduling_heartbeat_may_describe(d):
+    """GroupMetadataManager.refreshRegularExpressions (Kafka 4.2) filters the matched topics through the
+    authorizer with the context of the heartbeat that scheduled the refresh (filterTopicDescribeAuthorizedTopics):
+    the resolution record holds only those, and so does the assignment."""
+    d.topic("foo1", 2)
+    d.topic("foo2", 1)
+    out = d.hb("m1", 0, subscribed_topic_regex="foo.*", rebalance_timeout_ms=5000, owned=(),
+               topic_filter=lambda names: frozenset(n for n in names if n != "foo2"))  # fmt: skip
+    assert out.regex_refresh == "g"
+    res = d.resolve()
+    assert res.records[0][1].topics == ("foo1",)
+    assert partitions(d.hb("m1", 1)) == {(tid("foo1"), 0), (tid("foo1"), 1)}
+
+
 def test_s17_invalid_regex_shared_regex_and_its_tombstone(d):
     d.topic("foo1", 2)
     out = d.hb("m1", 0, subscribed_topic_regex="(", rebalance_timeout_ms=5000, owned=())
