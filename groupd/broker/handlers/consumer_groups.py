@@ -16,12 +16,14 @@ from groupd.broker.security.access import DESCRIBE, GROUP, READ, TOPIC
 from groupd.coordinator import errors as E
 from groupd.coordinator import group_types
 from groupd.coordinator.consumer.api import ConsumerGroupHeartbeat
+from groupd.coordinator.consumer.describe import DescribedConsumerGroup, DescribedConsumerMember
 from groupd.coordinator.service import CoordinatorError
 from groupd.protocol import codec
 from groupd.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from groupd.broker.app import Broker
+    from groupd.coordinator.share.describe import DescribedShareGroup
 
 TOPICS_REFUSED = "The group has described topic(s) that the client is not authorized to describe."  # Kafka's
 
@@ -134,56 +136,81 @@ def refused_group(group_cls: Any, group_id: str, code: int, message: str | None 
                       authorized_operations=NOT_REQUESTED)  # fmt: skip
 
 
-def consumer_group_describe(broker: Broker, ctx: RequestContext, req: ConsumerGroupDescribeRequest) -> Answer:
-    group_cls, member_cls = ctx.nested("DescribedGroup"), ctx.nested("Member")
-    assignment = described_assignment(ctx)
+def described_groups(
+    broker: Broker,
+    ctx: RequestContext,
+    group_ids: Iterable[str],
+    include_operations: bool,
+    describe: Callable[[str], DescribedConsumerGroup | DescribedShareGroup],
+    member: Callable[[Any], Entity],
+    *,
+    target: bool,
+) -> Response:
+    """Consumer- and ShareGroupDescribe, which Kafka answers alike: each group id needs DESCRIBE on the
+    group (KafkaApis), is described by its type (``describe``; a CoordinatorError is the group's error),
+    and with an authorizer is refused whole when its members' assignments (and target assignments,
+    ``target``) name a topic the principal may not DESCRIBE; ``member`` writes one member."""
+    group_cls = ctx.nested("DescribedGroup")
     out = []
-    for group_id in req.group_ids:
+    for group_id in group_ids:
         try:
-            if (refused := broker.access.refused(ctx, DESCRIBE, GROUP, group_id)) is not None:  # KafkaApis
+            if (refused := broker.access.refused(ctx, DESCRIBE, GROUP, group_id)) is not None:
                 raise refused
-            (d,) = broker.coordinator.call_sync(
-                group_id, group_types.consumer_group_describe, [group_id], broker.coordinator.cfg
-            )
+            d = describe(group_id)
         except CoordinatorError as exc:
             out.append(refused_group(group_cls, group_id, exc.code))
             continue
-        if broker.access.authorizer is not None and topics_refused(broker, ctx, d.members, target=True):
+        if broker.access.authorizer is not None and topics_refused(broker, ctx, d.members, target=target):
             out.append(refused_group(group_cls, group_id, ErrorCode.topic_authorization_failed, TOPICS_REFUSED))
             continue
-        members = tuple(
-            codec.make(
-                member_cls,
-                member_id=m.member_id,
-                instance_id=m.instance_id,
-                rack_id=m.rack_id,
-                member_epoch=m.member_epoch,
-                client_id=m.client_id,
-                client_host=m.client_host,
-                subscribed_topic_names=m.subscribed_topic_names,
-                subscribed_topic_regex=m.subscribed_topic_regex,
-                assignment=assignment(m.assignment),
-                target_assignment=assignment(m.target),
-                member_type=m.member_type,
-            )
-            for m in d.members
-        )
+        described = d.error == E.NONE
         out.append(
             codec.make(
                 group_cls,
                 error_code=d.error,
                 error_message=d.message,
                 group_id=d.group_id,
-                group_state=d.state if d.error == E.NONE else "",
+                group_state=d.state if described else "",
                 group_epoch=d.group_epoch,
                 assignment_epoch=d.assignment_epoch,
                 assignor_name=d.assignor_name,
-                members=members,
+                members=tuple(member(m) for m in d.members),
                 authorized_operations=(
-                    broker.access.asked_operations(ctx, GROUP, d.group_id, req.include_authorized_operations)
-                    if d.error == E.NONE
+                    broker.access.asked_operations(ctx, GROUP, d.group_id, include_operations)
+                    if described
                     else NOT_REQUESTED
                 ),
             )
         )
     return ctx.respond(throttle_time=0, groups=tuple(out))
+
+
+def consumer_group_describe(broker: Broker, ctx: RequestContext, req: ConsumerGroupDescribeRequest) -> Answer:
+    member_cls = ctx.nested("Member")
+    assignment = described_assignment(ctx)
+
+    def describe(group_id: str) -> DescribedConsumerGroup:
+        (d,) = broker.coordinator.call_sync(
+            group_id, group_types.consumer_group_describe, [group_id], broker.coordinator.cfg
+        )
+        return d
+
+    def member(m: DescribedConsumerMember) -> Entity:
+        return codec.make(
+            member_cls,
+            member_id=m.member_id,
+            instance_id=m.instance_id,
+            rack_id=m.rack_id,
+            member_epoch=m.member_epoch,
+            client_id=m.client_id,
+            client_host=m.client_host,
+            subscribed_topic_names=m.subscribed_topic_names,
+            subscribed_topic_regex=m.subscribed_topic_regex,
+            assignment=assignment(m.assignment),
+            target_assignment=assignment(m.target),
+            member_type=m.member_type,
+        )
+
+    return described_groups(
+        broker, ctx, req.group_ids, req.include_authorized_operations, describe, member, target=True
+    )

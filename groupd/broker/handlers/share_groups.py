@@ -8,23 +8,22 @@ from typing import TYPE_CHECKING, Any
 
 from kio.schema.share_group_describe.v1.request import ShareGroupDescribeRequest
 from kio.schema.share_group_heartbeat.v1.request import ShareGroupHeartbeatRequest
+from kio.static.protocol import Entity
 
 from groupd.broker.dispatch import Answer, RequestContext, Response, answered_later
 from groupd.broker.handlers.consumer_groups import (
-    TOPICS_REFUSED,
     described_assignment,
+    described_groups,
     heartbeat_answer,
     heartbeat_refused,
     refused_group,
     subscription_refused,
-    topics_refused,
 )
-from groupd.broker.handlers.operations import NOT_REQUESTED
-from groupd.broker.security.access import DESCRIBE, GROUP, READ
+from groupd.broker.security.access import GROUP, READ
 from groupd.coordinator import errors as E
 from groupd.coordinator import group_types
-from groupd.coordinator.service import CoordinatorError
 from groupd.coordinator.share.api import ShareGroupHeartbeat
+from groupd.coordinator.share.describe import DescribedShareGroup, DescribedShareMember
 from groupd.protocol import codec
 from groupd.protocol.errors import ErrorCode
 
@@ -62,57 +61,31 @@ def share_group_heartbeat(broker: Broker, ctx: RequestContext, req: ShareGroupHe
 
 
 def share_group_describe(broker: Broker, ctx: RequestContext, req: ShareGroupDescribeRequest) -> Answer:
-    group_cls, member_cls = ctx.nested("DescribedGroup"), ctx.nested("Member")
-
+    group_cls = ctx.nested("DescribedGroup")
     if not broker.share_groups.enabled:
         return ctx.respond(
             throttle_time=0,
             groups=tuple(refused_group(group_cls, g, E.UNSUPPORTED_VERSION, DISABLED) for g in req.group_ids),
         )
-    asked = req.include_authorized_operations
+    member_cls = ctx.nested("Member")
     assignment = described_assignment(ctx)
 
-    out = []
-    for group_id in req.group_ids:
-        try:
-            if (refused := broker.access.refused(ctx, DESCRIBE, GROUP, group_id)) is not None:  # KafkaApis
-                raise refused
-            (d,) = broker.coordinator.call_sync(group_id, group_types.share_group_describe, [group_id])
-        except CoordinatorError as exc:
-            out.append(refused_group(group_cls, group_id, exc.code))
-            continue
-        if broker.access.authorizer is not None and topics_refused(broker, ctx, d.members, target=False):
-            out.append(refused_group(group_cls, group_id, ErrorCode.topic_authorization_failed, TOPICS_REFUSED))
-            continue
-        members = tuple(
-            codec.make(
-                member_cls,
-                member_id=m.member_id,
-                rack_id=m.rack_id,
-                member_epoch=m.member_epoch,
-                client_id=m.client_id,
-                client_host=m.client_host,
-                subscribed_topic_names=m.subscribed_topic_names,
-                assignment=assignment(m.assignment),
-            )
-            for m in d.members
+    def describe(group_id: str) -> DescribedShareGroup:
+        (d,) = broker.coordinator.call_sync(group_id, group_types.share_group_describe, [group_id])
+        return d
+
+    def member(m: DescribedShareMember) -> Entity:
+        return codec.make(
+            member_cls,
+            member_id=m.member_id,
+            rack_id=m.rack_id,
+            member_epoch=m.member_epoch,
+            client_id=m.client_id,
+            client_host=m.client_host,
+            subscribed_topic_names=m.subscribed_topic_names,
+            assignment=assignment(m.assignment),
         )
-        out.append(
-            codec.make(
-                group_cls,
-                error_code=d.error,
-                error_message=d.message,
-                group_id=d.group_id,
-                group_state=d.state if d.error == E.NONE else "",
-                group_epoch=d.group_epoch,
-                assignment_epoch=d.assignment_epoch,
-                assignor_name=d.assignor_name,
-                members=members,
-                authorized_operations=(
-                    broker.access.asked_operations(ctx, GROUP, d.group_id, asked)
-                    if d.error == E.NONE
-                    else NOT_REQUESTED
-                ),
-            )
-        )
-    return ctx.respond(throttle_time=0, groups=tuple(out))
+
+    return described_groups(
+        broker, ctx, req.group_ids, req.include_authorized_operations, describe, member, target=False
+    )
