@@ -62,10 +62,8 @@ class Out:
     def result(self) -> Result:
         if not self.records and not self.timers and len(self.responses) == 1:
             return Result(responses=(self.responses[0],), replay=False)
-        return Result(
-            records=tuple(self.records), responses=tuple(self.responses), timers=tuple(self.timers),
-            write_ref=self.write_ref, replay=self.replay,
-        )
+        # records, responses, timers, write_ref, replay: by position (see Result)
+        return Result(tuple(self.records), tuple(self.responses), tuple(self.timers), self.write_ref, self.replay)
 
 
 def _new_id_suffix(cfg: GroupConfig) -> str:
