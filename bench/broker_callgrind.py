@@ -1,0 +1,114 @@
+"""Broker-only instruction counts: ``python -m bench.broker_callgrind SCENARIO SMALL LARGE [--tree DIR]``.
+
+The in-process bench (bench/inprocess.py under callgrind) counts the bench client too, which is the
+same work before and after a change and dilutes a ratio. Here the broker runs as its own process under
+``valgrind --tool=callgrind --instr-atstart=no``; after a warm-up the client (this process, outside
+valgrind) switches instrumentation on (``callgrind_control -i on``), runs the scenario, and has the
+counts dumped (``callgrind_control -d``) before the broker is killed. Two sizes are run and subtracted,
+so what is the same in both (the warm-up, idle timers) cancels: instructions per rebalanced group or
+per commit, including uvloop's socket work, which is broker CPU too.
+
+``--tree`` points at another checkout (e.g. a worktree at an older commit) whose broker is measured with
+this tree's client: ``server.py`` at its top if it has one (before the reshape), else ``-m groupd``.
+Needs valgrind; slow (minutes); bounded by ``--seconds``."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import re
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from bench import scenarios
+from bench.run import free_port
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _broker(tree: Path, port: int, data: str, scenario: str, out: str) -> subprocess.Popen[bytes]:
+    overrides = {
+        "listeners": f"PLAINTEXT://127.0.0.1:{port}", "log.dirs": data, "metrics.listener": "", "log.level": "WARN",
+        # one generation a group whatever valgrind's speed (see bench/HISTORY.md, session 19)
+        "group.initial.rebalance.delay.ms": "500" if scenario == "rebalance" else "0",
+        "log.flush.interval.messages": str(2**62),
+    }  # fmt: skip
+    cmd = [sys.executable, "server.py"] if (tree / "server.py").exists() else [sys.executable, "-m", "groupd"]
+    args = ["valgrind", "--tool=callgrind", "--instr-atstart=no", f"--callgrind-out-file={out}", *cmd]
+    for key, value in overrides.items():
+        args += ["--override", f"{key}={value}"]
+    env = dict(os.environ, PYTHONPATH=str(tree))
+    return subprocess.Popen(args, cwd=tree, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+def _wait_port(port: int, seconds: float) -> None:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), 1).close()
+            return
+        except OSError:
+            time.sleep(0.5)
+    raise SystemExit(f"the broker did not listen on {port} within {seconds:.0f} s")
+
+
+async def _scenario(scenario: str, port: int, count: int, pid: int, seconds: float) -> None:
+    control = ["callgrind_control"]
+    if scenario == "rebalance":
+        await scenarios.rebalance("127.0.0.1", port, 2, concurrency=1, max_seconds=seconds, prefix="warm")
+        subprocess.run([*control, "-i", "on", str(pid)], check=True, capture_output=True)
+        await scenarios.rebalance("127.0.0.1", port, count, concurrency=1, max_seconds=seconds, prefix="m")
+    else:
+        await scenarios.commits("127.0.0.1", port, 8, max_seconds=seconds, max_count=200)
+        subprocess.run([*control, "-i", "on", str(pid)], check=True, capture_output=True)
+        await scenarios.commits("127.0.0.1", port, 8, max_seconds=seconds, max_count=count)
+    subprocess.run([*control, "-i", "off", str(pid)], check=True, capture_output=True)
+    subprocess.run([*control, "-d", str(pid)], check=True, capture_output=True)
+
+
+def _total(path: str) -> int:
+    out = subprocess.run(["callgrind_annotate", path], capture_output=True, text=True, check=True).stdout
+    match = re.search(r"([\d,]+) \(100.0%\)\s+PROGRAM TOTALS", out)
+    if match is None:
+        raise SystemExit(f"no totals in {path}")
+    return int(match.group(1).replace(",", ""))
+
+
+def measure(tree: Path, scenario: str, count: int, seconds: float) -> int:
+    """Instructions the broker of ``tree`` spends on ``count`` rebalanced groups or commits."""
+    port = free_port()
+    with tempfile.TemporaryDirectory(prefix="broker-cg-") as tmp:
+        out = f"{tmp}/callgrind.out"
+        proc = _broker(tree, port, f"{tmp}/data", scenario, out)
+        try:
+            _wait_port(port, 300)
+            time.sleep(8)  # the offsets partitions load, slowly under valgrind
+            asyncio.run(_scenario(scenario, port, count, proc.pid, seconds))
+        finally:
+            proc.kill()
+            proc.wait()
+        return _total(f"{out}.1")  # the dump; the killed process writes no final file
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("scenario", choices=("rebalance", "commits"))
+    parser.add_argument("small", type=int)
+    parser.add_argument("large", type=int)
+    parser.add_argument("--tree", type=Path, default=ROOT)
+    parser.add_argument("--seconds", type=float, default=3000)
+    args = parser.parse_args()
+    small = measure(args.tree.resolve(), args.scenario, args.small, args.seconds)
+    large = measure(args.tree.resolve(), args.scenario, args.large, args.seconds)
+    per = (large - small) / (args.large - args.small)
+    unit = "group" if args.scenario == "rebalance" else "commit"
+    print(f"{args.scenario}: {per:,.0f} broker instructions per {unit}")
+
+
+if __name__ == "__main__":
+    main()
