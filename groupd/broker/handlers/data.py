@@ -68,7 +68,7 @@ def _produce_partition(
     lg = broker.partitions.get(topic, index)
     if lg is None:
         return ErrorCode.unknown_topic_or_partition, -1, -1, None
-    if not broker.leads(topic, index):  # in a cluster, another node's (docs/cluster.md)
+    if broker.cluster is not None and not broker.leads(topic, index):  # another node's (docs/cluster.md)
         return ErrorCode.not_leader_or_follower, -1, -1, None
     if not records:
         return ErrorCode.corrupt_message, -1, lg.log_start_offset, None
@@ -385,7 +385,7 @@ def _fetch_once(
                     if (name is None and ctx.version >= 13)
                     else ErrorCode.unknown_topic_or_partition
                 )
-            elif name is not None and not broker.leads(name, p.partition):
+            elif broker.cluster is not None and name is not None and not broker.leads(name, p.partition):
                 error = ErrorCode.not_leader_or_follower
             elif current_epochs and p.current_leader_epoch > LEADER_EPOCH:
                 # Kafka reads a negative epoch as none given and none is older than 0: only a newer one fails
@@ -466,7 +466,7 @@ def list_offsets(broker: Broker, ctx: RequestContext, req: ListOffsetsRequest) -
         lg = broker.readable_log(topic, p.partition_index)
         if lg is None:
             return row | {"error_code": ErrorCode.unknown_topic_or_partition}
-        if not broker.leads(topic, p.partition_index):
+        if broker.cluster is not None and not broker.leads(topic, p.partition_index):
             return row | {"error_code": ErrorCode.not_leader_or_follower}
         if version >= 4 and p.current_leader_epoch != UNDEFINED_EPOCH:  # KIP-320; only -1 skips the check
             error = current_epoch_error(p.current_leader_epoch)
