@@ -15,15 +15,14 @@ from groupd.broker.handlers.operations import NOT_REQUESTED
 from groupd.broker.security.access import DESCRIBE, GROUP, READ, TOPIC
 from groupd.coordinator import errors as E
 from groupd.coordinator import group_types
-from groupd.coordinator.consumer.api import ConsumerGroupHeartbeat
-from groupd.coordinator.consumer.describe import DescribedConsumerGroup, DescribedConsumerMember
+from groupd.coordinator.consumer.api import ConsumerGroupHeartbeat, DescribedConsumerGroup, DescribedConsumerMember
 from groupd.coordinator.service import CoordinatorError
 from groupd.protocol import codec
 from groupd.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
     from groupd.broker.app import Broker
-    from groupd.coordinator.share.describe import DescribedShareGroup
+    from groupd.coordinator.share.api import DescribedShareGroup
 
 TOPICS_REFUSED = "The group has described topic(s) that the client is not authorized to describe."  # Kafka's
 

@@ -22,8 +22,7 @@ from groupd.broker.handlers.consumer_groups import (
 from groupd.broker.security.access import GROUP, READ
 from groupd.coordinator import errors as E
 from groupd.coordinator import group_types
-from groupd.coordinator.share.api import ShareGroupHeartbeat
-from groupd.coordinator.share.describe import DescribedShareGroup, DescribedShareMember
+from groupd.coordinator.share.api import DescribedShareGroup, DescribedShareMember, ShareGroupHeartbeat
 from groupd.protocol import codec
 from groupd.protocol.errors import ErrorCode
 

@@ -82,3 +82,34 @@ def join_timer(group_id: str, member_id: str) -> tuple[str, str, str]:
 def sync_timer(group_id: str, member_id: str) -> tuple[str, str, str]:
     """A classic member that joined must send SyncGroup within its JoinGroup's rebalance timeout."""
     return ("consumer-sync", group_id, member_id)
+
+
+# DescribeGroups' and ConsumerGroupDescribe's answers, published to the broker's handlers
+DescribedPartitions = tuple[tuple[uuid.UUID, str, tuple[int, ...]], ...]  # (topic id, topic name, partitions)
+
+
+@value
+class DescribedConsumerMember:
+    member_id: str
+    instance_id: str | None
+    rack_id: str | None
+    member_epoch: int
+    client_id: str
+    client_host: str
+    subscribed_topic_names: tuple[str, ...]
+    subscribed_topic_regex: str | None
+    assignment: DescribedPartitions
+    target: DescribedPartitions
+    member_type: int
+
+
+@value
+class DescribedConsumerGroup:
+    error: int
+    group_id: str
+    message: str | None = None
+    state: str = "Dead"  # the group's state name (consumer/group.py DEAD) when none is described
+    group_epoch: int = 0
+    assignment_epoch: int = 0
+    assignor_name: str = ""
+    members: tuple[DescribedConsumerMember, ...] = ()

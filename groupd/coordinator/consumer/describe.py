@@ -12,43 +12,13 @@ import uuid
 from collections.abc import Iterable, Mapping
 
 from groupd.coordinator import errors as E
+from groupd.coordinator.consumer.api import DescribedConsumerGroup, DescribedConsumerMember, DescribedPartitions
 from groupd.coordinator.consumer.config import ConsumerConfig
-from groupd.coordinator.consumer.group import DEAD, ConsumerGroup, ConsumerGroups, Member
+from groupd.coordinator.consumer.group import ConsumerGroup, ConsumerGroups, Member
 from groupd.coordinator.consumer.heartbeat import preferred_assignor
-from groupd.coordinator.values import value
 
 CONSUMER_MEMBER = 1
 CLASSIC_MEMBER = 0
-
-
-DescribedPartitions = tuple[tuple[uuid.UUID, str, tuple[int, ...]], ...]  # (topic id, topic name, partitions)
-
-
-@value
-class DescribedConsumerMember:
-    member_id: str
-    instance_id: str | None
-    rack_id: str | None
-    member_epoch: int
-    client_id: str
-    client_host: str
-    subscribed_topic_names: tuple[str, ...]
-    subscribed_topic_regex: str | None
-    assignment: DescribedPartitions
-    target: DescribedPartitions
-    member_type: int
-
-
-@value
-class DescribedConsumerGroup:
-    error: int
-    group_id: str
-    message: str | None = None
-    state: str = DEAD
-    group_epoch: int = 0
-    assignment_epoch: int = 0
-    assignor_name: str = ""
-    members: tuple[DescribedConsumerMember, ...] = ()
 
 
 def named_partitions(parts: Mapping[uuid.UUID, Iterable[int]], names: Mapping[uuid.UUID, str]) -> DescribedPartitions:

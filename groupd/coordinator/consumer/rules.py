@@ -20,11 +20,12 @@ from groupd.coordinator.consumer.api import (
     LEAVE_EPOCH,
     ConsumerGroupHeartbeat,
     ConsumerGroupHeartbeatResponse,
+    DescribedConsumerGroup,
     Outcome,
     rebalance_timer,
     session_timer,
 )
-from groupd.coordinator.consumer.describe import DescribedConsumerGroup, describe
+from groupd.coordinator.consumer.describe import describe
 from groupd.coordinator.consumer.group import UNREVOKED_PARTITIONS, ConsumerGroup, consumer_groups, replay
 from groupd.coordinator.consumer.heartbeat import Refused as Fail
 from groupd.coordinator.consumer.heartbeat import (

@@ -12,6 +12,7 @@ import uuid
 from dataclasses import dataclass, field
 
 from groupd.coordinator.api import TimerOp
+from groupd.coordinator.consumer.api import DescribedPartitions
 from groupd.coordinator.share.records import ShareKey, ShareValue
 from groupd.coordinator.values import value
 
@@ -129,3 +130,27 @@ class Outcome:
 
 def session_timer(group_id: str, member_id: str) -> tuple[str, str, str]:
     return (SESSION, group_id, member_id)
+
+
+# ShareGroupDescribe's answers, published to the broker's handlers
+@value
+class DescribedShareMember:
+    member_id: str
+    rack_id: str | None
+    member_epoch: int
+    client_id: str
+    client_host: str
+    subscribed_topic_names: tuple[str, ...]
+    assignment: DescribedPartitions
+
+
+@value
+class DescribedShareGroup:
+    error: int
+    group_id: str
+    message: str | None = None
+    state: str = "Dead"  # the group's state name (share/group.py DEAD) when none is described
+    group_epoch: int = 0
+    assignment_epoch: int = 0
+    assignor_name: str = ""
+    members: tuple[DescribedShareMember, ...] = ()

@@ -9,33 +9,9 @@ import uuid
 from collections.abc import Mapping
 
 from groupd.coordinator import errors as E
-from groupd.coordinator.consumer.describe import DescribedPartitions, named_partitions
-from groupd.coordinator.share.api import ASSIGNOR
-from groupd.coordinator.share.group import DEAD, ShareGroups
-from groupd.coordinator.values import value
-
-
-@value
-class DescribedShareMember:
-    member_id: str
-    rack_id: str | None
-    member_epoch: int
-    client_id: str
-    client_host: str
-    subscribed_topic_names: tuple[str, ...]
-    assignment: DescribedPartitions
-
-
-@value
-class DescribedShareGroup:
-    error: int
-    group_id: str
-    message: str | None = None
-    state: str = DEAD
-    group_epoch: int = 0
-    assignment_epoch: int = 0
-    assignor_name: str = ""
-    members: tuple[DescribedShareMember, ...] = ()
+from groupd.coordinator.consumer.describe import named_partitions
+from groupd.coordinator.share.api import ASSIGNOR, DescribedShareGroup, DescribedShareMember
+from groupd.coordinator.share.group import ShareGroups
 
 
 def describe(

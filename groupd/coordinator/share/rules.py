@@ -24,6 +24,7 @@ from groupd.coordinator.share.api import (
     SESSION,
     AlterShareOffsets,
     DeleteShareOffsets,
+    DescribedShareGroup,
     Outcome,
     ShareGroupHeartbeat,
     ShareGroupHeartbeatResponse,
@@ -31,7 +32,7 @@ from groupd.coordinator.share.api import (
     ShareStateInitialized,
     session_timer,
 )
-from groupd.coordinator.share.describe import DescribedShareGroup, describe
+from groupd.coordinator.share.describe import describe
 from groupd.coordinator.share.group import ShareGroup, replay, share_groups
 from groupd.coordinator.share.heartbeat import heartbeat, on_session_timeout, on_topics_changed
 from groupd.coordinator.share.partitions import (
