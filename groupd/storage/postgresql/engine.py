@@ -5,8 +5,8 @@ Everything durable is in the database (schema.py): ``log.dirs`` holds nothing. A
 group-commit round (durability.py); metadata one row per key (metadata.py). The connection and its lock
 are connection.py's. Why psycopg 3 and not asyncpg: the seam's partition methods are synchronous and
 called on the event loop, so the engine needs a synchronous client for them and one that runs in a worker
-thread for its rounds; psycopg gives both over one connection, and its ``executemany`` pipelines a round's
-inserts into one round trip.
+thread for its rounds; psycopg gives both over one connection, and its pipeline mode sends a round's
+BEGIN, INSERT and COMMIT in one round trip.
 """
 
 from __future__ import annotations
