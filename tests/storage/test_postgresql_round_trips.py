@@ -1,7 +1,7 @@
 """Round trips to PostgreSQL, counted by a relay (tests/pg_relay.py): a group-commit round is one (BEGIN, the
 round's INSERT and COMMIT sent together in pipeline mode), two in a cluster (the lease check's rows are
-read before the commit); and a transaction that fails anywhere leaves nothing behind and the connection
-ready for the next one."""
+read before the commit); a coordinator's set of partitions opens in two, however many it holds; and a
+transaction that fails anywhere leaves nothing behind and the connection ready for the next one."""
 
 from __future__ import annotations
 
@@ -14,12 +14,14 @@ import pytest
 from groupd.cluster.lease import decide
 from groupd.cluster.store import ClusterStore
 from groupd.storage import engines
-from groupd.storage.batch import build_batch
+from groupd.storage.batch import build_batch, iter_batches
+from groupd.storage.engine import LogConfig
 from groupd.storage.errors import StorageError
 from groupd.storage.postgresql.connection import Database
 from groupd.storage.postgresql.engine import PostgresEngine
 from groupd.storage.postgresql.fencing import Fence
 from groupd.storage.postgresql.log import PgPartitionLog
+from groupd.storage.postgresql.sets import PgPartitionSet
 from tests.pg_relay import Relay
 from tests.postgresql_server import PostgresServer
 
@@ -127,3 +129,37 @@ def test_a_statement_that_fails_rolls_back_everything_before_it_and_the_next_tra
     assert db.run(lambda c: c.execute("SELECT 1").fetchone(), "a read") == (1,)
     engine.close()
     db.close()
+
+
+def test_a_coordinators_set_of_fifty_partitions_opens_in_two_round_trips_made_or_found(
+    relay: Relay, postgresql_url: str
+) -> None:
+    """The set's rows, sizes, ends and newest batches in one transaction: BEGIN and three statements whose
+    rows are read together, then COMMIT; the same at a restart, with what the partitions hold."""
+    engine = engine_via(relay, postgresql_url)
+    before = relay.counted()
+    made = engine.open_partition_set("__consumer_offsets", range(50), LogConfig(), engine.durability())
+    assert relay.counted() - before == 2
+    assert isinstance(made, PgPartitionSet) and sorted(made.logs) == list(range(50))
+    for p in (0, 7, 49):
+        for i in range(p % 5 + 1):
+            made.logs[p].append(batch(i))
+        made.logs[p].flush()
+    made.logs[7].delete_records_before(1)
+    made.close()
+    engine.close()
+
+    again = engine_via(relay, postgresql_url)
+    before = relay.counted()
+    found = again.open_partition_set("__consumer_offsets", range(50), LogConfig(), again.durability())
+    assert relay.counted() - before == 2
+    assert isinstance(found, PgPartitionSet)
+    ends = {p: (lg.log_start_offset, lg.log_end_offset) for p, lg in found.logs.items() if lg.log_end_offset}
+    assert ends == {0: (0, 1), 7: (1, 3), 49: (0, 5)}
+    assert found.logs[49].size_bytes == sum(len(batch(i)) for i in range(5))
+    assert found.logs[7].size_bytes == sum(len(batch(i)) for i in range(1, 3))
+    read = found.logs[49].read(0, 1 << 20)
+    assert [h.base_offset for _pos, h in iter_batches(read)] == [0, 1, 2, 3, 4]
+    assert len(stored(postgresql_url)) == 1 + 2 + 5
+    found.close()
+    again.close()

@@ -40,6 +40,7 @@ from groupd.storage.engine import CompactionStats, LogConfig, SegmentInfo
 from groupd.storage.errors import CorruptBatch, OffsetOutOfRange, RecordTooLarge, StorageError
 from groupd.storage.postgresql.compaction import compact
 from groupd.storage.postgresql.connection import Database
+from groupd.storage.postgresql.opening import Stored
 from groupd.storage.postgresql.schema import INSERT
 
 TAIL_CACHE_BYTES = 256 << 10  # committed bytes kept in memory per partition for tail reads
@@ -64,53 +65,29 @@ class Entry:
 
 
 class PgPartitionLog:
-    def __init__(self, db: Database, pid: int, name: str, config: LogConfig, log_start: int, flags: set[str]) -> None:
+    def __init__(self, db: Database, name: str, config: LogConfig, stored: Stored) -> None:
         self.db = db
-        self.pid = pid
+        self.pid = stored.pid
         self.name = name
         self.config = config
-        self._start = log_start
-        self._flags = flags
+        self._start = stored.log_start
+        self._flags = stored.flags
         self._closed = False
         self.tail: deque[Entry] = deque()  # from the oldest cached batch to the log end
         self._tail_bytes = 0
-        self.durable_end = log_start  # every offset below it is committed
-        self.taken_end = log_start  # below it: committed, or in a round under way
-        self.generation = 0  # bumped by every change a round in flight must not write over (truncation)
-        self.waiting_error: str | None = None  # why batches wait for a retry: appends are refused meanwhile
-        self._end = log_start
-        self._size = 0
+        self._end = self._start
+        self._size = stored.size
         self._modified_ms = int(time.time() * 1000)
-        self._load()
-
-    # ------------------------------------------------------------ loading
-
-    def _load(self) -> None:
-        def work(conn: psycopg.Connection) -> tuple[tuple[Any, ...] | None, list[tuple[Any, ...]]]:
-            total = conn.execute(
-                "SELECT coalesce(sum(size), 0), max(last_offset) FROM groupd_batch WHERE pid = %s", (self.pid,)
-            ).fetchone()
-            rows = conn.execute(
-                "SELECT base_offset, last_offset, max_timestamp, data FROM groupd_batch WHERE pid = %s "
-                "ORDER BY base_offset DESC LIMIT 256",
-                (self.pid,),
-                binary=True,  # the batches' bytes as they are, not hex text
-            ).fetchall()
-            return total, rows
-
-        total, rows = self.db.run(work, f"loading {self.name}")
-        assert total is not None
-        self._size = int(total[0])
-        if total[1] is not None:
-            self._end = max(self._start, int(total[1]) + 1)
-        cached = 0
-        for base, last, max_ts, data in rows:
-            if cached >= TAIL_CACHE_BYTES:
+        if stored.last_offset is not None:
+            self._end = max(self._start, stored.last_offset + 1)
+        for base, last, max_ts, data in stored.newest:  # newest first (opening.py)
+            if self._tail_bytes >= TAIL_CACHE_BYTES:
                 break
             self.tail.appendleft(Entry(base, last, max_ts, data))
-            cached += len(data)
-        self._tail_bytes = cached
-        self.durable_end = self.taken_end = self._end
+            self._tail_bytes += len(data)
+        self.durable_end = self.taken_end = self._end  # every offset below durable_end is committed
+        self.generation = 0  # bumped by every change a round in flight must not write over (truncation)
+        self.waiting_error: str | None = None  # why batches wait for a retry: appends are refused meanwhile
 
     # ------------------------------------------------------------ offsets
 
