@@ -1,7 +1,8 @@
 """Round trips to PostgreSQL, counted by a relay (tests/pg_relay.py): a group-commit round is one (BEGIN, the
 round's INSERT and COMMIT sent together in pipeline mode), two in a cluster (the lease check's rows are
-read before the commit); a coordinator's set of partitions opens in two, however many it holds; and a
-transaction that fails anywhere leaves nothing behind and the connection ready for the next one."""
+read before the commit); a coordinator's set of partitions opens in two, however many it holds; a read is
+one per statement whose rows it reads (no BEGIN nor COMMIT); and a transaction that fails anywhere leaves
+nothing behind and the connection ready for the next one."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from groupd.storage import engines
 from groupd.storage.batch import build_batch, iter_batches
 from groupd.storage.engine import LogConfig
 from groupd.storage.errors import StorageError
+from groupd.storage.postgresql import log as pg_log
 from groupd.storage.postgresql.connection import Database
 from groupd.storage.postgresql.engine import PostgresEngine
 from groupd.storage.postgresql.fencing import Fence
@@ -163,3 +165,22 @@ def test_a_coordinators_set_of_fifty_partitions_opens_in_two_round_trips_made_or
     assert len(stored(postgresql_url)) == 1 + 2 + 5
     found.close()
     again.close()
+
+
+def test_reads_send_no_begin_nor_commit_one_round_trip_per_statement_read(
+    relay: Relay, postgresql_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(pg_log, "TAIL_CACHE_BYTES", 1)  # every read below the newest batch is a range scan
+    engine = engine_via(relay, postgresql_url)
+    engine.metadata.put("topics", b"{}")
+    log = engine.open_partition("orders", 0)
+    for i in range(5):
+        log.append(batch(i))
+    log.flush()
+    before = relay.counted()
+    assert engine.metadata.get("topics") == b"{}"
+    assert relay.counted() - before == 1
+    before = relay.counted()
+    assert [h.base_offset for _pos, h in iter_batches(log.read(1, 1 << 20))][:1] == [1]  # the sizes, then the data
+    assert relay.counted() - before == 2
+    engine.close()

@@ -118,16 +118,37 @@ class Database:
                     self._failed_at = time.monotonic()
                 raise StorageError(f"{what} failed in PostgreSQL: {_first_line(exc)}") from None
 
+    def read(self, work: Callable[[psycopg.Connection], T], what: str) -> T:
+        """``work``, reads only, each statement on its own (autocommit: its own implicit transaction) without
+        BEGIN or COMMIT, so a read of one statement is one round trip, not two; not pipelined either (the
+        pipeline's end is one more Sync, a round trip of its own, after the rows were read). StorageError
+        naming ``what`` when it failed."""
+        with self.lock:
+            conn = self.connection()
+            try:
+                return self._transaction(conn, work, [], False, explicit=False)
+            except psycopg.Error as exc:
+                if conn.broken or conn.closed:
+                    self._failed_at = time.monotonic()
+                raise StorageError(f"{what} failed in PostgreSQL: {_first_line(exc)}") from None
+
     def _transaction(
-        self, conn: psycopg.Connection, work: Callable[[psycopg.Connection], T], fenced: list[int], pipelined: bool
+        self,
+        conn: psycopg.Connection,
+        work: Callable[[psycopg.Connection], T],
+        fenced: list[int],
+        pipelined: bool,
+        explicit: bool = True,
     ) -> T:
         try:
             with conn.pipeline() if pipelined else contextlib.nullcontext():
-                conn.execute("BEGIN")
-                if self.fence is not None:
+                if explicit:
+                    conn.execute("BEGIN")
+                if self.fence is not None and explicit:
                     self.fence.check(conn, fenced)
                 result = work(conn)
-                conn.execute("COMMIT")
+                if explicit:
+                    conn.execute("COMMIT")
             return result
         except BaseException:
             _roll_back(conn)

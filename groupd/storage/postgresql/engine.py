@@ -61,7 +61,7 @@ class PostgresEngine:
 
     def partitions(self, topic: str | None = None) -> list[tuple[str, int]]:
         self._ready()
-        rows = self.db.run(
+        rows = self.db.read(
             lambda conn: conn.execute(
                 "SELECT topic, partition FROM groupd_partition WHERE kind = %s AND (%s::text IS NULL OR topic = %s) "
                 "ORDER BY topic, partition",
@@ -73,7 +73,7 @@ class PostgresEngine:
 
     def stored_bytes(self, topic: str, partitions: Iterable[int]) -> int:
         self._ready()
-        row = self.db.run(
+        row = self.db.read(
             lambda conn: conn.execute(
                 "SELECT coalesce(sum(b.size), 0) FROM groupd_batch b JOIN groupd_partition p ON p.id = b.pid "
                 "WHERE p.kind = %s AND p.topic = %s AND p.partition = ANY(%s)",

@@ -284,7 +284,7 @@ class PgPartitionLog:
             ).fetchall()
             return [Entry(*row) for row in rows]
 
-        return self.db.run(work, f"reading {self.name}")
+        return self.db.read(work, f"reading {self.name}")
 
     def _run(self, offset: int) -> tuple[int, bytes] | None:
         """For replay: the committed batches from the one holding ``offset``, SCAN_PAGE_BYTES of them in one
@@ -302,7 +302,7 @@ class PgPartitionLog:
             ).fetchall()
             return rows[-1][0] + 1, b"".join([data for _last, data in rows])
 
-        return self.db.run(work, f"reading {self.name}")
+        return self.db.read(work, f"reading {self.name}")
 
     def _entries(self, offset: int, max_bytes: int = 1 << 62) -> Iterator[Entry]:
         """Every batch from the one holding ``offset`` to the log end: range scans, then the tail."""
@@ -369,7 +369,7 @@ class PgPartitionLog:
             ).fetchall()
 
         while offset < self._cached_from():
-            rows = self.db.run(work, f"reading {self.name}")
+            rows = self.db.read(work, f"reading {self.name}")
             if not rows:
                 break
             for (head,) in rows:
@@ -467,7 +467,7 @@ class PgPartitionLog:
         )
 
     def load_snapshot(self, name: str) -> Any | None:
-        row = self.db.run(
+        row = self.db.read(
             lambda conn: conn.execute(
                 "SELECT log_end, state FROM groupd_snapshot WHERE pid = %s AND name = %s", (self.pid, name)
             ).fetchone(),
