@@ -49,6 +49,7 @@ SCAN_ROWS = 1000  # batches a range scan considers at most
 REPLAY_ROWS = 20_000  # batches one run of a replay considers at most (commits are small: ~100 bytes each)
 _SCAN = struct.Struct(">qiibIhiqq")  # through maxTimestamp
 _LEADER_EPOCH = struct.Struct(">i")
+_ENTRY_COLUMNS = "b.base_offset, b.last_offset, b.max_timestamp, b.data"
 
 
 @dataclass(slots=True)
@@ -249,60 +250,38 @@ class PgPartitionLog:
     def _cached_from(self) -> int:
         return self.tail[0].base if self.tail else self._end
 
-    def _page(self, conn: psycopg.Connection, offset: int, max_bytes: int, rows: int) -> tuple[int, int] | None:
-        """The first and last base offsets of the committed batches from the one holding ``offset`` that fit
-        in ``max_bytes`` (at least one), at most ``rows`` of them: their sizes only (no data), found
-        through the primary key from the batch holding ``offset``."""
-        sizes = conn.execute(
-            "SELECT base_offset, size FROM groupd_batch WHERE pid = %s AND base_offset >= coalesce(("
-            "SELECT max(base_offset) FROM groupd_batch WHERE pid = %s AND base_offset <= %s), 0) "
-            "AND last_offset >= %s AND base_offset < %s ORDER BY base_offset LIMIT %s",
-            (self.pid, self.pid, offset, offset, self.durable_end, rows),
-        ).fetchall()
-        if not sizes:
-            return None
-        total, last = 0, sizes[0][0]
-        for base, size in sizes:
-            if total and total + size > max_bytes:
-                break
-            total, last = total + size, base
-        return sizes[0][0], last
+    def _page(self, offset: int, max_bytes: int, rows: int, columns: str) -> list[tuple[Any, ...]]:
+        """``columns`` of the committed batches from the one holding ``offset`` that fit in ``max_bytes`` (at
+        least one), at most ``rows`` of them, in one statement (one round trip): the sizes' running sum picks
+        the batches through the primary key from the one holding ``offset``, and only their data is read, so
+        a read moves no more than it returns."""
+        return self.db.read(
+            lambda conn: conn.execute(
+                "WITH sizes AS (SELECT base_offset, sum(size) OVER (ORDER BY base_offset) AS upto, "
+                "row_number() OVER (ORDER BY base_offset) AS n FROM groupd_batch "
+                "WHERE pid = %(pid)s AND base_offset >= coalesce((SELECT max(base_offset) FROM groupd_batch "
+                "WHERE pid = %(pid)s AND base_offset <= %(offset)s), 0) "
+                "AND last_offset >= %(offset)s AND base_offset < %(end)s ORDER BY base_offset LIMIT %(rows)s) "
+                f"SELECT {columns} FROM sizes s JOIN groupd_batch b "
+                "ON b.pid = %(pid)s AND b.base_offset = s.base_offset "
+                "WHERE s.n = 1 OR s.upto <= %(max)s ORDER BY s.base_offset",
+                {"pid": self.pid, "offset": offset, "end": self.durable_end, "rows": rows, "max": max_bytes},
+                binary=True,  # the batches' bytes as they are, not hex text
+            ).fetchall(),
+            f"reading {self.name}",
+        )
 
     def _scan(self, offset: int, max_bytes: int) -> list[Entry]:
-        """Committed batches from the one holding ``offset``, ``max_bytes`` of them (at least one): their
-        sizes first (``_page``), then the data of those that fit, so a read moves no more than it returns."""
-
-        def work(conn: psycopg.Connection) -> list[Entry]:
-            page = self._page(conn, offset, max_bytes, SCAN_ROWS)
-            if page is None:
-                return []
-            rows = conn.execute(
-                "SELECT base_offset, last_offset, max_timestamp, data FROM groupd_batch "
-                "WHERE pid = %s AND base_offset BETWEEN %s AND %s ORDER BY base_offset",
-                (self.pid, *page),
-                binary=True,  # the batches' bytes as they are, not hex text
-            ).fetchall()
-            return [Entry(*row) for row in rows]
-
-        return self.db.read(work, f"reading {self.name}")
+        """Committed batches from the one holding ``offset``, ``max_bytes`` of them (at least one)."""
+        return [Entry(*row) for row in self._page(offset, max_bytes, SCAN_ROWS, _ENTRY_COLUMNS)]
 
     def _run(self, offset: int) -> tuple[int, bytes] | None:
         """For replay: the committed batches from the one holding ``offset``, SCAN_PAGE_BYTES of them in one
         run of bytes, and the offset after them; no object per batch (a store of small commits has many)."""
-
-        def work(conn: psycopg.Connection) -> tuple[int, bytes] | None:
-            page = self._page(conn, offset, SCAN_PAGE_BYTES, REPLAY_ROWS)
-            if page is None:
-                return None
-            rows = conn.execute(
-                "SELECT last_offset, data FROM groupd_batch WHERE pid = %s AND base_offset BETWEEN %s AND %s "
-                "ORDER BY base_offset",
-                (self.pid, *page),
-                binary=True,
-            ).fetchall()
-            return rows[-1][0] + 1, b"".join([data for _last, data in rows])
-
-        return self.db.read(work, f"reading {self.name}")
+        rows = self._page(offset, SCAN_PAGE_BYTES, REPLAY_ROWS, "b.last_offset, b.data")
+        if not rows:
+            return None
+        return rows[-1][0] + 1, b"".join([data for _last, data in rows])
 
     def _entries(self, offset: int, max_bytes: int = 1 << 62) -> Iterator[Entry]:
         """Every batch from the one holding ``offset`` to the log end: range scans, then the tail."""
