@@ -253,8 +253,8 @@ class PgPartitionLog:
     def _page(self, offset: int, max_bytes: int, rows: int, columns: str) -> list[tuple[Any, ...]]:
         """``columns`` of the committed batches from the one holding ``offset`` that fit in ``max_bytes`` (at
         least one), at most ``rows`` of them, in one statement (one round trip): the sizes' running sum picks
-        the batches through the primary key from the one holding ``offset``, and only their data is read, so
-        a read moves no more than it returns."""
+        the range of batches from the one holding ``offset``, and only their data is read (a range scan of
+        the primary key), so a read moves no more than it returns."""
         return self.db.read(
             lambda conn: conn.execute(
                 "WITH sizes AS (SELECT base_offset, sum(size) OVER (ORDER BY base_offset) AS upto, "
@@ -262,9 +262,10 @@ class PgPartitionLog:
                 "WHERE pid = %(pid)s AND base_offset >= coalesce((SELECT max(base_offset) FROM groupd_batch "
                 "WHERE pid = %(pid)s AND base_offset <= %(offset)s), 0) "
                 "AND last_offset >= %(offset)s AND base_offset < %(end)s ORDER BY base_offset LIMIT %(rows)s) "
-                f"SELECT {columns} FROM sizes s JOIN groupd_batch b "
-                "ON b.pid = %(pid)s AND b.base_offset = s.base_offset "
-                "WHERE s.n = 1 OR s.upto <= %(max)s ORDER BY s.base_offset",
+                ", pick AS (SELECT min(base_offset) AS lo, max(base_offset) AS hi FROM sizes "
+                "WHERE n = 1 OR upto <= %(max)s) "
+                f"SELECT {columns} FROM pick, groupd_batch b "
+                "WHERE b.pid = %(pid)s AND b.base_offset BETWEEN pick.lo AND pick.hi ORDER BY b.base_offset",
                 {"pid": self.pid, "offset": offset, "end": self.durable_end, "rows": rows, "max": max_bytes},
                 binary=True,  # the batches' bytes as they are, not hex text
             ).fetchall(),
