@@ -7,6 +7,7 @@ nothing behind and the connection ready for the next one."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Iterator
 
 import psycopg
@@ -184,3 +185,18 @@ def test_reads_send_no_begin_nor_commit_one_round_trip_per_statement_read(
     assert [h.base_offset for _pos, h in iter_batches(log.read(1, 1 << 20))][:1] == [1]
     assert relay.counted() - before == 1  # the batches that fit picked by their sizes and read in one statement
     engine.close()
+
+
+def test_the_relay_holds_each_answer_back_once_as_a_network_would(postgresql_server: PostgresServer) -> None:
+    """bench/engines.py --db-latency-ms: every round trip costs the delay once, however long the answer."""
+    slow = Relay(postgresql_server.port, delay_s=0.05)
+    db = Database(slow.url(postgresql_server.admin_url))
+    db.read(lambda conn: conn.execute("SELECT 1").fetchone(), "connecting")
+    began = time.perf_counter()
+    rows = db.read(
+        lambda conn: conn.execute("SELECT repeat('x', 300000) FROM generate_series(1, 3)").fetchall(), "a read"
+    )
+    took = time.perf_counter() - began
+    assert len(rows) == 3 and 0.05 <= took < 0.5  # ~900 KB: 14 chunks or more (0.7 s if each waited), one delay
+    db.close()
+    slow.close()
