@@ -1,13 +1,15 @@
 """The storage engines side by side (issue 37): the same in-process scenarios (bench/inprocess.py: the broker
 and the load in one process, no sockets) on ``local`` and on ``postgresql``, one after the other in one run.
 
-    python -m bench.engines [--quick] [--json]
+    python -m bench.engines [--quick] [--json] [--db-latency-ms N]
 
 Produce MB/s to 1 and 6 partitions (acks=all, 1 KiB records in batches of 100) and the fetch back; commits/s
 and p99 at 1, 8 and 64 committers; rebalance groups/s; start-up load time (a broker stopped after N commits,
 started again: from ``start()`` to its offsets loaded). PostgreSQL is a private server of the run's own
 (tests/postgresql_server.py: initdb into a temp directory, a loopback port) with ``fsync`` on, as a
-database that acknowledges what it keeps; without Debian's PostgreSQL binaries the column says so."""
+database that acknowledges what it keeps; without Debian's PostgreSQL binaries the column says so. With
+``--db-latency-ms`` the broker reaches it through a relay that holds every answer back that long
+(tests/pg_relay.py), as a database across a network: what each round trip to it costs shows."""
 
 from __future__ import annotations
 
@@ -85,7 +87,7 @@ async def engine_results(
     return out
 
 
-def run(quick: bool, say: Callable[[str], None] = lambda _line: None) -> dict[str, Any]:
+def run(quick: bool, say: Callable[[str], None] = lambda _line: None, db_latency_ms: float = 0) -> dict[str, Any]:
     """Both engines, local first; {"local": {...}, "postgresql": {...} or {"error": why}}."""
     import uvloop
 
@@ -97,9 +99,15 @@ def run(quick: bool, say: Callable[[str], None] = lambda _line: None) -> dict[st
     except (ImportError, RuntimeError) as exc:
         results["postgresql"] = {"error": str(exc)}
         return results
+    from tests.pg_relay import Relay
+
+    relay = Relay(server.port, db_latency_ms / 1000) if db_latency_ms > 0 else None
     try:
-        results["postgresql"] = uvloop.run(engine_results("postgresql", server.database, quick, say))
+        url = server.database if relay is None else lambda: relay.url(server.database())
+        results["postgresql"] = uvloop.run(engine_results("postgresql", url, quick, say))
     finally:
+        if relay is not None:
+            relay.close()
         server.close()
     return results
 
@@ -128,11 +136,16 @@ def main() -> None:
     cli = argparse.ArgumentParser(prog="python -m bench.engines", description=__doc__)
     cli.add_argument("--quick", action="store_true", help="shorter scenarios (1.5 s each), fewer groups and commits")
     cli.add_argument("--json", action="store_true", help="print the results as JSON (bench.run reads them)")
+    cli.add_argument("--db-latency-ms", type=float, default=0, help="hold every answer of PostgreSQL back this long")
     args = cli.parse_args()
     from groupd.server import tune_gc
 
     tune_gc()
-    results = run(args.quick, say=lambda line: print(f"[engines] {line}", flush=True, file=sys.stderr))
+    results = run(
+        args.quick,
+        say=lambda line: print(f"[engines] {line}", flush=True, file=sys.stderr),
+        db_latency_ms=args.db_latency_ms,
+    )
     print(json.dumps(results) if args.json else markdown(results))
 
 

@@ -2,7 +2,10 @@
 # make compose-test: build the images, run groupd + Prometheus + the integration runner with this
 # machine's compose command (scripts/compose.sh), check every dashboard panel's PromQL against the real
 # Prometheus, and prove both listeners: the integration runner inside the compose network bootstraps at
-# groupd:19092, and a client on this host (tests/compose/host.py) at localhost:9092.
+# groupd:19092, and a client on this host (tests/compose/host.py) at localhost:9092. Then the stack once
+# more with the `postgres` profile and GROUPD_STORAGE_ENGINE=postgresql (docker/Dockerfile.postgres, from
+# Debian's package): produce, consume, commit, `restart groupd`, consume again from the committed offset
+# (tests/compose/restart.py).
 #
 # No image registry is reachable here, so base images are built locally: a Debian rootfs from
 # debootstrap (mirror taken from this host's apt sources) imported with `docker import`. The Docker
@@ -37,7 +40,8 @@ fi
 cleanup() {
   set +e
   if [ -S "$SOCK" ]; then
-    DOCKER_HOST=unix://$SOCK bash scripts/compose.sh -p "$PROJECT" -f docker/docker-compose.yml --profile test down -v >/dev/null 2>&1
+    DOCKER_HOST=unix://$SOCK bash scripts/compose.sh -p "$PROJECT" -f docker/docker-compose.yml --profile test \
+      --profile postgres down -v >/dev/null 2>&1
   fi
   if [ -f "$WORK/docker.pid" ]; then kill "$(cat "$WORK/docker.pid")" 2>/dev/null; sleep 2; fi
   rm -rf "$WORK" 2>/dev/null
@@ -68,10 +72,11 @@ cert=${PIP_CERT:-/etc/ssl/certs/ca-certificates.crt}
 [ -f "$cert" ] && cp "$cert" docker/extra-ca/ca.crt
 build_args=(--build-arg BASE_IMAGE=groupd-base:local)
 [ -f docker/extra-ca/ca.crt ] && build_args+=(--build-arg PIP_CERT=/opt/extra-ca/ca.crt)
-log "building groupd, integration and prometheus images"
+log "building groupd, integration, prometheus and postgres images"
 docker build -q --network host -f docker/Dockerfile "${build_args[@]}" -t groupd:local . >/dev/null
 docker build -q --network host -f docker/Dockerfile "${build_args[@]}" --build-arg 'EXTRAS=[test]' -t groupd-integration:local . >/dev/null
 docker build -q --network host -f docker/Dockerfile.prometheus --build-arg BASE_IMAGE=groupd-base:local -t groupd-prometheus:local . >/dev/null
+docker build -q --network host -f docker/Dockerfile.postgres --build-arg BASE_IMAGE=groupd-base:local -t groupd-postgres:local . >/dev/null
 rm -f docker/extra-ca/ca.crt
 
 export GROUPD_INITIAL_DELAY_MS=300 BASE_IMAGE=groupd-base:local
@@ -97,3 +102,34 @@ if ! timeout 120 "$py" -m tests.compose.host localhost:9092; then
   "${compose[@]}" logs --tail 30 groupd; log "FAILED: the host client"; exit 1
 fi
 log "passed: groupd + Prometheus + integration runner (in the network) + a host client, every dashboard panel returned data"
+
+wait_healthy() {  # the compose command's words; groupd's health: 'healthy', or what it was at the end
+  local state=starting
+  for _ in $(seq 1 90); do
+    state=$(docker inspect -f '{{.State.Health.Status}}' "$("$@" ps -q groupd)" 2>/dev/null || echo starting)
+    [ "$state" = healthy ] && break
+    sleep 1
+  done
+  echo "$state"
+}
+log "the postgres profile: groupd over PostgreSQL (GROUPD_STORAGE_ENGINE=postgresql)"
+"${compose[@]}" down -v >/dev/null 2>&1
+pg=(bash scripts/compose.sh -p "$PROJECT" -f docker/docker-compose.yml --profile postgres)
+export GROUPD_STORAGE_ENGINE=postgresql GROUPD_POSTGRESQL_PASSWORD=compose-test-$$
+"${pg[@]}" up -d --no-build postgres groupd >/dev/null 2>&1
+state=$(wait_healthy "${pg[@]}")
+log "groupd over PostgreSQL health: $state"
+[ "$state" = healthy ] || { "${pg[@]}" logs --tail 20 postgres groupd; log "FAILED: groupd over PostgreSQL"; exit 1; }
+if ! timeout 120 "$py" -m tests.compose.restart localhost:9092 before; then
+  "${pg[@]}" logs --tail 30 groupd; log "FAILED: the postgres profile before the restart"; exit 1
+fi
+"${pg[@]}" restart groupd >/dev/null 2>&1
+state=$(wait_healthy "${pg[@]}")
+log "groupd restarted, health: $state"
+if ! timeout 120 "$py" -m tests.compose.restart localhost:9092 after; then
+  "${pg[@]}" logs --tail 30 groupd; log "FAILED: the postgres profile after the restart"; exit 1
+fi
+rows=$("${pg[@]}" exec -T postgres psql -h /tmp -U groupd -d groupd -Atc "SELECT count(*) FROM groupd_batch")
+log "the records and the commit are in PostgreSQL ($rows batch rows)"
+[ "${rows:-0}" -gt 0 ] || { log "FAILED: no batch rows in PostgreSQL"; exit 1; }
+log "passed: the postgres profile (produce, consume, commit, restart groupd, consume from the committed offset)"

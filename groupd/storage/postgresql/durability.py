@@ -1,11 +1,11 @@
 """Group commit in PostgreSQL (storage/engine.py Durability): one transaction per round.
 
 Writers append to their logs on the event loop and ask to be told when the append is durable. A round
-takes every waiting batch of the logs its waiters wrote, inserts them all in one transaction (psycopg's
-``executemany`` pipelines the inserts: one round trip) in a worker thread, and answers every waiter
-when the commit returns. Writers arriving meanwhile wait for the next round, so 64 committers cost a
-handful of transactions, not 64. Rounds run one at a time: a round that finds nothing of a log to write
-knows every earlier one has settled.
+takes every waiting batch of the logs its waiters wrote, inserts them all in one transaction (one INSERT of
+every log's rows; BEGIN, INSERT and COMMIT sent together: one round trip, connection.py) in a worker thread,
+and answers every waiter when the commit returns. Writers arriving meanwhile wait for the next round, so
+64 committers cost a handful of transactions, not 64. Rounds run one at a time: a round that finds nothing
+of a log to write knows every earlier one has settled.
 
 A failed round answers its waiters with the StorageError (never an acknowledgement) and leaves its batches
 in their logs, which refuse appends until a retry, every RETRY_S, commits them (log.py says why): once the
@@ -184,8 +184,8 @@ class PgDurability:
 
 
 def _write(conn: psycopg.Connection, work: list[_Work]) -> None:
-    """Every log's batches of the round in one pipelined ``executemany``: one round trip, whatever the
-    number of logs (a log truncated since its batches were taken writes none: log.py's write_rows)."""
+    """Every log's batches of the round in one INSERT of six arrays, whatever the number of logs (a log
+    truncated since its batches were taken writes none: log.py's write_rows)."""
     rows = [e.row(lg.pid) for lg, entries, _end, generation in work if generation == lg.generation for e in entries]
     if rows:
         conn.execute(INSERT_MANY, [list(column) for column in zip(*rows, strict=True)])

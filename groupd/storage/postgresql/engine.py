@@ -5,15 +5,13 @@ Everything durable is in the database (schema.py): ``log.dirs`` holds nothing. A
 group-commit round (durability.py); metadata one row per key (metadata.py). The connection and its lock
 are connection.py's. Why psycopg 3 and not asyncpg: the seam's partition methods are synchronous and
 called on the event loop, so the engine needs a synchronous client for them and one that runs in a worker
-thread for its rounds; psycopg gives both over one connection, and its ``executemany`` pipelines a round's
-inserts into one round trip.
+thread for its rounds; psycopg gives both over one connection, and its pipeline mode sends a round's
+BEGIN, INSERT and COMMIT in one round trip.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-
-import psycopg
+from collections.abc import Iterable, Sequence
 
 from groupd.storage.engine import Durability, LogConfig, MetadataStore, PartitionSet, ReplayReader, check_key
 from groupd.storage.errors import UnknownPartition
@@ -21,6 +19,7 @@ from groupd.storage.postgresql.connection import Database, describe
 from groupd.storage.postgresql.durability import PgDurability
 from groupd.storage.postgresql.log import PgPartitionLog
 from groupd.storage.postgresql.metadata import PgMetadata
+from groupd.storage.postgresql.opening import read_stored
 from groupd.storage.postgresql.schema import migrate
 from groupd.storage.postgresql.sets import PgPartitionSet, PgReplayReader
 
@@ -41,42 +40,28 @@ class PostgresEngine:
     def _ready(self) -> None:
         self.open()
 
-    def _partition_row(self, kind: int, topic: str, partition: int) -> tuple[int, int, set[str]]:
-        def work(conn: psycopg.Connection) -> tuple[int, int, list[str]]:
-            # a read first: a partition that exists (every one at a restart) costs no write, so no WAL flush
-            row = conn.execute(
-                "SELECT id, log_start, flags FROM groupd_partition WHERE kind = %s AND topic = %s AND partition = %s",
-                (kind, topic, partition),
-            ).fetchone()
-            if row is None:
-                row = conn.execute(
-                    "INSERT INTO groupd_partition (kind, topic, partition) VALUES (%s, %s, %s) "
-                    "ON CONFLICT (kind, topic, partition) DO UPDATE SET kind = excluded.kind "
-                    "RETURNING id, log_start, flags",
-                    (kind, topic, partition),
-                ).fetchone()
-            assert row is not None
-            return row[0], row[1], row[2]
-
+    def _open(
+        self, kind: int, topic: str, partitions: Sequence[int], config: LogConfig | None
+    ) -> dict[int, PgPartitionLog]:
+        """The logs of ``partitions`` of ``topic`` (made when missing), opened in one transaction (opening.py)."""
         self._ready()
-        pid, start, flags = self.db.run(work, f"opening {topic}-{partition}")
-        return pid, start, set(flags)
-
-    def _open(self, kind: int, topic: str, partition: int, name: str, config: LogConfig | None) -> PgPartitionLog:
-        pid, start, flags = self._partition_row(kind, topic, partition)
-        if self.db.fence is not None and kind == TOPIC:
-            self.db.fence.opened(pid, (topic, partition))
-        return PgPartitionLog(self.db, pid, name, config or LogConfig(), start, flags)
+        out = {}
+        for partition, stored in read_stored(self.db, kind, topic, partitions).items():
+            if self.db.fence is not None and kind == TOPIC:
+                self.db.fence.opened(stored.pid, (topic, partition))
+            name = f"{topic}-{partition}" if kind == TOPIC else topic
+            out[partition] = PgPartitionLog(self.db, name, config or LogConfig(), stored)
+        return out
 
     def open_partition(self, topic: str, partition: int, config: LogConfig | None = None) -> PgPartitionLog:
-        return self._open(TOPIC, topic, partition, f"{topic}-{partition}", config)
+        return self._open(TOPIC, topic, [partition], config)[partition]
 
     def open_broker_log(self, name: str, config: LogConfig | None = None) -> PgPartitionLog:
-        return self._open(BROKER_LOG, check_key(name), -1, name, config)
+        return self._open(BROKER_LOG, check_key(name), [-1], config)[-1]
 
     def partitions(self, topic: str | None = None) -> list[tuple[str, int]]:
         self._ready()
-        rows = self.db.run(
+        rows = self.db.read(
             lambda conn: conn.execute(
                 "SELECT topic, partition FROM groupd_partition WHERE kind = %s AND (%s::text IS NULL OR topic = %s) "
                 "ORDER BY topic, partition",
@@ -88,7 +73,7 @@ class PostgresEngine:
 
     def stored_bytes(self, topic: str, partitions: Iterable[int]) -> int:
         self._ready()
-        row = self.db.run(
+        row = self.db.read(
             lambda conn: conn.execute(
                 "SELECT coalesce(sum(b.size), 0) FROM groupd_batch b JOIN groupd_partition p ON p.id = b.pid "
                 "WHERE p.kind = %s AND p.topic = %s AND p.partition = ANY(%s)",
@@ -115,7 +100,9 @@ class PostgresEngine:
     ) -> PartitionSet:
         if not isinstance(durability, PgDurability):
             raise TypeError("the PostgreSQL engine's partition sets are written through its own durability")
-        return PgPartitionSet({p: self.open_partition(topic, p, config) for p in sorted(partitions)})
+        numbers = sorted(partitions)
+        logs = self._open(TOPIC, topic, numbers, config) if numbers else {}
+        return PgPartitionSet({p: logs[p] for p in numbers})
 
     def replay_reader(self, helpers: int, stored_bytes: int) -> ReplayReader:
         return PgReplayReader()

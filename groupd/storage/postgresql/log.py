@@ -40,6 +40,7 @@ from groupd.storage.engine import CompactionStats, LogConfig, SegmentInfo
 from groupd.storage.errors import CorruptBatch, OffsetOutOfRange, RecordTooLarge, StorageError
 from groupd.storage.postgresql.compaction import compact
 from groupd.storage.postgresql.connection import Database
+from groupd.storage.postgresql.opening import Stored
 from groupd.storage.postgresql.schema import INSERT
 
 TAIL_CACHE_BYTES = 256 << 10  # committed bytes kept in memory per partition for tail reads
@@ -48,6 +49,7 @@ SCAN_ROWS = 1000  # batches a range scan considers at most
 REPLAY_ROWS = 20_000  # batches one run of a replay considers at most (commits are small: ~100 bytes each)
 _SCAN = struct.Struct(">qiibIhiqq")  # through maxTimestamp
 _LEADER_EPOCH = struct.Struct(">i")
+_ENTRY_COLUMNS = "b.base_offset, b.last_offset, b.max_timestamp, b.data"
 
 
 @dataclass(slots=True)
@@ -64,53 +66,29 @@ class Entry:
 
 
 class PgPartitionLog:
-    def __init__(self, db: Database, pid: int, name: str, config: LogConfig, log_start: int, flags: set[str]) -> None:
+    def __init__(self, db: Database, name: str, config: LogConfig, stored: Stored) -> None:
         self.db = db
-        self.pid = pid
+        self.pid = stored.pid
         self.name = name
         self.config = config
-        self._start = log_start
-        self._flags = flags
+        self._start = stored.log_start
+        self._flags = stored.flags
         self._closed = False
         self.tail: deque[Entry] = deque()  # from the oldest cached batch to the log end
         self._tail_bytes = 0
-        self.durable_end = log_start  # every offset below it is committed
-        self.taken_end = log_start  # below it: committed, or in a round under way
-        self.generation = 0  # bumped by every change a round in flight must not write over (truncation)
-        self.waiting_error: str | None = None  # why batches wait for a retry: appends are refused meanwhile
-        self._end = log_start
-        self._size = 0
+        self._end = self._start
+        self._size = stored.size
         self._modified_ms = int(time.time() * 1000)
-        self._load()
-
-    # ------------------------------------------------------------ loading
-
-    def _load(self) -> None:
-        def work(conn: psycopg.Connection) -> tuple[tuple[Any, ...] | None, list[tuple[Any, ...]]]:
-            total = conn.execute(
-                "SELECT coalesce(sum(size), 0), max(last_offset) FROM groupd_batch WHERE pid = %s", (self.pid,)
-            ).fetchone()
-            rows = conn.execute(
-                "SELECT base_offset, last_offset, max_timestamp, data FROM groupd_batch WHERE pid = %s "
-                "ORDER BY base_offset DESC LIMIT 256",
-                (self.pid,),
-                binary=True,  # the batches' bytes as they are, not hex text
-            ).fetchall()
-            return total, rows
-
-        total, rows = self.db.run(work, f"loading {self.name}")
-        assert total is not None
-        self._size = int(total[0])
-        if total[1] is not None:
-            self._end = max(self._start, int(total[1]) + 1)
-        cached = 0
-        for base, last, max_ts, data in rows:
-            if cached >= TAIL_CACHE_BYTES:
+        if stored.last_offset is not None:
+            self._end = max(self._start, stored.last_offset + 1)
+        for base, last, max_ts, data in stored.newest:  # newest first (opening.py)
+            if self._tail_bytes >= TAIL_CACHE_BYTES:
                 break
             self.tail.appendleft(Entry(base, last, max_ts, data))
-            cached += len(data)
-        self._tail_bytes = cached
-        self.durable_end = self.taken_end = self._end
+            self._tail_bytes += len(data)
+        self.durable_end = self.taken_end = self._end  # every offset below durable_end is committed
+        self.generation = 0  # bumped by every change a round in flight must not write over (truncation)
+        self.waiting_error: str | None = None  # why batches wait for a retry: appends are refused meanwhile
 
     # ------------------------------------------------------------ offsets
 
@@ -272,60 +250,39 @@ class PgPartitionLog:
     def _cached_from(self) -> int:
         return self.tail[0].base if self.tail else self._end
 
-    def _page(self, conn: psycopg.Connection, offset: int, max_bytes: int, rows: int) -> tuple[int, int] | None:
-        """The first and last base offsets of the committed batches from the one holding ``offset`` that fit
-        in ``max_bytes`` (at least one), at most ``rows`` of them: their sizes only (no data), found
-        through the primary key from the batch holding ``offset``."""
-        sizes = conn.execute(
-            "SELECT base_offset, size FROM groupd_batch WHERE pid = %s AND base_offset >= coalesce(("
-            "SELECT max(base_offset) FROM groupd_batch WHERE pid = %s AND base_offset <= %s), 0) "
-            "AND last_offset >= %s AND base_offset < %s ORDER BY base_offset LIMIT %s",
-            (self.pid, self.pid, offset, offset, self.durable_end, rows),
-        ).fetchall()
-        if not sizes:
-            return None
-        total, last = 0, sizes[0][0]
-        for base, size in sizes:
-            if total and total + size > max_bytes:
-                break
-            total, last = total + size, base
-        return sizes[0][0], last
+    def _page(self, offset: int, max_bytes: int, rows: int, columns: str) -> list[tuple[Any, ...]]:
+        """``columns`` of the committed batches from the one holding ``offset`` that fit in ``max_bytes`` (at
+        least one), at most ``rows`` of them, in one statement (one round trip): the sizes' running sum picks
+        the range of batches from the one holding ``offset``, and only their data is read (a range scan of
+        the primary key), so a read moves no more than it returns."""
+        return self.db.read(
+            lambda conn: conn.execute(
+                "WITH sizes AS (SELECT base_offset, sum(size) OVER (ORDER BY base_offset) AS upto, "
+                "row_number() OVER (ORDER BY base_offset) AS n FROM groupd_batch "
+                "WHERE pid = %(pid)s AND base_offset >= coalesce((SELECT max(base_offset) FROM groupd_batch "
+                "WHERE pid = %(pid)s AND base_offset <= %(offset)s), 0) "
+                "AND last_offset >= %(offset)s AND base_offset < %(end)s ORDER BY base_offset LIMIT %(rows)s) "
+                ", pick AS (SELECT min(base_offset) AS lo, max(base_offset) AS hi FROM sizes "
+                "WHERE n = 1 OR upto <= %(max)s) "
+                f"SELECT {columns} FROM pick, groupd_batch b "
+                "WHERE b.pid = %(pid)s AND b.base_offset BETWEEN pick.lo AND pick.hi ORDER BY b.base_offset",
+                {"pid": self.pid, "offset": offset, "end": self.durable_end, "rows": rows, "max": max_bytes},
+                binary=True,  # the batches' bytes as they are, not hex text
+            ).fetchall(),
+            f"reading {self.name}",
+        )
 
     def _scan(self, offset: int, max_bytes: int) -> list[Entry]:
-        """Committed batches from the one holding ``offset``, ``max_bytes`` of them (at least one): their
-        sizes first (``_page``), then the data of those that fit, so a read moves no more than it returns."""
-
-        def work(conn: psycopg.Connection) -> list[Entry]:
-            page = self._page(conn, offset, max_bytes, SCAN_ROWS)
-            if page is None:
-                return []
-            rows = conn.execute(
-                "SELECT base_offset, last_offset, max_timestamp, data FROM groupd_batch "
-                "WHERE pid = %s AND base_offset BETWEEN %s AND %s ORDER BY base_offset",
-                (self.pid, *page),
-                binary=True,  # the batches' bytes as they are, not hex text
-            ).fetchall()
-            return [Entry(*row) for row in rows]
-
-        return self.db.run(work, f"reading {self.name}")
+        """Committed batches from the one holding ``offset``, ``max_bytes`` of them (at least one)."""
+        return [Entry(*row) for row in self._page(offset, max_bytes, SCAN_ROWS, _ENTRY_COLUMNS)]
 
     def _run(self, offset: int) -> tuple[int, bytes] | None:
         """For replay: the committed batches from the one holding ``offset``, SCAN_PAGE_BYTES of them in one
         run of bytes, and the offset after them; no object per batch (a store of small commits has many)."""
-
-        def work(conn: psycopg.Connection) -> tuple[int, bytes] | None:
-            page = self._page(conn, offset, SCAN_PAGE_BYTES, REPLAY_ROWS)
-            if page is None:
-                return None
-            rows = conn.execute(
-                "SELECT last_offset, data FROM groupd_batch WHERE pid = %s AND base_offset BETWEEN %s AND %s "
-                "ORDER BY base_offset",
-                (self.pid, *page),
-                binary=True,
-            ).fetchall()
-            return rows[-1][0] + 1, b"".join([data for _last, data in rows])
-
-        return self.db.run(work, f"reading {self.name}")
+        rows = self._page(offset, SCAN_PAGE_BYTES, REPLAY_ROWS, "b.last_offset, b.data")
+        if not rows:
+            return None
+        return rows[-1][0] + 1, b"".join([data for _last, data in rows])
 
     def _entries(self, offset: int, max_bytes: int = 1 << 62) -> Iterator[Entry]:
         """Every batch from the one holding ``offset`` to the log end: range scans, then the tail."""
@@ -392,7 +349,7 @@ class PgPartitionLog:
             ).fetchall()
 
         while offset < self._cached_from():
-            rows = self.db.run(work, f"reading {self.name}")
+            rows = self.db.read(work, f"reading {self.name}")
             if not rows:
                 break
             for (head,) in rows:
@@ -490,7 +447,7 @@ class PgPartitionLog:
         )
 
     def load_snapshot(self, name: str) -> Any | None:
-        row = self.db.run(
+        row = self.db.read(
             lambda conn: conn.execute(
                 "SELECT log_end, state FROM groupd_snapshot WHERE pid = %s AND name = %s", (self.pid, name)
             ).fetchone(),

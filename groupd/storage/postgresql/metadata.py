@@ -18,7 +18,7 @@ class PgMetadata:
     def get(self, key: str) -> bytes | None:
         check_key(key)
         self.ready()
-        row = self.db.run(
+        row = self.db.read(
             lambda conn: conn.execute("SELECT value FROM groupd_metadata WHERE key = %s", (key,)).fetchone(),
             f"reading {key}",
         )

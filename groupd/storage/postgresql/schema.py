@@ -115,7 +115,7 @@ def migrate(db: Database) -> int:
         return found
 
     try:
-        return db.run(work, "applying the schema migrations")
+        return db.run(work, "applying the schema migrations", pipelined=False)
     except _Newer as exc:
         raise StorageError(
             f"the PostgreSQL database is at groupd schema version {exc.version}, newer than this groupd's "
