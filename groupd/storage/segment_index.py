@@ -25,6 +25,7 @@ import logging
 import os
 import struct
 import sys
+import threading
 import time
 from array import array
 from collections import OrderedDict
@@ -51,24 +52,28 @@ _tokens = itertools.count(1)
 
 
 class BlockCache:
-    """Decoded blocks of every segment's side file, the least recently used dropped beyond ``limit``."""
+    """Decoded blocks of every segment's side file, the least recently used dropped beyond ``limit``.
+    Shared by the logs of every thread (a log opened or replayed on a worker reads blocks too)."""
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
         self.blocks: OrderedDict[tuple[int, int], array] = OrderedDict()
         self.misses = 0
+        self._lock = threading.Lock()
 
     def get(self, key: tuple[int, int]) -> array | None:
-        block = self.blocks.get(key)
-        if block is not None:
-            self.blocks.move_to_end(key)
-        return block
+        with self._lock:
+            block = self.blocks.get(key)
+            if block is not None:
+                self.blocks.move_to_end(key)
+            return block
 
     def put(self, key: tuple[int, int], block: array) -> None:
-        self.misses += 1
-        self.blocks[key] = block
-        while len(self.blocks) > self.limit:
-            self.blocks.popitem(last=False)
+        with self._lock:
+            self.misses += 1
+            self.blocks[key] = block
+            while len(self.blocks) > self.limit:
+                self.blocks.popitem(last=False)
 
 
 CACHE = BlockCache(256)  # about 0.5 MiB: 256 blocks of 1.5 KiB and their arrays
@@ -168,7 +173,8 @@ class SegmentIndex:
                 data = block.tobytes()
                 if os.pwrite(fd, data, self.spilled * self.width * _ENTRY) != len(data):
                     raise OSError("short write")
-                del self.offsets[:n], self.positions[:n], self.max_ts[:n]
+                # new arrays of the entries left: a shrunk array keeps its allocation, a copy does not
+                self.offsets, self.positions, self.max_ts = self.offsets[n:], self.positions[n:], self.max_ts[n:]
                 self.spilled += 1
         except OSError as exc:
             _warn("index blocks of %s kept in memory: %s", self.path, exc)

@@ -6,7 +6,9 @@ before; and lookups agree with a full scan after compaction and retention too.""
 from __future__ import annotations
 
 import shutil
+import sys
 import tempfile
+from array import array
 from pathlib import Path
 
 from hypothesis import given, settings
@@ -38,13 +40,18 @@ def test_rolled_segments_hold_only_the_coarse_level(tmp_path):
         log = Log.open(tmp_path / "p", LogConfig(segment_bytes=6000, index_interval_bytes=0), now_ms=lambda: 0)
         _fill(log, 400)
         assert len(log.segments) > 5
+        empty = sys.getsizeof(array("q"))
         for seg in log.segments[:-1]:
             index = seg.index
             assert len(index) > 4 and not index.positions, "sealed at the roll: no fine entry resident"
+            tail = (index.offsets, index.positions, index.max_ts)
+            assert all(sys.getsizeof(a) == empty for a in tail), "nor any room kept for them"
             assert index.resident_bytes() == 24 * len(index.first_offsets) == 24 * -(-len(index) // 4)
             assert seg.path.with_suffix(INDEX_SUFFIX).stat().st_size == 4 * 24 * len(index.first_offsets)
         active = log.segments[-1].index
         assert 1 <= len(active.positions) <= 4
+        for a in (active.offsets, active.positions, active.max_ts):  # no room kept from before a spill
+            assert sys.getsizeof(a) <= empty + 8 * (4 + 8)
         _agree(log)
         log.close()
 
