@@ -199,6 +199,8 @@ class Segment:
 
     def first_from(self, offset: int) -> int:
         """The position of the first batch whose base offset is >= ``offset`` (the end when none is)."""
+        if offset >= self.next_offset:  # past the segment (a READ_COMMITTED fetch of an older one)
+            return self.size
         i = self.index.lower_offset(offset)
         if i == 0:
             return self.index.position(0) if len(self.index) else self.size
@@ -212,6 +214,8 @@ class Segment:
         first batch's end."""
         if start + first_size >= limit:
             return start + first_size
+        if self.size <= limit:  # the rest of the segment fits: no index block to read
+            return self.size
         i = self.index.floor_position(limit)
         from_ = max(self.index.position(i), start) if i >= 0 else start
         end = max(start + first_size, from_)

@@ -191,3 +191,24 @@ def test_a_timestamp_lookup_skips_batches_below_the_log_start(tmp_path):
     assert log.offset_for_timestamp(10) == (1, 20)
     assert log.offset_for_timestamp(40) == (2, 70), "offset 0 reaches 40 but lies below the log start"
     log.close()
+
+
+def test_a_fetch_reads_one_index_block(tmp_path):
+    """A read finds its first batch through one block; its end (the segment's end, or a READ_COMMITTED
+    bound past the segment) needs none."""
+    with small_blocks(2, 64):
+        cfg = LogConfig(segment_bytes=20_000, index_interval_bytes=0)
+        log = Log.open(tmp_path / "p", cfg, now_ms=lambda: 0)
+        _fill(log, 300)
+        log.flush()
+        log.close()
+        log = Log.open(tmp_path / "p", cfg, now_ms=lambda: 0)
+        first = log.segments[0]
+        middle = (first.base_offset + first.next_offset) // 2
+        for upto in (None, log.log_end_offset):
+            segment_index.CACHE.blocks.clear()
+            misses = segment_index.CACHE.misses
+            data = log.read(middle, 1 << 20, upto=upto)
+            assert segment_index.CACHE.misses - misses == 1, "the block of the batch holding the offset"
+            assert len(data) == first.size - first.first_from(middle)
+        log.close()
