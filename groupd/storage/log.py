@@ -382,6 +382,8 @@ class Log:
             os.ftruncate(fd, end)
             os.fsync(fd)
         seg.size = end
+        if not last:
+            seg.index.seal()  # a rolled segment keeps only its coarse index in memory
         self.segments.append(seg)
         self._bases.append(base)
 

@@ -53,6 +53,10 @@ def test_rolled_segments_hold_only_the_coarse_level(tmp_path):
         for a in (active.offsets, active.positions, active.max_ts):  # no room kept from before a spill
             assert sys.getsizeof(a) <= empty + 8 * (4 + 8)
         _agree(log)
+        crashed = Log.open(_crashed_copy(log, tmp_path), log.config, now_ms=lambda: 0)  # scanned: sealed too
+        assert not any(seg.index.positions for seg in crashed.segments[:-1])
+        _agree(crashed)
+        crashed.close()
         log.close()
 
 
