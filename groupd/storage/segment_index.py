@@ -397,7 +397,10 @@ class SegmentIndex:
     def forget_file(self) -> None:
         """Start the side file afresh (a scan rebuilds it)."""
         if self.path is not None:
-            self.path.unlink(missing_ok=True)
+            try:
+                self.path.unlink(missing_ok=True)
+            except OSError as exc:  # overwritten block by block instead; its old trailer never matches
+                _warn("stale index %s not removed: %s", self.path, exc)
         self._reset()
 
     def resident_bytes(self) -> int:

@@ -216,3 +216,31 @@ def test_a_fetch_reads_one_index_block(tmp_path):
             assert segment_index.CACHE.misses - misses == 1, "the block of the batch holding the offset"
             assert len(data) == first.size - first.first_from(middle)
         log.close()
+
+
+def test_blocks_that_cannot_be_written_stay_in_memory(tmp_path, caplog):
+    """No room for the side file (here: a directory in its place): the blocks stay in the tail, every
+    lookup still answers, at most one warning line and no traceback; once it can be written, it is."""
+    with small_blocks(2, 4):
+        cfg = LogConfig(segment_bytes=1 << 20, index_interval_bytes=0)
+        log = Log.open(tmp_path / "p", cfg, now_ms=lambda: 0)
+        side = log.segments[0].path.with_suffix(INDEX_SUFFIX)
+        side.mkdir()
+        _fill(log, 30)
+        index = log.segments[0].index
+        assert index.spilled == 0 and len(index.positions) == 30
+        _agree(log)
+        assert len([r for r in caplog.records if "kept in memory" in r.message]) <= 1
+        assert not any(r.exc_info for r in caplog.records)
+        side.rmdir()
+        _fill(log, 2, first_ts=200)
+        assert index.spilled == 15 and len(index.positions) == 2
+        _agree(log)
+        log.flush()
+        log.close()
+        side.unlink()
+        side.mkdir()  # an index that cannot even be removed: scanned, kept in memory
+        log = Log.open(tmp_path / "p", cfg, now_ms=lambda: 0)
+        assert log.log_end_offset == 32
+        _agree(log)
+        log.close()
