@@ -2,14 +2,15 @@
 
 Segments are named by their 20-digit base offset (``00000000000000000000.log``) and hold record batches
 v2 byte for byte. A segment's file is opened at its first use and may be closed while idle, within the
-engine's bound on open files (storage/open_files.py). Each segment keeps a sparse in-memory index, as
-Kafka's offset and time indexes are sparse: one entry per ``index.interval.bytes`` (4096 by default) of
-batches, holding the base offset and file position of the run's first batch and the largest timestamp
-in the run, so its memory grows with the bytes stored, not the batches (about 24 bytes per 4 KiB). A
-lookup takes the nearest entry at or below its target and walks the batch headers forward from there,
-within one run. The index is rebuilt from the batch headers at open (or read from the file a clean
-close left); at open the last segment is also CRC-checked and a torn or corrupt tail is truncated and
-logged. Nothing here fsyncs on append: ``flush()`` does, and the GroupCommitter decides when.
+engine's bound on open files (storage/open_files.py). Each segment keeps a sparse index, as Kafka's
+offset and time indexes are sparse: one entry per ``index.interval.bytes`` (4096 by default) of batches,
+holding the base offset and file position of the run's first batch and the largest timestamp in the
+run. Its entries live in blocks in a side file beside the segment, with only a coarse level resident
+(storage/segment_index.py), so memory follows the number of segments, not the bytes stored. A lookup
+takes the nearest entry at or below its target and walks the batch headers forward from there, within
+one run. The index is rebuilt from the batch headers at open (or read from the file a clean close
+left); at open the last segment is also CRC-checked and a torn or corrupt tail is truncated and logged.
+Nothing here fsyncs on append: ``flush()`` does, and the GroupCommitter decides when.
 """
 
 from __future__ import annotations
@@ -25,7 +26,6 @@ import struct
 import sys
 import threading
 import time
-from array import array
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,21 +50,16 @@ from groupd.storage.engine import CompactionStats, LogConfig, SegmentInfo
 from groupd.storage.errors import DiskFull, OffsetOutOfRange, RecordTooLarge, StorageError
 from groupd.storage.logdirfailure import channel as log_dir_failures
 from groupd.storage.open_files import UNBOUNDED, OpenFiles, close_handle
+from groupd.storage.segment_index import SegmentIndex
 
 log = logging.getLogger("groupd.storage")
 START_CHECKPOINT = "log-start-offset"
 READ_CHUNK = 8 << 20
-# A segment's sparse index as a clean close left it (see Log._write_indexes): magic, version (2: sparse;
-# 1 was one entry per batch), whether the arrays are little-endian, the segment file's inode, size and
-# mtime (ns) it describes, its next offset and entry count; then the three index arrays; then a CRC-32C
-# of all of it.
+# A segment's sparse index, its blocks and the trailer a clean close appends (storage/segment_index.py)
 INDEX_SUFFIX = ".batches"
-_INDEX_HEAD = struct.Struct(">4sHBQQqqq")
-_INDEX_MAGIC = b"GDBI"
 _SCAN_HEADER = struct.Struct(">qiibIhiqq")  # a batch header up to maxTimestamp
 _RECORD_COUNT = struct.Struct(">i")  # at position 57
 _LEADER_EPOCH = struct.Struct(">i")  # partitionLeaderEpoch, at position 12
-_INDEX_VERSION = 2
 _NO_ROOM = (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
 _NO_ROOM_EVERY_S = 10.0
 _no_room = {"last": -_NO_ROOM_EVERY_S, "missed": 0}
@@ -93,16 +88,18 @@ class Segment:
     created_ms: int = 0
     interval: int = 4096  # index.interval.bytes: a new index entry once a run holds this many bytes
     # the sparse index, one entry per run of batches: the run's first batch's base offset and file
-    # position, and the largest batch max timestamp in the run (the time index)
-    offsets: array = field(default_factory=lambda: array("q"))
-    positions: array = field(default_factory=lambda: array("q"))
-    max_ts: array = field(default_factory=lambda: array("q"))
+    # position, and the largest batch max timestamp in the run (the time index); in the side file
+    # beside the segment but for a coarse level (storage/segment_index.py)
+    index: SegmentIndex = field(init=False)
     next_offset: int = 0
     max_timestamp: int = -1
     indexed: tuple[int, int, int] | None = None  # (inode, size, mtime) the index file on disk describes
     used: int = 0  # when the descriptor was last asked for (open_files' clock): the oldest close first
     owner: Log | None = None  # the log whose locks say whether the file is idle
     files: OpenFiles = UNBOUNDED  # the bound this file counts against
+
+    def __post_init__(self) -> None:
+        self.index = SegmentIndex(self.interval, self.path.with_suffix(INDEX_SUFFIX))
 
     @property
     def fd(self) -> int:
@@ -146,15 +143,8 @@ class Segment:
         close_handle(self)
 
     def add(self, base: int, last: int, position: int, max_ts: int) -> None:
-        """Index a batch appended at ``position``: a new entry once the current run holds ``interval``
-        bytes (Kafka's bytesSinceLastIndexEntry), else the run's timestamp grows."""
-        positions = self.positions
-        if not positions or position - positions[-1] >= self.interval:
-            self.offsets.append(base)
-            positions.append(position)
-            self.max_ts.append(max_ts)
-        elif max_ts > self.max_ts[-1]:
-            self.max_ts[-1] = max_ts
+        """Index a batch appended at ``position`` (see SegmentIndex.add)."""
+        self.index.add(base, position, max_ts)
         if max_ts > self.max_timestamp:
             self.max_timestamp = max_ts
         self.next_offset = last + 1
@@ -164,7 +154,7 @@ class Segment:
 
     def run_end(self, i: int) -> int:
         """Where index run ``i`` ends: the next run's first batch, or the segment's end."""
-        return self.positions[i + 1] if i + 1 < len(self.positions) else self.size
+        return self.index.position(i + 1) if i + 1 < len(self.index) else self.size
 
     def walk(self, start: int, stop: int | None = None) -> Iterator[tuple[int, int, int, int, int]]:
         """(position, base offset, last offset, max timestamp, size) of each batch from ``start`` (a batch
@@ -190,10 +180,11 @@ class Segment:
 
         A Fetch's path: the run is read once and its headers walked in a tight loop (two small
         unpacks per batch), not through ``walk``."""
-        if not self.positions:
+        index = self.index
+        if not len(index):
             return None
-        run = max(bisect.bisect_right(self.offsets, offset) - 1, 0)
-        pos, end = self.positions[run], self.run_end(run)
+        run = max(index.floor_offset(offset), 0)
+        pos, end = index.position(run), self.run_end(run)
         buf = os.pread(self.fd, min(end - pos + _SCAN_HEADER.size, self.size - pos), pos)
         rel, stop = 0, end - pos
         base_len, delta = _BASE_AND_LENGTH.unpack_from, _LAST_DELTA.unpack_from
@@ -208,10 +199,12 @@ class Segment:
 
     def first_from(self, offset: int) -> int:
         """The position of the first batch whose base offset is >= ``offset`` (the end when none is)."""
-        i = bisect.bisect_left(self.offsets, offset)
+        if offset >= self.next_offset:  # past the segment (a READ_COMMITTED fetch of an older one)
+            return self.size
+        i = self.index.lower_offset(offset)
         if i == 0:
-            return self.positions[0] if self.positions else self.size
-        for pos, base, _last, _ts, _size in self.walk(self.positions[i - 1], self.run_end(i - 1)):
+            return self.index.position(0) if len(self.index) else self.size
+        for pos, base, _last, _ts, _size in self.walk(self.index.position(i - 1), self.run_end(i - 1)):
             if base >= offset:
                 return pos
         return self.run_end(i - 1)
@@ -221,8 +214,10 @@ class Segment:
         first batch's end."""
         if start + first_size >= limit:
             return start + first_size
-        i = bisect.bisect_right(self.positions, limit) - 1
-        from_ = max(self.positions[i], start) if i >= 0 else start
+        if self.size <= limit:  # the rest of the segment fits: no index block to read
+            return self.size
+        i = self.index.floor_position(limit)
+        from_ = max(self.index.position(i), start) if i >= 0 else start
         end = max(start + first_size, from_)
         for pos, _base, _last, _ts, size in self.walk(from_):
             if pos + size > limit:
@@ -249,8 +244,7 @@ class _EndMark:
 
     @classmethod
     def of(cls, seg: Segment) -> _EndMark:
-        runs = len(seg.positions)
-        return cls(seg, seg.size, runs, seg.max_ts[-1] if runs else -1, seg.max_timestamp, seg.next_offset)
+        return cls(seg, seg.size, len(seg.index), seg.index.last_ts(), seg.max_timestamp, seg.next_offset)
 
 
 def no_room(exc: OSError) -> bool:
@@ -313,7 +307,7 @@ class Log:
         for tmp in directory.glob("*.cleaned"):
             tmp.unlink()  # an interrupted compaction: the original segment is still in place
         for tmp in directory.glob(f"*{INDEX_SUFFIX}-tmp"):
-            tmp.unlink()  # an index whose writing was interrupted
+            tmp.unlink()  # an index an earlier version was writing when it was interrupted
         for index in directory.glob(f"*{INDEX_SUFFIX}"):
             if not index.with_suffix(".log").exists():
                 index.unlink()  # its segment was deleted after the close that wrote it
@@ -378,6 +372,7 @@ class Log:
             self.segments.append(seg)
             self._bases.append(base)
             return
+        seg.index.forget_file()  # missing, stale or torn: the scan writes it again
         end, reason = self._scan(seg, file_size, verify=last)
         if end < file_size:
             log.warning(
@@ -387,42 +382,33 @@ class Log:
             os.ftruncate(fd, end)
             os.fsync(fd)
         seg.size = end
+        if not last:
+            seg.index.seal()  # a rolled segment keeps only its coarse index in memory
         self.segments.append(seg)
         self._bases.append(base)
 
     @staticmethod
     def _read_index(seg: Segment, st: os.stat_result) -> bool:
-        """Fill ``seg``'s index from the file a clean close wrote, if it describes this very file (same
-        inode, size and mtime, intact): a start after a clean shutdown then reads no segment data."""
-        try:
-            with open(seg.path.with_suffix(INDEX_SUFFIX), "rb") as f:
-                data = f.read()
-        except OSError:
+        """Fill ``seg``'s coarse index from the side file a clean close left, if it describes this very
+        file (same inode, size and mtime, intact): a start after a clean shutdown then reads no segment
+        data."""
+        next_offset = seg.index.load(st)
+        if next_offset is None:
             return False
-        head = _INDEX_HEAD.size
-        if len(data) < head + 4 or crc32c(memoryview(data)[:-4]) != int.from_bytes(data[-4:], "big"):
-            return False
-        magic, version, little, inode, size, mtime_ns, next_offset, count = _INDEX_HEAD.unpack_from(data)
-        expected = (_INDEX_MAGIC, _INDEX_VERSION, sys.byteorder == "little", st.st_ino, st.st_size, st.st_mtime_ns)
-        if (magic, version, little, inode, size, mtime_ns) != expected or len(data) != head + 24 * count + 4:
-            return False
-        width = 8 * count
-        for i, arr in enumerate((seg.offsets, seg.positions, seg.max_ts)):
-            arr.frombytes(data[head + i * width : head + (i + 1) * width])
-        if count and (seg.positions[0] != 0 or seg.positions[-1] >= size or seg.offsets[0] < seg.base_offset):
-            del seg.offsets[:], seg.positions[:], seg.max_ts[:]
+        if len(seg.index) and seg.index.first_offsets[0] < seg.base_offset:
+            seg.index.forget_file()
             return False
         seg.next_offset = next_offset
-        seg.max_timestamp = max(seg.max_ts) if count else -1
-        seg.indexed = (inode, size, mtime_ns)
+        seg.max_timestamp = seg.index.max_timestamp()
+        seg.indexed = (st.st_ino, st.st_size, st.st_mtime_ns)
         return True
 
     def _write_indexes(self) -> None:
-        """At a clean close (everything appended is fsynced, nothing failed): each segment's batch
-        index, so the next open need not scan the segments (Kafka keeps index files and skips recovery
-        after a clean shutdown for the same reason). Not fsynced: a lost or torn index only means a
-        scan. Any later change of the segment file changes its size or mtime, which voids the index; a
-        segment unchanged since its index was read or written keeps the file it has."""
+        """At a clean close (everything appended is fsynced, nothing failed): each segment's index side
+        file sealed with its trailer, so the next open need not scan the segments (Kafka keeps index
+        files and skips recovery after a clean shutdown for the same reason). Not fsynced: a lost or torn
+        index only means a scan. Any later change of the segment file changes its size or mtime, which
+        voids the trailer; a segment unchanged since its index was read or written keeps the file it has."""
         if self._failed is not None or self._dirty or self._unwritten or self._writing:
             return
         for seg in self.segments:
@@ -432,17 +418,7 @@ class Log:
                 st = os.fstat(seg.handle) if seg.handle >= 0 else os.stat(seg.path)
                 if st.st_size != seg.size or seg.indexed == (st.st_ino, st.st_size, st.st_mtime_ns):
                     continue  # changed under us; or unchanged since its index was read or written
-                body = bytearray(_INDEX_HEAD.pack(
-                    _INDEX_MAGIC, _INDEX_VERSION, sys.byteorder == "little", st.st_ino, st.st_size, st.st_mtime_ns,
-                    seg.next_offset, len(seg.offsets),
-                ))
-                for arr in (seg.offsets, seg.positions, seg.max_ts):
-                    body += arr.tobytes()
-                body += crc32c(body).to_bytes(4, "big")
-                path = seg.path.with_suffix(INDEX_SUFFIX)
-                tmp = path.with_suffix(f"{INDEX_SUFFIX}-tmp")
-                tmp.write_bytes(body)
-                os.replace(tmp, path)
+                seg.index.write_trailer(st, seg.next_offset)
                 seg.indexed = (st.st_ino, st.st_size, st.st_mtime_ns)
             except OSError as exc:
                 log.warning("no batch index for %s: %s", seg.path, exc)
@@ -626,6 +602,7 @@ class Log:
     def _roll(self) -> Segment:
         old = self.active
         self._dirty.add(old.fd)
+        old.index.seal()  # a rolled segment keeps only its coarse index in memory
         return self._new_segment(old.next_offset)
 
     def flush(self) -> None:
@@ -795,6 +772,7 @@ class Log:
                 self._dirty.discard(later.handle)
                 later.close_file()
                 later.path.unlink(missing_ok=True)
+                later.index.forget_file()
                 self._dir_dirty = True
             del self.segments[i + 1 :], self._bases[i + 1 :]
             kept = [w for w in self._unwritten if w[0] not in dropped and (w[0] != seg.handle or w[1] < mark.size)]
@@ -803,9 +781,9 @@ class Log:
                 if os.fstat(seg.fd).st_size > mark.size:
                     os.ftruncate(seg.fd, mark.size)
                     self._dirty.add(seg.fd)
-            del seg.offsets[mark.runs :], seg.positions[mark.runs :], seg.max_ts[mark.runs :]
+            seg.index.cut(mark.runs)
             if mark.runs:
-                seg.max_ts[-1] = mark.run_ts
+                seg.index.set_last_ts(mark.run_ts)
             seg.size, seg.next_offset, seg.max_timestamp = mark.size, mark.next_offset, mark.max_timestamp
 
     @property
@@ -941,13 +919,16 @@ class Log:
 
     @staticmethod
     def _chunk_bounds(seg: Segment) -> Iterator[tuple[int, int]]:
-        positions = seg.positions
-        i, n = 0, len(positions)
-        while i < n:
-            start = positions[i]
-            j = bisect.bisect_right(positions, start + READ_CHUNK, i + 1)
-            yield start, positions[j] if j < n else seg.size
-            i = j
+        """Ranges of whole runs, each reaching READ_CHUNK bytes past its start by at most one run."""
+        start = None
+        for pos in seg.index.iter_positions():
+            if start is None:
+                start = pos
+            elif pos > start + READ_CHUNK:
+                yield start, pos
+                start = pos
+        if start is not None:
+            yield start, seg.size
 
     def _segment_batches_from(self, seg: Segment) -> Iterator[tuple[BatchHeader, memoryview]]:
         for header, batch in self._segment_batches(seg):
@@ -958,12 +939,13 @@ class Log:
         """The first offset whose timestamp is >= ts_ms, with that timestamp (ListOffsets)."""
         self._settle()
         for seg in self.segments:
-            if not seg.positions or seg.max_timestamp < ts_ms:
+            if not len(seg.index) or seg.max_timestamp < ts_ms:
                 continue
             # the first run reaching ts_ms (the time index), then its first batch that does
-            run = next(i for i, ts in enumerate(seg.max_ts) if ts >= ts_ms)
-            for pos, _base, _last, batch_ts, size in seg.walk(seg.positions[run], seg.run_end(run)):
-                if batch_ts >= ts_ms:
+            # on past the run when its batches reaching ts_ms all lie below the log start offset
+            run = seg.index.first_reaching(ts_ms)
+            for pos, _base, last, batch_ts, size in seg.walk(seg.index.position(run)):
+                if batch_ts >= ts_ms and last >= self.log_start_offset:
                     batch = seg.pread(pos, pos + size)
                     for rec in iter_records_safe(batch):
                         if rec.timestamp >= ts_ms and rec.offset >= self.log_start_offset:
@@ -974,15 +956,15 @@ class Log:
 
     def max_timestamp(self) -> tuple[int, int] | None:
         self._settle()
-        top: tuple[int, Segment, int] | None = None  # the first run holding the largest timestamp
+        top: tuple[int, Segment] | None = None  # the first segment holding the largest timestamp
         for seg in self.segments:
-            for i, ts in enumerate(seg.max_ts):
-                if top is None or ts > top[0]:
-                    top = (ts, seg, i)
+            if len(seg.index) and (top is None or seg.index.max_timestamp() > top[0]):
+                top = (seg.index.max_timestamp(), seg)
         if top is None:
             return None
-        ts, seg, run = top
-        for pos, _base, last, batch_ts, size in seg.walk(seg.positions[run], seg.run_end(run)):
+        ts, seg = top
+        run = seg.index.first_reaching(ts, exactly=True)
+        for pos, _base, last, batch_ts, size in seg.walk(seg.index.position(run), seg.run_end(run)):
             if batch_ts == ts:
                 for rec in iter_records_safe(seg.pread(pos, pos + size)):
                     if rec.timestamp == ts:
@@ -1057,13 +1039,13 @@ class Log:
                     os.ftruncate(seg.fd, cut)
                 except OSError as exc:
                     raise StorageError(f"truncating {seg.path} failed: {exc}") from exc
-                kept = bisect.bisect_left(seg.positions, cut)
-                del seg.offsets[kept:], seg.positions[kept:], seg.max_ts[kept:]
+                kept = seg.index.lower_position(cut)
+                seg.index.cut(kept)
                 seg.size = cut
                 seg.next_offset = end
                 if kept:  # the last run kept may have counted a timestamp cut off with its batches
-                    seg.max_ts[-1] = max(b[3] for b in seg.walk(seg.positions[-1]))
-                seg.max_timestamp = max(seg.max_ts) if kept else -1
+                    seg.index.set_last_ts(max(b[3] for b in seg.walk(seg.index.position(kept - 1))))
+                seg.max_timestamp = seg.index.max_timestamp()
                 self._dirty.add(seg.fd)
             return self.log_end_offset
 
@@ -1127,6 +1109,7 @@ class Log:
                 seg.base_offset, seg.path, -1, created_ms=seg.created_ms, next_offset=seg.base_offset,
                 interval=seg.interval,
             )  # fmt: skip
+            new.index.path = None  # kept in memory until it replaces the segment's own side file
             for kept in cleaner.clean(self._segment_batches(seg)):
                 new.add_header(parse_header(kept, 0), len(out))
                 out += kept
@@ -1140,7 +1123,7 @@ class Log:
                 tmp.unlink(missing_ok=True)
                 raise StorageError(f"compacting {seg.path} failed: {exc}") from exc
             with self._lock, self._state:  # no flush is fsyncing the fd being replaced
-                seg.path.with_suffix(INDEX_SUFFIX).unlink(missing_ok=True)
+                seg.index.forget_file()
                 seg.indexed = None
                 os.replace(tmp, seg.path)
                 self._dirty.discard(seg.handle)
@@ -1148,6 +1131,7 @@ class Log:
                 new.owner, new.files = self, self.files  # opened at its first use
                 new.size = len(out)
                 new.next_offset = self.segments[idx + 1].base_offset
+                new.index.attach(seg.path.with_suffix(INDEX_SUFFIX))
                 self.segments[idx] = new
         fsync_directory(self.directory)
         return cleaner.stats

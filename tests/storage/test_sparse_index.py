@@ -1,7 +1,9 @@
 """The sparse index (one entry per index.interval.bytes, Kafka's offset and time indexes) answers every
 lookup as a full scan of the batches does: reads at every offset, with and without an upper bound,
 timestamp lookups at every timestamp, the largest timestamp; after a clean reopen (the index file), an
-unclean one (a scan), and a truncation. And its memory: entries per stored byte, not per batch."""
+unclean one (a scan), and a truncation; with blocks of every width read back through a cache of any
+size (storage/segment_index.py). And its memory: entries per stored byte, not per batch, and resident
+only for the blocks' coarse level and the active segment's last block."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from groupd.storage import segment_index
 from groupd.storage.batch import build_batch, iter_records, parse_header
 from groupd.storage.log import Log, LogConfig
 
@@ -79,15 +82,33 @@ def _agree(log: Log) -> None:
     assert log.max_timestamp() == _expected_max_timestamp(batches)
 
 
+class small_blocks:
+    """Index blocks ``width`` entries wide and a cache of ``cached`` blocks, for the logs opened inside."""
+
+    def __init__(self, width: int, cached: int) -> None:
+        self.width, self.cached = width, cached
+
+    def __enter__(self) -> None:
+        self.saved = segment_index.BLOCK, segment_index.CACHE.limit
+        segment_index.BLOCK, segment_index.CACHE.limit = self.width, self.cached
+        segment_index.CACHE.blocks.clear()
+
+    def __exit__(self, *exc: object) -> None:
+        segment_index.BLOCK, segment_index.CACHE.limit = self.saved
+        segment_index.CACHE.blocks.clear()
+
+
 @settings(max_examples=40, deadline=None)
 @given(
     shapes=batch_shapes,
     interval=st.sampled_from([0, 64, 512, 4096]),
     segment_bytes=st.integers(1500, 20_000),
     cut=st.floats(0, 1),
+    width=st.sampled_from([1, 2, 3, 8, 64]),
+    cached=st.sampled_from([1, 4, 256]),
 )
-def test_lookups_agree_with_a_full_scan(shapes, interval, segment_bytes, cut):
-    with tempfile.TemporaryDirectory() as tmp:
+def test_lookups_agree_with_a_full_scan(shapes, interval, segment_bytes, cut, width, cached):
+    with small_blocks(width, cached), tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "p"
         cfg = LogConfig(segment_bytes=segment_bytes, index_interval_bytes=interval)
         log = Log.open(path, cfg, now_ms=lambda: 0)
@@ -115,14 +136,19 @@ def test_lookups_agree_with_a_full_scan(shapes, interval, segment_bytes, cut):
 
 
 def test_index_memory_follows_bytes_not_batches(tmp_path):
-    """10,000 batches of ~80 bytes: Kafka's 4096-byte interval keeps one entry per ~50 batches."""
+    """10,000 batches of ~80 bytes: Kafka's 4096-byte interval keeps one entry per ~50 batches; of those
+    entries only one per block, and the last block's, stay in memory."""
     log = Log.open(tmp_path / "p", LogConfig(), now_ms=lambda: 0)
     for i in range(10_000):
         log.append(build_batch([(None, b"v" * 10)], timestamp_ms=i))
     seg = log.segments[-1]
-    stored = seg.size
-    assert len(seg.positions) == len(seg.offsets) == len(seg.max_ts)
-    assert stored // 8192 <= len(seg.positions) <= stored // 4096 + 1, "one entry per run of at least 4096 bytes"
+    stored, index = seg.size, seg.index
+    assert stored // 8192 <= len(index) <= stored // 4096 + 1, "one entry per run of at least 4096 bytes"
+    width = segment_index.BLOCK
+    blocks = -(-len(index) // width)
+    assert len(index.first_offsets) == len(index.first_positions) == len(index.block_ts) == blocks
+    assert 1 <= len(index.positions) <= width, "the tail: the last block, no more"
+    assert index.resident_bytes() == 24 * (blocks + len(index.positions))
     assert log.read(9_999, 100) and next(iter_records(log.read(5_000, 1))).offset == 5_000
     assert log.offset_for_timestamp(7_777) == (7_777, 7_777)
     log.close()
