@@ -23,6 +23,7 @@ from groupd.protocol.topic_names import OFFSETS_TOPIC
 from groupd.storage.postgresql.connection import Database, resolve_url
 from groupd.storage.postgresql.engine import PostgresEngine
 from groupd.storage.postgresql.fencing import Fence
+from groupd.storage.postgresql.metadata import PgMetadata
 
 if TYPE_CHECKING:
     from groupd.broker.app import Broker
@@ -46,6 +47,8 @@ class ClusterNode:
         self._tasks = Tasks()
         broker.coordinator.serving = lambda p: self.serves((OFFSETS_TOPIC, p))
         broker.partitions.leads = lambda topic, p: self.serves((topic, p))
+        assert isinstance(storage.metadata, PgMetadata)
+        broker.producers.reserve = storage.metadata.reserve  # no two nodes hand out one producer id
 
     def resources(self) -> list[Resource]:
         """What the cluster leases: topics created on other nodes are picked up here, every heartbeat."""
