@@ -22,6 +22,7 @@ from tests.wire.test_data_plane import produce_body
 from tests.wire.test_metrics import samples
 
 SHARDS = 4
+TXN_SHARDS = 3
 
 
 def node_config(tmp_path: Path, url: str, node: int):  # type: ignore[no-untyped-def]
@@ -34,6 +35,7 @@ def node_config(tmp_path: Path, url: str, node: int):  # type: ignore[no-untyped
             "cluster.lease.ms": "2000",
             "node.id": str(node),
             "offsets.topic.num.partitions": str(SHARDS),
+            "transaction.state.log.num.partitions": str(TXN_SHARDS),
         },
     )
 
@@ -95,7 +97,7 @@ def test_two_nodes_route_as_kafka_does(tmp_path: Path, postgresql_url: str) -> N
             table = cluster_cli.render(nodes, leaders)
             assert f"127.0.0.1:{one.port}" in table and f"127.0.0.1:{two.port}" in table
             # /metrics of each node: its leases by kind, the live nodes, renewals and takeovers
-            total = {"data": 0.0, "offsets": 0.0}
+            total = {"data": 0.0, "offsets": 0.0, "transactions": 0.0}
             for b in (one, two):
                 got = samples(generate_latest(b.metrics.registry).decode())
                 assert got[("groupd_cluster_live_nodes", ())] == 2
@@ -103,7 +105,7 @@ def test_two_nodes_route_as_kafka_does(tmp_path: Path, postgresql_url: str) -> N
                 assert got[("groupd_cluster_lease_renewals_total", ())] >= 1
                 for kind in total:
                     total[kind] += got[("groupd_cluster_owned_leases", (("kind", kind),))]
-            assert total == {"data": len(lead1), "offsets": SHARDS}
+            assert total == {"data": len(lead1), "offsets": SHARDS, "transactions": TXN_SHARDS}
         finally:
             await c1.close()
             await c2.close()

@@ -41,7 +41,13 @@ def settings(url: str, node: int) -> dict[str, object]:
 
 @pytest.fixture
 def nodes(tmp_path: Path, postgresql_url: str) -> Iterator[list[BrokerProcess]]:
-    started = [BrokerProcess(tmp_path / f"n{n}", settings(postgresql_url, n)) for n in (1, 2, 3)]
+    yield from three_nodes(tmp_path, [settings(postgresql_url, n) for n in (1, 2, 3)])
+
+
+def three_nodes(tmp_path: Path, configs: list[dict[str, object]]) -> Iterator[list[BrokerProcess]]:
+    """Nodes 1, 2 and 3 with these settings, started together; killed after the test, whose logs must hold
+    no traceback."""
+    started = [BrokerProcess(tmp_path / f"n{n}", config) for n, config in enumerate(configs, 1)]
     with ThreadPoolExecutor(3) as pool:  # the three start together: a node's start-up is mostly waiting
         list(pool.map(BrokerProcess.start, started))
     try:
