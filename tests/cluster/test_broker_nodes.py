@@ -5,6 +5,8 @@ NOT_COORDINATOR, FindCoordinator on either names the same node, and /metrics cou
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 from prometheus_client import generate_latest
@@ -60,19 +62,35 @@ async def find_coordinator(client: WireClient, key: str, key_type: int = GROUP):
     return (await client.call(10, 4, codec.make(cls, key_type=key_type, coordinator_keys=(key,)))).coordinators[0]
 
 
+@contextlib.asynccontextmanager
+async def two_nodes(
+    tmp_path: Path, url: str, before_steps: Callable[[WireClient], Awaitable[object]] | None = None
+) -> AsyncIterator[tuple[Broker, Broker, WireClient, WireClient]]:
+    """Nodes 1 and 2 started, a client of each, and three heartbeats of both (their leases spread);
+    ``before_steps`` runs first (a topic node 1 creates, which node 2 sees at its next beat)."""
+    one = Broker(node_config(tmp_path, url, 1))
+    two = Broker(node_config(tmp_path, url, 2))
+    await one.start()
+    await two.start()
+    c1, c2 = await WireClient.connect(one.port), await WireClient.connect(two.port)
+    try:
+        if before_steps is not None:
+            await before_steps(c1)
+        for _ in range(3):
+            for b in (one, two):
+                assert b.cluster is not None
+                await b.cluster.member.step()
+        yield one, two, c1, c2
+    finally:
+        await c1.close()
+        await c2.close()
+        await two.stop()
+        await one.stop()
+
+
 def test_two_nodes_route_as_kafka_does(tmp_path: Path, postgresql_url: str) -> None:
     async def scenario() -> None:
-        one = Broker(node_config(tmp_path, postgresql_url, 1))
-        two = Broker(node_config(tmp_path, postgresql_url, 2))
-        await one.start()
-        await two.start()
-        c1, c2 = await WireClient.connect(one.port), await WireClient.connect(two.port)
-        try:
-            await metadata(c1, "t")  # auto-created (num.partitions) by node 1; node 2 sees it at its next beat
-            for _ in range(3):
-                for b in (one, two):
-                    assert b.cluster is not None
-                    await b.cluster.member.step()
+        async with two_nodes(tmp_path, postgresql_url, before_steps=lambda c1: metadata(c1, "t")) as (one, two, c1, c2):
             m1, m2 = await metadata(c1, "t"), await metadata(c2, "t")
             assert sorted(b.node_id for b in m1.brokers) == [1, 2]
             assert {b.node_id: b.port for b in m1.brokers} == {1: one.port, 2: two.port}
@@ -110,11 +128,6 @@ def test_two_nodes_route_as_kafka_does(tmp_path: Path, postgresql_url: str) -> N
                 for kind in total:
                     total[kind] += got[("groupd_cluster_owned_leases", (("kind", kind),))]
             assert total == {"data": len(lead1), "offsets": SHARDS, "transactions": TXN_SHARDS}
-        finally:
-            await c1.close()
-            await c2.close()
-            await two.stop()
-            await one.stop()
 
     asyncio.run(scenario())
 
@@ -127,16 +140,7 @@ def test_two_nodes_route_transactional_ids_to_the_holder_of_their_partition(
     coordinator up again), the holder gives it a producer id."""
 
     async def scenario() -> None:
-        one = Broker(node_config(tmp_path, postgresql_url, 1))
-        two = Broker(node_config(tmp_path, postgresql_url, 2))
-        await one.start()
-        await two.start()
-        c1, c2 = await WireClient.connect(one.port), await WireClient.connect(two.port)
-        try:
-            for _ in range(3):
-                for b in (one, two):
-                    assert b.cluster is not None
-                    await b.cluster.member.step()
+        async with two_nodes(tmp_path, postgresql_url) as (one, two, c1, c2):
             ids = {partition_for(f"txn-{i}", TXN_SHARDS): f"txn-{i}" for i in range(50)}  # one id per partition
             assert len(ids) == TXN_SHARDS
             for tid in ids.values():
@@ -150,10 +154,5 @@ def test_two_nodes_route_transactional_ids_to_the_holder_of_their_partition(
                 assert refused.error_code == ErrorCode.not_coordinator
                 given = await right.call(22, 4, init_body(tid))
                 assert given.error_code == ErrorCode.none and given.producer_id >= 0
-        finally:
-            await c1.close()
-            await c2.close()
-            await two.stop()
-            await one.stop()
 
     asyncio.run(scenario())
