@@ -17,11 +17,10 @@ from kafka.admin import NewTopic
 
 from groupd.coordinator.partitioning import partition_for
 from groupd.protocol.topic_names import TXN_STATE_TOPIC
-from tests.cluster.test_three_nodes import owners, settings, three_nodes, wait_for
+from tests.cluster.test_three_nodes import TXN_SHARDS, owners, settings, three_nodes, wait_for
 from tests.harness import BrokerProcess
 
 SOURCE, SINK, PARTITIONS = "in", "out", 3
-TXN_SHARDS = 3
 TXN_ID, GROUP = "ctp-1", "ctp"
 
 
@@ -30,7 +29,6 @@ def nodes(tmp_path: Path, postgresql_url: str) -> Iterator[list[BrokerProcess]]:
     def config(n: int) -> dict[str, object]:
         return {
             **settings(postgresql_url, n),
-            "transaction.state.log.num.partitions": TXN_SHARDS,
             # a marker refused while its partition changes owner is retried at this interval
             "transaction.abort.timed.out.transaction.cleanup.interval.ms": 300,
         }
