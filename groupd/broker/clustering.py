@@ -67,6 +67,9 @@ class ClusterNode:
         broker.partitions.leads = lambda topic, p: self.serves((topic, p))
         assert isinstance(storage.metadata, PgMetadata)
         broker.producers.reserve = storage.metadata.reserve  # no two nodes hand out one producer id
+        # the topics document: changed by compare-and-set, others' changes followed at every heartbeat
+        broker.topics.compare_and_put = storage.metadata.compare_and_put
+        broker.topics.on_configs.append(broker.partitions.reconfigure)
 
     def resources(self) -> list[Resource]:
         """What the cluster leases: topics created on other nodes are picked up here, every heartbeat."""
