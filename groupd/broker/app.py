@@ -113,14 +113,14 @@ class Broker:
         self.share_groups = ShareGroupShell(self)
         self.coordinator.cfg.share_config = self.share_group_config
         self.services.append(self.share_groups)
+        self.transactions = TransactionCoordinator(self)  # type: ignore[arg-type]  # as ShareCoordinator's
+        self.services.append(self.transactions)
         # several nodes over one PostgreSQL (docs/cluster.md): started after the services, stopped after them
         self.cluster: ClusterNode | None = None
         if config["cluster.enabled"]:
             from groupd.broker.clustering import ClusterNode  # psycopg is imported only by those who need it
 
             self.cluster = ClusterNode(self)
-        self.transactions = TransactionCoordinator(self)  # type: ignore[arg-type]  # as ShareCoordinator's
-        self.services.append(self.transactions)
         # KIP-932 share-partitions and sessions, over the persister (read at each use: tests swap it)
         self.share_partitions = SharePartitionManager(
             self,

@@ -31,6 +31,7 @@ from groupd.broker.handlers import (
     share_state,
     topics,
     transactions,
+    txn_markers,
 )
 from groupd.protocol.api_table import API_BY_NAME
 
@@ -63,6 +64,7 @@ ROUTES: dict[str, Handler] = {
     "AddPartitionsToTxn": transactions.add_partitions_to_txn,
     "AddOffsetsToTxn": transactions.add_offsets_to_txn,
     "EndTxn": transactions.end_txn,
+    "WriteTxnMarkers": txn_markers.write_txn_markers,
     "TxnOffsetCommit": offsets.txn_offset_commit,
     "DescribeAcls": acl_and_logdirs.describe_acls,
     "CreateAcls": acl_and_logdirs.create_acls,

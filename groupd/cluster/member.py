@@ -111,8 +111,8 @@ class ClusterMember:
             log.warning("node %d stops serving %s-%d: its lease could not be renewed in time", self.node_id, *r)
             self._lose(r)
         sent = self.clock()
-        wanted = list(self.resources())
         try:
+            wanted = list(self.resources())  # reads the topics from the database too: inside, as a failed beat
             view, nodes = await asyncio.to_thread(self._read, wanted)
             if view is None:
                 log.error(

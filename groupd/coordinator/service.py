@@ -313,10 +313,33 @@ class GroupCoordinator:
         try:
             answer = self.call(group_id, core.end_transaction, request)
         except CoordinatorError as exc:
-            failed = self.loop.create_future()
-            failed.set_exception(exc)
-            return failed
+            return self._failed(exc)
         return self._marker_written(answer)
+
+    def complete_transaction_in(
+        self, partition: int, producer_id: int, producer_epoch: int, commit: bool
+    ) -> Awaitable[None]:
+        """End a producer's transaction in one offsets partition, as a WriteTxnMarkers for
+        ``__consumer_offsets-<partition>`` asks (a cluster's transaction coordinator on another node): through
+        a group of the partition holding the producer's pending offsets, nothing when none does. Fails with
+        NOT_COORDINATOR when this node does not own the partition, COORDINATOR_LOAD_IN_PROGRESS while it
+        loads (its pending offsets are not known yet)."""
+        shard = self.shards.get(partition)
+        if not self.owns(partition) or shard is None or shard.failed:
+            return self._failed(CoordinatorError(E.NOT_COORDINATOR))
+        if not shard.loaded:
+            return self._failed(CoordinatorError(E.COORDINATOR_LOAD_IN_PROGRESS))
+        for group_id, producers in shard.state.offsets.open_txns.items():
+            if producer_id in producers:
+                return self.complete_transaction(group_id, producer_id, producer_epoch, commit)
+        done: asyncio.Future[None] = self.loop.create_future()
+        done.set_result(None)
+        return done
+
+    def _failed(self, exc: CoordinatorError) -> Awaitable[None]:
+        failed: asyncio.Future[None] = self.loop.create_future()
+        failed.set_exception(exc)
+        return failed
 
     @staticmethod
     async def _marker_written(answer: Awaitable[Any]) -> None:

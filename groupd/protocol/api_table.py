@@ -36,6 +36,7 @@ class ApiKey(IntEnum):
     ADD_PARTITIONS_TO_TXN = 24
     ADD_OFFSETS_TO_TXN = 25
     END_TXN = 26
+    WRITE_TXN_MARKERS = 27
     TXN_OFFSET_COMMIT = 28
     DESCRIBE_ACLS = 29
     CREATE_ACLS = 30
@@ -118,6 +119,9 @@ _DECLARED = (
     ApiSpec(ApiKey.ADD_PARTITIONS_TO_TXN, "AddPartitionsToTxn", 0, 5),
     ApiSpec(ApiKey.ADD_OFFSETS_TO_TXN, "AddOffsetsToTxn", 0, 4),
     ApiSpec(ApiKey.END_TXN, "EndTxn", 0, 4),
+    # sent by a cluster's transaction coordinator to a partition's owner (docs/cluster.md); v1 is Kafka 4's
+    # baseline (v0 removed), v2 (TransactionVersion) belongs to transactions v2, not served
+    ApiSpec(ApiKey.WRITE_TXN_MARKERS, "WriteTxnMarkers", 1, 1),
     ApiSpec(ApiKey.TXN_OFFSET_COMMIT, "TxnOffsetCommit", 0, 4),  # not v5: transactions v2 (KIP-890), not advertised
     ApiSpec(ApiKey.DESCRIBE_ACLS, "DescribeAcls", 0, 3),
     ApiSpec(ApiKey.CREATE_ACLS, "CreateAcls", 0, 3),

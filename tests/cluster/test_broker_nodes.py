@@ -5,6 +5,8 @@ NOT_COORDINATOR, FindCoordinator on either names the same node, and /metrics cou
 from __future__ import annotations
 
 import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 
 from prometheus_client import generate_latest
@@ -14,14 +16,16 @@ from groupd.cli import cluster_cli
 from groupd.coordinator.partitioning import partition_for
 from groupd.protocol import codec
 from groupd.protocol.errors import ErrorCode
-from groupd.protocol.topic_names import OFFSETS_TOPIC
+from groupd.protocol.topic_names import OFFSETS_TOPIC, TXN_STATE_TOPIC
 from groupd.storage.batch import build_batch
 from tests.conftest import broker_config
 from tests.harness import WireClient
 from tests.wire.test_data_plane import produce_body
 from tests.wire.test_metrics import samples
+from tests.wire.test_transactions import init_body
 
 SHARDS = 4
+TXN_SHARDS = 3
 
 
 def node_config(tmp_path: Path, url: str, node: int):  # type: ignore[no-untyped-def]
@@ -34,6 +38,7 @@ def node_config(tmp_path: Path, url: str, node: int):  # type: ignore[no-untyped
             "cluster.lease.ms": "2000",
             "node.id": str(node),
             "offsets.topic.num.partitions": str(SHARDS),
+            "transaction.state.log.num.partitions": str(TXN_SHARDS),
         },
     )
 
@@ -49,24 +54,43 @@ async def metadata(client: WireClient, topic: str):  # type: ignore[no-untyped-d
     return await client.call(3, 12, body)
 
 
-async def find_coordinator(client: WireClient, group: str):  # type: ignore[no-untyped-def]
+GROUP, TRANSACTION = 0, 1  # FindCoordinator's key types
+
+
+async def find_coordinator(client: WireClient, key: str, key_type: int = GROUP):  # type: ignore[no-untyped-def]
     cls = codec.request_class(10, 4)
-    return (await client.call(10, 4, codec.make(cls, key_type=0, coordinator_keys=(group,)))).coordinators[0]
+    return (await client.call(10, 4, codec.make(cls, key_type=key_type, coordinator_keys=(key,)))).coordinators[0]
+
+
+@contextlib.asynccontextmanager
+async def two_nodes(
+    tmp_path: Path, url: str, before_steps: Callable[[WireClient], Awaitable[object]] | None = None
+) -> AsyncIterator[tuple[Broker, Broker, WireClient, WireClient]]:
+    """Nodes 1 and 2 started, a client of each, and three heartbeats of both (their leases spread);
+    ``before_steps`` runs first (a topic node 1 creates, which node 2 sees at its next beat)."""
+    one = Broker(node_config(tmp_path, url, 1))
+    two = Broker(node_config(tmp_path, url, 2))
+    await one.start()
+    await two.start()
+    c1, c2 = await WireClient.connect(one.port), await WireClient.connect(two.port)
+    try:
+        if before_steps is not None:
+            await before_steps(c1)
+        for _ in range(3):
+            for b in (one, two):
+                assert b.cluster is not None
+                await b.cluster.member.step()
+        yield one, two, c1, c2
+    finally:
+        await c1.close()
+        await c2.close()
+        await two.stop()
+        await one.stop()
 
 
 def test_two_nodes_route_as_kafka_does(tmp_path: Path, postgresql_url: str) -> None:
     async def scenario() -> None:
-        one = Broker(node_config(tmp_path, postgresql_url, 1))
-        two = Broker(node_config(tmp_path, postgresql_url, 2))
-        await one.start()
-        await two.start()
-        c1, c2 = await WireClient.connect(one.port), await WireClient.connect(two.port)
-        try:
-            await metadata(c1, "t")  # auto-created (num.partitions) by node 1; node 2 sees it at its next beat
-            for _ in range(3):
-                for b in (one, two):
-                    assert b.cluster is not None
-                    await b.cluster.member.step()
+        async with two_nodes(tmp_path, postgresql_url, before_steps=lambda c1: metadata(c1, "t")) as (one, two, c1, c2):
             m1, m2 = await metadata(c1, "t"), await metadata(c2, "t")
             assert sorted(b.node_id for b in m1.brokers) == [1, 2]
             assert {b.node_id: b.port for b in m1.brokers} == {1: one.port, 2: two.port}
@@ -95,7 +119,7 @@ def test_two_nodes_route_as_kafka_does(tmp_path: Path, postgresql_url: str) -> N
             table = cluster_cli.render(nodes, leaders)
             assert f"127.0.0.1:{one.port}" in table and f"127.0.0.1:{two.port}" in table
             # /metrics of each node: its leases by kind, the live nodes, renewals and takeovers
-            total = {"data": 0.0, "offsets": 0.0}
+            total = {"data": 0.0, "offsets": 0.0, "transactions": 0.0}
             for b in (one, two):
                 got = samples(generate_latest(b.metrics.registry).decode())
                 assert got[("groupd_cluster_live_nodes", ())] == 2
@@ -103,11 +127,32 @@ def test_two_nodes_route_as_kafka_does(tmp_path: Path, postgresql_url: str) -> N
                 assert got[("groupd_cluster_lease_renewals_total", ())] >= 1
                 for kind in total:
                     total[kind] += got[("groupd_cluster_owned_leases", (("kind", kind),))]
-            assert total == {"data": len(lead1), "offsets": SHARDS}
-        finally:
-            await c1.close()
-            await c2.close()
-            await two.stop()
-            await one.stop()
+            assert total == {"data": len(lead1), "offsets": SHARDS, "transactions": TXN_SHARDS}
+
+    asyncio.run(scenario())
+
+
+def test_two_nodes_route_transactional_ids_to_the_holder_of_their_partition(
+    tmp_path: Path, postgresql_url: str
+) -> None:
+    """FindCoordinator(TRANSACTION) names the node holding ``__transaction_state-<partition of the id>``
+    from either node; the other node answers the id's InitProducerId NOT_COORDINATOR (the client looks its
+    coordinator up again), the holder gives it a producer id."""
+
+    async def scenario() -> None:
+        async with two_nodes(tmp_path, postgresql_url) as (one, two, c1, c2):
+            ids = {partition_for(f"txn-{i}", TXN_SHARDS): f"txn-{i}" for i in range(50)}  # one id per partition
+            assert len(ids) == TXN_SHARDS
+            for tid in ids.values():
+                f1, f2 = await find_coordinator(c1, tid, TRANSACTION), await find_coordinator(c2, tid, TRANSACTION)
+                assert f1.error_code == f2.error_code == ErrorCode.none
+                assert (f1.node_id, f1.port) == (f2.node_id, f2.port)
+                owner = f1.node_id
+                assert owner == one.cluster.leader(TXN_STATE_TOPIC, partition_for(tid, TXN_SHARDS))  # type: ignore[union-attr]
+                right, wrong = (c1, c2) if owner == 1 else (c2, c1)
+                refused = await wrong.call(22, 4, init_body(tid))
+                assert refused.error_code == ErrorCode.not_coordinator
+                given = await right.call(22, 4, init_body(tid))
+                assert given.error_code == ErrorCode.none and given.producer_id >= 0
 
     asyncio.run(scenario())

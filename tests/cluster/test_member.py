@@ -9,6 +9,7 @@ from groupd.cluster.assignment import Resource
 from groupd.cluster.member import ClusterMember
 from groupd.cluster.store import ClusterStore
 from groupd.storage import engines
+from groupd.storage.errors import StorageError
 from groupd.storage.postgresql.connection import Database
 from groupd.storage.postgresql.fencing import Fence
 
@@ -91,5 +92,33 @@ def test_a_member_past_its_deadline_stops_serving_before_its_next_step(postgresq
         assert m.serving(RESOURCES[0]) == 2  # taken again at the next epoch (and reloaded), never renewed as is
         if m._task is not None:
             m._task.cancel()
+
+    asyncio.run(scenario())
+
+
+def test_a_step_whose_resources_cannot_be_read_is_a_failed_beat_and_the_next_one_succeeds(postgresql_url: str) -> None:
+    """The resources come from the topics kept in the database: while it is unreachable, reading them fails
+    like the heartbeat itself (counted, logged once), and the loop goes on instead of ending for good."""
+    url = migrated(postgresql_url)
+    readable = [True]
+
+    def resources() -> list[Resource]:
+        if not readable[0]:
+            raise StorageError("reading topics.json failed in PostgreSQL: server closed the connection")
+        return RESOURCES
+
+    async def scenario() -> None:
+        events = Events()
+        m = member(url, 1, 2000, events)
+        m.resources = resources
+        await m.start("127.0.0.1", 9001)
+        readable[0] = False
+        await m.step()
+        assert m.failures == 1 and set(events.held) == set(RESOURCES)  # still serving within its deadline
+        readable[0] = True
+        renewed = m.renewals
+        await m.step()
+        assert m.failures == 1 and m.renewals == renewed + len(RESOURCES)
+        await m.stop()
 
     asyncio.run(scenario())

@@ -12,6 +12,7 @@ import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -26,6 +27,7 @@ from tests.wire.test_data_plane import produce_body
 TOPIC, PARTITIONS = "orders", 6
 LEASE_MS = 1500
 SHARDS = 6  # offsets.topic.num.partitions: few shards keep the takeovers quick to read
+TXN_SHARDS = 3  # transaction.state.log.num.partitions, likewise
 
 
 def settings(url: str, node: int) -> dict[str, object]:
@@ -36,12 +38,19 @@ def settings(url: str, node: int) -> dict[str, object]:
         "node.id": node,
         "cluster.lease.ms": LEASE_MS,
         "offsets.topic.num.partitions": SHARDS,
+        "transaction.state.log.num.partitions": TXN_SHARDS,
     }
 
 
 @pytest.fixture
 def nodes(tmp_path: Path, postgresql_url: str) -> Iterator[list[BrokerProcess]]:
-    started = [BrokerProcess(tmp_path / f"n{n}", settings(postgresql_url, n)) for n in (1, 2, 3)]
+    yield from three_nodes(tmp_path, [settings(postgresql_url, n) for n in (1, 2, 3)])
+
+
+def three_nodes(tmp_path: Path, configs: list[dict[str, object]]) -> Iterator[list[BrokerProcess]]:
+    """Nodes 1, 2 and 3 with these settings, started together; killed after the test, whose logs must hold
+    no traceback."""
+    started = [BrokerProcess(tmp_path / f"n{n}", config) for n, config in enumerate(configs, 1)]
     with ThreadPoolExecutor(3) as pool:  # the three start together: a node's start-up is mostly waiting
         list(pool.map(BrokerProcess.start, started))
     try:
@@ -161,11 +170,12 @@ def test_sigkill_of_the_busiest_owner_loses_nothing_acknowledged_and_the_group_r
 def test_sigterm_hands_the_leases_over_without_waiting_for_them_to_expire(
     nodes: list[BrokerProcess], postgresql_url: str
 ) -> None:
-    wait_for(lambda: len(owners(postgresql_url)) == SHARDS, 10, "every shard owned")
+    shards = SHARDS + TXN_SHARDS  # __consumer_offsets and __transaction_state
+    wait_for(lambda: len(owners(postgresql_url)) == shards, 10, "every shard owned")
     assert nodes[1].stop() == 0
     stopped_at = time.monotonic()
     wait_for(
-        lambda: (o := owners(postgresql_url)) and len(o) == SHARDS and 2 not in o.values(),
+        lambda: (o := owners(postgresql_url)) and len(o) == shards and 2 not in o.values(),
         LEASE_MS / 1000,  # well before node 2's leases could have expired
         "node 2's shards taken over",
     )
@@ -259,15 +269,7 @@ def test_a_rolling_restart_of_every_node_gives_the_producer_no_error(
     nodes: list[BrokerProcess], postgresql_url: str
 ) -> None:
     producer, acked, failed, report = idempotent_producer(nodes, postgresql_url)
-
-    sent = 0
-
-    def send(count: int) -> None:
-        nonlocal sent
-        for _ in range(count):
-            producer.produce(TOPIC, b"r%d" % sent, partition=sent % 3, on_delivery=report)
-            producer.poll(0)
-            sent += 1
+    send = Sender(producer, report, b"r")
 
     for i, node in enumerate(nodes, 1):
         send(100)
@@ -278,10 +280,26 @@ def test_a_rolling_restart_of_every_node_gives_the_producer_no_error(
         wait_for(lambda n=i: n in owners(postgresql_url).values(), 10, f"node {i} owns leases again")
     assert producer.flush(30) == 0
     assert failed == []
-    assert len(acked) == sent == 600
+    assert len(acked) == send.sent == 600
     stored = read_all_of(nodes[0].bootstrap, 3)
     assert all(stored.get(key) == value for key, value in acked.items())
     assert len(set(stored.values())) == len(stored) == 600
+
+
+class Sender:
+    """Sends numbered records (``prefix`` and a running number, round robin over 3 partitions)."""
+
+    def __init__(self, producer: Any, report: Any, prefix: bytes) -> None:
+        self.producer, self.report, self.prefix = producer, report, prefix
+        self.sent = 0
+
+    def __call__(self, count: int) -> None:
+        for _ in range(count):
+            self.producer.produce(
+                TOPIC, self.prefix + b"%d" % self.sent, partition=self.sent % 3, on_delivery=self.report
+            )
+            self.producer.poll(0)
+            self.sent += 1
 
 
 def idempotent_producer(nodes: list[BrokerProcess], url: str):  # type: ignore[no-untyped-def]

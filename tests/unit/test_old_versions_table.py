@@ -85,8 +85,21 @@ KIP_932 = frozenset((
 ))
 
 
+# brokers' own APIs, which only another node of a groupd cluster sends (docs/cluster.md): Kafka 4's range.
+# WriteTxnMarkers: 3.9 accepted 0-1; Kafka 4.0 removed v0 ("Version 1 is the new baseline"), v2 carries
+# transactions v2's TransactionVersion
+INTER_BROKER_KAFKA_4 = {"WriteTxnMarkers": (1, 1)}
+
+
 def test_every_api_groupd_serves_has_its_39_range():
-    assert {spec.name for spec in API_TABLE.values()} - KIP_932 == set(KAFKA_39_VALID_VERSIONS)
+    names = {spec.name for spec in API_TABLE.values()}
+    assert names - KIP_932 - set(INTER_BROKER_KAFKA_4) == set(KAFKA_39_VALID_VERSIONS)
+
+
+@pytest.mark.parametrize("name", sorted(INTER_BROKER_KAFKA_4))
+def test_inter_broker_apis_serve_kafka_4s_baseline(name):
+    spec = next(s for s in API_TABLE.values() if s.name == name)
+    assert (spec.min_version, spec.max_version) == INTER_BROKER_KAFKA_4[name]
 
 
 @pytest.mark.parametrize("name", sorted(KAFKA_39_VALID_VERSIONS))

@@ -11,7 +11,7 @@ the partition's newest segment.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from groupd.protocol.errors import ErrorCode
@@ -33,16 +33,24 @@ class SequencedBatch:
     max_timestamp: int = -1  # DescribeProducers' last timestamp
 
 
+# reserve(key, size, at_least) -> the first id of a block of ``size`` reserved atomically (several nodes)
+Reserve = Callable[[str, int, int], int]
+
+
 class ProducerIds:
     def __init__(self, metadata: MetadataStore) -> None:
         self._metadata = metadata
+        self.reserve: Reserve | None = None  # set by a cluster node (docs/cluster.md): one atomic update
         self._next = 0
         self._limit = 0
         self._state: dict[tuple[int, str, int], deque[SequencedBatch]] = {}
 
     def allocate(self) -> int:
         """A fresh producer id; blocks of ids are reserved durably before any is handed out."""
-        if self._next >= self._limit:
+        if self._next >= self._limit and self.reserve is not None:
+            start = self.reserve(BLOCK_KEY, BLOCK, self._next)
+            self._next, self._limit = start, start + BLOCK
+        elif self._next >= self._limit:
             stored = self._metadata.get(BLOCK_KEY)
             start = max(self._next, int(stored) if stored is not None else 0)
             self._metadata.put(BLOCK_KEY, str(start + BLOCK).encode())

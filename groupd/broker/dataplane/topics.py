@@ -13,9 +13,11 @@ import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
+from typing import TypeVar
 
 from groupd.protocol.errors import ErrorCode
 from groupd.storage.engine import MetadataStore
+from groupd.storage.errors import StorageError
 
 REGISTRY_FILE = "topics.json"
 MAX_NAME_LENGTH = 249
@@ -60,6 +62,14 @@ def _collision_key(name: str) -> str:
 
 
 Listener = Callable[[Topic], None]
+T = TypeVar("T")
+# compare_and_put(key, expected, value): store value only if the key still holds expected (None: absent)
+CompareAndPut = Callable[[str, bytes | None, bytes], bool]
+WRITE_ATTEMPTS = 10  # a cluster's node retries a change whose document another node rewrote meanwhile
+
+
+class WriteConflict(StorageError):
+    """Another node rewrote the topics document since this node read it: this change was not stored."""
 
 
 class TopicRegistry:
@@ -72,9 +82,14 @@ class TopicRegistry:
         self.on_grow: list[Callable[[Topic, int], None]] = []
         # names no data topic may take (the internal topics', whose directories they would share)
         self.reserved: tuple[str, ...] = ()
+        # in a cluster (docs/cluster.md): told of config changes made on another node; the document is
+        # then written by compare-and-set against ``_seen``, the bytes this node last read or wrote
+        self.on_configs: list[Listener] = []
+        self.compare_and_put: CompareAndPut | None = None
+        self._seen: bytes | None = None
 
     def load(self) -> None:
-        raw = self._metadata.get(REGISTRY_FILE)
+        raw = self._seen = self._metadata.get(REGISTRY_FILE)
         if raw is None:
             return
         doc = json.loads(raw)
@@ -84,28 +99,55 @@ class TopicRegistry:
             self._by_id[topic.topic_id] = topic
 
     def refresh(self) -> None:
-        """In a cluster (docs/cluster.md) another node may have created or grown topics: read the document
-        again and tell the listeners what is new. Deletions and config changes made elsewhere are not
-        followed yet."""
+        """In a cluster (docs/cluster.md) another node may have created, grown, deleted or reconfigured
+        topics: read the document again and tell the listeners what changed (a name found with another id
+        was deleted and created again)."""
         raw = self._metadata.get(REGISTRY_FILE)
-        if raw is None:
+        if raw is None or raw == self._seen:
             return
-        for entry in json.loads(raw)["topics"]:
-            known = self._by_name.get(entry["name"])
-            if known is None:
-                topic = Topic(
-                    entry["name"], uuid.UUID(entry["id"]), entry["partitions"], dict(entry.get("configs", {}))
-                )
+        self._seen = raw
+        entries = {entry["name"]: entry for entry in json.loads(raw)["topics"]}
+        for known in list(self._by_name.values()):
+            entry = entries.get(known.name)
+            if entry is None or uuid.UUID(entry["id"]) != known.topic_id:
+                del self._by_name[known.name], self._by_id[known.topic_id]
+                for listener in self.on_delete:
+                    listener(known)
+        for entry in entries.values():
+            present = self._by_name.get(entry["name"])
+            configs = dict(entry.get("configs", {}))
+            if present is None:
+                topic = Topic(entry["name"], uuid.UUID(entry["id"]), entry["partitions"], configs)
                 self._by_name[topic.name] = topic
                 self._by_id[topic.topic_id] = topic
                 for listener in self.on_create:
                     listener(topic)
-            elif entry["partitions"] > known.partitions:
-                old, known.partitions = known.partitions, entry["partitions"]
+                continue
+            if entry["partitions"] > present.partitions:
+                old, present.partitions = present.partitions, entry["partitions"]
                 for grown in self.on_grow:
-                    grown(known, old)
+                    grown(present, old)
+            if configs != present.configs:
+                present.configs = configs
+                for changed in self.on_configs:
+                    changed(present)
+
+    def _changing(self, change: Callable[[], T]) -> T:
+        """A change of the document. Alone: ``change``. In a cluster: follow the document first (a name
+        another node took is taken here too), then change it by compare-and-set; when another node
+        rewrote it meanwhile, ``change`` undid itself (WriteConflict), and it is tried again."""
+        if self.compare_and_put is None:
+            return change()
+        for _ in range(WRITE_ATTEMPTS):
+            self.refresh()
+            try:
+                return change()
+            except WriteConflict:
+                continue
+        raise WriteConflict(f"{REGISTRY_FILE} kept changing on other nodes: the change was not stored")
 
     def _persist(self) -> None:
+        """Write the whole document; in a cluster only over the version this node read (WriteConflict)."""
         doc = {
             "version": 1,
             "topics": [
@@ -113,7 +155,13 @@ class TopicRegistry:
                 for t in self._by_name.values()
             ],
         }
-        self._metadata.put(REGISTRY_FILE, json.dumps(doc, indent=1, sort_keys=True).encode())
+        data = json.dumps(doc, indent=1, sort_keys=True).encode()
+        if self.compare_and_put is None:
+            self._metadata.put(REGISTRY_FILE, data)
+            return
+        if not self.compare_and_put(REGISTRY_FILE, self._seen, data):
+            raise WriteConflict(f"{REGISTRY_FILE} was changed by another node")
+        self._seen = data
 
     # queries
     @property
@@ -150,6 +198,9 @@ class TopicRegistry:
                 )
 
     def create(self, name: str, partitions: int, configs: dict[str, str] | None = None) -> Topic:
+        return self._changing(lambda: self._create(name, partitions, configs))
+
+    def _create(self, name: str, partitions: int, configs: dict[str, str] | None) -> Topic:
         self.check_new(name, partitions)
         topic = Topic(name, uuid.uuid4(), partitions, dict(configs or {}))
         self._by_name[name] = topic
@@ -164,6 +215,9 @@ class TopicRegistry:
         return topic
 
     def delete(self, name: str) -> Topic:
+        return self._changing(lambda: self._delete(name))
+
+    def _delete(self, name: str) -> Topic:
         topic = self._by_name.get(name)
         if topic is None:
             raise TopicError(ErrorCode.unknown_topic_or_partition, "This server does not host this topic-partition.")
@@ -180,6 +234,9 @@ class TopicRegistry:
         return topic
 
     def grow(self, name: str, partitions: int) -> Topic:
+        return self._changing(lambda: self._grow(name, partitions))
+
+    def _grow(self, name: str, partitions: int) -> Topic:
         topic = self._by_name[name]
         old = topic.partitions
         topic.partitions = partitions
@@ -193,5 +250,13 @@ class TopicRegistry:
         return topic
 
     def set_configs(self, name: str, configs: dict[str, str]) -> None:
-        self._by_name[name].configs = dict(configs)
-        self._persist()
+        self._changing(lambda: self._set_configs(name, configs))
+
+    def _set_configs(self, name: str, configs: dict[str, str]) -> None:
+        topic = self._by_name[name]
+        old, topic.configs = topic.configs, dict(configs)
+        try:
+            self._persist()
+        except BaseException:
+            topic.configs = old
+            raise

@@ -348,23 +348,28 @@ def _coordinator_for(
         partition = partition_for(key, broker.config["offsets.topic.num.partitions"])
         if broker.cluster is not None and not broker.owns_offsets_partition(partition):
             broker.internal_topics[OFFSETS_TOPIC].exists(create=True)  # listed by this node too from now on
-            return _cluster_coordinator(broker, partition)
+            return _cluster_coordinator(broker, OFFSETS_TOPIC, partition)
         if not broker.owns_offsets_partition(partition):
             return ErrorCode.not_coordinator, -1, "", -1
         broker.internal_topics[OFFSETS_TOPIC].exists(
             create=True
         )  # Kafka creates __consumer_offsets at the first lookup
         return ErrorCode.none, broker.node_id, *address
-    # a transactional id: this node coordinates every one
+    # a transactional id: this node coordinates every one, or in a cluster the ids of the partitions it holds
     broker.internal_topics[TXN_STATE_TOPIC].exists(create=True)  # and __transaction_state, at the first
+    if broker.cluster is not None:
+        partition = broker.transactions.partition_for(key)
+        if not broker.cluster.serves((TXN_STATE_TOPIC, partition)):
+            return _cluster_coordinator(broker, TXN_STATE_TOPIC, partition)
     return ErrorCode.none, broker.node_id, *address
 
 
-def _cluster_coordinator(broker: Broker, partition: int) -> tuple[ErrorCode, int, str, int]:
-    """The node holding the lease of the group's offsets partition, as this node last saw it;
-    COORDINATOR_NOT_AVAILABLE while nobody does (the client retries, as against Kafka between leaders)."""
+def _cluster_coordinator(broker: Broker, topic: str, partition: int) -> tuple[ErrorCode, int, str, int]:
+    """The node holding the lease of the key's partition (``__consumer_offsets`` for a group,
+    ``__transaction_state`` for a transactional id), as this node last saw it; COORDINATOR_NOT_AVAILABLE
+    while nobody does (the client retries, as against Kafka between leaders)."""
     assert broker.cluster is not None
-    owner = broker.cluster.leader(OFFSETS_TOPIC, partition)
+    owner = broker.cluster.leader(topic, partition)
     address = broker.cluster.address(owner) if owner is not None and owner != broker.node_id else None
     if owner is None or address is None:
         return ErrorCode.coordinator_not_available, -1, "", -1

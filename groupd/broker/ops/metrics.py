@@ -64,7 +64,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 
 from groupd.broker.ops.consumer_status import NOTFOUND, ConsumerStatus
 from groupd.clock import wall_ms
-from groupd.protocol.topic_names import OFFSETS_TOPIC
+from groupd.protocol.topic_names import OFFSETS_TOPIC, TXN_STATE_TOPIC
 
 if TYPE_CHECKING:
     from groupd.broker.share.manager import SharePartitionManager
@@ -718,14 +718,17 @@ def _share_records(manager: SharePartitionManager | None) -> Iterator[Metric]:
     )
 
 
+_LEASE_KINDS = {OFFSETS_TOPIC: "offsets", TXN_STATE_TOPIC: "transactions"}  # every other topic: "data"
+
+
 def _cluster(node: Any) -> Iterator[Metric]:
     """A cluster node's leases (docs/cluster.md): nothing on a single node."""
     if node is None:
         return
     member = node.member
-    owned: dict[str, int] = {"data": 0, "offsets": 0}
+    owned: dict[str, int] = {"data": 0, "offsets": 0, "transactions": 0}
     for topic, _partition in list(member.local.held):
-        owned["offsets" if topic == OFFSETS_TOPIC else "data"] += 1
+        owned[_LEASE_KINDS.get(topic, "data")] += 1
     yield _labelled(
         GaugeMetricFamily,
         "groupd_cluster_owned_leases",

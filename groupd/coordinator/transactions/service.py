@@ -21,7 +21,7 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from groupd.clock import wall_ms
@@ -54,6 +54,19 @@ class DataPartitions(Protocol):
     ) -> PartitionLog | None: ...
 
     def appended(self, tp: tuple[str, int]) -> None: ...
+
+
+class RemoteMarkers(Protocol):
+    """In a cluster (docs/cluster.md): which partitions this node writes markers to itself, and the
+    markers for the others, sent to their owners as Kafka's coordinator does (WriteTxnMarkers)."""
+
+    def local(self, tp: T.TopicPartition) -> bool: ...
+
+    async def write(
+        self, tps: list[T.TopicPartition], producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int
+    ) -> None:
+        """Every marker durable at its partition's owner; StorageError otherwise (retried later)."""
+        ...
 
 
 class Host(Protocol):
@@ -91,10 +104,19 @@ class TransactionCoordinator:
         self.by_producer: dict[int, str] = {}
         self._busy: set[str] = set()
         self._tasks = Tasks()
+        # in a cluster (groupd/broker/clustering.py sets these): the lease epoch this node serves a partition
+        # at (None: not served), the partitions loaded and loading, and the markers for other nodes' partitions
+        self.serving: Callable[[int], int | None] | None = None
+        self.owned: set[int] = set()
+        self.loading: set[int] = set()
+        self.remote: RemoteMarkers | None = None
 
     # ------------------------------------------------------------ lifecycle
 
     async def start(self) -> None:
+        if self.serving is not None:  # a cluster node loads each partition when it takes its lease
+            self._tasks.spawn(self._timers())
+            return
         for p in self._logs.stored():  # those past the configured count too: their ids are moved home
             self.log_of(p)
         found: dict[int, dict[bytes, bytes | None]] = {}
@@ -121,6 +143,63 @@ class TransactionCoordinator:
     async def stop(self) -> None:
         await self._tasks.cancel_all()
         self._logs.close()
+
+    # ------------------------------------------------------------ ownership in a cluster
+
+    async def acquire(self, partition: int) -> None:
+        """This node took the lease of ``__transaction_state-<partition>``: read it afresh from the database
+        (its ids answer COORDINATOR_LOAD_IN_PROGRESS meanwhile), then finish the transactions another node
+        left prepared, as Kafka's coordinator does when it becomes a partition's leader."""
+        self.release(partition)
+        self.loading.add(partition)
+        try:
+            lg = self.log_of(partition)
+            latest = await asyncio.to_thread(_latest, lg)
+        except StorageError as exc:
+            log.error("failed to load %s-%d after taking it over: %s", TXN_STATE_TOPIC, partition, exc)
+            self.loading.discard(partition)
+            return
+        if partition not in self.loading:
+            return  # released while it loaded
+        self.loading.discard(partition)
+        layout = T.settle_layout({partition: latest}, self.num_partitions)
+        for why in layout.skipped:
+            log.warning("%s record skipped: partition %s", TXN_STATE_TOPIC, why)
+        home = {tid: txn for tid, txn in layout.txns.items() if self.partition_for(tid) == partition}
+        for txn in home.values():
+            self._put(txn)
+        self.owned.add(partition)
+        log.info("loaded %d transactional ids from %s-%d", len(home), TXN_STATE_TOPIC, partition)
+        for txn in home.values():
+            if txn.completing and txn.transactional_id not in self._busy:
+                self._busy.add(txn.transactional_id)
+                self._tasks.spawn(self._finish_guarded(txn))
+
+    def release(self, partition: int) -> None:
+        """This node lost (or handed over) the lease: its ids answer NOT_COORDINATOR at once and are
+        forgotten here; a write still under way is refused by the engine's fence."""
+        self.owned.discard(partition)
+        self.loading.discard(partition)
+        for txn in [t for tid, t in self.txns.items() if self.partition_for(tid) == partition]:
+            self._forget(txn)
+        lg = self.logs.pop(partition, None)
+        if lg is not None:
+            try:
+                lg.close()
+            except StorageError as exc:
+                log.info("%s-%d closed with writes the new owner refused: %s", TXN_STATE_TOPIC, partition, exc)
+
+    def route(self, tid: str) -> ErrorCode:
+        """NONE when this node coordinates ``tid`` now; in a cluster NOT_COORDINATOR when another node
+        does (or nobody), COORDINATOR_LOAD_IN_PROGRESS while its partition loads."""
+        if self.serving is None:
+            return ErrorCode.none
+        partition = self.partition_for(tid)
+        if self.serving(partition) is None:
+            return ErrorCode.not_coordinator
+        if partition in self.loading:
+            return ErrorCode.coordinator_load_in_progress
+        return ErrorCode.none if partition in self.owned else ErrorCode.not_coordinator
 
     # ------------------------------------------------------------ partitions
 
@@ -159,6 +238,8 @@ class TransactionCoordinator:
     async def init_producer_id(
         self, tid: str, timeout_ms: int, expected: tuple[int, int] | None
     ) -> tuple[ErrorCode, int, int]:
+        if (routed := self.route(tid)) != ErrorCode.none:
+            return routed, -1, -1
         if tid in self._busy:
             return ErrorCode.concurrent_transactions, -1, -1
         out = T.init_producer_id(
@@ -199,6 +280,8 @@ class TransactionCoordinator:
     ) -> ErrorCode:
         if not tid:
             return ErrorCode.invalid_request
+        if (routed := self.route(tid)) != ErrorCode.none:
+            return routed
         if tid in self._busy:
             return T.while_pending(self.txns.get(tid), producer_id, producer_epoch)
         out = T.add_partitions(self.txns.get(tid), producer_id, producer_epoch, partitions, wall_ms(), groups)
@@ -217,6 +300,8 @@ class TransactionCoordinator:
     async def end_txn(self, tid: str, producer_id: int, producer_epoch: int, commit: bool) -> ErrorCode:
         if not tid:
             return ErrorCode.invalid_request
+        if (routed := self.route(tid)) != ErrorCode.none:
+            return routed
         if tid in self._busy:
             return T.while_pending(self.txns.get(tid), producer_id, producer_epoch)
         out = T.end_txn(self.txns.get(tid), producer_id, producer_epoch, commit, wall_ms())
@@ -235,6 +320,10 @@ class TransactionCoordinator:
     def verify_produce(self, producer_id: int, producer_epoch: int, tp: T.TopicPartition) -> ErrorCode:
         """May this transactional batch be written (Kafka's produce-time verification)?"""
         tid = self.by_producer.get(producer_id)
+        if tid is None and self.serving is not None:
+            # in a cluster the producer's coordinator may be another node: not verified here (Kafka's
+            # transaction.partition.verification.enable=false); the markers end the transaction anyway
+            return ErrorCode.none
         error = T.verify_partition(self.txns.get(tid) if tid is not None else None, producer_id, producer_epoch, tp)
         if error == ErrorCode.concurrent_transactions:
             return ErrorCode.not_enough_replicas  # Kafka's translation, so older clients retry the produce
@@ -261,6 +350,8 @@ class TransactionCoordinator:
         then it holds."""
         tid = txn.transactional_id if txn is not None else tid or ""
         partition = self.partition_for(tid)
+        if self.serving is not None and (partition not in self.owned or self.serving(partition) is None):
+            raise StorageError(f"{TXN_STATE_TOPIC}-{partition} is no longer coordinated by this node")
         lg = self.log_of(partition)
         lg.append_records([(T.encode_key(tid), None if txn is None else T.encode_value(txn))])
         await self.broker.partitions.committer.durable(lg)
@@ -274,6 +365,8 @@ class TransactionCoordinator:
         await self._finish(prepared, why)
 
     async def _finish(self, prepared: T.Txn, why: str) -> None:
+        if self.remote is not None:
+            return await self._finish_in_cluster(prepared, why, self.remote)
         commit = prepared.state == T.PREPARE_COMMIT
         pid, epoch = prepared.producer_id, prepared.producer_epoch
         partitions = self.broker.partitions
@@ -297,16 +390,54 @@ class TransactionCoordinator:
             )
         except CoordinatorError as exc:
             raise StorageError(f"transaction marker for groups not written: error {exc.code}") from exc
+        await self._completed(prepared, why, len(logs), len(by_partition))
+
+    async def _finish_in_cluster(self, prepared: T.Txn, why: str, remote: RemoteMarkers) -> None:
+        """As ``_finish``, each marker at its partition's owner: this node's own partitions (data and
+        ``__consumer_offsets``) written here, the others' sent to them in one WriteTxnMarkers each, at this
+        node's lease epoch of the id's partition (Kafka's coordinator epoch)."""
+        commit = prepared.state == T.PREPARE_COMMIT
+        pid, epoch = prepared.producer_id, prepared.producer_epoch
+        coordinator = self.broker.coordinator
+        offsets = {p for t, p in prepared.partitions if t == OFFSETS_TOPIC}
+        offsets |= {coordinator.partition_for(g) for g in prepared.groups}
+        offsets |= {coordinator.partition_for(g) for g in coordinator.groups_with_pending_transaction(pid)}
+        targets = sorted(
+            {tp for tp in prepared.partitions if tp[0] != OFFSETS_TOPIC} | {(OFFSETS_TOPIC, p) for p in offsets}
+        )
+        logs = []
+        waits: list[Awaitable[None]] = []
+        far = []
+        for tp in targets:
+            if not remote.local(tp):
+                far.append(tp)
+            elif tp[0] == OFFSETS_TOPIC:
+                waits.append(coordinator.complete_transaction_in(tp[1], pid, epoch, commit))
+            elif (lg := self.broker.partitions.write_marker(tp, pid, epoch, commit)) is not None:
+                logs.append(lg)
+        waits += [self.broker.partitions.committer.durable(lg) for lg in {id(lg): lg for lg in logs}.values()]
+        if far:
+            coordinator_epoch = self.serving(self.partition_for(prepared.transactional_id)) if self.serving else None
+            waits.append(remote.write(far, pid, epoch, commit, coordinator_epoch or 0))
+        try:
+            await asyncio.gather(*waits)
+        except CoordinatorError as exc:
+            raise StorageError(f"transaction marker for groups not written: error {exc.code}") from exc
+        await self._completed(prepared, why, len(targets) - len(offsets), len(offsets))
+
+    async def _completed(self, prepared: T.Txn, why: str, partitions: int, groups: int) -> None:
+        """Every marker is durable: CompleteCommit/CompleteAbort persisted."""
+        commit = prepared.state == T.PREPARE_COMMIT
         await self._persist(T.complete(prepared, wall_ms()))
         self.broker.metrics.transaction_ended(why)
         log.info(
             "transactional id %s: %s (producer %d epoch %d, %d partitions, %d groups)",
             prepared.transactional_id,
             "committed" if commit else "aborted",
-            pid,
-            epoch,
-            len(logs),
-            len(by_partition),
+            prepared.producer_id,
+            prepared.producer_epoch,
+            partitions,
+            groups,
         )
 
     async def _finish_guarded(self, prepared: T.Txn, why: str | None = None) -> None:
@@ -378,3 +509,11 @@ class TransactionCoordinator:
 
     def all(self) -> list[T.Txn]:
         return list(self.txns.values())
+
+
+def _latest(lg: PartitionLog) -> dict[bytes, bytes | None]:
+    """A partition's latest value per key (None: a tombstone), read in a thread."""
+    latest: dict[bytes, bytes | None] = {}
+    for chunk in lg.chunks():
+        collect_latest(chunk, latest)
+    return latest

@@ -40,3 +40,39 @@ class PgMetadata:
         check_key(key)
         self.ready()
         self.db.run(lambda conn: conn.execute("DELETE FROM groupd_metadata WHERE key = %s", (key,)), f"deleting {key}")
+
+    def compare_and_put(self, key: str, expected: bytes | None, value: bytes) -> bool:
+        """Store ``value`` only if ``key`` still holds ``expected`` (None: absent), in one statement; False
+        when another writer changed it first (nothing stored): two nodes rewriting one document cannot
+        lose each other's change."""
+        check_key(key)
+        self.ready()
+        sql, params = (
+            ("INSERT INTO groupd_metadata (key, value) VALUES (%s, %s) ON CONFLICT (key) DO NOTHING RETURNING key",
+             (key, value))
+            if expected is None
+            else ("UPDATE groupd_metadata SET value = %s WHERE key = %s AND value = %s RETURNING key",
+                  (value, key, expected))
+        )  # fmt: skip
+        row = self.db.run(lambda conn: conn.execute(sql, params).fetchone(), f"writing {key}")
+        return row is not None
+
+    def reserve(self, key: str, size: int, at_least: int = 0) -> int:
+        """Reserve the next ``size`` numbers of the counter kept under ``key`` (its value the end of the last
+        reservation, decimal ASCII, as ``put`` writes it) and return the first, in one statement: the row is
+        locked by its update, so nodes reserving at the same instant get disjoint blocks (a get then a put
+        could hand two nodes the same one). ``at_least`` is where the block may start at the earliest."""
+        check_key(key)
+        self.ready()
+        row = self.db.run(
+            lambda conn: conn.execute(
+                "INSERT INTO groupd_metadata (key, value) VALUES (%s, convert_to((%s::bigint + %s)::text, 'UTF8')) "
+                "ON CONFLICT (key) DO UPDATE SET value = convert_to((greatest("
+                "convert_from(groupd_metadata.value, 'UTF8')::bigint, %s::bigint) + %s)::text, 'UTF8') "
+                "RETURNING convert_from(value, 'UTF8')::bigint",
+                (key, at_least, size, at_least, size),
+            ).fetchone(),
+            f"reserving a block of {key}",
+        )
+        assert row is not None
+        return int(row[0]) - size

@@ -1,0 +1,147 @@
+"""Aggregate produce and commit throughput, and broker CPU per operation, of one groupd node and of three
+cluster nodes over one private PostgreSQL on loopback (tests/postgresql_server.py), side by side.
+
+    python -m bench.cluster_throughput [--seconds 10] [--workers 12]
+
+Both runs use the PostgreSQL engine; "1 node" is a plain node (``cluster.enabled=false``), "3 nodes" three
+cluster nodes. Each worker has one request in flight on its own connection to the node that leads its
+partition (Produce, acks=all, one 10-record batch) or coordinates its group (OffsetCommit of a simple
+group), found from the lease table, so no request is refused for going to the wrong node. Broker CPU is
+the brokers' user plus system time (/proc) over the run, divided by the operations answered. On a 2-core
+machine three nodes share the two cores with the database and this load generator, so the question is
+whether three nodes lose throughput against one, not whether they add any.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import tempfile
+import time
+from pathlib import Path
+
+import psycopg
+from kafka import KafkaAdminClient
+from kafka.admin import NewTopic
+
+from groupd.coordinator.partitioning import partition_for
+from groupd.protocol.api_table import ApiKey
+from groupd.protocol.topic_names import OFFSETS_TOPIC
+from groupd.storage.batch import build_batch
+from tests.harness import BrokerProcess, WireClient
+from tests.postgresql_server import running
+from tests.wire.test_data_plane import produce_body
+from tests.wire.test_groups import commit_body
+
+TOPIC, PARTITIONS, SHARDS = "load", 6, 6
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICKS  # utime, stime
+
+
+def owners(url: str) -> dict[tuple[str, int], int]:
+    with psycopg.connect(url) as conn:
+        rows = conn.execute(
+            "SELECT topic, partition, owner FROM groupd_lease WHERE expires_at > now() AND owner IS NOT NULL"
+        ).fetchall()
+    return {(t, p): o for t, p, o in rows}
+
+
+async def worker(port: int, kind: str, i: int, until: float, counts: list[int]) -> None:
+    client = await WireClient.connect(port)
+    n = 0
+    try:
+        while time.monotonic() < until:
+            if kind == "produce":
+                batch = build_batch([(None, b"v%d" % k) for k in range(10)], timestamp_ms=int(time.time() * 1000))
+                answer = await client.call(ApiKey.PRODUCE, 9, produce_body(TOPIC, i % PARTITIONS, batch))
+                ok = answer.responses[0].partition_responses[0].error_code == 0
+            else:
+                body = commit_body(f"g{i}", TOPIC, i % PARTITIONS, n, "")
+                answer = await client.call(ApiKey.OFFSET_COMMIT, 8, body)
+                ok = answer.topics[0].partitions[0].error_code == 0
+            n += 1
+            counts[0 if kind == "produce" else 1] += ok
+    finally:
+        await client.close()
+
+
+def measure(nodes: list[BrokerProcess], url: str | None, seconds: float, workers: int) -> tuple[float, float, float]:
+    """(produce records/s, commits/s, broker CPU ms per operation)."""
+    held = owners(url) if url is not None else {}
+
+    def port_of(resource: tuple[str, int]) -> int:
+        return nodes[held[resource] - 1].port if url is not None else nodes[0].port
+
+    pids = [n.proc.pid for n in nodes if n.proc is not None]
+    counts = [0, 0]
+
+    async def run() -> None:
+        until = time.monotonic() + seconds
+        jobs = []
+        for i in range(workers):
+            if i % 2 == 0:
+                jobs.append(worker(port_of((TOPIC, i % PARTITIONS)), "produce", i, until, counts))
+            else:
+                shard = (OFFSETS_TOPIC, partition_for(f"g{i}", SHARDS))
+                jobs.append(worker(port_of(shard), "commit", i, until, counts))
+        await asyncio.gather(*jobs)
+
+    before = sum(cpu_seconds(p) for p in pids)
+    started = time.monotonic()
+    asyncio.run(run())
+    elapsed = time.monotonic() - started
+    cpu = sum(cpu_seconds(p) for p in pids) - before
+    ops = counts[0] + counts[1]
+    return counts[0] * 10 / elapsed, counts[1] / elapsed, 1000 * cpu / max(ops, 1)
+
+
+def start(tmp: Path, url: str, count: int) -> list[BrokerProcess]:
+    settings: dict[str, object] = {
+        "storage.engine": "postgresql",
+        "storage.postgresql.url": url,
+        "offsets.topic.num.partitions": SHARDS,
+        "transaction.state.log.num.partitions": 3,
+    }
+    if count > 1:
+        settings |= {"cluster.enabled": "true", "cluster.lease.ms": 4000}
+    nodes = [BrokerProcess(tmp / f"{count}-{n}", {**settings, "node.id": n}).start() for n in range(1, count + 1)]
+    KafkaAdminClient(bootstrap_servers=nodes[0].bootstrap).create_topics([NewTopic(TOPIC, PARTITIONS, 1)])
+    return nodes
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seconds", type=float, default=10)
+    parser.add_argument("--workers", type=int, default=12)
+    args = parser.parse_args()
+    with running() as pg, tempfile.TemporaryDirectory() as tmp:
+        for count in (1, 3):
+            url = pg.database()
+            nodes = start(Path(tmp), url, count)
+            try:
+                if count > 1:
+                    deadline = time.monotonic() + 30
+                    wanted = {(TOPIC, p) for p in range(PARTITIONS)} | {(OFFSETS_TOPIC, p) for p in range(SHARDS)}
+                    while not (wanted <= set(owners(url)) and len(set(owners(url).values())) == count):
+                        if time.monotonic() > deadline:
+                            raise TimeoutError("the cluster did not settle")
+                        time.sleep(0.1)
+                    time.sleep(1)
+                produce, commits, cpu = measure(nodes, url if count > 1 else None, args.seconds, args.workers)
+                print(
+                    f"{count} node{'s' if count > 1 else ''}: {produce:,.0f} records/s produced (acks=all, 10 per "
+                    f"batch), {commits:,.0f} commits/s, broker CPU {cpu:.2f} ms per operation "
+                    f"({args.workers} workers, {args.seconds:.0f} s)"
+                )
+            finally:
+                for node in nodes:
+                    node.kill()
+
+
+if __name__ == "__main__":
+    main()
