@@ -75,7 +75,8 @@ async def test_each_checked_api_asks_the_authorizer(tmp_path, monkeypatch):
         b.create_topic("fz", 2, {})
         await every_api_once(b)
         # what odd values do not reach: a config resource of a known type, a cluster asked for its operations,
-        # a topic named well enough, a transaction to list (made with ANONYMOUS allowed its id)
+        # a topic named well enough (the sweep's odd values shift whenever an API is added), a transaction to
+        # list (made with ANONYMOUS allowed its id)
         b.access.create([AclBinding.of_wire(5, "tx", 3, "User:ANONYMOUS", "*", 4, 3)])  # WRITE on txn id "tx"
         client = await WireClient.connect(b.port)
         await client.call(22, 4, {"transactional_id": "tx", "transaction_timeout": 60000, "producer_id": -1,
@@ -85,6 +86,9 @@ async def test_each_checked_api_asks_the_authorizer(tmp_path, monkeypatch):
         fz = described(resource_type=2, resource_name="fz", configuration_keys=None)
         await client.call(32, 4, {"resources": (fz,), "include_synonyms": False, "include_documentation": False})
         await client.call(33, 2, {"resources": (altered(resource_type=2, resource_name="fz", configs=()),),
+                                  "validate_only": True})  # fmt: skip
+        incremental = codec.nested(codec.request_class(44, 1), "AlterConfigsResource")
+        await client.call(44, 1, {"resources": (incremental(resource_type=2, resource_name="fz", configs=()),),
                                   "validate_only": True})  # fmt: skip
         await client.call(60, 1, {"include_cluster_authorized_operations": True, "endpoint_type": 1})
         topic = codec.nested(codec.request_class(75, 0), "TopicRequest")

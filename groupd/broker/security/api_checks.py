@@ -43,6 +43,7 @@ API_CHECKS: dict[ApiKey, str] = {
     "v4+: CLUSTER_ACTION",
     ApiKey.ADD_OFFSETS_TO_TXN: "WRITE on the transactional id, READ on the group",
     ApiKey.END_TXN: "WRITE on the transactional id",
+    ApiKey.WRITE_TXN_MARKERS: "CLUSTER_ACTION (another node's transaction coordinator)",
     ApiKey.TXN_OFFSET_COMMIT: "WRITE on the transactional id, READ on the group, READ on each topic",
     ApiKey.DESCRIBE_ACLS: "DESCRIBE on the cluster",
     ApiKey.CREATE_ACLS: "ALTER on the cluster",
