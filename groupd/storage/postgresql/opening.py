@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 import psycopg
 
+from groupd.storage.errors import StorageError
 from groupd.storage.postgresql.connection import Database
 
 TAIL_ROWS = 256  # newest batches read for a partition's tail cache (log.py keeps TAIL_CACHE_BYTES of them)
@@ -75,4 +76,13 @@ def read_stored(db: Database, kind: int, topic: str, partitions: Sequence[int]) 
         return out
 
     what = f"opening {topic}-{partitions[0]}" if len(partitions) == 1 else f"opening {len(partitions)} of {topic}"
-    return db.run(work, what)
+    out = db.run(work, what)
+    if len(out) < len(set(partitions)):
+        # another node made the missing rows after this statement's snapshot was taken: its INSERT ... ON
+        # CONFLICT DO NOTHING then returns nothing for them, and the SELECT does not see them yet; once
+        # that node has committed, a second run reads them (several nodes start at once: their broker logs)
+        out = db.run(work, what)
+    missing = set(partitions) - set(out)
+    if missing:
+        raise StorageError(f"{what}: partitions {sorted(missing)} neither found nor made")
+    return out
