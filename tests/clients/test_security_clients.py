@@ -267,8 +267,9 @@ def scram_secured(tmp_path):
     proc.kill()
 
 
-def create_scram_users(bootstrap: str, users: dict[str, tuple[str, int]]) -> None:
-    """confluent-kafka's AdminClient sends AlterUserScramCredentials (a salt and a salted password)."""
+def create_scram_users(bootstrap: str, users: dict[str, tuple[str, int]], **auth: str) -> None:
+    """confluent-kafka's AdminClient sends AlterUserScramCredentials (a salt and a salted password); ``auth``:
+    the admin's own login (with an authorizer, a user allowed ALTER on the cluster)."""
     from confluent_kafka.admin import (
         AdminClient,
         ScramCredentialInfo,
@@ -277,7 +278,7 @@ def create_scram_users(bootstrap: str, users: dict[str, tuple[str, int]]) -> Non
     )
 
     mechanisms = {256: ScramMechanism.SCRAM_SHA_256, 512: ScramMechanism.SCRAM_SHA_512}
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = AdminClient({"bootstrap.servers": bootstrap, **auth})
     upserts = [
         UserScramCredentialUpsertion(user, ScramCredentialInfo(mechanisms[bits], 8192), password.encode())
         for user, (password, bits) in users.items()

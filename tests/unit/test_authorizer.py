@@ -191,6 +191,26 @@ def test_cache_is_dropped_when_acls_change():
     assert not ok(a)
 
 
+def test_the_access_doors_allowed_checks_by_user_name_are_dropped_when_acls_change():
+    """Access.allowed remembers an allowed check by the connection's user name (no principal string built);
+    a deleted ACL refuses the next check, and another user with the same name's principal is not confused."""
+    from types import SimpleNamespace
+
+    from groupd.broker.security.access import Access
+
+    a = auth(acl())
+    access = Access(a, None)  # type: ignore[arg-type]  (no store: nothing is created or deleted through it)
+    ctx = SimpleNamespace(conn=SimpleNamespace(user="alice", principal=ALICE), client_host=HOST)
+    assert access.allowed(ctx, Op.READ, TOPIC, "orders") and access.allowed(ctx, Op.READ, TOPIC, "orders")
+    assert ("alice", HOST, Op.READ, TOPIC, "orders") in a.allowed_users
+    # a user literally named "User:alice" is User:User:alice, not alice
+    other = SimpleNamespace(conn=SimpleNamespace(user=ALICE, principal=f"User:{ALICE}"), client_host=HOST)
+    assert not access.allowed(other, Op.READ, TOPIC, "orders", log_denied=False)
+    a.delete(AclFilter(TOPIC, "orders", LIT, None, None, Op.ANY, Permission.ANY))
+    assert not a.allowed_users
+    assert not access.allowed(ctx, Op.READ, TOPIC, "orders", log_denied=False)
+
+
 def test_authorized_operations_bits_range_over_the_supported_operations():
     # AclEntry.supportedOperations(GROUP) = READ, DESCRIBE, DELETE, DESCRIBE_CONFIGS, ALTER_CONFIGS;
     # Utils.to32BitField sets bit 1 << code
