@@ -1,17 +1,23 @@
 """A TCP relay between groupd and a PostgreSQL server that counts round trips and can add network latency.
 
-A round trip (a *turn*) is the client speaking after the server has spoken (or first): the client then
-waited for an answer before it could go on. Counting turns says how many times one transaction made its
-caller wait, whatever the machine's speed; ``delay_s`` holds every answer back that long, as a database
-across a network does (docs/storage.md's figures with 1 ms of latency were taken through it)."""
+A round trip (a *turn*) is the client speaking after the server has spoken (or first), when the client's
+last message before was one it waits on (a Sync, a Flush or a simple Query): the client then waited for
+an answer before it could go on. Counting turns says how many times one transaction made its caller wait,
+whatever the machine's speed: on a loaded machine the server answers a pipeline's first statements before
+the client has sent the rest, which is no wait. ``delay_s`` holds every answer back that long, as a
+database across a network does (docs/storage.md's figures with 1 ms of latency were taken through it)."""
 
 from __future__ import annotations
 
 import contextlib
 import socket
+import struct
 import threading
 import time
 from urllib.parse import urlsplit, urlunsplit
+
+_SSL_OR_GSS = (80877103, 80877104)  # SSLRequest, GSSENCRequest: untyped, before the StartupMessage
+_WAITS = (ord("S"), ord("H"), ord("Q"))  # Sync, Flush, Query: the client waits for the server after one
 
 
 class Relay:
@@ -54,13 +60,16 @@ class Relay:
             threading.Thread(target=self._pump, args=(server, client, "server"), daemon=True).start()
 
     def _pump(self, source: socket.socket, sink: socket.socket, side: str) -> None:
+        frames = _ClientMessages()
         with contextlib.suppress(OSError):
             while data := source.recv(1 << 16):
                 with self._lock:
                     turn = self._last != side  # the first bytes of an answer, or of a request after one
-                    if side == "client" and turn:
+                    if side == "client" and turn and frames.waiting:
                         self.turns += 1
                     self._last = side
+                if side == "client":
+                    frames.feed(data)
                 if side == "server" and turn and self.delay_s:
                     time.sleep(self.delay_s)  # once per answer, not per chunk of it: a round trip's latency
                 sink.sendall(data)
@@ -73,3 +82,37 @@ class Relay:
         for s in self._sockets:
             with contextlib.suppress(OSError):
                 s.close()
+
+
+class _ClientMessages:
+    """Follows the client's side of one connection as PostgreSQL frontend messages (untyped start-up
+    messages first: an SSL or GSS request, then the StartupMessage; then a type byte and a length that
+    counts itself) to tell whether its last whole message was one it waits on (``waiting``; true before
+    the first, so the first bytes are a turn)."""
+
+    def __init__(self) -> None:
+        self.buf = b""
+        self.started = False
+        self.waiting = True
+
+    def feed(self, data: bytes) -> None:
+        buf, pos = self.buf + data, 0
+        while True:
+            if not self.started:
+                if len(buf) - pos < 8:
+                    break
+                length, code = struct.unpack_from(">ii", buf, pos)
+                if len(buf) - pos < length:
+                    break
+                pos += length
+                self.started = code not in _SSL_OR_GSS
+                self.waiting = True  # the server answers each of them
+                continue
+            if len(buf) - pos < 5:
+                break
+            kind, length = buf[pos], struct.unpack_from(">i", buf, pos + 1)[0]
+            if len(buf) - pos < 1 + length:
+                break
+            self.waiting = kind in _WAITS or kind == ord("p")  # p: a password or SASL answer
+            pos += 1 + length
+        self.buf = buf[pos:]

@@ -32,10 +32,12 @@ READ_ORDERS = AclBinding(
 
 
 class Conn:
-    """What RequestContext reads of a connection: its principal."""
+    """What the access door reads of a connection: its principal, and the user name it is made of (the
+    key of the remembered allowed checks)."""
 
     def __init__(self, principal: str) -> None:
         self.principal = principal
+        self.user = principal.split(":", 1)[1]
 
 
 def ctx(principal: str = "User:alice", host: str = "10.0.0.1", api_key: int = 0) -> RequestContext:
