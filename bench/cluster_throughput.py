@@ -21,10 +21,10 @@ import tempfile
 import time
 from pathlib import Path
 
-import psycopg
 from kafka import KafkaAdminClient
 from kafka.admin import NewTopic
 
+from bench.cluster_takeover import owners
 from groupd.coordinator.partitioning import partition_for
 from groupd.protocol.api_table import ApiKey
 from groupd.protocol.topic_names import OFFSETS_TOPIC
@@ -41,14 +41,6 @@ TICKS = os.sysconf("SC_CLK_TCK")
 def cpu_seconds(pid: int) -> float:
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / TICKS  # utime, stime
-
-
-def owners(url: str) -> dict[tuple[str, int], int]:
-    with psycopg.connect(url) as conn:
-        rows = conn.execute(
-            "SELECT topic, partition, owner FROM groupd_lease WHERE expires_at > now() AND owner IS NOT NULL"
-        ).fetchall()
-    return {(t, p): o for t, p, o in rows}
 
 
 async def worker(port: int, kind: str, i: int, until: float, counts: list[int]) -> None:
