@@ -28,17 +28,18 @@ SHARDS = 4
 TXN_SHARDS = 3
 
 
-def node_config(tmp_path: Path, url: str, node: int):  # type: ignore[no-untyped-def]
+def node_config(tmp_path: Path, url: str, node: int, lease_ms: int = 2000, **more: str):  # type: ignore[no-untyped-def]
     return broker_config(
         tmp_path / f"n{node}",
         **{
             "storage.engine": "postgresql",
             "storage.postgresql.url": url,
             "cluster.enabled": "true",
-            "cluster.lease.ms": "2000",
+            "cluster.lease.ms": str(lease_ms),
             "node.id": str(node),
             "offsets.topic.num.partitions": str(SHARDS),
             "transaction.state.log.num.partitions": str(TXN_SHARDS),
+            **more,
         },
     )
 

@@ -78,6 +78,12 @@ async def create_all(
 
 
 def _check_still_there(topics: TopicRegistry, c: Creation) -> None:
+    """Whether the creation still makes sense. In a cluster another node may have created the name or
+    deleted the topic since this node's last heartbeat: the document is followed first, so that a name
+    another node took is never treated as a crash's leftovers (its partitions are rows this node shares)."""
+    topics.follow()
+    if c.first == 0 and c.name in topics:
+        raise TopicError(ErrorCode.topic_already_exists, f"Topic '{c.name}' already exists.")
     if c.first > 0 and c.name not in topics:
         raise TopicError(ErrorCode.unknown_topic_or_partition, "This server does not host this topic-partition.")
 
@@ -92,6 +98,10 @@ def create_now(
     """Auto-creation (a Metadata request naming an unknown topic): ``num.partitions``, which the operator
     sized, created at once within the same limits; a TopicError with the code Metadata answers otherwise
     (LEADER_NOT_AVAILABLE, retriable, while another request is creating or removing that name)."""
+    partitions.topics.follow()  # in a cluster another node may have created it since the last heartbeat
+    known = partitions.topics.get(name)
+    if known is not None:
+        return known
     if limits.busy(name) or partitions.deleting(name):
         raise TopicError(ErrorCode.leader_not_available, f"Topic {name} is being created or deleted.")
     limits.check_request(count)

@@ -248,14 +248,18 @@ class PartitionManager:
         return opened
 
     def discard(self, name: str, first: int, last: int) -> None:
-        """Close and remove what ``prepare`` opened and the registry did not adopt."""
+        """Close and remove what ``prepare`` opened and the registry did not adopt. In a cluster, when the
+        name is a topic now (another node created or grew it first), the partitions are that topic's rows,
+        shared by name: they are closed here, not removed."""
+        taken = self.topics.shared and name in self.topics
         for p in range(first, last):
             lg = self._prepared.pop((name, p), None)
             if lg is None:
                 continue
             lg.close()
-            with contextlib.suppress(StorageError, OSError):
-                self.storage.delete_partition(name, p)
+            if not taken:
+                with contextlib.suppress(StorageError, OSError):
+                    self.storage.delete_partition(name, p)
 
     def _deleted(self, topic: Topic) -> None:
         keys = [k for k in self.logs if k[0] == topic.name]
@@ -266,6 +270,10 @@ class PartitionManager:
             self._wake(key)
         if self.producers is not None:
             self.producers.forget(topic.name)
+        if self.topics.following:
+            # another node deleted it and removes its rows, which this node shares (docs/cluster.md); the
+            # name may already be a new topic's, made since, whose rows are the same rows by name
+            return
         previous = self._deleting.get(topic.name)
         task = asyncio.get_running_loop().create_task(self._remove(topic.name, keys, previous))
         self._deleting[topic.name] = task

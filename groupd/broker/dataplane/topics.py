@@ -87,6 +87,9 @@ class TopicRegistry:
         self.on_configs: list[Listener] = []
         self.compare_and_put: CompareAndPut | None = None
         self._seen: bytes | None = None
+        # True while the listeners hear of a change another node made (refresh): the storage is shared, and
+        # what the change removes was removed by that node, perhaps under a name that is already new
+        self.following = False
 
     def load(self) -> None:
         raw = self._seen = self._metadata.get(REGISTRY_FILE)
@@ -98,6 +101,17 @@ class TopicRegistry:
             self._by_name[topic.name] = topic
             self._by_id[topic.topic_id] = topic
 
+    @property
+    def shared(self) -> bool:
+        """Whether other nodes change this document too (a cluster, docs/cluster.md)."""
+        return self.compare_and_put is not None
+
+    def follow(self) -> None:
+        """In a cluster, catch up with the other nodes' changes now rather than at the next heartbeat: what
+        decides from "this name is not a topic" asks here first. Alone, nothing."""
+        if self.shared:
+            self.refresh()
+
     def refresh(self) -> None:
         """In a cluster (docs/cluster.md) another node may have created, grown, deleted or reconfigured
         topics: read the document again and tell the listeners what changed (a name found with another id
@@ -106,6 +120,13 @@ class TopicRegistry:
         if raw is None or raw == self._seen:
             return
         self._seen = raw
+        self.following = True
+        try:
+            self._follow(raw)
+        finally:
+            self.following = False
+
+    def _follow(self, raw: bytes) -> None:
         entries = {entry["name"]: entry for entry in json.loads(raw)["topics"]}
         for known in list(self._by_name.values()):
             entry = entries.get(known.name)
