@@ -25,11 +25,11 @@ LOG_DIR_FAILED_EXIT = 1
 
 async def serve(config: Config) -> None:
     broker = Broker(config)
-    await broker.start()
     done = asyncio.Event()
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
+    for sig in (signal.SIGTERM, signal.SIGINT):  # before the start: a stop asked during it waits for its end
         loop.add_signal_handler(sig, done.set)
+    await broker.start()
     await done.wait()
     logging.getLogger("groupd").info("signal received, shutting down")
     await broker.stop()

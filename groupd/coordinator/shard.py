@@ -319,8 +319,8 @@ def _group_snapshot(state: ShardState, subject: str, request: object) -> Snapsho
     syncs; any other request may write its id's offsets or tombstones."""
     g = state.groups.get(subject)
     if g is None:
-        return None if request.__class__ in _FIRST_WRITE_AT_SYNC else GroupSnapshot(state, subject)
-    return GroupSnapshot(state, subject) if BY_CLASS[g.__class__].writes(g, request) else None
+        return None if request.__class__ in _FIRST_WRITE_AT_SYNC else GroupSnapshot(state, subject, None)
+    return GroupSnapshot(state, subject, g) if BY_CLASS[g.__class__].writes(g, request) else None
 
 
 _FIRST_WRITE_AT_SYNC = frozenset((JoinGroup, SyncGroup))
@@ -364,7 +364,7 @@ class GroupShardRules:
         g = state.groups.get(subject)
         if g is not None and not BY_CLASS[g.__class__].writes(g, request):
             return None
-        return GroupSnapshot(state, subject)
+        return GroupSnapshot(state, subject, g)
 
     def on_write_failed(self, state: ShardState, write_ref: object, error: int, now: int) -> Result:
         return on_write_failed(state, write_ref, error, now, self.cfg)

@@ -23,31 +23,44 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from groupd.coordinator.offsets.store import GroupOffsets, OffsetStore
+    from groupd.coordinator.offsets.store import GroupOffsets
     from groupd.coordinator.shard import ShardState
 
 
 class Shape:
-    """How to copy one slotted class: its slots read in one call, the containers among them (copied:
-    the rules change them in place), and the one holding members."""
+    """How to copy one slotted class: its slots, the containers among them (copied: the rules change
+    them in place) and the one holding members; ``take`` and ``put`` are compiled for it once."""
 
-    __slots__ = ("names", "get", "containers", "members")
+    __slots__ = ("names", "containers", "members", "take", "put")
 
     def __init__(self, cls: type, containers: tuple[str, ...] = (), members: str | None = None) -> None:
         self.names: tuple[str, ...] = tuple(n for c in cls.__mro__ for n in getattr(c, "__slots__", ()))
-        self.get = _slot_reader(self.names)
         self.containers = tuple(self.names.index(n) for n in containers)
         self.members = self.names.index(members) if members is not None else -1
+        self.take, self.put = _compiled(self.names, frozenset(containers))
 
 
-def _slot_reader(names: tuple[str, ...]) -> Callable[[Any], tuple[Any, ...]]:
-    """A function that returns an object's slots as a tuple, compiled once per class (as dataclasses
-    compile their ``__init__``), so that each read is the interpreter's specialized slot load.
-    ``operator.attrgetter`` takes every read through the generic attribute lookup, which made the copy
-    of a classic group and its members at a leader's SyncGroup about 1 % of a whole rebalance's cost."""
+def _compiled(
+    names: tuple[str, ...], containers: frozenset[str]
+) -> tuple[Callable[[Any], tuple[Any, ...]], Callable[[Any, tuple[Any, ...]], None]]:
+    """Two functions compiled once per class (as dataclasses compile their ``__init__``): ``take(obj)``
+    returns its slot values with its containers copied, ``put(obj, values)`` sets them back, copying the
+    containers again so that a snapshot restored twice restores the same. Each slot is then the
+    interpreter's specialised slot load or store; ``operator.attrgetter`` took every read through the
+    generic attribute lookup, and a loop over the names cost a call and a lookup each (the copy of a
+    classic group and its members at a leader's SyncGroup was about 1 % of a whole rebalance's cost)."""
     if not all(n.isidentifier() for n in names):
         raise ValueError(f"not slot names: {names}")
-    return eval("lambda o: (" + "".join(f"o.{n}, " for n in names) + ")", {})
+
+    def value(expr: str, name: str) -> str:
+        return f"{expr}.copy()" if name in containers else expr
+
+    take = "lambda o: (" + "".join(f"{value('o.' + n, n)}, " for n in names) + ")"
+    put = "def put(o, v):\n" + "".join(f"    o.{n} = {value(f'v[{i}]', n)}\n" for i, n in enumerate(names))
+    put += "    return None\n"
+    scope: dict[str, Any] = {}
+    exec(put, scope)  # noqa: S102 - built above from identifiers only
+    return eval(take, {}), scope["put"]  # noqa: S307 - likewise
 
 
 class GroupShape:
@@ -59,31 +72,26 @@ class GroupShape:
         self.group, self.member = group, member
 
     def copy(self, group: Any) -> Copy:
-        return Copy(group, self.group, self.member)
+        return Copy(group, self)
 
 
 class Copy:
-    """One object's slot values (containers copied), and its members' when it has them."""
+    """A group's slot values (containers copied) and each of its members' with the member itself."""
 
     __slots__ = ("obj", "shape", "values", "members")
 
-    def __init__(self, obj: Any, shape: Shape, member_shape: Shape | None = None) -> None:
+    def __init__(self, obj: Any, shape: GroupShape) -> None:
         self.obj, self.shape = obj, shape
-        values = self.values = list(shape.get(obj))
-        for i in shape.containers:
-            values[i] = values[i].copy()
-        self.members: list[Copy] = []
-        if member_shape is not None:
-            self.members = [Copy(m, member_shape) for m in values[shape.members].values()]
+        values = self.values = shape.group.take(obj)
+        take = shape.member.take
+        self.members = [(m, take(m)) for m in values[shape.group.members].values()]
 
     def restore(self) -> None:
-        obj, values = self.obj, self.values
-        for i in self.shape.containers:  # the snapshot stays as taken: restored twice, the same
-            values[i] = values[i].copy()
-        for name, v in zip(self.shape.names, values, strict=True):
-            setattr(obj, name, v)
-        for m in self.members:
-            m.restore()
+        shape = self.shape
+        shape.group.put(self.obj, self.values)
+        put = shape.member.put
+        for m, values in self.members:
+            put(m, values)
 
 
 def _copy_group(state: ShardState, g: Any) -> Copy:
@@ -98,45 +106,32 @@ def _copy_offsets(offsets: GroupOffsets | None) -> GroupOffsets | None:
     return _copy(offsets) if offsets is not None else None
 
 
-class _IdOffsets:
-    """One group id's entries in the offset store: committed offsets (a drop removes them at once) and
-    commits in flight."""
-
-    __slots__ = ("store", "gid", "committed", "writing")
-
-    def __init__(self, store: OffsetStore, gid: str) -> None:
-        self.store, self.gid = store, gid
-        self.committed = _copy_offsets(store.committed.get(gid))
-        self.writing = store.pending_commits.get(gid)
-
-    def restore(self) -> None:
-        store, gid = self.store, self.gid
-        _put(store.committed, gid, _copy_offsets(self.committed))
-        _put(store.pending_commits, gid, self.writing)
-
-
 class GroupSnapshot:
-    """Everything of one group id: its group (present or not), its offsets and the shard's count of its
-    tombstones in flight."""
+    """Everything of one group id: its group (present or not), the id's entries in the offset store
+    (committed offsets, which a drop removes at once, and commits in flight) and the shard's count of its
+    tombstones in flight. ``group`` is the id's group as the caller found it (None: none)."""
 
-    __slots__ = ("state", "subject", "group", "offsets", "dropping")
+    __slots__ = ("state", "subject", "group", "committed", "writing", "dropping")
 
-    def __init__(self, state: ShardState, group_id: str) -> None:
+    def __init__(self, state: ShardState, group_id: str, group: Any) -> None:
         self.state, self.subject = state, group_id
-        g = state.groups.get(group_id)
-        self.group = _copy_group(state, g) if g is not None else None
-        self.offsets = _IdOffsets(state.offsets, group_id)
+        self.group = _copy_group(state, group) if group is not None else None
+        store = state.offsets
+        self.committed = _copy_offsets(store.committed.get(group_id))
+        self.writing = store.pending_commits.get(group_id)
         self.dropping = state.dropping.get(group_id)
 
     def restore(self) -> None:
-        gid, groups = self.subject, self.state.groups
+        gid, state = self.subject, self.state
         if self.group is None:
-            groups.pop(gid, None)
+            state.groups.pop(gid, None)
         else:
             self.group.restore()
-            groups[gid] = self.group.obj
-        self.offsets.restore()
-        _put(self.state.dropping, gid, self.dropping)
+            state.groups[gid] = self.group.obj
+        store = state.offsets
+        _put(store.committed, gid, _copy_offsets(self.committed))
+        _put(store.pending_commits, gid, self.writing)
+        _put(state.dropping, gid, self.dropping)
 
 
 class ShardSnapshot:
