@@ -272,17 +272,19 @@ class Group:
         """The GroupMetadataValue Kafka writes for this group (assignments override the stored ones)."""
         proto = self.protocol
         members = tuple(
-            MemberMetadata(
-                member_id=m.member_id,
-                group_instance_id=m.instance_id,
-                client_id=m.client_id,
-                client_host=m.client_host,
-                rebalance_timeout=m.rebalance_timeout,
-                session_timeout=m.session_timeout,
-                subscription=m.metadata(proto),
-                assignment=m.assignment if assignments is None else assignments.get(m.member_id, b""),
-            )
-            for m in self.members.values()
+            [  # by position, in MemberMetadata's field order (a keyword call of a slotted class builds a dict)
+                MemberMetadata(
+                    m.member_id,
+                    m.instance_id,
+                    m.client_id,
+                    m.client_host,
+                    m.rebalance_timeout,
+                    m.session_timeout,
+                    m.metadata(proto),  # subscription
+                    m.assignment if assignments is None else assignments.get(m.member_id, b""),
+                )
+                for m in self.members.values()
+            ]
         )
         return GroupMetadataValue(
             protocol_type=self.protocol_type or "",

@@ -194,6 +194,9 @@ def _dispatching(api: str) -> Handler:
         g = state.groups.get(req.group_id)
         return (creator if g is None else serving.get(g.__class__, creator))(state, req, token, now, cfg)
 
+    # a code object of its own per API, so that each entry's call site specialises for its own rules
+    # (one shared code object saw every API's rules at one site, and the interpreter gave up specialising it)
+    entry.__code__ = entry.__code__.replace(co_name=api, co_qualname=api)
     entry.__name__ = entry.__qualname__ = api
     return entry
 

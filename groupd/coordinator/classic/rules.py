@@ -355,7 +355,8 @@ def _join_unknown(g: Group, req: JoinGroup, token: Token, now: int, cfg: GroupCo
         deadline = now + req.session_timeout_ms
         g.pending[new_id] = deadline
         out.timers.append(TimerOp(("pend", g.group_id, new_id), deadline))
-        out.responses.append((token, JoinGroupResponse(E.MEMBER_ID_REQUIRED, member_id=new_id)))
+        # every new member's first join: by position (a keyword call of a slotted class builds a dict)
+        out.responses.append((token, JoinGroupResponse(E.MEMBER_ID_REQUIRED, -1, None, None, "", False, new_id)))
         return
     _add_and_rebalance(g, req, new_id, token, now, cfg, out)
 
