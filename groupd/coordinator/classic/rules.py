@@ -653,7 +653,7 @@ def heartbeat(state: ShardState, req: Heartbeat, token: Token, now: int, cfg: Gr
     m.hb_deadline = deadline
     timer = (TimerOp(("hb", g.group_id, m.member_id), deadline),)
     code = E.REBALANCE_IN_PROGRESS if st == PREPARING else E.NONE
-    return Result(responses=((token, HeartbeatResponse(code)),), timers=timer, replay=False)
+    return Result((), ((token, HeartbeatResponse(code)),), timer, None, False)  # by position: every heartbeat
 
 
 def _one(token: Token, payload: Any) -> Result:

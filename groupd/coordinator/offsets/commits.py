@@ -103,7 +103,7 @@ def offset_commit(state: ShardState, req: OffsetCommit, token: Token, now: int, 
         return Result(responses=response, timers=timers, replay=False)
     writing = state.offsets.pending_commits
     writing[req.group_id] = writing.get(req.group_id, 0) + len(records)  # OffsetStore.start_writing, inlined
-    return Result(records=tuple(records), responses=response, timers=timers, write_ref=OffsetsWrite(token, parts))
+    return Result(tuple(records), response, timers, OffsetsWrite(token, parts))  # by position: every commit
 
 
 def commit_failed(ref: OffsetsWrite, error: int) -> Result:
