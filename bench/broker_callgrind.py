@@ -63,6 +63,9 @@ async def _scenario(scenario: str, port: int, count: int, pid: int, seconds: flo
         await scenarios.rebalance("127.0.0.1", port, 2, concurrency=1, max_seconds=seconds, prefix="warm")
         subprocess.run([*control, "-i", "on", str(pid)], check=True, capture_output=True)
         await scenarios.rebalance("127.0.0.1", port, count, concurrency=1, max_seconds=seconds, prefix="m")
+    elif scenario == "heartbeats":  # five groups formed in both runs (they cancel), then ``count`` heartbeats
+        subprocess.run([*control, "-i", "on", str(pid)], check=True, capture_output=True)
+        await scenarios.heartbeats("127.0.0.1", port, 5, count, max_seconds=seconds)
     else:
         await scenarios.commits("127.0.0.1", port, 8, max_seconds=seconds, max_count=200)
         subprocess.run([*control, "-i", "on", str(pid)], check=True, capture_output=True)
@@ -80,7 +83,7 @@ def _total(path: str) -> int:
 
 
 def measure(tree: Path, scenario: str, count: int, seconds: float) -> int:
-    """Instructions the broker of ``tree`` spends on ``count`` rebalanced groups or commits."""
+    """Instructions the broker of ``tree`` spends on ``count`` rebalanced groups, commits or heartbeats."""
     port = free_port()
     with tempfile.TemporaryDirectory(prefix="broker-cg-") as tmp:
         out = f"{tmp}/callgrind.out"
@@ -97,7 +100,7 @@ def measure(tree: Path, scenario: str, count: int, seconds: float) -> int:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("scenario", choices=("rebalance", "commits"))
+    parser.add_argument("scenario", choices=("rebalance", "commits", "heartbeats"))
     parser.add_argument("small", type=int)
     parser.add_argument("large", type=int)
     parser.add_argument("--tree", type=Path, default=ROOT)
@@ -106,7 +109,7 @@ def main() -> None:
     small = measure(args.tree.resolve(), args.scenario, args.small, args.seconds)
     large = measure(args.tree.resolve(), args.scenario, args.large, args.seconds)
     per = (large - small) / (args.large - args.small)
-    unit = "group" if args.scenario == "rebalance" else "commit"
+    unit = {"rebalance": "group", "commits": "commit", "heartbeats": "heartbeat"}[args.scenario]
     print(f"{args.scenario}: {per:,.0f} broker instructions per {unit}")
 
 
