@@ -115,12 +115,6 @@ class Broker:
         self.services.append(self.share_groups)
         self.transactions = TransactionCoordinator(self)  # type: ignore[arg-type]  # as ShareCoordinator's
         self.services.append(self.transactions)
-        # several nodes over one PostgreSQL (docs/cluster.md): started after the services, stopped after them
-        self.cluster: ClusterNode | None = None
-        if config["cluster.enabled"]:
-            from groupd.broker.clustering import ClusterNode  # psycopg is imported only by those who need it
-
-            self.cluster = ClusterNode(self)
         # KIP-932 share-partitions and sessions, over the persister (read at each use: tests swap it)
         self.share_partitions = SharePartitionManager(
             self,
@@ -129,6 +123,13 @@ class Broker:
             config.get("group.share.max.share.sessions", 2_000),
         )
         self.services.append(self.share_partitions)
+        # several nodes over one PostgreSQL (docs/cluster.md): started after the services, stopped after them
+        # (after the share-partitions: it gives them the leader epochs and the persister of the cluster)
+        self.cluster: ClusterNode | None = None
+        if config["cluster.enabled"]:
+            from groupd.broker.clustering import ClusterNode  # psycopg is imported only by those who need it
+
+            self.cluster = ClusterNode(self)
         cluster = config["cluster.id"]
         self.internal_topics = {
             t.name: t
