@@ -70,6 +70,10 @@ class ClusterNode:
         transactions.remote = TxnMarkers(self)
         broker.coordinator.serving = lambda p: self.serves((OFFSETS_TOPIC, p))
         broker.partitions.leads = lambda topic, p: self.serves((topic, p))
+        broker.partitions.leader_epoch = self.leader_epoch
+        # per data partition this node leads: its lease epoch and where that epoch starts (the log end offset
+        # found when the lease was taken), the one entry of its leader epoch cache (dataplane/leader_epochs.py)
+        self._epoch_starts: dict[Resource, tuple[int, int]] = {}
         share = broker.share_coordinator
         share.serving = lambda p: self.serves((SHARE_STATE_TOPIC, p))
         self.share_state = ShareStateClient(
@@ -106,6 +110,9 @@ class ClusterNode:
         else:
             self.broker.partitions.reopen(*r)
             self.broker.share_partitions.partition_moved(*r)
+            lg = self.broker.partitions.logs.get(r)
+            if lg is not None:  # the new epoch starts at the log end found (Kafka's makeLeader)
+                self._epoch_starts[r] = (epoch, lg.log_end_offset)
 
     def _lost(self, r: Resource) -> None:
         log.info("node %d no longer owns %s-%d", self.node_id, *r)
@@ -117,6 +124,7 @@ class ClusterNode:
             self.broker.share_coordinator.release(r[1])
         else:
             self.broker.share_partitions.partition_moved(*r)
+            self._epoch_starts.pop(r, None)
 
     # ------------------------------------------------------------ routing
 
@@ -127,6 +135,28 @@ class ClusterNode:
         """The lease epoch this node serves the partition at (-1: it does not serve it)."""
         epoch = self.member.serving((topic, partition))
         return -1 if epoch is None else epoch
+
+    def epoch_entry(self, topic: str, partition: int, log_end: int) -> tuple[int, int]:
+        """(epoch, start offset) of the partition this node leads: its lease epoch, from the log end offset
+        when it took the lease (``log_end``, the log's now, when it had not opened the partition then: it
+        has written nothing in this epoch before it is first asked, since every write asks first)."""
+        r = (topic, partition)
+        epoch = self.leader_epoch(topic, partition)
+        entry = self._epoch_starts.get(r)
+        if entry is None or entry[0] != epoch:
+            entry = self._epoch_starts[r] = (epoch, log_end)
+        return entry
+
+    def view_epoch(self, topic: str, partition: int) -> int:
+        """The partition's leader epoch as Metadata names it: this node's lease epoch while it leads it,
+        else the epoch of the lease the last view saw held (-1 when nobody holds it)."""
+        r = (topic, partition)
+        epoch = self.member.serving(r)
+        if epoch is not None:
+            return epoch
+        view = self.member.view
+        row = view.leases.get(r) if view is not None else None
+        return row.epoch if row is not None and view is not None and view.holder(r) is not None else -1
 
     def leader(self, topic: str, partition: int) -> int | None:
         return self.member.owner((topic, partition))

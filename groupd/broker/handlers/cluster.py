@@ -39,7 +39,7 @@ def partition_state(broker: Broker, index: int, topic: str | None = None) -> dic
     """A partition as this single node describes it: it leads every replica set, alone and in sync. In a
     cluster (docs/cluster.md) the leader is the node holding the partition's lease, the one replica;
     LEADER_NOT_AVAILABLE while nobody holds it (a takeover under way), as Kafka says between leaders."""
-    node = broker.node_id
+    node, epoch = broker.node_id, LEADER_EPOCH
     if broker.cluster is not None and topic is not None:
         leader = broker.cluster.leader(topic, index)
         if leader is None:
@@ -52,12 +52,12 @@ def partition_state(broker: Broker, index: int, topic: str | None = None) -> dic
                 "isr_nodes": (),
                 "offline_replicas": (),
             }
-        node = leader
+        node, epoch = leader, broker.cluster.view_epoch(topic, index)  # the lease's epoch
     return {
         "error_code": ErrorCode.none,
         "partition_index": index,
         "leader_id": node,
-        "leader_epoch": LEADER_EPOCH,
+        "leader_epoch": epoch,
         "replica_nodes": (node,),
         "isr_nodes": (node,),
         "offline_replicas": (),

@@ -160,17 +160,18 @@ def _leader(
     leader_cls = ctx.nested("LeaderIdAndEpoch")
     if code != NOT_LEADER_OR_FOLLOWER:
         return {"current_leader": codec.make(leader_cls, leader_id=-1, leader_epoch=-1)}, ()
-    node, endpoint = broker.node_id, broker.advertised_for(ctx.listener)
+    node, endpoint, epoch = broker.node_id, broker.advertised_for(ctx.listener), 0
     if broker.cluster is not None:
         topic = broker.listed_topic_by_id(tp[0]) if tp is not None and tp[0] is not None else None
-        leader = broker.cluster.leader(topic.name, tp[1]) if topic is not None and tp is not None else None
-        if leader is None or leader == broker.node_id:
+        if topic is None or tp is None or (leader := broker.cluster.leader(topic.name, tp[1])) in (None, node):
             return {"current_leader": codec.make(leader_cls, leader_id=-1, leader_epoch=-1)}, ()
+        assert leader is not None
         node, endpoint = leader, broker.cluster.address(leader)
+        epoch = broker.cluster.view_epoch(topic.name, tp[1])
     nodes: tuple = ()
     if endpoint is not None:
         nodes = (codec.make(ctx.nested("NodeEndpoint"), node_id=node, host=endpoint[0], port=endpoint[1], rack=None),)
-    return {"current_leader": codec.make(leader_cls, leader_id=node, leader_epoch=0)}, nodes
+    return {"current_leader": codec.make(leader_cls, leader_id=node, leader_epoch=epoch)}, nodes
 
 
 @waits
