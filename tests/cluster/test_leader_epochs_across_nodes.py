@@ -20,7 +20,7 @@ from pathlib import Path
 from groupd.protocol.errors import ErrorCode
 from groupd.storage.batch import iter_batches
 from tests.cluster.test_broker_nodes import metadata
-from tests.cluster.test_share_state_across_nodes import start_two
+from tests.cluster.test_share_state_across_nodes import two_started
 from tests.cluster.test_topic_changes_across_nodes import step
 from tests.harness import WireClient
 from tests.wire.test_data_plane import produce_body
@@ -43,13 +43,9 @@ async def fetch_error(client: WireClient, topic: str, partition: int, offset: in
 
 def test_the_lease_epoch_is_the_leader_epoch_and_a_takeover_raises_it(tmp_path: Path, postgresql_url: str) -> None:
     async def scenario() -> None:
-        one, two = start_two(tmp_path, postgresql_url)
-        await one.start()
-        await two.start()
-        c1, c2 = await WireClient.connect(one.port), await WireClient.connect(two.port)
-        nodes, clients = {1: one, 2: two}, {1: c1, 2: c2}
-        stopped: set[int] = set()
-        try:
+        async with two_started(tmp_path, postgresql_url) as both:
+            nodes, clients = both.nodes, both.clients
+            one, two, c1, c2 = nodes[1], nodes[2], clients[1], clients[2]
             await step(one, two)
             await metadata(c1, "t")
             await step(one, two, one, two)
@@ -82,8 +78,7 @@ def test_the_lease_epoch_is_the_leader_epoch_and_a_takeover_raises_it(tmp_path: 
             ofle = await clients[other].call(23, 4, ofle_body([("t", [(p, -1, epoch)])]))
             assert answers(ofle)[0][2] == ErrorCode.not_leader_or_follower
             # the leader stops: the other node takes the partition at the next epoch
-            await nodes[leader].stop()
-            stopped.add(leader)
+            await both.stop(leader)
             await step(nodes[other])
             co = clients[other]
             after = (await epochs_in_metadata(co, "t"))[p]
@@ -105,11 +100,5 @@ def test_the_lease_epoch_is_the_leader_epoch_and_a_takeover_raises_it(tmp_path: 
             # a fetcher past the end of the old epoch (it never read there) is told where it ended
             diverged = await fetch_error(co, "t", p, 4, current=new, last=epoch)
             assert (diverged.diverging_epoch.epoch, diverged.diverging_epoch.end_offset) == (epoch, 3)
-        finally:
-            await c1.close()
-            await c2.close()
-            for n, b in ((2, two), (1, one)):
-                if n not in stopped:
-                    await b.stop()
 
     asyncio.run(scenario())

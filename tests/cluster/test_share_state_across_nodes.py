@@ -8,7 +8,10 @@ Two nodes with a lease long enough that neither heartbeats by itself: each step 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from groupd.broker.app import Broker
@@ -28,12 +31,36 @@ READ_STATE = 84
 ACCEPT, RELEASE = 1, 2
 
 
-def start_two(tmp_path: Path, url: str) -> tuple[Broker, Broker]:
+@dataclass
+class TwoNodes:
+    """Nodes 1 and 2 by id, a client of each, and the ids a test stopped itself (the rest stop after it)."""
+
+    nodes: dict[int, Broker]
+    clients: dict[int, WireClient]
+    stopped: set[int] = field(default_factory=set)
+
+    async def stop(self, node: int) -> None:
+        await self.nodes[node].stop()
+        self.stopped.add(node)
+
+
+@contextlib.asynccontextmanager
+async def two_started(tmp_path: Path, url: str) -> AsyncIterator[TwoNodes]:
+    """Two nodes with a long lease (stepped by hand), four partitions a topic, few share-state partitions."""
     more = {"num.partitions": "4", "share.coordinator.state.topic.num.partitions": str(STATE_SHARDS)}
-    return (
-        Broker(node_config(tmp_path, url, 1, LONG_LEASE_MS, **more)),
-        Broker(node_config(tmp_path, url, 2, LONG_LEASE_MS, **more)),
-    )
+    one = Broker(node_config(tmp_path, url, 1, LONG_LEASE_MS, **more))
+    two = Broker(node_config(tmp_path, url, 2, LONG_LEASE_MS, **more))
+    await one.start()
+    await two.start()
+    both = TwoNodes({1: one, 2: two}, {1: await WireClient.connect(one.port), 2: await WireClient.connect(two.port)})
+    try:
+        yield both
+    finally:
+        for c in both.clients.values():
+            await c.close()
+        for n in (2, 1):
+            if n not in both.stopped:
+                await both.nodes[n].stop()
 
 
 def split_pair(one: Broker, topic: str, tid: uuid.UUID, partitions: int) -> tuple[SharePartitionKey, int, int]:
@@ -67,17 +94,13 @@ def test_share_state_lives_at_the_holder_of_its_partition_and_the_leader_reaches
     tmp_path: Path, postgresql_url: str
 ) -> None:
     async def scenario() -> None:
-        one, two = start_two(tmp_path, postgresql_url)
-        await one.start()
-        await two.start()
-        c1, c2 = await WireClient.connect(one.port), await WireClient.connect(two.port)
-        stopped: set[int] = set()
-        try:
+        async with two_started(tmp_path, postgresql_url) as both:
+            nodes, clients = both.nodes, both.clients
+            one, two, c1, c2 = nodes[1], nodes[2], clients[1], clients[2]
             await step(one, two)
             created = (await metadata(c1, "t")).topics[0]
             tid, count = created.topic_id, len(created.partitions)
             await step(one, two, one, two)
-            nodes, clients = {1: one, 2: two}, {1: c1, 2: c2}
             # every __share_group_state partition is leased, by one node or the other
             assert one.cluster is not None and two.cluster is not None
             owners = [one.cluster.leader(SHARE_STATE_TOPIC, p) for p in range(STATE_SHARDS)]
@@ -121,8 +144,7 @@ def test_share_state_lives_at_the_holder_of_its_partition_and_the_leader_reaches
             assert [n.node_id for n in got.node_endpoints] == [leader]
             # the owner stops (controlled): the leader takes the state partition, loads what the owner wrote,
             # and the next write goes there
-            await nodes[owner].stop()
-            stopped.add(owner)
+            await both.stop(owner)
             await step(nodes[leader])
             assert nodes[leader].cluster.serves(  # type: ignore[union-attr]
                 (SHARE_STATE_TOPIC, state_partition(key, STATE_SHARDS))
@@ -150,11 +172,5 @@ def test_share_state_lives_at_the_holder_of_its_partition_and_the_leader_reaches
                 SHARE_FETCH, 1, fetch_body(1, tid, 0, member="m3", partitions=(key.partition,), group=key.group_id)
             )
             assert acquired(got) == [(4, 5, 2)]
-        finally:
-            await c1.close()
-            await c2.close()
-            for n, b in ((2, two), (1, one)):
-                if n not in stopped:
-                    await b.stop()
 
     asyncio.run(scenario())
