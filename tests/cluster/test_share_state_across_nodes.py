@@ -19,10 +19,11 @@ from groupd.coordinator.share_state.keys import coordinator_key, state_partition
 from groupd.coordinator.share_state.persister import ACKNOWLEDGED, AVAILABLE, ReadStateResult, SharePartitionKey
 from groupd.protocol.errors import ErrorCode
 from groupd.protocol.topic_names import SHARE_STATE_TOPIC
-from tests.cluster.test_broker_nodes import metadata, node_config
+from tests.cluster.test_broker_nodes import find_coordinator, metadata, node_config
 from tests.cluster.test_topic_changes_across_nodes import LONG_LEASE_MS, step
 from tests.harness import WireClient
 from tests.wire.test_share_fetch import SHARE_ACK, SHARE_FETCH, ack_body, acquired, fetch_body, part, produce
+from tests.wire.test_share_groups import hb_body, parts, until_assigned
 from tests.wire.test_share_state_apis import body, only
 
 STATE_SHARDS = 3
@@ -172,5 +173,36 @@ def test_share_state_lives_at_the_holder_of_its_partition_and_the_leader_reaches
                 SHARE_FETCH, 1, fetch_body(1, tid, 0, member="m3", partitions=(key.partition,), group=key.group_id)
             )
             assert acquired(got) == [(4, 5, 2)]
+
+    asyncio.run(scenario())
+
+
+def test_a_share_groups_assignment_covers_every_partition_wherever_it_is_led(
+    tmp_path: Path, postgresql_url: str
+) -> None:
+    """ShareGroupHeartbeat at the group's coordinator assigns every partition of the subscribed topic, those
+    the other node leads too (the topics are every node's), and the group coordinator initializes each
+    share-partition's state at the holder of its state partition, through the share-state client."""
+
+    async def scenario() -> None:
+        async with two_started(tmp_path, postgresql_url) as both:
+            nodes, clients = both.nodes, both.clients
+            await step(nodes[1], nodes[2])
+            created = (await metadata(clients[1], "wide")).topics[0]
+            tid, count = created.topic_id, len(created.partitions)
+            await step(nodes[1], nodes[2], nodes[1], nodes[2])
+            assert nodes[1].cluster is not None
+            leaders = {nodes[1].cluster.leader("wide", p) for p in range(count)}
+            assert leaders == {1, 2}  # led by both nodes (the balanced target of two nodes stepped in turn)
+            coordinator = (await find_coordinator(clients[1], "sg")).node_id
+            c = clients[coordinator]
+            r = await c.call(76, 1, hb_body("m1", 0, names=("wide",), group="sg"))
+            assert r.error_code == ErrorCode.none
+            r = await until_assigned(c, "m1", r.member_epoch, count, r, group="sg")
+            assert parts(r) == [(tid, p) for p in range(count)]
+            for p in range(count):  # initialized where the state lives, asked from either node
+                for n in (1, 2):
+                    summary = await nodes[n].share_persister.read_summary(SharePartitionKey("sg", tid, p), -1)
+                    assert summary.error_code == ErrorCode.none and summary.state_epoch > 0, (n, p, summary)
 
     asyncio.run(scenario())
