@@ -134,6 +134,13 @@ def test_share_state_lives_at_the_holder_of_its_partition_and_the_leader_reaches
             state = await nodes[owner].share_coordinator.read(key, -1)
             assert state.error_code == ErrorCode.none
             assert by_offset(state) == {0: ACKNOWLEDGED, 1: ACKNOWLEDGED, 2: ACKNOWLEDGED}
+            # the share-partition read its state with the data partition's lease epoch as leader epoch: the
+            # coordinator now refuses a write of an older leader (Kafka's FENCED_LEADER_EPOCH, 74)
+            epoch = nodes[leader].cluster.member.serving(("t", key.partition))  # type: ignore[union-attr]
+            summary = await nodes[owner].share_coordinator.read_summary(key, -1)
+            assert epoch is not None and summary.leader_epoch == epoch >= 1
+            stale = await nodes[owner].share_coordinator.write(key, state.state_epoch, epoch - 1, -1, -1, ())
+            assert stale == ErrorCode.fenced_leader_epoch
             # ShareFetch and ShareAcknowledge at the node that does not lead: NOT_LEADER_OR_FOLLOWER, naming the leader
             wrong = clients[owner]
             got = await wrong.call(
