@@ -191,14 +191,13 @@ class ShareCoordinator:
         and replay it; its keys answer COORDINATOR_LOAD_IN_PROGRESS meanwhile, as Kafka's shard loading does."""
         self.release(partition)
         shard = self.runtime.add_shard(partition)
-        try:
-            lg = await asyncio.to_thread(self.log_of, partition)
+        try:  # on the loop, as the group coordinator opens its partitions: ``logs`` is read there
+            lg = self.log_of(partition)
         except StorageError as exc:
             shard.failed = f"{type(exc).__name__}: {exc}"
             log.error("failed to open %s-%d after taking it over: %s", SHARE_STATE_TOPIC, partition, exc)
             return
-        if self.runtime.shards.get(partition) is not shard:
-            return  # released while it opened
+        # replayed off the loop: nothing reads the shard's state before it is loaded
         await asyncio.to_thread(self._load, shard, lg)
         if self.runtime.shards.get(partition) is shard:
             shard.loaded = True
