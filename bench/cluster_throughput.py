@@ -98,6 +98,7 @@ def start(tmp: Path, url: str, count: int) -> list[BrokerProcess]:
         "storage.postgresql.url": url,
         "offsets.topic.num.partitions": SHARDS,
         "transaction.state.log.num.partitions": 3,
+        "share.coordinator.state.topic.num.partitions": 3,
     }
     if count > 1:
         settings |= {"cluster.enabled": "true", "cluster.lease.ms": 4000}

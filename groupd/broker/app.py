@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Protocol
 from groupd.broker.config import Config
 from groupd.broker.dataplane.group_configs import GroupConfigStore
 from groupd.broker.dataplane.internal_topics import InternalTopic
+from groupd.broker.dataplane.leader_epochs import LEADER_EPOCH
 from groupd.broker.dataplane.partition_limits import PartitionLimits
 from groupd.broker.dataplane.partitions import PartitionManager
 from groupd.broker.dataplane.producers import ProducerIds
@@ -115,12 +116,6 @@ class Broker:
         self.services.append(self.share_groups)
         self.transactions = TransactionCoordinator(self)  # type: ignore[arg-type]  # as ShareCoordinator's
         self.services.append(self.transactions)
-        # several nodes over one PostgreSQL (docs/cluster.md): started after the services, stopped after them
-        self.cluster: ClusterNode | None = None
-        if config["cluster.enabled"]:
-            from groupd.broker.clustering import ClusterNode  # psycopg is imported only by those who need it
-
-            self.cluster = ClusterNode(self)
         # KIP-932 share-partitions and sessions, over the persister (read at each use: tests swap it)
         self.share_partitions = SharePartitionManager(
             self,
@@ -129,6 +124,13 @@ class Broker:
             config.get("group.share.max.share.sessions", 2_000),
         )
         self.services.append(self.share_partitions)
+        # several nodes over one PostgreSQL (docs/cluster.md): started after the services, stopped after them
+        # (after the share-partitions: it gives them the leader epochs and the persister of the cluster)
+        self.cluster: ClusterNode | None = None
+        if config["cluster.enabled"]:
+            from groupd.broker.clustering import ClusterNode  # psycopg is imported only by those who need it
+
+            self.cluster = ClusterNode(self)
         cluster = config["cluster.id"]
         self.internal_topics = {
             t.name: t
@@ -248,6 +250,13 @@ class Broker:
     def leads(self, topic: str, partition: int) -> bool:
         """This node may serve the partition now: always alone; in a cluster while it holds the lease."""
         return self.cluster is None or self.cluster.serves((topic, partition))
+
+    def epoch_entry(self, topic: str, partition: int, lg: PartitionLog) -> tuple[int, int | None]:
+        """The one entry of the partition's leader epoch cache (dataplane/leader_epochs.py): alone (0, None:
+        from the log start); in a cluster the lease epoch and the offset it starts at."""
+        if self.cluster is None:
+            return LEADER_EPOCH, None
+        return self.cluster.epoch_entry(topic, partition, lg.log_end_offset)
 
     def owns_offsets_partition(self, partition: int) -> bool:
         if self.coordinator is None:

@@ -2,10 +2,13 @@
 it does when it gains or loses a lease, and the answers routing needs (who leads a partition, which
 nodes are live).
 
-The resources are every data partition and every ``__consumer_offsets`` and ``__transaction_state``
-partition. Gaining a data partition reopens its log from the database (another node wrote meanwhile);
-gaining an offsets or transaction-state partition loads its shard or its transactional ids
-(COORDINATOR_LOAD_IN_PROGRESS until done); losing one stops serving it at once. Writes are fenced by the
+The resources are every data partition and every ``__consumer_offsets``, ``__transaction_state`` and
+``__share_group_state`` partition. Gaining a data partition reopens its log from the database (another
+node wrote meanwhile) and drops the share-partitions cached on it (their state is read again from their
+share coordinator); gaining an offsets, transaction-state or share-state partition loads its shard, its
+transactional ids or its share-partition states (COORDINATOR_LOAD_IN_PROGRESS until done); losing one
+stops serving it at once. Share-partition state goes to the node holding its ``__share_group_state``
+partition in the share coordinator's RPCs (groupd/cluster/share_state.py). Writes are fenced by the
 engine whatever this node believes (groupd/storage/postgresql/fencing.py). A transaction's markers for
 partitions another node owns go there in WriteTxnMarkers (``TxnMarkers``), as Kafka's coordinator sends
 them to each partition's leader.
@@ -25,12 +28,13 @@ from kio.static.primitive import i16, i32
 from groupd.cluster.assignment import Resource
 from groupd.cluster.member import ClusterMember
 from groupd.cluster.peers import Peers
+from groupd.cluster.share_state import ShareStateClient
 from groupd.cluster.store import ClusterStore
 from groupd.coordinator.tasks import Tasks
 from groupd.coordinator.transactions.rules import TopicPartition
 from groupd.protocol.api_table import ApiKey
 from groupd.protocol.errors import ErrorCode
-from groupd.protocol.topic_names import OFFSETS_TOPIC, TXN_STATE_TOPIC
+from groupd.protocol.topic_names import OFFSETS_TOPIC, SHARE_STATE_TOPIC, TXN_STATE_TOPIC
 from groupd.storage.errors import StorageError
 from groupd.storage.postgresql.connection import Database, resolve_url
 from groupd.storage.postgresql.engine import PostgresEngine
@@ -57,6 +61,7 @@ class ClusterNode:
         self.member = ClusterMember(store, self.fence, self.resources, on_acquired=self._acquired, on_lost=self._lost)
         self.offsets_partitions: int = config["offsets.topic.num.partitions"]
         self.txn_partitions: int = config["transaction.state.log.num.partitions"]
+        self.share_state_partitions: int = config["share.coordinator.state.topic.num.partitions"]
         self._tasks = Tasks()
         # a peer that has not answered within a lease is taken for dead: the marker is retried later
         self.peers = Peers(self.address, f"groupd-node-{self.node_id}", config["cluster.lease.ms"] / 1000)
@@ -65,6 +70,17 @@ class ClusterNode:
         transactions.remote = TxnMarkers(self)
         broker.coordinator.serving = lambda p: self.serves((OFFSETS_TOPIC, p))
         broker.partitions.leads = lambda topic, p: self.serves((topic, p))
+        broker.partitions.leader_epoch = self.leader_epoch
+        # per data partition this node leads: its lease epoch and where that epoch starts (the log end offset
+        # found when the lease was taken), the one entry of its leader epoch cache (dataplane/leader_epochs.py)
+        self._epoch_starts: dict[Resource, tuple[int, int]] = {}
+        share = broker.share_coordinator
+        share.serving = lambda p: self.serves((SHARE_STATE_TOPIC, p))
+        self.share_state = ShareStateClient(
+            self.node_id, share, share.partition_for, lambda p: self.leader(SHARE_STATE_TOPIC, p), self.peers
+        )
+        broker.share_persister = self.share_state
+        broker.share_partitions.leader_epoch = self.leader_epoch
         assert isinstance(storage.metadata, PgMetadata)
         broker.producers.reserve = storage.metadata.reserve  # no two nodes hand out one producer id
         # the topics document: changed by compare-and-set, others' changes followed at every heartbeat
@@ -80,6 +96,7 @@ class ClusterNode:
             data
             + [(OFFSETS_TOPIC, p) for p in range(self.offsets_partitions)]
             + [(TXN_STATE_TOPIC, p) for p in range(self.txn_partitions)]
+            + [(SHARE_STATE_TOPIC, p) for p in range(self.share_state_partitions)]
         )
 
     def _acquired(self, r: Resource, epoch: int) -> None:
@@ -88,8 +105,14 @@ class ClusterNode:
             self._tasks.spawn(self.broker.coordinator.acquire(r[1]))
         elif r[0] == TXN_STATE_TOPIC:
             self._tasks.spawn(self.broker.transactions.acquire(r[1]))
+        elif r[0] == SHARE_STATE_TOPIC:
+            self._tasks.spawn(self.broker.share_coordinator.acquire(r[1]))
         else:
             self.broker.partitions.reopen(*r)
+            self.broker.share_partitions.partition_moved(*r)
+            lg = self.broker.partitions.logs.get(r)
+            if lg is not None:  # the new epoch starts at the log end found (Kafka's makeLeader)
+                self._epoch_starts[r] = (epoch, lg.log_end_offset)
 
     def _lost(self, r: Resource) -> None:
         log.info("node %d no longer owns %s-%d", self.node_id, *r)
@@ -97,11 +120,43 @@ class ClusterNode:
             self.broker.coordinator.release(r[1])
         elif r[0] == TXN_STATE_TOPIC:
             self.broker.transactions.release(r[1])
+        elif r[0] == SHARE_STATE_TOPIC:
+            self.broker.share_coordinator.release(r[1])
+        else:
+            self.broker.share_partitions.partition_moved(*r)
+            self._epoch_starts.pop(r, None)
 
     # ------------------------------------------------------------ routing
 
     def serves(self, r: Resource) -> bool:
         return self.member.serving(r) is not None
+
+    def leader_epoch(self, topic: str, partition: int) -> int:
+        """The lease epoch this node serves the partition at (-1: it does not serve it)."""
+        epoch = self.member.serving((topic, partition))
+        return -1 if epoch is None else epoch
+
+    def epoch_entry(self, topic: str, partition: int, log_end: int) -> tuple[int, int]:
+        """(epoch, start offset) of the partition this node leads: its lease epoch, from the log end offset
+        when it took the lease (``log_end``, the log's now, when it had not opened the partition then: it
+        has written nothing in this epoch before it is first asked, since every write asks first)."""
+        r = (topic, partition)
+        epoch = self.leader_epoch(topic, partition)
+        entry = self._epoch_starts.get(r)
+        if entry is None or entry[0] != epoch:
+            entry = self._epoch_starts[r] = (epoch, log_end)
+        return entry
+
+    def view_epoch(self, topic: str, partition: int) -> int:
+        """The partition's leader epoch as Metadata names it: this node's lease epoch while it leads it,
+        else the epoch of the lease the last view saw held (-1 when nobody holds it)."""
+        r = (topic, partition)
+        epoch = self.member.serving(r)
+        if epoch is not None:
+            return epoch
+        view = self.member.view
+        row = view.leases.get(r) if view is not None else None
+        return row.epoch if row is not None and view is not None and view.holder(r) is not None else -1
 
     def leader(self, topic: str, partition: int) -> int | None:
         return self.member.owner((topic, partition))

@@ -127,3 +127,23 @@ def test_a_lease_the_database_gives_this_node_id_but_this_process_does_not_serve
     d = decide(1, view(1000, {1: 5000}, leases), DATA[:2], serving=[DATA[0]])
     assert d.renew == ((DATA[0], 4),)
     assert d.acquire == ((DATA[1], 4),)  # compare-and-set at 4: the database moves it to 5
+
+
+def test_each_topic_is_spread_over_the_nodes_and_the_totals_too() -> None:
+    """Kafka spreads each topic's partition leaders over the brokers: a topic of six partitions on three
+    nodes is led two by each, whatever the internal topics' shards weigh, and the totals differ by one at
+    most (before, a topic could land on two nodes when the shards filled the third's share)."""
+    internal = [("__consumer_offsets", p) for p in range(6)] + [("__transaction_state", p) for p in range(3)]
+    internal += [("__share_group_state", p) for p in range(3)]
+    # the shards taken while only nodes 1 and 3 were live, then node 2 joins and a topic appears
+    before = target(internal, [1, 3], {})
+    orders = [("orders", p) for p in range(6)]
+    goal = target(internal + orders, [1, 2, 3], before)
+    assert Counter(goal[r] for r in orders) == {1: 2, 2: 2, 3: 2}
+    for topic in ("__consumer_offsets", "__transaction_state", "__share_group_state"):
+        shards = [r for r in internal if r[0] == topic]
+        counts = Counter(goal[r] for r in shards)
+        assert max(counts.values()) - min(counts.get(n, 0) for n in (1, 2, 3)) <= 1, (topic, counts)
+    totals = Counter(goal.values())
+    assert set(totals.values()) == {6}
+    assert target(internal + orders, [1, 2, 3], goal) == goal  # stable: the next beat moves nothing

@@ -26,6 +26,7 @@ from tests.wire.test_transactions import init_body
 
 SHARDS = 4
 TXN_SHARDS = 3
+SHARE_STATE_SHARDS = 2
 
 
 def node_config(tmp_path: Path, url: str, node: int, lease_ms: int = 2000, **more: str):  # type: ignore[no-untyped-def]
@@ -39,6 +40,7 @@ def node_config(tmp_path: Path, url: str, node: int, lease_ms: int = 2000, **mor
             "node.id": str(node),
             "offsets.topic.num.partitions": str(SHARDS),
             "transaction.state.log.num.partitions": str(TXN_SHARDS),
+            "share.coordinator.state.topic.num.partitions": str(SHARE_STATE_SHARDS),
             **more,
         },
     )
@@ -120,7 +122,7 @@ def test_two_nodes_route_as_kafka_does(tmp_path: Path, postgresql_url: str) -> N
             table = cluster_cli.render(nodes, leaders)
             assert f"127.0.0.1:{one.port}" in table and f"127.0.0.1:{two.port}" in table
             # /metrics of each node: its leases by kind, the live nodes, renewals and takeovers
-            total = {"data": 0.0, "offsets": 0.0, "transactions": 0.0}
+            total = {"data": 0.0, "offsets": 0.0, "transactions": 0.0, "share_state": 0.0}
             for b in (one, two):
                 got = samples(generate_latest(b.metrics.registry).decode())
                 assert got[("groupd_cluster_live_nodes", ())] == 2
@@ -128,7 +130,12 @@ def test_two_nodes_route_as_kafka_does(tmp_path: Path, postgresql_url: str) -> N
                 assert got[("groupd_cluster_lease_renewals_total", ())] >= 1
                 for kind in total:
                     total[kind] += got[("groupd_cluster_owned_leases", (("kind", kind),))]
-            assert total == {"data": len(lead1), "offsets": SHARDS, "transactions": TXN_SHARDS}
+            assert total == {
+                "data": len(lead1),
+                "offsets": SHARDS,
+                "transactions": TXN_SHARDS,
+                "share_state": SHARE_STATE_SHARDS,
+            }
 
     asyncio.run(scenario())
 

@@ -29,6 +29,7 @@ TOPIC, PARTITIONS = "orders", 6
 LEASE_MS = 1500
 SHARDS = 6  # offsets.topic.num.partitions: few shards keep the takeovers quick to read
 TXN_SHARDS = 3  # transaction.state.log.num.partitions, likewise
+SHARE_SHARDS = 3  # share.coordinator.state.topic.num.partitions, likewise
 
 
 def settings(url: str, node: int) -> dict[str, object]:
@@ -40,6 +41,7 @@ def settings(url: str, node: int) -> dict[str, object]:
         "cluster.lease.ms": LEASE_MS,
         "offsets.topic.num.partitions": SHARDS,
         "transaction.state.log.num.partitions": TXN_SHARDS,
+        "share.coordinator.state.topic.num.partitions": SHARE_SHARDS,
     }
 
 
@@ -180,7 +182,7 @@ def test_sigkill_of_the_busiest_owner_loses_nothing_acknowledged_and_the_group_r
 def test_sigterm_hands_the_leases_over_without_waiting_for_them_to_expire(
     nodes: list[BrokerProcess], postgresql_url: str
 ) -> None:
-    shards = SHARDS + TXN_SHARDS  # __consumer_offsets and __transaction_state
+    shards = SHARDS + TXN_SHARDS + SHARE_SHARDS  # __consumer_offsets, __transaction_state, __share_group_state
     wait_for(lambda: len(owners(postgresql_url)) == shards, 10, "every shard owned")
     assert nodes[1].stop() == 0
     stopped_at = time.monotonic()

@@ -75,3 +75,46 @@ def test_offset_for_leader_epoch_errors_are_counted_per_api():
     fenced = codec.make(part, partition=1, error_code=ErrorCode.fenced_leader_epoch, leader_epoch=-1, end_offset=-1)
     resp = codec.make(cls, throttle_time=0, topics=(codec.make(topic, topic="t", partitions=(ok, fenced)),))
     assert response_error(23, resp) == ErrorCode.fenced_leader_epoch
+
+
+# In a cluster the partition's leader epoch is its lease epoch, raised by every takeover (Kafka raises it at
+# every election, one replica or not), and the holder's one cache entry starts at the log end offset it
+# found when it took the lease (Kafka's makeLeader assigns (epoch, log end offset) before any append). Kafka's
+# LeaderEpochFileCache.endOffsetFor: -1 asked is (-1, -1); the latest epoch ends at the log end offset; an
+# epoch newer than the latest is (-1, -1); one older than the earliest entry ends where that entry starts,
+# under the number asked.
+@pytest.mark.parametrize("requested, expected", [
+    (7, (7, 42)),  # the held epoch: the log end offset
+    (8, (-1, -1)),  # newer than the leader's
+    (-1, (-1, -1)),
+    (6, (6, 30)),  # the epoch before the takeover ends where the held one starts
+    (2, (2, 30)),  # older ones too: never below what a consumer of them could have read
+    (0, (0, 30)),  # batches written before the cluster's epochs
+])
+def test_end_offset_for_a_lease_epoch(requested, expected):
+    assert end_offset_for(requested, 5, 42, epoch=7, epoch_start=30) == expected
+
+
+def test_the_held_epoch_starts_at_the_log_start_when_records_below_it_were_deleted():
+    assert end_offset_for(6, 35, 42, epoch=7, epoch_start=30) == (6, 35)  # Kafka's truncateFromStart
+
+
+@pytest.mark.parametrize("current, expected", [
+    (7, ErrorCode.none),
+    (6, ErrorCode.fenced_leader_epoch),  # a client still on the previous owner's epoch
+    (0, ErrorCode.fenced_leader_epoch),
+    (8, ErrorCode.unknown_leader_epoch),  # a newer epoch than this leader holds
+])
+def test_current_epoch_error_against_a_lease_epoch(current, expected):
+    assert current_epoch_error(current, 7) == expected
+
+
+@pytest.mark.parametrize("last_fetched, fetch_offset, expected", [
+    (6, 30, (ErrorCode.none, None)),  # read up to the takeover: nothing diverges
+    (6, 20, (ErrorCode.none, None)),
+    (6, 31, (ErrorCode.none, (6, 30))),  # past the end of epoch 6: truncate to where 7 starts
+    (7, 42, (ErrorCode.none, None)),
+    (8, 10, (ErrorCode.offset_out_of_range, None)),
+])
+def test_fetch_divergence_across_a_takeover(last_fetched, fetch_offset, expected):
+    assert fetch_divergence(last_fetched, fetch_offset, 5, 42, epoch=7, epoch_start=30) == expected

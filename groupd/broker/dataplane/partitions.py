@@ -112,6 +112,8 @@ class PartitionManager:
         self.descriptor_errors = RateLimitedLine(log)
         # in a cluster (docs/cluster.md): whether this node holds a partition's lease; None alone
         self.leads: Callable[[str, int], bool] | None = None
+        # in a cluster: the leader epoch (the lease's) this node writes a partition's batches with; None alone (0)
+        self.leader_epoch: Callable[[str, int], int] | None = None
         topics.on_create.append(self._created)
         topics.on_delete.append(self._deleted)
         topics.on_grow.append(self._grown)
@@ -353,7 +355,8 @@ class PartitionManager:
         if lg is None:
             return None
         state = self.txn_state_for_write(key, lg)
-        offset, _ = lg.append(build_control_batch(producer_id, producer_epoch, commit, timestamp_ms=wall_ms()))
+        marker = build_control_batch(producer_id, producer_epoch, commit, timestamp_ms=wall_ms())
+        offset, _ = lg.append(marker, None if self.leader_epoch is None else self.leader_epoch(*key))
         state.marker(producer_id, commit, offset)
         self._wake(key)
         return lg

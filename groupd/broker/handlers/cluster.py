@@ -39,7 +39,7 @@ def partition_state(broker: Broker, index: int, topic: str | None = None) -> dic
     """A partition as this single node describes it: it leads every replica set, alone and in sync. In a
     cluster (docs/cluster.md) the leader is the node holding the partition's lease, the one replica;
     LEADER_NOT_AVAILABLE while nobody holds it (a takeover under way), as Kafka says between leaders."""
-    node = broker.node_id
+    node, epoch = broker.node_id, LEADER_EPOCH
     if broker.cluster is not None and topic is not None:
         leader = broker.cluster.leader(topic, index)
         if leader is None:
@@ -52,12 +52,12 @@ def partition_state(broker: Broker, index: int, topic: str | None = None) -> dic
                 "isr_nodes": (),
                 "offline_replicas": (),
             }
-        node = leader
+        node, epoch = leader, broker.cluster.view_epoch(topic, index)  # the lease's epoch
     return {
         "error_code": ErrorCode.none,
         "partition_index": index,
         "leader_id": node,
-        "leader_epoch": LEADER_EPOCH,
+        "leader_epoch": epoch,
         "replica_nodes": (node,),
         "isr_nodes": (node,),
         "offline_replicas": (),
@@ -334,12 +334,17 @@ def _coordinator_for(
     broker: Broker, version: int, key_type: int, key: str, address: tuple[str, int] | None
 ) -> tuple[ErrorCode, int, str, int]:
     if key_type == KEY_TYPE_SHARE and version >= 6:  # the share coordinator, for "group:topicId:partition"
-        if parse_coordinator_key(key) is None:  # Kafka's SharePartitionKey.validate
+        share_key = parse_coordinator_key(key)
+        if share_key is None:  # Kafka's SharePartitionKey.validate
             return ErrorCode.invalid_request, -1, "", -1
         if address is None:
             return ErrorCode.coordinator_not_available, -1, "", -1
         broker.internal_topics[SHARE_STATE_TOPIC].exists(create=True)  # Kafka creates it at the first lookup
-        return ErrorCode.none, broker.node_id, *address  # this node owns every __share_group_state partition
+        if broker.cluster is not None:  # the holder of the key's __share_group_state partition
+            partition = broker.share_coordinator.partition_for(share_key)
+            if not broker.cluster.serves((SHARE_STATE_TOPIC, partition)):
+                return _cluster_coordinator(broker, SHARE_STATE_TOPIC, partition)
+        return ErrorCode.none, broker.node_id, *address  # alone, this node owns every __share_group_state partition
     if key_type not in (KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION):
         return ErrorCode.invalid_request, -1, "", -1  # a share key before v6, or an unknown key type
     if address is None:
@@ -366,7 +371,8 @@ def _coordinator_for(
 
 def _cluster_coordinator(broker: Broker, topic: str, partition: int) -> tuple[ErrorCode, int, str, int]:
     """The node holding the lease of the key's partition (``__consumer_offsets`` for a group,
-    ``__transaction_state`` for a transactional id), as this node last saw it; COORDINATOR_NOT_AVAILABLE
+    ``__transaction_state`` for a transactional id, ``__share_group_state`` for a share-partition), as this
+    node last saw it; COORDINATOR_NOT_AVAILABLE
     while nobody does (the client retries, as against Kafka between leaders)."""
     assert broker.cluster is not None
     owner = broker.cluster.leader(topic, partition)

@@ -112,7 +112,8 @@ def _produce_partition(
             if duplicate is not None:
                 first = duplicate
             else:
-                first, _ = lg.append(bytearray(batch), LEADER_EPOCH)
+                epoch = LEADER_EPOCH if broker.cluster is None else broker.epoch_entry(topic, index, lg)[0]
+                first, _ = lg.append(bytearray(batch), epoch)  # stamped as Kafka's leader stamps it
                 producers.record(
                     h.producer_id,
                     h.producer_epoch,
@@ -387,17 +388,26 @@ def _fetch_once(
                 )
             elif broker.cluster is not None and name is not None and not broker.leads(name, p.partition):
                 error = ErrorCode.not_leader_or_follower
-            elif current_epochs and p.current_leader_epoch > LEADER_EPOCH:
-                # Kafka reads a negative epoch as none given and none is older than 0: only a newer one fails
-                error = ErrorCode.unknown_leader_epoch
+            elif (
+                current_epochs
+                and p.current_leader_epoch >= 0  # Kafka reads a negative epoch as none given
+                and p.current_leader_epoch
+                != (leader := LEADER_EPOCH if broker.cluster is None else broker.epoch_entry(name, p.partition, lg)[0])
+            ):
+                error = current_epoch_error(p.current_leader_epoch, leader)
             else:
                 hw, start = lg.high_watermark, lg.log_start_offset
                 txns = broker.partitions.txn_state((name, p.partition))
                 lso = hw if txns is None else txns.last_stable_offset(hw)
-                # the usual case (epoch 0, an offset in the log) needs no look-up: it cannot diverge
+                leader, leader_start = (
+                    (LEADER_EPOCH, None) if broker.cluster is None else broker.epoch_entry(name, p.partition, lg)
+                )
+                # the usual case (the leader's epoch, an offset in the log) needs no look-up: it cannot diverge
                 epoch = p.last_fetched_epoch if last_epochs else UNDEFINED_EPOCH
-                if epoch > UNDEFINED_EPOCH and not (epoch == LEADER_EPOCH and start <= p.fetch_offset <= hw):
-                    error, diverging = fetch_divergence(p.last_fetched_epoch, p.fetch_offset, start, lg.log_end_offset)
+                if epoch > UNDEFINED_EPOCH and not (epoch == leader and start <= p.fetch_offset <= hw):
+                    error, diverging = fetch_divergence(
+                        p.last_fetched_epoch, p.fetch_offset, start, lg.log_end_offset, leader, leader_start
+                    )
                 # Fetch below v10: a zstd topic is refused, and v0-3 where down-conversion is off (3.9)
                 refusal = old_versions.fetch_refusal(broker, name, ctx.version) if ctx.version < 10 else ErrorCode.none
                 try:
@@ -468,18 +478,19 @@ def list_offsets(broker: Broker, ctx: RequestContext, req: ListOffsetsRequest) -
             return row | {"error_code": ErrorCode.unknown_topic_or_partition}
         if broker.cluster is not None and not broker.leads(topic, p.partition_index):
             return row | {"error_code": ErrorCode.not_leader_or_follower}
+        leader = LEADER_EPOCH if broker.cluster is None else broker.epoch_entry(topic, p.partition_index, lg)[0]
         if version >= 4 and p.current_leader_epoch != UNDEFINED_EPOCH:  # KIP-320; only -1 skips the check
-            error = current_epoch_error(p.current_leader_epoch)
+            error = current_epoch_error(p.current_leader_epoch, leader)
             if error != ErrorCode.none:
                 return row | {"error_code": error}
         if stamp in (EARLIEST, EARLIEST_LOCAL):  # no remote storage: the local log starts where the log does
-            return row | {"offset": lg.log_start_offset, "leader_epoch": LEADER_EPOCH}
+            return row | {"offset": lg.log_start_offset, "leader_epoch": leader}
         if stamp == LATEST:  # READ_COMMITTED: the last stable offset
             latest = lg.high_watermark
             txns = broker.partitions.txn_state((topic, p.partition_index)) if committed else None
             return row | {
                 "offset": latest if txns is None else txns.last_stable_offset(latest),
-                "leader_epoch": LEADER_EPOCH,
+                "leader_epoch": leader,
             }
         if stamp in (LATEST_TIERED, EARLIEST_PENDING_UPLOAD):
             return row  # nothing is tiered: no offset, as Kafka answers for a topic without remote storage
@@ -490,7 +501,7 @@ def list_offsets(broker: Broker, ctx: RequestContext, req: ListOffsetsRequest) -
             found = None if found is None else (found[1], found[0])
         if found is None:
             return row
-        return row | {"timestamp": found[0], "offset": found[1], "leader_epoch": LEADER_EPOCH}
+        return row | {"timestamp": found[0], "offset": found[1], "leader_epoch": leader}
 
     named = Counter((t.name, p.partition_index) for t in req.topics for p in t.partitions)
     denied = broker.access.refused_names(ctx, DESCRIBE, TOPIC, (t.name for t in req.topics))  # KafkaApis: DESCRIBE

@@ -43,11 +43,14 @@ def offset_for_leader_epoch(broker: Broker, ctx: RequestContext, req: OffsetForL
                 error = ErrorCode.topic_authorization_failed
             elif lg is None:
                 error = ErrorCode.unknown_topic_or_partition
+            elif not broker.leads(t.topic, p.partition):  # in a cluster, another node's (docs/cluster.md)
+                error = ErrorCode.not_leader_or_follower
             else:
                 current = p.current_leader_epoch if ctx.version >= 2 else UNDEFINED_EPOCH  # v2+ (v0-1: no check)
-                error = ErrorCode.none if current == UNDEFINED_EPOCH else current_epoch_error(current)
+                leader, start = broker.epoch_entry(t.topic, p.partition, lg)
+                error = ErrorCode.none if current == UNDEFINED_EPOCH else current_epoch_error(current, leader)
                 if error == ErrorCode.none:
-                    epoch, end = end_offset_for(p.leader_epoch, lg.log_start_offset, lg.log_end_offset)
+                    epoch, end = end_offset_for(p.leader_epoch, lg.log_start_offset, lg.log_end_offset, leader, start)
             parts.append(
                 codec.make(part_cls, partition=p.partition, error_code=error, leader_epoch=epoch, end_offset=end)
             )

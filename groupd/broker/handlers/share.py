@@ -60,8 +60,14 @@ def _refused(broker: Broker, ctx: RequestContext, req: Any) -> Response | None:
 
 
 def _top_error(ctx: RequestContext, code: int, message: str | None = None) -> Response:
-    return ctx.respond(throttle_time=0, error_code=code, error_message=message, acquisition_lock_timeout=0,
-                       responses=(), node_endpoints=())
+    return ctx.respond(
+        throttle_time=0,
+        error_code=code,
+        error_message=message,
+        acquisition_lock_timeout=0,
+        responses=(),
+        node_endpoints=(),
+    )
 
 
 def _validate(batches: list[AckBatch], renew_supported: bool, is_renew: bool) -> bool:
@@ -135,6 +141,8 @@ async def _handle_acks(
             results[tp] = (ErrorCode.unknown_topic_or_partition, None)  # Kafka's topic id resolves to no name
         elif not 0 <= tp[1] < topic.partitions:
             results[tp] = (ErrorCode.unknown_topic_or_partition, None)
+        elif not broker.leads(topic.name, tp[1]):
+            results[tp] = (ErrorCode.not_leader_or_follower, None)  # in a cluster, another node's partition
         elif not batches:
             results[tp] = (ErrorCode.none, None)
         else:
@@ -144,20 +152,26 @@ async def _handle_acks(
     return results
 
 
-def _leader(broker: Broker, ctx: RequestContext, code: int) -> tuple[dict[str, Any], tuple]:
-    """NOT_LEADER_OR_FOLLOWER carries the current leader (this node) and its endpoint."""
+def _leader(
+    broker: Broker, ctx: RequestContext, code: int, tp: TopicIdPartition | None = None
+) -> tuple[dict[str, Any], tuple]:
+    """NOT_LEADER_OR_FOLLOWER carries the current leader and its endpoint: this node alone, in a cluster the
+    holder of the partition's lease as this node knows it (-1 when nobody holds it)."""
     leader_cls = ctx.nested("LeaderIdAndEpoch")
     if code != NOT_LEADER_OR_FOLLOWER:
         return {"current_leader": codec.make(leader_cls, leader_id=-1, leader_epoch=-1)}, ()
-    endpoint = broker.advertised_for(ctx.listener)
+    node, endpoint, epoch = broker.node_id, broker.advertised_for(ctx.listener), 0
+    if broker.cluster is not None:
+        topic = broker.listed_topic_by_id(tp[0]) if tp is not None and tp[0] is not None else None
+        if topic is None or tp is None or (leader := broker.cluster.leader(topic.name, tp[1])) in (None, node):
+            return {"current_leader": codec.make(leader_cls, leader_id=-1, leader_epoch=-1)}, ()
+        assert leader is not None
+        node, endpoint = leader, broker.cluster.address(leader)
+        epoch = broker.cluster.view_epoch(topic.name, tp[1])
     nodes: tuple = ()
     if endpoint is not None:
-        nodes = (
-            codec.make(
-                ctx.nested("NodeEndpoint"), node_id=broker.node_id, host=endpoint[0], port=endpoint[1], rack=None
-            ),
-        )
-    return {"current_leader": codec.make(leader_cls, leader_id=broker.node_id, leader_epoch=0)}, nodes
+        nodes = (codec.make(ctx.nested("NodeEndpoint"), node_id=node, host=endpoint[0], port=endpoint[1], rack=None),)
+    return {"current_leader": codec.make(leader_cls, leader_id=node, leader_epoch=epoch)}, nodes
 
 
 @waits
@@ -208,6 +222,8 @@ async def share_fetch(broker: Broker, ctx: RequestContext, req: ShareFetchReques
                 fetched[tp] = PartResult(ErrorCode.topic_authorization_failed)
             elif topic is None or not 0 <= tp[1] < topic.partitions:
                 fetched[tp] = PartResult(ErrorCode.unknown_topic_or_partition)  # not in the metadata
+            elif not broker.leads(topic.name, tp[1]):
+                fetched[tp] = PartResult(ErrorCode.not_leader_or_follower)  # in a cluster, another node's partition
             else:
                 to_fetch.append((tp[0], topic.name, tp[1]))
         if to_fetch:
@@ -249,7 +265,7 @@ def _fetch_response(
     for tp in list(fetched) + [tp for tp in acks if tp not in fetched]:
         r = fetched.get(tp, PartResult())
         ack_code, ack_message = acks.get(tp, (0, None))
-        leader, nodes = _leader(broker, ctx, r.error)
+        leader, nodes = _leader(broker, ctx, r.error, tp)
         for n in nodes:
             endpoints[n.node_id] = n
         by_topic.setdefault(tp[0], []).append(
@@ -316,7 +332,7 @@ async def share_acknowledge(broker: Broker, ctx: RequestContext, req: ShareAckno
     rows: dict[Any, list[Any]] = {}
     endpoints: dict[int, Any] = {}
     for tp, (code, message) in results.items():
-        leader, nodes = _leader(broker, ctx, code)
+        leader, nodes = _leader(broker, ctx, code, tp)
         for n in nodes:
             endpoints[n.node_id] = n
         rows.setdefault(tp[0], []).append(

@@ -64,7 +64,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 
 from groupd.broker.ops.consumer_status import NOTFOUND, ConsumerStatus
 from groupd.clock import wall_ms
-from groupd.protocol.topic_names import OFFSETS_TOPIC, TXN_STATE_TOPIC
+from groupd.protocol.topic_names import OFFSETS_TOPIC, SHARE_STATE_TOPIC, TXN_STATE_TOPIC
 
 if TYPE_CHECKING:
     from groupd.broker.share.manager import SharePartitionManager
@@ -718,7 +718,8 @@ def _share_records(manager: SharePartitionManager | None) -> Iterator[Metric]:
     )
 
 
-_LEASE_KINDS = {OFFSETS_TOPIC: "offsets", TXN_STATE_TOPIC: "transactions"}  # every other topic: "data"
+# every other topic: "data"
+_LEASE_KINDS = {OFFSETS_TOPIC: "offsets", TXN_STATE_TOPIC: "transactions", SHARE_STATE_TOPIC: "share_state"}
 
 
 def _cluster(node: Any) -> Iterator[Metric]:
@@ -726,7 +727,7 @@ def _cluster(node: Any) -> Iterator[Metric]:
     if node is None:
         return
     member = node.member
-    owned: dict[str, int] = {"data": 0, "offsets": 0, "transactions": 0}
+    owned: dict[str, int] = {"data": 0, "offsets": 0, "transactions": 0, "share_state": 0}
     for topic, _partition in list(member.local.held):
         owned[_LEASE_KINDS.get(topic, "data")] += 1
     yield _labelled(

@@ -64,8 +64,12 @@ def persister_error(code: int) -> int:
 
 
 def limits_of(cfg: ShareGroupConfig) -> Limits:
-    return Limits(cfg.delivery_count_limit, cfg.partition_max_record_locks, cfg.record_lock_duration_ms,
-                  cfg.renew_acknowledge_enable)
+    return Limits(
+        cfg.delivery_count_limit,
+        cfg.partition_max_record_locks,
+        cfg.record_lock_duration_ms,
+        cfg.renew_acknowledge_enable,
+    )
 
 
 _DURATION = re.compile(r"^P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?$")
@@ -95,13 +99,19 @@ class _Entry:
     key: SharePartitionKey
     topic: str
     sp: SharePartition
+    leader_epoch: int = LEADER_EPOCH  # the partition's when the state was read: every write of it carries it
     timer: asyncio.TimerHandle | None = None
     deadline: int | None = None
 
 
 class SharePartitionManager:
-    def __init__(self, broker: Broker, persister_of: Callable[[], Persister | None],
-                 config_for: Callable[[str], ShareGroupConfig] | None = None, max_sessions: int = 2_000) -> None:
+    def __init__(
+        self,
+        broker: Broker,
+        persister_of: Callable[[], Persister | None],
+        config_for: Callable[[str], ShareGroupConfig] | None = None,
+        max_sessions: int = 2_000,
+    ) -> None:
         self.broker = broker
         self._persister_of = persister_of
         self.config_for = config_for or (lambda _group: ShareGroupConfig())
@@ -115,6 +125,9 @@ class SharePartitionManager:
         self.acknowledged: dict[str, int] = dict.fromkeys(ACK_NAMES.values(), 0)  # by type, as Kafka counts them
         self.lock_expired = 0
         self.archived_at_limit = 0  # released or expired on their last delivery
+        # the data partition's leader epoch (in a cluster its lease's, docs/cluster.md): the share coordinator
+        # fences the writes of a leader older than the last one that read the state, as Kafka's does
+        self.leader_epoch: Callable[[str, int], int] = lambda _topic, _partition: LEADER_EPOCH
 
     async def start(self) -> None:
         return None
@@ -157,13 +170,18 @@ class SharePartitionManager:
     async def _read(self, group: str, topic_id: uuid.UUID, topic: str, partition: int) -> int:
         if not self._in_metadata(topic_id, partition):
             return UNKNOWN_TOPIC_OR_PARTITION
+        if not self.broker.leads(topic, partition):
+            return NOT_LEADER_OR_FOLLOWER  # in a cluster, its lease moved meanwhile
         persister = self._persister_of()
         if persister is None:
             return COORDINATOR_NOT_AVAILABLE
         key = SharePartitionKey(group, topic_id, partition)
-        result = await persister.read(key, LEADER_EPOCH)
+        leader_epoch = self.leader_epoch(topic, partition)
+        result = await persister.read(key, leader_epoch)
         if not self._in_metadata(topic_id, partition):
             return UNKNOWN_TOPIC_OR_PARTITION  # deleted while its state was read (and its state deleted)
+        if self.leader_epoch(topic, partition) != leader_epoch:
+            return NOT_LEADER_OR_FOLLOWER  # in a cluster, the lease moved while the state was read
         if result.error_code != NONE:
             log.warning(
                 "share partition %s %s-%d not loaded: the share coordinator answered %d",
@@ -188,7 +206,7 @@ class SharePartitionManager:
             return UNKNOWN_SERVER_ERROR
         if lg.log_start_offset > sp.start_offset:
             sp.log_start_moved(lg.log_start_offset)
-        self._entries[(group, topic_id, partition)] = _Entry(key, topic, sp)
+        self._entries[(group, topic_id, partition)] = _Entry(key, topic, sp, leader_epoch)
         log.debug("share partition %s %s-%d loaded at start offset %d", group, topic, partition, sp.start_offset)
         return NONE
 
@@ -267,9 +285,7 @@ class SharePartitionManager:
                     load(topic_id, topic, p)
             loading = [f for pk, f in loads.items() if pk not in usable]
             # a fetch waits for at least one of its loads, whatever its MaxWaitMs
-            timed_out = (time.monotonic() >= deadline or self.broker.stopping) and (
-                bool(usable) or not loading
-            )
+            timed_out = (time.monotonic() >= deadline or self.broker.stopping) and (bool(usable) or not loading)
             reads = [(tp, entry, self._read_log(entry, per_partition, committed)) for tp, entry in entries]
             ready = sum(len(r[0]) for _tp, _e, r in reads)
             if (ready and ready >= min_bytes) or timed_out or any(r.error for r in results.values()):
@@ -432,7 +448,7 @@ class SharePartitionManager:
                 written = await persister.write(
                     entry.key,
                     entry.sp.state_epoch,
-                    LEADER_EPOCH,
+                    entry.leader_epoch,
                     update.start_offset,
                     update.delivery_complete_count,
                     update.batches,
@@ -538,6 +554,19 @@ class SharePartitionManager:
         if update.released:
             self._wake(entry)
         self._spawn(self._persist(entry, update))
+
+    def partition_moved(self, topic: str, partition: int) -> None:
+        """In a cluster this node lost or took the lease of a data partition: its share-partitions leave the
+        cache, their acquired records with them (never persisted, as in Kafka: a new leader reads the state
+        and offers them again), and the next fetch here reads the state afresh from the share coordinator."""
+        for pk, entry in [(pk, e) for pk, e in self._entries.items() if e.topic == topic and pk[2] == partition]:
+            del self._entries[pk]
+            if entry.timer is not None:
+                entry.timer.cancel()
+        for pk in [pk for pk in self._waiters if pk[2] == partition]:
+            for fut in self._waiters[pk]:
+                if not fut.done():
+                    fut.set_result(None)
 
     def topic_deleted(self, topic_id: uuid.UUID) -> None:
         """A deleted topic's share-partitions leave the cache and the share fetches waiting on them are

@@ -47,7 +47,6 @@ from groupd.storage.errors import StorageError
 log = logging.getLogger("groupd.share_coordinator")
 
 
-
 class DataPartitions(Protocol):
     committer: Durability
 
@@ -122,6 +121,10 @@ class ShareCoordinator:
         self.loaded_records = 0
         self.last_pruned: dict[int, int] = {}  # partition -> offset pruned below (Kafka's last-pruned-offset)
         self.on_write: Callable[[float], None] | None = None  # seconds of each durable write (metrics)
+        # in a cluster (docs/cluster.md) no shard until the node's leases give it (acquire), and whether this
+        # node may serve a partition now (its lease, by its own clock)
+        self.clustered: bool = bool(config.get("cluster.enabled"))
+        self.serving: Callable[[int], bool] | None = None
         self._tasks = Tasks()
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -129,6 +132,9 @@ class ShareCoordinator:
 
     async def start(self) -> None:
         self._loop = self.wakeups.loop = asyncio.get_running_loop()
+        if self.clustered:  # each partition is loaded when this node takes its lease
+            self._start_jobs()
+            return
         for p in range(self.num_partitions):
             self.runtime.add_shard(p)
         for p in self._logs.stored():
@@ -152,6 +158,9 @@ class ShareCoordinator:
                 len(self.logs),
                 SHARE_STATE_TOPIC,
             )
+        self._start_jobs()
+
+    def _start_jobs(self) -> None:
         self.active = True
         # Kafka's two periodic jobs, each on its own interval
         if self.prune_interval_ms > 0:
@@ -174,6 +183,49 @@ class ShareCoordinator:
         self._logs.close()
         for shard in self.runtime.shards.values():
             shard.log = None
+
+    # ------------------------------------------------------------ ownership in a cluster
+
+    async def acquire(self, partition: int) -> None:
+        """This node took the lease of ``__share_group_state-<partition>``: open it afresh from the database
+        and replay it; its keys answer COORDINATOR_LOAD_IN_PROGRESS meanwhile, as Kafka's shard loading does."""
+        self.release(partition)
+        shard = self.runtime.add_shard(partition)
+        try:  # on the loop, as the group coordinator opens its partitions: ``logs`` is read there
+            lg = self.log_of(partition)
+        except StorageError as exc:
+            shard.failed = f"{type(exc).__name__}: {exc}"
+            log.error("failed to open %s-%d after taking it over: %s", SHARE_STATE_TOPIC, partition, exc)
+            return
+        # replayed off the loop: nothing reads the shard's state before it is loaded
+        await asyncio.to_thread(self._load, shard, lg)
+        if self.runtime.shards.get(partition) is shard:
+            shard.loaded = True
+            log.info(
+                "loaded %d share-partition states from %s-%d", len(shard.state.offsets), SHARE_STATE_TOPIC, partition
+            )
+
+    def release(self, partition: int) -> None:
+        """This node lost (or handed over) the lease: its keys answer NOT_COORDINATOR at once; a write still
+        in a flush round is refused by the engine's fence and answered with the error."""
+        shard = self.runtime.shards.pop(partition, None)
+        if shard is not None:
+            self.wakeups.cancel(shard)
+            shard.deadlines.clear()
+            shard.keys.clear()
+            shard.heap.clear()
+        lg = self.logs.pop(partition, None)
+        if lg is not None:
+            try:
+                lg.close()
+            except StorageError as exc:
+                log.info("%s-%d closed with writes the new owner refused: %s", SHARE_STATE_TOPIC, partition, exc)
+
+    def owns(self, partition: int) -> bool:
+        """This node serves the partition now (always, alone)."""
+        if not self.clustered:
+            return True
+        return partition in self.runtime.shards and (self.serving is None or self.serving(partition))
 
     def _load(self, shard: Shard, lg: PartitionLog) -> None:
         """Replay the partition record by record: a snapshot replaces a key's state, an update merges
@@ -233,9 +285,12 @@ class ShareCoordinator:
         CoordinatorError(COORDINATOR_NOT_AVAILABLE) when the coordinator is not running."""
         if not self.active or self._loop is None:
             raise CoordinatorError(E.COORDINATOR_NOT_AVAILABLE)
-        shard = self.runtime.shards[self.partition_for(key)]
-        if shard.failed:
+        p = self.partition_for(key)
+        shard = self.runtime.shards.get(p)
+        if shard is None or shard.failed or (self.serving is not None and not self.serving(p)):
             raise CoordinatorError(E.NOT_COORDINATOR)
+        if not shard.loaded:
+            raise CoordinatorError(E.COORDINATOR_LOAD_IN_PROGRESS)
         future: asyncio.Future[Any] = self._loop.create_future()
         try:
             self.runtime.run(shard, key.group_id, handler, request, future)
@@ -330,8 +385,8 @@ class ShareCoordinator:
         """A topic is gone: every share-partition state of it is tombstoned (Kafka's onMetadataUpdate)."""
         if not self.active or self._loop is None:
             return
-        for shard in self.runtime.shards.values():
-            if any(k.topic_id in topic_ids for k in shard.state.offsets):
+        for shard in list(self.runtime.shards.values()):
+            if shard.loaded and any(k.topic_id in topic_ids for k in shard.state.offsets):
                 self.runtime.run(shard, "", rules.topics_deleted, topic_ids, Then(_logged_failure))
 
     async def _every(self, interval_ms: int, job: Callable[[], Awaitable[Any]], what: str) -> None:
@@ -349,7 +404,7 @@ class ShareCoordinator:
         assert self._loop is not None
         waits = []
         for shard in self.runtime.shards.values():
-            if shard.state.offsets and not shard.failed:
+            if shard.state.offsets and not shard.failed and shard.loaded:
                 future: asyncio.Future[Any] = self._loop.create_future()
                 self.runtime.run(shard, "", rules.snapshot_cold_partitions, None, future)
                 waits.append(future)
@@ -360,7 +415,9 @@ class ShareCoordinator:
         pruning, every ``share.coordinator.state.topic.prune.interval.ms``); the number deleted."""
         deleted = 0
         for p, lg in list(self.logs.items()):
-            shard = self.runtime.shards[p]
+            shard = self.runtime.shards.get(p)
+            if shard is None or not shard.loaded:
+                continue
             below = rules.redundant_below(shard.state)
             if below is None or below <= lg.log_start_offset or shard.failed:
                 continue
