@@ -92,6 +92,7 @@ def alter_group(broker: Broker, res: Any, validate_only: bool, incremental: bool
     if nulls:
         return ErrorCode.invalid_request, "Null value not supported for : " + ", ".join(nulls)
     group_id = res.resource_name
+    broker.group_configs.follow()  # in a cluster: another node's change to this group is the starting point
     current = broker.group_configs.stored(group_id)
     if incremental:
         configs: dict[str, str | None] = dict(current)

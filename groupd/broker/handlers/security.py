@@ -83,29 +83,13 @@ def alter_user_scram_credentials(broker: Broker, ctx: RequestContext, req: Alter
                 for r in results
             ),
         )
-    credentials = broker.scram.credentials
-    before = dict(credentials.items)
-    results, changed = credentials.alter(
+    results = broker.scram.alter(
         [(d.name, int(d.mechanism)) for d in req.deletions],
         [
             (u.name, int(u.mechanism), int(u.iterations), bytes(u.salt), bytes(u.salted_password))
             for u in req.upsertions
         ],
     )
-    if changed:
-        try:
-            broker.scram.save()
-        except OSError as exc:
-            credentials.items = before
-            log.error("SCRAM credentials not saved: %s", exc)
-            results = [
-                Result(r.user, ErrorCode.kafka_storage_error, f"credentials not saved: {exc}")
-                if r.error == ErrorCode.none
-                else r
-                for r in results
-            ]
-        else:
-            log.info("SCRAM credentials altered: %s", ", ".join(r.user for r in results if r.error == ErrorCode.none))
     result_cls = ctx.nested("AlterUserScramCredentialsResult")
     return ctx.respond(
         throttle_time=0,
