@@ -85,8 +85,15 @@ def test_scram_users_and_acls_made_at_one_node_hold_at_the_other_after_its_heart
             assert "t" not in await asyncio.to_thread(kafka_python_topics, sasl2, "alice", "alice-secret")
             created = await acls.create(admin1, acls.creation(name="t", principal="User:alice", op=acls.READ))
             assert created == [(ErrorCode.none, None)]
-            assert "t" not in await asyncio.to_thread(kafka_python_topics, sasl2, "alice", "alice-secret")
-            await step(two)
+            # alice at node 2 before its heartbeat (a raw client: kafka-python may ask node 1)
+            alice2, answer = await scram_login(sasl2, SHA_256, "alice", "alice-secret")
+            try:
+                assert answer.error_code == ErrorCode.none
+                assert (await metadata(alice2, "t")).topics[0].error_code == ErrorCode.topic_authorization_failed
+                await step(two)
+                assert (await metadata(alice2, "t")).topics[0].error_code == ErrorCode.none
+            finally:
+                await alice2.close()
             assert "t" in await asyncio.to_thread(kafka_python_topics, sasl2, "alice", "alice-secret")
             described = acls.rows(await acls.describe(admin2))
             assert described == {(acls.TOPIC, "t", acls.LITERAL, "User:alice", "*", acls.READ, acls.ALLOW)}
@@ -152,6 +159,18 @@ def test_group_configs_and_quotas_made_at_one_node_hold_at_the_other_after_its_h
                 (("user", "alice"),): {"producer_byte_rate": 1024.0}
             }
             assert two.quotas.produce.limit("alice", "any") == 1024.0
+            # a node whose every compare-and-set loses (another writer always first): after the attempts
+            # the change is answered KAFKA_STORAGE_ERROR, one log line, and nothing of it stays
+            for document in (two.quota_store.document, two.group_configs.document):
+                document.compare_and_put = lambda key, expected, value: False
+            altered = await c2.call(49, 1, quotas.alter_body(1, [(entity, [("producer_byte_rate", 7)])]))
+            assert [e.error_code for e in altered.entries] == [ErrorCode.kafka_storage_error]
+            assert two.quotas.produce.limit("alice", "any") == 1024.0
+            assert await group_configs.set_configs(c2, "g", consumer_session_timeout_ms="60000") == (
+                ErrorCode.kafka_storage_error,
+                "configs not saved: __group_configs.json kept changing on other nodes: the change was not stored",
+            )
+            assert two.group_configs.stored("g") == expected
         finally:
             await c1.close()
             await c2.close()

@@ -12,6 +12,7 @@ from groupd.broker.dispatch import Answer, RequestContext
 from groupd.broker.ops import quotas as Q
 from groupd.broker.security.access import ALTER_CONFIGS, CLUSTER_DENIED, DESCRIBE_CONFIGS
 from groupd.protocol.errors import ErrorCode
+from groupd.storage.errors import StorageError
 
 if TYPE_CHECKING:
     from groupd.broker.app import Broker
@@ -74,7 +75,19 @@ def alter_client_quotas(broker: Broker, ctx: RequestContext, req: AlterClientQuo
             ))  # fmt: skip
         return (results, changed), bool(changed)
 
-    results, changed = broker.quota_store.change(alter)
+    try:
+        results, changed = broker.quota_store.change(alter)
+    except (OSError, StorageError) as exc:  # nothing changed (in a cluster: other nodes kept winning)
+        log.error("client quotas not saved: %s", exc)
+        refused = [
+            entry_cls(
+                error_code=ErrorCode.kafka_storage_error,
+                error_message=f"quotas not saved: {exc}",
+                entity=tuple(entity_cls(entity_type=e.entity_type, entity_name=e.entity_name) for e in entry.entity),
+            )
+            for entry in req.entries
+        ]
+        return ctx.respond(throttle_time=0, entries=tuple(refused))
     for entity in changed:
         log.info("client quotas of %s now %s", entity, broker.quotas.values.get(entity, {}))
     return ctx.respond(throttle_time=0, entries=tuple(results))
