@@ -147,6 +147,17 @@ def test_group_configs_and_quotas_made_at_one_node_hold_at_the_other_after_its_h
             await step(one)
             expected = {"consumer.session.timeout.ms": "55000", "consumer.heartbeat.interval.ms": "6000"}
             assert one.group_configs.stored("g") == two.group_configs.stored("g") == expected
+            # the same for a topic's configs: node 2's incremental change starts from node 1's latest
+            assert (await metadata(c1, "t")).topics[0].error_code == ErrorCode.none
+            for client, key, value in ((c1, "retention.ms", "60000"), (c2, "segment.bytes", "1048576")):
+                answer = await client.call(
+                    44, 1, group_configs.incremental([(group_configs.TOPIC, "t", [(key, group_configs.SET, value)])])
+                )
+                assert group_configs.outcomes(answer) == [("t", ErrorCode.none, None)]
+            await step(one)
+            for node in (one, two):
+                topic = node.topics.get("t")
+                assert topic is not None and topic.configs == {"retention.ms": "60000", "segment.bytes": "1048576"}
             # a client quota set at node 1 binds at node 2 after its heartbeat
             entity = [("user", "alice")]
             altered = await c1.call(49, 1, quotas.alter_body(1, [(entity, [("producer_byte_rate", 1024)])]))

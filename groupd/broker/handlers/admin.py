@@ -301,6 +301,7 @@ def _alter_resource(
         return ErrorCode.invalid_request, "groupd's broker configs are static (server.properties / --override)"
     if res.resource_type != TOPIC:
         return ErrorCode.invalid_request, f"Unsupported resource type {res.resource_type}"
+    broker.topics.follow()  # in a cluster: an incremental change starts from another node's latest configs
     topic = broker.topics.get(res.resource_name)
     if topic is None:
         return ErrorCode.unknown_topic_or_partition, f"Topic {res.resource_name} does not exist."
