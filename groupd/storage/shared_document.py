@@ -11,12 +11,14 @@ from bytes.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from typing import Protocol, TypeVar
 
 from groupd.storage.engine import MetadataStore
 from groupd.storage.errors import StorageError
 
+log = logging.getLogger("groupd.storage")
 T = TypeVar("T")
 # compare_and_put(key, expected, value): store value only if the key still holds expected (None: absent)
 CompareAndPut = Callable[[str, bytes | None, bytes], bool]
@@ -73,6 +75,14 @@ class SharedDocument:
         """In a cluster, catch up now rather than at the next heartbeat; alone, nothing."""
         if self.shared:
             self.refresh()
+
+    def catch_up(self) -> None:
+        """``follow`` for an answer that may be a heartbeat old (the Describe APIs): when the database cannot
+        be read, one log line and the copy this node has, rather than a failed request."""
+        try:
+            self.follow()
+        except StorageError as exc:
+            log.warning("answering from this node's copy of %s, which could not be read again: %s", self.key, exc)
 
     def write(self, data: bytes) -> None:
         """Store ``data``; in a cluster only over the version last seen (else WriteConflict, nothing stored)."""

@@ -28,6 +28,7 @@ from groupd.broker.security.scram_store import ScramStore
 from groupd.broker.shared_documents import SharedDocuments
 from groupd.protocol.errors import ErrorCode
 from groupd.storage import engines
+from groupd.storage.errors import StorageError
 from groupd.storage.postgresql.engine import PostgresEngine
 from groupd.storage.postgresql.metadata import PgMetadata
 from groupd.storage.shared_document import SharedDocument, WriteConflict
@@ -225,3 +226,22 @@ def test_alone_a_document_is_put_without_compare(tmp_path: Path) -> None:
     document.follow()  # alone: nothing to follow, nothing read
     assert metadata.get("doc.json") == b"one" and seen == []
     assert document.changing(lambda: "answered") == "answered"
+
+
+def test_a_describe_that_cannot_read_the_document_answers_from_the_nodes_copy(
+    two: tuple[Node, Node], caplog: pytest.LogCaptureFixture
+) -> None:
+    a, b = two
+    a.set_quota("alice", 1024.0)
+    document = b.quota_store.document
+
+    class Unreadable:
+        def get(self, key: str) -> bytes | None:
+            raise StorageError("the database is gone")
+
+    document.metadata = Unreadable()  # type: ignore[assignment]
+    document.catch_up()
+    assert b.quotas.values == {}  # b's copy, a heartbeat old at most
+    assert [r.getMessage() for r in caplog.records if r.name == "groupd.storage"] == [
+        "answering from this node's copy of client-quotas.json, which could not be read again: the database is gone"
+    ]

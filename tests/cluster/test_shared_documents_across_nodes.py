@@ -21,6 +21,7 @@ from tests.wire import test_acls as acls
 from tests.wire import test_group_configs as group_configs
 from tests.wire import test_quotas as quotas
 from tests.wire.test_scram import alter as alter_scram
+from tests.wire.test_scram import describe as describe_scram
 from tests.wire.test_scram import scram_login, upsertion
 
 # SASL_PLAINTEXT first: a node registers its first listener, so Metadata sends a SCRAM client to the other
@@ -101,6 +102,11 @@ def test_scram_users_and_acls_made_at_one_node_hold_at_the_other_after_its_heart
             assert await alter_scram(admin2, upsertions=[upsertion("bob", SHA_256, "bob-secret")]) == {
                 "bob": (ErrorCode.none, None)
             }
+            described_users = await describe_scram(admin1, None)  # node 1 reads the document first
+            assert {user: infos for user, (_, _, infos) in described_users.items()} == {
+                "alice": [(SHA_256.type, 4096)],
+                "bob": [(SHA_256.type, 4096)],
+            }
             await step(one)
             for user in ("alice", "bob"):
                 client, answer = await scram_login(one.port_of("SASL_PLAINTEXT"), SHA_256, user, f"{user}-secret")
@@ -131,15 +137,17 @@ def test_group_configs_and_quotas_made_at_one_node_hold_at_the_other_after_its_h
                 ErrorCode.none,
                 None,
             )
-            assert (await group_configs.described(c2, "g"))["consumer.session.timeout.ms"].value == "45000"
+            assert two.group_configs.overrides("g") == {}  # what node 2's groups run with: not followed yet
             await step(two)
-            assert (await group_configs.described(c2, "g"))["consumer.session.timeout.ms"].value == "50000"
             assert two.group_configs.overrides("g") == {"consumer.session.timeout.ms": "50000"}
-            # node 2 alters the same group before its next heartbeat: it starts from node 1's latest change
+            assert (await group_configs.described(c2, "g"))["consumer.session.timeout.ms"].value == "50000"
+            # node 2 alters the same group before its next heartbeat: it starts from node 1's latest change;
+            # DescribeConfigs there reads the document first, as AlterConfigs does
             assert await group_configs.set_configs(c1, "g", consumer_heartbeat_interval_ms="6000") == (
                 ErrorCode.none,
                 None,
             )
+            assert (await group_configs.described(c2, "g"))["consumer.heartbeat.interval.ms"].value == "6000"
             assert await group_configs.set_configs(c2, "g", consumer_session_timeout_ms="55000") == (
                 ErrorCode.none,
                 None,
@@ -162,14 +170,17 @@ def test_group_configs_and_quotas_made_at_one_node_hold_at_the_other_after_its_h
             entity = [("user", "alice")]
             altered = await c1.call(49, 1, quotas.alter_body(1, [(entity, [("producer_byte_rate", 1024)])]))
             assert [e.error_code for e in altered.entries] == [ErrorCode.none]
-            describe = quotas.describe_body(1, [("user", 0, "alice")])
-            assert quotas.described(await c2.call(48, 1, describe)) == {}
             assert two.quotas.produce.limit("alice", "any") is None
             await step(two)
-            assert quotas.described(await c2.call(48, 1, describe)) == {
-                (("user", "alice"),): {"producer_byte_rate": 1024.0}
-            }
             assert two.quotas.produce.limit("alice", "any") == 1024.0
+            # DescribeClientQuotas at node 2 reads the document first: bob's quota, set at node 1 just now
+            altered = await c1.call(49, 1, quotas.alter_body(1, [([("user", "bob")], [("producer_byte_rate", 2048)])]))
+            assert [e.error_code for e in altered.entries] == [ErrorCode.none]
+            describe = quotas.describe_body(1, [("user", 2, None)])
+            assert quotas.described(await c2.call(48, 1, describe)) == {
+                (("user", "alice"),): {"producer_byte_rate": 1024.0},
+                (("user", "bob"),): {"producer_byte_rate": 2048.0},
+            }
             # a node whose every compare-and-set loses (another writer always first): after the attempts
             # the change is answered KAFKA_STORAGE_ERROR, one log line, and nothing of it stays
             for document in (two.quota_store.document, two.group_configs.document):

@@ -162,6 +162,8 @@ def describe_configs(broker: Broker, ctx: RequestContext, req: DescribeConfigsRe
     entry_cls = ctx.nested("DescribeConfigsResourceResult")
     include_synonyms = ctx.version >= 1 and req.include_synonyms  # v1+ (v0: Kafka 3.9's, no synonyms)
     synonym_cls = ctx.nested("DescribeConfigsSynonym") if include_synonyms else None
+    broker.topics.document.catch_up()  # in a cluster: another node's latest topic and group configs
+    broker.group_configs.document.catch_up()
     results = []
     for res in req.resources:
         wanted = set(res.configuration_keys) if res.configuration_keys else None

@@ -32,6 +32,7 @@ def describe_client_quotas(broker: Broker, ctx: RequestContext, req: DescribeCli
     if not broker.access.cluster(ctx, DESCRIBE_CONFIGS):  # KafkaApis: DESCRIBE_CONFIGS on the cluster
         code = ErrorCode.cluster_authorization_failed
         return ctx.respond(throttle_time=0, error_code=code, error_message=CLUSTER_DENIED, entries=None)
+    broker.quota_store.document.catch_up()  # in a cluster: another node's latest quotas
     components = [Q.Component(c.entity_type, c.match_type, c.match) for c in req.components]
     try:
         found = Q.describe(broker.quotas.values, components, req.strict)

@@ -49,6 +49,7 @@ def describe_user_scram_credentials(
     if not broker.access.cluster(ctx, DESCRIBE):  # KafkaApis: DESCRIBE on the cluster
         code = ErrorCode.cluster_authorization_failed
         return ctx.respond(throttle_time=0, error_code=code, error_message=CLUSTER_DENIED, results=())
+    broker.scram.document.catch_up()  # in a cluster: another node's latest credentials
     users = None if req.users is None else [u.name for u in req.users]
     info_cls, result_cls = ctx.nested("CredentialInfo"), ctx.nested("DescribeUserScramCredentialsResult")
     results = tuple(
