@@ -5,7 +5,7 @@
 # groupd:19092, and a client on this host (tests/compose/host.py) at localhost:9092. Then the stack once
 # more with the `postgres` profile and GROUPD_STORAGE_ENGINE=postgresql (docker/Dockerfile.postgres, from
 # Debian's package): produce, consume, commit, `restart groupd`, consume again from the committed offset
-# (tests/compose/restart.py).
+# (tests/compose/restart.py). Last, the three-node `cluster` profile (scripts/compose-lib.sh cluster_step).
 #
 # No image registry is reachable here, so base images are built locally: a Debian rootfs from
 # debootstrap (mirror taken from this host's apt sources) imported with `docker import`. The Docker
@@ -15,69 +15,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$PWD
-CACHE=${GROUPD_COMPOSE_CACHE:-$HOME/.cache/groupd-compose}
-WORK=$(mktemp -d /tmp/groupd-compose.XXXXXX)
-SOCK=$WORK/docker.sock
 PROJECT=groupdci$$
 log() { echo "[compose-test] $*"; }
 deadline=$((SECONDS + ${GROUPD_COMPOSE_TIMEOUT:-1500}))
-
-need_install=()
-command -v dockerd >/dev/null || need_install+=(docker.io)
-bash scripts/compose.sh --which >/dev/null 2>&1 || need_install+=(docker-compose)
-command -v debootstrap >/dev/null || need_install+=(debootstrap)
-if ((${#need_install[@]})); then
-  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
-    log "installing ${need_install[*]}"
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${need_install[@]}" >/dev/null 2>&1 \
-      || { apt-get update -q >/dev/null 2>&1 && DEBIAN_FRONTEND=noninteractive apt-get install -y -q "${need_install[@]}" >/dev/null; } \
-      || { log "NOT RUN: cannot install ${need_install[*]}"; exit 3; }
-  else
-    log "NOT RUN: ${need_install[*]} missing and cannot be installed (not root or no apt-get)"; exit 3
-  fi
-fi
-
-cleanup() {
-  set +e
-  if [ -S "$SOCK" ]; then
-    DOCKER_HOST=unix://$SOCK bash scripts/compose.sh -p "$PROJECT" -f docker/docker-compose.yml --profile test \
-      --profile postgres down -v >/dev/null 2>&1
-  fi
-  if [ -f "$WORK/docker.pid" ]; then kill "$(cat "$WORK/docker.pid")" 2>/dev/null; sleep 2; fi
-  rm -rf "$WORK" 2>/dev/null
-}
-trap cleanup EXIT
-
-mkdir -p "$CACHE"
-log "starting dockerd"
-dockerd --data-root "$CACHE/engine" --exec-root "$WORK/exec" --host "unix://$SOCK" --pidfile "$WORK/docker.pid" \
-  --iptables=false >"$WORK/dockerd.log" 2>&1 &
-export DOCKER_HOST=unix://$SOCK
-for _ in $(seq 1 60); do docker info >/dev/null 2>&1 && break; sleep 1; done
-docker info >/dev/null 2>&1 || { log "NOT RUN: dockerd did not start: $(tail -3 "$WORK/dockerd.log")"; exit 3; }
-
-if ! docker image inspect groupd-base:local >/dev/null 2>&1; then
-  mirror=$(grep -hoE '^(URIs:|deb) +[^ ]+' /etc/apt/sources.list.d/*.sources /etc/apt/sources.list 2>/dev/null | awk '{print $2}' | head -1 || true)
-  [ -n "$mirror" ] || { log "NOT RUN: no Debian mirror in this host's apt sources"; exit 3; }
-  log "building the Debian base image with debootstrap"
-  debootstrap --variant=minbase --include=python3,python3-venv,python3-pip,ca-certificates bookworm "$WORK/rootfs" "$mirror" >"$WORK/debootstrap.log" 2>&1 \
-    || { log "FAILED: debootstrap: $(tail -5 "$WORK/debootstrap.log")"; exit 1; }
-  tar -C "$WORK/rootfs" -c . | docker import - groupd-base:local >/dev/null
-  rm -rf "$WORK/rootfs"
-fi
-
-# the package index's CA bundle, as the host uses it
-rm -f docker/extra-ca/ca.crt
-cert=${PIP_CERT:-/etc/ssl/certs/ca-certificates.crt}
-[ -f "$cert" ] && cp "$cert" docker/extra-ca/ca.crt
-build_args=(--build-arg BASE_IMAGE=groupd-base:local)
-[ -f docker/extra-ca/ca.crt ] && build_args+=(--build-arg PIP_CERT=/opt/extra-ca/ca.crt)
-log "building groupd, integration, prometheus and postgres images"
-docker build -q --network host -f docker/Dockerfile "${build_args[@]}" -t groupd:local . >/dev/null
-docker build -q --network host -f docker/Dockerfile "${build_args[@]}" --build-arg 'EXTRAS=[test]' -t groupd-integration:local . >/dev/null
-docker build -q --network host -f docker/Dockerfile.prometheus --build-arg BASE_IMAGE=groupd-base:local -t groupd-prometheus:local . >/dev/null
-docker build -q --network host -f docker/Dockerfile.postgres --build-arg BASE_IMAGE=groupd-base:local -t groupd-postgres:local . >/dev/null
-rm -f docker/extra-ca/ca.crt
+source scripts/compose-lib.sh
 
 export GROUPD_INITIAL_DELAY_MS=300 BASE_IMAGE=groupd-base:local
 compose=(bash scripts/compose.sh -p "$PROJECT" -f docker/docker-compose.yml --profile test)
@@ -133,3 +74,5 @@ rows=$("${pg[@]}" exec -T postgres psql -h /tmp -U groupd -d groupd -Atc "SELECT
 log "the records and the commit are in PostgreSQL ($rows batch rows)"
 [ "${rows:-0}" -gt 0 ] || { log "FAILED: no batch rows in PostgreSQL"; exit 1; }
 log "passed: the postgres profile (produce, consume, commit, restart groupd, consume from the committed offset)"
+"${pg[@]}" down -v >/dev/null 2>&1
+cluster_step

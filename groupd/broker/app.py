@@ -89,9 +89,9 @@ class Broker:
         self.access = Access.of(config, self.storage.metadata)
         self.group_configs = GroupConfigStore(self.storage.metadata, config)  # GROUP resources' configs
         self.producers = ProducerIds(self.storage.metadata)
-        self.quotas = quotas.load(
-            self.storage.metadata, config["quota.window.num"], config["quota.window.size.seconds"] * 1000
-        )
+        self.quotas = quotas.Quotas(config["quota.window.num"], config["quota.window.size.seconds"] * 1000)
+        self.quota_store = quotas.QuotaStore(self.storage.metadata, self.quotas)
+        self.quota_store.load()
         self.partitions = PartitionManager(config, self.storage, self.topics, self.producers)
         self.services.append(self.partitions)
         self.services.append(log_end_history.for_broker(self))  # after partitions: it stops first, sampling last

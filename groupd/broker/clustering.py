@@ -25,6 +25,7 @@ from kio.schema.types import ProducerId, TopicName
 from kio.schema.write_txn_markers.v1.request import WritableTxnMarker, WritableTxnMarkerTopic, WriteTxnMarkersRequest
 from kio.static.primitive import i16, i32
 
+from groupd.broker.shared_documents import SharedDocuments
 from groupd.cluster.assignment import Resource
 from groupd.cluster.member import ClusterMember
 from groupd.cluster.peers import Peers
@@ -86,11 +87,13 @@ class ClusterNode:
         # the topics document: changed by compare-and-set, others' changes followed at every heartbeat
         broker.topics.compare_and_put = storage.metadata.compare_and_put
         broker.topics.on_configs.append(broker.partitions.reconfigure)
+        self.documents = SharedDocuments.of(broker, storage.metadata)  # ACLs, SCRAM, group configs, quotas: alike
 
     def resources(self) -> list[Resource]:
         """What the cluster leases: topics created on other nodes are picked up here, every heartbeat."""
         topics = self.broker.topics
         topics.refresh()
+        self.documents.refresh()
         data = [(t.name, p) for t in topics.all() for p in range(t.partitions)]
         return (
             data

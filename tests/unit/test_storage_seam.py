@@ -3,8 +3,9 @@ no module imports the local engine's internals, only the seam. A second engine (
 the local one by implementing the seam, without touching the coordinators, the data plane or handlers.
 
 The seam is ``engine`` (the Protocols), ``errors`` (the typed errors it documents), Kafka's record
-format, which every engine stores byte for byte (``batch``, ``codecs``, ``message_sets``), and
-``logdirfailure`` (where any engine reports a storage failure the broker must stop on). Two places may
+format, which every engine stores byte for byte (``batch``, ``codecs``, ``message_sets``),
+``logdirfailure`` (where any engine reports a storage failure the broker must stop on), and
+``shared_document`` (a metadata document cluster nodes change by compare-and-set, whatever the engine). Two places may
 reach past it, on purpose:
 
 - the wiring, groupd/broker/app.py, which builds the engine ``storage.engine`` names through the
@@ -36,6 +37,7 @@ SEAM = {
     "groupd.storage.codecs",
     "groupd.storage.message_sets",
     "groupd.storage.logdirfailure",
+    "groupd.storage.shared_document",
 }
 WIRING = {"groupd.broker.app", "groupd.testing.broker"}
 OFFLINE_READERS = "groupd.pipeline"

@@ -10,8 +10,10 @@ apply a group's configs clamped into the broker's current bounds (GroupConfig.ev
 from the stored value only when the bounds changed after the config was set; DescribeConfigs shows the
 stored value.
 
-groupd keeps them in ``log.dirs/__group_configs.json``, replaced atomically and fsynced before the change
-is answered, so an answered change survives a crash, as the topic registry does.
+groupd keeps them in one metadata document (``__group_configs.json``), rewritten whole and made durable
+before the change is answered, so an answered change survives a crash, as the topic registry does; in a
+cluster every node shares it (storage/shared_document.py): changed by compare-and-set, followed at every
+heartbeat.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from typing import Any
 
 from groupd.broker.dataplane.topic_configs import BOOLEAN, INT, STRING, InvalidConfig
 from groupd.storage.engine import MetadataStore
+from groupd.storage.shared_document import SharedDocument
 
 log = logging.getLogger("groupd.group_configs")
 
@@ -507,27 +510,41 @@ def evaluate(group_id: str, configs: Mapping[str, str], broker_config: Mapping[s
 
 
 class GroupConfigStore:
-    """Every group's configs, kept in ``log.dirs``; reloaded at start-up, saved before a change is answered."""
+    """Every group's configs, one metadata document; reloaded at start-up, saved before a change is answered."""
 
     def __init__(self, metadata: MetadataStore, broker_config: Mapping[str, Any]) -> None:
-        self.metadata = metadata
         self.broker_config = broker_config
         self._stored: dict[str, dict[str, str]] = {}  # as set (DescribeConfigs shows these)
         self._applied: dict[str, Mapping[str, str]] = {}  # evaluated (what the groups run with)
+        self.document = SharedDocument(metadata, FILE, self._followed)
 
     def load(self) -> None:
-        raw = self.metadata.get(FILE)
-        if raw is None:
-            return
-        try:
-            doc = json.loads(raw)
-            groups = {str(g): {str(k): str(v) for k, v in configs.items()} for g, configs in doc["groups"].items()}
-        except (ValueError, KeyError, TypeError, AttributeError) as exc:
-            raise RuntimeError(f"cannot read group configs from {FILE}: {exc}") from None
-        for group_id, configs in groups.items():
-            self._put(group_id, configs)
+        groups = _parse(self.document.load())
+        self._replace(groups)
         if groups:
             log.info("loaded the configs of %d groups", len(groups))
+
+    def follow(self) -> None:
+        """In a cluster, read another node's changes now (an alteration starts from the group's configs)."""
+        self.document.follow()
+
+    def _followed(self, raw: bytes | None) -> None:
+        """Another node's version (or the last stored one again, after a failed write)."""
+        try:
+            groups = _parse(raw)
+        except RuntimeError as exc:
+            log.error("%s; the group configs stay as they were", exc)
+            return
+        changed = sorted(g for g in {*groups, *self._stored} if groups.get(g, {}) != self._stored.get(g, {}))
+        self._replace(groups)
+        if changed:
+            log.info("followed the configs of groups %s", ", ".join(changed))
+
+    def _replace(self, groups: dict[str, dict[str, str]]) -> None:
+        self._stored.clear()
+        self._applied.clear()
+        for group_id, configs in groups.items():
+            self._put(group_id, configs)
 
     def _put(self, group_id: str, configs: Mapping[str, str]) -> None:
         if configs:
@@ -537,9 +554,8 @@ class GroupConfigStore:
             self._stored.pop(group_id, None)
             self._applied.pop(group_id, None)
 
-    def _save(self) -> None:
-        doc = {"version": 1, "groups": self._stored}
-        self.metadata.put(FILE, json.dumps(doc, indent=1, sort_keys=True).encode())
+    def _encoded(self) -> bytes:
+        return json.dumps({"version": 1, "groups": self._stored}, indent=1, sort_keys=True).encode()
 
     # queries
     def overrides(self, group_id: str) -> Mapping[str, str]:
@@ -559,10 +575,24 @@ class GroupConfigStore:
     def set(self, group_id: str, configs: Mapping[str, str]) -> None:
         """Replace the group's configs (an empty set removes the resource) and make it durable."""
         before = self._stored.get(group_id, {})
-        self._put(group_id, configs)
-        self._save()
+
+        def mutate() -> tuple[None, bytes]:
+            self._put(group_id, configs)
+            return None, self._encoded()
+
+        self.document.change(mutate)
         if dict(configs) != before:
             log.info("group %s configs are now %s", group_id, dict(sorted(configs.items())) or "{}")
 
 
 _EMPTY: Mapping[str, str] = MappingProxyType({})
+
+
+def _parse(raw: bytes | None) -> dict[str, dict[str, str]]:
+    if raw is None:
+        return {}
+    try:
+        doc = json.loads(raw)
+        return {str(g): {str(k): str(v) for k, v in configs.items()} for g, configs in doc["groups"].items()}
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise RuntimeError(f"cannot read group configs from {FILE}: {exc}") from None

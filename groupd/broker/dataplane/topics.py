@@ -2,7 +2,7 @@
 
 It is a small JSON document under one metadata key, rewritten whole and atomically (storage/engine.py
 MetadataStore) on every change: topics change rarely and a restart must find exactly what was
-acknowledged.
+acknowledged. In a cluster the nodes share it (storage/shared_document.py).
 """
 
 from __future__ import annotations
@@ -17,7 +17,9 @@ from typing import TypeVar
 
 from groupd.protocol.errors import ErrorCode
 from groupd.storage.engine import MetadataStore
-from groupd.storage.errors import StorageError
+from groupd.storage.shared_document import CompareAndPut, SharedDocument, WriteConflict
+
+__all__ = ["REGISTRY_FILE", "Topic", "TopicError", "TopicRegistry", "WriteConflict", "validate_name"]
 
 REGISTRY_FILE = "topics.json"
 MAX_NAME_LENGTH = 249
@@ -63,18 +65,10 @@ def _collision_key(name: str) -> str:
 
 Listener = Callable[[Topic], None]
 T = TypeVar("T")
-# compare_and_put(key, expected, value): store value only if the key still holds expected (None: absent)
-CompareAndPut = Callable[[str, bytes | None, bytes], bool]
-WRITE_ATTEMPTS = 10  # a cluster's node retries a change whose document another node rewrote meanwhile
-
-
-class WriteConflict(StorageError):
-    """Another node rewrote the topics document since this node read it: this change was not stored."""
 
 
 class TopicRegistry:
     def __init__(self, metadata: MetadataStore) -> None:
-        self._metadata = metadata
         self._by_name: dict[str, Topic] = {}
         self._by_id: dict[uuid.UUID, Topic] = {}
         self.on_create: list[Listener] = []
@@ -83,16 +77,15 @@ class TopicRegistry:
         # names no data topic may take (the internal topics', whose directories they would share)
         self.reserved: tuple[str, ...] = ()
         # in a cluster (docs/cluster.md): told of config changes made on another node; the document is
-        # then written by compare-and-set against ``_seen``, the bytes this node last read or wrote
+        # then written by compare-and-set over the version this node last read or wrote
         self.on_configs: list[Listener] = []
-        self.compare_and_put: CompareAndPut | None = None
-        self._seen: bytes | None = None
+        self.document = SharedDocument(metadata, REGISTRY_FILE, self._followed)
         # True while the listeners hear of a change another node made (refresh): the storage is shared, and
         # what the change removes was removed by that node, perhaps under a name that is already new
         self.following = False
 
     def load(self) -> None:
-        raw = self._seen = self._metadata.get(REGISTRY_FILE)
+        raw = self.document.load()
         if raw is None:
             return
         doc = json.loads(raw)
@@ -102,24 +95,33 @@ class TopicRegistry:
             self._by_id[topic.topic_id] = topic
 
     @property
+    def compare_and_put(self) -> CompareAndPut | None:
+        """Set in a cluster (docs/cluster.md): the document's compare-and-set."""
+        return self.document.compare_and_put
+
+    @compare_and_put.setter
+    def compare_and_put(self, value: CompareAndPut | None) -> None:
+        self.document.compare_and_put = value
+
+    @property
     def shared(self) -> bool:
         """Whether other nodes change this document too (a cluster, docs/cluster.md)."""
-        return self.compare_and_put is not None
+        return self.document.shared
 
     def follow(self) -> None:
         """In a cluster, catch up with the other nodes' changes now rather than at the next heartbeat: what
         decides from "this name is not a topic" asks here first. Alone, nothing."""
-        if self.shared:
-            self.refresh()
+        self.document.follow()
 
     def refresh(self) -> None:
         """In a cluster (docs/cluster.md) another node may have created, grown, deleted or reconfigured
         topics: read the document again and tell the listeners what changed (a name found with another id
         was deleted and created again)."""
-        raw = self._metadata.get(REGISTRY_FILE)
-        if raw is None or raw == self._seen:
+        self.document.refresh()
+
+    def _followed(self, raw: bytes | None) -> None:
+        if raw is None:  # never removed once written: nothing to follow
             return
-        self._seen = raw
         self.following = True
         try:
             self._follow(raw)
@@ -157,15 +159,7 @@ class TopicRegistry:
         """A change of the document. Alone: ``change``. In a cluster: follow the document first (a name
         another node took is taken here too), then change it by compare-and-set; when another node
         rewrote it meanwhile, ``change`` undid itself (WriteConflict), and it is tried again."""
-        if self.compare_and_put is None:
-            return change()
-        for _ in range(WRITE_ATTEMPTS):
-            self.refresh()
-            try:
-                return change()
-            except WriteConflict:
-                continue
-        raise WriteConflict(f"{REGISTRY_FILE} kept changing on other nodes: the change was not stored")
+        return self.document.changing(change)
 
     def _persist(self) -> None:
         """Write the whole document; in a cluster only over the version this node read (WriteConflict)."""
@@ -176,13 +170,7 @@ class TopicRegistry:
                 for t in self._by_name.values()
             ],
         }
-        data = json.dumps(doc, indent=1, sort_keys=True).encode()
-        if self.compare_and_put is None:
-            self._metadata.put(REGISTRY_FILE, data)
-            return
-        if not self.compare_and_put(REGISTRY_FILE, self._seen, data):
-            raise WriteConflict(f"{REGISTRY_FILE} was changed by another node")
-        self._seen = data
+        self.document.write(json.dumps(doc, indent=1, sort_keys=True).encode())
 
     # queries
     @property

@@ -52,6 +52,7 @@ def describe_acls(broker: Broker, ctx: RequestContext, req: DescribeAclsRequest)
         return ctx.respond(
             throttle_time=0, error_code=ErrorCode.security_disabled, error_message=NO_AUTHORIZER_DESCRIBE, resources=()
         )
+    broker.access.document.catch_up()  # in a cluster: another node's latest ACLs
     flt = _filter(req)
     if (why := flt.unknown()) is not None:
         return ctx.respond(throttle_time=0, error_code=ErrorCode.invalid_request, error_message=why, resources=())

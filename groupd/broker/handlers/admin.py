@@ -162,6 +162,8 @@ def describe_configs(broker: Broker, ctx: RequestContext, req: DescribeConfigsRe
     entry_cls = ctx.nested("DescribeConfigsResourceResult")
     include_synonyms = ctx.version >= 1 and req.include_synonyms  # v1+ (v0: Kafka 3.9's, no synonyms)
     synonym_cls = ctx.nested("DescribeConfigsSynonym") if include_synonyms else None
+    broker.topics.document.catch_up()  # in a cluster: another node's latest topic and group configs
+    broker.group_configs.document.catch_up()
     results = []
     for res in req.resources:
         wanted = set(res.configuration_keys) if res.configuration_keys else None
@@ -301,6 +303,7 @@ def _alter_resource(
         return ErrorCode.invalid_request, "groupd's broker configs are static (server.properties / --override)"
     if res.resource_type != TOPIC:
         return ErrorCode.invalid_request, f"Unsupported resource type {res.resource_type}"
+    broker.topics.follow()  # in a cluster: an incremental change starts from another node's latest configs
     topic = broker.topics.get(res.resource_name)
     if topic is None:
         return ErrorCode.unknown_topic_or_partition, f"Topic {res.resource_name} does not exist."

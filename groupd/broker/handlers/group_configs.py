@@ -10,6 +10,7 @@ controller's (ConfigurationControlManager, ControllerConfigurationValidator, Gro
 
 from __future__ import annotations
 
+import logging
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
@@ -25,9 +26,12 @@ from groupd.broker.dataplane.group_configs import (
 from groupd.broker.dataplane.topic_configs import InvalidConfig
 from groupd.protocol import codec
 from groupd.protocol.errors import ErrorCode
+from groupd.storage.errors import StorageError
 
 if TYPE_CHECKING:
     from groupd.broker.app import Broker
+
+log = logging.getLogger("groupd.group_configs")
 
 GROUP = 32
 SOURCE_STATIC_BROKER, SOURCE_DEFAULT, SOURCE_GROUP = 4, 5, 8
@@ -92,6 +96,7 @@ def alter_group(broker: Broker, res: Any, validate_only: bool, incremental: bool
     if nulls:
         return ErrorCode.invalid_request, "Null value not supported for : " + ", ".join(nulls)
     group_id = res.resource_name
+    broker.group_configs.follow()  # in a cluster: another node's change to this group is the starting point
     current = broker.group_configs.stored(group_id)
     if incremental:
         configs: dict[str, str | None] = dict(current)
@@ -123,7 +128,11 @@ def alter_group(broker: Broker, res: Any, validate_only: bool, incremental: bool
     except InvalidConfig as exc:
         return ErrorCode.invalid_config, str(exc)
     if not validate_only:
-        broker.group_configs.set(group_id, new)
+        try:
+            broker.group_configs.set(group_id, new)
+        except (OSError, StorageError) as exc:  # nothing changed (in a cluster: other nodes kept winning)
+            log.error("group %s configs not saved: %s", group_id, exc)
+            return ErrorCode.kafka_storage_error, f"configs not saved: {exc}"
     return ErrorCode.none, None
 
 

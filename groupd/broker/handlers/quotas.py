@@ -1,4 +1,4 @@
-"""DescribeClientQuotas and AlterClientQuotas: the quota values, kept under log.dirs."""
+"""DescribeClientQuotas and AlterClientQuotas: the quota values, kept in the storage's metadata (ops/quotas.py)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from groupd.broker.dispatch import Answer, RequestContext
 from groupd.broker.ops import quotas as Q
 from groupd.broker.security.access import ALTER_CONFIGS, CLUSTER_DENIED, DESCRIBE_CONFIGS
 from groupd.protocol.errors import ErrorCode
+from groupd.storage.errors import StorageError
 
 if TYPE_CHECKING:
     from groupd.broker.app import Broker
@@ -31,6 +32,7 @@ def describe_client_quotas(broker: Broker, ctx: RequestContext, req: DescribeCli
     if not broker.access.cluster(ctx, DESCRIBE_CONFIGS):  # KafkaApis: DESCRIBE_CONFIGS on the cluster
         code = ErrorCode.cluster_authorization_failed
         return ctx.respond(throttle_time=0, error_code=code, error_message=CLUSTER_DENIED, entries=None)
+    broker.quota_store.document.catch_up()  # in a cluster: another node's latest quotas
     components = [Q.Component(c.entity_type, c.match_type, c.match) for c in req.components]
     try:
         found = Q.describe(broker.quotas.values, components, req.strict)
@@ -49,28 +51,44 @@ def describe_client_quotas(broker: Broker, ctx: RequestContext, req: DescribeCli
 
 def alter_client_quotas(broker: Broker, ctx: RequestContext, req: AlterClientQuotasRequest) -> Answer:
     entity_cls, entry_cls = ctx.nested("EntityData"), ctx.nested("EntryData")
-    results = []
-    changed = False
     allowed = broker.access.cluster(ctx, ALTER_CONFIGS)  # KafkaApis: ALTER_CONFIGS on the cluster
-    for entry in req.entries:
-        pairs = [(e.entity_type, e.entity_name) for e in entry.entity]
-        error, message = ErrorCode.none, None
-        try:
-            if not allowed:
-                raise _Refused
-            entity = Q.entity_of(pairs)
-            ops: list[tuple[str, float | None]] = [(op.key, None if op.remove else op.value) for op in entry.ops]
-            if broker.quotas.alter(entity, ops, req.validate_only):
-                changed = True
-                log.info("client quotas of %s now %s", entity, broker.quotas.values.get(entity, {}))
-        except Q.QuotaError as exc:
-            error, message = _error(exc), str(exc)
-        except _Refused:
-            error, message = ErrorCode.cluster_authorization_failed, CLUSTER_DENIED
-        results.append(entry_cls(
-            error_code=error, error_message=message,
-            entity=tuple(entity_cls(entity_type=kind, entity_name=name) for kind, name in pairs),
-        ))
-    if changed:
-        Q.save(broker.storage.metadata, broker.quotas)
+
+    def alter() -> tuple[tuple[list[object], list[Q.Entity]], bool]:
+        results: list[object] = []
+        changed: list[Q.Entity] = []
+        for entry in req.entries:
+            pairs = [(e.entity_type, e.entity_name) for e in entry.entity]
+            error, message = ErrorCode.none, None
+            try:
+                if not allowed:
+                    raise _Refused
+                entity = Q.entity_of(pairs)
+                ops: list[tuple[str, float | None]] = [(op.key, None if op.remove else op.value) for op in entry.ops]
+                if broker.quotas.alter(entity, ops, req.validate_only):
+                    changed.append(entity)
+            except Q.QuotaError as exc:
+                error, message = _error(exc), str(exc)
+            except _Refused:
+                error, message = ErrorCode.cluster_authorization_failed, CLUSTER_DENIED
+            results.append(entry_cls(
+                error_code=error, error_message=message,
+                entity=tuple(entity_cls(entity_type=kind, entity_name=name) for kind, name in pairs),
+            ))  # fmt: skip
+        return (results, changed), bool(changed)
+
+    try:
+        results, changed = broker.quota_store.change(alter)
+    except (OSError, StorageError) as exc:  # nothing changed (in a cluster: other nodes kept winning)
+        log.error("client quotas not saved: %s", exc)
+        refused = [
+            entry_cls(
+                error_code=ErrorCode.kafka_storage_error,
+                error_message=f"quotas not saved: {exc}",
+                entity=tuple(entity_cls(entity_type=e.entity_type, entity_name=e.entity_name) for e in entry.entity),
+            )
+            for entry in req.entries
+        ]
+        return ctx.respond(throttle_time=0, entries=tuple(refused))
+    for entity in changed:
+        log.info("client quotas of %s now %s", entity, broker.quotas.values.get(entity, {}))
     return ctx.respond(throttle_time=0, entries=tuple(results))

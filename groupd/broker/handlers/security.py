@@ -49,6 +49,7 @@ def describe_user_scram_credentials(
     if not broker.access.cluster(ctx, DESCRIBE):  # KafkaApis: DESCRIBE on the cluster
         code = ErrorCode.cluster_authorization_failed
         return ctx.respond(throttle_time=0, error_code=code, error_message=CLUSTER_DENIED, results=())
+    broker.scram.document.catch_up()  # in a cluster: another node's latest credentials
     users = None if req.users is None else [u.name for u in req.users]
     info_cls, result_cls = ctx.nested("CredentialInfo"), ctx.nested("DescribeUserScramCredentialsResult")
     results = tuple(
@@ -83,29 +84,13 @@ def alter_user_scram_credentials(broker: Broker, ctx: RequestContext, req: Alter
                 for r in results
             ),
         )
-    credentials = broker.scram.credentials
-    before = dict(credentials.items)
-    results, changed = credentials.alter(
+    results = broker.scram.alter(
         [(d.name, int(d.mechanism)) for d in req.deletions],
         [
             (u.name, int(u.mechanism), int(u.iterations), bytes(u.salt), bytes(u.salted_password))
             for u in req.upsertions
         ],
     )
-    if changed:
-        try:
-            broker.scram.save()
-        except OSError as exc:
-            credentials.items = before
-            log.error("SCRAM credentials not saved: %s", exc)
-            results = [
-                Result(r.user, ErrorCode.kafka_storage_error, f"credentials not saved: {exc}")
-                if r.error == ErrorCode.none
-                else r
-                for r in results
-            ]
-        else:
-            log.info("SCRAM credentials altered: %s", ", ".join(r.user for r in results if r.error == ErrorCode.none))
     result_cls = ctx.nested("AlterUserScramCredentialsResult")
     return ctx.respond(
         throttle_time=0,

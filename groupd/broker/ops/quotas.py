@@ -1,6 +1,6 @@
 """Client quotas (KIP-13, KIP-55, KIP-219, KIP-546): the quota entities, their byte-rate sensors, throttle times.
 
-Pure but for ``load``/``save`` at the end: time comes in as ``now_ms``; sockets and the event loop stay
+Pure but for ``QuotaStore`` at the end: time comes in as ``now_ms``; sockets and the event loop stay
 in the shell (``groupd/broker/handlers/quotas.py``, the Produce and Fetch handlers, ``Connection.mute_for``).
 
 Kafka keeps a quota per entity: a user, a client id, the two together, or an IP, each name possibly
@@ -16,10 +16,17 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import logging
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from groupd.storage.engine import MetadataStore
+from groupd.storage.shared_document import SharedDocument
+
+log = logging.getLogger("groupd.quotas")
+T = TypeVar("T")
 
 USER, CLIENT_ID, IP = "user", "client-id", "ip"
 PRODUCER_BYTE_RATE, CONSUMER_BYTE_RATE = "producer_byte_rate", "consumer_byte_rate"
@@ -432,14 +439,38 @@ class Quotas:
 QUOTAS_FILE = "client-quotas.json"
 
 
-def load(metadata: MetadataStore, samples: int, window_ms: int) -> Quotas:
-    """The quotas persisted in the storage's metadata (Kafka keeps them in its metadata log)."""
-    quotas = Quotas(samples, window_ms)
-    raw = metadata.get(QUOTAS_FILE)
-    if raw is not None:
-        quotas.load(Quotas.from_doc(json.loads(raw)["quotas"]))
-    return quotas
+class QuotaStore:
+    """The quota values persisted in the storage's metadata (Kafka keeps them in its metadata log): one
+    document, rewritten whole before AlterClientQuotas is answered; in a cluster shared by every node
+    (storage/shared_document.py), so a quota set at one node binds at every node after its next heartbeat."""
+
+    def __init__(self, metadata: MetadataStore, quotas: Quotas) -> None:
+        self.quotas = quotas
+        self.document = SharedDocument(metadata, QUOTAS_FILE, self._followed)
+
+    def load(self) -> None:
+        self.quotas.load(_parse(self.document.load()))
+
+    def _followed(self, raw: bytes | None) -> None:
+        """Another node's version (or the last stored one again, after a failed write)."""
+        try:
+            values = _parse(raw)
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            log.error("cannot read client quotas from %s: %s; they stay as they were", QUOTAS_FILE, exc)
+            return
+        self.quotas.load(values)
+
+    def change(self, mutate: Callable[[], tuple[T, bool]]) -> T:
+        """``mutate`` alters ``quotas`` and says whether anything changed; made durable (in a cluster over
+        the other nodes' latest version, ``mutate`` run again when another node won)."""
+
+        def encoded() -> tuple[T, bytes | None]:
+            answer, changed = mutate()
+            doc = {"version": 1, "quotas": self.quotas.to_doc()}
+            return answer, json.dumps(doc, indent=1).encode() if changed else None
+
+        return self.document.change(encoded)
 
 
-def save(metadata: MetadataStore, quotas: Quotas) -> None:
-    metadata.put(QUOTAS_FILE, json.dumps({"version": 1, "quotas": quotas.to_doc()}, indent=1).encode())
+def _parse(raw: bytes | None) -> dict[Entity, dict[str, float]]:
+    return {} if raw is None else Quotas.from_doc(json.loads(raw)["quotas"])

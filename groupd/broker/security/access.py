@@ -31,6 +31,7 @@ from groupd.broker.security.authorizer import RESOURCE_TYPE_NAMES, Authorizer
 from groupd.coordinator.service import CoordinatorError
 from groupd.protocol.errors import ErrorCode
 from groupd.storage.engine import MetadataStore
+from groupd.storage.shared_document import SharedDocument
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -92,6 +93,8 @@ class Access:
     ) -> None:
         self.authorizer = authorizer
         self.metadata = metadata
+        # the stored bindings: in a cluster shared by every node, followed at each heartbeat
+        self.document = SharedDocument(metadata, acl_store.KEY, self._followed)
         self.clock = clock
         self.denials = 0
         self._logged: dict[tuple[str, Operation, ResourceType, str], float] = {}
@@ -112,8 +115,25 @@ class Access:
     def load(self) -> None:
         """The stored ACLs, read at start-up (kept even with no authorizer configured: a broker started
         without one and then with one again finds them)."""
+        raw = self.document.load()
         if self.authorizer is not None:
-            self.authorizer.create(acl_store.load(self.metadata))
+            bindings = acl_store.parse(raw)
+            self.authorizer.create(bindings)
+            if bindings:
+                acl_store.log.info("loaded %d ACLs", len(bindings))
+
+    def _followed(self, raw: bytes | None) -> None:
+        """Another node's version of the ACLs (or the last stored one again, after a failed write): the
+        authorizer's bindings become exactly those, its cached decisions forgotten."""
+        if self.authorizer is None:
+            return
+        try:
+            bindings = acl_store.parse(raw)
+        except RuntimeError as exc:
+            acl_store.log.error("%s; the ACLs stay as they were", exc)
+            return
+        self.authorizer.delete(AclFilter.everything())
+        self.authorizer.create(bindings)
 
     # ------------------------------------------------------------ the checks
 
@@ -239,26 +259,29 @@ class Access:
     def create(self, bindings: list[AclBinding]) -> list[str | None]:
         """Store the valid bindings durably; per binding the INVALID_REQUEST message or None. Raises
         what the store raised (then nothing changed)."""
-        assert self.authorizer is not None
-        before = self.authorizer.bindings
-        results = self.authorizer.create(bindings)
-        if self.authorizer.bindings != before:
-            self._save(before)
-        return results
+        authorizer = self.authorizer
+        assert authorizer is not None
+
+        def mutate() -> tuple[list[str | None], bytes | None]:
+            before = authorizer.bindings
+            results = authorizer.create(bindings)
+            return results, self._encoded(before)
+
+        return self.document.change(mutate)
 
     def delete(self, filters: list[AclFilter]) -> list[list[AclBinding]]:
-        assert self.authorizer is not None
-        before = self.authorizer.bindings
-        removed = [self.authorizer.delete(f) for f in filters]
-        if any(removed):
-            self._save(before)
-        return removed
+        authorizer = self.authorizer
+        assert authorizer is not None
 
-    def _save(self, before: list[AclBinding]) -> None:
+        def mutate() -> tuple[list[list[AclBinding]], bytes | None]:
+            before = authorizer.bindings
+            return [authorizer.delete(f) for f in filters], self._encoded(before)
+
+        return self.document.change(mutate)
+
+    def _encoded(self, before: list[AclBinding]) -> bytes | None:
+        """The document to store after a change (None: the bindings are the same). Raises what the store
+        raised, with the bindings as they were stored (then nothing changed)."""
         assert self.authorizer is not None
-        try:
-            acl_store.save(self.metadata, self.authorizer.bindings)
-        except Exception:
-            self.authorizer.delete(AclFilter.everything())
-            self.authorizer.create(before)
-            raise
+        after = self.authorizer.bindings
+        return None if after == before else acl_store.encode(after)
