@@ -85,9 +85,17 @@ class BlockCache:
         return block
 
     def put(self, key: int, block: array) -> None:
-        blocks = self.blocks
         self.misses += 1
-        blocks[key] = block
+        self.blocks[key] = block
+        self._trim()
+
+    def resize(self, limit: int) -> None:
+        """Keep at most ``limit`` blocks from now on (``log.index.cache.blocks``), dropping the oldest."""
+        self.limit = max(limit, 1)
+        self._trim()
+
+    def _trim(self) -> None:
+        blocks = self.blocks
         while len(blocks) > self.limit:
             try:
                 blocks.popitem(last=False)
@@ -95,7 +103,8 @@ class BlockCache:
                 break
 
 
-CACHE = BlockCache(256)  # about 0.5 MiB: 256 blocks of 1.5 KiB and their arrays
+# one per process, sized by log.index.cache.blocks: 256 blocks of 1.5 KiB and their arrays, about 0.4 MiB
+CACHE = BlockCache(256)
 _cached = CACHE.blocks
 
 

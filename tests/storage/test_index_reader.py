@@ -15,8 +15,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from groupd.broker.config import default_config
 from groupd.storage import segment_index
 from groupd.storage.batch import build_batch
+from groupd.storage.engines import ENGINES
 from groupd.storage.errors import StorageError
 from groupd.storage.log import INDEX_SUFFIX, Log, LogConfig
 from groupd.storage.open_files import OpenFiles
@@ -158,3 +160,29 @@ def test_forgetting_or_moving_the_side_file_closes_its_descriptor(tmp_path):
             assert index.reader == -1
             with pytest.raises(OSError):
                 os.fstat(kept)
+
+
+def test_the_block_cache_is_sized_by_log_index_cache_blocks(tmp_path):
+    saved = segment_index.CACHE.limit
+    try:
+        with small_blocks(2, 50):
+            lg = Log.open(tmp_path / "p", LogConfig(index_interval_bytes=0), now_ms=lambda: 0)
+            for i in range(160):  # 80 blocks of two
+                lg.append(build_batch([(None, b"v" * 30)], timestamp_ms=i))
+            lg.flush()
+            for offset in range(0, 160, 2):
+                lg.read(offset, 1)
+            assert len(segment_index.CACHE.blocks) == 50
+            engine = ENGINES["local"](
+                default_config(**{"log.dirs": str(tmp_path / "data"), "log.index.cache.blocks": 7})
+            )
+            engine.open()
+            assert segment_index.CACHE.limit == 7 and len(segment_index.CACHE.blocks) == 7, "trimmed at once"
+            for offset in range(0, 160, 3):
+                lg.read(offset, 1)
+                assert len(segment_index.CACHE.blocks) <= 7
+            _agree(lg)
+            lg.close()
+    finally:
+        segment_index.CACHE.resize(saved)
+    assert default_config()["log.index.cache.blocks"] == 256
