@@ -270,14 +270,14 @@ class SegmentIndex:
             CACHE.put(key, block)
         return block
 
-    def _read(self, b: int) -> array:
-        """Block ``b`` from the side file, through the kept descriptor (opened if it is not)."""
+    def _read(self, b: int, fd: int = -1) -> array:
+        """Block ``b`` from the side file, through ``fd`` if given, else the kept descriptor (opened if it
+        is not)."""
         assert self.path is not None
         size = self.width * _ENTRY
-        fd = self.reader
         try:
             if fd < 0:
-                fd = self._open_reader()
+                fd = self.reader if self.reader >= 0 else self._open_reader()
             if fd >= 0:
                 data = os.pread(fd, size, b * size)
             else:  # closed again at once, the bound being full of busy files: this read's own descriptor
@@ -287,9 +287,7 @@ class SegmentIndex:
                 finally:
                     os.close(fd)
         except OSError as exc:
-            if exc.errno in (errno.EMFILE, errno.ENFILE):
-                _warn("reading the index of %s failed: %s (ulimit -n, or log.max.open.files)", self.path, exc)
-            raise StorageError(f"reading the index of {self.path.name} failed: {exc}") from exc
+            raise self._failed(exc) from exc
         if len(data) != self.width * _ENTRY:
             raise StorageError(f"the index of {self.path.name} is short: block {b} missing")
         block = array("q")
@@ -306,6 +304,12 @@ class SegmentIndex:
         if self.holder is not None:
             self.holder.reader_opened(self)
         return self.reader
+
+    def _failed(self, exc: OSError) -> StorageError:
+        """The error a failed block read answers; descriptors running out also say so in a line."""
+        if exc.errno in (errno.EMFILE, errno.ENFILE):
+            _warn("reading the index of %s failed: %s (ulimit -n, or log.max.open.files)", self.path, exc)
+        return StorageError(f"reading the index of {self.path} failed: {exc}")
 
     def close_reader(self) -> None:
         """Close the side file's descriptor if one is kept (its segment closed, or the file replaced)."""
@@ -421,13 +425,27 @@ class SegmentIndex:
         return -1
 
     def iter_positions(self) -> Iterator[int]:
-        """Every entry's position, in order (a block read at a time, past the cache: start-up replay)."""
-        for b in range(len(self.first_positions)):
-            if b < self.spilled and CACHE.get(block_key(self.token, b)) is None:
-                arr, lo, hi = self._read(b), self.width, self.width + min(self.width, self.count - b * self.width)
-            else:
-                arr, lo, hi = self._field(b, 1)
-            yield from arr[lo:hi]
+        """Every entry's position, in order (a block read at a time, past the cache: start-up replay).
+        Read through a descriptor of its own, not the kept one: replay runs on worker threads, and only
+        the event loop's thread closes idle files, which it may do to the kept one at any moment."""
+        fd = -1
+        try:
+            for b in range(len(self.first_positions)):
+                if b < self.spilled and CACHE.get(block_key(self.token, b)) is None:
+                    if fd < 0:
+                        assert self.path is not None  # blocks were spilled to it
+                        try:
+                            fd = os.open(self.path, os.O_RDONLY)
+                        except OSError as exc:
+                            raise self._failed(exc) from exc
+                    arr, lo = self._read(b, fd), self.width
+                    hi = lo + min(self.width, self.count - b * self.width)
+                else:
+                    arr, lo, hi = self._field(b, 1)
+                yield from arr[lo:hi]
+        finally:
+            if fd >= 0:
+                os.close(fd)
 
     # ------------------------------------------------------------ the side file at close and open
 

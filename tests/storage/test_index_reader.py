@@ -42,6 +42,14 @@ def _build(path: Path | None, steps: list[tuple[int, int, int]], seal: bool) -> 
     return index, added
 
 
+def _fill(lg: Log, n: int) -> Log:
+    """``n`` batches of one 30-byte record (timestamps 0..n-1), synced."""
+    for i in range(n):
+        lg.append(build_batch([(None, b"v" * 30)], timestamp_ms=i))
+    lg.flush()
+    return lg
+
+
 @settings(max_examples=60, deadline=None)
 @given(steps=entries, width=st.sampled_from([1, 2, 3, 8]), cached=st.sampled_from([1, 3, 64]), seal=st.booleans())
 def test_one_step_lookups_agree_with_a_walk_over_every_entry(steps, width, cached, seal):
@@ -90,9 +98,7 @@ def test_the_side_file_is_opened_once_and_counted_against_the_bound(tmp_path):
         cfg = LogConfig(segment_bytes=1 << 20, index_interval_bytes=0)
         logs = [Log.open(tmp_path / f"t-{p}", cfg, now_ms=lambda: 0, files=files) for p in range(12)]
         for lg in logs:
-            for i in range(40):
-                lg.append(build_batch([(None, b"v" * 30)], timestamp_ms=i))
-            lg.flush()
+            _fill(lg, 40)
         for _ in range(3):
             for lg in logs:
                 for offset in (0, 20, 2, 22):
@@ -131,10 +137,7 @@ def test_no_descriptor_is_left_on_a_replaced_or_removed_side_file(tmp_path):
 def test_a_side_file_that_cannot_be_opened_is_a_storage_error_not_a_traceback(tmp_path):
     with small_blocks(2, 1):
         cfg = LogConfig(segment_bytes=1 << 20, index_interval_bytes=0)
-        lg = Log.open(tmp_path / "p", cfg, now_ms=lambda: 0)
-        for i in range(20):
-            lg.append(build_batch([(None, b"v" * 30)], timestamp_ms=i))
-        lg.flush()
+        lg = _fill(Log.open(tmp_path / "p", cfg, now_ms=lambda: 0), 20)
         seg = lg.segments[0]
         seg.index.close_reader()
         segment_index.CACHE.blocks.clear()
@@ -166,10 +169,7 @@ def test_the_block_cache_is_sized_by_log_index_cache_blocks(tmp_path):
     saved = segment_index.CACHE.limit
     try:
         with small_blocks(2, 50):
-            lg = Log.open(tmp_path / "p", LogConfig(index_interval_bytes=0), now_ms=lambda: 0)
-            for i in range(160):  # 80 blocks of two
-                lg.append(build_batch([(None, b"v" * 30)], timestamp_ms=i))
-            lg.flush()
+            lg = _fill(Log.open(tmp_path / "p", LogConfig(index_interval_bytes=0), now_ms=lambda: 0), 160)  # 80 blocks
             for offset in range(0, 160, 2):
                 lg.read(offset, 1)
             assert len(segment_index.CACHE.blocks) == 50
@@ -186,3 +186,21 @@ def test_the_block_cache_is_sized_by_log_index_cache_blocks(tmp_path):
     finally:
         segment_index.CACHE.resize(saved)
     assert default_config()["log.index.cache.blocks"] == 256
+
+
+@needs_proc
+def test_replay_reads_blocks_through_a_descriptor_of_its_own(tmp_path):
+    """Start-up replay (``Log.chunks``) runs on worker threads, where the event loop may close the kept
+    descriptor at any moment: its block reads open the side file for themselves and close it after."""
+    with small_blocks(2, 1):
+        cfg = LogConfig(segment_bytes=1 << 20, index_interval_bytes=0)
+        lg = _fill(Log.open(tmp_path / "p", cfg, now_ms=lambda: 0), 40)
+        index = lg.segments[0].index
+        index.close_reader()
+        segment_index.CACHE.blocks.clear()
+        replayed = b"".join(bytes(c) for c in lg.chunks())
+        assert replayed == b"".join(bytes(view) for _h, view in lg.batches())
+        assert index.spilled == 19 and not segment_index.CACHE.blocks, "19 blocks read, none cached"
+        assert index.reader == -1, "the kept descriptor was not opened"
+        assert not [t for t in _fds_on(tmp_path) if t.endswith(INDEX_SUFFIX)], "nor is its own left open"
+        lg.close()
