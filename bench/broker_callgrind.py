@@ -8,6 +8,11 @@ counts dumped (``callgrind_control -d``) before the broker is killed. Two sizes 
 so what is the same in both (the warm-up, idle timers) cancels: instructions per rebalanced group or
 per commit, including uvloop's socket work, which is broker CPU too.
 
+``--held N`` forms N three-member groups with long sessions first (``bench.scenarios.scale``, before
+instrumentation is on, so their forming is not counted), so each operation is counted with that many
+groups held, as in a broker that holds many: its dicts, its timer heap and the garbage collector's
+generations are that much larger.
+
 ``--tree`` points at another checkout (e.g. a worktree at an older commit) whose broker is measured with
 this tree's client: ``server.py`` at its top if it has one (before the reshape), else ``-m groupd``.
 Needs valgrind; slow (minutes); bounded by ``--seconds``."""
@@ -57,8 +62,10 @@ def _wait_port(port: int, seconds: float) -> None:
     raise SystemExit(f"the broker did not listen on {port} within {seconds:.0f} s")
 
 
-async def _scenario(scenario: str, port: int, count: int, pid: int, seconds: float) -> None:
+async def _scenario(scenario: str, port: int, count: int, pid: int, seconds: float, held: int) -> None:
     control = ["callgrind_control"]
+    if held:
+        await scenarios.scale("127.0.0.1", port, held, concurrency=16, hb_seconds=0.1, max_seconds=seconds)
     if scenario == "rebalance":
         await scenarios.rebalance("127.0.0.1", port, 2, concurrency=1, max_seconds=seconds, prefix="warm")
         subprocess.run([*control, "-i", "on", str(pid)], check=True, capture_output=True)
@@ -82,7 +89,7 @@ def _total(path: str) -> int:
     return int(match.group(1).replace(",", ""))
 
 
-def measure(tree: Path, scenario: str, count: int, seconds: float) -> int:
+def measure(tree: Path, scenario: str, count: int, seconds: float, held: int = 0) -> int:
     """Instructions the broker of ``tree`` spends on ``count`` rebalanced groups, commits or heartbeats."""
     port = free_port()
     with tempfile.TemporaryDirectory(prefix="broker-cg-") as tmp:
@@ -91,7 +98,7 @@ def measure(tree: Path, scenario: str, count: int, seconds: float) -> int:
         try:
             _wait_port(port, 300)
             time.sleep(8)  # the offsets partitions load, slowly under valgrind
-            asyncio.run(_scenario(scenario, port, count, proc.pid, seconds))
+            asyncio.run(_scenario(scenario, port, count, proc.pid, seconds, held))
         finally:
             proc.kill()
             proc.wait()
@@ -105,9 +112,10 @@ def main() -> None:
     parser.add_argument("large", type=int)
     parser.add_argument("--tree", type=Path, default=ROOT)
     parser.add_argument("--seconds", type=float, default=3000)
+    parser.add_argument("--held", type=int, default=0, help="three-member groups held while counting")
     args = parser.parse_args()
-    small = measure(args.tree.resolve(), args.scenario, args.small, args.seconds)
-    large = measure(args.tree.resolve(), args.scenario, args.large, args.seconds)
+    small = measure(args.tree.resolve(), args.scenario, args.small, args.seconds, args.held)
+    large = measure(args.tree.resolve(), args.scenario, args.large, args.seconds, args.held)
     per = (large - small) / (args.large - args.small)
     unit = {"rebalance": "group", "commits": "commit", "heartbeats": "heartbeat"}[args.scenario]
     print(f"{args.scenario}: {per:,.0f} broker instructions per {unit}")

@@ -576,8 +576,17 @@ KEYS: dict[str, Key] = {
             0,
             0,
             INT32_MAX,
-            "segment files held open at once, the least recently used closed beyond it (a groupd key: Kafka keeps "
-            "every segment open); 0: half of the process's descriptor limit (ulimit -n)",
+            "segment files and their index side files held open at once, the least recently used closed beyond it "
+            "(a groupd key: Kafka keeps every segment open); 0: half of the process's descriptor limit (ulimit -n)",
+        ),
+        _int_key(
+            "log.index.cache.blocks",
+            256,
+            1,
+            1 << 20,
+            "blocks of segments' sparse index entries (64 entries, about 1.6 KiB each) kept decoded in memory, "
+            "shared by every partition of the process, the least recently used dropped beyond it (a groupd key: "
+            "Kafka memory-maps its index files); 256: about 0.4 MiB",
         ),
         _int_key(
             "log.flush.interval.messages",

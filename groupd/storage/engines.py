@@ -21,7 +21,11 @@ EngineFactory = Callable[[Mapping[str, Any]], StorageEngine]
 
 
 def _local(config: Mapping[str, Any]) -> StorageEngine:
-    return LocalEngine(Path(config["log.dirs"]), max_open_files=config.get("log.max.open.files", 0))
+    return LocalEngine(
+        Path(config["log.dirs"]),
+        max_open_files=config.get("log.max.open.files", 0),
+        index_cache_blocks=config.get("log.index.cache.blocks"),
+    )
 
 
 def _memory(config: Mapping[str, Any]) -> StorageEngine:

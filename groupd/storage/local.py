@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
+from groupd.storage import segment_index
 from groupd.storage.committer import GroupCommitter
 from groupd.storage.engine import LogConfig, check_key
 from groupd.storage.errors import StorageError, UnknownPartition
@@ -65,17 +66,23 @@ class LocalMetadata:
 class LocalEngine:
     """Every partition a directory of segment files under ``root``; see the module's text."""
 
-    def __init__(self, root: str | Path, max_open_files: int | None = None) -> None:
+    def __init__(
+        self, root: str | Path, max_open_files: int | None = None, index_cache_blocks: int | None = None
+    ) -> None:
         self.root = Path(root)
         self.metadata: MetadataStore = LocalMetadata(self.root)
         # segment files open at once (storage/open_files.py); None: unbounded; 0: half of ulimit -n
         self.max_open_files = max_open_files
         self.files = OpenFiles()
+        # decoded index blocks kept, for the whole process (storage/segment_index.py); None: as it is
+        self.index_cache_blocks = index_cache_blocks
 
     def open(self) -> None:
         """Called on the broker's event loop: that thread closes idle segment files from now on."""
         if self.max_open_files is not None:
             self.files.configure(self.max_open_files)
+        if self.index_cache_blocks is not None:
+            segment_index.CACHE.resize(self.index_cache_blocks)
         try:
             self.root.mkdir(parents=True, exist_ok=True)
         except OSError as exc:

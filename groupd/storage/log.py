@@ -19,6 +19,7 @@ import bisect
 import contextlib
 import ctypes
 import errno
+import itertools
 import json
 import logging
 import os
@@ -99,7 +100,7 @@ class Segment:
     files: OpenFiles = UNBOUNDED  # the bound this file counts against
 
     def __post_init__(self) -> None:
-        self.index = SegmentIndex(self.interval, self.path.with_suffix(INDEX_SUFFIX))
+        self.index = SegmentIndex(self.interval, self.path.with_suffix(INDEX_SUFFIX), self)
 
     @property
     def fd(self) -> int:
@@ -140,7 +141,22 @@ class Segment:
         return self.owner is not None and self.owner.close_idle(self)
 
     def close_file(self) -> None:
+        """Close the segment file's descriptor and its index's, where they are open."""
         close_handle(self)
+        self.index.close_reader()
+
+    def reader_opened(self, index: SegmentIndex) -> None:
+        """The index's side file holds a descriptor now: counted against the bound as a file of its own,
+        closed with the segment's (``evict``)."""
+        self.used = next(open_files.tick)
+        with open_files.lock:
+            if self.files.limit is not None:
+                self.files.files[id(index)] = self
+        self.files.opened(self)
+
+    def reader_closed(self, index: SegmentIndex) -> None:
+        with open_files.lock:
+            self.files.files.pop(id(index), None)
 
     def add(self, base: int, last: int, position: int, max_ts: int) -> None:
         """Index a batch appended at ``position`` (see SegmentIndex.add)."""
@@ -180,11 +196,11 @@ class Segment:
 
         A Fetch's path: the run is read once and its headers walked in a tight loop (two small
         unpacks per batch), not through ``walk``."""
-        index = self.index
-        if not len(index):
+        if not self.index.count:
             return None
-        run = max(index.floor_offset(offset), 0)
-        pos, end = index.position(run), self.run_end(run)
+        pos, end = self.index.run_of(offset)
+        if end < 0:
+            end = self.size
         buf = os.pread(self.fd, min(end - pos + _SCAN_HEADER.size, self.size - pos), pos)
         rel, stop = 0, end - pos
         base_len, delta = _BASE_AND_LENGTH.unpack_from, _LAST_DELTA.unpack_from
@@ -216,8 +232,7 @@ class Segment:
             return start + first_size
         if self.size <= limit:  # the rest of the segment fits: no index block to read
             return self.size
-        i = self.index.floor_position(limit)
-        from_ = max(self.index.position(i), start) if i >= 0 else start
+        from_ = max(self.index.floor_start(limit), start)
         end = max(start + first_size, from_)
         for pos, _base, _last, _ts, size in self.walk(from_):
             if pos + size > limit:
@@ -346,9 +361,11 @@ class Log:
             if not self._state.acquire(blocking=False):
                 return False
             try:
-                if seg.handle < 0 or seg.handle in self._dirty or self._unwritten or self._writing:
+                if seg.handle < 0 and seg.index.reader < 0:
                     return False
-                close_handle(seg)
+                if seg.handle in self._dirty or self._unwritten or self._writing:
+                    return False
+                seg.close_file()
                 return True
             finally:
                 self._state.release()
@@ -942,9 +959,12 @@ class Log:
             if not len(seg.index) or seg.max_timestamp < ts_ms:
                 continue
             # the first run reaching ts_ms (the time index), then its first batch that does
-            # on past the run when its batches reaching ts_ms all lie below the log start offset
+            # on past the run when its batches reaching ts_ms all lie below the log start offset; the run
+            # read first on its own (a walk to the segment's end reads 16 KiB at once, four runs' worth)
             run = seg.index.first_reaching(ts_ms)
-            for pos, _base, last, batch_ts, size in seg.walk(seg.index.position(run)):
+            end = seg.run_end(run)
+            batches = itertools.chain(seg.walk(seg.index.position(run), end), seg.walk(end))
+            for pos, _base, last, batch_ts, size in batches:
                 if batch_ts >= ts_ms and last >= self.log_start_offset:
                     batch = seg.pread(pos, pos + size)
                     for rec in iter_records_safe(batch):

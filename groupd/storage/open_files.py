@@ -2,7 +2,9 @@
 
 Kafka keeps every segment of every partition open (and needs a ``ulimit -n`` to match); groupd keeps at
 most ``log.max.open.files`` segment files open (a groupd key: Kafka has none), by default half the
-process's own descriptor limit, leaving the rest for sockets. A segment's descriptor is opened at its
+process's own descriptor limit, leaving the rest for sockets. A segment's index side file, read through
+a descriptor of its own (storage/segment_index.py), counts as one more file of that segment, closed with
+it. A segment's descriptor is opened at its
 first use and, once more are open than the bound, the least recently used ones are closed, down to
 three quarters of it.
 

@@ -10,6 +10,12 @@ small cache of decoded blocks bounded by count (``CACHE``): Kafka pages its memo
 on demand for the same reason. A rolled segment seals its last, partial block too, so it holds only the
 coarse level.
 
+The side file is read through a descriptor kept open beside the segment's own (``reader``), counted
+against the same bound on open files and closed with the segment's when it is idle
+(storage/open_files.py): opening and closing the file for each block read cost a random read whose
+block is not cached more than the read itself (about 7 of 9 us). It is not memory-mapped: mapped pages
+would count as resident once touched, up to the whole side file (6 MiB per GiB stored).
+
 The side file holds the blocks, each ``BLOCK`` entries wide (three runs of ``BLOCK`` native int64: the
 offsets, the positions, the timestamps; a partial last block is padded). It is written without fsync: a
 clean close appends a trailer naming the segment file it describes (inode, size, mtime) and a CRC-32C
@@ -20,20 +26,22 @@ segment is scanned again and the file rewritten, as before this index existed.
 from __future__ import annotations
 
 import bisect
+import errno
 import itertools
 import logging
 import os
 import struct
 import sys
-import threading
 import time
 from array import array
 from collections import OrderedDict
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Protocol
 
 from crc32c import crc32c
 
+from groupd.storage import open_files
 from groupd.storage.errors import StorageError
 
 log = logging.getLogger("groupd.storage")
@@ -51,32 +59,53 @@ _warned = {"last": -_WARN_EVERY_S}
 _tokens = itertools.count(1)
 
 
+def block_key(token: int, b: int) -> int:
+    """A block's name in the cache: one int, cheaper to make and hash than a tuple (a segment has fewer
+    than 2**32 blocks: 2 GiB at one entry per 61-byte batch is 550,000)."""
+    return token << 32 | b
+
+
 class BlockCache:
     """Decoded blocks of every segment's side file, the least recently used dropped beyond ``limit``.
-    Shared by the logs of every thread (a log opened or replayed on a worker reads blocks too)."""
+    Shared by the logs of every thread (a log opened or replayed on a worker reads blocks too), without a
+    lock: each step is one C call under the GIL, and two threads at once can at worst drop one block too
+    many or read one again. A lock cost a Fetch's lookup more than the lookup itself."""
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
-        self.blocks: OrderedDict[tuple[int, int], array] = OrderedDict()
+        self.blocks: OrderedDict[int, array] = OrderedDict()  # by block_key(token, block)
         self.misses = 0
-        self._lock = threading.Lock()
 
-    def get(self, key: tuple[int, int]) -> array | None:
-        with self._lock:
-            block = self.blocks.get(key)
-            if block is not None:
-                self.blocks.move_to_end(key)
-            return block
+    def get(self, key: int) -> array | None:
+        """The block, taken out and put back last (the most recently used)."""
+        blocks = self.blocks
+        block = blocks.pop(key, None)
+        if block is not None:
+            blocks[key] = block
+        return block
 
-    def put(self, key: tuple[int, int], block: array) -> None:
-        with self._lock:
-            self.misses += 1
-            self.blocks[key] = block
-            while len(self.blocks) > self.limit:
-                self.blocks.popitem(last=False)
+    def put(self, key: int, block: array) -> None:
+        self.misses += 1
+        self.blocks[key] = block
+        self._trim()
+
+    def resize(self, limit: int) -> None:
+        """Keep at most ``limit`` blocks from now on (``log.index.cache.blocks``), dropping the oldest."""
+        self.limit = max(limit, 1)
+        self._trim()
+
+    def _trim(self) -> None:
+        blocks = self.blocks
+        while len(blocks) > self.limit:
+            try:
+                blocks.popitem(last=False)
+            except KeyError:  # emptied by another thread meanwhile
+                break
 
 
-CACHE = BlockCache(256)  # about 0.5 MiB: 256 blocks of 1.5 KiB and their arrays
+# one per process, sized by log.index.cache.blocks: 256 blocks of 1.5 KiB and their arrays, about 0.4 MiB
+CACHE = BlockCache(256)
+_cached = CACHE.blocks
 
 
 def _warn(message: str, *args: object) -> None:
@@ -86,18 +115,28 @@ def _warn(message: str, *args: object) -> None:
         log.warning(message, *args)
 
 
+class ReaderHolder(Protocol):
+    """What counts an index's kept descriptor against the bound on open files (its segment)."""
+
+    def reader_opened(self, index: SegmentIndex) -> None: ...
+
+    def reader_closed(self, index: SegmentIndex) -> None: ...
+
+
 class SegmentIndex:
     """One segment's sparse index: the coarse level and the tail in memory, full blocks in the side file
     at ``path`` (None: none written, everything kept in memory, as for a segment being compacted)."""
 
     __slots__ = (
         "path", "interval", "width", "count", "spilled", "first_offsets", "first_positions", "block_ts",
-        "offsets", "positions", "max_ts", "token",
+        "offsets", "positions", "max_ts", "token", "reader", "holder",
     )  # fmt: skip
 
-    def __init__(self, interval: int, path: Path | None) -> None:
+    def __init__(self, interval: int, path: Path | None, holder: ReaderHolder | None = None) -> None:
         self.path = path
         self.interval = interval
+        self.reader = -1  # the side file's descriptor for block reads, or -1: opened at the next one
+        self.holder = holder  # told when ``reader`` opens and closes (it counts it against the bound)
         self.width = BLOCK  # entries per block (the module's, read when made: tests make it small)
         self._reset()
 
@@ -148,6 +187,7 @@ class SegmentIndex:
 
     def attach(self, path: Path) -> None:
         """Start keeping the full blocks in the side file at ``path`` (a compacted segment, once in place)."""
+        self.close_reader()
         self.path = path
         self.token = next(_tokens)
         self.seal()
@@ -223,29 +263,65 @@ class SegmentIndex:
 
     def _block(self, b: int) -> array:
         """Spilled block ``b``, from the cache or the side file."""
-        key = (self.token, b)
+        key = block_key(self.token, b)
         block = CACHE.get(key)
         if block is None:
             block = self._read(b)
             CACHE.put(key, block)
         return block
 
-    def _read(self, b: int) -> array:
-        """Block ``b`` from the side file."""
+    def _read(self, b: int, fd: int = -1) -> array:
+        """Block ``b`` from the side file, through ``fd`` if given, else the kept descriptor (opened if it
+        is not)."""
         assert self.path is not None
+        size = self.width * _ENTRY
         try:
-            fd = os.open(self.path, os.O_RDONLY)
-            try:
-                data = os.pread(fd, self.width * _ENTRY, b * self.width * _ENTRY)
-            finally:
-                os.close(fd)
+            if fd < 0:
+                fd = self.reader if self.reader >= 0 else self._open_reader()
+            if fd >= 0:
+                data = os.pread(fd, size, b * size)
+            else:  # closed again at once, the bound being full of busy files: this read's own descriptor
+                fd = os.open(self.path, os.O_RDONLY)
+                try:
+                    data = os.pread(fd, size, b * size)
+                finally:
+                    os.close(fd)
         except OSError as exc:
-            raise StorageError(f"reading the index of {self.path.name} failed: {exc}") from exc
+            raise self._failed(exc) from exc
         if len(data) != self.width * _ENTRY:
             raise StorageError(f"the index of {self.path.name} is short: block {b} missing")
         block = array("q")
         block.frombytes(data)
         return block
+
+    def _open_reader(self) -> int:
+        """Open the side file for block reads and keep its descriptor; the current one (-1 if the bound
+        closed it again right away)."""
+        assert self.path is not None
+        with open_files.lock:
+            if self.reader < 0:
+                self.reader = os.open(self.path, os.O_RDONLY)
+        if self.holder is not None:
+            self.holder.reader_opened(self)
+        return self.reader
+
+    def _failed(self, exc: OSError) -> StorageError:
+        """The error a failed block read answers; descriptors running out also say so in a line."""
+        if exc.errno in (errno.EMFILE, errno.ENFILE):
+            _warn("reading the index of %s failed: %s (ulimit -n, or log.max.open.files)", self.path, exc)
+        return StorageError(f"reading the index of {self.path} failed: {exc}")
+
+    def close_reader(self) -> None:
+        """Close the side file's descriptor if one is kept (its segment closed, or the file replaced)."""
+        with open_files.lock:
+            fd, self.reader = self.reader, -1
+        if fd >= 0:
+            if self.holder is not None:
+                self.holder.reader_closed(self)
+            try:
+                os.close(fd)
+            except OSError as exc:
+                _warn("closing the index of %s failed: %s", self.path, exc)
 
     def _field(self, b: int, f: int) -> tuple[array, int, int]:
         """Field ``f`` (0 offsets, 1 positions, 2 timestamps) of block ``b``: (array, lo, hi)."""
@@ -281,12 +357,45 @@ class SegmentIndex:
     def max_timestamp(self) -> int:
         return max(self.block_ts) if self.block_ts else -1
 
-    def _floor(self, coarse: array, f: int, value: int) -> int:
-        b = bisect.bisect_right(coarse, value) - 1
+    def run_of(self, offset: int) -> tuple[int, int]:
+        """The run of the last entry whose offset is <= ``offset`` (the first run when none is): its first
+        batch's position and its end, the next run's first position (-1: the segment's end). A Fetch's
+        lookup in one step, one block looked at (an entry found, then its position and the next one's,
+        looked at it three times, each through the cache)."""
+        width = self.width
+        b = max(bisect.bisect_right(self.first_offsets, offset) - 1, 0)
+        if b < self.spilled:
+            key = self.token << 32 | b  # block_key, inlined
+            block = _cached.pop(key, None)  # BlockCache.get inlined: this is every Fetch's path
+            if block is None:
+                block = self._read(b)
+                CACHE.put(key, block)
+            else:
+                _cached[key] = block
+            n = min(width, self.count - b * width)
+            j = max(bisect.bisect_right(block, offset, 0, n) - 1, 0)
+            position = block[width + j]
+            if j + 1 < n:
+                return position, block[width + j + 1]
+        else:
+            lo = (b - self.spilled) * width
+            positions = self.positions
+            hi = min(lo + width, len(positions))
+            j = max(bisect.bisect_right(self.offsets, offset, lo, hi) - 1, lo)
+            position = positions[j]
+            if j + 1 < hi:
+                return position, positions[j + 1]
+        starts = self.first_positions
+        return position, starts[b + 1] if b + 1 < len(starts) else -1
+
+    def floor_start(self, position: int) -> int:
+        """The first position of the last run starting at or below ``position`` (-1: none), one block
+        looked at once."""
+        b = bisect.bisect_right(self.first_positions, position) - 1
         if b < 0:
             return -1
-        arr, lo, hi = self._field(b, f)
-        return b * self.width + bisect.bisect_right(arr, value, lo, hi) - 1 - lo
+        arr, lo, hi = self._field(b, 1)
+        return arr[bisect.bisect_right(arr, position, lo, hi) - 1]
 
     def _lower(self, coarse: array, f: int, value: int) -> int:
         b = bisect.bisect_left(coarse, value)
@@ -295,40 +404,48 @@ class SegmentIndex:
         arr, lo, hi = self._field(b - 1, f)
         return (b - 1) * self.width + bisect.bisect_left(arr, value, lo, hi) - lo
 
-    def floor_offset(self, offset: int) -> int:
-        """The last entry whose offset is <= ``offset`` (-1: none)."""
-        return self._floor(self.first_offsets, 0, offset)
-
     def lower_offset(self, offset: int) -> int:
         """How many entries have an offset below ``offset``."""
         return self._lower(self.first_offsets, 0, offset)
-
-    def floor_position(self, position: int) -> int:
-        """The last entry whose position is <= ``position`` (-1: none)."""
-        return self._floor(self.first_positions, 1, position)
 
     def lower_position(self, position: int) -> int:
         """How many entries start below ``position``."""
         return self._lower(self.first_positions, 1, position)
 
     def first_reaching(self, ts: int, exactly: bool = False) -> int:
-        """The first entry whose run's largest timestamp is >= ``ts`` (== with ``exactly``), -1: none."""
-        for b, top in enumerate(self.block_ts):
-            if top >= ts and (not exactly or top == ts):
-                arr, lo, hi = self._field(b, 2)
-                for j in range(lo, hi):
-                    if arr[j] >= ts and (not exactly or arr[j] == ts):
-                        return b * self.width + j - lo
+        """The first entry whose run's largest timestamp is >= ``ts``, -1: none. With ``exactly``, the first
+        whose is == ``ts``, for ``ts`` the segment's largest (blocks are picked by their largest). The
+        timestamps need not grow, so both levels are scanned, not bisected: in C (``compress`` over the
+        comparisons), as a ListOffsets by timestamp's loop over a segment's blocks was most of its cost."""
+        test = ts.__eq__ if exactly else ts.__le__
+        for b in itertools.compress(itertools.count(), map(test, self.block_ts)):
+            arr, lo, hi = self._field(b, 2)
+            for j in itertools.compress(itertools.count(), map(test, arr[lo:hi])):
+                return b * self.width + j
         return -1
 
     def iter_positions(self) -> Iterator[int]:
-        """Every entry's position, in order (a block read at a time, past the cache: start-up replay)."""
-        for b in range(len(self.first_positions)):
-            if b < self.spilled and CACHE.get((self.token, b)) is None:
-                arr, lo, hi = self._read(b), self.width, self.width + min(self.width, self.count - b * self.width)
-            else:
-                arr, lo, hi = self._field(b, 1)
-            yield from arr[lo:hi]
+        """Every entry's position, in order (a block read at a time, past the cache: start-up replay).
+        Read through a descriptor of its own, not the kept one: replay runs on worker threads, and only
+        the event loop's thread closes idle files, which it may do to the kept one at any moment."""
+        fd = -1
+        try:
+            for b in range(len(self.first_positions)):
+                if b < self.spilled and CACHE.get(block_key(self.token, b)) is None:
+                    if fd < 0:
+                        assert self.path is not None  # blocks were spilled to it
+                        try:
+                            fd = os.open(self.path, os.O_RDONLY)
+                        except OSError as exc:
+                            raise self._failed(exc) from exc
+                    arr, lo = self._read(b, fd), self.width
+                    hi = lo + min(self.width, self.count - b * self.width)
+                else:
+                    arr, lo, hi = self._field(b, 1)
+                yield from arr[lo:hi]
+        finally:
+            if fd >= 0:
+                os.close(fd)
 
     # ------------------------------------------------------------ the side file at close and open
 
@@ -396,6 +513,7 @@ class SegmentIndex:
 
     def forget_file(self) -> None:
         """Start the side file afresh (a scan rebuilds it)."""
+        self.close_reader()
         if self.path is not None:
             try:
                 self.path.unlink(missing_ok=True)
