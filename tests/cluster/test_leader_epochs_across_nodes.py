@@ -19,9 +19,8 @@ from pathlib import Path
 
 from groupd.protocol.errors import ErrorCode
 from groupd.storage.batch import iter_batches
+from tests.cluster.stepped import step, two_started
 from tests.cluster.test_broker_nodes import metadata
-from tests.cluster.test_share_state_across_nodes import two_started
-from tests.cluster.test_topic_changes_across_nodes import step
 from tests.harness import WireClient
 from tests.wire.test_data_plane import produce_body
 from tests.wire.test_leader_epochs import answers, fetch_request, list_offsets_request, ofle_body, producer_batch

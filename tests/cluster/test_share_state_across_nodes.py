@@ -8,10 +8,7 @@ Two nodes with a lease long enough that neither heartbeats by itself: each step 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import uuid
-from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from groupd.broker.app import Broker
@@ -19,49 +16,16 @@ from groupd.coordinator.share_state.keys import coordinator_key, state_partition
 from groupd.coordinator.share_state.persister import ACKNOWLEDGED, AVAILABLE, ReadStateResult, SharePartitionKey
 from groupd.protocol.errors import ErrorCode
 from groupd.protocol.topic_names import SHARE_STATE_TOPIC
-from tests.cluster.test_broker_nodes import find_coordinator, metadata, node_config
-from tests.cluster.test_topic_changes_across_nodes import LONG_LEASE_MS, step
+from tests.cluster.stepped import STATE_SHARDS, step, two_started
+from tests.cluster.test_broker_nodes import find_coordinator, metadata
 from tests.harness import WireClient
 from tests.wire.test_share_fetch import SHARE_ACK, SHARE_FETCH, ack_body, acquired, fetch_body, part, produce
 from tests.wire.test_share_groups import hb_body, parts, until_assigned
 from tests.wire.test_share_state_apis import body, only
 
-STATE_SHARDS = 3
 SHARE = 2  # FindCoordinator's key type for a share-partition (KIP-932)
 READ_STATE = 84
 ACCEPT, RELEASE = 1, 2
-
-
-@dataclass
-class TwoNodes:
-    """Nodes 1 and 2 by id, a client of each, and the ids a test stopped itself (the rest stop after it)."""
-
-    nodes: dict[int, Broker]
-    clients: dict[int, WireClient]
-    stopped: set[int] = field(default_factory=set)
-
-    async def stop(self, node: int) -> None:
-        await self.nodes[node].stop()
-        self.stopped.add(node)
-
-
-@contextlib.asynccontextmanager
-async def two_started(tmp_path: Path, url: str) -> AsyncIterator[TwoNodes]:
-    """Two nodes with a long lease (stepped by hand), four partitions a topic, few share-state partitions."""
-    more = {"num.partitions": "4", "share.coordinator.state.topic.num.partitions": str(STATE_SHARDS)}
-    one = Broker(node_config(tmp_path, url, 1, LONG_LEASE_MS, **more))
-    two = Broker(node_config(tmp_path, url, 2, LONG_LEASE_MS, **more))
-    await one.start()
-    await two.start()
-    both = TwoNodes({1: one, 2: two}, {1: await WireClient.connect(one.port), 2: await WireClient.connect(two.port)})
-    try:
-        yield both
-    finally:
-        for c in both.clients.values():
-            await c.close()
-        for n in (2, 1):
-            if n not in both.stopped:
-                await both.nodes[n].stop()
 
 
 def split_pair(one: Broker, topic: str, tid: uuid.UUID, partitions: int) -> tuple[SharePartitionKey, int, int]:

@@ -14,8 +14,8 @@ from pathlib import Path
 from groupd.broker.app import Broker
 from groupd.broker.security.scram import SHA_256
 from groupd.protocol.errors import ErrorCode
+from tests.cluster.stepped import LONG_LEASE_MS, step
 from tests.cluster.test_broker_nodes import metadata, node_config
-from tests.cluster.test_topic_changes_across_nodes import LONG_LEASE_MS, step
 from tests.harness import WireClient
 from tests.wire import test_acls as acls
 from tests.wire import test_group_configs as group_configs

@@ -16,18 +16,11 @@ from pathlib import Path
 from groupd.broker.app import Broker
 from groupd.protocol.errors import ErrorCode
 from groupd.storage.batch import build_batch
-from tests.cluster.test_broker_nodes import metadata, node_config
+from tests.cluster.stepped import step, two_started
+from tests.cluster.test_broker_nodes import metadata
 from tests.harness import WireClient
 from tests.wire.test_data_plane import produce_body
 from tests.wire.test_quotas import create_topics_body
-
-LONG_LEASE_MS = 120_000  # heartbeats every 30 s: none happens unless the test steps
-
-
-async def step(*nodes: Broker) -> None:
-    for b in nodes:
-        assert b.cluster is not None
-        await b.cluster.member.step()
 
 
 async def produce_to_leaders(clients: dict[int, WireClient], node: Broker, topic: str, partitions: int) -> list[int]:
@@ -54,28 +47,20 @@ async def until_created(client: WireClient, topic: str):  # type: ignore[no-unty
     raise AssertionError(f"{topic} was not created")
 
 
-def start_two(tmp_path: Path, url: str) -> tuple[Broker, Broker]:
-    one = Broker(node_config(tmp_path, url, 1, LONG_LEASE_MS, **{"num.partitions": "4"}))
-    two = Broker(node_config(tmp_path, url, 2, LONG_LEASE_MS, **{"num.partitions": "4"}))
-    return one, two
-
-
 def test_an_auto_creation_at_a_node_that_has_not_followed_the_creation_keeps_the_partitions(
     tmp_path: Path, postgresql_url: str
 ) -> None:
     async def scenario() -> None:
-        one, two = start_two(tmp_path, postgresql_url)
-        await one.start()
-        await two.start()
-        c1, c2 = await WireClient.connect(one.port), await WireClient.connect(two.port)
-        try:
+        async with two_started(tmp_path, postgresql_url) as both:
+            one, two = both.nodes[1], both.nodes[2]
+            clients = both.clients
+            c1, c2 = clients[1], clients[2]
             await step(one, two)  # both registered and seen live: node 1 leaves node 2 its share
             created = await metadata(c1, "t")  # auto-created at node 1 (num.partitions)
             assert created.topics[0].error_code == ErrorCode.none
             count = len(created.topics[0].partitions)
             await step(one, two, one)  # both follow, each takes and opens its share of the partitions
             assert {one.cluster.leader("t", p) for p in range(count)} == {1, 2}  # type: ignore[union-attr]
-            clients = {1: c1, 2: c2}
             assert await produce_to_leaders(clients, one, "t", count) == [ErrorCode.none] * count
             # t is deleted and made again at node 1; node 2 has not followed either change
             old = one.delete_topic("t").topic_id
@@ -98,10 +83,5 @@ def test_an_auto_creation_at_a_node_that_has_not_followed_the_creation_keeps_the
             assert refused.topics[0].error_code == ErrorCode.topic_already_exists
             await step(two, one)
             assert await produce_to_leaders(clients, one, "v", count) == [ErrorCode.none] * count
-        finally:
-            await c1.close()
-            await c2.close()
-            await two.stop()
-            await one.stop()
 
     asyncio.run(scenario())

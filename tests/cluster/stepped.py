@@ -1,0 +1,54 @@
+"""Two in-process cluster nodes whose lease is long enough that neither heartbeats by itself: each step
+is taken by hand (``step``), so "a node has not followed yet" is a fact in a test, not a race."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from groupd.broker.app import Broker
+from tests.cluster.test_broker_nodes import node_config
+from tests.harness import WireClient
+
+LONG_LEASE_MS = 120_000  # heartbeats every 30 s: none happens unless the test steps
+STATE_SHARDS = 3  # share.coordinator.state.topic.num.partitions: few share-state partitions
+
+
+async def step(*nodes: Broker) -> None:
+    for b in nodes:
+        assert b.cluster is not None
+        await b.cluster.member.step()
+
+
+@dataclass
+class TwoNodes:
+    """Nodes 1 and 2 by id, a client of each, and the ids a test stopped itself (the rest stop after it)."""
+
+    nodes: dict[int, Broker]
+    clients: dict[int, WireClient]
+    stopped: set[int] = field(default_factory=set)
+
+    async def stop(self, node: int) -> None:
+        await self.nodes[node].stop()
+        self.stopped.add(node)
+
+
+@contextlib.asynccontextmanager
+async def two_started(tmp_path: Path, url: str) -> AsyncIterator[TwoNodes]:
+    """Two nodes with a long lease (stepped by hand), four partitions a topic, few share-state partitions."""
+    more = {"num.partitions": "4", "share.coordinator.state.topic.num.partitions": str(STATE_SHARDS)}
+    one = Broker(node_config(tmp_path, url, 1, LONG_LEASE_MS, **more))
+    two = Broker(node_config(tmp_path, url, 2, LONG_LEASE_MS, **more))
+    await one.start()
+    await two.start()
+    both = TwoNodes({1: one, 2: two}, {1: await WireClient.connect(one.port), 2: await WireClient.connect(two.port)})
+    try:
+        yield both
+    finally:
+        for c in both.clients.values():
+            await c.close()
+        for n in (2, 1):
+            if n not in both.stopped:
+                await both.nodes[n].stop()
