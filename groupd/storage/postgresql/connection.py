@@ -24,7 +24,7 @@ import contextlib
 import os
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
@@ -114,9 +114,34 @@ class Database:
             try:
                 return self._transaction(conn, work, list(fenced), pipelined)
             except psycopg.Error as exc:
-                if conn.broken or conn.closed:
-                    self._failed_at = time.monotonic()
-                raise StorageError(f"{what} failed in PostgreSQL: {_first_line(exc)}") from None
+                raise self._failure(conn, exc, what) from None
+
+    def statement(
+        self, sql: str, params: Sequence[object], what: str, fenced: Iterable[int] = (), fenced_sql: str = ""
+    ) -> None:
+        """One write statement, its own transaction (autocommit: no BEGIN, COMMIT nor pipeline), committed
+        before this returns: one round trip and the least work on this side, for a group-commit round. In a
+        cluster, with partitions in ``fenced``, ``fenced_sql`` runs instead: the same statement behind
+        groupd_fence() (fencing.py), whose three arguments come before ``params``."""
+        with self.lock:
+            conn = self.connection()
+            check = self.fence.arguments(list(fenced)) if self.fence is not None else None
+            try:
+                if check is None:
+                    conn.execute(sql, params)
+                else:
+                    conn.execute(fenced_sql, (*check, *params))
+            except psycopg.Error as exc:
+                raise self._failure(conn, exc, what) from None
+
+    def _failure(self, conn: psycopg.Connection, exc: psycopg.Error, what: str) -> StorageError:
+        """The StorageError (Fenced for groupd_fence()'s refusal) that ``exc``, ending ``what``, stands for; a
+        connection it broke is reopened by a later call."""
+        if self.fence is not None and (refused := self.fence.refused(exc)) is not None:
+            return refused
+        if conn.broken or conn.closed:
+            self._failed_at = time.monotonic()
+        return StorageError(f"{what} failed in PostgreSQL: {_first_line(exc)}")
 
     def read(self, work: Callable[[psycopg.Connection], T], what: str) -> T:
         """``work``, reads only, each statement on its own (autocommit: its own implicit transaction) without
@@ -128,9 +153,7 @@ class Database:
             try:
                 return self._transaction(conn, work, [], False, explicit=False)
             except psycopg.Error as exc:
-                if conn.broken or conn.closed:
-                    self._failed_at = time.monotonic()
-                raise StorageError(f"{what} failed in PostgreSQL: {_first_line(exc)}") from None
+                raise self._failure(conn, exc, what) from None
 
     def _transaction(
         self,

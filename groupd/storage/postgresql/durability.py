@@ -1,8 +1,8 @@
 """Group commit in PostgreSQL (storage/engine.py Durability): one transaction per round.
 
 Writers append to their logs on the event loop and ask to be told when the append is durable. A round
-takes every waiting batch of the logs its waiters wrote, inserts them all in one transaction (one INSERT of
-every log's rows; BEGIN, INSERT and COMMIT sent together: one round trip, connection.py) in a worker thread,
+takes every waiting batch of the logs its waiters wrote, inserts them all in one statement (one INSERT of every
+log's rows, its own transaction: one round trip, connection.py's ``statement``) in a worker thread,
 and answers every waiter when the commit returns. Writers arriving meanwhile wait for the next round, so
 64 committers cost a handful of transactions, not 64. Rounds run one at a time: a round that finds nothing
 of a log to write knows every earlier one has settled.
@@ -24,13 +24,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-import psycopg
-
 from groupd.storage.engine import DurableCallback, PartitionLog
 from groupd.storage.errors import StorageError
 from groupd.storage.postgresql.connection import Database
 from groupd.storage.postgresql.log import Entry, PgPartitionLog
-from groupd.storage.postgresql.schema import INSERT_MANY
+from groupd.storage.postgresql.schema import INSERT_MANY, INSERT_MANY_FENCED
 
 logger = logging.getLogger("groupd.storage")
 
@@ -133,7 +131,11 @@ class PgDurability:
                         if self.db.fence is not None
                         else []
                     )
-                    await asyncio.to_thread(self.db.run, lambda conn: _write(conn, work), "a group commit", pids)
+                    columns = _columns(work)
+                    if columns:
+                        await asyncio.to_thread(
+                            self.db.statement, INSERT_MANY, columns, "a group commit", pids, INSERT_MANY_FENCED
+                        )
                 except StorageError as exc:
                     error = exc
             self.rounds += 1
@@ -183,12 +185,11 @@ class PgDurability:
         await self._flush_all()
 
 
-def _write(conn: psycopg.Connection, work: list[_Work]) -> None:
-    """Every log's batches of the round in one INSERT of six arrays, whatever the number of logs (a log
-    truncated since its batches were taken writes none: log.py's write_rows)."""
+def _columns(work: list[_Work]) -> list[list[object]]:
+    """Every log's batches of the round as the six arrays of one INSERT, whatever the number of logs (a log
+    truncated since its batches were taken writes none: log.py's write_rows); empty when none is left."""
     rows = [e.row(lg.pid) for lg, entries, _end, generation in work if generation == lg.generation for e in entries]
-    if rows:
-        conn.execute(INSERT_MANY, [list(column) for column in zip(*rows, strict=True)])
+    return [list(column) for column in zip(*rows, strict=True)]
 
 
 def _answer(pending: _Pending, error: StorageError | None) -> None:

@@ -31,6 +31,7 @@ class PostgresEngine:
         self.db = Database(url)
         self.metadata: MetadataStore = PgMetadata(self.db, self._ready)
         self._migrated = False
+        self._shared: dict[tuple[int, int], PgDurability] = {}
 
     def open(self) -> None:
         if not self._migrated:
@@ -110,9 +111,16 @@ class PostgresEngine:
     def durability(
         self, *, flush_interval_messages: int = 1, flush_interval_ms: int = 0, shared: bool = False
     ) -> Durability:
-        return PgDurability(
-            self.db, flush_interval_messages=flush_interval_messages, flush_interval_ms=flush_interval_ms, shared=shared
-        )
+        """A shared durability is one per engine and settings: the data plane's and the coordinators' writes
+        then go in the same rounds, one transaction for both, instead of two transactions taking turns on the
+        one connection (half the rounds, each as costly, when few writers wait)."""
+        messages, ms = key = (flush_interval_messages, flush_interval_ms)
+        if not shared:
+            return PgDurability(self.db, flush_interval_messages=messages, flush_interval_ms=ms)
+        if key not in self._shared:
+            made = PgDurability(self.db, flush_interval_messages=messages, flush_interval_ms=ms, shared=True)
+            self._shared[key] = made
+        return self._shared[key]
 
     def close(self) -> None:
         self.db.close()

@@ -6,7 +6,10 @@ cluster every partition the engine opens is named to the fence; a write of a par
 node does not hold, or holds at another epoch than the database's, raises Fenced and the transaction rolls
 back, so nothing of it is stored and its waiters are answered with the error, never acknowledged.
 
-The check locks the lease rows it read (FOR SHARE): a takeover (an UPDATE of the row) that began first
+The check is one statement, ``groupd_fence()`` (schema.py), that raises (SQLSTATE GD001) unless every lease
+matches: it needs no answer before the write's INSERT and COMMIT, so the pipeline sends the three together
+and a fenced write costs a cluster round no round trip more than a single node's. The check locks the lease
+rows it read (FOR SHARE): a takeover (an UPDATE of the row) that began first
 makes the check wait and then see the new epoch; one that comes later waits for the write to commit, and
 the new owner, which loads the partition after its takeover, sees that write. The database serialises the
 two; no clock takes part.
@@ -20,12 +23,8 @@ from groupd.storage.errors import StorageError
 
 Resource = tuple[str, int]
 
-_CHECK = (
-    "SELECT w.pid FROM unnest(%s::bigint[], %s::bigint[]) AS w(pid, epoch) "
-    "JOIN groupd_partition p ON p.id = w.pid "
-    "JOIN groupd_lease l ON l.topic = p.topic AND l.partition = p.partition "
-    "WHERE l.owner = %s AND l.epoch = w.epoch FOR SHARE OF l"
-)
+CHECK = "SELECT groupd_fence(%s::bigint[], %s::bigint[], %s)"
+FENCED_SQLSTATE = "GD001"  # groupd_fence()'s refusal
 
 
 class Fenced(StorageError):
@@ -49,23 +48,33 @@ class Fence:
     def drop(self, resource: Resource) -> None:
         self.epochs.pop(resource, None)
 
-    def check(self, conn: psycopg.Connection, pids: list[int]) -> None:
-        """Fenced unless this node holds every partition of ``pids`` at its epoch, as the database says in
-        ``conn``'s transaction (the rows stay locked until it ends)."""
+    def arguments(self, pids: list[int]) -> tuple[list[int], list[int], int] | None:
+        """groupd_fence()'s arguments for a write of ``pids`` (None when none is a partition this engine
+        opened in a cluster: nothing to check); Fenced at once for one whose lease this node does not hold."""
         fenced = list(dict.fromkeys(pid for pid in pids if pid in self.resources))
         if not fenced:
-            return
+            return None
         epochs = []
         for pid in fenced:
             epoch = self.epochs.get(self.resources[pid])
             if epoch is None:
                 raise Fenced(f"node {self.node_id} does not own {_name(self.resources[pid])}: write refused")
             epochs.append(epoch)
-        rows = conn.execute(_CHECK, (fenced, epochs, self.node_id)).fetchall()
-        if len(rows) != len(fenced):
-            ok = {r[0] for r in rows}
-            lost = sorted(_name(self.resources[pid]) for pid in fenced if pid not in ok)
-            raise Fenced(f"node {self.node_id} lost the lease of {', '.join(lost)}: write refused")
+        return fenced, epochs, self.node_id
+
+    def check(self, conn: psycopg.Connection, pids: list[int]) -> None:
+        """Fenced unless this node holds every partition of ``pids`` at its epoch, as the database says in
+        ``conn``'s transaction (the rows stay locked until it ends): at once for a partition this node holds
+        no lease of, else when the transaction ends (``refused`` turns the database's error into Fenced)."""
+        arguments = self.arguments(pids)
+        if arguments is not None:
+            conn.execute(CHECK, arguments)  # raises at the transaction's end: refused()
+
+    def refused(self, exc: psycopg.Error) -> Fenced | None:
+        """The Fenced error a failed transaction's ``exc`` stands for when it was groupd_fence()'s refusal."""
+        if exc.sqlstate != FENCED_SQLSTATE:
+            return None
+        return Fenced(f"node {self.node_id} {exc.diag.message_primary}: write refused")
 
 
 def _name(r: Resource) -> str:

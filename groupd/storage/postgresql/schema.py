@@ -12,7 +12,8 @@ Tables (see docs/storage.md):
   by (partition, base offset), with its last offset, largest timestamp and size for range scans;
 - ``groupd_snapshot``: a partition's JSON snapshots, each valid for the log end it names;
 - ``groupd_metadata``: the metadata store's documents;
-- ``groupd_node``, ``groupd_lease``: the nodes of a cluster and who owns what (groupd/cluster/).
+- ``groupd_node``, ``groupd_lease``: the nodes of a cluster and who owns what (groupd/cluster/);
+- ``groupd_fence()``: a cluster write's lease check (fencing.py).
 """
 
 from __future__ import annotations
@@ -77,6 +78,29 @@ MIGRATIONS: list[str] = [
         PRIMARY KEY (topic, partition)
     );
     """,
+    # 3: the lease check of a cluster write as one statement that raises (fencing.py), so a round sends it
+    # with its INSERT and COMMIT in one round trip instead of reading the check's rows first
+    """
+    CREATE FUNCTION groupd_fence(pids bigint[], epochs bigint[], writer integer) RETURNS void
+    LANGUAGE plpgsql AS $fence$
+    DECLARE
+        held bigint[];
+        lost text;
+    BEGIN
+        held := ARRAY(
+            SELECT w.pid FROM unnest(pids, epochs) AS w(pid, epoch)
+            JOIN groupd_partition p ON p.id = w.pid
+            JOIN groupd_lease l ON l.topic = p.topic AND l.partition = p.partition
+            WHERE l.owner = writer AND l.epoch = w.epoch FOR SHARE OF l
+        );
+        IF cardinality(held) <> cardinality(pids) THEN
+            SELECT string_agg(p.topic || '-' || p.partition, ', ' ORDER BY p.topic, p.partition) INTO lost
+            FROM groupd_partition p WHERE p.id = ANY(pids) AND NOT p.id = ANY(held);
+            RAISE EXCEPTION 'lost the lease of %', coalesce(lost, 'a deleted partition') USING ERRCODE = 'GD001';
+        END IF;
+    END
+    $fence$;
+    """,
 ]
 
 SCHEMA_VERSION = len(MIGRATIONS)
@@ -91,6 +115,14 @@ INSERT_MANY = (
     "INSERT INTO groupd_batch (pid, base_offset, last_offset, max_timestamp, size, data) "
     "SELECT * FROM unnest(%s::bigint[], %s::bigint[], %s::bigint[], %s::bigint[], %s::integer[], %b::bytea[]) "
     "ON CONFLICT (pid, base_offset) DO NOTHING"
+)
+# the same behind a cluster's lease check (fencing.py), in one statement: groupd_fence() raises before the
+# commit unless every lease matches; its three arguments come first
+INSERT_MANY_FENCED = (
+    "WITH fence AS MATERIALIZED (SELECT groupd_fence(%s::bigint[], %s::bigint[], %s)) "
+    "INSERT INTO groupd_batch (pid, base_offset, last_offset, max_timestamp, size, data) "
+    "SELECT u.* FROM fence, unnest(%s::bigint[], %s::bigint[], %s::bigint[], %s::bigint[], %s::integer[], "
+    "%b::bytea[]) AS u ON CONFLICT (pid, base_offset) DO NOTHING"
 )
 
 
