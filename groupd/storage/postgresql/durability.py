@@ -28,6 +28,7 @@ from groupd.storage.engine import DurableCallback, PartitionLog
 from groupd.storage.errors import StorageError
 from groupd.storage.postgresql.connection import Database
 from groupd.storage.postgresql.log import Entry, PgPartitionLog
+from groupd.storage.postgresql.round_thread import RoundThread
 from groupd.storage.postgresql.schema import INSERT_MANY, INSERT_MANY_FENCED
 
 logger = logging.getLogger("groupd.storage")
@@ -63,6 +64,7 @@ class PgDurability:
         self._timer: asyncio.TimerHandle | None = None
         self._background: set[asyncio.Task[None]] = set()
         self._closed = False
+        self._thread = RoundThread("groupd-pg-rounds")
         self.rounds = 0
         self.failed_rounds = 0
 
@@ -133,8 +135,8 @@ class PgDurability:
                     )
                     columns = _columns(work)
                     if columns:
-                        await asyncio.to_thread(
-                            self.db.statement, INSERT_MANY, columns, "a group commit", pids, INSERT_MANY_FENCED
+                        await self._thread.call(
+                            lambda: self.db.statement(INSERT_MANY, columns, "a group commit", pids, INSERT_MANY_FENCED)
                         )
                 except StorageError as exc:
                     error = exc
@@ -183,6 +185,7 @@ class PgDurability:
         while self._running or self._background:
             await asyncio.gather(*self._running.values(), *self._background, return_exceptions=True)
         await self._flush_all()
+        self._thread.stop()
 
 
 def _columns(work: list[_Work]) -> list[list[object]]:
