@@ -7,7 +7,8 @@ Both runs use the PostgreSQL engine; "1 node" is a plain node (``cluster.enabled
 cluster nodes. Each worker has one request in flight on its own connection to the node that leads its
 partition (Produce, acks=all, one 10-record batch) or coordinates its group (OffsetCommit of a simple
 group), found from the lease table, so no request is refused for going to the wrong node. Broker CPU is
-the brokers' user plus system time (/proc) over the run, divided by the operations answered. On a 2-core
+the brokers' user plus system time (/proc) over the run, divided by the operations answered; database CPU
+the same of the postmaster and its children. On a 2-core
 machine three nodes share the two cores with the database and this load generator, so the question is
 whether three nodes lose throughput against one, not whether they add any.
 """
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import tempfile
 import time
@@ -30,7 +32,7 @@ from groupd.protocol.api_table import ApiKey
 from groupd.protocol.topic_names import OFFSETS_TOPIC
 from groupd.storage.batch import build_batch
 from tests.harness import BrokerProcess, WireClient
-from tests.postgresql_server import running
+from tests.postgresql_server import PostgresServer, running
 from tests.wire.test_data_plane import produce_body
 from tests.wire.test_groups import commit_body
 
@@ -62,8 +64,32 @@ async def worker(port: int, kind: str, i: int, until: float, counts: list[int]) 
         await client.close()
 
 
-def measure(nodes: list[BrokerProcess], url: str | None, seconds: float, workers: int) -> tuple[float, float, float]:
-    """(produce records/s, commits/s, broker CPU ms per operation)."""
+def database_pids(server: PostgresServer) -> list[int]:
+    """The postmaster and its children (every backend, the WAL writer...)."""
+    postmaster = int((server.data / "postmaster.pid").read_text().split()[0])
+    children = [int(d.name) for d in Path("/proc").iterdir() if d.name.isdigit() and _parent(d) == postmaster]
+    return [postmaster, *children]
+
+
+def _parent(proc: Path) -> int:
+    try:
+        return int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1])
+    except (OSError, ValueError, IndexError):
+        return -1
+
+
+def _cpu(pids: list[int]) -> float:
+    total = 0.0
+    for pid in pids:
+        with contextlib.suppress(OSError, ValueError, IndexError):  # a backend that ended meanwhile
+            total += cpu_seconds(pid)
+    return total
+
+
+def measure(
+    nodes: list[BrokerProcess], url: str | None, seconds: float, workers: int, database: list[int]
+) -> tuple[float, float, float, float]:
+    """(produce records/s, commits/s, broker CPU ms per operation, database CPU ms per operation)."""
     held = owners(url) if url is not None else {}
 
     def port_of(resource: tuple[str, int]) -> int:
@@ -83,13 +109,13 @@ def measure(nodes: list[BrokerProcess], url: str | None, seconds: float, workers
                 jobs.append(worker(port_of(shard), "commit", i, until, counts))
         await asyncio.gather(*jobs)
 
-    before = sum(cpu_seconds(p) for p in pids)
+    before, db_before = _cpu(pids), _cpu(database)
     started = time.monotonic()
     asyncio.run(run())
     elapsed = time.monotonic() - started
-    cpu = sum(cpu_seconds(p) for p in pids) - before
-    ops = counts[0] + counts[1]
-    return counts[0] * 10 / elapsed, counts[1] / elapsed, 1000 * cpu / max(ops, 1)
+    cpu, db_cpu = _cpu(pids) - before, _cpu(database) - db_before
+    ops = max(counts[0] + counts[1], 1)
+    return counts[0] * 10 / elapsed, counts[1] / elapsed, 1000 * cpu / ops, 1000 * db_cpu / ops
 
 
 def start(tmp: Path, url: str, count: int) -> list[BrokerProcess]:
@@ -125,11 +151,13 @@ def main() -> None:
                             raise TimeoutError("the cluster did not settle")
                         time.sleep(0.1)
                     time.sleep(1)
-                produce, commits, cpu = measure(nodes, url if count > 1 else None, args.seconds, args.workers)
+                produce, commits, cpu, db_cpu = measure(
+                    nodes, url if count > 1 else None, args.seconds, args.workers, database_pids(pg)
+                )
                 print(
                     f"{count} node{'s' if count > 1 else ''}: {produce:,.0f} records/s produced (acks=all, 10 per "
-                    f"batch), {commits:,.0f} commits/s, broker CPU {cpu:.2f} ms per operation "
-                    f"({args.workers} workers, {args.seconds:.0f} s)"
+                    f"batch), {commits:,.0f} commits/s, CPU per operation: brokers {cpu:.2f} ms, database "
+                    f"{db_cpu:.2f} ms ({args.workers} workers, {args.seconds:.0f} s)"
                 )
             finally:
                 for node in nodes:
