@@ -45,6 +45,12 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / TICKS  # utime, stime
 
 
+def group_on(shard: int) -> str:
+    """The first group name g<n> whose offsets live in ``shard``: one commit worker a shard, as one produce
+    worker a partition, so every node gets its share of both kinds of load."""
+    return next(f"g{n}" for n in range(10_000) if partition_for(f"g{n}", SHARDS) == shard)
+
+
 async def worker(port: int, kind: str, i: int, until: float, counts: list[int]) -> None:
     client = await WireClient.connect(port)
     n = 0
@@ -52,10 +58,10 @@ async def worker(port: int, kind: str, i: int, until: float, counts: list[int]) 
         while time.monotonic() < until:
             if kind == "produce":
                 batch = build_batch([(None, b"v%d" % k) for k in range(10)], timestamp_ms=int(time.time() * 1000))
-                answer = await client.call(ApiKey.PRODUCE, 9, produce_body(TOPIC, i % PARTITIONS, batch))
+                answer = await client.call(ApiKey.PRODUCE, 9, produce_body(TOPIC, i, batch))
                 ok = answer.responses[0].partition_responses[0].error_code == 0
             else:
-                body = commit_body(f"g{i}", TOPIC, i % PARTITIONS, n, "")
+                body = commit_body(group_on(i), TOPIC, i, n, "")
                 answer = await client.call(ApiKey.OFFSET_COMMIT, 8, body)
                 ok = answer.topics[0].partitions[0].error_code == 0
             n += 1
@@ -101,12 +107,12 @@ def measure(
     async def run() -> None:
         until = time.monotonic() + seconds
         jobs = []
-        for i in range(workers):
+        for i in range(workers):  # even: a producer of partition i/2, odd: a committer of a group of shard i/2
+            at = (i // 2) % PARTITIONS
             if i % 2 == 0:
-                jobs.append(worker(port_of((TOPIC, i % PARTITIONS)), "produce", i, until, counts))
+                jobs.append(worker(port_of((TOPIC, at)), "produce", at, until, counts))
             else:
-                shard = (OFFSETS_TOPIC, partition_for(f"g{i}", SHARDS))
-                jobs.append(worker(port_of(shard), "commit", i, until, counts))
+                jobs.append(worker(port_of((OFFSETS_TOPIC, at)), "commit", at, until, counts))
         await asyncio.gather(*jobs)
 
     before, db_before = _cpu(pids), _cpu(database)
