@@ -142,3 +142,49 @@ def test_a_restarted_node_id_takes_its_predecessors_leases_at_a_new_epoch_and_fe
     with pytest.raises(Fenced, match="lost the lease of orders-0"):  # same node id, older epoch
         log.flush()
     old.close()
+
+
+def test_a_round_refused_for_one_lost_lease_still_commits_the_other_partitions_writes(postgresql_url: str) -> None:
+    """A group-commit round carries every partition's waiting batches in one statement; the lease check
+    refuses it whole when one lease was lost. The writes of the partitions still held are committed at once
+    by the round without the lost ones, and only the lost partition's waiters get Fenced."""
+    other = ("orders", 1)
+    one = node_engine(postgresql_url, 1)
+    s1 = ClusterStore(Database(postgresql_url), 1, "i1", 300)
+    assert s1.register("127.0.0.1", 9001, None)
+    view = s1.tick([ORDERS, other])
+    assert view is not None
+    held = s1.apply(decide(1, view, [ORDERS, other]))
+    for resource in (ORDERS, other):
+        one.db.fence.hold(resource, held[resource])  # type: ignore[union-attr]
+    lost, kept = one.open_partition(*ORDERS), one.open_partition(*other)
+    time.sleep(0.35)  # node 1 pauses past its lease; node 2 takes orders-0 only
+    s2 = ClusterStore(Database(postgresql_url), 2, "i2", 5000)
+    assert s2.register("127.0.0.1", 9002, None)
+    view2 = s2.tick([ORDERS])
+    assert view2 is not None
+    assert ORDERS in s2.apply(decide(2, view2, [ORDERS]))
+    with psycopg.connect(postgresql_url) as conn:  # node 1's lease of orders-1 is renewed meanwhile
+        conn.execute("UPDATE groupd_lease SET expires_at = now() + interval '1 minute' WHERE partition = 1")
+
+    async def round_of_both() -> list[BaseException | None]:
+        durability = one.durability(shared=True)
+        lost.append(batch(0))
+        kept.append(batch(1))
+        outcomes = await asyncio.gather(durability.durable(lost), durability.durable(kept), return_exceptions=True)
+        kept.append(batch(2))  # the kept partition takes appends and commits them, round after round
+        await durability.durable(kept)
+        await durability.close()
+        return [o if isinstance(o, BaseException) else None for o in outcomes]
+
+    refused, committed = asyncio.run(round_of_both())
+    assert isinstance(refused, Fenced) and "orders-0" in str(refused) and "orders-1" not in str(refused)
+    assert committed is None
+    assert kept.durable_end == 2 and lost.durable_end == 0
+    with psycopg.connect(postgresql_url) as conn:
+        rows = conn.execute(
+            "SELECT p.partition, count(*) FROM groupd_batch b JOIN groupd_partition p ON p.id = b.pid "
+            "GROUP BY p.partition ORDER BY 1"
+        ).fetchall()
+    assert rows == [(1, 2)]
+    one.close()

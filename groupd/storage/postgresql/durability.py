@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from groupd.storage.engine import DurableCallback, PartitionLog
 from groupd.storage.errors import StorageError
 from groupd.storage.postgresql.connection import Database
+from groupd.storage.postgresql.fencing import Fenced
 from groupd.storage.postgresql.log import Entry, PgPartitionLog
 from groupd.storage.postgresql.round_thread import RoundThread
 from groupd.storage.postgresql.schema import INSERT_MANY, INSERT_MANY_FENCED
@@ -38,8 +39,9 @@ RETRY_S = 0.5
 
 @dataclass
 class _Pending:
-    future: asyncio.Future[None] | None = None
-    callbacks: list[DurableCallback] = field(default_factory=list)
+    # by log (id): its waiters' future and callbacks, answered each with its own log's outcome
+    futures: dict[int, asyncio.Future[None]] = field(default_factory=dict)
+    callbacks: list[tuple[int, DurableCallback]] = field(default_factory=list)
     logs: dict[int, PgPartitionLog] = field(default_factory=dict)
     waiters: int = 0
 
@@ -95,17 +97,18 @@ class PgDurability:
         pending = self._waiter(log)
         if pending is None:
             return False
-        pending.callbacks.append(callback)
+        pending.callbacks.append((id(log), callback))
         return True
 
     def durable_future(self, log: PartitionLog) -> asyncio.Future[None] | None:
         pending = self._waiter(log)
         if pending is None:
             return None
-        if pending.future is None:
-            pending.future = asyncio.get_running_loop().create_future()
-            pending.future.add_done_callback(_retrieved)
-        return pending.future
+        future = pending.futures.get(id(log))
+        if future is None:
+            future = pending.futures[id(log)] = asyncio.get_running_loop().create_future()
+            future.add_done_callback(_retrieved)
+        return future
 
     async def durable(self, log: PartitionLog) -> None:
         future = self.durable_future(log)
@@ -124,38 +127,60 @@ class PgDurability:
         async with self._serial:
             started = time.perf_counter()
             work: list[_Work] = [(lg, lg.take(), lg.log_end_offset, lg.generation) for lg in pending.logs.values()]
-            error: StorageError | None = None
+            errors: dict[int, StorageError] = {}  # by log (id): what its waiters are answered with
             if any(entries for _lg, entries, _end, _gen in work):
-                try:
-                    # in a cluster, the partitions whose lease epochs the round checks (fencing.py)
-                    pids = (
-                        [lg.pid for lg, entries, _end, gen in work if entries and gen == lg.generation]
-                        if self.db.fence is not None
-                        else []
-                    )
-                    columns = _columns(work)
-                    if columns:
-                        await self._thread.call(
-                            lambda: self.db.statement(INSERT_MANY, columns, "a group commit", pids, INSERT_MANY_FENCED)
-                        )
-                except StorageError as exc:
-                    error = exc
+                errors = await self._write(work)
             self.rounds += 1
             for lg, _entries, end, generation in work:
+                error = errors.get(id(lg))
                 if error is None:
                     lg.committed(end, generation)
                 else:
                     lg.unwritten(end, generation, error)
-            if error is not None:
+            if errors:
                 self.failed_rounds += 1
+                failed = {str(e) for e in errors.values()}
                 logger.error(
-                    "a PostgreSQL group commit failed (%d waiters answered with it): %s", pending.waiters, error
+                    "a PostgreSQL group commit failed for %d of its %d partitions (%d waiters in the round): %s",
+                    len(errors),
+                    len(work),
+                    pending.waiters,
+                    "; ".join(sorted(failed)),
                 )
                 self._arm(RETRY_S)
-        _answer(pending, error)
+        _answer(pending, errors)
         seconds = time.perf_counter() - started
         for observe in self.observers:
             observe(seconds, pending.waiters)
+
+    async def _write(self, work: list[_Work]) -> dict[int, StorageError]:
+        """Insert the round's batches; the error of each log (id) whose batches are not committed. When the
+        lease check refused some partitions (Fenced, naming them), the others' batches are written again at
+        once without them: a lost lease fails its own partition's writes, not the whole node's."""
+        try:
+            await self._insert(work)
+            return {}
+        except Fenced as exc:
+            refused: dict[int, StorageError] = {id(lg): exc for lg, _e, _end, _gen in work if lg.pid in exc.pids}
+            if not refused:
+                return {id(w[0]): exc for w in work}
+            try:
+                await self._insert([w for w in work if id(w[0]) not in refused])
+            except StorageError as again:
+                return {id(lg): refused.get(id(lg), again) for lg, _entries, _end, _gen in work}
+            return refused
+        except StorageError as exc:
+            return {id(w[0]): exc for w in work}
+
+    async def _insert(self, work: list[_Work]) -> None:
+        # in a cluster, the partitions whose lease epochs the statement checks (fencing.py)
+        fenced = self.db.fence is not None
+        pids = [lg.pid for lg, entries, _end, gen in work if entries and gen == lg.generation] if fenced else []
+        columns = _columns(work)
+        if columns:
+            await self._thread.call(
+                lambda: self.db.statement(INSERT_MANY, columns, "a group commit", pids, INSERT_MANY_FENCED)
+            )
 
     def _arm(self, delay: float) -> None:
         """A round of every log with unwritten batches in ``delay`` seconds (retries, periodic flushes)."""
@@ -195,17 +220,20 @@ def _columns(work: list[_Work]) -> list[list[object]]:
     return [list(column) for column in zip(*rows, strict=True)]
 
 
-def _answer(pending: _Pending, error: StorageError | None) -> None:
-    for callback in pending.callbacks:
+def _answer(pending: _Pending, errors: dict[int, StorageError]) -> None:
+    for log_id, callback in pending.callbacks:
         try:
-            callback(error)
+            callback(errors.get(log_id))
         except Exception:  # noqa: BLE001 - one waiter's bug must not keep the others waiting
             logger.exception("a durability callback failed")
-    if pending.future is not None and not pending.future.done():
+    for log_id, future in pending.futures.items():
+        if future.done():
+            continue
+        error = errors.get(log_id)
         if error is None:
-            pending.future.set_result(None)
+            future.set_result(None)
         else:
-            pending.future.set_exception(error)
+            future.set_exception(error)
 
 
 def _retrieved(future: asyncio.Future[None]) -> None:

@@ -28,7 +28,12 @@ FENCED_SQLSTATE = "GD001"  # groupd_fence()'s refusal
 
 
 class Fenced(StorageError):
-    """A write by a node that does not (or no longer) own the partition's lease: refused, never stored."""
+    """A write by a node that does not (or no longer) own the partition's lease: refused, never stored.
+    ``pids``: the refused partitions (``groupd_partition.id``), when known."""
+
+    def __init__(self, message: str, pids: frozenset[int] = frozenset()) -> None:
+        super().__init__(message)
+        self.pids = pids
 
 
 class Fence:
@@ -58,7 +63,8 @@ class Fence:
         for pid in fenced:
             epoch = self.epochs.get(self.resources[pid])
             if epoch is None:
-                raise Fenced(f"node {self.node_id} does not own {_name(self.resources[pid])}: write refused")
+                name = _name(self.resources[pid])
+                raise Fenced(f"node {self.node_id} does not own {name}: write refused", frozenset({pid}))
             epochs.append(epoch)
         return fenced, epochs, self.node_id
 
@@ -74,7 +80,8 @@ class Fence:
         """The Fenced error a failed transaction's ``exc`` stands for when it was groupd_fence()'s refusal."""
         if exc.sqlstate != FENCED_SQLSTATE:
             return None
-        return Fenced(f"node {self.node_id} {exc.diag.message_primary}: write refused")
+        pids = frozenset(int(p) for p in (exc.diag.message_detail or "").split() if p.isdigit())
+        return Fenced(f"node {self.node_id} {exc.diag.message_primary}: write refused", pids)
 
 
 def _name(r: Resource) -> str:

@@ -96,7 +96,9 @@ MIGRATIONS: list[str] = [
         IF cardinality(held) <> cardinality(pids) THEN
             SELECT string_agg(p.topic || '-' || p.partition, ', ' ORDER BY p.topic, p.partition) INTO lost
             FROM groupd_partition p WHERE p.id = ANY(pids) AND NOT p.id = ANY(held);
-            RAISE EXCEPTION 'lost the lease of %', coalesce(lost, 'a deleted partition') USING ERRCODE = 'GD001';
+            -- the detail: the refused partitions' ids, so that a round can commit the others without them
+            RAISE EXCEPTION 'lost the lease of %', coalesce(lost, 'a deleted partition') USING ERRCODE = 'GD001',
+                DETAIL = array_to_string(ARRAY(SELECT x FROM unnest(pids) AS x WHERE NOT x = ANY(held)), ' ');
         END IF;
     END
     $fence$;
