@@ -1,15 +1,17 @@
-"""Group commit in PostgreSQL (storage/engine.py Durability): one transaction per round.
+"""Group commit in PostgreSQL (storage/engine.py Durability): one statement per round.
 
 Writers append to their logs on the event loop and ask to be told when the append is durable. A round
-takes every waiting batch of the logs its waiters wrote, inserts them all in one statement (one INSERT of every
-log's rows, its own transaction: one round trip, connection.py's ``statement``) in a worker thread,
-and answers every waiter when the commit returns. Writers arriving meanwhile wait for the next round, so
-64 committers cost a handful of transactions, not 64. Rounds run one at a time: a round that finds nothing
-of a log to write knows every earlier one has settled.
+takes every waiting batch of the logs its waiters wrote, inserts them all in one statement (one INSERT of
+every log's rows, its own transaction: one round trip, connection.py's ``statement``) on the rounds' own
+thread (round_thread.py), and answers every waiter when the commit returns. Writers arriving meanwhile wait
+for the next round, so 64 committers cost a handful of transactions, not 64. Rounds run one at a time: a
+round that finds nothing of a log to write knows every earlier one has settled.
 
 A failed round answers its waiters with the StorageError (never an acknowledgement) and leaves its batches
 in their logs, which refuse appends until a retry, every RETRY_S, commits them (log.py says why): once the
-database is back, the broker serves again by itself.
+database is back, the broker serves again by itself. In a cluster, a round the lease check refused for
+some partitions (fencing.py names them) is written again at once without them: each log's waiters are
+answered with their own log's outcome.
 
 With a flush interval above one message nothing waits (``synchronous`` False, as Kafka acknowledges
 before its periodic flush): the waiting batches are committed every ``flush_interval_ms`` (one second
