@@ -31,6 +31,7 @@ from groupd.cluster.member import ClusterMember
 from groupd.cluster.peers import Peers
 from groupd.cluster.share_state import ShareStateClient
 from groupd.cluster.store import ClusterStore
+from groupd.cluster.txn_verification import TxnVerifier
 from groupd.coordinator.tasks import Tasks
 from groupd.coordinator.transactions.rules import TopicPartition
 from groupd.protocol.api_table import ApiKey
@@ -69,6 +70,9 @@ class ClusterNode:
         transactions = broker.transactions
         transactions.serving = lambda p: self.member.serving((TXN_STATE_TOPIC, p))
         transactions.remote = TxnMarkers(self)
+        transactions.verifier = TxnVerifier(
+            self.peers, lambda tid: self.leader(TXN_STATE_TOPIC, transactions.partition_for(tid))
+        )
         broker.coordinator.serving = lambda p: self.serves((OFFSETS_TOPIC, p))
         broker.partitions.leads = lambda topic, p: self.serves((topic, p))
         broker.partitions.leader_epoch = self.leader_epoch

@@ -36,7 +36,10 @@ from groupd.broker.security.access import (
     TRANSACTIONAL_ID,
     WRITE,
 )
+from groupd.broker.txn_produce_verification import Asks, remote_verifications
 from groupd.clock import wall_ms
+from groupd.cluster.txn_verification import TxnVerifier, coordinator_error, produce_error
+from groupd.coordinator.transactions.rules import TopicPartition
 from groupd.protocol import codec
 from groupd.protocol.errors import ErrorCode
 from groupd.protocol.topic_names import INTERNAL_TOPICS
@@ -60,9 +63,10 @@ _SENTINEL_SINCE = {
 
 
 def _produce_partition(
-    broker: Broker, topic: str, index: int, records: bytes | None
+    broker: Broker, topic: str, index: int, records: bytes | None, verified: ErrorCode | None = None
 ) -> tuple[ErrorCode, int, int, Any]:
-    """(error, base offset, log start offset, log to make durable)."""
+    """(error, base offset, log start offset, log to make durable); ``verified``: the answer of the
+    coordinator node that verified this partition's transactional batches (None: verified here)."""
     if topic in INTERNAL_TOPICS:  # Kafka: "Cannot append to internal topic"
         return ErrorCode.invalid_topic_exception, -1, -1, None
     lg = broker.partitions.get(topic, index)
@@ -93,7 +97,11 @@ def _produce_partition(
             h = validate_batch(batch)
             count += h.record_count
             if h.is_transactional:
-                error = broker.transactions.verify_produce(h.producer_id, h.producer_epoch, (topic, index))
+                error = (
+                    broker.transactions.verify_produce(h.producer_id, h.producer_epoch, (topic, index))
+                    if verified is None
+                    else verified
+                )
                 if error != ErrorCode.none:
                     return error, -1, lg.log_start_offset, None
                 txns = broker.partitions.txn_state_for_write((topic, index), lg)
@@ -147,6 +155,52 @@ def _first_batch_codec(records: bytes) -> int:
 
 
 def produce(broker: Broker, ctx: RequestContext, req: ProduceRequest) -> Answer:
+    tid = req.transactional_id if ctx.version >= 3 else None  # v3+
+    verifier = broker.transactions.verifier
+    if verifier is not None and tid and req.acks != 0:
+        asks = remote_verifications(broker, tid, _named_records(broker, ctx, req))
+        if asks:  # the transaction's coordinator is another node: ask it first (KIP-890), then append
+            return later_of(_produce_verified(broker, ctx, req, verifier, tid, asks))
+    return _answer(broker, ctx, req, *_append(broker, ctx, req, {}))
+
+
+def _named_records(broker: Broker, ctx: RequestContext, req: ProduceRequest) -> list[tuple[str, int, bytes | None]]:
+    by_id = ctx.version >= 13
+    named: list[tuple[str, int, bytes | None]] = []
+    for topic in req.topic_data:
+        if by_id:
+            name = getattr(broker.listed_topic_by_id(cast(uuid.UUID, topic.topic_id)), "name", None)
+        else:
+            name = cast(TopicProduceDataV12, topic).name
+        if name is not None:
+            named.extend((name, pd.index, pd.records) for pd in topic.partition_data)
+    return named
+
+
+async def _produce_verified(
+    broker: Broker, ctx: RequestContext, req: ProduceRequest, verifier: TxnVerifier, tid: str, asks: Asks
+) -> Response:
+    verified: dict[TopicPartition, ErrorCode] = {}
+    for (producer_id, producer_epoch), tps in asks.items():
+        if producer_id < 0:  # the coordinator loads here: retried, as Kafka's COORDINATOR_LOAD_IN_PROGRESS
+            verified.update(dict.fromkeys(tps, ErrorCode.not_enough_replicas))
+            continue
+        answers = await verifier.verify(tid, producer_id, producer_epoch, tps)
+        verified.update({tp: produce_error(coordinator_error(e, ctx.version)) for tp, e in answers.items()})
+    results, touched, throttle = _append(broker, ctx, req, verified)
+    if req.acks == 0 or not touched:
+        return _produced(ctx, results, set(), throttle)
+    outcomes = await asyncio.gather(
+        *(broker.partitions.committer.durable(lg) for lg in touched.values()), return_exceptions=True
+    )
+    failed = {key for key, out in zip(touched, outcomes, strict=True) if isinstance(out, Exception)}
+    return _produced(ctx, results, failed, throttle)
+
+
+def _append(
+    broker: Broker, ctx: RequestContext, req: ProduceRequest, verified: dict[TopicPartition, ErrorCode]
+) -> tuple[list[tuple[Any, int, ErrorCode, int, int, Any]], dict[int, Any], int]:
+    """Append every partition's records: (results, logs to make durable by id, throttle time)."""
     by_id = ctx.version >= 13  # KIP-516: topics named by id, and answered by id
     results: list[
         tuple[Any, int, ErrorCode, int, int, Any]
@@ -186,11 +240,22 @@ def produce(broker: Broker, ctx: RequestContext, req: ProduceRequest) -> Answer:
                 if error != ErrorCode.none:
                     results.append((key, pd.index, error, -1, -1, None))
                     continue
-            error, base, start, lg = _produce_partition(broker, name, pd.index, records)
+            error, base, start, lg = _produce_partition(broker, name, pd.index, records, verified.get((name, pd.index)))
             results.append((key, pd.index, error, base, start, lg))
             if lg is not None:
                 touched[id(lg)] = lg
     throttle = _throttle(broker, ctx, broker.quotas.produce, ctx.size) if broker.quotas.produce.enabled else 0
+    return results, touched, throttle
+
+
+def _answer(
+    broker: Broker,
+    ctx: RequestContext,
+    req: ProduceRequest,
+    results: list[tuple[Any, int, ErrorCode, int, int, Any]],
+    touched: dict[int, Any],
+    throttle: int,
+) -> Answer:
     if req.acks == 0:
         for lg in touched.values():
             asyncio.get_running_loop().create_task(_quiet_durable(broker, lg))

@@ -149,9 +149,9 @@ async def add_partitions_to_txn(broker: Broker, ctx: RequestContext, req: AddPar
         wanted, errors = _partition_errors(broker, txn.topics)
         if not errors:
             if txn.verify_only:
-                errors = {
-                    tp: broker.transactions.verify_produce(txn.producer_id, txn.producer_epoch, tp) for tp in wanted
-                }
+                errors = broker.transactions.verify_partitions(
+                    txn.transactional_id, txn.producer_id, txn.producer_epoch, wanted
+                )
                 errors = {
                     tp: ErrorCode.transaction_abortable if e == ErrorCode.invalid_txn_state else e
                     for tp, e in errors.items()

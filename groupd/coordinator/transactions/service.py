@@ -37,6 +37,7 @@ from groupd.storage.engine import Durability, LogConfig, PartitionLog, StorageEn
 from groupd.storage.errors import StorageError
 
 if TYPE_CHECKING:
+    from groupd.cluster.txn_verification import TxnVerifier
     from groupd.coordinator.service import GroupCoordinator
 
 
@@ -110,6 +111,8 @@ class TransactionCoordinator:
         self.owned: set[int] = set()
         self.loading: set[int] = set()
         self.remote: RemoteMarkers | None = None
+        # asks another node to verify a transactional batch whose producer it coordinates (KIP-890)
+        self.verifier: TxnVerifier | None = None
 
     # ------------------------------------------------------------ lifecycle
 
@@ -330,6 +333,21 @@ class TransactionCoordinator:
         if error == ErrorCode.producer_fenced:
             return ErrorCode.invalid_producer_epoch  # what a produce from a fenced epoch hears
         return error
+
+    def verify_partitions(
+        self, tid: str, producer_id: int, producer_epoch: int, tps: Iterable[T.TopicPartition]
+    ) -> dict[T.TopicPartition, ErrorCode]:
+        """AddPartitionsToTxn's ``verify_only`` from a partition leader: is each partition in the open
+        transaction of this id (Kafka's handleVerifyPartitionsInTransaction)? Raw coordinator errors:
+        NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS when the id is not served here, PRODUCER_FENCED,
+        INVALID_PRODUCER_ID_MAPPING, CONCURRENT_TRANSACTIONS, INVALID_TXN_STATE (not added)."""
+        wanted = list(tps)
+        if not tid:
+            return dict.fromkeys(wanted, ErrorCode.invalid_request)
+        if (routed := self.route(tid)) != ErrorCode.none:
+            return dict.fromkeys(wanted, routed)
+        txn = self.txns.get(tid)
+        return {tp: T.verify_partition(txn, producer_id, producer_epoch, tp) for tp in wanted}
 
     # ------------------------------------------------------------ transitions
 
