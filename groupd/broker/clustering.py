@@ -90,6 +90,7 @@ class ClusterNode:
         broker.producers.reserve = storage.metadata.reserve  # no two nodes hand out one producer id
         # the topics document: changed by compare-and-set, others' changes followed at every heartbeat
         broker.topics.compare_and_put = storage.metadata.compare_and_put
+        broker.topics.claim = storage.metadata.claim_topic  # a creation clears its name's rows as it wins it
         broker.topics.on_configs.append(broker.partitions.reconfigure)
         self.documents = SharedDocuments.of(broker, storage.metadata)  # ACLs, SCRAM, group configs, quotas: alike
 

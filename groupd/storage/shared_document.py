@@ -84,11 +84,12 @@ class SharedDocument:
         except StorageError as exc:
             log.warning("answering from this node's copy of %s, which could not be read again: %s", self.key, exc)
 
-    def write(self, data: bytes) -> None:
-        """Store ``data``; in a cluster only over the version last seen (else WriteConflict, nothing stored)."""
+    def write(self, data: bytes, put: CompareAndPut | None = None) -> None:
+        """Store ``data``; in a cluster only over the version last seen (else WriteConflict, nothing stored),
+        by ``put`` when given (a compare-and-set that does more in the same statement)."""
         if self.compare_and_put is None:
             self.metadata.put(self.key, data)
-        elif not self.compare_and_put(self.key, self.seen, data):
+        elif not (put or self.compare_and_put)(self.key, self.seen, data):
             raise WriteConflict(f"{self.key} was changed by another node")
         self.seen = data
 

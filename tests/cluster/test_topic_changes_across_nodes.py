@@ -25,14 +25,22 @@ from tests.wire.test_quotas import create_topics_body
 
 async def produce_to_leaders(clients: dict[int, WireClient], node: Broker, topic: str, partitions: int) -> list[int]:
     """One batch to each partition at its leader, as node ``node`` names it: the error codes, in order."""
+    return [code for code, _ in await offsets_at_leaders(clients, node, topic, partitions)]
+
+
+async def offsets_at_leaders(
+    clients: dict[int, WireClient], node: Broker, topic: str, partitions: int
+) -> list[tuple[int, int]]:
+    """One batch to each partition at its leader, as node ``node`` names it: (error, base offset), in order."""
     assert node.cluster is not None
-    codes = []
+    out = []
     for p in range(partitions):
         leader = node.cluster.leader(topic, p)
         assert leader in clients, (topic, p, leader)
         answer = await clients[leader].call(0, 9, produce_body(topic, p, build_batch([(None, b"x")], timestamp_ms=1)))
-        codes.append(answer.responses[0].partition_responses[0].error_code)
-    return codes
+        part = answer.responses[0].partition_responses[0]
+        out.append((part.error_code, part.base_offset))
+    return out
 
 
 async def until_created(client: WireClient, topic: str):  # type: ignore[no-untyped-def]

@@ -59,7 +59,10 @@ async def create_all(
     for c in creations:
         try:
             _check_still_there(topics, c)
-            await partitions.prepare(c.name, c.first, c.last, c.configs)
+            if c.first > 0 or topics.claim is None:
+                await partitions.prepare(c.name, c.first, c.last, c.configs)
+            # in a cluster a new topic's rows are cleared as its name is won and opened after (claim_topic):
+            # rows opened before could be another node's, created under the same name at the same instant
             try:
                 if c.first == 0:
                     c.topic_id = create_topic(c.name, c.last, c.configs).topic_id
@@ -107,8 +110,9 @@ def create_now(
     limits.check_request(count)
     limits.check_broker(count)
     try:
-        for _, p in partitions.storage.partitions(name):  # a deletion a crash interrupted left these
-            partitions.storage.delete_partition(name, p)
+        if partitions.topics.claim is None:  # (in a cluster the creation's claim clears them: creation.py)
+            for _, p in partitions.storage.partitions(name):  # a deletion a crash interrupted left these
+                partitions.storage.delete_partition(name, p)
         return create_topic(name, count, {})
     except (StorageError, OSError) as exc:
         raise TopicError(

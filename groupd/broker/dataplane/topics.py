@@ -7,6 +7,7 @@ acknowledged. In a cluster the nodes share it (storage/shared_document.py).
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import uuid
@@ -83,6 +84,9 @@ class TopicRegistry:
         # True while the listeners hear of a change another node made (refresh): the storage is shared, and
         # what the change removes was removed by that node, perhaps under a name that is already new
         self.following = False
+        # in a cluster: the compare-and-set that creates a topic and clears what its name left behind at
+        # the same instant (PgMetadata.claim_topic); creations then open their partitions after winning
+        self.claim: Callable[..., bool] | None = None
 
     def load(self) -> None:
         raw = self.document.load()
@@ -161,8 +165,9 @@ class TopicRegistry:
         rewrote it meanwhile, ``change`` undid itself (WriteConflict), and it is tried again."""
         return self.document.changing(change)
 
-    def _persist(self) -> None:
-        """Write the whole document; in a cluster only over the version this node read (WriteConflict)."""
+    def _persist(self, put: CompareAndPut | None = None) -> None:
+        """Write the whole document; in a cluster only over the version this node read (WriteConflict),
+        by ``put`` when given."""
         doc = {
             "version": 1,
             "topics": [
@@ -170,7 +175,7 @@ class TopicRegistry:
                 for t in self._by_name.values()
             ],
         }
-        self.document.write(json.dumps(doc, indent=1, sort_keys=True).encode())
+        self.document.write(json.dumps(doc, indent=1, sort_keys=True).encode(), put)
 
     # queries
     @property
@@ -215,7 +220,7 @@ class TopicRegistry:
         self._by_name[name] = topic
         self._by_id[topic.topic_id] = topic
         try:
-            self._persist()
+            self._persist(functools.partial(self.claim, topic=name) if self.claim is not None else None)
         except BaseException:  # not durable: not created (the caller answers the error)
             del self._by_name[name], self._by_id[topic.topic_id]
             raise

@@ -9,6 +9,8 @@ from collections.abc import Callable
 from groupd.storage.engine import check_key
 from groupd.storage.postgresql.connection import Database
 
+TOPIC_KIND = 0  # groupd_partition.kind of a data topic's partition (engine.py's TOPIC)
+
 
 class PgMetadata:
     def __init__(self, db: Database, ready: Callable[[], None]) -> None:
@@ -67,6 +69,26 @@ class PgMetadata:
                   (value, key, expected))
         )  # fmt: skip
         row = self.db.run(lambda conn: conn.execute(sql, params).fetchone(), f"writing {key}")
+        return row is not None
+
+    def claim_topic(self, key: str, expected: bytes | None, value: bytes, *, topic: str) -> bool:
+        """``compare_and_put`` of the topics document that creates ``topic``, removing in the same statement
+        every partition row left under its name (a deletion a crash interrupted, or a creation another node
+        prepared and lost): the rows are cleared only by the creation that wins the name, at the instant it
+        wins it, so two nodes creating one name at once cannot remove each other's partitions."""
+        check_key(key)
+        self.ready()
+        claimed = (
+            "INSERT INTO groupd_metadata (key, value) VALUES (%s, %s) ON CONFLICT (key) DO NOTHING RETURNING key"
+            if expected is None
+            else "UPDATE groupd_metadata SET value = %s WHERE key = %s AND value = %s RETURNING key"
+        )
+        params = (key, value) if expected is None else (value, key, expected)
+        sql = (
+            f"WITH claimed AS ({claimed}), cleared AS (DELETE FROM groupd_partition WHERE kind = %s AND topic = %s "
+            "AND EXISTS (SELECT 1 FROM claimed)) SELECT key FROM claimed"
+        )
+        row = self.db.run(lambda conn: conn.execute(sql, (*params, TOPIC_KIND, topic)).fetchone(), f"creating {topic}")
         return row is not None
 
     def reserve(self, key: str, size: int, at_least: int = 0) -> int:
