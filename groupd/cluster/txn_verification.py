@@ -102,7 +102,13 @@ class TxnVerifier:
     async def _send_all(self, node: int) -> None:
         try:
             while batch := self._waiting.pop(node, None):
-                await self._send(node, batch)
+                try:
+                    await self._send(node, batch)
+                except Exception as exc:  # an answer that could not be read: nobody may wait for ever
+                    log.warning("transaction verification at node %d failed: %r", node, exc)
+                    for asks in batch.values():
+                        for ask in asks:
+                            _settle(ask, dict.fromkeys(ask.partitions, ErrorCode.network_exception))
         finally:
             self._sending.discard(node)
 

@@ -214,3 +214,20 @@ def test_a_librdkafka_transactional_producer_across_two_nodes(tmp_path: Path, po
             assert leader in {both.nodes[1].cluster.leader("t", p) for p in led}  # type: ignore[union-attr]
 
     asyncio.run(scenario())
+
+
+def test_an_unreachable_coordinator_makes_the_produce_retried(tmp_path: Path, postgresql_url: str) -> None:
+    """The coordinator's node is gone and the leader has not stepped since: the verification cannot be
+    made (Kafka's NETWORK_EXCEPTION), and the producer hears NOT_ENOUGH_REPLICAS, which it retries."""
+
+    async def scenario() -> None:
+        async with two_started(tmp_path, postgresql_url) as both:
+            tid, coordinator, leader, led = await started_topic(both)
+            init = await both.clients[coordinator].call(22, 4, init_body(tid))
+            pid, epoch = init.producer_id, init.producer_epoch
+            await both.clients[coordinator].call(24, 3, add_body(tid, pid, epoch, {"t": [led[0]]}))
+            await both.stop(coordinator)
+            batch = txn_batch(pid, epoch, 0, [b"a"])
+            assert await produced(both.clients[leader], tid, "t", led[0], batch) == (ErrorCode.not_enough_replicas, -1)
+
+    asyncio.run(scenario())
