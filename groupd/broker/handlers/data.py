@@ -26,6 +26,7 @@ from groupd.broker.dataplane.leader_epochs import (
 )
 from groupd.broker.dispatch import Answer, RequestContext, Response, later_of
 from groupd.broker.handlers import old_versions
+from groupd.broker.handlers.current_leader import CurrentLeaders
 from groupd.broker.security.access import (
     CLUSTER_ACTION,
     DESCRIBE,
@@ -189,12 +190,12 @@ async def _produce_verified(
         verified.update({tp: produce_error(coordinator_error(e, ctx.version)) for tp, e in answers.items()})
     results, touched, throttle = _append(broker, ctx, req, verified)
     if req.acks == 0 or not touched:
-        return _produced(ctx, results, set(), throttle)
+        return _produced(broker, ctx, results, set(), throttle)
     outcomes = await asyncio.gather(
         *(broker.partitions.committer.durable(lg) for lg in touched.values()), return_exceptions=True
     )
     failed = {key for key, out in zip(touched, outcomes, strict=True) if isinstance(out, Exception)}
-    return _produced(ctx, results, failed, throttle)
+    return _produced(broker, ctx, results, failed, throttle)
 
 
 def _append(
@@ -261,13 +262,12 @@ def _answer(
             asyncio.get_running_loop().create_task(_quiet_durable(broker, lg))
         return None
     if not touched:
-        return _produced(ctx, results, set(), throttle)
+        return _produced(broker, ctx, results, set(), throttle)
     keys = list(touched)
 
     def answer(outcomes: list[Any]) -> Response:
-        return _produced(
-            ctx, results, {key for key, out in zip(keys, outcomes, strict=True) if isinstance(out, Exception)}, throttle
-        )
+        failed = {key for key, out in zip(keys, outcomes, strict=True) if isinstance(out, Exception)}
+        return _produced(broker, ctx, results, failed, throttle)
 
     # acks 1 or -1 are answered once the appends are durable (as flush.messages sets it)
     durable = asyncio.gather(
@@ -277,15 +277,25 @@ def _answer(
 
 
 def _produced(
-    ctx: RequestContext, results: list[tuple[Any, int, ErrorCode, int, int, Any]], failed: set[int], throttle: int
+    broker: Broker,
+    ctx: RequestContext,
+    results: list[tuple[Any, int, ErrorCode, int, int, Any]],
+    failed: set[int],
+    throttle: int,
 ) -> Response:
-    """The Produce answer; ``failed``: the ids of the logs whose appends did not become durable."""
+    """The Produce answer; ``failed``: the ids of the logs whose appends did not become durable. v10+:
+    NOT_LEADER_OR_FOLLOWER names the current leader (KIP-951, current_leader.py)."""
     by_id = ctx.version >= 13
     part_cls = ctx.nested("PartitionProduceResponse")
+    leaders = CurrentLeaders(broker, ctx) if ctx.version >= 10 else None
     grouped: dict[Any, list[Any]] = {}
     for key, index, error, base, start, lg in results:
         if lg is not None and id(lg) in failed:
             error, base = ErrorCode.kafka_storage_error, -1
+        extra = {}
+        if leaders is not None and error == ErrorCode.not_leader_or_follower:
+            name = getattr(broker.listed_topic_by_id(key), "name", None) if by_id else key
+            extra = {"current_leader": leaders.of(name, index)}
         grouped.setdefault(key, []).append(
             codec.make(
                 part_cls,
@@ -296,12 +306,14 @@ def _produced(
                 log_start_offset=start,
                 record_errors=(),
                 error_message=None,
+                **extra,
             )
         )
     topic_cls = ctx.nested("TopicProduceResponse")
     named = "topic_id" if by_id else "name"
     topics = tuple(codec.make(topic_cls, **{named: key}, partition_responses=tuple(ps)) for key, ps in grouped.items())
-    return ctx.respond(responses=topics, throttle_time=throttle, node_endpoints=())
+    endpoints = leaders.endpoints() if leaders is not None else ()
+    return ctx.respond(responses=topics, throttle_time=throttle, node_endpoints=endpoints)
 
 
 def _throttle(broker: Broker, ctx: RequestContext, quota: Any, value: int) -> int:
@@ -374,7 +386,8 @@ def _fetch_attempt(
     denied: frozenset[str],
 ) -> Response | None:
     """The answer if the fetch is to be answered now (min_bytes there, an error, the wait over), else None."""
-    total, answer_now, topics = _fetch_once(broker, ctx, req, wanted, budget, denied)
+    leaders = CurrentLeaders(broker, ctx) if ctx.version >= 16 else None
+    total, answer_now, topics = _fetch_once(broker, ctx, req, wanted, budget, denied, leaders)
     if total >= min_bytes or answer_now or deadline - time.monotonic() <= 0 or broker.stopping:
         quota = broker.quotas.fetch
         throttle = _throttle(broker, ctx, quota, total) if quota.enabled else 0
@@ -383,8 +396,9 @@ def _fetch_attempt(
             topics = ()
         if topics and total and broker.metrics is not None:  # a throttled answer carries nothing
             _count_out(broker.metrics, [name for name, _tid, _ps in wanted], topics)
+        endpoints = leaders.endpoints() if leaders is not None else ()
         return ctx.respond(
-            throttle_time=throttle, error_code=ErrorCode.none, session_id=0, responses=topics, node_endpoints=()
+            throttle_time=throttle, error_code=ErrorCode.none, session_id=0, responses=topics, node_endpoints=endpoints
         )
     return None
 
@@ -422,10 +436,17 @@ def _count_out(metrics: Any, names: list[str | None], topics: tuple) -> None:
 
 
 def _fetch_once(
-    broker: Broker, ctx: RequestContext, req: Any, wanted: list, budget: int, denied: frozenset[str] = NOTHING
+    broker: Broker,
+    ctx: RequestContext,
+    req: Any,
+    wanted: list,
+    budget: int,
+    denied: frozenset[str] = NOTHING,
+    leaders: CurrentLeaders | None = None,
 ) -> tuple[int, bool, tuple]:
     """One pass over the wanted partitions: (bytes read, whether to answer now, topics); ``denied``: the
-    topics the principal may not READ, answered TOPIC_AUTHORIZATION_FAILED."""
+    topics the principal may not READ, answered TOPIC_AUTHORIZATION_FAILED; ``leaders`` (v16+): where
+    NOT_LEADER_OR_FOLLOWER and FENCED_LEADER_EPOCH name the current leader (KIP-951)."""
     part_cls = ctx.nested("PartitionData")
     topic_cls = ctx.nested("FetchableTopicResponse")
     read_committed = ctx.version >= 4 and req.isolation_level == READ_COMMITTED
@@ -499,6 +520,8 @@ def _fetch_once(
                 if diverging is None
                 else {"diverging_epoch": ctx.nested("EpochEndOffset")(epoch=diverging[0], end_offset=diverging[1])}
             )
+            if leaders is not None and error in (ErrorCode.not_leader_or_follower, ErrorCode.fenced_leader_epoch):
+                extra["current_leader"] = leaders.of(name, p.partition)
             parts.append(
                 codec.make(
                     part_cls,
