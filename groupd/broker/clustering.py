@@ -27,6 +27,7 @@ from kio.static.primitive import i16, i32
 
 from groupd.broker.shared_documents import SharedDocuments
 from groupd.cluster.assignment import Resource
+from groupd.cluster.changes import METADATA, ClusterChanges
 from groupd.cluster.member import ClusterMember
 from groupd.cluster.peers import Peers
 from groupd.cluster.share_state import ShareStateClient
@@ -61,6 +62,10 @@ class ClusterNode:
         url = resolve_url(config["storage.postgresql.url"], config.get("storage.postgresql.password.file"))
         store = ClusterStore(Database(url), self.node_id, uuid.uuid4().hex, config["cluster.lease.ms"])
         self.member = ClusterMember(store, self.fence, self.resources, on_acquired=self._acquired, on_lost=self._lost)
+        # what other nodes change in the metadata, followed at once (changes.py); tests that step nodes by
+        # hand turn it off before start, so that a node follows only when stepped
+        self.follow_changes = True
+        self.changes = ClusterChanges(url, f"groupd-node-{self.node_id}-changes", self._changed)
         self.offsets_partitions: int = config["offsets.topic.num.partitions"]
         self.txn_partitions: int = config["transaction.state.log.num.partitions"]
         self.share_state_partitions: int = config["share.coordinator.state.topic.num.partitions"]
@@ -180,13 +185,34 @@ class ClusterNode:
     async def start(self) -> None:
         host, port = self.broker.advertised
         await self.member.start(host, port)
+        if self.follow_changes:
+            self.changes.start()
+
+    def _changed(self, channel: str | None, key: str | None) -> None:
+        """Another node (or this one) changed something (changes.py; None: anything may have changed):
+        follow a metadata key now; a topic change or a lease that changed hands also wakes the member, so
+        that a new topic's partitions get owners and every node's view names the new owners at once."""
+        topics = self.broker.topics
+        try:
+            if channel is None or (channel == METADATA and key == topics.document.key):
+                topics.refresh()
+            if channel is None or channel == METADATA:
+                self.documents.refresh(key)
+        except StorageError as exc:
+            log.warning(
+                "node %d: could not follow a change of %s (the next heartbeat does): %s", self.node_id, key, exc
+            )
+        if channel != METADATA or key == topics.document.key:
+            self.member.wake()
 
     async def stop(self) -> None:
         """Controlled shutdown: the broker's services have written what they had; release every lease so
         the other nodes take over at their next heartbeat."""
+        self.changes.stop()
         await self._tasks.cancel_all()
         self.peers.close()
         await self.member.stop()
+        await asyncio.to_thread(self.changes.join)
         await asyncio.to_thread(self.member.store.db.close)
 
 

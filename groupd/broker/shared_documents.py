@@ -1,8 +1,9 @@
 """The metadata documents a cluster's nodes share besides the topics (docs/cluster.md): ACLs, SCRAM
 credentials, group configs and client quotas. Each is a storage/shared_document.py SharedDocument; here
-they are switched to compare-and-set and followed together, in one database round trip per heartbeat, so
-an authorization, a SASL login or a quota at any node sees a change made at another node within one
-heartbeat (``cluster.lease.ms / 4``)."""
+they are switched to compare-and-set and followed together, in one database round trip per heartbeat, and
+each at once when the database notifies its change (groupd/cluster/changes.py), so an authorization, a
+SASL login or a quota at any node sees a change made at another node within milliseconds, and within one
+heartbeat (``cluster.lease.ms / 4``) should the notification be lost."""
 
 from __future__ import annotations
 
@@ -27,8 +28,11 @@ class SharedDocuments:
         stores = (broker.access, broker.scram, broker.group_configs, broker.quota_store)
         return cls(metadata, [store.document for store in stores])
 
-    def refresh(self) -> None:
-        """Follow what other nodes changed (each heartbeat): one read of every document."""
-        found = self.metadata.get_many([d.key for d in self.documents])
-        for document in self.documents:
-            document.saw(found.get(document.key))
+    def refresh(self, key: str | None = None) -> None:
+        """Follow what other nodes changed: every document in one read (each heartbeat, key None), or the
+        one under ``key`` (the database notified its change: groupd/cluster/changes.py)."""
+        documents = [d for d in self.documents if key is None or d.key == key]
+        if documents:
+            found = self.metadata.get_many([d.key for d in documents])
+            for document in documents:
+                document.saw(found.get(document.key))

@@ -11,6 +11,7 @@ database is stuck stops serving in time by itself; the fence (the engine's) refu
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Callable, Iterable
@@ -22,6 +23,8 @@ from groupd.storage.errors import StorageError
 from groupd.storage.postgresql.fencing import Fence
 
 log = logging.getLogger("groupd.cluster")
+
+WOKEN_STEP_GAP_S = 0.05
 
 
 def monotonic_ms() -> int:
@@ -53,6 +56,7 @@ class ClusterMember:
         self.steps = self.takeovers = self.renewals = self.failures = 0
         self._task: asyncio.Task[None] | None = None
         self._failing = False
+        self._woken: asyncio.Event | None = None
 
     # ------------------------------------------------------------ what a request asks
 
@@ -81,8 +85,15 @@ class ClusterMember:
         loop."""
         if not await asyncio.to_thread(self.store.register, host, port, rack):
             raise StorageError(f"node.id {self.node_id} is held by another live node of the cluster")
+        self._woken = asyncio.Event()
         await self.step()
         self._task = asyncio.get_running_loop().create_task(self._run())
+
+    def wake(self) -> None:
+        """Step now rather than at the next heartbeat (a topic was created or grown somewhere: its new
+        partitions want owners). Wakes coalesce: however many come during a step, one more step follows."""
+        if self._woken is not None:
+            self._woken.set()
 
     async def stop(self) -> None:
         """Controlled shutdown: stop serving everything, then release it all in the database."""
@@ -99,8 +110,14 @@ class ClusterMember:
 
     async def _run(self) -> None:
         interval = heartbeat_interval_ms(self.store.lease_ms) / 1000
+        woken = self._woken
+        assert woken is not None  # start() made it
         while True:
-            await asyncio.sleep(interval)
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(interval):
+                    await woken.wait()
+                await asyncio.sleep(WOKEN_STEP_GAP_S)  # a storm of topic changes: a step every gap at most
+            woken.clear()
             await self.step()
 
     async def step(self) -> None:

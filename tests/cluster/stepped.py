@@ -9,11 +9,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from groupd.broker.app import Broker
+from groupd.broker.config import Config
 from tests.cluster.test_broker_nodes import node_config
 from tests.harness import WireClient
 
 LONG_LEASE_MS = 120_000  # heartbeats every 30 s: none happens unless the test steps
 STATE_SHARDS = 3  # share.coordinator.state.topic.num.partitions: few share-state partitions
+
+
+def stepped(config: Config) -> Broker:
+    """A cluster node that follows others only when stepped: neither its heartbeat (the long lease) nor the
+    database's notifications of metadata changes (groupd/cluster/changes.py) move it by itself."""
+    broker = Broker(config)
+    assert broker.cluster is not None
+    broker.cluster.follow_changes = False
+    return broker
 
 
 async def step(*nodes: Broker) -> None:
@@ -36,11 +46,13 @@ class TwoNodes:
 
 
 @contextlib.asynccontextmanager
-async def two_started(tmp_path: Path, url: str) -> AsyncIterator[TwoNodes]:
-    """Two nodes with a long lease (stepped by hand), four partitions a topic, few share-state partitions."""
+async def two_started(tmp_path: Path, url: str, *, by_hand: bool = True) -> AsyncIterator[TwoNodes]:
+    """Two nodes with a long lease (stepped by hand), four partitions a topic, few share-state partitions.
+    ``by_hand`` False: they follow the database's notifications of changes by themselves (only those)."""
     more = {"num.partitions": "4", "share.coordinator.state.topic.num.partitions": str(STATE_SHARDS)}
-    one = Broker(node_config(tmp_path, url, 1, LONG_LEASE_MS, **more))
-    two = Broker(node_config(tmp_path, url, 2, LONG_LEASE_MS, **more))
+    make = stepped if by_hand else Broker
+    one = make(node_config(tmp_path, url, 1, LONG_LEASE_MS, **more))
+    two = make(node_config(tmp_path, url, 2, LONG_LEASE_MS, **more))
     await one.start()
     await two.start()
     both = TwoNodes({1: one, 2: two}, {1: await WireClient.connect(one.port), 2: await WireClient.connect(two.port)})

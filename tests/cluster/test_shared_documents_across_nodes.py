@@ -11,10 +11,9 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
-from groupd.broker.app import Broker
 from groupd.broker.security.scram import SHA_256
 from groupd.protocol.errors import ErrorCode
-from tests.cluster.stepped import LONG_LEASE_MS, step
+from tests.cluster.stepped import LONG_LEASE_MS, step, stepped
 from tests.cluster.test_broker_nodes import metadata, node_config
 from tests.harness import WireClient
 from tests.wire import test_acls as acls
@@ -61,8 +60,8 @@ def test_scram_users_and_acls_made_at_one_node_hold_at_the_other_after_its_heart
     tmp_path: Path, postgresql_url: str
 ) -> None:
     async def scenario() -> None:
-        one = Broker(node_config(tmp_path, postgresql_url, 1, LONG_LEASE_MS, **SECURED))
-        two = Broker(node_config(tmp_path, postgresql_url, 2, LONG_LEASE_MS, **SECURED))
+        one = stepped(node_config(tmp_path, postgresql_url, 1, LONG_LEASE_MS, **SECURED))
+        two = stepped(node_config(tmp_path, postgresql_url, 2, LONG_LEASE_MS, **SECURED))
         await one.start()
         await two.start()
         admin1 = await WireClient.connect(one.port_of("PLAINTEXT"))
@@ -125,8 +124,8 @@ def test_group_configs_and_quotas_made_at_one_node_hold_at_the_other_after_its_h
     tmp_path: Path, postgresql_url: str
 ) -> None:
     async def scenario() -> None:
-        one = Broker(node_config(tmp_path, postgresql_url, 1, LONG_LEASE_MS))
-        two = Broker(node_config(tmp_path, postgresql_url, 2, LONG_LEASE_MS))
+        one = stepped(node_config(tmp_path, postgresql_url, 1, LONG_LEASE_MS))
+        two = stepped(node_config(tmp_path, postgresql_url, 2, LONG_LEASE_MS))
         await one.start()
         await two.start()
         c1, c2 = await WireClient.connect(one.port), await WireClient.connect(two.port)

@@ -13,7 +13,9 @@ Tables (see docs/storage.md):
 - ``groupd_snapshot``: a partition's JSON snapshots, each valid for the log end it names;
 - ``groupd_metadata``: the metadata store's documents;
 - ``groupd_node``, ``groupd_lease``: the nodes of a cluster and who owns what (groupd/cluster/);
-- ``groupd_fence()``: a cluster write's lease check (fencing.py).
+- ``groupd_fence()``: a cluster write's lease check (fencing.py);
+- ``groupd_metadata_changed``, ``groupd_lease_changed``: triggers notifying every metadata write's key and
+  every lease that changed hands (groupd/cluster/changes.py).
 """
 
 from __future__ import annotations
@@ -102,6 +104,30 @@ MIGRATIONS: list[str] = [
         END IF;
     END
     $fence$;
+    """,
+    # 4: what other nodes want to know at once rather than at their next heartbeat (groupd/cluster/changes.py),
+    # notified when the writing transaction commits: every metadata write (its key), and every lease that
+    # changed hands or epoch (renewals, which change neither, notify nothing)
+    """
+    CREATE FUNCTION groupd_metadata_notify() RETURNS trigger
+    LANGUAGE plpgsql AS $notify$
+    BEGIN
+        PERFORM pg_notify('groupd_metadata', CASE WHEN TG_OP = 'DELETE' THEN OLD.key ELSE NEW.key END);
+        RETURN NULL;
+    END
+    $notify$;
+    CREATE TRIGGER groupd_metadata_changed AFTER INSERT OR UPDATE OR DELETE ON groupd_metadata
+        FOR EACH ROW EXECUTE FUNCTION groupd_metadata_notify();
+    CREATE FUNCTION groupd_lease_notify() RETURNS trigger
+    LANGUAGE plpgsql AS $notify$
+    BEGIN
+        PERFORM pg_notify('groupd_lease', '');  -- one a transaction: the same payload is folded
+        RETURN NULL;
+    END
+    $notify$;
+    CREATE TRIGGER groupd_lease_changed AFTER UPDATE OF owner, epoch ON groupd_lease
+        FOR EACH ROW WHEN (OLD.owner IS DISTINCT FROM NEW.owner OR OLD.epoch IS DISTINCT FROM NEW.epoch)
+        EXECUTE FUNCTION groupd_lease_notify();
     """,
 ]
 
