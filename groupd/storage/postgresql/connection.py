@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import struct
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -32,12 +33,15 @@ import psycopg
 from psycopg import conninfo, pq
 
 from groupd.storage.errors import StorageError
+from groupd.storage.postgresql.binary_arrays import int8_array
 from groupd.storage.postgresql.fencing import Fence
+from groupd.storage.postgresql.prepared import Prepared, run_prepared
 
 T = TypeVar("T")
 
 PASSWORD_ENV = "GROUPD_POSTGRESQL_PASSWORD"
 RETRY_AFTER_FAILURE_S = 1.0
+_INT4 = struct.Struct(">i")
 CONNECT_TIMEOUT_S = 5
 
 
@@ -83,6 +87,9 @@ class Database:
         self._conn: psycopg.Connection | None = None
         self._failed_at = 0.0
         self.fence: Fence | None = None  # in a cluster only (fencing.py): every write checks its lease epoch
+        # the statements prepared on the connection (prepared.py), which a new connection has not
+        self._prepared_on: psycopg.Connection | None = None
+        self._prepared: set[bytes] = set()
 
     def connection(self) -> psycopg.Connection:
         if self._conn is not None and not self._conn.closed and not self._conn.broken:
@@ -116,21 +123,31 @@ class Database:
             except psycopg.Error as exc:
                 raise self._failure(conn, exc, what) from None
 
-    def statement(
-        self, sql: str, params: Sequence[object], what: str, fenced: Iterable[int] = (), fenced_sql: str = ""
+    def round(
+        self,
+        statement: Prepared,
+        params: Sequence[bytes],
+        what: str,
+        fenced: Iterable[int] = (),
+        fenced_statement: Prepared | None = None,
     ) -> None:
-        """One write statement, its own transaction (autocommit: no BEGIN, COMMIT nor pipeline), committed
-        before this returns: one round trip and the least work on this side, for a group-commit round. In a
-        cluster, with partitions in ``fenced``, ``fenced_sql`` runs instead: the same statement behind
-        groupd_fence() (fencing.py), whose three arguments come before ``params``."""
+        """One prepared write statement with binary parameters (prepared.py), its own transaction
+        (autocommit: no BEGIN, COMMIT nor pipeline), committed before this returns: one round trip and the
+        least work on this side, for a group-commit round. In a cluster, with partitions in ``fenced``,
+        ``fenced_statement`` runs instead: the same behind groupd_fence() (fencing.py), whose three
+        arguments come before ``params``."""
         with self.lock:
             conn = self.connection()
             check = self.fence.arguments(list(fenced)) if self.fence is not None else None
+            if self._prepared_on is not conn:
+                self._prepared_on, self._prepared = conn, set()
             try:
-                if check is None:
-                    conn.execute(sql, params)
+                if check is None or fenced_statement is None:
+                    run_prepared(conn, statement, params, self._prepared)
                 else:
-                    conn.execute(fenced_sql, (*check, *params))
+                    pids, epochs, writer = check
+                    arguments = (int8_array(pids), int8_array(epochs), _INT4.pack(writer))
+                    run_prepared(conn, fenced_statement, (*arguments, *params), self._prepared)
             except psycopg.Error as exc:
                 raise self._failure(conn, exc, what) from None
 

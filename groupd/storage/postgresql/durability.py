@@ -28,11 +28,12 @@ from dataclasses import dataclass, field
 
 from groupd.storage.engine import DurableCallback, PartitionLog
 from groupd.storage.errors import StorageError
+from groupd.storage.postgresql.binary_arrays import bytea_array, int4_array, int8_array
 from groupd.storage.postgresql.connection import Database
 from groupd.storage.postgresql.fencing import Fenced
 from groupd.storage.postgresql.log import Entry, PgPartitionLog
 from groupd.storage.postgresql.round_thread import RoundThread
-from groupd.storage.postgresql.schema import INSERT_MANY, INSERT_MANY_FENCED
+from groupd.storage.postgresql.schema import ROUND, ROUND_FENCED
 
 logger = logging.getLogger("groupd.storage")
 
@@ -178,11 +179,9 @@ class PgDurability:
         # in a cluster, the partitions whose lease epochs the statement checks (fencing.py)
         fenced = self.db.fence is not None
         pids = [lg.pid for lg, entries, _end, gen in work if entries and gen == lg.generation] if fenced else []
-        columns = _columns(work)
-        if columns:
-            await self._thread.call(
-                lambda: self.db.statement(INSERT_MANY, columns, "a group commit", pids, INSERT_MANY_FENCED)
-            )
+        params = _parameters(work)
+        if params:
+            await self._thread.call(lambda: self.db.round(ROUND, params, "a group commit", pids, ROUND_FENCED))
 
     def _arm(self, delay: float) -> None:
         """A round of every log with unwritten batches in ``delay`` seconds (retries, periodic flushes)."""
@@ -215,11 +214,36 @@ class PgDurability:
         self._thread.stop()
 
 
-def _columns(work: list[_Work]) -> list[list[object]]:
-    """Every log's batches of the round as the six arrays of one INSERT, whatever the number of logs (a log
-    truncated since its batches were taken writes none: log.py's write_rows); empty when none is left."""
-    rows = [e.row(lg.pid) for lg, entries, _end, generation in work if generation == lg.generation for e in entries]
-    return [list(column) for column in zip(*rows, strict=True)]
+def _parameters(work: list[_Work]) -> list[bytes]:
+    """Every log's batches of the round as the six arrays of one INSERT (schema.py's ROUND), in binary,
+    whatever the number of logs (a log truncated since its batches were taken writes none: log.py's
+    write_rows); empty when none is left."""
+    pids: list[int] = []
+    bases: list[int] = []
+    lasts: list[int] = []
+    stamps: list[int] = []
+    sizes: list[int] = []
+    data: list[bytes] = []
+    for lg, entries, _end, generation in work:
+        if generation != lg.generation:
+            continue
+        for e in entries:
+            pids.append(lg.pid)
+            bases.append(e.base)
+            lasts.append(e.last)
+            stamps.append(e.max_ts)
+            sizes.append(len(e.data))
+            data.append(bytes(e.data))
+    if not pids:
+        return []
+    return [
+        int8_array(pids),
+        int8_array(bases),
+        int8_array(lasts),
+        int8_array(stamps),
+        int4_array(sizes),
+        bytea_array(data),
+    ]
 
 
 def _answer(pending: _Pending, errors: dict[int, StorageError]) -> None:

@@ -23,7 +23,9 @@ from __future__ import annotations
 import psycopg
 
 from groupd.storage.errors import StorageError
+from groupd.storage.postgresql.binary_arrays import BYTEA_ARRAY_OID, INT4_ARRAY_OID, INT4_OID, INT8_ARRAY_OID
 from groupd.storage.postgresql.connection import Database
+from groupd.storage.postgresql.prepared import Prepared
 
 MIGRATIONS: list[str] = [
     # 1: the first schema
@@ -137,20 +139,24 @@ INSERT = (
     "INSERT INTO groupd_batch (pid, base_offset, last_offset, max_timestamp, size, data) "
     "VALUES (%s, %s, %s, %s, %s, %b) ON CONFLICT (pid, base_offset) DO NOTHING"
 )
-# a round's rows as six arrays in one statement: psycopg adapts arrays in C, rows one by one in Python; the
-# batches in binary (%b), not hex text, which doubled their bytes and cost both sides a conversion
-INSERT_MANY = (
-    "INSERT INTO groupd_batch (pid, base_offset, last_offset, max_timestamp, size, data) "
-    "SELECT * FROM unnest(%s::bigint[], %s::bigint[], %s::bigint[], %s::bigint[], %s::integer[], %b::bytea[]) "
-    "ON CONFLICT (pid, base_offset) DO NOTHING"
+# a group-commit round's rows as six arrays in one statement, prepared once a connection and sent in binary
+# (binary_arrays.py: psycopg's adaptation of lists cost the round more than the rest of it)
+ROUND = Prepared(
+    b"groupd_round",
+    b"INSERT INTO groupd_batch (pid, base_offset, last_offset, max_timestamp, size, data) "
+    b"SELECT * FROM unnest($1::bigint[], $2::bigint[], $3::bigint[], $4::bigint[], $5::integer[], $6::bytea[]) "
+    b"ON CONFLICT (pid, base_offset) DO NOTHING",
+    (INT8_ARRAY_OID, INT8_ARRAY_OID, INT8_ARRAY_OID, INT8_ARRAY_OID, INT4_ARRAY_OID, BYTEA_ARRAY_OID),
 )
 # the same behind a cluster's lease check (fencing.py), in one statement: groupd_fence() raises before the
 # commit unless every lease matches; its three arguments come first
-INSERT_MANY_FENCED = (
-    "WITH fence AS MATERIALIZED (SELECT groupd_fence(%s::bigint[], %s::bigint[], %s)) "
-    "INSERT INTO groupd_batch (pid, base_offset, last_offset, max_timestamp, size, data) "
-    "SELECT u.* FROM fence, unnest(%s::bigint[], %s::bigint[], %s::bigint[], %s::bigint[], %s::integer[], "
-    "%b::bytea[]) AS u ON CONFLICT (pid, base_offset) DO NOTHING"
+ROUND_FENCED = Prepared(
+    b"groupd_round_fenced",
+    b"WITH fence AS MATERIALIZED (SELECT groupd_fence($1::bigint[], $2::bigint[], $3::integer)) "
+    b"INSERT INTO groupd_batch (pid, base_offset, last_offset, max_timestamp, size, data) "
+    b"SELECT u.* FROM fence, unnest($4::bigint[], $5::bigint[], $6::bigint[], $7::bigint[], $8::integer[], "
+    b"$9::bytea[]) AS u ON CONFLICT (pid, base_offset) DO NOTHING",
+    (INT8_ARRAY_OID, INT8_ARRAY_OID, INT4_OID, *ROUND.types),
 )
 
 

@@ -1,0 +1,54 @@
+"""Statements prepared once a connection and run through libpq itself, for the group-commit round.
+
+A round is the hot path of every acknowledged write. psycopg's ``execute`` costs the round's thread about
+three times what the statement costs libpq (parameter adaptation, its prepared-statement bookkeeping, its
+generators and waits), and sent the integer arrays as text the server parsed again. The round's statement
+is always the same, with binary parameters built by binary_arrays.py: it is prepared on a connection the
+first time it runs there, then each round is one ``PQexecPrepared`` (Bind, Execute, Sync: one round trip),
+which waits for the answer without holding the GIL. A failure is raised as psycopg raises it (the error of
+the server's SQLSTATE, its diagnostics intact), so the callers' handling is the same.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import psycopg
+from psycopg import errors, pq
+
+
+@dataclass(frozen=True)
+class Prepared:
+    """A statement (``$n`` parameters) and the type oid of each parameter, sent in binary."""
+
+    name: bytes
+    sql: bytes
+    types: tuple[int, ...]
+
+
+def run_prepared(conn: psycopg.Connection, statement: Prepared, params: Sequence[bytes], ready: set[bytes]) -> None:
+    """Run ``statement`` with ``params`` on ``conn`` (autocommit: its own transaction, committed when this
+    returns), preparing it first unless its name is in ``ready`` (the statements prepared on ``conn``; the
+    caller keeps one set a connection). psycopg.Error when it failed."""
+    pgconn = conn.pgconn
+    formats = [1] * len(params)
+    if statement.name not in ready:
+        _check(conn, pgconn.prepare(statement.name, statement.sql, list(statement.types)))
+        ready.add(statement.name)
+    result = pgconn.exec_prepared(statement.name, list(params), param_formats=formats)
+    if result.status != pq.ExecStatus.COMMAND_OK and result.error_field(_SQLSTATE) == _NO_SUCH_STATEMENT:
+        # deallocated meanwhile: psycopg deallocates every prepared statement of its connection after a
+        # ROLLBACK (its own cache may be stale then). Refused at the Bind, nothing ran: prepare and run again
+        _check(conn, pgconn.prepare(statement.name, statement.sql, list(statement.types)))
+        result = pgconn.exec_prepared(statement.name, list(params), param_formats=formats)
+    _check(conn, result)
+
+
+_SQLSTATE = pq.DiagnosticField.SQLSTATE
+_NO_SUCH_STATEMENT = b"26000"  # invalid_sql_statement_name
+
+
+def _check(conn: psycopg.Connection, result: pq.abc.PGresult) -> None:
+    if result.status != pq.ExecStatus.COMMAND_OK:
+        raise errors.error_from_result(result, encoding=conn.info.encoding)
