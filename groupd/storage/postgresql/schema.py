@@ -12,7 +12,8 @@ Tables (see docs/storage.md):
   by (partition, base offset), with its last offset, largest timestamp and size for range scans;
 - ``groupd_snapshot``: a partition's JSON snapshots, each valid for the log end it names;
 - ``groupd_metadata``: the metadata store's documents;
-- ``groupd_node``, ``groupd_lease``: the nodes of a cluster and who owns what (groupd/cluster/);
+- ``groupd_node``, ``groupd_lease``: the nodes of a cluster (with every advertised listener) and who owns
+  what (groupd/cluster/);
 - ``groupd_fence()``: a cluster write's lease check (fencing.py).
 """
 
@@ -102,6 +103,13 @@ MIGRATIONS: list[str] = [
         END IF;
     END
     $fence$;
+    """,
+    # 4: a node registers every advertised listener (name, host, port, in the order of `listeners`), so that
+    # Metadata and FindCoordinator answer each client with the other nodes' endpoints on its own listener and
+    # peers reach each other on the inter-broker listener; the single host and port it replaces are dropped
+    """
+    ALTER TABLE groupd_node ADD COLUMN endpoints jsonb NOT NULL DEFAULT '[]';
+    ALTER TABLE groupd_node DROP COLUMN host, DROP COLUMN port;
     """,
 ]
 
