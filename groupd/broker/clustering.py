@@ -65,9 +65,16 @@ class ClusterNode:
         self.txn_partitions: int = config["transaction.state.log.num.partitions"]
         self.share_state_partitions: int = config["share.coordinator.state.topic.num.partitions"]
         self._tasks = Tasks()
-        # a peer that has not answered within a lease is taken for dead: the marker is retried later
+        inter_broker = config.inter_broker
+        if inter_broker is None:
+            raise TypeError("cluster.enabled needs a configuration read by build_config (the inter-broker listener)")
+        # peers are reached on the inter-broker listener, with its security; a peer that has not answered
+        # within a lease is taken for dead: the marker is retried later
         self.peers = Peers(
-            lambda node: self.endpoint(node, None), f"groupd-node-{self.node_id}", config["cluster.lease.ms"] / 1000
+            lambda node: self.endpoint(node, inter_broker.listener),
+            f"groupd-node-{self.node_id}",
+            config["cluster.lease.ms"] / 1000,
+            inter_broker,
         )
         transactions = broker.transactions
         transactions.serving = lambda p: self.member.serving((TXN_STATE_TOPIC, p))
