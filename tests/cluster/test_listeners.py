@@ -2,6 +2,9 @@
 request arrived on, as Kafka's brokers answer from their metadata cache. Two in-process nodes, each with two
 listeners (PLAINTEXT and INTERNAL, both plaintext through listener.security.protocol.map), stepped by hand.
 
+A kafka-python producer bootstrapped at either listener of node 1 writes to every partition (acks=all),
+so it reached node 2 at node 2's address on that same listener.
+
 Facts from Kafka 4.x (KRaftMetadataCache, KafkaApis), each asserted below:
 
 - Metadata and DescribeCluster list the live brokers that have the request's listener, at their endpoint on
@@ -174,5 +177,29 @@ def test_a_node_without_the_requests_listener_is_left_out_and_its_partitions_hav
             finally:
                 await client.close()
                 await plain.close()
+
+    asyncio.run(scenario())
+
+
+def kafka_python_sends_everywhere(port: int, partitions: int) -> set[tuple[int, int]]:
+    """kafka-python bootstrapped at ``port``: one acks=all record to each partition of ``t``; the brokers
+    its metadata holds, as (node id, port)."""
+    from kafka import KafkaProducer
+
+    producer = KafkaProducer(bootstrap_servers=f"127.0.0.1:{port}", acks="all", request_timeout_ms=10_000)
+    try:
+        for p in range(partitions):
+            producer.send("t", b"x", partition=p).get(timeout=20)
+        return {(b.node_id, b.port) for b in producer._metadata.brokers()}
+    finally:
+        producer.close(timeout=5)
+
+
+def test_a_real_client_on_either_listener_follows_both_nodes_there(tmp_path: Path, postgresql_url: str) -> None:
+    async def scenario() -> None:
+        async with two_nodes(tmp_path, postgresql_url) as nodes:
+            for listener in LISTENERS:
+                held = await asyncio.to_thread(kafka_python_sends_everywhere, port(nodes[1], listener), 4)
+                assert held == {(n, port(nodes[n], listener)) for n in (1, 2)}
 
     asyncio.run(scenario())
