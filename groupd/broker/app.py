@@ -345,7 +345,8 @@ class Broker:
         for listener in self.config.listeners:
             if listener.advertised is None:
                 log.warning(
-                    "listener %s is not in advertised.listeners: its clients get no broker in Metadata", listener.name
+                    "listener %s is not in advertised.listeners: Metadata gives its clients no address of this node",
+                    listener.name,
                 )
 
     def connection_opened(self, conn: Connection) -> None:

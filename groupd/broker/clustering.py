@@ -31,7 +31,7 @@ from groupd.cluster.changes import METADATA, ClusterChanges
 from groupd.cluster.member import ClusterMember
 from groupd.cluster.peers import Peers
 from groupd.cluster.share_state import ShareStateClient
-from groupd.cluster.store import ClusterStore
+from groupd.cluster.store import ClusterStore, ListenerEndpoint
 from groupd.cluster.txn_verification import TxnVerifier
 from groupd.coordinator.tasks import Tasks
 from groupd.coordinator.transactions.rules import TopicPartition
@@ -70,8 +70,17 @@ class ClusterNode:
         self.txn_partitions: int = config["transaction.state.log.num.partitions"]
         self.share_state_partitions: int = config["share.coordinator.state.topic.num.partitions"]
         self._tasks = Tasks()
-        # a peer that has not answered within a lease is taken for dead: the marker is retried later
-        self.peers = Peers(self.address, f"groupd-node-{self.node_id}", config["cluster.lease.ms"] / 1000)
+        inter_broker = config.inter_broker
+        if inter_broker is None:
+            raise TypeError("cluster.enabled needs a configuration read by build_config (the inter-broker listener)")
+        # peers are reached on the inter-broker listener, with its security; a peer that has not answered
+        # within a lease is taken for dead: the marker is retried later
+        self.peers = Peers(
+            lambda node: self.endpoint(node, inter_broker.listener),
+            f"groupd-node-{self.node_id}",
+            config["cluster.lease.ms"] / 1000,
+            inter_broker,
+        )
         transactions = broker.transactions
         transactions.serving = lambda p: self.member.serving((TXN_STATE_TOPIC, p))
         transactions.remote = TxnMarkers(self)
@@ -174,17 +183,47 @@ class ClusterNode:
     def leader(self, topic: str, partition: int) -> int | None:
         return self.member.owner((topic, partition))
 
-    def address(self, node_id: int) -> tuple[str, int] | None:
-        return self.member.address(node_id)
+    def listener(self, name: str | None) -> str:
+        """A request's listener name (None: the first listener, as a context without a connection has)."""
+        return name if name is not None else self.broker.config.listeners[0].name
 
-    def live_nodes(self) -> list[tuple[int, str, int, str | None]]:
-        return [(n.node_id, n.host, n.port, n.rack) for n in self.member.nodes]
+    def endpoint(self, node_id: int, listener: str | None) -> tuple[str, int] | None:
+        """Where a client of ``listener`` reaches the node (Kafka's ``getAliveBrokerNode(id, listener)``):
+        this node's own advertised address, another live node's as it registered it; None when the node is
+        not live in the last view or has no such listener."""
+        if node_id == self.node_id:
+            return self.broker.advertised_for(listener)
+        info = self.member.node(node_id)
+        return info.endpoint(self.listener(listener)) if info is not None else None
+
+    def registered(self, node_id: int) -> bool:
+        """Whether the node is live in the last view, whatever its listeners (a leader that is, without the
+        request's listener, is Kafka's LISTENER_NOT_FOUND rather than LEADER_NOT_AVAILABLE)."""
+        return node_id == self.node_id or self.member.node(node_id) is not None
+
+    def live_nodes(self, listener: str | None) -> list[tuple[int, str, int, str | None]]:
+        """The live nodes that have ``listener``, at their address on it, by id (Metadata's brokers: Kafka
+        leaves out a broker without the request's listener)."""
+        out = [
+            (n.node_id, *address, n.rack)
+            for n in self.member.nodes
+            if n.node_id != self.node_id and (address := n.endpoint(self.listener(listener))) is not None
+        ]
+        own = self.broker.advertised_for(listener)
+        if own is not None:
+            out.append((self.node_id, *own, None))
+        return sorted(out)
 
     # ------------------------------------------------------------ lifecycle
 
     async def start(self) -> None:
-        host, port = self.broker.advertised
-        await self.member.start(host, port)
+        """Register every advertised listener at the address it was bound to (port 0 in tests)."""
+        endpoints = [
+            ListenerEndpoint(spec.name, *address)
+            for spec in self.broker.config.listeners
+            if (address := self.broker.advertised_for(spec.name)) is not None
+        ]
+        await self.member.start(endpoints)
         if self.follow_changes:
             self.changes.start()
 

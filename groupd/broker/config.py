@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from groupd.broker.kafka_keys import IGNORED, resolve_units
+from groupd.broker.security import inter_broker
 from groupd.broker.security import listeners as _listeners
 from groupd.broker.security.acl import parse_authorizer_class, parse_super_users
 from groupd.broker.security.tls import tls_settings
@@ -52,6 +53,7 @@ def _log_level(raw: str) -> str:
 
 def _names(*allowed: str) -> Callable[[str], tuple[str, ...]]:
     """A comma-separated list, each entry one of ``allowed`` (case-insensitive); at least one."""
+
     def parse(raw: str) -> tuple[str, ...]:
         items = tuple(x.strip() for x in raw.split(",") if x.strip())
         if not items:
@@ -60,11 +62,13 @@ def _names(*allowed: str) -> Callable[[str], tuple[str, ...]]:
             if x.lower() not in allowed and x not in allowed:
                 raise ValueError(f"{x!r} is not one of {', '.join(allowed)}")
         return tuple(x if x in allowed else x.lower() for x in items)
+
     return parse
 
 
 _ASSIGNORS = (
-    "uniform", "range",
+    "uniform",
+    "range",
     "org.apache.kafka.coordinator.group.assignor.UniformAssignor",
     "org.apache.kafka.coordinator.group.assignor.RangeAssignor",
 )
@@ -116,6 +120,7 @@ class Key:
 
 
 JAAS_KEY = "listener.name.<listener>.<mechanism>.sasl.jaas.config"  # a template: read per listener
+INTER_BROKER = "inter.broker"  # not a key: the resolved inter-broker settings (Config.inter_broker)
 
 
 def _int_key(name: str, default: int, low: int | None = 0, high: int | None = INT64_MAX, doc: str = "") -> Key:
@@ -665,7 +670,15 @@ KEYS: dict[str, Key] = {
                 "(GSSAPI, Kafka's default, is refused)"
             ),
         ),
-        Key(JAAS_KEY, str, None, doc='PLAIN\'s users: `PlainLoginModule required user_<name>="<password>" ...;`'),
+        Key(
+            JAAS_KEY,
+            str,
+            None,
+            doc=(
+                'PLAIN\'s users: `PlainLoginModule required user_<name>="<password>" ...;`; on the inter-broker '
+                'listener of a cluster also the node\'s own `username="<name>" password="<password>"`'
+            ),
+        ),
         _int_key(
             "sasl.server.max.receive.size",
             524_288,
@@ -696,6 +709,37 @@ KEYS: dict[str, Key] = {
         Key("ssl.truststore.location", str, None, doc="PEM file of the certificates client certificates must chain to"),
         Key("ssl.truststore.certificates", str, None, doc="the same inline, PEM"),
         Key("ssl.truststore.password", str, None, doc="not used with PEM (refused)"),
+        Key(
+            "ssl.endpoint.identification.algorithm",
+            str,
+            "https",
+            doc="cluster mode: `https` checks a peer's certificate names the host it is reached at; empty: not checked",
+        ),
+        # how cluster nodes reach each other (docs/cluster.md, "Listeners"): Kafka's keys and rules
+        Key(
+            "inter.broker.listener.name",
+            str,
+            None,
+            doc=(
+                "cluster mode: the listener nodes reach each other on (an advertised one); unset: the listener "
+                "named after security.inter.broker.protocol; not both"
+            ),
+        ),
+        Key(
+            "security.inter.broker.protocol",
+            str,
+            "PLAINTEXT",
+            doc="cluster mode, without inter.broker.listener.name: the protocol and name of the inter-broker listener",
+        ),
+        Key(
+            "sasl.mechanism.inter.broker.protocol",
+            str,
+            "GSSAPI",
+            doc=(
+                "cluster mode: the SASL mechanism a node logs in to its peers with (PLAIN, SCRAM-SHA-256, "
+                "SCRAM-SHA-512), one the listener enables; its JAAS config there gives username and password"
+            ),
+        ),
         # authorization (docs/security.md, ACLs)
         Key(
             "authorizer.class.name",
@@ -750,6 +794,11 @@ class Config(Mapping[str, Any]):
     def listeners(self) -> tuple[_listeners.Listener, ...]:
         """Every listener, resolved: protocol, advertised address, SASL and TLS settings."""
         return self._values["listeners"]
+
+    @property
+    def inter_broker(self) -> inter_broker.InterBroker | None:
+        """How this node reaches its peers (cluster mode, resolved at load); None on a single node."""
+        return self._values.get(INTER_BROKER)
 
     @property
     def listener(self) -> tuple[str, int]:
@@ -868,6 +917,13 @@ def build_config(raw: Mapping[str, str]) -> Config:
             lambda key: raw.get(key, KEYS[key].default if key in KEYS else None),
             tls_settings,
         )
+        if values["cluster.enabled"]:  # only a cluster has peers to reach
+            values[INTER_BROKER] = inter_broker.resolve(
+                raw,
+                values["listeners"],
+                values["listener.security.protocol.map"],
+                lambda key: raw.get(key, KEYS[key].default),
+            )
     except _listeners.ListenerError as exc:
         raise ConfigError(str(exc)) from None
     return Config(values)

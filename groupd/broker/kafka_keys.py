@@ -27,7 +27,6 @@ IGNORED: dict[str, str] = {
     "controller.quorum.voters": "no KRaft controller quorum: cluster metadata lives on the node itself",
     "controller.quorum.bootstrap.servers": "no KRaft controller quorum: cluster metadata lives on the node itself",
     "controller.listener.names": "no controller listener: clients and the node's own metadata share the listeners",
-    "inter.broker.listener.name": "one node: there is no inter-broker traffic",
     "num.network.threads": "one asyncio event loop serves every connection: no network thread pool to size",
     "num.io.threads": "requests are handled on the event loop: no request-handler thread pool to size",
     "socket.send.buffer.bytes": "the operating system's socket buffer sizes are used",

@@ -9,5 +9,6 @@ writer's epoch in the transaction of every write (groupd/storage/postgresql/fenc
 - ``lease.py``: the decisions of one node from one view of the database, and its own serving deadline
   (pure, a manual clock in tests);
 - ``store.py``: the SQL of nodes and leases;
-- ``member.py``: the loop that heartbeats, renews, acquires and hands over.
+- ``member.py``: the loop that heartbeats, renews, acquires and hands over;
+- ``peers.py``, ``peer_login.py``: requests to other nodes on the inter-broker listener (TLS, SASL login).
 """

@@ -2,7 +2,7 @@
 SCRAM user, group config or quota, and a lease that changed hands, within milliseconds instead of at its
 next heartbeat.
 
-Two triggers (schema.py, migration 4) notify: every write of ``groupd_metadata`` on channel
+Two triggers (schema.py, migration 5) notify: every write of ``groupd_metadata`` on channel
 ``groupd_metadata`` with the key it wrote, and every lease whose owner or epoch changed on channel
 ``groupd_lease``. A notification is sent when, and only if, the writing transaction commits, so a node
 never follows a change that was rolled back. Each node listens on a connection of its own, on a daemon

@@ -14,11 +14,11 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 
 from groupd.cluster.assignment import Resource
 from groupd.cluster.lease import LocalLeases, View, decide, heartbeat_interval_ms
-from groupd.cluster.store import ClusterStore, NodeInfo
+from groupd.cluster.store import ClusterStore, ListenerEndpoint, NodeInfo
 from groupd.storage.errors import StorageError
 from groupd.storage.postgresql.fencing import Fence
 
@@ -72,18 +72,19 @@ class ClusterMember:
         holder = self.view.holder(r) if self.view is not None else None
         return None if holder == self.node_id else holder
 
-    def address(self, node_id: int) -> tuple[str, int] | None:
+    def node(self, node_id: int) -> NodeInfo | None:
+        """A live node's registration (its listeners) in the last view; None when it is not live there."""
         for n in self.nodes:
             if n.node_id == node_id:
-                return n.host, n.port
+                return n
         return None
 
     # ------------------------------------------------------------ lifecycle
 
-    async def start(self, host: str, port: int, rack: str | None = None) -> None:
-        """Register (StorageError when a live node holds this ``node.id``), take a first share, start the
-        loop."""
-        if not await asyncio.to_thread(self.store.register, host, port, rack):
+    async def start(self, endpoints: Sequence[ListenerEndpoint], rack: str | None = None) -> None:
+        """Register with every advertised listener (StorageError when a live node holds this ``node.id``),
+        take a first share, start the loop."""
+        if not await asyncio.to_thread(self.store.register, endpoints, rack):
             raise StorageError(f"node.id {self.node_id} is held by another live node of the cluster")
         self._woken = asyncio.Event()
         await self.step()

@@ -1,5 +1,5 @@
 """The SQL of a cluster: nodes' registrations and heartbeats, and the leases (tables of the PostgreSQL
-engine's migration 2, groupd/storage/postgresql/schema.py).
+engine's migrations 2 and 4, groupd/storage/postgresql/schema.py).
 
 Every expiry is the database's ``now()`` plus the lease, and every comparison of one is made in the
 database, so the nodes' clocks never need to agree. Each change of a lease is a compare-and-set on its
@@ -9,10 +9,11 @@ leader epoch clients see), a renewal or a release applies only at the epoch the 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import psycopg
+from psycopg.types.json import Jsonb
 
 from groupd.cluster.assignment import Resource
 from groupd.cluster.lease import Decision, LeaseRow, View
@@ -23,13 +24,30 @@ _NOW_MS = _MS.format("now()")
 
 
 @dataclass(frozen=True, slots=True)
-class NodeInfo:
-    """A registered node, as Metadata lists it."""
+class ListenerEndpoint:
+    """One advertised listener of a node, as Kafka's broker registration holds it: its name (upper case, as
+    Kafka normalises it) and the address its clients are given."""
 
-    node_id: int
+    name: str
     host: str
     port: int
+
+
+@dataclass(frozen=True, slots=True)
+class NodeInfo:
+    """A registered node with every listener it advertises, in the order of its ``listeners``."""
+
+    node_id: int
+    endpoints: tuple[ListenerEndpoint, ...]
     rack: str | None
+
+    def endpoint(self, listener: str) -> tuple[str, int] | None:
+        """The node's address on ``listener`` (None: it has no such listener, as Kafka's
+        ``BrokerRegistration.node(listener)``)."""
+        for e in self.endpoints:
+            if e.name == listener:
+                return e.host, e.port
+        return None
 
 
 class ClusterStore:
@@ -46,18 +64,20 @@ class ClusterStore:
     def _interval(self) -> str:
         return f"{int(self.lease_ms)} milliseconds"
 
-    def register(self, host: str, port: int, rack: str | None) -> bool:
-        """Register this node; False when a live node of another incarnation holds the same ``node.id``."""
+    def register(self, endpoints: Sequence[ListenerEndpoint], rack: str | None) -> bool:
+        """Register this node with every listener it advertises; False when a live node of another
+        incarnation holds the same ``node.id``."""
+        listed = Jsonb([[e.name, e.host, e.port] for e in endpoints])
 
         def work(conn: psycopg.Connection) -> bool:
             row = conn.execute(
-                "INSERT INTO groupd_node (node_id, incarnation, host, port, rack, expires_at) "
-                "VALUES (%s, %s, %s, %s, %s, now() + %s::interval) "
-                "ON CONFLICT (node_id) DO UPDATE SET incarnation = excluded.incarnation, host = excluded.host, "
-                "port = excluded.port, rack = excluded.rack, expires_at = excluded.expires_at "
+                "INSERT INTO groupd_node (node_id, incarnation, endpoints, rack, expires_at) "
+                "VALUES (%s, %s, %s, %s, now() + %s::interval) "
+                "ON CONFLICT (node_id) DO UPDATE SET incarnation = excluded.incarnation, "
+                "endpoints = excluded.endpoints, rack = excluded.rack, expires_at = excluded.expires_at "
                 "WHERE groupd_node.expires_at <= now() OR groupd_node.incarnation = excluded.incarnation "
                 "RETURNING node_id",
-                (self.node_id, self.incarnation, host, port, rack, self._interval()),
+                (self.node_id, self.incarnation, listed, rack, self._interval()),
             ).fetchone()
             return row is not None
 
@@ -147,14 +167,17 @@ class ClusterStore:
         self.db.run(work, f"node {self.node_id} leaving")
 
     def live_nodes(self) -> list[NodeInfo]:
-        """The nodes whose heartbeat has not expired, by id (Metadata's brokers)."""
+        """The nodes whose heartbeat has not expired, by id, each with its listeners (Metadata's brokers)."""
         rows = self.db.run(
             lambda conn: conn.execute(
-                "SELECT node_id, host, port, rack FROM groupd_node WHERE expires_at > now() ORDER BY node_id"
+                "SELECT node_id, endpoints, rack FROM groupd_node WHERE expires_at > now() ORDER BY node_id"
             ).fetchall(),
             "listing the nodes",
         )
-        return [NodeInfo(int(n), h, int(p), r) for n, h, p, r in rows]
+        return [
+            NodeInfo(int(n), tuple(ListenerEndpoint(str(a), str(h), int(p)) for a, h, p in endpoints), r)
+            for n, endpoints, r in rows
+        ]
 
 
 _MATCH = (

@@ -17,6 +17,7 @@ from groupd.storage.batch import build_batch
 from groupd.storage.postgresql.connection import Database
 from groupd.storage.postgresql.engine import PostgresEngine
 from groupd.storage.postgresql.fencing import Fence, Fenced
+from tests.cluster.test_store import plaintext
 
 ORDERS = ("orders", 0)
 
@@ -31,7 +32,7 @@ def node_engine(url: str, node: int) -> PostgresEngine:
 
 def take(url: str, node: int, lease_ms: int) -> tuple[ClusterStore, int]:
     s = ClusterStore(Database(url), node, f"i{node}", lease_ms)
-    assert s.register("127.0.0.1", 9000 + node, None)
+    assert s.register(plaintext(9000 + node), None)
     view = s.tick([ORDERS])
     assert view is not None
     held = s.apply(decide(node, view, [ORDERS]))
@@ -133,7 +134,7 @@ def test_a_restarted_node_id_takes_its_predecessors_leases_at_a_new_epoch_and_fe
     log.flush()
     time.sleep(0.35)  # the old process stops heartbeating (paused); its registration expires
     new = ClusterStore(Database(postgresql_url), 1, "new-process", 5000)
-    assert new.register("127.0.0.1", 9001, None)
+    assert new.register(plaintext(9001), None)
     view = new.tick([ORDERS])
     assert view is not None
     held = new.apply(decide(1, view, [ORDERS], serving=[]))
@@ -151,7 +152,7 @@ def test_a_round_refused_for_one_lost_lease_still_commits_the_other_partitions_w
     other = ("orders", 1)
     one = node_engine(postgresql_url, 1)
     s1 = ClusterStore(Database(postgresql_url), 1, "i1", 300)
-    assert s1.register("127.0.0.1", 9001, None)
+    assert s1.register(plaintext(9001), None)
     view = s1.tick([ORDERS, other])
     assert view is not None
     held = s1.apply(decide(1, view, [ORDERS, other]))
@@ -160,7 +161,7 @@ def test_a_round_refused_for_one_lost_lease_still_commits_the_other_partitions_w
     lost, kept = one.open_partition(*ORDERS), one.open_partition(*other)
     time.sleep(0.35)  # node 1 pauses past its lease; node 2 takes orders-0 only
     s2 = ClusterStore(Database(postgresql_url), 2, "i2", 5000)
-    assert s2.register("127.0.0.1", 9002, None)
+    assert s2.register(plaintext(9002), None)
     view2 = s2.tick([ORDERS])
     assert view2 is not None
     assert ORDERS in s2.apply(decide(2, view2, [ORDERS]))

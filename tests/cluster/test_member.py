@@ -12,6 +12,7 @@ from groupd.storage import engines
 from groupd.storage.errors import StorageError
 from groupd.storage.postgresql.connection import Database
 from groupd.storage.postgresql.fencing import Fence
+from tests.cluster.test_store import plaintext
 
 RESOURCES: list[Resource] = [("__consumer_offsets", p) for p in range(4)] + [("t", p) for p in range(2)]
 
@@ -52,9 +53,9 @@ def test_two_members_share_then_one_leaves_and_the_other_takes_all_at_once(postg
     async def scenario() -> None:
         e1, e2 = Events(), Events()
         m1, m2 = member(url, 1, 2000, e1), member(url, 2, 2000, e2)
-        await m1.start("127.0.0.1", 9001)
+        await m1.start(plaintext(9001))
         assert set(e1.held) == set(RESOURCES)  # alone: everything, at epoch 1
-        await m2.start("127.0.0.1", 9002)
+        await m2.start(plaintext(9002))
         await m1.step()  # node 1 sees node 2 and hands half over (stops serving first)
         await m2.step()
         assert sorted([len(e1.held), len(e2.held)]) == [3, 3]
@@ -63,7 +64,7 @@ def test_two_members_share_then_one_leaves_and_the_other_takes_all_at_once(postg
         assert all(m1.owner(r) is None for r in e2.held)  # its last view: released, not yet taken
         await m1.step()
         assert all(m1.owner(r) == 2 for r in e2.held)  # routing: the other node's, from the last view
-        assert [n.port for n in m1.nodes] == [9001, 9002]
+        assert [n.endpoint("PLAINTEXT") for n in m1.nodes] == [("127.0.0.1", 9001), ("127.0.0.1", 9002)]
         await m2.stop()
         assert e2.held == {}
         await m1.step()
@@ -81,7 +82,7 @@ def test_a_member_past_its_deadline_stops_serving_before_its_next_step(postgresq
     async def scenario() -> None:
         events = Events()
         m = member(url, 1, 1000, events, clock)
-        await m.start("127.0.0.1", 9001)
+        await m.start(plaintext(9001))
         assert m.serving(RESOURCES[0]) == 1
         clock[0] = 799  # a fifth of the lease before the database's expiry: still serving
         assert m.serving(RESOURCES[0]) == 1
@@ -111,7 +112,7 @@ def test_a_step_whose_resources_cannot_be_read_is_a_failed_beat_and_the_next_one
         events = Events()
         m = member(url, 1, 2000, events)
         m.resources = resources
-        await m.start("127.0.0.1", 9001)
+        await m.start(plaintext(9001))
         readable[0] = False
         await m.step()
         assert m.failures == 1 and set(events.held) == set(RESOURCES)  # still serving within its deadline

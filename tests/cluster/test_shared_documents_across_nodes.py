@@ -23,8 +23,8 @@ from tests.wire.test_scram import alter as alter_scram
 from tests.wire.test_scram import describe as describe_scram
 from tests.wire.test_scram import scram_login, upsertion
 
-# SASL_PLAINTEXT first: a node registers its first listener, so Metadata sends a SCRAM client to the other
-# node's SASL address; the admin (ANONYMOUS, a super user) uses the PLAINTEXT one
+# a SCRAM client on SASL_PLAINTEXT is given the other node's SASL_PLAINTEXT address by Metadata; the admin
+# (ANONYMOUS, a super user) uses the PLAINTEXT listener
 SECURED = {
     "listeners": "SASL_PLAINTEXT://127.0.0.1:0,PLAINTEXT://127.0.0.1:0",
     "sasl.enabled.mechanisms": "SCRAM-SHA-256",

@@ -25,6 +25,7 @@ from groupd.storage.postgresql.engine import PostgresEngine
 from groupd.storage.postgresql.fencing import Fence
 from groupd.storage.postgresql.log import PgPartitionLog
 from groupd.storage.postgresql.sets import PgPartitionSet
+from tests.cluster.test_store import plaintext
 from tests.pg_relay import Relay
 from tests.postgresql_server import PostgresServer
 
@@ -90,7 +91,7 @@ def test_in_a_cluster_the_lease_check_adds_no_round_trip_in_the_same_transaction
     engine = engine_via(relay, postgresql_url)
     engine.db.fence = Fence(1)
     store = ClusterStore(Database(postgresql_url), 1, "i1", 5_000)
-    assert store.register("127.0.0.1", 9001, None)
+    assert store.register(plaintext(9001), None)
     view = store.tick([("orders", 0)])
     assert view is not None
     engine.db.fence.hold(("orders", 0), store.apply(decide(1, view, [("orders", 0)]))[("orders", 0)])

@@ -35,10 +35,19 @@ KEY_TYPE_TRANSACTION = 1
 KEY_TYPE_SHARE = 2
 
 
-def partition_state(broker: Broker, index: int, topic: str | None = None) -> dict[str, Any]:
+def partition_state(
+    broker: Broker,
+    index: int,
+    topic: str | None = None,
+    listener: str | None = None,
+    unreachable: ErrorCode = ErrorCode.listener_not_found,
+) -> dict[str, Any]:
     """A partition as this single node describes it: it leads every replica set, alone and in sync. In a
     cluster (docs/cluster.md) the leader is the node holding the partition's lease, the one replica;
-    LEADER_NOT_AVAILABLE while nobody holds it (a takeover under way), as Kafka says between leaders."""
+    LEADER_NOT_AVAILABLE while nobody holds it (a takeover under way), as Kafka says between leaders. A live
+    leader without the request's ``listener`` is Kafka's KRaftMetadataCache answer: leader -1 at the
+    partition's epoch, the leader offline, and ``unreachable`` (LISTENER_NOT_FOUND to Metadata v6+,
+    LEADER_NOT_AVAILABLE before; no error in DescribeTopicPartitions)."""
     node, epoch = broker.node_id, LEADER_EPOCH
     if broker.cluster is not None and topic is not None:
         leader = broker.cluster.leader(topic, index)
@@ -53,6 +62,16 @@ def partition_state(broker: Broker, index: int, topic: str | None = None) -> dic
                 "offline_replicas": (),
             }
         node, epoch = leader, broker.cluster.view_epoch(topic, index)  # the lease's epoch
+        if broker.cluster.registered(node) and broker.cluster.endpoint(node, listener) is None:
+            return {
+                "error_code": unreachable,
+                "partition_index": index,
+                "leader_id": -1,
+                "leader_epoch": epoch,
+                "replica_nodes": (node,),
+                "isr_nodes": (node,),
+                "offline_replicas": (node,),
+            }
     return {
         "error_code": ErrorCode.none,
         "partition_index": index,
@@ -107,7 +126,9 @@ def api_versions(broker: Broker, ctx: RequestContext, req: ApiVersionsRequest) -
 
 def _partitions(ctx: RequestContext, broker: Broker, count: int, topic: str | None) -> tuple:
     part = ctx.nested("MetadataResponsePartition")
-    return tuple(codec.make(part, **partition_state(broker, i, topic)) for i in range(count))
+    # KafkaApis: LISTENER_NOT_FOUND from v6, LEADER_NOT_AVAILABLE before, for a leader without the listener
+    unreachable = ErrorCode.listener_not_found if ctx.version >= 6 else ErrorCode.leader_not_available
+    return tuple(codec.make(part, **partition_state(broker, i, topic, ctx.listener, unreachable)) for i in range(count))
 
 
 def _topic_entry(
@@ -234,17 +255,16 @@ def _name_of(broker: Broker, topic_id: Any) -> str | None:
 def _brokers(broker: Broker, ctx: RequestContext, entity: str, id_field: str, **fields: Any) -> tuple:
     """This node as seen from the listener the request came through; none if that listener is not
     advertised (Kafka's metadata cache has no endpoint of the broker for it). In a cluster, every live
-    node at the address it registered (its first listener's advertised one)."""
-    address = broker.advertised_for(ctx.listener)
-    if address is None:
-        return ()
-    cls = ctx.nested(entity)
-    nodes: list[tuple[int, str, int, str | None]] = [(broker.node_id, *address, None)]
+    node that registered that listener, at its address there (Kafka leaves out a broker without it)."""
     if broker.cluster is not None:
-        nodes = [n for n in broker.cluster.live_nodes() if n[0] != broker.node_id] + nodes
+        nodes = broker.cluster.live_nodes(ctx.listener)
+    else:
+        address = broker.advertised_for(ctx.listener)
+        nodes = [] if address is None else [(broker.node_id, *address, None)]
+    cls = ctx.nested(entity)
     return tuple(
         codec.make(cls, host=host, port=port, rack=rack, **{id_field: node}, **fields)
-        for node, host, port, rack in sorted(nodes)
+        for node, host, port, rack in nodes
     )
 
 
@@ -294,7 +314,8 @@ def find_coordinator(broker: Broker, ctx: RequestContext, req: FindCoordinatorRe
     keys = req.coordinator_keys if ctx.version >= 4 else (cast(FindCoordinatorRequestV3, req).key,)
     address = broker.advertised_for(ctx.listener)
     answers = [
-        _refused_key(broker, ctx, key_type, key) or _coordinator_for(broker, ctx.version, key_type, key, address)
+        _refused_key(broker, ctx, key_type, key)
+        or _coordinator_for(broker, ctx.version, key_type, key, address, ctx.listener)
         for key in keys
     ]
     if ctx.version >= 4:
@@ -331,7 +352,7 @@ def _message(err: ErrorCode) -> str:
 
 
 def _coordinator_for(
-    broker: Broker, version: int, key_type: int, key: str, address: tuple[str, int] | None
+    broker: Broker, version: int, key_type: int, key: str, address: tuple[str, int] | None, listener: str | None
 ) -> tuple[ErrorCode, int, str, int]:
     if key_type == KEY_TYPE_SHARE and version >= 6:  # the share coordinator, for "group:topicId:partition"
         share_key = parse_coordinator_key(key)
@@ -343,7 +364,7 @@ def _coordinator_for(
         if broker.cluster is not None:  # the holder of the key's __share_group_state partition
             partition = broker.share_coordinator.partition_for(share_key)
             if not broker.cluster.serves((SHARE_STATE_TOPIC, partition)):
-                return _cluster_coordinator(broker, SHARE_STATE_TOPIC, partition)
+                return _cluster_coordinator(broker, SHARE_STATE_TOPIC, partition, listener)
         return ErrorCode.none, broker.node_id, *address  # alone, this node owns every __share_group_state partition
     if key_type not in (KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION):
         return ErrorCode.invalid_request, -1, "", -1  # a share key before v6, or an unknown key type
@@ -353,7 +374,7 @@ def _coordinator_for(
         partition = partition_for(key, broker.config["offsets.topic.num.partitions"])
         if broker.cluster is not None and not broker.owns_offsets_partition(partition):
             broker.internal_topics[OFFSETS_TOPIC].exists(create=True)  # listed by this node too from now on
-            return _cluster_coordinator(broker, OFFSETS_TOPIC, partition)
+            return _cluster_coordinator(broker, OFFSETS_TOPIC, partition, listener)
         if not broker.owns_offsets_partition(partition):
             return ErrorCode.not_coordinator, -1, "", -1
         broker.internal_topics[OFFSETS_TOPIC].exists(
@@ -365,18 +386,21 @@ def _coordinator_for(
     if broker.cluster is not None:
         partition = broker.transactions.partition_for(key)
         if not broker.cluster.serves((TXN_STATE_TOPIC, partition)):
-            return _cluster_coordinator(broker, TXN_STATE_TOPIC, partition)
+            return _cluster_coordinator(broker, TXN_STATE_TOPIC, partition, listener)
     return ErrorCode.none, broker.node_id, *address
 
 
-def _cluster_coordinator(broker: Broker, topic: str, partition: int) -> tuple[ErrorCode, int, str, int]:
+def _cluster_coordinator(
+    broker: Broker, topic: str, partition: int, listener: str | None
+) -> tuple[ErrorCode, int, str, int]:
     """The node holding the lease of the key's partition (``__consumer_offsets`` for a group,
     ``__transaction_state`` for a transactional id, ``__share_group_state`` for a share-partition), as this
-    node last saw it; COORDINATOR_NOT_AVAILABLE
-    while nobody does (the client retries, as against Kafka between leaders)."""
+    node last saw it, at its address on the request's listener; COORDINATOR_NOT_AVAILABLE while nobody
+    does (the client retries, as against Kafka between leaders) or when the holder has no such listener
+    (Kafka's getCoordinator finds no alive broker node for it)."""
     assert broker.cluster is not None
     owner = broker.cluster.leader(topic, partition)
-    address = broker.cluster.address(owner) if owner is not None and owner != broker.node_id else None
+    address = broker.cluster.endpoint(owner, listener) if owner is not None and owner != broker.node_id else None
     if owner is None or address is None:
         return ErrorCode.coordinator_not_available, -1, "", -1
     return ErrorCode.none, owner, *address

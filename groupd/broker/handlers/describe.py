@@ -96,8 +96,14 @@ def describe_topic_partitions(broker: Broker, ctx: RequestContext, req: Describe
         start = cursor.partition_index if cursor is not None and name == cursor.topic_name else 0
         end = min(topic.partitions, start + remaining)
         partitions = tuple(
-            # a healthy partition: its eligible-leader lists are empty, not null
-            codec.make(part_cls, **partition_state(broker, i, name), eligible_leader_replicas=(), last_known_elr=())
+            # a healthy partition: its eligible-leader lists are empty, not null; a leader without the request's
+            # listener is leader -1 with no error (Kafka's getPartitionMetadataForDescribeTopicResponse)
+            codec.make(
+                part_cls,
+                **partition_state(broker, i, name, ctx.listener, ErrorCode.none),
+                eligible_leader_replicas=(),
+                last_known_elr=(),
+            )
             for i in range(start, end)
         )
         out.append(

@@ -19,6 +19,7 @@ from kio.schema.share_acknowledge.v2.request import ShareAcknowledgeRequest
 from kio.schema.share_fetch.v2.request import ShareFetchRequest
 
 from groupd.broker.dispatch import RequestContext, Response, waits
+from groupd.broker.handlers.current_leader import CurrentLeaders
 from groupd.broker.security.access import GROUP, NOTHING, READ, TOPIC
 from groupd.broker.share.manager import NOT_LEADER_OR_FOLLOWER, PartResult
 from groupd.broker.share.partition import GAP, RENEW, AckBatch
@@ -152,26 +153,11 @@ async def _handle_acks(
     return results
 
 
-def _leader(
-    broker: Broker, ctx: RequestContext, code: int, tp: TopicIdPartition | None = None
-) -> tuple[dict[str, Any], tuple]:
-    """NOT_LEADER_OR_FOLLOWER carries the current leader and its endpoint: this node alone, in a cluster the
-    holder of the partition's lease as this node knows it (-1 when nobody holds it)."""
-    leader_cls = ctx.nested("LeaderIdAndEpoch")
-    if code != NOT_LEADER_OR_FOLLOWER:
-        return {"current_leader": codec.make(leader_cls, leader_id=-1, leader_epoch=-1)}, ()
-    node, endpoint, epoch = broker.node_id, broker.advertised_for(ctx.listener), 0
-    if broker.cluster is not None:
-        topic = broker.listed_topic_by_id(tp[0]) if tp is not None and tp[0] is not None else None
-        if topic is None or tp is None or (leader := broker.cluster.leader(topic.name, tp[1])) in (None, node):
-            return {"current_leader": codec.make(leader_cls, leader_id=-1, leader_epoch=-1)}, ()
-        assert leader is not None
-        node, endpoint = leader, broker.cluster.address(leader)
-        epoch = broker.cluster.view_epoch(topic.name, tp[1])
-    nodes: tuple = ()
-    if endpoint is not None:
-        nodes = (codec.make(ctx.nested("NodeEndpoint"), node_id=node, host=endpoint[0], port=endpoint[1], rack=None),)
-    return {"current_leader": codec.make(leader_cls, leader_id=node, leader_epoch=epoch)}, nodes
+def _current_leader(leaders: CurrentLeaders, broker: Broker, code: int, tp: TopicIdPartition) -> dict[str, Any]:
+    """NOT_LEADER_OR_FOLLOWER carries the current leader and its endpoint (KIP-951), in a cluster the holder
+    of the partition's lease as this node knows it; any other answer the unknown leader (-1, -1)."""
+    topic = broker.listed_topic_by_id(tp[0]) if code == NOT_LEADER_OR_FOLLOWER and tp[0] is not None else None
+    return {"current_leader": leaders.of(topic.name if topic is not None else None, tp[1])}
 
 
 @waits
@@ -261,13 +247,11 @@ def _fetch_response(
     part_cls = ctx.nested("PartitionData")
     acquired_cls = ctx.nested("AcquiredRecords")
     by_topic: dict[Any, list[Any]] = {}
-    endpoints: dict[int, Any] = {}
+    leaders = CurrentLeaders(broker, ctx, itself_unknown=True)
     for tp in list(fetched) + [tp for tp in acks if tp not in fetched]:
         r = fetched.get(tp, PartResult())
         ack_code, ack_message = acks.get(tp, (0, None))
-        leader, nodes = _leader(broker, ctx, r.error, tp)
-        for n in nodes:
-            endpoints[n.node_id] = n
+        leader = _current_leader(leaders, broker, r.error, tp)
         by_topic.setdefault(tp[0], []).append(
             codec.make(
                 part_cls,
@@ -297,7 +281,7 @@ def _fetch_response(
         error_message=None,
         acquisition_lock_timeout=lock_ms,
         responses=topics,
-        node_endpoints=tuple(endpoints.values()),
+        node_endpoints=leaders.endpoints(),
     )
 
 
@@ -330,11 +314,9 @@ async def share_acknowledge(broker: Broker, ctx: RequestContext, req: ShareAckno
         await manager.release_session(group, member, list(session.partitions))
     part_cls = ctx.nested("PartitionData")
     rows: dict[Any, list[Any]] = {}
-    endpoints: dict[int, Any] = {}
+    leaders = CurrentLeaders(broker, ctx, itself_unknown=True)
     for tp, (code, message) in results.items():
-        leader, nodes = _leader(broker, ctx, code, tp)
-        for n in nodes:
-            endpoints[n.node_id] = n
+        leader = _current_leader(leaders, broker, code, tp)
         rows.setdefault(tp[0], []).append(
             codec.make(part_cls, partition_index=tp[1], error_code=code, error_message=message, **leader)
         )
@@ -346,5 +328,5 @@ async def share_acknowledge(broker: Broker, ctx: RequestContext, req: ShareAckno
         error_message=None,
         acquisition_lock_timeout=manager.lock_duration_ms(group),
         responses=topics,
-        node_endpoints=tuple(endpoints.values()),
+        node_endpoints=leaders.endpoints(),
     )

@@ -39,8 +39,23 @@ class Endpoint:
     port: int
 
 
+class Secured:
+    """What a security protocol asks for, for anything that has one (a listener, the inter-broker link)."""
+
+    __slots__ = ()
+    protocol: str
+
+    @property
+    def sasl(self) -> bool:
+        return self.protocol.startswith("SASL_")
+
+    @property
+    def tls(self) -> bool:
+        return self.protocol in ("SSL", "SASL_SSL")
+
+
 @dataclass(frozen=True, slots=True)
-class Listener:
+class Listener(Secured):
     """One listening socket and what it asks of its clients."""
 
     name: str
@@ -51,14 +66,6 @@ class Listener:
     mechanisms: tuple[str, ...] = ()
     plain_users: Mapping[str, str] = field(default_factory=dict)
     ssl: TlsSettings | None = None  # on SSL and SASL_SSL listeners
-
-    @property
-    def sasl(self) -> bool:
-        return self.protocol.startswith("SASL_")
-
-    @property
-    def tls(self) -> bool:
-        return self.protocol in ("SSL", "SASL_SSL")
 
     @property
     def prefix(self) -> str:

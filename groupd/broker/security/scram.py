@@ -171,6 +171,51 @@ class ScramServer:
         return f"v={verifier}".encode()
 
 
+class ScramClient:
+    """This node's side of a SCRAM exchange with a cluster peer (inter-broker SASL), as Kafka's
+    ScramSaslClient: ``first`` -> the server's first message -> ``final`` -> the server's final message ->
+    ``verify``, which checks the server's signature (the peer knew the credential, not only the name)."""
+
+    def __init__(self, mechanism: ScramMechanism, user: str, password: str, nonce: Callable[[], str] = _nonce) -> None:
+        self.mechanism = mechanism
+        self.password = password
+        self._nonce = nonce()
+        self._client_first_bare = f"n={user.replace('=', '=3D').replace(',', '=2C')},r={self._nonce}"
+        self._server_signature = b""
+
+    def first(self) -> bytes:
+        return f"n,,{self._client_first_bare}".encode()
+
+    def final(self, server_first: bytes) -> bytes:
+        message = server_first.decode("utf-8", "replace")
+        fields = dict(part.split("=", 1) for part in message.split(",") if "=" in part)
+        if "e" in fields:
+            raise AuthenticationFailed(f"the peer refused the SCRAM exchange: {fields['e']}")
+        nonce, salt, iterations = fields.get("r", ""), fields.get("s"), fields.get("i", "")
+        if not nonce.startswith(self._nonce) or nonce == self._nonce or salt is None or not iterations.isdigit():
+            raise AuthenticationFailed(f"Invalid SCRAM server first message: {message}")
+        if int(iterations) < self.mechanism.min_iterations:
+            raise AuthenticationFailed(f"Requested iterations {iterations} is less than the minimum")
+        salted = salted_password(self.mechanism, self.password, base64.b64decode(salt), int(iterations))
+        without_proof = f"c=biws,r={nonce}"  # biws: base64 of "n,,", no channel binding
+        auth_message = f"{self._client_first_bare},{message},{without_proof}".encode()
+        client_key = _hmac(self.mechanism, salted, b"Client Key")
+        stored_key = hashlib.new(self.mechanism.hash, client_key).digest()
+        signature = _hmac(self.mechanism, stored_key, auth_message)
+        proof = bytes(a ^ b for a, b in zip(client_key, signature, strict=True))
+        self._server_signature = _hmac(self.mechanism, _hmac(self.mechanism, salted, b"Server Key"), auth_message)
+        return f"{without_proof},p={base64.b64encode(proof).decode()}".encode()
+
+    def verify(self, server_final: bytes) -> None:
+        message = server_final.decode("utf-8", "replace")
+        if message.startswith("e="):
+            raise AuthenticationFailed(f"the peer refused the SCRAM exchange: {message[2:]}")
+        if not message.startswith("v=") or not hmac.compare_digest(
+            base64.b64decode(message[2:].split(",")[0]), self._server_signature
+        ):
+            raise AuthenticationFailed("Invalid server signature in the SCRAM server final message")
+
+
 # ---------------------------------------------------------------- the credentials themselves
 
 DESCRIBE_DUPLICATE = "Cannot describe SCRAM credentials for the same user twice in a single request: "

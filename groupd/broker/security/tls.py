@@ -135,6 +135,35 @@ def server_context(settings: TlsSettings, where: str = "") -> ssl.SSLContext:
     """An SSLContext serving the settings' certificate, asking clients for theirs as configured."""
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.minimum_version = ssl.TLSVersion.TLSv1_2  # Kafka's ssl.enabled.protocols: TLSv1.2,TLSv1.3
+    _load_chain(context, settings, where)
+    context.verify_mode = CLIENT_AUTH[settings.client_auth]
+    if settings.trusted is not None:
+        context.load_verify_locations(cadata=settings.trusted)
+    elif settings.client_auth != "none":
+        context.load_default_certs(ssl.Purpose.CLIENT_AUTH)
+    return context
+
+
+def client_context(settings: TlsSettings, check_hostname: bool) -> ssl.SSLContext:
+    """An SSLContext a cluster node connects to a peer's listener with, as Kafka's inter-broker client uses
+    the listener's own settings: the peer's certificate must chain to the truststore (the system's without
+    one) and, with ``check_hostname`` (ssl.endpoint.identification.algorithm=https), name the host it is
+    reached at; the node's own certificate goes to a peer that asks for one."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    _load_chain(context, settings)
+    context.check_hostname = check_hostname
+    context.verify_mode = ssl.CERT_REQUIRED
+    if settings.trusted is not None:
+        context.load_verify_locations(cadata=settings.trusted)
+    else:
+        context.load_default_certs(ssl.Purpose.SERVER_AUTH)
+    return context
+
+
+def _load_chain(context: ssl.SSLContext, settings: TlsSettings, where: str = "") -> None:
+    """The settings' certificate chain and key into ``context`` (through private files: the ssl module reads
+    nothing else)."""
     with tempfile.TemporaryDirectory(prefix="groupd-tls-") as tmp:  # load_cert_chain reads files only
         certfile, keyfile = os.path.join(tmp, "chain.pem"), os.path.join(tmp, "key.pem")
         for path, text in ((certfile, settings.chain), (keyfile, settings.key)):
@@ -148,12 +177,6 @@ def server_context(settings: TlsSettings, where: str = "") -> ssl.SSLContext:
                 f"{where}: Invalid PEM keystore configs: the key does not load with ssl.key.password or does not match "
                 f"the certificate ({exc.reason})"
             ) from None
-    context.verify_mode = CLIENT_AUTH[settings.client_auth]
-    if settings.trusted is not None:
-        context.load_verify_locations(cadata=settings.trusted)
-    elif settings.client_auth != "none":
-        context.load_default_certs(ssl.Purpose.CLIENT_AUTH)
-    return context
 
 
 # RFC 2253 keywords Java's X500Principal.getName() writes; other attributes go as OID=#<DER hex>

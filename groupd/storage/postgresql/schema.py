@@ -12,7 +12,8 @@ Tables (see docs/storage.md):
   by (partition, base offset), with its last offset, largest timestamp and size for range scans;
 - ``groupd_snapshot``: a partition's JSON snapshots, each valid for the log end it names;
 - ``groupd_metadata``: the metadata store's documents;
-- ``groupd_node``, ``groupd_lease``: the nodes of a cluster and who owns what (groupd/cluster/);
+- ``groupd_node``, ``groupd_lease``: the nodes of a cluster (with every advertised listener) and who owns
+  what (groupd/cluster/);
 - ``groupd_fence()``: a cluster write's lease check (fencing.py);
 - ``groupd_metadata_changed``, ``groupd_lease_changed``: triggers notifying every metadata write's key and
   every lease that changed hands (groupd/cluster/changes.py).
@@ -107,7 +108,14 @@ MIGRATIONS: list[str] = [
     END
     $fence$;
     """,
-    # 4: what other nodes want to know at once rather than at their next heartbeat (groupd/cluster/changes.py),
+    # 4: a node registers every advertised listener (name, host, port, in the order of `listeners`), so that
+    # Metadata and FindCoordinator answer each client with the other nodes' endpoints on its own listener and
+    # peers reach each other on the inter-broker listener; the single host and port it replaces are dropped
+    """
+    ALTER TABLE groupd_node ADD COLUMN endpoints jsonb NOT NULL DEFAULT '[]';
+    ALTER TABLE groupd_node DROP COLUMN host, DROP COLUMN port;
+    """,
+    # 5: what other nodes want to know at once rather than at their next heartbeat (groupd/cluster/changes.py),
     # notified when the writing transaction commits: every metadata write (its key), and every lease that
     # changed hands or epoch (renewals, which change neither, notify nothing)
     """
