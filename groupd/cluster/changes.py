@@ -28,7 +28,7 @@ log = logging.getLogger("groupd.cluster")
 
 METADATA = "groupd_metadata"  # a metadata key was written; the payload: the key
 LEASES = "groupd_lease"  # a lease changed hands or epoch
-POLL_S = 0.5  # how often the thread looks whether it should stop
+POLL_S = 0.25  # how often the thread looks whether it should stop (a stop waits for it)
 RETRY_S = 1.0  # between connection attempts while the database cannot be reached
 
 
