@@ -20,12 +20,15 @@ of the last failure fail at once (StorageError) instead of each waiting for a co
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import os
+import select
 import struct
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
@@ -35,7 +38,7 @@ from psycopg import conninfo, pq
 from groupd.storage.errors import StorageError
 from groupd.storage.postgresql.binary_arrays import int8_array
 from groupd.storage.postgresql.fencing import Fence
-from groupd.storage.postgresql.prepared import Prepared, run_prepared
+from groupd.storage.postgresql.prepared import NO_SUCH_STATEMENT, Prepared, collect, run_prepared, send_prepared
 
 T = TypeVar("T")
 
@@ -90,6 +93,7 @@ class Database:
         # the statements prepared on the connection (prepared.py), which a new connection has not
         self._prepared_on: psycopg.Connection | None = None
         self._prepared: set[bytes] = set()
+        self._inflight: _InFlight | None = None  # the group-commit round sent and not yet answered (round)
 
     def connection(self) -> psycopg.Connection:
         if self._conn is not None and not self._conn.closed and not self._conn.broken:
@@ -117,13 +121,14 @@ class Database:
         the same transaction (fencing.py). ``pipelined`` False sends each statement on its own, for SQL the
         pipeline refuses (several statements in one string)."""
         with self.lock:
+            self._settle()
             conn = self.connection()
             try:
                 return self._transaction(conn, work, list(fenced), pipelined)
             except psycopg.Error as exc:
                 raise self._failure(conn, exc, what) from None
 
-    def round(
+    async def round(
         self,
         statement: Prepared,
         params: Sequence[bytes],
@@ -132,24 +137,93 @@ class Database:
         fenced_statement: Prepared | None = None,
     ) -> None:
         """One prepared write statement with binary parameters (prepared.py), its own transaction
-        (autocommit: no BEGIN, COMMIT nor pipeline), committed before this returns: one round trip and the
+        (autocommit: no BEGIN, COMMIT nor pipeline), committed when this returns: one round trip and the
         least work on this side, for a group-commit round. In a cluster, with partitions in ``fenced``,
         ``fenced_statement`` runs instead: the same behind groupd_fence() (fencing.py), whose three
-        arguments come before ``params``."""
+        arguments come before ``params``.
+
+        Sent from the event loop and awaited there (the socket watched by the loop, no thread): a hand-off
+        to a thread per round cost more than the statement, and on busy cores its wake-up could leave the
+        loop's thread descheduled holding the GIL. Any other use of the connection, from any thread, first
+        waits for the round in flight to finish (``_settle``), so no write overtakes another."""
+        while self._inflight is not None:  # another durability's round (they share the connection)
+            with contextlib.suppress(BaseException):
+                await asyncio.shield(self._inflight.done)
+        loop = asyncio.get_running_loop()
         with self.lock:
+            self._settle()
             conn = self.connection()
             check = self.fence.arguments(list(fenced)) if self.fence is not None else None
+            if check is not None and fenced_statement is not None:
+                pids, epochs, writer = check
+                statement = fenced_statement
+                params = (int8_array(pids), int8_array(epochs), _INT4.pack(writer), *params)
             if self._prepared_on is not conn:
                 self._prepared_on, self._prepared = conn, set()
             try:
-                if check is None or fenced_statement is None:
-                    run_prepared(conn, statement, params, self._prepared)
-                else:
-                    pids, epochs, writer = check
-                    arguments = (int8_array(pids), int8_array(epochs), _INT4.pack(writer))
-                    run_prepared(conn, fenced_statement, (*arguments, *params), self._prepared)
+                send_prepared(conn, statement, params, self._prepared)
             except psycopg.Error as exc:
                 raise self._failure(conn, exc, what) from None
+            flight = _InFlight(conn, statement, params, what, loop, loop.create_future(), conn.pgconn.socket)
+            self._inflight = flight
+        loop.add_reader(flight.fd, self._readable, flight)
+        await flight.done
+
+    def _readable(self, flight: _InFlight) -> None:
+        """The round's socket is readable (on the loop): its answer is whole, or more is to come."""
+        with self.lock:
+            if self._inflight is not flight:  # a synchronous caller finished it meanwhile (_settle)
+                return
+            try:
+                flight.conn.pgconn.consume_input()
+                if flight.conn.pgconn.is_busy():
+                    return
+            except psycopg.Error as exc:
+                self._finished(flight, self._failure(flight.conn, exc, flight.what))
+                return
+            self._finished(flight, self._outcome(flight))
+
+    def _settle(self) -> None:
+        """With ``lock`` held, before any other use of the connection: wait for the round in flight, if any,
+        to be answered (blocking), and hand its outcome to its loop."""
+        flight = self._inflight
+        if flight is None:
+            return
+        pgconn = flight.conn.pgconn
+        try:
+            while True:
+                pgconn.consume_input()
+                if not pgconn.is_busy():
+                    break
+                select.select([flight.fd], [], [])
+        except (psycopg.Error, OSError) as exc:
+            error = exc if isinstance(exc, psycopg.Error) else psycopg.OperationalError(str(exc))
+            self._finished(flight, self._failure(flight.conn, error, flight.what))
+            return
+        self._finished(flight, self._outcome(flight))
+
+    def _outcome(self, flight: _InFlight) -> StorageError | None:
+        """The answered round's error (None: committed), its results all read so the connection is idle. A
+        statement deallocated meanwhile (psycopg deallocates every prepared statement after a ROLLBACK) was
+        refused before it ran: it is prepared and run again, here and now."""
+        try:
+            error = collect(flight.conn)
+            if error is not None and error.sqlstate == NO_SUCH_STATEMENT:
+                self._prepared.discard(flight.statement.name)
+                run_prepared(flight.conn, flight.statement, flight.params, self._prepared)
+                return None
+            if error is not None:
+                return self._failure(flight.conn, error, flight.what)
+            return None
+        except psycopg.Error as exc:
+            return self._failure(flight.conn, exc, flight.what)
+
+    def _finished(self, flight: _InFlight, outcome: StorageError | None) -> None:
+        """With ``lock`` held: the round is over; its waiter and the loop's watch of the socket are told on
+        the loop (this may be another thread)."""
+        self._inflight = None
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits any more
+            flight.loop.call_soon_threadsafe(_deliver, flight, outcome)
 
     def _failure(self, conn: psycopg.Connection, exc: psycopg.Error, what: str) -> StorageError:
         """The StorageError (Fenced for groupd_fence()'s refusal) that ``exc``, ending ``what``, stands for; a
@@ -166,6 +240,7 @@ class Database:
         pipeline's end is one more Sync, a round trip of its own, after the rows were read). StorageError
         naming ``what`` when it failed."""
         with self.lock:
+            self._settle()
             conn = self.connection()
             try:
                 return self._transaction(conn, work, [], False, explicit=False)
@@ -196,9 +271,35 @@ class Database:
 
     def close(self) -> None:
         with self.lock:
+            self._settle()
             if self._conn is not None:
                 self._conn.close()
                 self._conn = None
+
+
+@dataclass
+class _InFlight:
+    """A round sent from ``loop``, whose answer is awaited on ``done``."""
+
+    conn: psycopg.Connection
+    statement: Prepared
+    params: Sequence[bytes]
+    what: str
+    loop: asyncio.AbstractEventLoop
+    done: asyncio.Future[None]
+    fd: int  # the connection's socket, kept: a broken connection no longer names it
+
+
+def _deliver(flight: _InFlight, outcome: StorageError | None) -> None:
+    """On the round's loop: stop watching its socket, answer its waiter."""
+    with contextlib.suppress(OSError, ValueError):  # the connection's socket is gone already
+        flight.loop.remove_reader(flight.fd)
+    if flight.done.done():
+        return
+    if outcome is None:
+        flight.done.set_result(None)
+    else:
+        flight.done.set_exception(outcome)
 
 
 def _roll_back(conn: psycopg.Connection) -> None:

@@ -2,8 +2,8 @@
 
 Writers append to their logs on the event loop and ask to be told when the append is durable. A round
 takes every waiting batch of the logs its waiters wrote, inserts them all in one statement (one INSERT of
-every log's rows, its own transaction: one round trip, connection.py's ``statement``) on the rounds' own
-thread (round_thread.py), and answers every waiter when the commit returns. Writers arriving meanwhile wait
+every log's rows, its own transaction: one round trip, connection.py's ``round``), sent from the event loop
+and awaited there, and answers every waiter when the commit returns. Writers arriving meanwhile wait
 for the next round, so 64 committers cost a handful of transactions, not 64. Rounds run one at a time: a
 round that finds nothing of a log to write knows every earlier one has settled.
 
@@ -32,7 +32,6 @@ from groupd.storage.postgresql.binary_arrays import bytea_array, int4_array, int
 from groupd.storage.postgresql.connection import Database
 from groupd.storage.postgresql.fencing import Fenced
 from groupd.storage.postgresql.log import Entry, PgPartitionLog
-from groupd.storage.postgresql.round_thread import RoundThread
 from groupd.storage.postgresql.schema import ROUND, ROUND_FENCED
 
 logger = logging.getLogger("groupd.storage")
@@ -69,7 +68,6 @@ class PgDurability:
         self._timer: asyncio.TimerHandle | None = None
         self._background: set[asyncio.Task[None]] = set()
         self._closed = False
-        self._thread = RoundThread("groupd-pg-rounds")
         self.rounds = 0
         self.failed_rounds = 0
 
@@ -181,7 +179,7 @@ class PgDurability:
         pids = [lg.pid for lg, entries, _end, gen in work if entries and gen == lg.generation] if fenced else []
         params = _parameters(work)
         if params:
-            await self._thread.call(lambda: self.db.round(ROUND, params, "a group commit", pids, ROUND_FENCED))
+            await self.db.round(ROUND, params, "a group commit", pids, ROUND_FENCED)
 
     def _arm(self, delay: float) -> None:
         """A round of every log with unwritten batches in ``delay`` seconds (retries, periodic flushes)."""
@@ -211,7 +209,6 @@ class PgDurability:
         while self._running or self._background:
             await asyncio.gather(*self._running.values(), *self._background, return_exceptions=True)
         await self._flush_all()
-        self._thread.stop()
 
 
 def _parameters(work: list[_Work]) -> list[bytes]:

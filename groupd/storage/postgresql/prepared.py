@@ -11,6 +11,7 @@ the server's SQLSTATE, its diagnostics intact), so the callers' handling is the 
 
 from __future__ import annotations
 
+import select
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -46,7 +47,31 @@ def run_prepared(conn: psycopg.Connection, statement: Prepared, params: Sequence
 
 
 _SQLSTATE = pq.DiagnosticField.SQLSTATE
-_NO_SUCH_STATEMENT = b"26000"  # invalid_sql_statement_name
+_NO_SUCH_STATEMENT = b"26000"
+NO_SUCH_STATEMENT = _NO_SUCH_STATEMENT.decode()  # invalid_sql_statement_name
+
+
+def send_prepared(conn: psycopg.Connection, statement: Prepared, params: Sequence[bytes], ready: set[bytes]) -> None:
+    """Send ``statement`` with ``params`` without waiting for its answer (``collect`` reads it once the
+    connection is no longer busy), preparing it first (and waiting for that) unless its name is in
+    ``ready``. The whole message is flushed before this returns."""
+    pgconn = conn.pgconn
+    if statement.name not in ready:
+        _check(conn, pgconn.prepare(statement.name, statement.sql, list(statement.types)))
+        ready.add(statement.name)
+    pgconn.send_query_prepared(statement.name, list(params), param_formats=[1] * len(params))
+    while pgconn.flush():  # the socket's buffer was full (a large round): wait until the server reads
+        select.select([], [pgconn.socket], [])
+
+
+def collect(conn: psycopg.Connection) -> psycopg.Error | None:
+    """Read every result of the statement sent (the connection is not busy): its error, or None."""
+    pgconn = conn.pgconn
+    error: psycopg.Error | None = None
+    while (result := pgconn.get_result()) is not None:
+        if result.status != pq.ExecStatus.COMMAND_OK and error is None:
+            error = errors.error_from_result(result, encoding=conn.info.encoding)
+    return error
 
 
 def _check(conn: psycopg.Connection, result: pq.abc.PGresult) -> None:
