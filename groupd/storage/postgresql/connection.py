@@ -1,14 +1,16 @@
 """The PostgreSQL engine's one database connection and its lock.
 
 psycopg 3's synchronous API: the seam's partition methods are synchronous and called on the event loop, so
-the few that must reach the database at once (a cold read, DeleteRecords, a metadata put) call it directly,
-and the group-commit rounds (durability.py) run the same connection in a worker thread. One lock orders
-them: a synchronous call waits for a round in flight to commit, so no write ever overtakes another.
+the few that must reach the database at once (a cold read, DeleteRecords, a metadata put) call it directly
+(some from worker threads), and the group-commit rounds (durability.py) are sent on the same connection
+from the event loop and awaited there (``round``: one prepared statement through libpq, prepared.py). One
+lock orders them: a synchronous call first waits for a round in flight to commit, so no write ever
+overtakes another.
 
-Every call is one transaction sent in psycopg's pipeline mode: ``BEGIN``, the statements, ``COMMIT`` and one
-Sync go out together, so a transaction whose statements need no answer before the commit (a group-commit
-round: one INSERT) is one round trip instead of three; a statement whose rows the work reads (``fetchone``)
-costs one more, as it must. The connection is in autocommit mode so that psycopg does not open the
+Every other call is one transaction sent in psycopg's pipeline mode: ``BEGIN``, the statements, ``COMMIT``
+and one Sync go out together, so a transaction whose statements need no answer before the commit is one
+round trip instead of three; a statement whose rows the work reads (``fetchone``) costs one more, as it
+must. The connection is in autocommit mode so that psycopg does not open the
 transaction on its own (it would wait for the BEGIN's answer); the BEGIN and COMMIT are ours. A failure
 anywhere rolls the whole transaction back: PostgreSQL skips the statements after an error up to the Sync,
 and the transaction left failed is ended with a ROLLBACK before the connection is used again. Migrations
