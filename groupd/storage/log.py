@@ -75,8 +75,7 @@ def no_room_line(message: str, *args: object) -> None:
     missed, _no_room["last"], _no_room["missed"] = _no_room["missed"], now, 0
     log.error(message + (f" ({missed:.0f} more since the last such line)" if missed else ""), *args)
 
-_BASE_AND_LENGTH = struct.Struct(">qi")  # baseOffset, batchLength
-_LAST_DELTA = struct.Struct(">i")  # lastOffsetDelta, at position 23
+_FIND = struct.Struct(">qi11xi")  # baseOffset, batchLength, and lastOffsetDelta (at position 23)
 WALK_READ = 16 << 10  # bytes read at a time while walking batch headers forward from an index entry
 
 
@@ -191,27 +190,43 @@ class Segment:
             yield pos, base, base + last_delta, max_ts, size
             pos += size
 
-    def holding(self, offset: int) -> tuple[int, int, int, int, int] | None:
-        """The first batch whose last offset is >= ``offset`` (compaction leaves holes), or None.
+    def locate(self, offset: int) -> tuple[bytes, int, int, int] | None:
+        """The first batch whose last offset is >= ``offset`` (compaction leaves holes), or None: (buf, at,
+        start, size), ``buf`` read from file position ``at``, holding the batch's header whole (its records
+        too when the batch ends inside the run), the batch at ``start``, ``size`` bytes.
 
-        A Fetch's path: the run is read once and its headers walked in a tight loop (two small
-        unpacks per batch), not through ``walk``."""
+        A Fetch's path: the run is read once and its headers walked in a tight loop (one small unpack per
+        batch), not through ``walk``, and the batch's size taken from that same read, so a read of a
+        batch inside its run is one pread of the log (three before: the run, the headers from the batch
+        on, the batch)."""
         if not self.index.count:
             return None
         pos, end = self.index.run_of(offset)
         if end < 0:
             end = self.size
         buf = os.pread(self.fd, min(end - pos + _SCAN_HEADER.size, self.size - pos), pos)
-        rel, stop = 0, end - pos
-        base_len, delta = _BASE_AND_LENGTH.unpack_from, _LAST_DELTA.unpack_from
-        while rel < stop and rel + _SCAN_HEADER.size <= len(buf):
-            base, length = base_len(buf, rel)
-            if base + delta(buf, rel + 23)[0] >= offset:
-                break
+        rel, stop, have = 0, end - pos, len(buf) - _SCAN_HEADER.size
+        find = _FIND.unpack_from
+        while rel < stop and rel <= have:
+            base, length, delta = find(buf, rel)
+            if base + delta >= offset:
+                return buf, pos, pos + rel, length + LOG_OVERHEAD
             rel += length + LOG_OVERHEAD
-        else:  # none in the run: the next run's first batch starts past ``offset``
-            return next(self.walk(end), None) if end < self.size else None
-        return next(self.walk(pos + rel))
+        # none in the run: the next run's first batch starts past ``offset``
+        if end >= self.size:
+            return None
+        buf = os.pread(self.fd, min(WALK_READ, self.size - end), end)
+        if len(buf) < _SCAN_HEADER.size:
+            return None
+        return buf, end, end, _FIND.unpack_from(buf)[1] + LOG_OVERHEAD
+
+    def holding(self, offset: int) -> tuple[int, int] | None:
+        """The position and base offset of the first batch whose last offset is >= ``offset``, or None."""
+        found = self.locate(offset)
+        if found is None:
+            return None
+        buf, at, start, _size = found
+        return start, _FIND.unpack_from(buf, start - at)[0]
 
     def first_from(self, offset: int) -> int:
         """The position of the first batch whose base offset is >= ``offset`` (the end when none is)."""
@@ -832,18 +847,20 @@ class Log:
         for seg in self.segments[si:]:
             # the first batch whose last offset is >= offset: compaction can leave holes, even whole
             # empty segments, and a fetch must then move on to the next batch rather than stall
-            found = seg.holding(offset)
+            found = seg.locate(offset)
             if found is None:
                 continue
-            start, _base, _last, _ts, first_size = found
+            buf, at, start, first_size = found
             stop = seg.size
             if upto is not None:
                 stop = seg.first_from(upto)
                 if stop <= start:
                     return b""
             # the end of the last whole batch that fits, but always at least the first batch
-            end = seg.whole_batches_end(start, first_size, start + max(max_bytes, 0))
-            return seg.pread(start, min(end, stop))
+            end = min(seg.whole_batches_end(start, first_size, start + max(max_bytes, 0)), stop)
+            if end <= at + len(buf):  # all in the run just read
+                return buf[start - at : end - at]
+            return seg.pread(start, end)
         return b""
 
     def headers(self, last_segments: int | None = None) -> Iterator[BatchHeader]:
