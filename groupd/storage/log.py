@@ -19,7 +19,6 @@ import bisect
 import contextlib
 import ctypes
 import errno
-import itertools
 import json
 import logging
 import os
@@ -75,7 +74,9 @@ def no_room_line(message: str, *args: object) -> None:
     missed, _no_room["last"], _no_room["missed"] = _no_room["missed"], now, 0
     log.error(message + (f" ({missed:.0f} more since the last such line)" if missed else ""), *args)
 
+
 _FIND = struct.Struct(">qi11xi")  # baseOffset, batchLength, and lastOffsetDelta (at position 23)
+_REACH = struct.Struct(">qi11xi8xq")  # the same and maxTimestamp (at position 35)
 WALK_READ = 16 << 10  # bytes read at a time while walking batch headers forward from an index entry
 
 
@@ -227,6 +228,31 @@ class Segment:
             return None
         buf, at, start, _size = found
         return start, _FIND.unpack_from(buf, start - at)[0]
+
+    def reaching(self, ts: int, floor: int) -> bytes | None:
+        """The first batch with a timestamp >= ``ts`` whose last offset is >= ``floor`` (the log start), or
+        None: the run the time index names read once and its headers walked in it (one unpack per
+        batch), the batch cut from that read; on past the run only when its batches reaching ``ts`` all
+        lie below ``floor``."""
+        run = self.index.run_reaching(ts)
+        if run is None:
+            return None
+        pos, end = run
+        if end < 0:
+            end = self.size
+        buf = os.pread(self.fd, min(end - pos + _SCAN_HEADER.size, self.size - pos), pos)
+        rel, stop, have = 0, end - pos, len(buf) - _SCAN_HEADER.size
+        reach = _REACH.unpack_from
+        while rel < stop and rel <= have:
+            base, length, delta, max_ts = reach(buf, rel)
+            size = length + LOG_OVERHEAD
+            if max_ts >= ts and base + delta >= floor:
+                return buf[rel : rel + size]
+            rel += size
+        for at, _base, last, max_ts, size in self.walk(end) if end < self.size else ():
+            if max_ts >= ts and last >= floor:
+                return self.pread(at, at + size)
+        return None
 
     def first_from(self, offset: int) -> int:
         """The position of the first batch whose base offset is >= ``offset`` (the end when none is)."""
@@ -975,20 +1001,13 @@ class Log:
         for seg in self.segments:
             if not len(seg.index) or seg.max_timestamp < ts_ms:
                 continue
-            # the first run reaching ts_ms (the time index), then its first batch that does
-            # on past the run when its batches reaching ts_ms all lie below the log start offset; the run
-            # read first on its own (a walk to the segment's end reads 16 KiB at once, four runs' worth)
-            run = seg.index.first_reaching(ts_ms)
-            end = seg.run_end(run)
-            batches = itertools.chain(seg.walk(seg.index.position(run), end), seg.walk(end))
-            for pos, _base, last, batch_ts, size in batches:
-                if batch_ts >= ts_ms and last >= self.log_start_offset:
-                    batch = seg.pread(pos, pos + size)
-                    for rec in iter_records_safe(batch):
-                        if rec.timestamp >= ts_ms and rec.offset >= self.log_start_offset:
-                            return rec.offset, rec.timestamp
-                    header = parse_header(batch, 0)
-                    return max(header.base_offset, self.log_start_offset), header.max_timestamp
+            batch = seg.reaching(ts_ms, self.log_start_offset)
+            if batch is not None:
+                for rec in iter_records_safe(batch):
+                    if rec.timestamp >= ts_ms and rec.offset >= self.log_start_offset:
+                        return rec.offset, rec.timestamp
+                header = parse_header(batch, 0)
+                return max(header.base_offset, self.log_start_offset), header.max_timestamp
         return None
 
     def max_timestamp(self) -> tuple[int, int] | None:
@@ -1000,8 +1019,10 @@ class Log:
         if top is None:
             return None
         ts, seg = top
-        run = seg.index.first_reaching(ts, exactly=True)
-        for pos, _base, last, batch_ts, size in seg.walk(seg.index.position(run), seg.run_end(run)):
+        run = seg.index.run_reaching(ts, exactly=True)
+        if run is None:
+            return None
+        for pos, _base, last, batch_ts, size in seg.walk(run[0], seg.size if run[1] < 0 else run[1]):
             if batch_ts == ts:
                 for rec in iter_records_safe(seg.pread(pos, pos + size)):
                     if rec.timestamp == ts:
