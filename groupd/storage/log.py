@@ -191,6 +191,13 @@ class Segment:
             yield pos, base, base + last_delta, max_ts, size
             pos += size
 
+    def read_run(self, pos: int, end: int) -> tuple[bytes, int, int]:
+        """The run from ``pos`` to ``end`` (-1: the segment's end) read whole with the header after it, in
+        one pread: (the bytes, ``pos``, the run's end)."""
+        if end < 0:
+            end = self.size
+        return os.pread(self.fd, min(end - pos + _SCAN_HEADER.size, self.size - pos), pos), pos, end
+
     def locate(self, offset: int) -> tuple[bytes, int, int, int] | None:
         """The first batch whose last offset is >= ``offset`` (compaction leaves holes), or None: (buf, at,
         start, size), ``buf`` read from file position ``at``, holding the batch's header whole (its records
@@ -202,10 +209,7 @@ class Segment:
         on, the batch)."""
         if not self.index.count:
             return None
-        pos, end = self.index.run_of(offset)
-        if end < 0:
-            end = self.size
-        buf = os.pread(self.fd, min(end - pos + _SCAN_HEADER.size, self.size - pos), pos)
+        buf, pos, end = self.read_run(*self.index.run_of(offset))
         rel, stop, have = 0, end - pos, len(buf) - _SCAN_HEADER.size
         find = _FIND.unpack_from
         while rel < stop and rel <= have:
@@ -237,10 +241,7 @@ class Segment:
         run = self.index.run_reaching(ts)
         if run is None:
             return None
-        pos, end = run
-        if end < 0:
-            end = self.size
-        buf = os.pread(self.fd, min(end - pos + _SCAN_HEADER.size, self.size - pos), pos)
+        buf, pos, end = self.read_run(*run)
         rel, stop, have = 0, end - pos, len(buf) - _SCAN_HEADER.size
         reach = _REACH.unpack_from
         while rel < stop and rel <= have:
