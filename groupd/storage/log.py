@@ -276,7 +276,7 @@ class Segment:
             return self.size
         from_ = max(self.index.floor_start(limit), start)
         end = max(start + first_size, from_)
-        for pos, _base, _last, _ts, size in self.walk(from_):
+        for pos, _base, _last, _ts, size in self.walk(from_, limit):  # the headers up to it, not 16 KiB
             if pos + size > limit:
                 break
             end = pos + size

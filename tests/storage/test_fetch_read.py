@@ -106,3 +106,29 @@ def test_a_read_of_one_batch_reads_the_log_once(tmp_path, monkeypatch):
             assert reads == [seg.handle]  # cached now
         assert seg.index.path == seg.path.with_suffix(INDEX_SUFFIX)
         log.close()
+
+
+def test_a_read_of_many_batches_reads_little_past_them(tmp_path, monkeypatch):
+    """Where a read's byte limit falls inside the segment, the batches' end is found by walking the
+    headers of the run holding the limit only (the index names it), not 16 KiB of the log."""
+    log = Log.open(tmp_path / "p", LogConfig(index_interval_bytes=1000), now_ms=lambda: 0)
+    _keyed(log, list(range(400)), [100])
+    asked: list[int] = []
+    real = os.pread
+    segment = log.segments[0]
+
+    def counting(fd: int, n: int, at: int) -> bytes:
+        if fd == segment.handle:  # the log's reads, not its index blocks'
+            asked.append(n)
+        return real(fd, n, at)
+
+    monkeypatch.setattr(os, "pread", counting)
+    for offset, max_bytes in ((3, 3000), (100, 5000), (250, 2500)):
+        del asked[:]
+        data = log.read(offset, max_bytes)
+        got = base_offsets(data)
+        assert got[0] == offset and len(data) <= max_bytes
+        assert len(data) + 170 > max_bytes, "as many whole batches as fit"
+        # the run holding the offset, the run holding the limit (each with a header past it), the batches
+        assert sum(asked) <= len(data) + 2 * (1000 + 170 + 43), asked
+    log.close()
