@@ -4,8 +4,8 @@
 --partitions 200 --rounds 3`` starts one broker per tree (``python -m groupd`` with ``PYTHONPATH``
 naming the tree, its own data directory, 127.0.0.1 on a free port, fsync off), produces the same
 batches of one record to each (``--batches`` over ``--partitions`` of one topic, one Produce a
-batch per partition), then times requests answered one at a time, the trees in turn, their order
-reversed every other round: a Fetch of one partition at a random offset with ``partition_max_bytes`` 1
+batch per partition), then times requests answered one at a time, the trees in turn 100 requests at a time, their
+order reversed every other turn: a Fetch of one partition at a random offset with ``partition_max_bytes`` 1
 (one batch) and 1 MiB (what a consumer asks), and a ListOffsets of one partition at a random timestamp.
 Each round draws its own offsets (the same for every tree), so no tree finds its index blocks cached by
 an earlier round's draws. Prints the p50 and p99 of each, the median p50 over the rounds and its ratio
@@ -35,6 +35,7 @@ from groupd.protocol.api_table import ApiKey
 from groupd.storage.batch import build_batch
 
 TOPIC = "reads"
+_CHUNK = 100  # requests sent to one tree before the next tree's turn, so load that drifts falls on all
 FETCH_V, LIST_V, PRODUCE_V = 11, 7, 9
 
 
@@ -124,20 +125,16 @@ def list_body(partition: int, ts: int) -> dict[str, Any]:
     return {"replica_id": -1, "isolation_level": 0, "topics": (t(name=TOPIC, partitions=(part,)),)}
 
 
-async def timed(port: int, bodies: list[tuple[int, dict[str, Any]]], check: Callable[[Any], bool]) -> list[float]:
+async def timed(conn: Conn, bodies: list[tuple[int, dict[str, Any]]], check: Callable[[Any], bool]) -> list[float]:
     """Each request sent alone and its answer awaited: the seconds each took."""
-    conn = await Conn.open("127.0.0.1", port)
     took = []
-    try:
-        for api_key, body in bodies:
-            version = FETCH_V if api_key == ApiKey.FETCH else LIST_V
-            t0 = time.perf_counter()
-            resp = await conn.call(api_key, version, body)
-            took.append(time.perf_counter() - t0)
-            if not check(resp):
-                raise SystemExit(f"a bad answer from port {port}: {resp}")
-    finally:
-        await conn.close()
+    for api_key, body in bodies:
+        version = FETCH_V if api_key == ApiKey.FETCH else LIST_V
+        t0 = time.perf_counter()
+        resp = await conn.call(api_key, version, body)
+        took.append(time.perf_counter() - t0)
+        if not check(resp):
+            raise SystemExit(f"a bad answer: {resp}")
     return took
 
 
@@ -169,14 +166,21 @@ async def measure(args: argparse.Namespace, brokers: list[Broker]) -> None:
     }
     p50s: dict[str, dict[str, list[float]]] = {what: {b.name: [] for b in brokers} for what in measures}
     for r in range(args.rounds):
+        conns = {b.name: await Conn.open("127.0.0.1", b.port) for b in brokers}
         for what, (make, check) in measures.items():
             rng = random.Random(r * 1000 + len(what))
             bodies = [make(rng) for _ in range(args.reads)]
-            for b in brokers if r % 2 == 0 else brokers[::-1]:
-                took = sorted(await timed(b.port, bodies, check))
-                p50s[what][b.name].append(statistics.median(took) * 1e6)
-                p99 = took[int(len(took) * 0.99)] * 1e6
-                print(f"round {r + 1} {b.name}: {what}: p50 {p50s[what][b.name][-1]:.1f} us, p99 {p99:.1f} us")
+            took: dict[str, list[float]] = {b.name: [] for b in brokers}
+            for c, at in enumerate(range(0, len(bodies), _CHUNK)):  # the trees in turn, chunk by chunk
+                for b in brokers if (r + c) % 2 == 0 else brokers[::-1]:
+                    took[b.name] += await timed(conns[b.name], bodies[at : at + _CHUNK], check)
+            for name, got in took.items():
+                got.sort()
+                p50s[what][name].append(statistics.median(got) * 1e6)
+                p99 = got[int(len(got) * 0.99)] * 1e6
+                print(f"round {r + 1} {name}: {what}: p50 {p50s[what][name][-1]:.1f} us, p99 {p99:.1f} us", flush=True)
+        for conn in conns.values():
+            await conn.close()
     base = brokers[0].name
     for what, by_tree in p50s.items():
         print(what)

@@ -4,7 +4,7 @@
 1000000 --partitions 200 --value-bytes 100 --rss`` runs this tree's bench/index_memory.py once per tree
 per round, in a fresh process each, with ``PYTHONPATH`` naming the tree (so each measures its own
 storage/log.py), the trees in turn and their order reversed every other round so that neither always
-runs first on a machine whose load drifts. It prints every run's p50 and, per measure, each tree's
+runs first on a machine whose load drifts. It prints every run's p50s and memory lines and, per measure, each tree's
 median over the rounds and its ratio to the first tree's. Bounded: rounds times trees runs."""
 
 from __future__ import annotations
@@ -27,6 +27,9 @@ def run(tree: Path, args: list[str]) -> dict[str, float]:
     out = subprocess.run(
         [sys.executable, str(_BENCH), *args], env=env, check=True, capture_output=True, text=True
     ).stdout
+    for line in out.splitlines():
+        if "MiB per GiB" in line:  # what the index holds, printed as the run says it
+            print(f"  {tree.name}: {line.strip()}")
     return {m["what"]: float(m["us"]) for line in out.splitlines() if (m := _P50.match(line))}
 
 
