@@ -3,14 +3,15 @@
 ``python -m bench.fetch_trees --tree before=/work/wt/pre-index --tree after=. --batches 1000000
 --partitions 200 --rounds 3`` starts one broker per tree (``python -m groupd`` with ``PYTHONPATH``
 naming the tree, its own data directory, 127.0.0.1 on a free port, fsync off), produces the same
-batches of one record to each (``--batches`` over ``--partitions`` of one topic, one Produce a
-batch per partition), then times requests answered one at a time, the trees in turn 100 requests at a time, their
-order reversed every other turn: a Fetch of one partition at a random offset with ``partition_max_bytes`` 1
-(one batch) and 1 MiB (what a consumer asks), and a ListOffsets of one partition at a random timestamp.
-Each round draws its own offsets (the same for every tree), so no tree finds its index blocks cached by
-an earlier round's draws. Prints the p50 and p99 of each, the median p50 over the rounds and its ratio
-to the first tree's. Bounded: batches, reads and rounds are counts; a broker not listening within 60 s
-fails the run."""
+batches of one record to each (``--batches`` over ``--partitions`` of one topic, one Produce a batch per
+partition), then times requests answered one at a time, the trees in turn 100 requests at a time (the
+order reversed every other turn): a Fetch of one partition at a random offset with
+``partition_max_bytes`` 1 (one batch) and 1 MiB (what a consumer asks), and a ListOffsets of one
+partition at a random timestamp. Each round draws its own offsets (the same for every tree), so no tree
+finds its index blocks cached by an earlier round's draws. Prints the p50 and p99 of each and the
+broker's CPU per request (/proc, 10 ms ticks), then the median p50 over the rounds and its ratio to the
+first tree's. Bounded: batches, reads and rounds are counts; a broker not listening within 60 s fails
+the run."""
 
 from __future__ import annotations
 
@@ -57,6 +58,12 @@ class Broker:
         env = dict(os.environ, PYTHONPATH=str(tree))
         self.proc = subprocess.Popen(args, cwd=tree, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         wait_port(self.port, timeout=60)
+
+    def cpu(self) -> float:
+        """The broker process's CPU seconds so far (user and system, /proc)."""
+        with open(f"/proc/{self.proc.pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
     def stop(self) -> None:
         self.proc.terminate()
@@ -171,14 +178,21 @@ async def measure(args: argparse.Namespace, brokers: list[Broker]) -> None:
             rng = random.Random(r * 1000 + len(what))
             bodies = [make(rng) for _ in range(args.reads)]
             took: dict[str, list[float]] = {b.name: [] for b in brokers}
+            cpu = dict.fromkeys(took, 0.0)
             for c, at in enumerate(range(0, len(bodies), _CHUNK)):  # the trees in turn, chunk by chunk
                 for b in brokers if (r + c) % 2 == 0 else brokers[::-1]:
+                    before = b.cpu()
                     took[b.name] += await timed(conns[b.name], bodies[at : at + _CHUNK], check)
+                    cpu[b.name] += b.cpu() - before
             for name, got in took.items():
                 got.sort()
                 p50s[what][name].append(statistics.median(got) * 1e6)
                 p99 = got[int(len(got) * 0.99)] * 1e6
-                print(f"round {r + 1} {name}: {what}: p50 {p50s[what][name][-1]:.1f} us, p99 {p99:.1f} us", flush=True)
+                print(
+                    f"round {r + 1} {name}: {what}: p50 {p50s[what][name][-1]:.1f} us, p99 {p99:.1f} us, "
+                    f"broker CPU {cpu[name] / len(got) * 1e6:.0f} us a request",
+                    flush=True,
+                )
         for conn in conns.values():
             await conn.close()
     base = brokers[0].name
