@@ -5,7 +5,9 @@ Kafka counts bytes out per topic only (BytesOutPerSec); groupd also counts recor
 its record count in its header (at position 57), a message of magic 0 or 1 (a Fetch v0-3 answer,
 down-converted) is one record, a compressed wrapper counted as one. The walk unpacks each entry's
 length, magic and count in one call: slicing out and converting each field was 2.7 ms per MiB of
-170-byte batches (the Fetch a consumer makes of small records, when metrics are on), this is 0.8.
+170-byte batches, this is 0.8 (timeit). Every Fetch pays it, as the counters are kept whether or not
+``metrics.listener`` serves them: a 1 MiB Fetch of such batches cost the broker 1.6-1.8 ms of CPU before,
+0.7 after (``python -m bench.fetch_trees``).
 """
 
 from __future__ import annotations
