@@ -7,6 +7,7 @@ answers), before and after a clean reopen and a truncation; and count its reads 
 from __future__ import annotations
 
 import os
+import struct
 import tempfile
 from pathlib import Path
 
@@ -14,8 +15,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from groupd.storage import segment_index
-from groupd.storage.batch import build_batch
-from groupd.storage.log import INDEX_SUFFIX, Log, LogConfig
+from groupd.storage.batch import build_batch, parse_header
+from groupd.storage.log import _FIND, _REACH, INDEX_SUFFIX, Log, LogConfig
 from tests.storage.test_sparse_index import _agree, small_blocks
 
 
@@ -132,3 +133,15 @@ def test_a_read_of_many_batches_reads_little_past_them(tmp_path, monkeypatch):
         # the run holding the offset, the run holding the limit (each with a header past it), the batches
         assert sum(asked) <= len(data) + 2 * (1000 + 170 + 43), asked
     log.close()
+
+
+def test_the_header_fields_a_read_unpacks_are_kafkas():
+    """Kafka's DefaultRecordBatch: baseOffset at 0, batchLength at 8, lastOffsetDelta at 23, maxTimestamp
+    at 35 (recordCount at 57, RECORD_BATCH_OVERHEAD 61): what one unpack a header reads."""
+    batch = build_batch(
+        [(None, b"a"), (None, b"b"), (None, b"c")], base_offset=40, timestamp_ms=7, timestamps=[9, 8, 7]
+    )
+    header = parse_header(batch, 0)
+    assert struct.calcsize(">qi11x") == 23 and struct.calcsize(">qi11xi8x") == 35
+    assert _FIND.unpack_from(batch) == (40, len(batch) - 12, 2)
+    assert _REACH.unpack_from(batch) == (40, len(batch) - 12, 2, header.max_timestamp) == (40, len(batch) - 12, 2, 9)
