@@ -168,10 +168,6 @@ class Segment:
     def add_header(self, header: BatchHeader, position: int) -> None:
         self.add(header.base_offset, header.last_offset, position, header.max_timestamp)
 
-    def run_end(self, i: int) -> int:
-        """Where index run ``i`` ends: the next run's first batch, or the segment's end."""
-        return self.index.position(i + 1) if i + 1 < len(self.index) else self.size
-
     def walk(self, start: int, stop: int | None = None) -> Iterator[tuple[int, int, int, int, int]]:
         """(position, base offset, last offset, max timestamp, size) of each batch from ``start`` (a batch
         boundary) to ``stop`` (the segment's end by default), read from the headers a block at a time."""
@@ -259,13 +255,17 @@ class Segment:
         """The position of the first batch whose base offset is >= ``offset`` (the end when none is)."""
         if offset >= self.next_offset:  # past the segment (a READ_COMMITTED fetch of an older one)
             return self.size
-        i = self.index.lower_offset(offset)
-        if i == 0:
-            return self.index.position(0) if len(self.index) else self.size
-        for pos, base, _last, _ts, _size in self.walk(self.index.position(i - 1), self.run_end(i - 1)):
+        if not self.index.count:
+            return self.size
+        # the run of the last entry below ``offset`` (the first run when none is: its first batch is the
+        # answer then), its block looked at once
+        start, end = self.index.run_of(offset - 1)
+        if end < 0:
+            end = self.size
+        for pos, base, _last, _ts, _size in self.walk(start, end):
             if base >= offset:
                 return pos
-        return self.run_end(i - 1)
+        return end
 
     def whole_batches_end(self, start: int, first_size: int, limit: int) -> int:
         """The end of the last whole batch from ``start`` that ends at or below ``limit``; at least the

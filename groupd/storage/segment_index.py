@@ -404,10 +404,6 @@ class SegmentIndex:
         arr, lo, hi = self._field(b - 1, f)
         return (b - 1) * self.width + bisect.bisect_left(arr, value, lo, hi) - lo
 
-    def lower_offset(self, offset: int) -> int:
-        """How many entries have an offset below ``offset``."""
-        return self._lower(self.first_offsets, 0, offset)
-
     def lower_position(self, position: int) -> int:
         """How many entries start below ``position``."""
         return self._lower(self.first_positions, 1, position)
