@@ -145,12 +145,12 @@ async def timed(conn: Conn, bodies: list[tuple[int, dict[str, Any]]], check: Cal
     return took
 
 
-def _fetched(resp: Any) -> bool:
+def fetched(resp: Any) -> bool:
     part = resp.responses[0].partitions[0]
     return part.error_code == 0 and bool(part.records)
 
 
-def _listed(resp: Any) -> bool:
+def listed(resp: Any) -> bool:
     part = resp.topics[0].partitions[0]
     return part.error_code == 0 and part.offset >= 0
 
@@ -160,15 +160,15 @@ async def measure(args: argparse.Namespace, brokers: list[Broker]) -> None:
     measures: dict[str, tuple[Callable[[random.Random], tuple[int, dict[str, Any]]], Callable[[Any], bool]]] = {
         "Fetch, one batch at a random offset": (
             lambda r: (ApiKey.FETCH, fetch_body(r.randrange(args.partitions), r.randrange(per), 1)),
-            _fetched,
+            fetched,
         ),
         "Fetch, 1 MiB from a random offset": (
             lambda r: (ApiKey.FETCH, fetch_body(r.randrange(args.partitions), r.randrange(per), 1 << 20)),
-            _fetched,
+            fetched,
         ),
         "ListOffsets, a random timestamp": (
             lambda r: (ApiKey.LIST_OFFSETS, list_body(r.randrange(args.partitions), r.randrange(per))),
-            _listed,
+            listed,
         ),
     }
     p50s: dict[str, dict[str, list[float]]] = {what: {b.name: [] for b in brokers} for what in measures}
