@@ -5,8 +5,10 @@ same work before and after a change and dilutes a ratio. Here the broker runs as
 ``valgrind --tool=callgrind --instr-atstart=no``; after a warm-up the client (this process, outside
 valgrind) switches instrumentation on (``callgrind_control -i on``), runs the scenario, and has the
 counts dumped (``callgrind_control -d``) before the broker is killed. Two sizes are run and subtracted,
-so what is the same in both (the warm-up, idle timers) cancels: instructions per rebalanced group or
-per commit, including uvloop's socket work, which is broker CPU too.
+so what is the same in both (the warm-up, idle timers) cancels: instructions per rebalanced group, per
+commit, per ListOffsets by timestamp or per Fetch of one batch (``listoffsets``, ``fetch``: at random
+spots of a topic filled first), including uvloop's socket work, which is broker CPU too (the kernel's
+reads are not counted).
 
 ``--held N`` forms N three-member groups with long sessions first (``bench.scenarios.scale``, before
 instrumentation is on, so their forming is not counted), so each operation is counted with that many
@@ -22,6 +24,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import random
 import re
 import socket
 import subprocess
@@ -30,8 +33,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench import scenarios
+from bench import fetch_trees, scenarios
+from bench.client import Conn
 from bench.run import free_port
+from groupd.protocol.api_table import ApiKey
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -70,6 +75,8 @@ async def _scenario(scenario: str, port: int, count: int, pid: int, seconds: flo
         await scenarios.rebalance("127.0.0.1", port, 2, concurrency=1, max_seconds=seconds, prefix="warm")
         subprocess.run([*control, "-i", "on", str(pid)], check=True, capture_output=True)
         await scenarios.rebalance("127.0.0.1", port, count, concurrency=1, max_seconds=seconds, prefix="m")
+    elif scenario in ("listoffsets", "fetch"):  # a filled topic (not counted), then ``count`` requests
+        await _reads(scenario, port, count, [*control, "-i", "on", str(pid)])
     elif scenario == "heartbeats":  # five groups formed in both runs (they cancel), then ``count`` heartbeats
         subprocess.run([*control, "-i", "on", str(pid)], check=True, capture_output=True)
         await scenarios.heartbeats("127.0.0.1", port, 5, count, max_seconds=seconds)
@@ -79,6 +86,28 @@ async def _scenario(scenario: str, port: int, count: int, pid: int, seconds: flo
         await scenarios.commits("127.0.0.1", port, 8, max_seconds=seconds, max_count=count)
     subprocess.run([*control, "-i", "off", str(pid)], check=True, capture_output=True)
     subprocess.run([*control, "-d", str(pid)], check=True, capture_output=True)
+
+
+async def _reads(scenario: str, port: int, count: int, instrument: list[str]) -> None:
+    """ListOffsets by timestamp, or Fetches of one batch, at random spots of 10 partitions of 2,000 batches
+    (more than one index block each), answered one at a time (bench/fetch_trees.py's requests)."""
+    await fetch_trees.fill(port, 10, 2000, b"v" * 100)
+    rng = random.Random(1)
+    if scenario == "listoffsets":
+        bodies = [
+            (ApiKey.LIST_OFFSETS, fetch_trees.list_body(rng.randrange(10), rng.randrange(2000))) for _ in range(count)
+        ]
+        check = fetch_trees.listed
+    else:
+        bodies = [
+            (ApiKey.FETCH, fetch_trees.fetch_body(rng.randrange(10), rng.randrange(2000), 1)) for _ in range(count)
+        ]
+        check = fetch_trees.fetched
+    conn = await Conn.open("127.0.0.1", port)
+    await fetch_trees.timed(conn, bodies[:20], check)  # a warm-up, not counted
+    subprocess.run(instrument, check=True, capture_output=True)
+    await fetch_trees.timed(conn, bodies, check)
+    await conn.close()
 
 
 def _total(path: str) -> int:
@@ -107,7 +136,7 @@ def measure(tree: Path, scenario: str, count: int, seconds: float, held: int = 0
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("scenario", choices=("rebalance", "commits", "heartbeats"))
+    parser.add_argument("scenario", choices=("rebalance", "commits", "heartbeats", "listoffsets", "fetch"))
     parser.add_argument("small", type=int)
     parser.add_argument("large", type=int)
     parser.add_argument("--tree", type=Path, default=ROOT)
@@ -117,7 +146,13 @@ def main() -> None:
     small = measure(args.tree.resolve(), args.scenario, args.small, args.seconds, args.held)
     large = measure(args.tree.resolve(), args.scenario, args.large, args.seconds, args.held)
     per = (large - small) / (args.large - args.small)
-    unit = {"rebalance": "group", "commits": "commit", "heartbeats": "heartbeat"}[args.scenario]
+    unit = {
+        "rebalance": "group",
+        "commits": "commit",
+        "heartbeats": "heartbeat",
+        "listoffsets": "ListOffsets by timestamp",
+        "fetch": "Fetch of one batch",
+    }[args.scenario]
     print(f"{args.scenario}: {per:,.0f} broker instructions per {unit}")
 
 

@@ -19,7 +19,6 @@ import bisect
 import contextlib
 import ctypes
 import errno
-import itertools
 import json
 import logging
 import os
@@ -75,8 +74,9 @@ def no_room_line(message: str, *args: object) -> None:
     missed, _no_room["last"], _no_room["missed"] = _no_room["missed"], now, 0
     log.error(message + (f" ({missed:.0f} more since the last such line)" if missed else ""), *args)
 
-_BASE_AND_LENGTH = struct.Struct(">qi")  # baseOffset, batchLength
-_LAST_DELTA = struct.Struct(">i")  # lastOffsetDelta, at position 23
+
+_FIND = struct.Struct(">qi11xi")  # baseOffset, batchLength, and lastOffsetDelta (at position 23)
+_REACH = struct.Struct(">qi11xi8xq")  # the same and maxTimestamp (at position 35)
 WALK_READ = 16 << 10  # bytes read at a time while walking batch headers forward from an index entry
 
 
@@ -168,10 +168,6 @@ class Segment:
     def add_header(self, header: BatchHeader, position: int) -> None:
         self.add(header.base_offset, header.last_offset, position, header.max_timestamp)
 
-    def run_end(self, i: int) -> int:
-        """Where index run ``i`` ends: the next run's first batch, or the segment's end."""
-        return self.index.position(i + 1) if i + 1 < len(self.index) else self.size
-
     def walk(self, start: int, stop: int | None = None) -> Iterator[tuple[int, int, int, int, int]]:
         """(position, base offset, last offset, max timestamp, size) of each batch from ``start`` (a batch
         boundary) to ``stop`` (the segment's end by default), read from the headers a block at a time."""
@@ -191,39 +187,85 @@ class Segment:
             yield pos, base, base + last_delta, max_ts, size
             pos += size
 
-    def holding(self, offset: int) -> tuple[int, int, int, int, int] | None:
-        """The first batch whose last offset is >= ``offset`` (compaction leaves holes), or None.
-
-        A Fetch's path: the run is read once and its headers walked in a tight loop (two small
-        unpacks per batch), not through ``walk``."""
-        if not self.index.count:
-            return None
-        pos, end = self.index.run_of(offset)
+    def read_run(self, pos: int, end: int) -> tuple[bytes, int, int]:
+        """The run from ``pos`` to ``end`` (-1: the segment's end) read whole with the header after it, in
+        one pread: (the bytes, ``pos``, the run's end)."""
         if end < 0:
             end = self.size
-        buf = os.pread(self.fd, min(end - pos + _SCAN_HEADER.size, self.size - pos), pos)
-        rel, stop = 0, end - pos
-        base_len, delta = _BASE_AND_LENGTH.unpack_from, _LAST_DELTA.unpack_from
-        while rel < stop and rel + _SCAN_HEADER.size <= len(buf):
-            base, length = base_len(buf, rel)
-            if base + delta(buf, rel + 23)[0] >= offset:
-                break
+        return os.pread(self.fd, min(end - pos + _SCAN_HEADER.size, self.size - pos), pos), pos, end
+
+    def locate(self, offset: int) -> tuple[bytes, int, int, int] | None:
+        """The first batch whose last offset is >= ``offset`` (compaction leaves holes), or None: (buf, at,
+        start, size), ``buf`` read from file position ``at``, holding the batch's header whole (its records
+        too when the batch ends inside the run), the batch at ``start``, ``size`` bytes.
+
+        A Fetch's path: the run is read once and its headers walked in a tight loop (one small unpack per
+        batch), not through ``walk``, and the batch's size taken from that same read, so a read of a
+        batch inside its run is one pread of the log (three before: the run, the headers from the batch
+        on, the batch)."""
+        if not self.index.count:
+            return None
+        buf, pos, end = self.read_run(*self.index.run_of(offset))
+        rel, stop, have = 0, end - pos, len(buf) - _SCAN_HEADER.size
+        find = _FIND.unpack_from
+        while rel < stop and rel <= have:
+            base, length, delta = find(buf, rel)
+            if base + delta >= offset:
+                return buf, pos, pos + rel, length + LOG_OVERHEAD
             rel += length + LOG_OVERHEAD
-        else:  # none in the run: the next run's first batch starts past ``offset``
-            return next(self.walk(end), None) if end < self.size else None
-        return next(self.walk(pos + rel))
+        # none in the run: the next run's first batch starts past ``offset``
+        if end >= self.size:
+            return None
+        buf = os.pread(self.fd, min(WALK_READ, self.size - end), end)
+        if len(buf) < _SCAN_HEADER.size:
+            return None
+        return buf, end, end, _FIND.unpack_from(buf)[1] + LOG_OVERHEAD
+
+    def holding(self, offset: int) -> tuple[int, int] | None:
+        """The position and base offset of the first batch whose last offset is >= ``offset``, or None."""
+        found = self.locate(offset)
+        if found is None:
+            return None
+        buf, at, start, _size = found
+        return start, _FIND.unpack_from(buf, start - at)[0]
+
+    def reaching(self, ts: int, floor: int) -> bytes | None:
+        """The first batch with a timestamp >= ``ts`` whose last offset is >= ``floor`` (the log start), or
+        None: the run the time index names read once and its headers walked in it (one unpack per
+        batch), the batch cut from that read; on past the run only when its batches reaching ``ts`` all
+        lie below ``floor``."""
+        run = self.index.run_reaching(ts)
+        if run is None:
+            return None
+        buf, pos, end = self.read_run(*run)
+        rel, stop, have = 0, end - pos, len(buf) - _SCAN_HEADER.size
+        reach = _REACH.unpack_from
+        while rel < stop and rel <= have:
+            base, length, delta, max_ts = reach(buf, rel)
+            size = length + LOG_OVERHEAD
+            if max_ts >= ts and base + delta >= floor:
+                return buf[rel : rel + size]
+            rel += size
+        for at, _base, last, max_ts, size in self.walk(end) if end < self.size else ():
+            if max_ts >= ts and last >= floor:
+                return self.pread(at, at + size)
+        return None
 
     def first_from(self, offset: int) -> int:
         """The position of the first batch whose base offset is >= ``offset`` (the end when none is)."""
         if offset >= self.next_offset:  # past the segment (a READ_COMMITTED fetch of an older one)
             return self.size
-        i = self.index.lower_offset(offset)
-        if i == 0:
-            return self.index.position(0) if len(self.index) else self.size
-        for pos, base, _last, _ts, _size in self.walk(self.index.position(i - 1), self.run_end(i - 1)):
+        if not self.index.count:
+            return self.size
+        # the run of the last entry below ``offset`` (the first run when none is: its first batch is the
+        # answer then), its block looked at once
+        start, end = self.index.run_of(offset - 1)
+        if end < 0:
+            end = self.size
+        for pos, base, _last, _ts, _size in self.walk(start, end):
             if base >= offset:
                 return pos
-        return self.run_end(i - 1)
+        return end
 
     def whole_batches_end(self, start: int, first_size: int, limit: int) -> int:
         """The end of the last whole batch from ``start`` that ends at or below ``limit``; at least the
@@ -234,7 +276,7 @@ class Segment:
             return self.size
         from_ = max(self.index.floor_start(limit), start)
         end = max(start + first_size, from_)
-        for pos, _base, _last, _ts, size in self.walk(from_):
+        for pos, _base, _last, _ts, size in self.walk(from_, limit):  # the headers up to it, not 16 KiB
             if pos + size > limit:
                 break
             end = pos + size
@@ -832,18 +874,20 @@ class Log:
         for seg in self.segments[si:]:
             # the first batch whose last offset is >= offset: compaction can leave holes, even whole
             # empty segments, and a fetch must then move on to the next batch rather than stall
-            found = seg.holding(offset)
+            found = seg.locate(offset)
             if found is None:
                 continue
-            start, _base, _last, _ts, first_size = found
+            buf, at, start, first_size = found
             stop = seg.size
             if upto is not None:
                 stop = seg.first_from(upto)
                 if stop <= start:
                     return b""
             # the end of the last whole batch that fits, but always at least the first batch
-            end = seg.whole_batches_end(start, first_size, start + max(max_bytes, 0))
-            return seg.pread(start, min(end, stop))
+            end = min(seg.whole_batches_end(start, first_size, start + max(max_bytes, 0)), stop)
+            if end <= at + len(buf):  # all in the run just read
+                return buf[start - at : end - at]
+            return seg.pread(start, end)
         return b""
 
     def headers(self, last_segments: int | None = None) -> Iterator[BatchHeader]:
@@ -958,20 +1002,13 @@ class Log:
         for seg in self.segments:
             if not len(seg.index) or seg.max_timestamp < ts_ms:
                 continue
-            # the first run reaching ts_ms (the time index), then its first batch that does
-            # on past the run when its batches reaching ts_ms all lie below the log start offset; the run
-            # read first on its own (a walk to the segment's end reads 16 KiB at once, four runs' worth)
-            run = seg.index.first_reaching(ts_ms)
-            end = seg.run_end(run)
-            batches = itertools.chain(seg.walk(seg.index.position(run), end), seg.walk(end))
-            for pos, _base, last, batch_ts, size in batches:
-                if batch_ts >= ts_ms and last >= self.log_start_offset:
-                    batch = seg.pread(pos, pos + size)
-                    for rec in iter_records_safe(batch):
-                        if rec.timestamp >= ts_ms and rec.offset >= self.log_start_offset:
-                            return rec.offset, rec.timestamp
-                    header = parse_header(batch, 0)
-                    return max(header.base_offset, self.log_start_offset), header.max_timestamp
+            batch = seg.reaching(ts_ms, self.log_start_offset)
+            if batch is not None:
+                for rec in iter_records_safe(batch):
+                    if rec.timestamp >= ts_ms and rec.offset >= self.log_start_offset:
+                        return rec.offset, rec.timestamp
+                header = parse_header(batch, 0)
+                return max(header.base_offset, self.log_start_offset), header.max_timestamp
         return None
 
     def max_timestamp(self) -> tuple[int, int] | None:
@@ -983,8 +1020,10 @@ class Log:
         if top is None:
             return None
         ts, seg = top
-        run = seg.index.first_reaching(ts, exactly=True)
-        for pos, _base, last, batch_ts, size in seg.walk(seg.index.position(run), seg.run_end(run)):
+        run = seg.index.run_reaching(ts, exactly=True)
+        if run is None:
+            return None
+        for pos, _base, last, batch_ts, size in seg.walk(run[0], seg.size if run[1] < 0 else run[1]):
             if batch_ts == ts:
                 for rec in iter_records_safe(seg.pread(pos, pos + size)):
                     if rec.timestamp == ts:

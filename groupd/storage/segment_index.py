@@ -404,25 +404,33 @@ class SegmentIndex:
         arr, lo, hi = self._field(b - 1, f)
         return (b - 1) * self.width + bisect.bisect_left(arr, value, lo, hi) - lo
 
-    def lower_offset(self, offset: int) -> int:
-        """How many entries have an offset below ``offset``."""
-        return self._lower(self.first_offsets, 0, offset)
-
     def lower_position(self, position: int) -> int:
         """How many entries start below ``position``."""
         return self._lower(self.first_positions, 1, position)
 
-    def first_reaching(self, ts: int, exactly: bool = False) -> int:
-        """The first entry whose run's largest timestamp is >= ``ts``, -1: none. With ``exactly``, the first
+    def run_reaching(self, ts: int, exactly: bool = False) -> tuple[int, int] | None:
+        """The first run whose largest timestamp is >= ``ts`` (None: none is), as ``run_of`` gives one: its
+        first batch's position and the next run's (-1: the segment's end). With ``exactly``, the first
         whose is == ``ts``, for ``ts`` the segment's largest (blocks are picked by their largest). The
         timestamps need not grow, so both levels are scanned, not bisected: in C (``compress`` over the
-        comparisons), as a ListOffsets by timestamp's loop over a segment's blocks was most of its cost."""
+        comparisons), as a ListOffsets by timestamp's loop over a segment's blocks was most of its cost;
+        the block found is looked at once for the run's bounds too."""
         test = ts.__eq__ if exactly else ts.__le__
+        width, starts = self.width, self.first_positions
         for b in itertools.compress(itertools.count(), map(test, self.block_ts)):
-            arr, lo, hi = self._field(b, 2)
-            for j in itertools.compress(itertools.count(), map(test, arr[lo:hi])):
-                return b * self.width + j
-        return -1
+            if b < self.spilled:
+                block = self._block(b)
+                n = min(width, self.count - b * width)
+                for j in itertools.compress(itertools.count(), map(test, block[2 * width : 2 * width + n])):
+                    if j + 1 < n:
+                        return block[width + j], block[width + j + 1]
+                    return block[width + j], starts[b + 1] if b + 1 < len(starts) else -1
+            else:
+                positions = self.positions
+                lo = (b - self.spilled) * width
+                for j in itertools.compress(itertools.count(lo), map(test, self.max_ts[lo : lo + width])):
+                    return positions[j], positions[j + 1] if j + 1 < len(positions) else -1
+        return None
 
     def iter_positions(self) -> Iterator[int]:
         """Every entry's position, in order (a block read at a time, past the cache: start-up replay).

@@ -1,5 +1,5 @@
 """Reading a segment's index blocks (storage/segment_index.py): the one-step lookups a Fetch and a
-ListOffsets use (``run_of``, ``floor_start``, ``first_reaching``) agree with a plain walk over every entry,
+ListOffsets use (``run_of``, ``floor_start``, ``run_reaching``) agree with a plain walk over every entry,
 whether the entries are in the side file, the cache or the tail; and the side file is read through one
 descriptor kept beside the segment's, counted against ``log.max.open.files`` and closed with it, never
 left open on a file that was replaced or removed."""
@@ -66,11 +66,15 @@ def test_one_step_lookups_agree_with_a_walk_over_every_entry(steps, width, cache
             below = [p for p in starts if p <= position]
             assert index.floor_start(position) == (below[-1] if below else -1), position
         timestamps = [t for _o, _p, t in added]
+
+        def bounds(k: int) -> tuple[int, int] | None:
+            return None if k < 0 else (starts[k], starts[k + 1] if k + 1 < len(starts) else -1)
+
         for ts in range(-1, 43):
             want = next((k for k, t in enumerate(timestamps) if t >= ts), -1)
-            assert index.first_reaching(ts) == want, ts
+            assert index.run_reaching(ts) == bounds(want), ts
         top = max(timestamps)
-        assert index.first_reaching(top, exactly=True) == timestamps.index(top)
+        assert index.run_reaching(top, exactly=True) == bounds(timestamps.index(top))
         index.close_reader()
 
 

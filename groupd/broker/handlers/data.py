@@ -24,6 +24,7 @@ from groupd.broker.dataplane.leader_epochs import (
     current_epoch_error,
     fetch_divergence,
 )
+from groupd.broker.dataplane.records_out import records_in
 from groupd.broker.dispatch import Answer, RequestContext, Response, later_of
 from groupd.broker.handlers import old_versions
 from groupd.broker.handlers.current_leader import CurrentLeaders
@@ -424,13 +425,7 @@ def _count_out(metrics: Any, names: list[str | None], topics: tuple) -> None:
             if not data:
                 continue
             nbytes += len(data)
-            pos, end = 0, len(data)
-            while pos + 17 <= end:  # every entry: offset, length, then (at 16) its magic
-                if data[pos + 16] >= 2:  # a v2 batch: its record count at 57
-                    records += int.from_bytes(data[pos + 57 : pos + 61], "big") if pos + 61 <= end else 0
-                else:  # a down-converted message (Fetch v0-3): one record, a compressed wrapper counted as one
-                    records += 1
-                pos += 12 + int.from_bytes(data[pos + 8 : pos + 12], "big")
+            records += records_in(data)
         if nbytes and name is not None:
             metrics.topic_out(name, records, nbytes)
 
