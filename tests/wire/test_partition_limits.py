@@ -191,7 +191,10 @@ async def test_a_big_create_partitions_does_not_stall_another_clients_heartbeats
         # p99 is about 10 ms (docs/operations.md), the bounds leave room for the suite's shared cores
         worst = max(latencies)
         p99 = statistics.quantiles(latencies, n=100)[98]
-        assert worst < min(took / 3, 1.0), f"worst heartbeat {worst * 1000:.0f} ms while creating took {took:.2f} s"
+        # (a creation on the loop would also leave fewer than 10 heartbeats answered while it ran; the floor of
+        # 0.5 s spares a quick creation one scheduling hiccup of a loaded machine)
+        bound = min(max(took / 3, 0.5), 1.0)
+        assert worst < bound, f"worst heartbeat {worst * 1000:.0f} ms while creating took {took:.2f} s"
         assert p99 < 0.25, f"p99 {p99 * 1000:.0f} ms"
     finally:
         await member_conn.close()
