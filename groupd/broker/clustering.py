@@ -185,6 +185,7 @@ class ClusterNode:
         """Controlled shutdown: the broker's services have written what they had; release every lease so
         the other nodes take over at their next heartbeat."""
         await self._tasks.cancel_all()
+        await self.share_state.batches.close()
         self.peers.close()
         await self.member.stop()
         await asyncio.to_thread(self.member.store.db.close)
