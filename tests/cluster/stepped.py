@@ -36,9 +36,10 @@ class TwoNodes:
 
 
 @contextlib.asynccontextmanager
-async def two_started(tmp_path: Path, url: str) -> AsyncIterator[TwoNodes]:
-    """Two nodes with a long lease (stepped by hand), four partitions a topic, few share-state partitions."""
-    more = {"num.partitions": "4", "share.coordinator.state.topic.num.partitions": str(STATE_SHARDS)}
+async def two_started(tmp_path: Path, url: str, **config: str) -> AsyncIterator[TwoNodes]:
+    """Two nodes with a long lease (stepped by hand), four partitions a topic, few share-state partitions;
+    ``config``: more keys for both."""
+    more = {"num.partitions": "4", "share.coordinator.state.topic.num.partitions": str(STATE_SHARDS), **config}
     one = Broker(node_config(tmp_path, url, 1, LONG_LEASE_MS, **more))
     two = Broker(node_config(tmp_path, url, 2, LONG_LEASE_MS, **more))
     await one.start()

@@ -27,6 +27,7 @@ from groupd.broker.dataplane.producers import ProducerIds
 from groupd.broker.dataplane.topic_configs import effective_topic_config
 from groupd.broker.dataplane.topics import Topic, TopicRegistry
 from groupd.broker.dataplane.txn_index import PartitionTxns, is_transactional, mark_transactional
+from groupd.broker.dataplane.verification_guards import VerificationGuards
 from groupd.clock import wall_ms
 from groupd.storage.batch import build_control_batch
 from groupd.storage.engine import LogConfig, PartitionLog, StorageEngine
@@ -104,6 +105,7 @@ class PartitionManager:
         )
         self._watchers: dict[TopicPartition, set[asyncio.Future]] = {}
         self.txns: dict[TopicPartition, PartitionTxns] = {}  # partitions that have held transactional batches
+        self.guards = VerificationGuards()  # produce-time verifications under way (KIP-890)
         self._tasks: set[asyncio.Task] = set()
         self._prepared: dict[TopicPartition, PartitionLog] = {}  # opened by prepare, not yet in the registry
         self._deleting: dict[str, asyncio.Task] = {}  # topics whose files are being removed
@@ -180,6 +182,7 @@ class PartitionManager:
             return
         old = self.logs.pop((name, p), None)
         self.txns.pop((name, p), None)
+        self.guards.drop((name, p))
         if old is not None:
             with contextlib.suppress(StorageError, OSError):  # its unwritten batches were never acknowledged
                 old.close()
@@ -268,6 +271,7 @@ class PartitionManager:
         for key in keys:
             lg = self.logs.pop(key)
             self.txns.pop(key, None)
+            self.guards.drop(key)
             lg.close()
             self._wake(key)
         if self.producers is not None:
@@ -358,6 +362,7 @@ class PartitionManager:
         marker = build_control_batch(producer_id, producer_epoch, commit, timestamp_ms=wall_ms())
         offset, _ = lg.append(marker, None if self.leader_epoch is None else self.leader_epoch(*key))
         state.marker(producer_id, commit, offset)
+        self.guards.clear(key, producer_id)  # a verification under way for the ended transaction is void
         self._wake(key)
         return lg
 
