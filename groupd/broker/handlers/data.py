@@ -25,7 +25,7 @@ from groupd.broker.dataplane.leader_epochs import (
     current_epoch_error,
     fetch_divergence,
 )
-from groupd.broker.dispatch import Answer, RequestContext, Response, later_of
+from groupd.broker.dispatch import Answer, Later, RequestContext, Response, later_of
 from groupd.broker.handlers import old_versions
 from groupd.broker.handlers.current_leader import CurrentLeaders
 from groupd.broker.security.access import (
@@ -166,6 +166,42 @@ def _first_batch_codec(records: bytes) -> int:
 
 
 def produce(broker: Broker, ctx: RequestContext, req: ProduceRequest) -> Answer:
+    cluster = broker.cluster
+    if cluster is not None and cluster.reopening_any() and _reopening(broker, ctx, req):
+        return later_of(_produce_reopened(broker, ctx, req))
+    return _produce(broker, ctx, req)
+
+
+def _reopening(broker: Broker, ctx: RequestContext, req: ProduceRequest) -> bool:
+    """Whether the Produce names a partition whose lease this node just took and is still reopening."""
+    assert broker.cluster is not None
+    return any(
+        broker.cluster.reopening((name, index)) for name, index, _ in _named_records(broker, ctx, req, _nothing_refused)
+    )
+
+
+async def _produce_reopened(broker: Broker, ctx: RequestContext, req: ProduceRequest) -> Response | None:
+    """A Produce that waited for its partitions' reopening (at most a lease): answered as any other once
+    they are served, so what a producer pipelined behind it is appended in its order, never after a refusal
+    of it (an idempotent producer would see its sequence broken)."""
+    assert broker.cluster is not None
+    await broker.cluster.reopened(broker.config["cluster.lease.ms"] / 1000)
+    answer = _produce(broker, ctx, req)
+    if not isinstance(answer, Later):
+        return answer
+    if not answer.settled:
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+        def settled(_later: Later) -> None:
+            if not done.done():
+                done.set_result(None)
+
+        answer.listener = settled
+        await done
+    return answer.answer()
+
+
+def _produce(broker: Broker, ctx: RequestContext, req: ProduceRequest) -> Answer:
     tid = req.transactional_id if ctx.version >= 3 else None  # v3+
     refusal = _write_refusal(broker, ctx, tid)  # the ACLs first, as KafkaApis: no verification for the refused
     verifier = broker.transactions.verifier
