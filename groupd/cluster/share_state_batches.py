@@ -8,8 +8,9 @@ writes to one coordinator node thus costs a few round trips, not one each.
 
 A key asked twice before a request leaves (two writes of one share-partition) goes in two requests, one
 after the other: the coordinator answers one result per partition of a request, and the order of two
-writes of one state matters. A peer that cannot be reached or does not answer in time fails every caller
-of that request with NETWORK_EXCEPTION, which the caller (share_state.py) retries as Kafka retries it; an
+writes of one state matters. A peer that cannot be reached fails every caller of that request with
+NETWORK_EXCEPTION, one that does not answer in time with REQUEST_TIMED_OUT, which the caller
+(share_state.py) retries as Kafka retries them; an
 answer without the caller's partition is UNKNOWN_SERVER_ERROR (Kafka's persister completes that caller
 with the error of an IllegalStateException, which is not retried).
 """
@@ -186,6 +187,8 @@ class ShareStateBatches:
             missing = ErrorCode.unknown_server_error
         except PeerUnavailable as exc:
             log.info("%s of %d partition(s) at node %d failed: %s", rpc.name, len(calls), node, exc)
+            if isinstance(exc.__cause__, TimeoutError):  # no answer in time, rather than no connection
+                missing = ErrorCode.request_timed_out
         except Exception as exc:  # an answer that cannot be read: its callers retry as after a lost connection
             log.warning("%s of %d partition(s) at node %d failed: %r", rpc.name, len(calls), node, exc)
         finally:  # cancelled too: nobody may wait for ever

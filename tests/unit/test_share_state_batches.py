@@ -6,9 +6,10 @@
 - one request of a kind is in flight to a node at a time (Kafka's inFlight set): what arrives meanwhile
   goes together in the next one;
 - each caller gets its own partition's result out of the combined answer, its own error;
-- a peer that cannot be reached fails every caller of the request with NETWORK_EXCEPTION, which the
-  share-state client retries (PersisterStateManager maps a disconnection to NETWORK_EXCEPTION); an answer
-  without the caller's partition is UNKNOWN_SERVER_ERROR (Kafka: the error of an IllegalStateException).
+- a peer that cannot be reached fails every caller of the request with NETWORK_EXCEPTION, one that does not
+  answer in time with REQUEST_TIMED_OUT, both retried by the share-state client (PersisterStateManager maps
+  a disconnection and a timeout to them); an answer without the caller's partition is UNKNOWN_SERVER_ERROR
+  (Kafka: the error of an IllegalStateException).
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ class FakePeer:
         self.gate = asyncio.Event()
         self.gate.set()
         self.down = False
+        self.late = False
         self.drop: set[tuple[uuid.UUID, int]] = set()  # partitions the answer leaves out
 
     async def call(self, node: int, api_key: ApiKey, version: int, body: object) -> object:
@@ -50,6 +52,8 @@ class FakePeer:
         await self.gate.wait()
         if self.down:
             raise PeerUnavailable(f"node {node} is not live")
+        if self.late:  # as Peers.call says a peer that did not answer within its timeout
+            raise PeerUnavailable(f"node {node}: no answer") from TimeoutError()
         if not isinstance(body, write_request.WriteShareGroupStateRequest):
             return object()  # an answer without results
         return write_response.WriteShareGroupStateResponse(
@@ -171,6 +175,10 @@ def test_an_unreachable_peer_fails_every_caller_with_network_exception() -> None
         )
         assert answers == [ErrorCode.network_exception, ErrorCode.network_exception]
         assert batches.requests_sent == 1
+        peer.down = False
+        peer.late = True  # connected, but no answer in time
+        assert await batches.call(2, WRITE, key("g", T1, 0), entry(0)) == ErrorCode.request_timed_out
+        peer.late = False
         peer.down = False
         peer.drop.add((T1, 1))  # an answer that leaves a partition out
         answers = await asyncio.gather(
