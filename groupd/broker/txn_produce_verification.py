@@ -73,25 +73,27 @@ def remote_verifications(
         first = _first_transactional(data)
         if first is None:
             continue
+        producer_id, epoch, sequence = first
         txns = broker.partitions.txn_state((topic, index))
-        if txns is not None and txns.has_open(first[0]):
+        if txns is not None and txns.has_open(producer_id):
             continue
         if route == ErrorCode.coordinator_load_in_progress:
             asks.setdefault(LOADING, []).append((topic, index))
             continue
-        verification.guards[(topic, index)] = broker.partitions.guards.start((topic, index), first[0])
-        asks.setdefault(first, []).append((topic, index))
+        guard = broker.partitions.guards.start((topic, index), producer_id, sequence, epoch)
+        verification.guards[(topic, index)] = guard
+        asks.setdefault((producer_id, epoch), []).append((topic, index))
     return asks, verification
 
 
-def _first_transactional(data: bytes) -> tuple[int, int] | None:
-    """(producer id, epoch) of the first transactional data batch; None: none, or malformed (the append
-    refuses those with their own error)."""
+def _first_transactional(data: bytes) -> tuple[int, int, int] | None:
+    """(producer id, epoch, first sequence) of the first transactional data batch; None: none, or malformed
+    (the append refuses those with their own error)."""
     try:
         for batch in split_batches(data):
             h = validate_batch(batch)
             if h.is_transactional and not h.is_control and h.producer_id >= 0:
-                return h.producer_id, h.producer_epoch
+                return h.producer_id, h.producer_epoch, h.base_sequence
     except (CorruptBatch, UnsupportedMagic):
         return None
     return None

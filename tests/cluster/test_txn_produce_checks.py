@@ -224,3 +224,34 @@ def test_acks_zero_transactional_batches_are_verified_and_a_refusal_closes_the_c
             assert node.partitions.get("t", led[1]).log_end_offset == 0  # type: ignore[union-attr]
 
     asyncio.run(scenario())
+
+
+def test_a_batch_overtaking_one_whose_verification_failed_is_out_of_order(tmp_path: Path, postgresql_url: str) -> None:
+    """Kafka's VerificationStateEntry keeps the lowest sequence whose verification started: batch 0-4's
+    verification fails (retriable), batch 5-9's succeeds; 5-9 is refused OUT_OF_ORDER_SEQUENCE_NUMBER instead
+    of opening the producer's sequence at 5 here. The retried 0-4, then 5-9, are written in order."""
+
+    async def scenario() -> None:
+        async with two_started(tmp_path, postgresql_url) as both:
+            b = await begun(both)
+            p, verifier, at_leader = b.led[0], b.verifier, both.clients[b.leader]
+            real = verifier.verify
+            failing = [True]
+
+            async def first_fails(tid, producer_id, producer_epoch, tps):  # type: ignore[no-untyped-def]
+                if failing.pop() if failing else False:
+                    return dict.fromkeys(tps, ErrorCode.coordinator_load_in_progress)  # retried by the producer
+                return await real(tid, producer_id, producer_epoch, tps)
+
+            verifier.verify = first_fails  # type: ignore[method-assign]
+            low, high = (
+                txn_batch(b.pid, b.epoch, 0, [b"%d" % i for i in range(5)]),
+                txn_batch(b.pid, b.epoch, 5, [b"5"]),
+            )
+            assert await produced(at_leader, b.tid, "t", p, low) == (ErrorCode.not_enough_replicas, -1)
+            assert await produced(at_leader, b.tid, "t", p, high) == (ErrorCode.out_of_order_sequence_number, -1)
+            assert await produced(at_leader, b.tid, "t", p, low) == (ErrorCode.none, 0)
+            assert await produced(at_leader, b.tid, "t", p, high) == (ErrorCode.none, 5)
+            assert len(b.node.partitions.guards) == 0
+
+    asyncio.run(scenario())

@@ -19,22 +19,49 @@ TopicPartition = tuple[str, int]
 
 
 class VerificationGuard:
-    """A token compared by identity: two verifications never share one unless they overlapped."""
+    """A token compared by identity: two verifications never share one unless they overlapped. It also
+    keeps the lowest sequence (of the newest epoch) whose verification started (Kafka's
+    VerificationStateEntry): while the guard is held, a batch of a higher sequence is refused
+    OUT_OF_ORDER_SEQUENCE_NUMBER, so a batch that overtook a lower one whose verification failed (and is
+    retried) cannot open the producer's sequence here with a gap."""
 
-    __slots__ = ()
+    __slots__ = ("lowest_sequence", "epoch")
+
+    def __init__(self, sequence: int, epoch: int) -> None:
+        self.lowest_sequence = sequence
+        self.epoch = epoch
+
+    def saw(self, sequence: int, epoch: int) -> None:
+        """Kafka's maybeUpdateLowestSequenceAndEpoch: a lower sequence of the same epoch, or a newer epoch."""
+        if epoch == self.epoch and sequence < self.lowest_sequence:
+            self.lowest_sequence = sequence
+        if epoch > self.epoch:
+            self.epoch, self.lowest_sequence = epoch, sequence
 
 
 class VerificationGuards:
     def __init__(self) -> None:
         self._held: dict[TopicPartition, dict[int, VerificationGuard]] = {}
 
-    def start(self, tp: TopicPartition, producer_id: int) -> VerificationGuard:
-        """The guard of the producer's verification on ``tp``: the one under way, or a new one."""
+    def start(self, tp: TopicPartition, producer_id: int, sequence: int, epoch: int) -> VerificationGuard:
+        """The guard of the producer's verification on ``tp`` (the one under way, or a new one), having seen
+        the first sequence and epoch of the batch to verify."""
         held = self._held.setdefault(tp, {})
         guard = held.get(producer_id)
         if guard is None:
-            guard = held[producer_id] = VerificationGuard()
+            guard = held[producer_id] = VerificationGuard(sequence, epoch)
+        else:
+            guard.saw(sequence, epoch)
         return guard
+
+    def overtakes(self, tp: TopicPartition, producer_id: int, sequence: int) -> bool:
+        """A batch from a client whose first sequence is above the lowest one still being verified (Kafka's
+        ProducerAppendInfo.checkSequence: OUT_OF_ORDER_SEQUENCE_NUMBER)."""
+        held = self._held.get(tp)
+        if held is None:  # the common case: nothing being verified on the partition
+            return False
+        guard = held.get(producer_id)
+        return guard is not None and sequence > guard.lowest_sequence
 
     def holds(self, tp: TopicPartition, producer_id: int, guard: VerificationGuard | None) -> bool:
         """Does ``tp`` still hold ``guard`` for the producer (nothing of its transaction landed since)?"""

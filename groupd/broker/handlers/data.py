@@ -122,6 +122,10 @@ def _produce_partition(
                     lg.log_start_offset,
                     None,
                 )  # Kafka: a transactional write was expected
+            if h.producer_id >= 0 and broker.partitions.guards.overtakes(
+                (topic, index), h.producer_id, h.base_sequence
+            ):
+                return ErrorCode.out_of_order_sequence_number, -1, lg.log_start_offset, None
             error, duplicate = producers.check(
                 h.producer_id, h.producer_epoch, topic, index, h.base_sequence, h.record_count
             )
