@@ -17,6 +17,7 @@ them to each partition's leader.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import uuid
 from typing import TYPE_CHECKING
@@ -93,6 +94,9 @@ class ClusterNode:
         # per data partition this node leads: its lease epoch and where that epoch starts (the log end offset
         # found when the lease was taken), the one entry of its leader epoch cache (dataplane/leader_epochs.py)
         self._epoch_starts: dict[Resource, tuple[int, int]] = {}
+        # data partitions taken and not yet reopened (not served until they are), by the epoch taken at
+        self._reopening: dict[Resource, int] = {}
+        self._reopener: asyncio.Task | None = None
         share = broker.share_coordinator
         share.serving = lambda p: self.serves((SHARE_STATE_TOPIC, p))
         self.share_state = ShareStateClient(
@@ -129,12 +133,52 @@ class ClusterNode:
             self._tasks.spawn(self.broker.transactions.acquire(r[1]))
         elif r[0] == SHARE_STATE_TOPIC:
             self._tasks.spawn(self.broker.share_coordinator.acquire(r[1]))
-        else:
-            self.broker.partitions.reopen(*r)
-            self.broker.share_partitions.partition_moved(*r)
-            lg = self.broker.partitions.logs.get(r)
-            if lg is not None:  # the new epoch starts at the log end found (Kafka's makeLeader)
-                self._epoch_starts[r] = (epoch, lg.log_end_offset)
+        else:  # served once reopened from the database, off the loop with the others taken this beat
+            self.broker.partitions.close_stale(r)
+            self._reopening[r] = epoch
+            if self._reopener is None or self._reopener.done():
+                self._reopener = self._tasks.spawn(self._reopen_taken())
+
+    async def _reopen_taken(self) -> None:
+        """Reopen the data partitions whose leases this node took (PartitionManager.open_off_loop: a slice at
+        a time on the partition-files thread), then serve each: a takeover of many partitions at once keeps
+        the loop free for the clients meanwhile (a Produce waits for it, handlers/data.py's ``_produce_reopened``;
+        other requests hear a retriable error until then)."""
+        while batch := dict(self._reopening):
+            try:
+                await self.broker.partitions.open_off_loop(list(batch), replace=True)
+            except (StorageError, OSError) as exc:  # then opened when first asked (Broker.partition_log)
+                log.warning("node %d could not reopen %d partition(s): %s", self.node_id, len(batch), exc)
+            for r, epoch in batch.items():
+                if self._reopening.get(r) != epoch:
+                    continue  # lost meanwhile, or taken again at another epoch (reopened again)
+                del self._reopening[r]
+                self.broker.share_partitions.partition_moved(*r)
+                lg = self.broker.partitions.logs.get(r)
+                if lg is not None:  # the new epoch starts at the log end found (Kafka's makeLeader)
+                    self._epoch_starts[r] = (epoch, lg.log_end_offset)
+
+    def reopening_any(self) -> bool:
+        return bool(self._reopening)
+
+    def reopening(self, r: Resource) -> bool:
+        """Whether a data partition this node took is still being reopened (not yet served)."""
+        return r in self._reopening
+
+    async def reopened(self, timeout: float) -> None:
+        """Until the reopening under way ends, or ``timeout`` seconds (a Produce for such a partition waits
+        here, so an idempotent producer's pipelined batches are not split between a refusal and an append)."""
+        task = self._reopener
+        if task is not None and not task.done():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(task), timeout)
+
+    async def opened(self) -> None:
+        """Until every data partition followed or taken so far is open, and served if taken (tests that
+        step by hand)."""
+        await self.broker.partitions.all_opened()
+        while self._reopener is not None and not self._reopener.done():
+            await asyncio.shield(self._reopener)
 
     def _lost(self, r: Resource) -> None:
         log.info("node %d no longer owns %s-%d", self.node_id, *r)
@@ -145,13 +189,14 @@ class ClusterNode:
         elif r[0] == SHARE_STATE_TOPIC:
             self.broker.share_coordinator.release(r[1])
         else:
+            self._reopening.pop(r, None)
             self.broker.share_partitions.partition_moved(*r)
             self._epoch_starts.pop(r, None)
 
     # ------------------------------------------------------------ routing
 
     def serves(self, r: Resource) -> bool:
-        return self.member.serving(r) is not None
+        return self.member.serving(r) is not None and r not in self._reopening
 
     def leader_epoch(self, topic: str, partition: int) -> int:
         """The lease epoch this node serves the partition at (-1: it does not serve it)."""
@@ -249,6 +294,7 @@ class ClusterNode:
         the other nodes take over at their next heartbeat."""
         self.changes.stop()
         await self._tasks.cancel_all()
+        await self.share_state.batches.close()
         self.peers.close()
         await self.member.stop()
         await asyncio.to_thread(self.changes.join)

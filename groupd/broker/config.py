@@ -498,6 +498,13 @@ KEYS: dict[str, Key] = {
             INT32_MAX,
             "how often transactions past their timeout are aborted",
         ),
+        Key(
+            "transaction.partition.verification.enable",
+            _bool,
+            "true",
+            doc="check with the transaction coordinator that a partition was added to the producer's transaction "
+            "before its first transactional batch is written there (KIP-890)",
+        ),
         _int_key(
             "transactional.id.expiration.ms",
             604_800_000,

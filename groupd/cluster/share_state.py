@@ -4,7 +4,8 @@ over PersisterStateManager): the Persister a node's share partitions and share g
 A share-partition's state lives in the ``__share_group_state`` partition of its key; the node holding that
 partition's lease is its share coordinator. When it is this node, the call goes to the local coordinator;
 otherwise it is the coordinator's RPC (ReadShareGroupState, WriteShareGroupState, ...) to the holder, over
-the connection this node keeps to it (peers.py). Either way the answer means the change is durable where
+the connection this node keeps to it (peers.py), batched with the other calls of that RPC to that node as
+Kafka batches them (share_state_batches.py). Either way the answer means the change is durable where
 it went: the coordinator answers once its record is committed in the database.
 
 Retries are Kafka's: NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, COORDINATOR_LOAD_IN_PROGRESS and
@@ -23,34 +24,24 @@ import random
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-from kio.schema.delete_share_group_state.v0.request import (
-    DeleteShareGroupStateRequest,
-    DeleteStateData,
-)
 from kio.schema.delete_share_group_state.v0.request import PartitionData as DeletePartition
-from kio.schema.delete_share_group_state.v0.response import DeleteShareGroupStateResponse
-from kio.schema.initialize_share_group_state.v0.request import (
-    InitializeShareGroupStateRequest,
-    InitializeStateData,
-)
 from kio.schema.initialize_share_group_state.v0.request import PartitionData as InitializePartition
-from kio.schema.initialize_share_group_state.v0.response import InitializeShareGroupStateResponse
 from kio.schema.read_share_group_state.v0.request import PartitionData as ReadPartition
-from kio.schema.read_share_group_state.v0.request import ReadShareGroupStateRequest, ReadStateData
-from kio.schema.read_share_group_state.v0.response import ReadShareGroupStateResponse
 from kio.schema.read_share_group_state_summary.v1.request import PartitionData as SummaryPartition
-from kio.schema.read_share_group_state_summary.v1.request import (
-    ReadShareGroupStateSummaryRequest,
-    ReadStateSummaryData,
-)
-from kio.schema.read_share_group_state_summary.v1.response import ReadShareGroupStateSummaryResponse
 from kio.schema.write_share_group_state.v1.request import PartitionData as WritePartition
 from kio.schema.write_share_group_state.v1.request import StateBatch as WireBatch
-from kio.schema.write_share_group_state.v1.request import WriteShareGroupStateRequest, WriteStateData
-from kio.schema.write_share_group_state.v1.response import WriteShareGroupStateResponse
 from kio.static.primitive import i8, i16, i32, i64
 
-from groupd.cluster.peers import Peers, PeerUnavailable
+from groupd.cluster.peers import Peers
+from groupd.cluster.share_state_batches import (
+    DELETE,
+    INITIALIZE,
+    READ,
+    SUMMARY,
+    WRITE,
+    PartitionAnswer,
+    ShareStateBatches,
+)
 from groupd.coordinator.share_state.keys import coordinator_key
 from groupd.coordinator.share_state.persister import (
     Persister,
@@ -59,13 +50,11 @@ from groupd.coordinator.share_state.persister import (
     SharePartitionKey,
     StateBatch,
 )
-from groupd.protocol.api_table import ApiKey
 from groupd.protocol.errors import ErrorCode
 
 log = logging.getLogger("groupd.cluster")
 
 T = TypeVar("T")
-R = TypeVar("R")
 
 # PersisterStateManager: REQUEST_BACKOFF_MS, REQUEST_BACKOFF_MAX_MS, MAX_FIND_COORD_ATTEMPTS, and the client
 # retry back-off's exponent base and jitter (CommonClientConfigs.RETRY_BACKOFF_EXP_BASE, RETRY_BACKOFF_JITTER)
@@ -118,7 +107,8 @@ class ShareStateClient:
         self.peers = peers
         self.attempts = attempts
         self.wait = wait
-        self.remote_calls = 0  # RPCs sent to other nodes (tests, metrics)
+        self.batches = ShareStateBatches(peers)  # concurrent calls to one node go in one request
+        self.remote_calls = 0  # calls that went to other nodes (tests, metrics); batches.requests_sent: requests
         self.retries = 0
 
     async def _retried(
@@ -139,11 +129,7 @@ class ShareStateClient:
                 result = failed(ErrorCode.coordinator_not_available)
             else:
                 self.remote_calls += 1
-                try:
-                    result = await there(owner)
-                except PeerUnavailable as exc:
-                    log.debug("%s of %s at node %d: %s", what, coordinator_key(key), owner, exc)
-                    result = failed(ErrorCode.network_exception)
+                result = await there(owner)
             code = code_of(result)
             if code not in RETRIABLE or attempt == self.attempts:
                 if code != ErrorCode.none:
@@ -157,20 +143,10 @@ class ShareStateClient:
 
     async def initialize(self, key: SharePartitionKey, state_epoch: int, start_offset: int) -> int:
         async def there(node: int) -> int:
-            request = _one(
-                InitializeShareGroupStateRequest,
-                InitializeStateData,
-                key,
-                InitializePartition(
-                    partition=i32(key.partition),
-                    state_epoch=i32(state_epoch),
-                    start_offset=i64(start_offset),
-                ),
+            p = InitializePartition(
+                partition=i32(key.partition), state_epoch=i32(state_epoch), start_offset=i64(start_offset)
             )
-            response: InitializeShareGroupStateResponse = await self.peers.call(
-                node, ApiKey.INITIALIZE_SHARE_GROUP_STATE, 0, request
-            )
-            return _only(response.results, key).error_code
+            return _code(await self.batches.call(node, INITIALIZE, key, p))
 
         return await self._retried(
             key,
@@ -183,24 +159,18 @@ class ShareStateClient:
 
     async def read(self, key: SharePartitionKey, leader_epoch: int) -> ReadStateResult:
         async def there(node: int) -> ReadStateResult:
-            request = _one(
-                ReadShareGroupStateRequest,
-                ReadStateData,
-                key,
-                ReadPartition(partition=i32(key.partition), leader_epoch=i32(leader_epoch)),
-            )
-            response: ReadShareGroupStateResponse = await self.peers.call(
-                node, ApiKey.READ_SHARE_GROUP_STATE, 0, request
-            )
-            p = _only(response.results, key)
+            p = ReadPartition(partition=i32(key.partition), leader_epoch=i32(leader_epoch))
+            r = await self.batches.call(node, READ, key, p)
+            if isinstance(r, ErrorCode):
+                return ReadStateResult(r, None, 0, -1, ())
             return ReadStateResult(
-                p.error_code,
-                p.error_message,
-                p.state_epoch,
-                p.start_offset,
+                r.error_code,
+                r.error_message,
+                r.state_epoch,
+                r.start_offset,
                 tuple(
                     StateBatch(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count)
-                    for b in p.state_batches
+                    for b in r.state_batches
                 ),
             )
 
@@ -223,31 +193,23 @@ class ShareStateClient:
         batches: tuple[StateBatch, ...],
     ) -> int:
         async def there(node: int) -> int:
-            request = _one(
-                WriteShareGroupStateRequest,
-                WriteStateData,
-                key,
-                WritePartition(
-                    partition=i32(key.partition),
-                    state_epoch=i32(state_epoch),
-                    leader_epoch=i32(leader_epoch),
-                    start_offset=i64(start_offset),
-                    delivery_complete_count=i32(delivery_complete_count),
-                    state_batches=tuple(
-                        WireBatch(
-                            first_offset=i64(b.first_offset),
-                            last_offset=i64(b.last_offset),
-                            delivery_state=i8(b.delivery_state),
-                            delivery_count=i16(b.delivery_count),
-                        )
-                        for b in batches
-                    ),
+            p = WritePartition(
+                partition=i32(key.partition),
+                state_epoch=i32(state_epoch),
+                leader_epoch=i32(leader_epoch),
+                start_offset=i64(start_offset),
+                delivery_complete_count=i32(delivery_complete_count),
+                state_batches=tuple(
+                    WireBatch(
+                        first_offset=i64(b.first_offset),
+                        last_offset=i64(b.last_offset),
+                        delivery_state=i8(b.delivery_state),
+                        delivery_count=i16(b.delivery_count),
+                    )
+                    for b in batches
                 ),
             )
-            response: WriteShareGroupStateResponse = await self.peers.call(
-                node, ApiKey.WRITE_SHARE_GROUP_STATE, 1, request
-            )
-            return _only(response.results, key).error_code
+            return _code(await self.batches.call(node, WRITE, key, p))
 
         return await self._retried(
             key,
@@ -260,30 +222,18 @@ class ShareStateClient:
 
     async def delete(self, key: SharePartitionKey) -> int:
         async def there(node: int) -> int:
-            request = _one(
-                DeleteShareGroupStateRequest, DeleteStateData, key, DeletePartition(partition=i32(key.partition))
-            )
-            response: DeleteShareGroupStateResponse = await self.peers.call(
-                node, ApiKey.DELETE_SHARE_GROUP_STATE, 0, request
-            )
-            return _only(response.results, key).error_code
+            return _code(await self.batches.call(node, DELETE, key, DeletePartition(partition=i32(key.partition))))
 
         return await self._retried(key, "DeleteShareGroupState", lambda: self.local.delete(key), there, int, int)
 
     async def read_summary(self, key: SharePartitionKey, leader_epoch: int) -> ReadSummaryResult:
         async def there(node: int) -> ReadSummaryResult:
-            request = _one(
-                ReadShareGroupStateSummaryRequest,
-                ReadStateSummaryData,
-                key,
-                SummaryPartition(partition=i32(key.partition), leader_epoch=i32(leader_epoch)),
-            )
-            response: ReadShareGroupStateSummaryResponse = await self.peers.call(
-                node, ApiKey.READ_SHARE_GROUP_STATE_SUMMARY, 1, request
-            )
-            p = _only(response.results, key)
+            p = SummaryPartition(partition=i32(key.partition), leader_epoch=i32(leader_epoch))
+            r = await self.batches.call(node, SUMMARY, key, p)
+            if isinstance(r, ErrorCode):
+                return ReadSummaryResult(r, None, 0, 0, -1, -1)
             return ReadSummaryResult(
-                p.error_code, p.error_message, p.state_epoch, p.leader_epoch, p.start_offset, p.delivery_complete_count
+                r.error_code, r.error_message, r.state_epoch, r.leader_epoch, r.start_offset, r.delivery_complete_count
             )
 
         return await self._retried(
@@ -296,16 +246,6 @@ class ShareStateClient:
         )
 
 
-def _one(request: Callable[..., R], topic: Callable[..., object], key: SharePartitionKey, partition: object) -> R:
-    """A share-state request for one key: its group, its topic, one partition's fields."""
-    return request(group_id=key.group_id, topics=(topic(topic_id=key.topic_id, partitions=(partition,)),))
-
-
-def _only(results: tuple, key: SharePartitionKey):
-    """The one partition result of a one-key response; PeerUnavailable (retried) when it holds none."""
-    for topic in results:
-        if topic.topic_id == key.topic_id:
-            for p in topic.partitions:
-                if p.partition == key.partition:
-                    return p
-    raise PeerUnavailable(f"the share coordinator's answer holds no result for {coordinator_key(key)}")
+def _code(answer: PartitionAnswer | ErrorCode) -> int:
+    """A partition's error code, or the error that failed its request."""
+    return answer if isinstance(answer, ErrorCode) else answer.error_code

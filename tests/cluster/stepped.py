@@ -7,10 +7,11 @@ import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from groupd.broker.app import Broker
 from groupd.broker.config import Config
-from tests.cluster.test_broker_nodes import node_config
+from tests.cluster.test_broker_nodes import metadata, node_config
 from tests.harness import WireClient
 
 LONG_LEASE_MS = 120_000  # heartbeats every 30 s: none happens unless the test steps
@@ -27,9 +28,12 @@ def stepped(config: Config) -> Broker:
 
 
 async def step(*nodes: Broker) -> None:
+    """One heartbeat of each node, in order; the data partitions it followed or took are open (they open off
+    the loop) when it returns."""
     for b in nodes:
         assert b.cluster is not None
         await b.cluster.member.step()
+        await b.cluster.opened()
 
 
 @dataclass
@@ -46,10 +50,13 @@ class TwoNodes:
 
 
 @contextlib.asynccontextmanager
-async def two_started(tmp_path: Path, url: str, *, by_hand: bool = True) -> AsyncIterator[TwoNodes]:
-    """Two nodes with a long lease (stepped by hand), four partitions a topic, few share-state partitions.
-    ``by_hand`` False: they follow the database's notifications of changes by themselves (only those)."""
-    more = {"num.partitions": "4", "share.coordinator.state.topic.num.partitions": str(STATE_SHARDS)}
+async def two_started(
+    tmp_path: Path, url: str, *, by_hand: bool = True, **config: str
+) -> AsyncIterator[TwoNodes]:
+    """Two nodes with a long lease (stepped by hand), four partitions a topic, few share-state partitions;
+    ``config``: more keys for both. ``by_hand`` False: they follow the database's notifications of changes
+    by themselves (only those)."""
+    more = {"num.partitions": "4", "share.coordinator.state.topic.num.partitions": str(STATE_SHARDS), **config}
     make = stepped if by_hand else Broker
     one = make(node_config(tmp_path, url, 1, LONG_LEASE_MS, **more))
     two = make(node_config(tmp_path, url, 2, LONG_LEASE_MS, **more))
@@ -64,3 +71,14 @@ async def two_started(tmp_path: Path, url: str, *, by_hand: bool = True) -> Asyn
         for n in (2, 1):
             if n not in both.stopped:
                 await both.nodes[n].stop()
+
+
+async def settled(both: TwoNodes, topic: str) -> Any:
+    """The usual start: both nodes registered and seen live (a beat each), ``topic`` auto-created at node 1,
+    then two more beats each, in which both follow it and each takes and opens its share of the partitions
+    (both then agree on every leader). Node 1's Metadata entry of the topic."""
+    one, two = both.nodes[1], both.nodes[2]
+    await step(one, two)
+    created = (await metadata(both.clients[1], topic)).topics[0]
+    await step(one, two, one, two)
+    return created

@@ -83,6 +83,7 @@ async def two_nodes(
             for b in (one, two):
                 assert b.cluster is not None
                 await b.cluster.member.step()
+                await b.cluster.opened()
         yield one, two, c1, c2
     finally:
         await c1.close()

@@ -16,8 +16,7 @@ import asyncio
 from pathlib import Path
 
 from groupd.protocol.errors import ErrorCode
-from tests.cluster.stepped import step, two_started
-from tests.cluster.test_broker_nodes import metadata
+from tests.cluster.stepped import settled, two_started
 from tests.cluster.test_leader_epochs_across_nodes import epochs_in_metadata
 from tests.wire.test_data_plane import produce_body
 from tests.wire.test_leader_epochs import fetch_request, producer_batch
@@ -29,9 +28,7 @@ def test_produce_and_fetch_at_the_wrong_node_name_the_leader_and_its_endpoint(
     async def scenario() -> None:
         async with two_started(tmp_path, postgresql_url) as both:
             nodes, clients = both.nodes, both.clients
-            await step(*nodes.values())
-            await metadata(clients[1], "t")
-            await step(nodes[1], nodes[2], nodes[1], nodes[2])
+            await settled(both, "t")
             leader, epoch = (await epochs_in_metadata(clients[1], "t"))[0]
             other = 3 - leader
             endpoint = (leader, "127.0.0.1", nodes[leader].port)

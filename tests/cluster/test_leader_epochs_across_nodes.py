@@ -19,7 +19,7 @@ from pathlib import Path
 
 from groupd.protocol.errors import ErrorCode
 from groupd.storage.batch import iter_batches
-from tests.cluster.stepped import step, two_started
+from tests.cluster.stepped import settled, step, two_started
 from tests.cluster.test_broker_nodes import metadata
 from tests.harness import WireClient
 from tests.wire.test_data_plane import produce_body
@@ -44,10 +44,8 @@ def test_the_lease_epoch_is_the_leader_epoch_and_a_takeover_raises_it(tmp_path: 
     async def scenario() -> None:
         async with two_started(tmp_path, postgresql_url) as both:
             nodes, clients = both.nodes, both.clients
-            one, two, c1, c2 = nodes[1], nodes[2], clients[1], clients[2]
-            await step(one, two)
-            await metadata(c1, "t")
-            await step(one, two, one, two)
+            c1, c2 = clients[1], clients[2]
+            await settled(both, "t")
             seen = await epochs_in_metadata(c1, "t")
             assert seen == await epochs_in_metadata(c2, "t")  # one view from either node
             p = 0

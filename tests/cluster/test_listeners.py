@@ -30,7 +30,7 @@ from groupd.coordinator.partitioning import partition_for
 from groupd.protocol import codec
 from groupd.protocol.errors import ErrorCode
 from groupd.protocol.topic_names import OFFSETS_TOPIC
-from tests.cluster.stepped import LONG_LEASE_MS, step
+from tests.cluster.stepped import LONG_LEASE_MS, step, stepped
 from tests.cluster.test_broker_nodes import SHARDS, find_coordinator, metadata, node_config
 from tests.harness import WireClient
 from tests.wire.test_data_plane import produce_body
@@ -51,8 +51,8 @@ async def two_nodes(tmp_path: Path, url: str, advertised_by_two: str | None = No
     ``advertised_by_two``: node 2's advertised.listeners (its other listener then unregistered)."""
     two_more = {} if advertised_by_two is None else {"advertised.listeners": advertised_by_two}
     nodes = {
-        1: Broker(node_config(tmp_path, url, 1, LONG_LEASE_MS, **TWO_LISTENERS)),
-        2: Broker(node_config(tmp_path, url, 2, LONG_LEASE_MS, **TWO_LISTENERS, **two_more)),
+        1: stepped(node_config(tmp_path, url, 1, LONG_LEASE_MS, **TWO_LISTENERS)),
+        2: stepped(node_config(tmp_path, url, 2, LONG_LEASE_MS, **TWO_LISTENERS, **two_more)),
     }
     await nodes[1].start()
     await nodes[2].start()

@@ -23,7 +23,7 @@ from groupd.cluster.peers import Peers, PeerUnavailable
 from groupd.coordinator.share_state.persister import ACKNOWLEDGED, AVAILABLE, StateBatch
 from groupd.protocol.api_table import ApiKey
 from groupd.protocol.errors import ErrorCode
-from tests.cluster.stepped import LONG_LEASE_MS, STATE_SHARDS, TwoNodes, step
+from tests.cluster.stepped import LONG_LEASE_MS, STATE_SHARDS, TwoNodes, step, stepped
 from tests.cluster.test_broker_nodes import metadata, node_config
 from tests.cluster.test_share_state_across_nodes import split_pair
 from tests.cluster.test_txn_verification_across_nodes import produced, split
@@ -77,7 +77,7 @@ async def two_secured(tmp_path: Path, url: str, certs: Certs, mechanism: str) ->
     """Nodes 1 and 2, SASL_SSL only, topic ``t`` created and every lease spread; for SCRAM the peers' user
     created at node 1 and followed by node 2."""
     config = secured(certs, mechanism)
-    nodes = {n: Broker(node_config(tmp_path, url, n, LONG_LEASE_MS, **config)) for n in (1, 2)}
+    nodes = {n: stepped(node_config(tmp_path, url, n, LONG_LEASE_MS, **config)) for n in (1, 2)}
     for n in (1, 2):
         await nodes[n].start()
     both = TwoNodes(nodes, {})

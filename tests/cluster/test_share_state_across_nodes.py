@@ -16,7 +16,7 @@ from groupd.coordinator.share_state.keys import coordinator_key, state_partition
 from groupd.coordinator.share_state.persister import ACKNOWLEDGED, AVAILABLE, ReadStateResult, SharePartitionKey
 from groupd.protocol.errors import ErrorCode
 from groupd.protocol.topic_names import SHARE_STATE_TOPIC
-from tests.cluster.stepped import STATE_SHARDS, step, two_started
+from tests.cluster.stepped import STATE_SHARDS, settled, step, two_started
 from tests.cluster.test_broker_nodes import find_coordinator, metadata
 from tests.harness import WireClient
 from tests.wire.test_share_fetch import SHARE_ACK, SHARE_FETCH, ack_body, acquired, fetch_body, part, produce
@@ -62,10 +62,8 @@ def test_share_state_lives_at_the_holder_of_its_partition_and_the_leader_reaches
         async with two_started(tmp_path, postgresql_url) as both:
             nodes, clients = both.nodes, both.clients
             one, two, c1, c2 = nodes[1], nodes[2], clients[1], clients[2]
-            await step(one, two)
-            created = (await metadata(c1, "t")).topics[0]
+            created = await settled(both, "t")
             tid, count = created.topic_id, len(created.partitions)
-            await step(one, two, one, two)
             # every __share_group_state partition is leased, by one node or the other
             assert one.cluster is not None and two.cluster is not None
             owners = [one.cluster.leader(SHARE_STATE_TOPIC, p) for p in range(STATE_SHARDS)]

@@ -14,8 +14,7 @@ from groupd.broker.app import Broker
 from groupd.coordinator.partitioning import partition_for
 from groupd.protocol.errors import ErrorCode
 from groupd.protocol.topic_names import TXN_STATE_TOPIC
-from tests.cluster.stepped import TwoNodes, step, two_started
-from tests.cluster.test_broker_nodes import metadata
+from tests.cluster.stepped import TwoNodes, settled, two_started
 from tests.harness import WireClient
 from tests.wire.test_data_plane import produce_body
 from tests.wire.test_transactions import add_body, committed_fetch, end_body, init_body, txn_batch
@@ -48,10 +47,7 @@ def split(both: TwoNodes, topic: str, partitions: int) -> tuple[str, int, list[i
 
 async def started_topic(both: TwoNodes) -> tuple[str, int, int, list[int]]:
     """(tid, coordinator, leader, partitions the leader leads) once both nodes lease everything."""
-    one, two = both.nodes[1], both.nodes[2]
-    await step(one, two)
-    count = len((await metadata(both.clients[1], "t")).topics[0].partitions)
-    await step(one, two, one, two)
+    count = len((await settled(both, "t")).partitions)
     tid, coordinator, led = split(both, "t", count)
     return tid, coordinator, 3 - coordinator, led
 

@@ -71,6 +71,7 @@ async def create_all(
                     c.topic_id = topics.grow(c.name, c.last).topic_id
             finally:
                 partitions.discard(c.name, c.first, c.last)  # whatever the registry did not adopt
+            await partitions.opened(c.name)  # in a cluster they open off the loop after the claim: answered then
         except TopicError as exc:
             c.error, c.message = exc.code, exc.message
         except (StorageError, OSError) as exc:

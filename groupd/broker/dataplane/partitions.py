@@ -18,8 +18,10 @@ import asyncio
 import concurrent.futures
 import contextlib
 import errno
+import functools
 import logging
 import time
+import uuid
 from collections.abc import Callable, Coroutine
 from typing import Any
 
@@ -27,6 +29,7 @@ from groupd.broker.dataplane.producers import ProducerIds
 from groupd.broker.dataplane.topic_configs import effective_topic_config
 from groupd.broker.dataplane.topics import Topic, TopicRegistry
 from groupd.broker.dataplane.txn_index import PartitionTxns, is_transactional, mark_transactional
+from groupd.broker.dataplane.verification_guards import VerificationGuards
 from groupd.clock import wall_ms
 from groupd.storage.batch import build_control_batch
 from groupd.storage.engine import LogConfig, PartitionLog, StorageEngine
@@ -104,10 +107,13 @@ class PartitionManager:
         )
         self._watchers: dict[TopicPartition, set[asyncio.Future]] = {}
         self.txns: dict[TopicPartition, PartitionTxns] = {}  # partitions that have held transactional batches
+        self.guards = VerificationGuards()  # produce-time verifications under way (KIP-890)
         self._tasks: set[asyncio.Task] = set()
         self._prepared: dict[TopicPartition, PartitionLog] = {}  # opened by prepare, not yet in the registry
         self._deleting: dict[str, asyncio.Task] = {}  # topics whose files are being removed
         self._work: set[asyncio.Task] = set()  # creations under way (see run)
+        self._opening: dict[str, asyncio.Task] = {}
+        self._started = False  # in a cluster: a topic's new partitions being opened
         self._files = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="partition-files")
         self.descriptor_errors = RateLimitedLine(log)
         # in a cluster (docs/cluster.md): whether this node holds a partition's lease; None alone
@@ -123,6 +129,7 @@ class PartitionManager:
     async def start(self) -> None:
         for topic in self.topics.all():
             self._open_topic(topic, 0)
+        self._started = True  # from now on a cluster opens new partitions off the loop
         task = asyncio.get_running_loop().create_task(self._retention_loop())
         self._tasks.add(task)
 
@@ -132,7 +139,7 @@ class PartitionManager:
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-        for task in [*self._work, *self._deleting.values()]:
+        for task in [*self._work, *self._deleting.values(), *self._opening.values()]:
             with contextlib.suppress(asyncio.CancelledError, StorageError, OSError):
                 await task
         for lg in self._prepared.values():
@@ -154,16 +161,97 @@ class PartitionManager:
 
     def _open_topic(self, topic: Topic, first: int) -> None:
         cfg = log_config_for(self.config, topic.configs)
+        later = []
         for p in range(first, topic.partitions):
             prepared = self._prepared.pop((topic.name, p), None)
             if prepared is not None:  # new and empty: nothing to restore
                 self.logs[(topic.name, p)] = prepared
+            elif self.topics.shared and self._started:
+                later.append((topic.name, p))
+            else:
+                self._open_one(topic.name, p, cfg)
+        if later:  # in a cluster, created here after its claim or followed: off the loop, as prepare opens
+            previous = self._opening.get(topic.name)
+            task = asyncio.get_running_loop().create_task(self._open_later(later, previous))
+            self._opening[topic.name] = task
+            task.add_done_callback(functools.partial(self._opened, topic.name))
+
+    def _opened(self, name: str, task: asyncio.Task) -> None:
+        if self._opening.get(name) is task:
+            del self._opening[name]
+
+    async def _open_later(self, keys: list[TopicPartition], previous: asyncio.Task | None) -> None:
+        if previous is not None:  # an earlier growth of the same topic first
+            with contextlib.suppress(Exception):
+                await asyncio.shield(previous)
+        try:
+            await self.open_off_loop(keys, replace=False)
+        except (StorageError, OSError) as exc:  # its partitions open when first asked (Broker.partition_log)
+            self.descriptor_errors.error("opening partitions of %s failed: %s", keys[0][0], exc)
+
+    async def opened(self, name: str) -> None:
+        """Until the partitions of ``name`` being opened off the loop are open (in a cluster)."""
+        task = self._opening.get(name)
+        if task is not None:
+            await asyncio.shield(task)
+
+    async def all_opened(self) -> None:
+        """Until nothing is being opened off the loop (in a cluster)."""
+        while pending := [t for t in self._opening.values() if not t.done()]:
+            await asyncio.wait(pending)
+
+    async def open_off_loop(self, keys: list[TopicPartition], replace: bool) -> None:
+        """Open these partitions on the partition-files thread, ``CHUNK`` at a time, each taken into the
+        registry on the loop as its slice is open (with its transactions and producers restored): what a
+        cluster node does for a topic created or followed (``replace`` False: one opened meanwhile stays)
+        and for the partitions whose lease it took (``reopen``, True: the stale log is replaced). A
+        partition whose topic was deleted, or deleted and created again, meanwhile is closed unused."""
+        loop = asyncio.get_running_loop()
+        for start in range(0, len(keys), CHUNK):
+            wanted = []
+            for name, p in keys[start : start + CHUNK]:
+                topic = self.topics.get(name)
+                if topic is not None and p < topic.partitions:
+                    wanted.append((name, p, topic.topic_id, log_config_for(self.config, topic.configs)))
+            if not wanted:
                 continue
-            self._open_one(topic.name, p, cfg)
+            opened = await loop.run_in_executor(self._files, self._open_shared_chunk, wanted)
+            for (name, p, topic_id, _cfg), lg in zip(wanted, opened, strict=True):
+                topic = self.topics.get(name)
+                key = (name, p)
+                if (
+                    topic is None
+                    or topic.topic_id != topic_id
+                    or p >= topic.partitions
+                    or (not replace and key in self.logs)
+                ):
+                    lg.close()
+                    continue
+                self.close_stale(key)  # one opened meanwhile (a reopening replaces it)
+                self._adopt(name, p, lg)
+                self._wake(key)
+
+    def _open_shared_chunk(self, wanted: list[tuple[str, int, uuid.UUID, LogConfig]]) -> list[PartitionLog]:
+        """On the worker thread: open these partitions, all or (closing them, never removing: their rows
+        are the cluster's) none."""
+        opened: list[PartitionLog] = []
+        try:
+            for name, p, _topic_id, cfg in wanted:
+                opened.append(self.storage.open_partition(name, p, cfg))
+                time.sleep(0)  # let the event loop's thread take the GIL between partitions
+        except BaseException:
+            for lg in opened:
+                with contextlib.suppress(StorageError, OSError):
+                    lg.close()
+            raise
+        return opened
 
     def _open_one(self, name: str, p: int, cfg: LogConfig) -> None:
         """Open a partition's log and restore its transactions and producers from it."""
-        lg = self.logs[(name, p)] = self.storage.open_partition(name, p, cfg)
+        self._adopt(name, p, self.storage.open_partition(name, p, cfg))
+
+    def _adopt(self, name: str, p: int, lg: PartitionLog) -> None:
+        self.logs[(name, p)] = lg
         if is_transactional(lg):
             restored = PartitionTxns.restore(lg)
             self.txns[(name, p)] = restored if restored is not None else PartitionTxns.rebuild(lg.batches())
@@ -171,20 +259,15 @@ class PartitionManager:
         if producers is not None and lg.log_end_offset and not producers.restore(name, p, lg):
             producers.rebuild(name, p, lg.headers(last_segments=1))
 
-    def reopen(self, name: str, p: int) -> None:
-        """In a cluster, this node took the partition's lease: what it held of the partition is stale
-        (another node wrote meanwhile), so the log, its transactions and producers are read afresh from the
-        database (docs/cluster.md)."""
-        topic = self.topics.get(name)
-        if topic is None or p >= topic.partitions:
-            return
-        old = self.logs.pop((name, p), None)
-        self.txns.pop((name, p), None)
+    def close_stale(self, key: TopicPartition) -> None:
+        """In a cluster, this node took the partition's lease: its log here is stale. Closed at once, before
+        the partition is opened again (``open_off_loop``), so what the close still writes is there to read."""
+        old = self.logs.pop(key, None)
+        self.txns.pop(key, None)
+        self.guards.drop(key)
         if old is not None:
             with contextlib.suppress(StorageError, OSError):  # its unwritten batches were never acknowledged
                 old.close()
-        self._open_one(name, p, log_config_for(self.config, topic.configs))
-        self._wake((name, p))
 
     def _created(self, topic: Topic) -> None:
         self._open_topic(topic, 0)
@@ -268,6 +351,7 @@ class PartitionManager:
         for key in keys:
             lg = self.logs.pop(key)
             self.txns.pop(key, None)
+            self.guards.drop(key)
             lg.close()
             self._wake(key)
         if self.producers is not None:
@@ -358,6 +442,7 @@ class PartitionManager:
         marker = build_control_batch(producer_id, producer_epoch, commit, timestamp_ms=wall_ms())
         offset, _ = lg.append(marker, None if self.leader_epoch is None else self.leader_epoch(*key))
         state.marker(producer_id, commit, offset)
+        self.guards.clear(key, producer_id)  # a verification under way for the ended transaction is void
         self._wake(key)
         return lg
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import logging
 import time
 import uuid
 from collections import Counter
@@ -25,7 +26,7 @@ from groupd.broker.dataplane.leader_epochs import (
     fetch_divergence,
 )
 from groupd.broker.dataplane.records_out import records_in
-from groupd.broker.dispatch import Answer, RequestContext, Response, later_of
+from groupd.broker.dispatch import Answer, Later, RequestContext, Response, later_of
 from groupd.broker.handlers import old_versions
 from groupd.broker.handlers.current_leader import CurrentLeaders
 from groupd.broker.security.access import (
@@ -38,10 +39,9 @@ from groupd.broker.security.access import (
     TRANSACTIONAL_ID,
     WRITE,
 )
-from groupd.broker.txn_produce_verification import Asks, remote_verifications
+from groupd.broker.txn_produce_verification import Asks, RemoteVerification, remote_verifications
 from groupd.clock import wall_ms
 from groupd.cluster.txn_verification import TxnVerifier, coordinator_error, produce_error
-from groupd.coordinator.transactions.rules import TopicPartition
 from groupd.protocol import codec
 from groupd.protocol.errors import ErrorCode
 from groupd.protocol.topic_names import INTERNAL_TOPICS
@@ -50,6 +50,8 @@ from groupd.storage.errors import CorruptBatch, OffsetOutOfRange, StorageError, 
 
 if TYPE_CHECKING:
     from groupd.broker.app import Broker
+
+log = logging.getLogger("groupd.broker")
 
 READ_UNCOMMITTED, READ_COMMITTED = 0, 1  # isolation levels of Fetch and ListOffsets
 EARLIEST, LATEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED, EARLIEST_PENDING_UPLOAD = -2, -1, -3, -4, -5, -6
@@ -65,10 +67,16 @@ _SENTINEL_SINCE = {
 
 
 def _produce_partition(
-    broker: Broker, topic: str, index: int, records: bytes | None, verified: ErrorCode | None = None
+    broker: Broker,
+    topic: str,
+    index: int,
+    records: bytes | None,
+    remote: RemoteVerification | None = None,
+    verifying: bool = True,
 ) -> tuple[ErrorCode, int, int, Any]:
-    """(error, base offset, log start offset, log to make durable); ``verified``: the answer of the
-    coordinator node that verified this partition's transactional batches (None: verified here)."""
+    """(error, base offset, log start offset, log to make durable); ``remote``: the producer's transaction
+    is coordinated by another node, which verified it (None: verified here); ``verifying``:
+    ``transaction.partition.verification.enable``."""
     if topic in INTERNAL_TOPICS:  # Kafka: "Cannot append to internal topic"
         return ErrorCode.invalid_topic_exception, -1, -1, None
     lg = broker.partitions.get(topic, index)
@@ -99,11 +107,12 @@ def _produce_partition(
             h = validate_batch(batch)
             count += h.record_count
             if h.is_transactional:
-                error = (
-                    broker.transactions.verify_produce(h.producer_id, h.producer_epoch, (topic, index))
-                    if verified is None
-                    else verified
-                )
+                if not verifying:
+                    error = ErrorCode.none
+                elif remote is None:
+                    error = broker.transactions.verify_produce(h.producer_id, h.producer_epoch, (topic, index))
+                else:
+                    error = remote.admits(broker.partitions, (topic, index), h.producer_id)
                 if error != ErrorCode.none:
                     return error, -1, lg.log_start_offset, None
                 txns = broker.partitions.txn_state_for_write((topic, index), lg)
@@ -114,6 +123,10 @@ def _produce_partition(
                     lg.log_start_offset,
                     None,
                 )  # Kafka: a transactional write was expected
+            if h.producer_id >= 0 and broker.partitions.guards.overtakes(
+                (topic, index), h.producer_id, h.base_sequence
+            ):
+                return ErrorCode.out_of_order_sequence_number, -1, lg.log_start_offset, None
             error, duplicate = producers.check(
                 h.producer_id, h.producer_epoch, topic, index, h.base_sequence, h.record_count
             )
@@ -136,6 +149,7 @@ def _produce_partition(
                 )
                 if h.is_transactional and txns is not None:
                     txns.data(h.producer_id, first)
+                    broker.partitions.guards.clear((topic, index), h.producer_id)  # open here from now on
             if base < 0:
                 base = first
     except StorageError:
@@ -157,16 +171,80 @@ def _first_batch_codec(records: bytes) -> int:
 
 
 def produce(broker: Broker, ctx: RequestContext, req: ProduceRequest) -> Answer:
+    cluster = broker.cluster
+    if cluster is not None and cluster.reopening_any() and _reopening(broker, ctx, req):
+        return later_of(_produce_reopened(broker, ctx, req))
+    return _produce(broker, ctx, req)
+
+
+def _reopening(broker: Broker, ctx: RequestContext, req: ProduceRequest) -> bool:
+    """Whether the Produce names a partition whose lease this node just took and is still reopening."""
+    assert broker.cluster is not None
+    return any(
+        broker.cluster.reopening((name, index)) for name, index, _ in _named_records(broker, ctx, req, _nothing_refused)
+    )
+
+
+async def _produce_reopened(broker: Broker, ctx: RequestContext, req: ProduceRequest) -> Response | None:
+    """A Produce that waited for its partitions' reopening (at most a lease): answered as any other once
+    they are served, so what a producer pipelined behind it is appended in its order, never after a refusal
+    of it (an idempotent producer would see its sequence broken)."""
+    assert broker.cluster is not None
+    await broker.cluster.reopened(broker.config["cluster.lease.ms"] / 1000)
+    answer = _produce(broker, ctx, req)
+    if not isinstance(answer, Later):
+        return answer
+    if not answer.settled:
+        done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+        def settled(_later: Later) -> None:
+            if not done.done():
+                done.set_result(None)
+
+        answer.listener = settled
+        await done
+    return answer.answer()
+
+
+def _produce(broker: Broker, ctx: RequestContext, req: ProduceRequest) -> Answer:
     tid = req.transactional_id if ctx.version >= 3 else None  # v3+
+    refusal = _write_refusal(broker, ctx, tid)  # the ACLs first, as KafkaApis: no verification for the refused
     verifier = broker.transactions.verifier
-    if verifier is not None and tid and req.acks != 0:
-        asks = remote_verifications(broker, tid, _named_records(broker, ctx, req))
-        if asks:  # the transaction's coordinator is another node: ask it first (KIP-890), then append
-            return later_of(_produce_verified(broker, ctx, req, verifier, tid, asks))
-    return _answer(broker, ctx, req, *_append(broker, ctx, req, {}))
+    remote = None
+    if verifier is not None and tid and broker.config["transaction.partition.verification.enable"]:
+        found = remote_verifications(broker, tid, _named_records(broker, ctx, req, refusal))
+        if found is not None:
+            asks, remote = found
+            if asks:  # the transaction's coordinator is another node: ask it first (KIP-890), then append
+                return later_of(_produce_verified(broker, ctx, req, verifier, tid, asks, remote, refusal))
+    return _answer(broker, ctx, req, *_append(broker, ctx, req, refusal, remote))
 
 
-def _named_records(broker: Broker, ctx: RequestContext, req: ProduceRequest) -> list[tuple[str, int, bytes | None]]:
+def _write_refusal(broker: Broker, ctx: RequestContext, tid: str | None) -> Callable[[str], ErrorCode | None]:
+    """KafkaApis.handleProduceRequest's authorization, before anything else: WRITE on the transactional
+    id (refused: every partition TRANSACTIONAL_ID_AUTHORIZATION_FAILED), then WRITE on each topic (refused:
+    its partitions TOPIC_AUTHORIZATION_FAILED); each asked once a request."""
+    access = broker.access if broker.access.authorizer is not None else None  # None: nothing asked, no call
+    if access is None:
+        return _nothing_refused
+    if tid is not None and not access.allowed(ctx, WRITE, TRANSACTIONAL_ID, tid):
+        return lambda _name: ErrorCode.transactional_id_authorization_failed
+
+    @functools.cache
+    def refused(name: str) -> ErrorCode | None:
+        return None if access.allowed(ctx, WRITE, TOPIC, name) else ErrorCode.topic_authorization_failed
+
+    return refused
+
+
+def _nothing_refused(_name: str) -> ErrorCode | None:
+    return None
+
+
+def _named_records(
+    broker: Broker, ctx: RequestContext, req: ProduceRequest, refusal: Callable[[str], ErrorCode | None]
+) -> list[tuple[str, int, bytes | None]]:
+    """(topic, partition, records) of every partition the producer may write."""
     by_id = ctx.version >= 13
     named: list[tuple[str, int, bytes | None]] = []
     for topic in req.topic_data:
@@ -174,23 +252,32 @@ def _named_records(broker: Broker, ctx: RequestContext, req: ProduceRequest) -> 
             name = getattr(broker.listed_topic_by_id(cast(uuid.UUID, topic.topic_id)), "name", None)
         else:
             name = cast(TopicProduceDataV12, topic).name
-        if name is not None:
+        if name is not None and refusal(name) is None:
             named.extend((name, pd.index, pd.records) for pd in topic.partition_data)
     return named
 
 
 async def _produce_verified(
-    broker: Broker, ctx: RequestContext, req: ProduceRequest, verifier: TxnVerifier, tid: str, asks: Asks
-) -> Response:
-    verified: dict[TopicPartition, ErrorCode] = {}
+    broker: Broker,
+    ctx: RequestContext,
+    req: ProduceRequest,
+    verifier: TxnVerifier,
+    tid: str,
+    asks: Asks,
+    remote: RemoteVerification,
+    refusal: Callable[[str], ErrorCode | None],
+) -> Response | None:
     for (producer_id, producer_epoch), tps in asks.items():
         if producer_id < 0:  # the coordinator loads here: retried, as Kafka's COORDINATOR_LOAD_IN_PROGRESS
-            verified.update(dict.fromkeys(tps, ErrorCode.not_enough_replicas))
+            remote.errors.update(dict.fromkeys(tps, ErrorCode.not_enough_replicas))
             continue
         answers = await verifier.verify(tid, producer_id, producer_epoch, tps)
-        verified.update({tp: produce_error(coordinator_error(e, ctx.version)) for tp, e in answers.items()})
-    results, touched, throttle = _append(broker, ctx, req, verified)
-    if req.acks == 0 or not touched:
+        remote.errors.update({tp: produce_error(coordinator_error(e, ctx.version)) for tp, e in answers.items()})
+    results, touched, throttle = _append(broker, ctx, req, refusal, remote)
+    if req.acks == 0:
+        _acks_zero(broker, ctx, results, touched)
+        return None
+    if not touched:
         return _produced(broker, ctx, results, set(), throttle)
     outcomes = await asyncio.gather(
         *(broker.partitions.committer.durable(lg) for lg in touched.values()), return_exceptions=True
@@ -200,7 +287,11 @@ async def _produce_verified(
 
 
 def _append(
-    broker: Broker, ctx: RequestContext, req: ProduceRequest, verified: dict[TopicPartition, ErrorCode]
+    broker: Broker,
+    ctx: RequestContext,
+    req: ProduceRequest,
+    refusal: Callable[[str], ErrorCode | None],
+    remote: RemoteVerification | None,
 ) -> tuple[list[tuple[Any, int, ErrorCode, int, int, Any]], dict[int, Any], int]:
     """Append every partition's records: (results, logs to make durable by id, throttle time)."""
     by_id = ctx.version >= 13  # KIP-516: topics named by id, and answered by id
@@ -208,23 +299,14 @@ def _append(
         tuple[Any, int, ErrorCode, int, int, Any]
     ] = []  # (topic name or id, partition, error, base, start, log)
     touched = {}
-    # KafkaApis.handleProduceRequest: WRITE on the transactional id (every partition refused), on each topic
-    tid = req.transactional_id if ctx.version >= 3 else None  # v3+
-    access = broker.access if broker.access.authorizer is not None else None  # None: nothing asked, no call
-    txn_refused = access is not None and tid is not None and not access.allowed(ctx, WRITE, TRANSACTIONAL_ID, tid)
+    verifying = broker.config["transaction.partition.verification.enable"]
     for topic in req.topic_data:
         if by_id:
             key: Any = topic.topic_id
             name = getattr(broker.listed_topic_by_id(cast(uuid.UUID, key)), "name", None)
         else:
             key = name = cast(TopicProduceDataV12, topic).name
-        refused = (
-            ErrorCode.transactional_id_authorization_failed
-            if txn_refused
-            else ErrorCode.topic_authorization_failed
-            if access is not None and name is not None and not access.allowed(ctx, WRITE, TOPIC, name)
-            else None
-        )
+        refused = None if name is None else refusal(name)
         for pd in topic.partition_data:
             if name is None or refused is not None:
                 results.append((key, pd.index, refused or ErrorCode.unknown_topic_id, -1, -1, None))
@@ -242,7 +324,7 @@ def _append(
                 if error != ErrorCode.none:
                     results.append((key, pd.index, error, -1, -1, None))
                     continue
-            error, base, start, lg = _produce_partition(broker, name, pd.index, records, verified.get((name, pd.index)))
+            error, base, start, lg = _produce_partition(broker, name, pd.index, records, remote, verifying)
             results.append((key, pd.index, error, base, start, lg))
             if lg is not None:
                 touched[id(lg)] = lg
@@ -259,8 +341,7 @@ def _answer(
     throttle: int,
 ) -> Answer:
     if req.acks == 0:
-        for lg in touched.values():
-            asyncio.get_running_loop().create_task(_quiet_durable(broker, lg))
+        _acks_zero(broker, ctx, results, touched)
         return None
     if not touched:
         return _produced(broker, ctx, results, set(), throttle)
@@ -275,6 +356,22 @@ def _answer(
         *(broker.partitions.committer.durable(lg) for lg in touched.values()), return_exceptions=True
     )
     return later_of(durable, answer)
+
+
+def _acks_zero(
+    broker: Broker,
+    ctx: RequestContext,
+    results: list[tuple[Any, int, ErrorCode, int, int, Any]],
+    touched: dict[int, Any],
+) -> None:
+    """A Produce with acks=0 gets no answer; as Kafka's KafkaApis, one that failed for any partition closes
+    its connection instead (one log line), which is how such a producer learns to refresh its metadata."""
+    for lg in touched.values():
+        asyncio.get_running_loop().create_task(_quiet_durable(broker, lg))
+    failed = Counter(ErrorCode(error).name for _key, _index, error, *_ in results if error != ErrorCode.none)
+    if failed and ctx.conn is not None:
+        log.info("connection %s closed: a Produce with acks=0 failed (%s)", ctx.connection_id, dict(failed))
+        ctx.conn.close_idle()
 
 
 def _produced(
