@@ -32,9 +32,9 @@ def int4_array(values: Sequence[int]) -> bytes:
     return struct.pack(f">5i{'ii' * n}", 1, 0, INT4_OID, n, 1, *_with_length(4, values))
 
 
-def bytea_array(values: Sequence[bytes]) -> bytes:
-    """``bytea[]``: each element is its length and its bytes, as they are."""
-    parts = [_HEADER.pack(1, 0, BYTEA_OID, len(values), 1)]
+def bytea_array(values: Sequence[bytes | bytearray]) -> bytes:
+    """``bytea[]``: each element is its length and its bytes, as they are (joined once, not copied first)."""
+    parts: list[bytes | bytearray] = [_HEADER.pack(1, 0, BYTEA_OID, len(values), 1)]
     for value in values:
         parts.append(_LENGTH.pack(len(value)))
         parts.append(value)

@@ -174,16 +174,8 @@ class Database:
     def _readable(self, flight: _InFlight) -> None:
         """The round's socket is readable (on the loop): its answer is whole, or more is to come."""
         with self.lock:
-            if self._inflight is not flight:  # a synchronous caller finished it meanwhile (_settle)
-                return
-            try:
-                flight.conn.pgconn.consume_input()
-                if flight.conn.pgconn.is_busy():
-                    return
-            except psycopg.Error as exc:
-                self._finished(flight, self._failure(flight.conn, exc, flight.what))
-                return
-            self._finished(flight, self._outcome(flight))
+            if self._inflight is flight:  # else a synchronous caller finished it meanwhile (_settle)
+                self._answered(flight)
 
     def _settle(self) -> None:
         """With ``lock`` held, before any other use of the connection: wait for the round in flight, if any,
@@ -191,34 +183,30 @@ class Database:
         flight = self._inflight
         if flight is None:
             return
-        pgconn = flight.conn.pgconn
-        try:
-            while True:
-                pgconn.consume_input()
-                if not pgconn.is_busy():
-                    break
+        while not self._answered(flight):
+            try:
                 select.select([flight.fd], [], [])
-        except (psycopg.Error, OSError) as exc:
-            error = exc if isinstance(exc, psycopg.Error) else psycopg.OperationalError(str(exc))
-            self._finished(flight, self._failure(flight.conn, error, flight.what))
-            return
-        self._finished(flight, self._outcome(flight))
+            except OSError as exc:
+                self._finished(flight, self._failure(flight.conn, psycopg.OperationalError(str(exc)), flight.what))
+                return
 
-    def _outcome(self, flight: _InFlight) -> StorageError | None:
-        """The answered round's error (None: committed), its results all read so the connection is idle. A
-        statement deallocated meanwhile (psycopg deallocates every prepared statement after a ROLLBACK) was
-        refused before it ran: it is prepared and run again, here and now."""
+    def _answered(self, flight: _InFlight) -> bool:
+        """With ``lock`` held: read what arrived of the round's answer; once it is whole (or the connection
+        failed) the round is finished with its outcome and True returned."""
         try:
+            flight.conn.pgconn.consume_input()
+            if flight.conn.pgconn.is_busy():
+                return False
             error = collect(flight.conn)
             if error is not None and error.sqlstate == NO_SUCH_STATEMENT:
-                self._prepared.discard(flight.statement.name)
+                # deallocated meanwhile (psycopg deallocates every prepared statement after a ROLLBACK):
+                # refused before it ran; run_prepared prepares it again and runs it, here and now
                 run_prepared(flight.conn, flight.statement, flight.params, self._prepared)
-                return None
-            if error is not None:
-                return self._failure(flight.conn, error, flight.what)
-            return None
+                error = None
         except psycopg.Error as exc:
-            return self._failure(flight.conn, exc, flight.what)
+            error = exc
+        self._finished(flight, None if error is None else self._failure(flight.conn, error, flight.what))
+        return True
 
     def _finished(self, flight: _InFlight, outcome: StorageError | None) -> None:
         """With ``lock`` held: the round is over; its waiter and the loop's watch of the socket are told on

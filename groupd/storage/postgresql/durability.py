@@ -220,7 +220,7 @@ def _parameters(work: list[_Work]) -> list[bytes]:
     lasts: list[int] = []
     stamps: list[int] = []
     sizes: list[int] = []
-    data: list[bytes] = []
+    data: list[bytes | bytearray] = []
     for lg, entries, _end, generation in work:
         if generation != lg.generation:
             continue
@@ -230,7 +230,7 @@ def _parameters(work: list[_Work]) -> list[bytes]:
             lasts.append(e.last)
             stamps.append(e.max_ts)
             sizes.append(len(e.data))
-            data.append(bytes(e.data))
+            data.append(e.data)
     if not pids:
         return []
     return [

@@ -1,12 +1,12 @@
 """Statements prepared once a connection and run through libpq itself, for the group-commit round.
 
-A round is the hot path of every acknowledged write. psycopg's ``execute`` costs the round's thread about
-three times what the statement costs libpq (parameter adaptation, its prepared-statement bookkeeping, its
-generators and waits), and sent the integer arrays as text the server parsed again. The round's statement
-is always the same, with binary parameters built by binary_arrays.py: it is prepared on a connection the
-first time it runs there, then each round is one ``PQexecPrepared`` (Bind, Execute, Sync: one round trip),
-which waits for the answer without holding the GIL. A failure is raised as psycopg raises it (the error of
-the server's SQLSTATE, its diagnostics intact), so the callers' handling is the same.
+A round is the hot path of every acknowledged write. psycopg's ``execute`` cost about three times what the
+statement costs libpq (parameter adaptation, its prepared-statement bookkeeping, its generators and
+waits), and sent the integer arrays as text the server parsed again. The round's statement is always the
+same, with binary parameters built by binary_arrays.py: it is prepared on a connection the first time it
+runs there, then each round is one ``PQsendQueryPrepared`` (Bind, Execute, Sync: one round trip) whose
+answer connection.py reads when the event loop sees it (``collect``). A failure is psycopg's error (the
+error class of the server's SQLSTATE, its diagnostics intact), so the callers' handling is the same.
 """
 
 from __future__ import annotations
@@ -34,21 +34,26 @@ def run_prepared(conn: psycopg.Connection, statement: Prepared, params: Sequence
     caller keeps one set a connection). psycopg.Error when it failed."""
     pgconn = conn.pgconn
     formats = [1] * len(params)
-    if statement.name not in ready:
-        _check(conn, pgconn.prepare(statement.name, statement.sql, list(statement.types)))
-        ready.add(statement.name)
+    _prepare(conn, statement, ready)
     result = pgconn.exec_prepared(statement.name, list(params), param_formats=formats)
-    if result.status != pq.ExecStatus.COMMAND_OK and result.error_field(_SQLSTATE) == _NO_SUCH_STATEMENT:
+    if result.status != pq.ExecStatus.COMMAND_OK and result.error_field(_SQLSTATE) == NO_SUCH_STATEMENT.encode():
         # deallocated meanwhile: psycopg deallocates every prepared statement of its connection after a
         # ROLLBACK (its own cache may be stale then). Refused at the Bind, nothing ran: prepare and run again
-        _check(conn, pgconn.prepare(statement.name, statement.sql, list(statement.types)))
+        ready.discard(statement.name)
+        _prepare(conn, statement, ready)
         result = pgconn.exec_prepared(statement.name, list(params), param_formats=formats)
     _check(conn, result)
 
 
 _SQLSTATE = pq.DiagnosticField.SQLSTATE
-_NO_SUCH_STATEMENT = b"26000"
-NO_SUCH_STATEMENT = _NO_SUCH_STATEMENT.decode()  # invalid_sql_statement_name
+NO_SUCH_STATEMENT = "26000"  # invalid_sql_statement_name
+
+
+def _prepare(conn: psycopg.Connection, statement: Prepared, ready: set[bytes]) -> None:
+    """Prepare ``statement`` on ``conn`` unless its name is in ``ready`` (and add it there)."""
+    if statement.name not in ready:
+        _check(conn, conn.pgconn.prepare(statement.name, statement.sql, list(statement.types)))
+        ready.add(statement.name)
 
 
 def send_prepared(conn: psycopg.Connection, statement: Prepared, params: Sequence[bytes], ready: set[bytes]) -> None:
@@ -56,9 +61,7 @@ def send_prepared(conn: psycopg.Connection, statement: Prepared, params: Sequenc
     connection is no longer busy), preparing it first (and waiting for that) unless its name is in
     ``ready``. The whole message is flushed before this returns."""
     pgconn = conn.pgconn
-    if statement.name not in ready:
-        _check(conn, pgconn.prepare(statement.name, statement.sql, list(statement.types)))
-        ready.add(statement.name)
+    _prepare(conn, statement, ready)
     pgconn.send_query_prepared(statement.name, list(params), param_formats=[1] * len(params))
     while pgconn.flush():  # the socket's buffer was full (a large round): wait until the server reads
         select.select([], [pgconn.socket], [])
