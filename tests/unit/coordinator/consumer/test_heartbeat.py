@@ -365,6 +365,47 @@ def test_topic_created_after_subscription_is_picked_up(d):
     assert out.response.member_epoch == 3 and (tid("later"), 1) in partitions(out)
 
 
+def test_sliding_subscription_then_leave_then_rejoin_as_librdkafka_0045_does(d):
+    """The answers groupd gives to the last requests of librdkafka 2.15-2.16's consumer in its 0045
+    subscribe_many_updates stall (docs/clients.md): each is Kafka's, and the consumer then sends nothing
+    more (a client race, not a missing answer). Kafka's rules pinned here (GroupMetadataManager and
+    CurrentAssignmentBuilder): a subscription that drops one topic and adds another is answered in the
+    same heartbeat, at the member's unchanged epoch, with the kept partitions only (the dropped topic is
+    to be revoked first, the new one is withheld until then); a leave with epoch -1 in the middle of
+    that revocation is answered with epoch -1 and no error; a heartbeat at epoch 0 that is not a full
+    request (no rebalance timeout, no owned partitions: what the consumer sends when its subscribe comes
+    after that answer) is INVALID_REQUEST, fatal to the client, and writes nothing; a proper join at
+    epoch 0 reusing the member id gets the whole subscription at a new epoch."""
+    names = [f"S{i}" for i in range(7)]
+    for name in names:
+        d.topic(name, 4)
+    whole = lambda chosen: {(tid(n), p) for n in chosen for p in range(4)}  # noqa: E731
+    first = d.join("m1", names=names[0:5])
+    assert (first.response.member_epoch, partitions(first)) == (2, whole(names[0:5]))
+
+    slide = d.hb("m1", 2, subscribed_topic_names=tuple(names[1:6]))
+    assert (slide.response.error, slide.response.member_epoch) == (0, 2)
+    assert partitions(slide) == whole(names[1:5])
+    member = d.group().members["m1"]
+    assert (member.state, d.group().epoch, d.group().assignment_epoch) == (UNREVOKED_PARTITIONS, 3, 3)
+    assert set(member.pending_revocation) == {tid("S0")}
+    assert ("consumer-rebalance", "g", "m1") in d.timers
+
+    left = d.hb("m1", -1)
+    assert (left.response.error, left.response.member_id, left.response.member_epoch) == (0, "m1", -1)
+    assert "m1" not in d.group().members and ("consumer-rebalance", "g", "m1") not in d.timers
+
+    partial = d.hb("m1", 0, subscribed_topic_names=tuple(names[2:7]))
+    assert partial.response.error == E.INVALID_REQUEST
+    assert partial.response.message == "RebalanceTimeoutMs must be provided in first request."
+    assert partial.records == [] and "m1" not in d.group().members
+
+    back = d.join("m1", names=names[2:7])
+    assert (back.response.error, back.response.member_epoch) == (0, 5)
+    assert partitions(back) == whole(names[2:7])
+    assert d.group().members["m1"].state == STABLE
+
+
 def test_s21_assignment_only_when_needed(d):
     d.join("m1")
     assert d.hb("m1", 2).response.assignment is None
