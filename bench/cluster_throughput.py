@@ -204,35 +204,57 @@ def start(tmp: Path, url: str, count: int) -> list[BrokerProcess]:
     return nodes
 
 
+def _settle(url: str, count: int) -> None:
+    """Wait until every partition and shard of the load has a live owner and every node owns some."""
+    deadline = time.monotonic() + 30
+    wanted = {(TOPIC, p) for p in range(PARTITIONS)} | {(OFFSETS_TOPIC, p) for p in range(SHARDS)}
+    while not (wanted <= set(owners(url)) and len(set(owners(url).values())) == count):
+        if time.monotonic() > deadline:
+            raise TimeoutError("the cluster did not settle")
+        time.sleep(0.1)
+    time.sleep(1)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seconds", type=float, default=10)
-    parser.add_argument("--workers", type=int, default=12)
+    parser.add_argument(
+        "--workers",
+        default="12,48",
+        help="comma-separated worker counts, each measured on both (default 12,48: a light load, and one that "
+        "keeps every core busy)",
+    )
     args = parser.parse_args()
+    loads = [int(w) for w in args.workers.split(",")]
+    ops: dict[tuple[int, int], tuple[float, float]] = {}
     with running() as pg, tempfile.TemporaryDirectory() as tmp:
         for count in (1, 3):
             url = pg.database()
             nodes = start(Path(tmp), url, count)
             try:
                 if count > 1:
-                    deadline = time.monotonic() + 30
-                    wanted = {(TOPIC, p) for p in range(PARTITIONS)} | {(OFFSETS_TOPIC, p) for p in range(SHARDS)}
-                    while not (wanted <= set(owners(url)) and len(set(owners(url).values())) == count):
-                        if time.monotonic() > deadline:
-                            raise TimeoutError("the cluster did not settle")
-                        time.sleep(0.1)
-                    time.sleep(1)
-                produce, commits, cpu, db_cpu, own = measure(
-                    nodes, url if count > 1 else None, args.seconds, args.workers, database_pids(pg)
-                )
-                print(
-                    f"{count} node{'s' if count > 1 else ''}: {produce:,.0f} records/s produced (acks=all, 10 per "
-                    f"batch), {commits:,.0f} commits/s, CPU per operation: brokers {cpu:.2f} ms, database "
-                    f"{db_cpu:.2f} ms, load generator {own:.2f} ms ({args.workers} workers, {args.seconds:.0f} s)"
-                )
+                    _settle(url, count)
+                for workers in loads:
+                    produce, commits, cpu, db_cpu, own = measure(
+                        nodes, url if count > 1 else None, args.seconds, workers, database_pids(pg)
+                    )
+                    ops[count, workers] = (produce, commits)
+                    print(
+                        f"{count} node{'s' if count > 1 else ''}, {workers} workers: {produce:,.0f} records/s "
+                        f"produced (acks=all, 10 per batch), {commits:,.0f} commits/s, CPU per operation: brokers "
+                        f"{cpu:.3f} ms, database {db_cpu:.3f} ms, load generator {own:.3f} ms ({args.seconds:.0f} s)"
+                    )
             finally:
                 for node in nodes:
                     node.kill()
+    for workers in loads:
+        (p1, c1), (p3, c3) = ops[1, workers], ops[3, workers]
+        print(f"3 nodes / 1 node at {workers} workers: records {p3 / p1:.2f}, commits {c3 / c1:.2f}")
+    best = {n: max((ops[n, w] for w in loads), key=lambda pc: pc[0] / 10 + pc[1]) for n in (1, 3)}
+    print(
+        f"at the busiest load of each (operations/s): records {best[3][0] / best[1][0]:.2f}, "
+        f"commits {best[3][1] / best[1][1]:.2f}"
+    )
 
 
 if __name__ == "__main__":
