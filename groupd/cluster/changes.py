@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import select
 import threading
 from collections.abc import Callable
 
@@ -71,7 +72,11 @@ class ClusterChanges:
                     failing = False
                     self._post(None, None)  # whatever changed before the LISTEN (or while disconnected)
                     while not self._stop.is_set():
-                        for notification in conn.notifies(timeout=POLL_S):
+                        # wait here, not in notifies(timeout=...): psycopg's wait polls in steps of a whole
+                        # millisecond and spins (poll with a zero timeout) through the fraction left of each
+                        # step, about a thousand system calls a second while nothing happens
+                        select.select([conn.fileno()], [], [], POLL_S)
+                        for notification in conn.notifies(timeout=0):
                             self.notified += 1
                             self._post(notification.channel, notification.payload)
             except psycopg.Error as exc:

@@ -166,7 +166,9 @@ class Database:
                 send_prepared(conn, statement, params, self._prepared)
             except psycopg.Error as exc:
                 raise self._failure(conn, exc, what) from None
-            flight = _InFlight(conn, statement, params, what, loop, loop.create_future(), conn.pgconn.socket)
+            flight = _InFlight(
+                conn, statement, params, what, loop, loop.create_future(), conn.pgconn.socket, threading.get_ident()
+            )
             self._inflight = flight
         loop.add_reader(flight.fd, self._readable, flight)
         await flight.done
@@ -210,8 +212,13 @@ class Database:
 
     def _finished(self, flight: _InFlight, outcome: StorageError | None) -> None:
         """With ``lock`` held: the round is over; its waiter and the loop's watch of the socket are told on
-        the loop (this may be another thread)."""
+        the loop: at once when this is the loop's thread (the usual case, ``_readable``), else through
+        call_soon_threadsafe (a synchronous caller settled it), whose wake-up of the loop costs a write, a
+        read and one more turn of the loop."""
         self._inflight = None
+        if threading.get_ident() == flight.thread:
+            _deliver(flight, outcome)
+            return
         with contextlib.suppress(RuntimeError):  # the loop is closed: nobody waits any more
             flight.loop.call_soon_threadsafe(_deliver, flight, outcome)
 
@@ -278,6 +285,7 @@ class _InFlight:
     loop: asyncio.AbstractEventLoop
     done: asyncio.Future[None]
     fd: int  # the connection's socket, kept: a broken connection no longer names it
+    thread: int  # the loop's thread (threading.get_ident)
 
 
 def _deliver(flight: _InFlight, outcome: StorageError | None) -> None:
