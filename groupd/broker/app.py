@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Protocol
 from groupd.broker.config import Config
 from groupd.broker.dataplane.group_configs import GroupConfigStore
 from groupd.broker.dataplane.internal_topics import InternalTopic
-from groupd.broker.dataplane.leader_epochs import LEADER_EPOCH
+from groupd.broker.dataplane.leader_epochs import LEADER_EPOCH, ONE_NODE, EpochCache
 from groupd.broker.dataplane.partition_limits import PartitionLimits
 from groupd.broker.dataplane.partitions import PartitionManager
 from groupd.broker.dataplane.producers import ProducerIds
@@ -251,12 +251,14 @@ class Broker:
         """This node may serve the partition now: always alone; in a cluster while it holds the lease."""
         return self.cluster is None or self.cluster.serves((topic, partition))
 
-    def epoch_entry(self, topic: str, partition: int, lg: PartitionLog) -> tuple[int, int | None]:
-        """The one entry of the partition's leader epoch cache (dataplane/leader_epochs.py): alone (0, None:
-        from the log start); in a cluster the lease epoch and the offset it starts at."""
-        if self.cluster is None:
-            return LEADER_EPOCH, None
-        return self.cluster.epoch_entry(topic, partition, lg.log_end_offset)
+    def leader_epoch(self, topic: str, partition: int) -> int:
+        """The partition's leader epoch as this node leads it: alone 0; in a cluster the lease epoch."""
+        return LEADER_EPOCH if self.cluster is None else self.cluster.leader_epoch(topic, partition)
+
+    def epoch_cache(self, topic: str, partition: int, lg: PartitionLog) -> EpochCache:
+        """The partition's leader epoch history (dataplane/leader_epochs.py): alone epoch 0 from the log
+        start; in a cluster every owner's epoch from where it started writing, the held one last."""
+        return ONE_NODE if self.cluster is None else self.cluster.epoch_cache(topic, partition, lg)
 
     def owns_offsets_partition(self, partition: int) -> bool:
         if self.coordinator is None:

@@ -20,10 +20,8 @@ from kio.schema.produce.v12.request import TopicProduceData as TopicProduceDataV
 from kio.schema.produce.v13.request import ProduceRequest
 
 from groupd.broker.dataplane.leader_epochs import (
-    LEADER_EPOCH,
     UNDEFINED_EPOCH,
     current_epoch_error,
-    fetch_divergence,
 )
 from groupd.broker.dataplane.records_out import records_in
 from groupd.broker.dispatch import Answer, Later, RequestContext, Response, later_of
@@ -135,8 +133,8 @@ def _produce_partition(
             if duplicate is not None:
                 first = duplicate
             else:
-                epoch = LEADER_EPOCH if broker.cluster is None else broker.epoch_entry(topic, index, lg)[0]
-                first, _ = lg.append(bytearray(batch), epoch)  # stamped as Kafka's leader stamps it
+                # stamped with the leader epoch, as Kafka's leader stamps it
+                first, _ = lg.append(bytearray(batch), broker.leader_epoch(topic, index))
                 producers.record(
                     h.producer_id,
                     h.producer_epoch,
@@ -569,23 +567,20 @@ def _fetch_once(
             elif (
                 current_epochs
                 and p.current_leader_epoch >= 0  # Kafka reads a negative epoch as none given
-                and p.current_leader_epoch
-                != (leader := LEADER_EPOCH if broker.cluster is None else broker.epoch_entry(name, p.partition, lg)[0])
+                and p.current_leader_epoch != (leader := broker.leader_epoch(name, p.partition))
             ):
                 error = current_epoch_error(p.current_leader_epoch, leader)
             else:
                 hw, start = lg.high_watermark, lg.log_start_offset
                 txns = broker.partitions.txn_state((name, p.partition))
                 lso = hw if txns is None else txns.last_stable_offset(hw)
-                leader, leader_start = (
-                    (LEADER_EPOCH, None) if broker.cluster is None else broker.epoch_entry(name, p.partition, lg)
-                )
                 # the usual case (the leader's epoch, an offset in the log) needs no look-up: it cannot diverge
                 epoch = p.last_fetched_epoch if last_epochs else UNDEFINED_EPOCH
-                if epoch > UNDEFINED_EPOCH and not (epoch == leader and start <= p.fetch_offset <= hw):
-                    error, diverging = fetch_divergence(
-                        p.last_fetched_epoch, p.fetch_offset, start, lg.log_end_offset, leader, leader_start
-                    )
+                if epoch > UNDEFINED_EPOCH and not (
+                    epoch == broker.leader_epoch(name, p.partition) and start <= p.fetch_offset <= hw
+                ):
+                    history = broker.epoch_cache(name, p.partition, lg)
+                    error, diverging = history.fetch_divergence(epoch, p.fetch_offset, start, lg.log_end_offset)
                 # Fetch below v10: a zstd topic is refused, and v0-3 where down-conversion is off (3.9)
                 refusal = old_versions.fetch_refusal(broker, name, ctx.version) if ctx.version < 10 else ErrorCode.none
                 try:
@@ -658,7 +653,7 @@ def list_offsets(broker: Broker, ctx: RequestContext, req: ListOffsetsRequest) -
             return row | {"error_code": ErrorCode.unknown_topic_or_partition}
         if broker.cluster is not None and not broker.leads(topic, p.partition_index):
             return row | {"error_code": ErrorCode.not_leader_or_follower}
-        leader = LEADER_EPOCH if broker.cluster is None else broker.epoch_entry(topic, p.partition_index, lg)[0]
+        leader = broker.leader_epoch(topic, p.partition_index)
         if version >= 4 and p.current_leader_epoch != UNDEFINED_EPOCH:  # KIP-320; only -1 skips the check
             error = current_epoch_error(p.current_leader_epoch, leader)
             if error != ErrorCode.none:

@@ -11,7 +11,6 @@ from groupd.broker.dataplane.leader_epochs import (
     UNDEFINED_EPOCH,
     UNDEFINED_OFFSET,
     current_epoch_error,
-    end_offset_for,
 )
 from groupd.broker.dispatch import Answer, RequestContext
 from groupd.broker.security.access import CLUSTER_ACTION, DESCRIBE, NOTHING, TOPIC
@@ -47,10 +46,11 @@ def offset_for_leader_epoch(broker: Broker, ctx: RequestContext, req: OffsetForL
                 error = ErrorCode.not_leader_or_follower
             else:
                 current = p.current_leader_epoch if ctx.version >= 2 else UNDEFINED_EPOCH  # v2+ (v0-1: no check)
-                leader, start = broker.epoch_entry(t.topic, p.partition, lg)
+                leader = broker.leader_epoch(t.topic, p.partition)
                 error = ErrorCode.none if current == UNDEFINED_EPOCH else current_epoch_error(current, leader)
                 if error == ErrorCode.none:
-                    epoch, end = end_offset_for(p.leader_epoch, lg.log_start_offset, lg.log_end_offset, leader, start)
+                    history = broker.epoch_cache(t.topic, p.partition, lg)
+                    epoch, end = history.end_offset_for(p.leader_epoch, lg.log_start_offset, lg.log_end_offset)
             parts.append(
                 codec.make(part_cls, partition=p.partition, error_code=error, leader_epoch=epoch, end_offset=end)
             )

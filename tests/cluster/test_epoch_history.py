@@ -1,0 +1,78 @@
+"""A partition's leader epoch history across two takeovers (docs/cluster.md "Leader epochs"), through a real
+socket: Kafka's leader keeps every (epoch, start offset) of a partition (LeaderEpochFileCache) and answers
+OffsetForLeaderEpoch and a Fetch's diverging epoch from it; here every owner stamps its lease epoch on the
+batches it writes, and a new owner rebuilds the history from the stored batches' headers, then adds its own
+epoch from the log end it found (Kafka's makeLeader).
+
+Node L leads a partition at epoch e1 (3 records), stops; node O takes it at e2 (2 records), then L starts
+again and O stops: L takes it at e3 (1 record). L was not there while e2 was written: it still answers
+every epoch's end exactly."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from groupd.broker.app import Broker
+from groupd.protocol.errors import ErrorCode
+from tests.cluster.stepped import LONG_LEASE_MS, STATE_SHARDS, settled, step, stepped, two_started
+from tests.cluster.test_broker_nodes import node_config
+from tests.cluster.test_leader_epochs_across_nodes import epochs_in_metadata, fetch_error
+from tests.harness import WireClient
+from tests.wire.test_data_plane import produce_body
+from tests.wire.test_leader_epochs import answers, ofle_body, producer_batch
+
+
+async def produced(client: WireClient, topic: str, partition: int, n: int) -> None:
+    resp = await client.call(0, 9, produce_body(topic, partition, producer_batch(n)))
+    assert resp.responses[0].partition_responses[0].error_code == ErrorCode.none
+
+
+def test_offset_for_leader_epoch_after_two_takeovers(tmp_path: Path, postgresql_url: str) -> None:
+    async def scenario() -> None:
+        async with two_started(tmp_path, postgresql_url) as both:
+            nodes, clients = both.nodes, both.clients
+            await settled(both, "t")
+            p = 0
+            leader, e1 = (await epochs_in_metadata(clients[1], "t"))[p]
+            other = 3 - leader
+            await produced(clients[leader], "t", p, 3)  # offsets 0-2 at e1
+            await both.stop(leader)
+            await step(nodes[other])
+            owner, e2 = (await epochs_in_metadata(clients[other], "t"))[p]
+            assert owner == other and e2 > e1
+            await produced(clients[other], "t", p, 2)  # offsets 3-4 at e2
+            more = {"num.partitions": "4", "share.coordinator.state.topic.num.partitions": str(STATE_SHARDS)}
+            again: Broker = stepped(node_config(tmp_path, postgresql_url, leader, LONG_LEASE_MS, **more))
+            await again.start()
+            back = await WireClient.connect(again.port)
+            try:
+                await step(again, nodes[other])
+                await both.stop(other)  # hands its leases over
+                await step(again)
+                owner, e3 = (await epochs_in_metadata(back, "t"))[p]
+                assert owner == leader and e3 > e2
+                await produced(back, "t", p, 1)  # offset 5 at e3
+                asked = [e1 - 1, e1, e1 + 1, e2 - 1, e2, e2 + 1, e3 - 1, e3, e3 + 1]
+                ofle = await back.call(23, 4, ofle_body([("t", [(p, e3, e) for e in asked])]))
+                ends = {e: (epoch, end) for e, (_t, _p, error, epoch, end) in zip(asked, answers(ofle), strict=True)}
+                assert {answer[2] for answer in answers(ofle)} == {ErrorCode.none}
+                assert ends[e1] == (e1, 3)  # ends where e2 starts, though this node never held e2
+                assert ends[e2] == (e2, 5)  # ends where e3 starts
+                assert ends[e3] == (e3, 6)  # the held epoch: the log end offset
+                assert ends[e3 + 1] == (-1, -1)  # newer than any
+                assert ends[e1 - 1] == (e1 - 1, 0)  # older than the first: where the first starts
+                if e2 - 1 > e1:  # an epoch nobody wrote in: the largest below it
+                    assert ends[e2 - 1] == (e1, 3)
+                if e3 - 1 > e2:
+                    assert ends[e3 - 1] == (e2, 5)
+                # a consumer that read e2's records up to 5 is consistent; one past e1's end diverges there
+                resumed = await fetch_error(back, "t", p, 5, current=e3, last=e2)
+                assert (resumed.error_code, resumed.diverging_epoch.epoch) == (ErrorCode.none, -1)
+                diverged = await fetch_error(back, "t", p, 4, current=e3, last=e1)
+                assert (diverged.diverging_epoch.epoch, diverged.diverging_epoch.end_offset) == (e1, 3)
+            finally:
+                await back.close()
+                await again.stop()
+
+    asyncio.run(scenario())
