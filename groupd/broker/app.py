@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Protocol
 from groupd.broker.config import Config
 from groupd.broker.dataplane.group_configs import GroupConfigStore
 from groupd.broker.dataplane.internal_topics import InternalTopic
-from groupd.broker.dataplane.leader_epochs import LEADER_EPOCH, ONE_NODE, EpochCache
+from groupd.broker.dataplane.leader_epochs import LEADER_EPOCH, ONE_NODE, UNDEFINED_EPOCH, EpochCache
 from groupd.broker.dataplane.partition_limits import PartitionLimits
 from groupd.broker.dataplane.partitions import PartitionManager
 from groupd.broker.dataplane.producers import ProducerIds
@@ -35,6 +35,7 @@ from groupd.coordinator.share.config import ShareGroupConfig
 from groupd.coordinator.share_state.persister import Persister
 from groupd.coordinator.share_state.service import ShareCoordinator
 from groupd.coordinator.transactions.service import TransactionCoordinator
+from groupd.protocol.errors import ErrorCode
 from groupd.protocol.topic_names import OFFSETS_TOPIC, SHARE_STATE_TOPIC, TXN_STATE_TOPIC
 from groupd.storage import engines
 from groupd.storage.engine import PartitionLog, StorageEngine
@@ -250,6 +251,15 @@ class Broker:
     def leads(self, topic: str, partition: int) -> bool:
         """This node may serve the partition now: always alone; in a cluster while it holds the lease."""
         return self.cluster is None or self.cluster.serves((topic, partition))
+
+    def reopening_error(self, topic: str, partition: int, current: int = UNDEFINED_EPOCH) -> ErrorCode | None:
+        """In a cluster, what a data partition whose lease this node just took answers until it is reopened
+        (ClusterNode.reopening_error; ``current``: the client's current leader epoch, -1 none); None when it
+        is not being reopened."""
+        cluster = self.cluster
+        if cluster is None or not cluster.reopening_any():
+            return None
+        return cluster.reopening_error((topic, partition), current)
 
     def leader_epoch(self, topic: str, partition: int) -> int:
         """The partition's leader epoch as this node leads it: alone 0; in a cluster the lease epoch."""

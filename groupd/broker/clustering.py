@@ -26,7 +26,7 @@ from kio.schema.types import ProducerId, TopicName
 from kio.schema.write_txn_markers.v1.request import WritableTxnMarker, WritableTxnMarkerTopic, WriteTxnMarkersRequest
 from kio.static.primitive import i16, i32
 
-from groupd.broker.dataplane.leader_epochs import EpochCache
+from groupd.broker.dataplane.leader_epochs import UNDEFINED_EPOCH, EpochCache, current_epoch_error
 from groupd.broker.shared_documents import SharedDocuments
 from groupd.cluster.assignment import Resource
 from groupd.cluster.changes import METADATA, ClusterChanges
@@ -191,6 +191,18 @@ class ClusterNode:
     def reopening(self, r: Resource) -> bool:
         """Whether a data partition this node took is still being reopened (not yet served)."""
         return r in self._reopening
+
+    def reopening_error(self, r: Resource, current: int) -> ErrorCode | None:
+        """What a request for a data partition this node took and still reopens gets (None: it is not being
+        reopened): Kafka's answer for a partition it does not lead yet (Partition.getLocalLog), the
+        client's current leader epoch (``current``, -1: none given) checked against the lease epoch first,
+        then NOT_LEADER_OR_FOLLOWER; all retriable, where UNKNOWN_TOPIC_OR_PARTITION would not be."""
+        epoch = self._reopening.get(r)
+        if epoch is None:
+            return None
+        if current != UNDEFINED_EPOCH and current != epoch:
+            return current_epoch_error(current, epoch)
+        return ErrorCode.not_leader_or_follower
 
     async def reopened(self, timeout: float) -> None:
         """Until the reopening under way ends, or ``timeout`` seconds (a Produce for such a partition waits

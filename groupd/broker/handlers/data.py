@@ -78,6 +78,8 @@ def _produce_partition(
     if topic in INTERNAL_TOPICS:  # Kafka: "Cannot append to internal topic"
         return ErrorCode.invalid_topic_exception, -1, -1, None
     lg = broker.partitions.get(topic, index)
+    if (unready := broker.reopening_error(topic, index)) is not None:  # taken, not yet served: retriable
+        return unready, -1, -1, None
     if lg is None:
         return ErrorCode.unknown_topic_or_partition, -1, -1, None
     if broker.cluster is not None and not broker.leads(topic, index):  # another node's (docs/cluster.md)
@@ -554,7 +556,12 @@ def _fetch_once(
             error, hw, lso, start, data = ErrorCode.none, -1, -1, -1, b""
             aborted: tuple | None = None
             diverging: tuple[int, int] | None = None
-            if lg is None:
+            # Kafka reads a negative current leader epoch as none given
+            current = p.current_leader_epoch if current_epochs and p.current_leader_epoch >= 0 else UNDEFINED_EPOCH
+            named = name is not None and name not in denied
+            if named and (unready := broker.reopening_error(name, p.partition, current)) is not None:
+                error = unready  # taken, not yet served: retriable
+            elif lg is None:
                 error = (
                     ErrorCode.topic_authorization_failed
                     if name in denied  # an unknown id too, for a follower refused (EVERY_NAME)
@@ -649,6 +656,9 @@ def list_offsets(broker: Broker, ctx: RequestContext, req: ListOffsetsRequest) -
         if stamp < 0 and version < _SENTINEL_SINCE.get(stamp, 1 << 15):
             return row | {"error_code": ErrorCode.unsupported_version}  # checked before the partition, as Kafka does
         lg = broker.readable_log(topic, p.partition_index)
+        current = p.current_leader_epoch if version >= 4 else UNDEFINED_EPOCH
+        if (unready := broker.reopening_error(topic, p.partition_index, current)) is not None:
+            return row | {"error_code": unready}  # taken, not yet served
         if lg is None:
             return row | {"error_code": ErrorCode.unknown_topic_or_partition}
         if broker.cluster is not None and not broker.leads(topic, p.partition_index):

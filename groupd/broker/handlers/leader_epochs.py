@@ -38,14 +38,16 @@ def offset_for_leader_epoch(broker: Broker, ctx: RequestContext, req: OffsetForL
         for p in t.partitions:
             epoch, end = UNDEFINED_EPOCH, UNDEFINED_OFFSET
             lg = broker.readable_log(t.topic, p.partition)
+            current = p.current_leader_epoch if ctx.version >= 2 else UNDEFINED_EPOCH  # v2+ (v0-1: no check)
             if t.topic in denied:
                 error = ErrorCode.topic_authorization_failed
+            elif (unready := broker.reopening_error(t.topic, p.partition, current)) is not None:
+                error = unready  # taken, not yet served: retriable
             elif lg is None:
                 error = ErrorCode.unknown_topic_or_partition
             elif not broker.leads(t.topic, p.partition):  # in a cluster, another node's (docs/cluster.md)
                 error = ErrorCode.not_leader_or_follower
             else:
-                current = p.current_leader_epoch if ctx.version >= 2 else UNDEFINED_EPOCH  # v2+ (v0-1: no check)
                 leader = broker.leader_epoch(t.topic, p.partition)
                 error = ErrorCode.none if current == UNDEFINED_EPOCH else current_epoch_error(current, leader)
                 if error == ErrorCode.none:
