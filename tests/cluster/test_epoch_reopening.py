@@ -16,7 +16,7 @@ import asyncio
 from pathlib import Path
 
 from groupd.protocol.errors import ErrorCode
-from tests.cluster.stepped import settled, two_started
+from tests.cluster.stepped import hold_reopening, settled, two_started
 from tests.cluster.test_leader_epochs_across_nodes import epochs_in_metadata, fetch_error
 from tests.wire.test_data_plane import produce_body
 from tests.wire.test_leader_epochs import answers, list_offsets_request, ofle_body, producer_batch
@@ -39,14 +39,7 @@ def test_a_partition_being_reopened_answers_as_a_leader_not_yet_ready(tmp_path: 
             p = next(q for q, (leader, _epoch) in seen.items() if leader == 2)
             old = seen[p][1]
             await both.stop(2)  # controlled: its leases are released for node 1's next beat
-            real = one.partitions.open_off_loop
-            go_on = asyncio.Event()
-
-            async def held(keys, replace):  # type: ignore[no-untyped-def]
-                await go_on.wait()
-                await real(keys, replace)
-
-            one.partitions.open_off_loop = held  # type: ignore[method-assign]
+            go_on = hold_reopening(one)
             await one.cluster.member.step()  # takes the partition; its reopening waits for the test
             new = one.cluster.member.serving(("t", p))
             assert new is not None and new > old
