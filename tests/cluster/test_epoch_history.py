@@ -11,7 +11,9 @@ every epoch's end exactly."""
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
+from typing import Any
 
 from groupd.broker.app import Broker
 from groupd.protocol.errors import ErrorCode
@@ -74,5 +76,76 @@ def test_offset_for_leader_epoch_after_two_takeovers(tmp_path: Path, postgresql_
             finally:
                 await back.close()
                 await again.stop()
+
+    asyncio.run(scenario())
+
+
+def _consume(consumer: Any, n: int, seconds: float = 20) -> tuple[list[tuple[int, bytes]], list[str]]:
+    """(offset, value) of the next ``n`` records, and the errors polled meanwhile (bounded in time)."""
+    got: list[tuple[int, bytes]] = []
+    errors: list[str] = []
+    deadline = time.monotonic() + seconds
+    while len(got) < n and time.monotonic() < deadline:
+        msg = consumer.poll(0.2)
+        if msg is None:
+            continue
+        if msg.error() is not None:
+            errors.append(msg.error().name())
+        else:
+            got.append((msg.offset(), msg.value()))
+    return got, errors
+
+
+def test_librdkafka_validates_its_position_after_a_takeover(tmp_path: Path, postgresql_url: str) -> None:
+    """librdkafka (confluent-kafka) validates a consumer's position when the partition's leader epoch rises
+    (KIP-320): it asks the new leader OffsetForLeaderEpoch for the epoch of the last record it read. The new
+    owner answers that epoch's end (where its own starts), so the consumer carries on from its position:
+    nothing read twice, nothing skipped, no truncation reported."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    async def scenario() -> None:
+        async with two_started(tmp_path, postgresql_url) as both:
+            nodes, clients = both.nodes, both.clients
+            await settled(both, "t")
+            p = 0
+            leader, e1 = (await epochs_in_metadata(clients[1], "t"))[p]
+            other = 3 - leader
+            await produced(clients[leader], "t", p, 3)
+            asked: list[tuple[int, int, int]] = []  # what node `other` answered OffsetForLeaderEpoch
+            metrics = nodes[other].metrics
+            assert metrics is not None
+            counted = metrics.request_finished
+
+            def seen(api_key: int, started: float, response: Any) -> None:
+                if api_key == 23:
+                    asked.extend(
+                        (e.error_code, e.leader_epoch, e.end_offset) for t in response.topics for e in t.partitions
+                    )
+                counted(api_key, started, response)
+
+            metrics.request_finished = seen  # type: ignore[method-assign]
+            bootstrap = ",".join(f"127.0.0.1:{nodes[n].port}" for n in (1, 2))
+            consumer = Consumer(
+                {
+                    "bootstrap.servers": bootstrap,
+                    "group.id": "v",
+                    "enable.auto.commit": False,
+                    "topic.metadata.refresh.interval.ms": 500,
+                }
+            )
+            try:
+                consumer.assign([TopicPartition("t", p, 0)])
+                first, errors = await asyncio.to_thread(_consume, consumer, 3)
+                assert [o for o, _v in first] == [0, 1, 2] and errors == []
+                await both.stop(leader)
+                await step(nodes[other])
+                e2 = (await epochs_in_metadata(clients[other], "t"))[p][1]
+                await produced(clients[other], "t", p, 2)
+                after, errors = await asyncio.to_thread(_consume, consumer, 2)
+                assert [o for o, _v in after] == [3, 4]
+                assert not {"_LOG_TRUNCATION", "OFFSET_OUT_OF_RANGE", "_AUTO_OFFSET_RESET"} & set(errors)
+                assert (ErrorCode.none, e1, 3) in asked and e2 > e1  # it validated e1 at the new leader
+            finally:
+                await asyncio.to_thread(consumer.close)
 
     asyncio.run(scenario())
