@@ -17,7 +17,7 @@ from typing import Any
 
 from groupd.broker.app import Broker
 from groupd.protocol.errors import ErrorCode
-from tests.cluster.stepped import LONG_LEASE_MS, STATE_SHARDS, settled, step, stepped, two_started
+from tests.cluster.stepped import LONG_LEASE_MS, STATE_SHARDS, TwoNodes, settled, step, stepped, two_started
 from tests.cluster.test_broker_nodes import node_config
 from tests.cluster.test_leader_epochs_across_nodes import epochs_in_metadata, fetch_error
 from tests.harness import WireClient
@@ -30,15 +30,21 @@ async def produced(client: WireClient, topic: str, partition: int, n: int) -> No
     assert resp.responses[0].partition_responses[0].error_code == ErrorCode.none
 
 
+async def three_written(both: TwoNodes) -> tuple[int, int, int]:
+    """Both nodes settled on topic "t"; 3 records produced to its partition 0 at its leader: (leader, the
+    leader's epoch, the other node)."""
+    await settled(both, "t")
+    leader, e1 = (await epochs_in_metadata(both.clients[1], "t"))[0]
+    await produced(both.clients[leader], "t", 0, 3)  # offsets 0-2 at e1
+    return leader, e1, 3 - leader
+
+
 def test_offset_for_leader_epoch_after_two_takeovers(tmp_path: Path, postgresql_url: str) -> None:
     async def scenario() -> None:
         async with two_started(tmp_path, postgresql_url) as both:
             nodes, clients = both.nodes, both.clients
-            await settled(both, "t")
             p = 0
-            leader, e1 = (await epochs_in_metadata(clients[1], "t"))[p]
-            other = 3 - leader
-            await produced(clients[leader], "t", p, 3)  # offsets 0-2 at e1
+            leader, e1, other = await three_written(both)
             await both.stop(leader)
             await step(nodes[other])
             owner, e2 = (await epochs_in_metadata(clients[other], "t"))[p]
@@ -106,11 +112,8 @@ def test_librdkafka_validates_its_position_after_a_takeover(tmp_path: Path, post
     async def scenario() -> None:
         async with two_started(tmp_path, postgresql_url) as both:
             nodes, clients = both.nodes, both.clients
-            await settled(both, "t")
             p = 0
-            leader, e1 = (await epochs_in_metadata(clients[1], "t"))[p]
-            other = 3 - leader
-            await produced(clients[leader], "t", p, 3)
+            leader, e1, other = await three_written(both)
             asked: list[tuple[int, int, int]] = []  # what node `other` answered OffsetForLeaderEpoch
             metrics = nodes[other].metrics
             assert metrics is not None
