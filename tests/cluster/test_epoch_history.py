@@ -6,7 +6,7 @@ epoch from the log end it found (Kafka's makeLeader).
 
 Node L leads a partition at epoch e1 (3 records), stops; node O takes it at e2 (2 records), then L starts
 again and O stops: L takes it at e3 (1 record). L was not there while e2 was written: it still answers
-every epoch's end exactly."""
+every epoch's end exactly, and ListOffsets names each found offset with its record's epoch."""
 
 from __future__ import annotations
 
@@ -17,16 +17,23 @@ from typing import Any
 
 from groupd.broker.app import Broker
 from groupd.protocol.errors import ErrorCode
+from groupd.storage.batch import build_batch
 from tests.cluster.stepped import LONG_LEASE_MS, STATE_SHARDS, TwoNodes, settled, step, stepped, two_started
 from tests.cluster.test_broker_nodes import node_config
 from tests.cluster.test_leader_epochs_across_nodes import epochs_in_metadata, fetch_error
 from tests.harness import WireClient
 from tests.wire.test_data_plane import produce_body
-from tests.wire.test_leader_epochs import answers, ofle_body, producer_batch
+from tests.wire.test_leader_epochs import answers, list_offsets_request, ofle_body, producer_batch
+
+EARLIEST, LATEST, MAX_TIMESTAMP = -2, -1, -3
 
 
-async def produced(client: WireClient, topic: str, partition: int, n: int) -> None:
-    resp = await client.call(0, 9, produce_body(topic, partition, producer_batch(n)))
+async def produced(client: WireClient, topic: str, partition: int, n: int, timestamp_ms: int | None = None) -> None:
+    """``n`` records in one batch as a producer sends it (at ``timestamp_ms``, else producer_batch's)."""
+    batch = producer_batch(n)
+    if timestamp_ms is not None:
+        batch = bytes(build_batch([(None, b"v%d" % i) for i in range(n)], timestamp_ms=timestamp_ms))
+    resp = await client.call(0, 9, produce_body(topic, partition, batch))
     assert resp.responses[0].partition_responses[0].error_code == ErrorCode.none
 
 
@@ -49,7 +56,7 @@ def test_offset_for_leader_epoch_after_two_takeovers(tmp_path: Path, postgresql_
             await step(nodes[other])
             owner, e2 = (await epochs_in_metadata(clients[other], "t"))[p]
             assert owner == other and e2 > e1
-            await produced(clients[other], "t", p, 2)  # offsets 3-4 at e2
+            await produced(clients[other], "t", p, 2, timestamp_ms=2000)  # offsets 3-4 at e2
             more = {"num.partitions": "4", "share.coordinator.state.topic.num.partitions": str(STATE_SHARDS)}
             again: Broker = stepped(node_config(tmp_path, postgresql_url, leader, LONG_LEASE_MS, **more))
             await again.start()
@@ -60,7 +67,7 @@ def test_offset_for_leader_epoch_after_two_takeovers(tmp_path: Path, postgresql_
                 await step(again)
                 owner, e3 = (await epochs_in_metadata(back, "t"))[p]
                 assert owner == leader and e3 > e2
-                await produced(back, "t", p, 1)  # offset 5 at e3
+                await produced(back, "t", p, 1, timestamp_ms=3000)  # offset 5 at e3
                 asked = [e1 - 1, e1, e1 + 1, e2 - 1, e2, e2 + 1, e3 - 1, e3, e3 + 1]
                 ofle = await back.call(23, 4, ofle_body([("t", [(p, e3, e) for e in asked])]))
                 ends = {e: (epoch, end) for e, (_t, _p, error, epoch, end) in zip(asked, answers(ofle), strict=True)}
@@ -74,6 +81,20 @@ def test_offset_for_leader_epoch_after_two_takeovers(tmp_path: Path, postgresql_
                     assert ends[e2 - 1] == (e1, 3)
                 if e3 - 1 > e2:
                     assert ends[e3 - 1] == (e2, 5)
+                # ListOffsets names a found offset with its record's epoch (Kafka's epochForOffset), the latest
+                # offset with the held epoch
+                listed = {}
+                for stamp in (EARLIEST, 1003, 1500, 2500, MAX_TIMESTAMP, LATEST):
+                    row = (await back.call(2, 7, list_offsets_request("t", p, stamp, e3))).topics[0].partitions[0]
+                    listed[stamp] = (row.error_code, row.offset, row.leader_epoch)
+                assert listed == {
+                    EARLIEST: (ErrorCode.none, 0, e1),
+                    1003: (ErrorCode.none, 0, e1),
+                    1500: (ErrorCode.none, 3, e2),
+                    2500: (ErrorCode.none, 5, e3),
+                    MAX_TIMESTAMP: (ErrorCode.none, 5, e3),
+                    LATEST: (ErrorCode.none, 6, e3),
+                }
                 # a consumer that read e2's records up to 5 is consistent; one past e1's end diverges there
                 resumed = await fetch_error(back, "t", p, 5, current=e3, last=e2)
                 assert (resumed.error_code, resumed.diverging_epoch.epoch) == (ErrorCode.none, -1)

@@ -176,3 +176,25 @@ def test_current_epoch_error_against_a_lease_epoch(current, expected):
 def test_fetch_divergence_across_takeovers(last_fetched, fetch_offset, expected):
     history = cache((3, 5), (6, 15), (7, 30))
     assert history.fetch_divergence(last_fetched, fetch_offset, 5, 42) == expected
+
+
+@pytest.mark.parametrize("offset, log_start, expected", [
+    (0, 0, -1),  # before the first entry: no epoch (Kafka's epochForOffset: empty)
+    (2, 0, 3),  # the first entry's own start
+    (8, 0, 3),
+    (9, 0, 5),
+    (19, 0, 5),
+    (20, 0, 8),
+    (500, 0, 8),  # past every start: the latest
+    (12, 12, 5),  # the log start moved into epoch 5: the history starts there with 5
+    (10, 12, -1),  # below the log start: none (Kafka's cache, truncated from the start, has nothing there)
+])
+def test_epoch_for(offset, log_start, expected):
+    """The epoch ListOffsets names for a found offset (Kafka's LeaderEpochFileCache.epochForOffset): that of
+    the last entry starting at or before it."""
+    history = EpochCache([(3, 2), (5, 9), (8, 20)])
+    assert history.epoch_for(offset, log_start) == expected
+
+
+def test_one_node_names_epoch_zero_everywhere():
+    assert {ONE_NODE.epoch_for(o, s) for o, s in ((0, 0), (7, 0), (7, 7), (100, 7))} == {LEADER_EPOCH}

@@ -89,6 +89,16 @@ class EpochCache:
                 return (requested if i == 0 else entries[i - 1][0]), start
         return UNDEFINED_EPOCH, UNDEFINED_OFFSET  # newer than every epoch
 
+    def epoch_for(self, offset: int, log_start: int) -> int:
+        """The epoch of the record at ``offset`` (Kafka's ``epochForOffset``, which ListOffsets names for a
+        found offset): that of the last entry starting at or before it; UNDEFINED_EPOCH when none does."""
+        found = UNDEFINED_EPOCH
+        for epoch, start in self.from_start(log_start):
+            if start > offset:
+                break
+            found = epoch
+        return found
+
     def fetch_divergence(
         self, last_fetched_epoch: int, fetch_offset: int, log_start: int, log_end: int
     ) -> tuple[ErrorCode, tuple[int, int] | None]:

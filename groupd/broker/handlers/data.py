@@ -668,8 +668,10 @@ def list_offsets(broker: Broker, ctx: RequestContext, req: ListOffsetsRequest) -
             error = current_epoch_error(p.current_leader_epoch, leader)
             if error != ErrorCode.none:
                 return row | {"error_code": error}
+        # a found offset is named with its record's epoch, as Kafka names it (the earliest: its cache's first entry)
+        start, history = lg.log_start_offset, broker.epoch_cache(topic, p.partition_index, lg)
         if stamp in (EARLIEST, EARLIEST_LOCAL):  # no remote storage: the local log starts where the log does
-            return row | {"offset": lg.log_start_offset, "leader_epoch": leader}
+            return row | {"offset": start, "leader_epoch": history.epoch_for(start, start)}
         if stamp == LATEST:  # READ_COMMITTED: the last stable offset
             latest = lg.high_watermark
             txns = broker.partitions.txn_state((topic, p.partition_index)) if committed else None
@@ -686,7 +688,7 @@ def list_offsets(broker: Broker, ctx: RequestContext, req: ListOffsetsRequest) -
             found = None if found is None else (found[1], found[0])
         if found is None:
             return row
-        return row | {"timestamp": found[0], "offset": found[1], "leader_epoch": leader}
+        return row | {"timestamp": found[0], "offset": found[1], "leader_epoch": history.epoch_for(found[1], start)}
 
     named = Counter((t.name, p.partition_index) for t in req.topics for p in t.partitions)
     denied = broker.access.refused_names(ctx, DESCRIBE, TOPIC, (t.name for t in req.topics))  # KafkaApis: DESCRIBE
