@@ -68,7 +68,7 @@ def _histories(logs: dict[Resource, PartitionLog]) -> dict[Resource, EpochCache]
     for r, lg in logs.items():
         try:
             out[r] = _history(lg)
-        except StorageError as exc:
+        except (StorageError, OSError) as exc:
             log.warning("%s-%d: its leader epochs could not be read (read when first asked): %s", *r, exc)
     return out
 

@@ -15,9 +15,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from groupd.broker import clustering
 from groupd.broker.app import Broker
 from groupd.protocol.errors import ErrorCode
 from groupd.storage.batch import build_batch
+from groupd.storage.errors import StorageError
 from tests.cluster.stepped import LONG_LEASE_MS, STATE_SHARDS, TwoNodes, settled, step, stepped, two_started
 from tests.cluster.test_broker_nodes import node_config
 from tests.cluster.test_leader_epochs_across_nodes import epochs_in_metadata, fetch_error
@@ -171,5 +175,33 @@ def test_librdkafka_validates_its_position_after_a_takeover(tmp_path: Path, post
                 assert (ErrorCode.none, e1, 3) in asked and e2 > e1  # it validated e1 at the new leader
             finally:
                 await asyncio.to_thread(consumer.close)
+
+    asyncio.run(scenario())
+
+
+def test_a_history_that_could_not_be_read_at_the_takeover_is_read_when_first_asked(
+    tmp_path: Path, postgresql_url: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The takeover's read of the batches' epochs fails (the database refused it): the partition is served
+    all the same, and its history is read when a request first needs it, exact then."""
+    real = clustering._history
+
+    def refused(lg: Any) -> Any:
+        raise StorageError("reading t-0 failed in PostgreSQL: refused by the test")
+
+    async def scenario() -> None:
+        async with two_started(tmp_path, postgresql_url) as both:
+            nodes, clients = both.nodes, both.clients
+            leader, e1, other = await three_written(both)
+            await both.stop(leader)
+            monkeypatch.setattr(clustering, "_history", refused)
+            await step(nodes[other])
+            monkeypatch.setattr(clustering, "_history", real)
+            assert "t-0: its leader epochs could not be read (read when first asked)" in caplog.text
+            co = clients[other]
+            e2 = (await epochs_in_metadata(co, "t"))[0][1]
+            await produced(co, "t", 0, 2)
+            ofle = await co.call(23, 4, ofle_body([("t", [(0, e2, e1), (0, e2, e2)])]))
+            assert answers(ofle) == [("t", 0, ErrorCode.none, e1, 3), ("t", 0, ErrorCode.none, e2, 5)]
 
     asyncio.run(scenario())
