@@ -246,7 +246,7 @@ class ClusterNode:
         """The leader epoch history of a partition this node leads, its lease epoch last. Built at the
         takeover (``_reopen_taken``); a partition that could not be reopened then, opened when first asked,
         reads its batches' headers here, once (its own batches carry its epoch, so where that epoch starts
-        is right whatever was written before this)."""
+        is right whatever was written before this); StorageError while they cannot be read."""
         r = (topic, partition)
         epoch = self.leader_epoch(topic, partition)
         cache = self._epochs.get(r)

@@ -183,7 +183,8 @@ def test_a_history_that_could_not_be_read_at_the_takeover_is_read_when_first_ask
     tmp_path: Path, postgresql_url: str, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
     """The takeover's read of the batches' epochs fails (the database refused it): the partition is served
-    all the same, and its history is read when a request first needs it, exact then."""
+    all the same; a request that needs its history while it still cannot be read gets KAFKA_STORAGE_ERROR
+    (Kafka's answer when a log cannot be read; clients retry), and once it can, exact answers."""
     real = clustering._history
 
     def refused(lg: Any) -> Any:
@@ -196,11 +197,16 @@ def test_a_history_that_could_not_be_read_at_the_takeover_is_read_when_first_ask
             await both.stop(leader)
             monkeypatch.setattr(clustering, "_history", refused)
             await step(nodes[other])
-            monkeypatch.setattr(clustering, "_history", real)
             assert "t-0: its leader epochs could not be read (read when first asked)" in caplog.text
             co = clients[other]
             e2 = (await epochs_in_metadata(co, "t"))[0][1]
-            await produced(co, "t", 0, 2)
+            await produced(co, "t", 0, 2)  # served: the history is not needed to append
+            ofle = await co.call(23, 4, ofle_body([("t", [(0, e2, e1)])]))
+            assert answers(ofle) == [("t", 0, ErrorCode.kafka_storage_error, -1, -1)]
+            assert (await fetch_error(co, "t", 0, 3, current=e2, last=e1)).error_code == ErrorCode.kafka_storage_error
+            row = (await co.call(2, 7, list_offsets_request("t", 0, EARLIEST, e2))).topics[0].partitions[0]
+            assert row.error_code == ErrorCode.kafka_storage_error
+            monkeypatch.setattr(clustering, "_history", real)
             ofle = await co.call(23, 4, ofle_body([("t", [(0, e2, e1), (0, e2, e2)])]))
             assert answers(ofle) == [("t", 0, ErrorCode.none, e1, 3), ("t", 0, ErrorCode.none, e2, 5)]
 

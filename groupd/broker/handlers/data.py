@@ -586,8 +586,11 @@ def _fetch_once(
                 if epoch > UNDEFINED_EPOCH and not (
                     epoch == broker.leader_epoch(name, p.partition) and start <= p.fetch_offset <= hw
                 ):
-                    history = broker.epoch_cache(name, p.partition, lg)
-                    error, diverging = history.fetch_divergence(epoch, p.fetch_offset, start, lg.log_end_offset)
+                    try:
+                        history = broker.epoch_cache(name, p.partition, lg)
+                        error, diverging = history.fetch_divergence(epoch, p.fetch_offset, start, lg.log_end_offset)
+                    except StorageError:  # its epochs could not be read (the database): retriable, as Kafka's
+                        error = ErrorCode.kafka_storage_error
                 # Fetch below v10: a zstd topic is refused, and v0-3 where down-conversion is off (3.9)
                 refusal = old_versions.fetch_refusal(broker, name, ctx.version) if ctx.version < 10 else ErrorCode.none
                 try:
@@ -669,7 +672,11 @@ def list_offsets(broker: Broker, ctx: RequestContext, req: ListOffsetsRequest) -
             if error != ErrorCode.none:
                 return row | {"error_code": error}
         # a found offset is named with its record's epoch, as Kafka names it (the earliest: its cache's first entry)
-        start, history = lg.log_start_offset, broker.epoch_cache(topic, p.partition_index, lg)
+        start = lg.log_start_offset
+        try:
+            history = broker.epoch_cache(topic, p.partition_index, lg)
+        except StorageError:  # its epochs could not be read (the database): retriable, as Kafka's
+            return row | {"error_code": ErrorCode.kafka_storage_error}
         if stamp in (EARLIEST, EARLIEST_LOCAL):  # no remote storage: the local log starts where the log does
             return row | {"offset": start, "leader_epoch": history.epoch_for(start, start)}
         if stamp == LATEST:  # READ_COMMITTED: the last stable offset

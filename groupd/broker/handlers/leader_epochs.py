@@ -16,6 +16,7 @@ from groupd.broker.dispatch import Answer, RequestContext
 from groupd.broker.security.access import CLUSTER_ACTION, DESCRIBE, NOTHING, TOPIC
 from groupd.protocol import codec
 from groupd.protocol.errors import ErrorCode
+from groupd.storage.errors import StorageError
 
 if TYPE_CHECKING:
     from groupd.broker.app import Broker
@@ -51,8 +52,11 @@ def offset_for_leader_epoch(broker: Broker, ctx: RequestContext, req: OffsetForL
                 leader = broker.leader_epoch(t.topic, p.partition)
                 error = ErrorCode.none if current == UNDEFINED_EPOCH else current_epoch_error(current, leader)
                 if error == ErrorCode.none:
-                    history = broker.epoch_cache(t.topic, p.partition, lg)
-                    epoch, end = history.end_offset_for(p.leader_epoch, lg.log_start_offset, lg.log_end_offset)
+                    try:
+                        history = broker.epoch_cache(t.topic, p.partition, lg)
+                        epoch, end = history.end_offset_for(p.leader_epoch, lg.log_start_offset, lg.log_end_offset)
+                    except StorageError:  # its epochs could not be read (the database): retriable, as Kafka's
+                        error = ErrorCode.kafka_storage_error
             parts.append(
                 codec.make(part_cls, partition=p.partition, error_code=error, leader_epoch=epoch, end_offset=end)
             )
