@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Protocol
 from groupd.broker.config import Config
 from groupd.broker.dataplane.group_configs import GroupConfigStore
 from groupd.broker.dataplane.internal_topics import InternalTopic
-from groupd.broker.dataplane.leader_epochs import LEADER_EPOCH
+from groupd.broker.dataplane.leader_epochs import LEADER_EPOCH, ONE_NODE, UNDEFINED_EPOCH, EpochCache
 from groupd.broker.dataplane.partition_limits import PartitionLimits
 from groupd.broker.dataplane.partitions import PartitionManager
 from groupd.broker.dataplane.producers import ProducerIds
@@ -35,6 +35,7 @@ from groupd.coordinator.share.config import ShareGroupConfig
 from groupd.coordinator.share_state.persister import Persister
 from groupd.coordinator.share_state.service import ShareCoordinator
 from groupd.coordinator.transactions.service import TransactionCoordinator
+from groupd.protocol.errors import ErrorCode
 from groupd.protocol.topic_names import OFFSETS_TOPIC, SHARE_STATE_TOPIC, TXN_STATE_TOPIC
 from groupd.storage import engines
 from groupd.storage.engine import PartitionLog, StorageEngine
@@ -251,12 +252,23 @@ class Broker:
         """This node may serve the partition now: always alone; in a cluster while it holds the lease."""
         return self.cluster is None or self.cluster.serves((topic, partition))
 
-    def epoch_entry(self, topic: str, partition: int, lg: PartitionLog) -> tuple[int, int | None]:
-        """The one entry of the partition's leader epoch cache (dataplane/leader_epochs.py): alone (0, None:
-        from the log start); in a cluster the lease epoch and the offset it starts at."""
-        if self.cluster is None:
-            return LEADER_EPOCH, None
-        return self.cluster.epoch_entry(topic, partition, lg.log_end_offset)
+    def reopening_error(self, topic: str, partition: int, current: int = UNDEFINED_EPOCH) -> ErrorCode | None:
+        """In a cluster, what a data partition whose lease this node just took answers until it is reopened
+        (ClusterNode.reopening_error; ``current``: the client's current leader epoch, -1 none); None when it
+        is not being reopened."""
+        cluster = self.cluster
+        if cluster is None or not cluster.reopening_any():
+            return None
+        return cluster.reopening_error((topic, partition), current)
+
+    def leader_epoch(self, topic: str, partition: int) -> int:
+        """The partition's leader epoch as this node leads it: alone 0; in a cluster the lease epoch."""
+        return LEADER_EPOCH if self.cluster is None else self.cluster.leader_epoch(topic, partition)
+
+    def epoch_cache(self, topic: str, partition: int, lg: PartitionLog) -> EpochCache:
+        """The partition's leader epoch history (dataplane/leader_epochs.py): alone epoch 0 from the log
+        start; in a cluster every owner's epoch from where it started writing, the held one last."""
+        return ONE_NODE if self.cluster is None else self.cluster.epoch_cache(topic, partition, lg)
 
     def owns_offsets_partition(self, partition: int) -> bool:
         if self.coordinator is None:

@@ -26,6 +26,7 @@ from kio.schema.types import ProducerId, TopicName
 from kio.schema.write_txn_markers.v1.request import WritableTxnMarker, WritableTxnMarkerTopic, WriteTxnMarkersRequest
 from kio.static.primitive import i16, i32
 
+from groupd.broker.dataplane.leader_epochs import UNDEFINED_EPOCH, EpochCache, current_epoch_error
 from groupd.broker.shared_documents import SharedDocuments
 from groupd.cluster.assignment import Resource
 from groupd.cluster.changes import METADATA, ClusterChanges
@@ -39,6 +40,7 @@ from groupd.coordinator.transactions.rules import TopicPartition
 from groupd.protocol.api_table import ApiKey
 from groupd.protocol.errors import ErrorCode
 from groupd.protocol.topic_names import OFFSETS_TOPIC, SHARE_STATE_TOPIC, TXN_STATE_TOPIC
+from groupd.storage.engine import PartitionLog
 from groupd.storage.errors import StorageError
 from groupd.storage.postgresql.connection import Database, resolve_url
 from groupd.storage.postgresql.engine import PostgresEngine
@@ -49,6 +51,26 @@ if TYPE_CHECKING:
     from groupd.broker.app import Broker
 
 log = logging.getLogger("groupd.cluster")
+
+
+def _history(lg: PartitionLog) -> EpochCache:
+    """A partition's leader epoch history from its stored batches' headers (every owner stamped its lease
+    epoch on what it wrote): Kafka's recovery of the cache from the log, and what costs least here, since
+    it needs no state of its own and the headers come from the database without the records (the PostgreSQL
+    engine reads only each batch's first bytes)."""
+    return EpochCache.of_batches((h.partition_leader_epoch, h.base_offset) for h in lg.headers())
+
+
+def _histories(logs: dict[Resource, PartitionLog]) -> dict[Resource, EpochCache]:
+    """The histories of partitions just reopened (on a worker thread); one that cannot be read now is
+    left out, and read when first asked (``ClusterNode.epoch_cache``)."""
+    out: dict[Resource, EpochCache] = {}
+    for r, lg in logs.items():
+        try:
+            out[r] = _history(lg)
+        except (StorageError, OSError) as exc:
+            log.warning("%s-%d: its leader epochs could not be read (read when first asked): %s", *r, exc)
+    return out
 
 
 class ClusterNode:
@@ -91,9 +113,10 @@ class ClusterNode:
         broker.coordinator.serving = lambda p: self.serves((OFFSETS_TOPIC, p))
         broker.partitions.leads = lambda topic, p: self.serves((topic, p))
         broker.partitions.leader_epoch = self.leader_epoch
-        # per data partition this node leads: its lease epoch and where that epoch starts (the log end offset
-        # found when the lease was taken), the one entry of its leader epoch cache (dataplane/leader_epochs.py)
-        self._epoch_starts: dict[Resource, tuple[int, int]] = {}
+        # per data partition this node leads: its leader epoch history (dataplane/leader_epochs.py), the
+        # previous owners' epochs read from the stored batches at the takeover, then its own lease epoch from
+        # the log end offset it found
+        self._epochs: dict[Resource, EpochCache] = {}
         # data partitions taken and not yet reopened (not served until they are), by the epoch taken at
         self._reopening: dict[Resource, int] = {}
         self._reopener: asyncio.Task | None = None
@@ -149,14 +172,18 @@ class ClusterNode:
                 await self.broker.partitions.open_off_loop(list(batch), replace=True)
             except (StorageError, OSError) as exc:  # then opened when first asked (Broker.partition_log)
                 log.warning("node %d could not reopen %d partition(s): %s", self.node_id, len(batch), exc)
+            logs = {r: lg for r in batch if (lg := self.broker.partitions.logs.get(r)) is not None}
+            histories = await asyncio.to_thread(_histories, logs)  # the batches' headers, off the loop
             for r, epoch in batch.items():
                 if self._reopening.get(r) != epoch:
                     continue  # lost meanwhile, or taken again at another epoch (reopened again)
                 del self._reopening[r]
                 self.broker.share_partitions.partition_moved(*r)
                 lg = self.broker.partitions.logs.get(r)
-                if lg is not None:  # the new epoch starts at the log end found (Kafka's makeLeader)
-                    self._epoch_starts[r] = (epoch, lg.log_end_offset)
+                cache = histories.get(r)
+                if lg is not None and cache is not None and lg is logs[r]:
+                    cache.assign(epoch, lg.log_end_offset)  # the new epoch starts at the log end (Kafka's makeLeader)
+                    self._epochs[r] = cache
 
     def reopening_any(self) -> bool:
         return bool(self._reopening)
@@ -164,6 +191,18 @@ class ClusterNode:
     def reopening(self, r: Resource) -> bool:
         """Whether a data partition this node took is still being reopened (not yet served)."""
         return r in self._reopening
+
+    def reopening_error(self, r: Resource, current: int) -> ErrorCode | None:
+        """What a request for a data partition this node took and still reopens gets (None: it is not being
+        reopened): Kafka's answer for a partition it does not lead yet (Partition.getLocalLog), the
+        client's current leader epoch (``current``, -1: none given) checked against the lease epoch first,
+        then NOT_LEADER_OR_FOLLOWER; all retriable, where UNKNOWN_TOPIC_OR_PARTITION would not be."""
+        epoch = self._reopening.get(r)
+        if epoch is None:
+            return None
+        if current != UNDEFINED_EPOCH and current != epoch:
+            return current_epoch_error(current, epoch)
+        return ErrorCode.not_leader_or_follower
 
     async def reopened(self, timeout: float) -> None:
         """Until the reopening under way ends, or ``timeout`` seconds (a Produce for such a partition waits
@@ -191,7 +230,7 @@ class ClusterNode:
         else:
             self._reopening.pop(r, None)
             self.broker.share_partitions.partition_moved(*r)
-            self._epoch_starts.pop(r, None)
+            self._epochs.pop(r, None)
 
     # ------------------------------------------------------------ routing
 
@@ -203,16 +242,19 @@ class ClusterNode:
         epoch = self.member.serving((topic, partition))
         return -1 if epoch is None else epoch
 
-    def epoch_entry(self, topic: str, partition: int, log_end: int) -> tuple[int, int]:
-        """(epoch, start offset) of the partition this node leads: its lease epoch, from the log end offset
-        when it took the lease (``log_end``, the log's now, when it had not opened the partition then: it
-        has written nothing in this epoch before it is first asked, since every write asks first)."""
+    def epoch_cache(self, topic: str, partition: int, lg: PartitionLog) -> EpochCache:
+        """The leader epoch history of a partition this node leads, its lease epoch last. Built at the
+        takeover (``_reopen_taken``); a partition that could not be reopened then, opened when first asked,
+        reads its batches' headers here, once (its own batches carry its epoch, so where that epoch starts
+        is right whatever was written before this); StorageError while they cannot be read."""
         r = (topic, partition)
         epoch = self.leader_epoch(topic, partition)
-        entry = self._epoch_starts.get(r)
-        if entry is None or entry[0] != epoch:
-            entry = self._epoch_starts[r] = (epoch, log_end)
-        return entry
+        cache = self._epochs.get(r)
+        if cache is None:
+            cache = self._epochs[r] = _history(lg)
+        if epoch > cache.latest_epoch:  # the lease taken again at a newer epoch, the log end as it is now
+            cache.assign(epoch, lg.log_end_offset)
+        return cache
 
     def view_epoch(self, topic: str, partition: int) -> int:
         """The partition's leader epoch as Metadata names it: this node's lease epoch while it leads it,

@@ -3,6 +3,7 @@ is taken by hand (``step``), so "a node has not followed yet" is a fact in a tes
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
@@ -82,3 +83,17 @@ async def settled(both: TwoNodes, topic: str) -> Any:
     created = (await metadata(both.clients[1], topic)).topics[0]
     await step(one, two, one, two)
     return created
+
+
+def hold_reopening(node: Broker) -> asyncio.Event:
+    """Make the data partitions the node takes wait before they are reopened until the returned event is
+    set: "taken, not yet served" held as long as a test needs it."""
+    real = node.partitions.open_off_loop
+    go_on = asyncio.Event()
+
+    async def held(keys: list[tuple[str, int]], replace: bool) -> None:
+        await go_on.wait()
+        await real(keys, replace)
+
+    node.partitions.open_off_loop = held  # type: ignore[method-assign]
+    return go_on

@@ -16,7 +16,7 @@ from groupd.broker.app import Broker
 from groupd.protocol.api_table import ApiKey
 from groupd.protocol.errors import ErrorCode
 from groupd.storage.batch import build_batch
-from tests.cluster.stepped import settled, two_started
+from tests.cluster.stepped import hold_reopening, settled, two_started
 from tests.cluster.test_broker_nodes import node_config
 from tests.harness import WireClient
 from tests.wire.test_data_plane import produce_body
@@ -98,14 +98,7 @@ def test_a_produce_waits_for_the_reopening_of_a_partition_just_taken(tmp_path: P
             taken = [p for p in range(4) if one.cluster.leader("t", p) == 2]
             assert taken
             await both.stop(2)  # controlled: its leases are released for node 1's next beat
-            real = one.partitions.open_off_loop
-            go_on = asyncio.Event()
-
-            async def held(keys, replace):  # type: ignore[no-untyped-def]
-                await go_on.wait()
-                await real(keys, replace)
-
-            one.partitions.open_off_loop = held  # type: ignore[method-assign]
+            go_on = hold_reopening(one)
             await one.cluster.member.step()  # takes them; their reopening waits for the test
             p = taken[0]
             assert one.cluster.reopening(("t", p)) and not one.cluster.serves(("t", p))

@@ -20,10 +20,8 @@ from kio.schema.produce.v12.request import TopicProduceData as TopicProduceDataV
 from kio.schema.produce.v13.request import ProduceRequest
 
 from groupd.broker.dataplane.leader_epochs import (
-    LEADER_EPOCH,
     UNDEFINED_EPOCH,
     current_epoch_error,
-    fetch_divergence,
 )
 from groupd.broker.dataplane.records_out import records_in
 from groupd.broker.dispatch import Answer, Later, RequestContext, Response, later_of
@@ -80,6 +78,8 @@ def _produce_partition(
     if topic in INTERNAL_TOPICS:  # Kafka: "Cannot append to internal topic"
         return ErrorCode.invalid_topic_exception, -1, -1, None
     lg = broker.partitions.get(topic, index)
+    if (unready := broker.reopening_error(topic, index)) is not None:  # taken, not yet served: retriable
+        return unready, -1, -1, None
     if lg is None:
         return ErrorCode.unknown_topic_or_partition, -1, -1, None
     if broker.cluster is not None and not broker.leads(topic, index):  # another node's (docs/cluster.md)
@@ -135,8 +135,8 @@ def _produce_partition(
             if duplicate is not None:
                 first = duplicate
             else:
-                epoch = LEADER_EPOCH if broker.cluster is None else broker.epoch_entry(topic, index, lg)[0]
-                first, _ = lg.append(bytearray(batch), epoch)  # stamped as Kafka's leader stamps it
+                # stamped with the leader epoch, as Kafka's leader stamps it
+                first, _ = lg.append(bytearray(batch), broker.leader_epoch(topic, index))
                 producers.record(
                     h.producer_id,
                     h.producer_epoch,
@@ -556,7 +556,12 @@ def _fetch_once(
             error, hw, lso, start, data = ErrorCode.none, -1, -1, -1, b""
             aborted: tuple | None = None
             diverging: tuple[int, int] | None = None
-            if lg is None:
+            # Kafka reads a negative current leader epoch as none given
+            current = p.current_leader_epoch if current_epochs and p.current_leader_epoch >= 0 else UNDEFINED_EPOCH
+            named = name is not None and name not in denied
+            if named and (unready := broker.reopening_error(name, p.partition, current)) is not None:
+                error = unready  # taken, not yet served: retriable
+            elif lg is None:
                 error = (
                     ErrorCode.topic_authorization_failed
                     if name in denied  # an unknown id too, for a follower refused (EVERY_NAME)
@@ -569,23 +574,23 @@ def _fetch_once(
             elif (
                 current_epochs
                 and p.current_leader_epoch >= 0  # Kafka reads a negative epoch as none given
-                and p.current_leader_epoch
-                != (leader := LEADER_EPOCH if broker.cluster is None else broker.epoch_entry(name, p.partition, lg)[0])
+                and p.current_leader_epoch != (leader := broker.leader_epoch(name, p.partition))
             ):
                 error = current_epoch_error(p.current_leader_epoch, leader)
             else:
                 hw, start = lg.high_watermark, lg.log_start_offset
                 txns = broker.partitions.txn_state((name, p.partition))
                 lso = hw if txns is None else txns.last_stable_offset(hw)
-                leader, leader_start = (
-                    (LEADER_EPOCH, None) if broker.cluster is None else broker.epoch_entry(name, p.partition, lg)
-                )
                 # the usual case (the leader's epoch, an offset in the log) needs no look-up: it cannot diverge
                 epoch = p.last_fetched_epoch if last_epochs else UNDEFINED_EPOCH
-                if epoch > UNDEFINED_EPOCH and not (epoch == leader and start <= p.fetch_offset <= hw):
-                    error, diverging = fetch_divergence(
-                        p.last_fetched_epoch, p.fetch_offset, start, lg.log_end_offset, leader, leader_start
-                    )
+                if epoch > UNDEFINED_EPOCH and not (
+                    epoch == broker.leader_epoch(name, p.partition) and start <= p.fetch_offset <= hw
+                ):
+                    try:
+                        history = broker.epoch_cache(name, p.partition, lg)
+                        error, diverging = history.fetch_divergence(epoch, p.fetch_offset, start, lg.log_end_offset)
+                    except StorageError:  # its epochs could not be read (the database): retriable, as Kafka's
+                        error = ErrorCode.kafka_storage_error
                 # Fetch below v10: a zstd topic is refused, and v0-3 where down-conversion is off (3.9)
                 refusal = old_versions.fetch_refusal(broker, name, ctx.version) if ctx.version < 10 else ErrorCode.none
                 try:
@@ -654,17 +659,26 @@ def list_offsets(broker: Broker, ctx: RequestContext, req: ListOffsetsRequest) -
         if stamp < 0 and version < _SENTINEL_SINCE.get(stamp, 1 << 15):
             return row | {"error_code": ErrorCode.unsupported_version}  # checked before the partition, as Kafka does
         lg = broker.readable_log(topic, p.partition_index)
+        current = p.current_leader_epoch if version >= 4 else UNDEFINED_EPOCH
+        if (unready := broker.reopening_error(topic, p.partition_index, current)) is not None:
+            return row | {"error_code": unready}  # taken, not yet served
         if lg is None:
             return row | {"error_code": ErrorCode.unknown_topic_or_partition}
         if broker.cluster is not None and not broker.leads(topic, p.partition_index):
             return row | {"error_code": ErrorCode.not_leader_or_follower}
-        leader = LEADER_EPOCH if broker.cluster is None else broker.epoch_entry(topic, p.partition_index, lg)[0]
+        leader = broker.leader_epoch(topic, p.partition_index)
         if version >= 4 and p.current_leader_epoch != UNDEFINED_EPOCH:  # KIP-320; only -1 skips the check
             error = current_epoch_error(p.current_leader_epoch, leader)
             if error != ErrorCode.none:
                 return row | {"error_code": error}
+        # a found offset is named with its record's epoch, as Kafka names it (the earliest: its cache's first entry)
+        start = lg.log_start_offset
+        try:
+            history = broker.epoch_cache(topic, p.partition_index, lg)
+        except StorageError:  # its epochs could not be read (the database): retriable, as Kafka's
+            return row | {"error_code": ErrorCode.kafka_storage_error}
         if stamp in (EARLIEST, EARLIEST_LOCAL):  # no remote storage: the local log starts where the log does
-            return row | {"offset": lg.log_start_offset, "leader_epoch": leader}
+            return row | {"offset": start, "leader_epoch": history.epoch_for(start, start)}
         if stamp == LATEST:  # READ_COMMITTED: the last stable offset
             latest = lg.high_watermark
             txns = broker.partitions.txn_state((topic, p.partition_index)) if committed else None
@@ -681,7 +695,7 @@ def list_offsets(broker: Broker, ctx: RequestContext, req: ListOffsetsRequest) -
             found = None if found is None else (found[1], found[0])
         if found is None:
             return row
-        return row | {"timestamp": found[0], "offset": found[1], "leader_epoch": leader}
+        return row | {"timestamp": found[0], "offset": found[1], "leader_epoch": history.epoch_for(found[1], start)}
 
     named = Counter((t.name, p.partition_index) for t in req.topics for p in t.partitions)
     denied = broker.access.refused_names(ctx, DESCRIBE, TOPIC, (t.name for t in req.topics))  # KafkaApis: DESCRIBE

@@ -11,12 +11,12 @@ from groupd.broker.dataplane.leader_epochs import (
     UNDEFINED_EPOCH,
     UNDEFINED_OFFSET,
     current_epoch_error,
-    end_offset_for,
 )
 from groupd.broker.dispatch import Answer, RequestContext
 from groupd.broker.security.access import CLUSTER_ACTION, DESCRIBE, NOTHING, TOPIC
 from groupd.protocol import codec
 from groupd.protocol.errors import ErrorCode
+from groupd.storage.errors import StorageError
 
 if TYPE_CHECKING:
     from groupd.broker.app import Broker
@@ -39,18 +39,24 @@ def offset_for_leader_epoch(broker: Broker, ctx: RequestContext, req: OffsetForL
         for p in t.partitions:
             epoch, end = UNDEFINED_EPOCH, UNDEFINED_OFFSET
             lg = broker.readable_log(t.topic, p.partition)
+            current = p.current_leader_epoch if ctx.version >= 2 else UNDEFINED_EPOCH  # v2+ (v0-1: no check)
             if t.topic in denied:
                 error = ErrorCode.topic_authorization_failed
+            elif (unready := broker.reopening_error(t.topic, p.partition, current)) is not None:
+                error = unready  # taken, not yet served: retriable
             elif lg is None:
                 error = ErrorCode.unknown_topic_or_partition
             elif not broker.leads(t.topic, p.partition):  # in a cluster, another node's (docs/cluster.md)
                 error = ErrorCode.not_leader_or_follower
             else:
-                current = p.current_leader_epoch if ctx.version >= 2 else UNDEFINED_EPOCH  # v2+ (v0-1: no check)
-                leader, start = broker.epoch_entry(t.topic, p.partition, lg)
+                leader = broker.leader_epoch(t.topic, p.partition)
                 error = ErrorCode.none if current == UNDEFINED_EPOCH else current_epoch_error(current, leader)
                 if error == ErrorCode.none:
-                    epoch, end = end_offset_for(p.leader_epoch, lg.log_start_offset, lg.log_end_offset, leader, start)
+                    try:
+                        history = broker.epoch_cache(t.topic, p.partition, lg)
+                        epoch, end = history.end_offset_for(p.leader_epoch, lg.log_start_offset, lg.log_end_offset)
+                    except StorageError:  # its epochs could not be read (the database): retriable, as Kafka's
+                        error = ErrorCode.kafka_storage_error
             parts.append(
                 codec.make(part_cls, partition=p.partition, error_code=error, leader_epoch=epoch, end_offset=end)
             )
