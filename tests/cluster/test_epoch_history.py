@@ -14,11 +14,14 @@ import asyncio
 import time
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
+import psycopg
 import pytest
 
 from groupd.broker import clustering
 from groupd.broker.app import Broker
+from groupd.broker.dataplane.leader_epochs import EpochCache
 from groupd.protocol.errors import ErrorCode
 from groupd.storage.batch import build_batch
 from groupd.storage.errors import StorageError
@@ -65,10 +68,23 @@ def test_offset_for_leader_epoch_after_two_takeovers(tmp_path: Path, postgresql_
             again: Broker = stepped(node_config(tmp_path, postgresql_url, leader, LONG_LEASE_MS, **more))
             await again.start()
             back = await WireClient.connect(again.port)
+            rebuilt: list[int] = []
+            of_batches = EpochCache.of_batches.__func__  # type: ignore[attr-defined]
+
+            def counted(cls: type[EpochCache], batches: Any) -> EpochCache:
+                rebuilt.append(1)
+                return of_batches(cls, batches)
+
             try:
                 await step(again, nodes[other])
                 await both.stop(other)  # hands its leases over
-                await step(again)
+                with mock.patch.object(EpochCache, "of_batches", classmethod(counted)):
+                    await step(again)
+                    while again.cluster is not None and again.cluster.reopening_any():
+                        await asyncio.sleep(0.01)
+                # the history O saved when it took the partition, not the batches' headers: a takeover pays the
+                # read of every header once per partition, not each time
+                assert rebuilt == []
                 owner, e3 = (await epochs_in_metadata(back, "t"))[p]
                 assert owner == leader and e3 > e2
                 await produced(back, "t", p, 1, timestamp_ms=3000)  # offset 5 at e3
@@ -104,6 +120,13 @@ def test_offset_for_leader_epoch_after_two_takeovers(tmp_path: Path, postgresql_
                 assert (resumed.error_code, resumed.diverging_epoch.epoch) == (ErrorCode.none, -1)
                 diverged = await fetch_error(back, "t", p, 4, current=e3, last=e1)
                 assert (diverged.diverging_epoch.epoch, diverged.diverging_epoch.end_offset) == (e1, 3)
+                with psycopg.connect(postgresql_url) as conn:
+                    kept = conn.execute(
+                        "SELECT s.state FROM groupd_snapshot s JOIN groupd_partition p ON p.id = s.pid "
+                        "WHERE p.topic = 't' AND p.partition = %s AND s.name = %s",
+                        (p, clustering.EPOCH_HISTORY),
+                    ).fetchone()
+                assert kept is not None and kept[0] == [[e1, 0], [e2, 3], [e3, 5]]  # saved by each taker
             finally:
                 await back.close()
                 await again.stop()

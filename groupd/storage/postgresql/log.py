@@ -17,6 +17,7 @@ flush racing a round, may write a batch twice: inserts skip a row that is there 
 
 from __future__ import annotations
 
+import collections
 import json
 import struct
 import time
@@ -334,6 +335,13 @@ class PgPartitionLog:
     def headers(self, last_segments: int | None = None) -> Iterator[BatchHeader]:
         return self._headers(self._start)
 
+    def last_header(self) -> BatchHeader | None:
+        """The header of the log's last batch (None when it holds none): one row, not the log."""
+        if self._end <= self._start:
+            return None
+        last = collections.deque(self._headers(self._end - 1), maxlen=1)  # the batch holding the last offset
+        return last[0] if last else None
+
     def _headers(self, offset: int) -> Iterator[BatchHeader]:
         """The headers of the batches from the one holding ``offset`` on: of the committed ones only their first
         BATCH_OVERHEAD bytes leave the database (stored uncompressed, STORAGE EXTERNAL, so PostgreSQL reads just
@@ -456,6 +464,18 @@ class PgPartitionLog:
         if row is None or row[0] != self._end:
             return None
         return row[1]
+
+    def load_kept(self, name: str) -> Any | None:
+        """The state last saved under ``name`` whatever the log end was then (``load_snapshot`` takes only one
+        saved at the log end as it is now): for what stays true as the log grows, as a partition's leader epoch
+        history (broker/clustering.py)."""
+        row = self.db.read(
+            lambda conn: conn.execute(
+                "SELECT state FROM groupd_snapshot WHERE pid = %s AND name = %s", (self.pid, name)
+            ).fetchone(),
+            f"loading the {name} snapshot of {self.name}",
+        )
+        return None if row is None else row[0]
 
     def mark(self, name: str) -> None:
         if name in self._flags:
