@@ -506,6 +506,21 @@ KEYS: dict[str, Key] = {
             "before its first transactional batch is written there (KIP-890)",
         ),
         _int_key(
+            "producer.id.expiration.ms",
+            86_400_000,
+            1,
+            INT32_MAX,
+            "drop a partition's transaction verification state (KIP-890) this long after it was started if no "
+            "batch of its producer followed; idle producers' sequence state is not expired yet",
+        ),
+        _int_key(
+            "producer.id.expiration.check.interval.ms",
+            600_000,
+            1,
+            INT32_MAX,
+            "how often expired producer state (see producer.id.expiration.ms) is removed",
+        ),
+        _int_key(
             "transactional.id.expiration.ms",
             604_800_000,
             1,

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeAlias
 
 from groupd.broker.dataplane.verification_guards import VerificationGuard
+from groupd.clock import wall_ms
 from groupd.coordinator.transactions.rules import TopicPartition
 from groupd.protocol.errors import ErrorCode
 from groupd.protocol.topic_names import INTERNAL_TOPICS
@@ -80,7 +81,7 @@ def remote_verifications(
         if route == ErrorCode.coordinator_load_in_progress:
             asks.setdefault(LOADING, []).append((topic, index))
             continue
-        guard = broker.partitions.guards.start((topic, index), producer_id, sequence, epoch)
+        guard = broker.partitions.guards.start((topic, index), producer_id, sequence, epoch, wall_ms())
         verification.guards[(topic, index)] = guard
         asks.setdefault((producer_id, epoch), []).append((topic, index))
     return asks, verification

@@ -255,3 +255,40 @@ def test_a_batch_overtaking_one_whose_verification_failed_is_out_of_order(tmp_pa
             assert len(b.node.partitions.guards) == 0
 
     asyncio.run(scenario())
+
+
+def test_a_guard_no_append_followed_expires_after_producer_id_expiration_ms(
+    tmp_path: Path, postgresql_url: str
+) -> None:
+    """Kafka's ProducerStateManager.removeExpiredProducers: a verification that failed and was never retried
+    leaves a guard (refusing the producer's higher sequences) only until ``producer.id.expiration.ms`` has
+    passed since it started, checked every ``producer.id.expiration.check.interval.ms``."""
+
+    async def scenario() -> None:
+        expiring = {"producer.id.expiration.ms": "300", "producer.id.expiration.check.interval.ms": "50"}
+        async with two_started(tmp_path, postgresql_url, **expiring) as both:
+            b = await begun(both)
+            p, verifier, at_leader = b.led[0], b.verifier, both.clients[b.leader]
+            real = verifier.verify
+
+            async def unreachable(tid, producer_id, producer_epoch, tps):  # type: ignore[no-untyped-def]
+                return dict.fromkeys(tps, ErrorCode.network_exception)
+
+            verifier.verify = unreachable  # type: ignore[method-assign]
+            low, high = (
+                txn_batch(b.pid, b.epoch, 0, [b"%d" % i for i in range(5)]),
+                txn_batch(b.pid, b.epoch, 5, [b"5"]),
+            )
+            assert await produced(at_leader, b.tid, "t", p, low) == (ErrorCode.not_enough_replicas, -1)
+            assert len(b.node.partitions.guards) == 1  # left behind: the producer never retried
+            verifier.verify = real  # type: ignore[method-assign]
+            assert await produced(at_leader, b.tid, "t", p, high) == (ErrorCode.out_of_order_sequence_number, -1)
+
+            async def expired() -> bool:
+                return len(b.node.partitions.guards) == 0
+
+            await until(expired, 5.0)
+            assert await produced(at_leader, b.tid, "t", p, low) == (ErrorCode.none, 0)
+            assert len(b.node.partitions.guards) == 0
+
+    asyncio.run(scenario())
