@@ -23,6 +23,7 @@ from groupd.broker.app import Broker
 from groupd.cluster.txn_verification import TxnVerifier
 from groupd.protocol import codec
 from groupd.protocol.errors import ErrorCode
+from groupd.protocol.topic_names import OFFSETS_TOPIC
 from tests.cluster.stepped import TwoNodes, step, two_started
 from tests.cluster.test_txn_verification_across_nodes import (
     produced,
@@ -32,6 +33,7 @@ from tests.cluster.test_txn_verification_across_nodes import (
 )
 from tests.harness import WireClient
 from tests.wire.test_transactions import add_body, committed_fetch, end_body, init_body, txn_batch
+from tests.wire.test_txn_offsets import errors, fetched, stable_fetch_body, txn_body
 
 ACLS = {
     "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
@@ -290,5 +292,57 @@ def test_a_guard_no_append_followed_expires_after_producer_id_expiration_ms(
             await until(expired, 5.0)
             assert await produced(at_leader, b.tid, "t", p, low) == (ErrorCode.none, 0)
             assert len(b.node.partitions.guards) == 0
+
+    asyncio.run(scenario())
+
+
+def test_a_txn_offset_commit_is_verified_at_the_transaction_coordinator_node(
+    tmp_path: Path, postgresql_url: str
+) -> None:
+    """Kafka 4.x's group coordinator verifies a TxnOffsetCommit with the transactional id's coordinator (an
+    AddPartitionsToTxn v5 ``verify_only`` naming ``__consumer_offsets``) before writing it: a foreign producer
+    id is INVALID_PRODUCER_ID_MAPPING, an offsets partition never added INVALID_TXN_STATE (v3); once added
+    the offsets are written, and the next commit of the same transaction is not verified again."""
+
+    async def scenario() -> None:
+        async with two_started(tmp_path, postgresql_url) as both:
+            b = await begun(both)  # tid coordinated by b.coordinator; b.leader is the other node
+            one = both.nodes[1]
+            assert one.cluster is not None
+            group = next(
+                g
+                for g in (f"g-{i}" for i in range(200))
+                if one.cluster.leader(OFFSETS_TOPIC, one.coordinator.partition_for(g)) == b.leader
+            )
+            at_group, at_txn = both.clients[b.leader], both.clients[b.coordinator]
+            verifier = b.verifier  # the group coordinator's (b.leader)
+
+            def commit(pid: int, offset: int):  # type: ignore[no-untyped-def]
+                return txn_body(3, group, "t", [(0, offset)], producer_id=pid, epoch=b.epoch, transactional_id=b.tid)
+
+            sent = verifier.requests_sent
+            assert errors(await at_group.call(28, 3, commit(b.pid, 5))) == [("t", 0, ErrorCode.invalid_txn_state)]
+            assert verifier.requests_sent == sent + 1
+            add_offsets = codec.make(
+                codec.request_class(25, 3),
+                transactional_id=b.tid,
+                producer_id=b.pid,
+                producer_epoch=b.epoch,
+                group_id=group,
+            )
+            assert (await at_txn.call(25, 3, add_offsets)).error_code == ErrorCode.none
+            assert errors(await at_group.call(28, 3, commit(b.pid + 1, 5))) == [
+                ("t", 0, ErrorCode.invalid_producer_id_mapping)
+            ]
+            assert errors(await at_group.call(28, 3, commit(b.pid, 5))) == [("t", 0, ErrorCode.none)]
+            assert verifier.requests_sent == sent + 3
+            assert errors(await at_group.call(28, 3, commit(b.pid, 6))) == [("t", 0, ErrorCode.none)]
+            assert verifier.requests_sent == sent + 3  # open in the offsets partition now: not asked again
+            assert (await at_txn.call(26, 3, end_body(b.tid, b.pid, b.epoch, True))).error_code == ErrorCode.none
+
+            async def applied() -> bool:
+                return fetched(await at_group.call(9, 7, stable_fetch_body(group, "t", [0]))) == [(6, 0)]
+
+            await until(applied)
 
     asyncio.run(scenario())
