@@ -6,6 +6,9 @@ id holds now, at its current epoch. The transaction coordinator answers it, on t
 a Produce's verification; its answer reaches the client as Kafka's AddPartitionsToTxnManager and the group
 coordinator's CoordinatorOperationExceptionHelper pass it on (``commit_error``).
 
+A guard (coordinator/offsets/txn_guards.py) is held while the coordinator is asked: a marker of the producer
+written to the partition meanwhile makes the commit INVALID_TXN_STATE, as Kafka's VerificationGuard does.
+
 As for a Produce, a producer whose transaction is already open in the partition (its offsets written there
 and not yet ended by a marker) is not verified again: one check per partition per transaction.
 """

@@ -73,6 +73,24 @@ async def begun(both: TwoNodes) -> Begun:
     return Begun(tid, coordinator, leader, led, pid, epoch, node, verifier_of(node))
 
 
+def group_led_by(both: TwoNodes, node: int) -> str:
+    """A group whose ``__consumer_offsets`` partition ``node`` leads."""
+    one = both.nodes[1]
+    assert one.cluster is not None
+    return next(
+        g
+        for g in (f"g-{i}" for i in range(200))
+        if one.cluster.leader(OFFSETS_TOPIC, one.coordinator.partition_for(g)) == node
+    )
+
+
+def add_offsets_body(b: Begun, group: str):  # type: ignore[no-untyped-def]
+    """AddOffsetsToTxn v3: the group's offsets partition joins the producer's transaction."""
+    return codec.make(
+        codec.request_class(25, 3), transactional_id=b.tid, producer_id=b.pid, producer_epoch=b.epoch, group_id=group
+    )
+
+
 def test_an_abort_marker_landing_between_verification_and_append_refuses_the_batch(
     tmp_path: Path, postgresql_url: str
 ) -> None:
@@ -307,13 +325,7 @@ def test_a_txn_offset_commit_is_verified_at_the_transaction_coordinator_node(
     async def scenario() -> None:
         async with two_started(tmp_path, postgresql_url) as both:
             b = await begun(both)  # tid coordinated by b.coordinator; b.leader is the other node
-            one = both.nodes[1]
-            assert one.cluster is not None
-            group = next(
-                g
-                for g in (f"g-{i}" for i in range(200))
-                if one.cluster.leader(OFFSETS_TOPIC, one.coordinator.partition_for(g)) == b.leader
-            )
+            group = group_led_by(both, b.leader)
             at_group, at_txn = both.clients[b.leader], both.clients[b.coordinator]
             verifier = b.verifier  # the group coordinator's (b.leader)
 
@@ -323,14 +335,7 @@ def test_a_txn_offset_commit_is_verified_at_the_transaction_coordinator_node(
             sent = verifier.requests_sent
             assert errors(await at_group.call(28, 3, commit(b.pid, 5))) == [("t", 0, ErrorCode.invalid_txn_state)]
             assert verifier.requests_sent == sent + 1
-            add_offsets = codec.make(
-                codec.request_class(25, 3),
-                transactional_id=b.tid,
-                producer_id=b.pid,
-                producer_epoch=b.epoch,
-                group_id=group,
-            )
-            assert (await at_txn.call(25, 3, add_offsets)).error_code == ErrorCode.none
+            assert (await at_txn.call(25, 3, add_offsets_body(b, group))).error_code == ErrorCode.none
             assert errors(await at_group.call(28, 3, commit(b.pid + 1, 5))) == [
                 ("t", 0, ErrorCode.invalid_producer_id_mapping)
             ]
@@ -344,5 +349,48 @@ def test_a_txn_offset_commit_is_verified_at_the_transaction_coordinator_node(
                 return fetched(await at_group.call(9, 7, stable_fetch_body(group, "t", [0]))) == [(6, 0)]
 
             await until(applied)
+
+    asyncio.run(scenario())
+
+
+def test_a_marker_landing_while_a_txn_offset_commit_is_verified_refuses_the_commit(
+    tmp_path: Path, postgresql_url: str
+) -> None:
+    """Kafka's group coordinator appends a verified TxnOffsetCommit with the VerificationGuard it started
+    before asking: the producer's abort marker reaching the offsets partition meanwhile (WriteTxnMarkers
+    from the transaction coordinator's node) voids it, and the commit is INVALID_TXN_STATE rather than
+    pending offsets that no marker will end."""
+
+    async def scenario() -> None:
+        async with two_started(tmp_path, postgresql_url) as both:
+            b = await begun(both)
+            group = group_led_by(both, b.leader)
+            at_group, at_txn = both.clients[b.leader], both.clients[b.coordinator]
+            assert (await at_txn.call(25, 3, add_offsets_body(b, group))).error_code == ErrorCode.none
+            verifier, real = b.verifier, b.verifier.verify
+            answered, go_on = asyncio.Event(), asyncio.Event()
+
+            async def held(*args, **kwargs):  # type: ignore[no-untyped-def]
+                answer = await real(*args, **kwargs)
+                answered.set()
+                await go_on.wait()  # the coordinator has answered NONE; the write waits for the test
+                return answer
+
+            verifier.verify = held  # type: ignore[method-assign]
+            body = txn_body(3, group, "t", [(0, 7)], producer_id=b.pid, epoch=b.epoch, transactional_id=b.tid)
+            commit = asyncio.ensure_future(at_group.call(28, 3, body))
+            await asyncio.wait_for(answered.wait(), 10)
+            guards = b.node.coordinator.txn_guards
+            assert len(guards) == 1
+            assert (await at_txn.call(26, 3, end_body(b.tid, b.pid, b.epoch, False))).error_code == ErrorCode.none
+
+            async def voided() -> bool:
+                return len(guards) == 0  # the abort marker's WriteTxnMarkers reached the group's node
+
+            await until(voided)
+            go_on.set()
+            assert errors(await asyncio.wait_for(commit, 10)) == [("t", 0, ErrorCode.invalid_txn_state)]
+            assert not b.node.coordinator.has_pending_transactional_offsets(group)
+            assert fetched(await at_group.call(9, 7, stable_fetch_body(group, "t", [0]))) == [(-1, 0)]
 
     asyncio.run(scenario())

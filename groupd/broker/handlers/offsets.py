@@ -289,12 +289,20 @@ async def _txn_commit_verified(
 ) -> Response:
     """The commit once its transaction is verified (txn_offsets_verification.py); refused on every
     partition with the verification's answer otherwise."""
-    answer = await verified(broker, request)
+    coordinator = broker.coordinator
+    partition = coordinator.partition_for(request.group_id)
+    guard = coordinator.txn_guards.start(partition, request.producer_id)
+    try:
+        answer = await verified(broker, request)
+    finally:
+        still = coordinator.txn_guards.finish(partition, request.producer_id, guard)
     error = commit_error(answer, ctx.version)
+    if error == ErrorCode.none and not still:
+        error = ErrorCode.invalid_txn_state  # its transaction ended (a marker came) while it was verified
     if error != ErrorCode.none:
         return finish(None, CoordinatorError(int(error)))
-    try:
-        payload = await broker.coordinator.call(request.group_id, core.txn_offset_commit, request)
+    try:  # submitted at once: a marker asked for from now on is written after it
+        payload = await coordinator.call(request.group_id, core.txn_offset_commit, request)
     except CoordinatorError as exc:
         return finish(None, exc)
     return finish(payload, None)
