@@ -320,6 +320,7 @@ class Broker:
             {
                 OFFSETS_TOPIC: self.config["offsets.topic.num.partitions"],
                 TXN_STATE_TOPIC: self.config["transaction.state.log.num.partitions"],
+                SHARE_STATE_TOPIC: self.config["share.coordinator.state.topic.num.partitions"],
             },
             coordinator_partitions.refused(clustered=self.cluster is not None),
         )

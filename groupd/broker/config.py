@@ -562,7 +562,8 @@ KEYS: dict[str, Key] = {
             50,
             1,
             INT32_MAX,
-            "partitions of __share_group_state (should not change after deployment)",
+            "partitions of __share_group_state (must not change after deployment: a start with another count than "
+            "the stored one is refused)",
         ),
         _int_key(
             "share.coordinator.state.topic.segment.bytes",

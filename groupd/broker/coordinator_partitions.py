@@ -1,7 +1,8 @@
 """The partition counts of the coordinators' topics, kept from the first start on.
 
-Kafka asks that ``offsets.topic.num.partitions`` and ``transaction.state.log.num.partitions`` never change
-after deployment (a group's or a transactional id's partition is a hash modulo the count, so another count
+Kafka asks that ``offsets.topic.num.partitions``, ``transaction.state.log.num.partitions`` and
+``share.coordinator.state.topic.num.partitions`` never change after deployment (a group's, a transactional
+id's or a share-partition's state lives in a partition chosen by a hash modulo the count, so another count
 sends most keys to a partition that does not hold them) and does not notice a change. groupd does, cheaply:
 the count in use is recorded in the storage engine's metadata (shared by every node of a cluster) at the
 first start, and a node started with another count refuses to start, with one line naming both numbers,
@@ -18,11 +19,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from groupd.broker.config import ConfigError
-from groupd.protocol.topic_names import OFFSETS_TOPIC, TXN_STATE_TOPIC
+from groupd.protocol.topic_names import OFFSETS_TOPIC, SHARE_STATE_TOPIC, TXN_STATE_TOPIC
 from groupd.storage.engine import StorageEngine
 
 KEY_PREFIX = "coordinator-partitions."  # + topic: the partition count its records were written with
-COUNT_KEYS = {OFFSETS_TOPIC: "offsets.topic.num.partitions", TXN_STATE_TOPIC: "transaction.state.log.num.partitions"}
+COUNT_KEYS = {
+    OFFSETS_TOPIC: "offsets.topic.num.partitions",
+    TXN_STATE_TOPIC: "transaction.state.log.num.partitions",
+    SHARE_STATE_TOPIC: "share.coordinator.state.topic.num.partitions",
+}
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,8 +37,9 @@ class Stored:
 
 
 def refused(clustered: bool) -> frozenset[str]:
-    """The topics whose count may not change: both in a cluster; a single node moves transactional ids home."""
-    return frozenset({OFFSETS_TOPIC, TXN_STATE_TOPIC}) if clustered else frozenset({OFFSETS_TOPIC})
+    """The topics whose count may not change: every one in a cluster; a single node moves transactional ids
+    home."""
+    return frozenset(COUNT_KEYS) if clustered else frozenset({OFFSETS_TOPIC, SHARE_STATE_TOPIC})
 
 
 def stored_count(storage: StorageEngine, topic: str) -> Stored | None:
