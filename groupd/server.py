@@ -95,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
     log_dir_failures.handler = halt_on_log_dir_failure
     try:
         asyncio.run(serve(config))
-    except (OSError, StorageError) as exc:  # a port taken, a full disk: one line, no traceback
+    except (OSError, StorageError, ConfigError) as exc:  # a port taken, a full disk, a changed count: one line
         print(f"groupd: cannot start: {exc}", file=sys.stderr)
         return 1
     return 0

@@ -10,6 +10,7 @@ import uuid
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
+from groupd.broker import coordinator_partitions
 from groupd.broker.config import Config
 from groupd.broker.dataplane.group_configs import GroupConfigStore
 from groupd.broker.dataplane.internal_topics import InternalTopic
@@ -313,6 +314,16 @@ class Broker:
     async def start(self) -> None:
         began = time.perf_counter()
         self.storage.open()
+        # before anything is loaded: with a changed count every key would be read from the wrong partition
+        coordinator_partitions.check(
+            self.storage,
+            {
+                OFFSETS_TOPIC: self.config["offsets.topic.num.partitions"],
+                TXN_STATE_TOPIC: self.config["transaction.state.log.num.partitions"],
+                SHARE_STATE_TOPIC: self.config["share.coordinator.state.topic.num.partitions"],
+            },
+            coordinator_partitions.refused(clustered=self.cluster is not None),
+        )
         self.topics.load()
         self.scram.load()
         self.access.load()

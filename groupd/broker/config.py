@@ -463,7 +463,14 @@ KEYS: dict[str, Key] = {
         ),
         _int_key("group.share.max.share.sessions", 2_000, 1, INT32_MAX, "share sessions per broker"),
         # offsets store
-        _int_key("offsets.topic.num.partitions", 50, 1, INT32_MAX, "partitions of __consumer_offsets"),
+        _int_key(
+            "offsets.topic.num.partitions",
+            50,
+            1,
+            INT32_MAX,
+            "partitions of __consumer_offsets (must not change after deployment: a start with another count than "
+            "the stored one is refused)",
+        ),
         _int_key("offsets.retention.minutes", 10080, 1, INT32_MAX, "how long committed offsets of an empty group live"),
         _int_key("offsets.retention.check.interval.ms", 600_000, 1, INT64_MAX, "how often expired offsets are removed"),
         _int_key("offset.metadata.max.bytes", 4096, 0, INT32_MAX, "largest commit metadata string"),
@@ -506,6 +513,21 @@ KEYS: dict[str, Key] = {
             "before its first transactional batch is written there (KIP-890)",
         ),
         _int_key(
+            "producer.id.expiration.ms",
+            86_400_000,
+            1,
+            INT32_MAX,
+            "drop a partition's transaction verification state (KIP-890) this long after it was started if no "
+            "batch of its producer followed; idle producers' sequence state is not expired yet",
+        ),
+        _int_key(
+            "producer.id.expiration.check.interval.ms",
+            600_000,
+            1,
+            INT32_MAX,
+            "how often expired producer state (see producer.id.expiration.ms) is removed",
+        ),
+        _int_key(
             "transactional.id.expiration.ms",
             604_800_000,
             1,
@@ -524,8 +546,8 @@ KEYS: dict[str, Key] = {
             50,
             1,
             INT32_MAX,
-            "partitions of __transaction_state (should not change after deployment; ids found elsewhere are moved at "
-            "start-up)",
+            "partitions of __transaction_state (should not change after deployment; a single node moves ids found "
+            "elsewhere at start-up, a cluster node refuses to start with another count than the stored one)",
         ),
         _int_key(
             "transaction.state.log.segment.bytes",
@@ -540,7 +562,8 @@ KEYS: dict[str, Key] = {
             50,
             1,
             INT32_MAX,
-            "partitions of __share_group_state (should not change after deployment)",
+            "partitions of __share_group_state (must not change after deployment: a start with another count than "
+            "the stored one is refused)",
         ),
         _int_key(
             "share.coordinator.state.topic.segment.bytes",

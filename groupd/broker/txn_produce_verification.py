@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeAlias
 
 from groupd.broker.dataplane.verification_guards import VerificationGuard
+from groupd.clock import wall_ms
+from groupd.cluster.txn_verification import coordinator_error, produce_error
 from groupd.coordinator.transactions.rules import TopicPartition
 from groupd.protocol.errors import ErrorCode
 from groupd.protocol.topic_names import INTERNAL_TOPICS
@@ -26,7 +28,6 @@ from groupd.storage.errors import CorruptBatch, UnsupportedMagic
 
 if TYPE_CHECKING:
     from groupd.broker.app import Broker
-    from groupd.broker.dataplane.partitions import PartitionManager
 
 # (producer id, producer epoch) -> the partitions to verify for it; producer id -1: the coordinator is this
 # node but still loading (answered without asking anyone)
@@ -43,18 +44,36 @@ class RemoteVerification:
     errors: dict[TopicPartition, ErrorCode] = field(default_factory=dict)
     guards: dict[TopicPartition, VerificationGuard] = field(default_factory=dict)
 
-    def admits(self, partitions: PartitionManager, tp: TopicPartition, producer_id: int) -> ErrorCode:
+    def admits(self, broker: Broker, tp: TopicPartition, producer_id: int, producer_epoch: int) -> ErrorCode:
         """May a transactional batch of the producer be appended to ``tp`` now (Kafka's UnifiedLog: its
         transaction is open there, or its verification guard still is)?"""
         error = self.errors.get(tp, ErrorCode.none)
         if error != ErrorCode.none:
             return error
+        partitions = broker.partitions
         txns = partitions.txn_state(tp)
         if txns is not None and txns.has_open(producer_id):
             return ErrorCode.none
         if partitions.guards.holds(tp, producer_id, self.guards.get(tp)):
             return ErrorCode.none
         return ErrorCode.invalid_txn_state  # the transaction ended while it was verified
+
+
+@dataclass(frozen=True, slots=True)
+class LocalVerification:
+    """A Produce whose transactional id this node coordinates (or that names none): each transactional batch
+    is checked with the coordinator here at its append, and the answer translated as a remote coordinator's
+    is (``coordinator_error`` then ``produce_error``), so a producer hears the same from one node or many."""
+
+    tid: str | None
+    produce_version: int
+
+    def admits(self, broker: Broker, tp: TopicPartition, producer_id: int, producer_epoch: int) -> ErrorCode:
+        answer = broker.transactions.verify_produce(self.tid, producer_id, producer_epoch, tp)
+        return produce_error(coordinator_error(answer, self.produce_version))
+
+
+Verification: TypeAlias = RemoteVerification | LocalVerification
 
 
 def remote_verifications(
@@ -80,7 +99,7 @@ def remote_verifications(
         if route == ErrorCode.coordinator_load_in_progress:
             asks.setdefault(LOADING, []).append((topic, index))
             continue
-        guard = broker.partitions.guards.start((topic, index), producer_id, sequence, epoch)
+        guard = broker.partitions.guards.start((topic, index), producer_id, sequence, epoch, wall_ms())
         verification.guards[(topic, index)] = guard
         asks.setdefault((producer_id, epoch), []).append((topic, index))
     return asks, verification

@@ -48,12 +48,15 @@ _RETRIED = frozenset(
 )
 
 
-def coordinator_error(code: ErrorCode, produce_version: int) -> ErrorCode:
+def coordinator_error(
+    code: ErrorCode, version: int, last_default_error_version: int = LAST_DEFAULT_ERROR_PRODUCE_VERSION
+) -> ErrorCode:
     """A coordinator's per-partition answer as Kafka's AddPartitionsToTxnManager passes it on: PRODUCER_FENCED
-    becomes INVALID_PRODUCER_EPOCH, TRANSACTION_ABORTABLE becomes INVALID_TXN_STATE for old producers."""
+    becomes INVALID_PRODUCER_EPOCH, TRANSACTION_ABORTABLE becomes INVALID_TXN_STATE for a request up to
+    ``last_default_error_version`` (of Produce by default; TxnOffsetCommit has its own)."""
     if code == ErrorCode.producer_fenced:
         return ErrorCode.invalid_producer_epoch
-    if code == ErrorCode.transaction_abortable and produce_version <= LAST_DEFAULT_ERROR_PRODUCE_VERSION:
+    if code == ErrorCode.transaction_abortable and version <= last_default_error_version:
         return ErrorCode.invalid_txn_state
     return code
 

@@ -23,6 +23,7 @@ from groupd.coordinator import group_types
 from groupd.coordinator import shard as core
 from groupd.coordinator.api import EndTxnMarker, GroupConfig, Result
 from groupd.coordinator.observe import MEMBER_EVENTS, GroupObserver, logs_member_event, member_event
+from groupd.coordinator.offsets.txn_guards import TxnOffsetGuards
 from groupd.coordinator.partitioning import partition_for
 from groupd.coordinator.records import OffsetCommitKey, OffsetCommitValue
 from groupd.coordinator.runtime import loader as loading
@@ -66,6 +67,7 @@ class GroupCoordinator:
             self.committer.observers.append(lambda seconds, _n: metrics.store_fsync(seconds))
         self.wakeups = LoopWakeups(None)  # type: ignore[arg-type]  # its loop is start()'s
         self.store = OffsetsLog(self.committer, now, metrics)
+        self.txn_guards = TxnOffsetGuards()  # TxnOffsetCommits being verified (offsets/txn_guards.py)
         self.runtime = CoordinatorRuntime(
             OFFSETS_TOPIC,
             core.GroupShardRules(self.cfg),
@@ -309,6 +311,7 @@ class GroupCoordinator:
         marker. The awaitable fails with CoordinatorError (NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS,
         KAFKA_STORAGE_ERROR) when the marker is not durable: the caller retries; with
         INVALID_PRODUCER_EPOCH when the producer already wrote here with a newer epoch (nothing written)."""
+        self.txn_guards.marker(self.partition_for(group_id), producer_id)
         request = EndTxnMarker(producer_id, producer_epoch, commit)
         try:
             answer = self.call(group_id, core.end_transaction, request)
@@ -324,6 +327,7 @@ class GroupCoordinator:
         a group of the partition holding the producer's pending offsets, nothing when none does. Fails with
         NOT_COORDINATOR when this node does not own the partition, COORDINATOR_LOAD_IN_PROGRESS while it
         loads (its pending offsets are not known yet)."""
+        self.txn_guards.marker(partition, producer_id)
         shard = self.shards.get(partition)
         if not self.owns(partition) or shard is None or shard.failed:
             return self._failed(CoordinatorError(E.NOT_COORDINATOR))

@@ -23,6 +23,7 @@ from groupd.broker.app import Broker
 from groupd.cluster.txn_verification import TxnVerifier
 from groupd.protocol import codec
 from groupd.protocol.errors import ErrorCode
+from groupd.protocol.topic_names import OFFSETS_TOPIC
 from tests.cluster.stepped import TwoNodes, step, two_started
 from tests.cluster.test_txn_verification_across_nodes import (
     produced,
@@ -32,6 +33,7 @@ from tests.cluster.test_txn_verification_across_nodes import (
 )
 from tests.harness import WireClient
 from tests.wire.test_transactions import add_body, committed_fetch, end_body, init_body, txn_batch
+from tests.wire.test_txn_offsets import errors, fetched, stable_fetch_body, txn_body
 
 ACLS = {
     "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
@@ -69,6 +71,24 @@ async def begun(both: TwoNodes) -> Begun:
     await both.clients[coordinator].call(24, 3, add_body(tid, pid, epoch, {"t": [led[0]]}))
     node = both.nodes[leader]
     return Begun(tid, coordinator, leader, led, pid, epoch, node, verifier_of(node))
+
+
+def group_led_by(both: TwoNodes, node: int) -> str:
+    """A group whose ``__consumer_offsets`` partition ``node`` leads."""
+    one = both.nodes[1]
+    assert one.cluster is not None
+    return next(
+        g
+        for g in (f"g-{i}" for i in range(200))
+        if one.cluster.leader(OFFSETS_TOPIC, one.coordinator.partition_for(g)) == node
+    )
+
+
+def add_offsets_body(b: Begun, group: str):  # type: ignore[no-untyped-def]
+    """AddOffsetsToTxn v3: the group's offsets partition joins the producer's transaction."""
+    return codec.make(
+        codec.request_class(25, 3), transactional_id=b.tid, producer_id=b.pid, producer_epoch=b.epoch, group_id=group
+    )
 
 
 def test_an_abort_marker_landing_between_verification_and_append_refuses_the_batch(
@@ -253,5 +273,124 @@ def test_a_batch_overtaking_one_whose_verification_failed_is_out_of_order(tmp_pa
             assert await produced(at_leader, b.tid, "t", p, low) == (ErrorCode.none, 0)
             assert await produced(at_leader, b.tid, "t", p, high) == (ErrorCode.none, 5)
             assert len(b.node.partitions.guards) == 0
+
+    asyncio.run(scenario())
+
+
+def test_a_guard_no_append_followed_expires_after_producer_id_expiration_ms(
+    tmp_path: Path, postgresql_url: str
+) -> None:
+    """Kafka's ProducerStateManager.removeExpiredProducers: a verification that failed and was never retried
+    leaves a guard (refusing the producer's higher sequences) only until ``producer.id.expiration.ms`` has
+    passed since it started, checked every ``producer.id.expiration.check.interval.ms``."""
+
+    async def scenario() -> None:
+        expiring = {"producer.id.expiration.ms": "300", "producer.id.expiration.check.interval.ms": "50"}
+        async with two_started(tmp_path, postgresql_url, **expiring) as both:
+            b = await begun(both)
+            p, verifier, at_leader = b.led[0], b.verifier, both.clients[b.leader]
+            real = verifier.verify
+
+            async def unreachable(tid, producer_id, producer_epoch, tps):  # type: ignore[no-untyped-def]
+                return dict.fromkeys(tps, ErrorCode.network_exception)
+
+            verifier.verify = unreachable  # type: ignore[method-assign]
+            low, high = (
+                txn_batch(b.pid, b.epoch, 0, [b"%d" % i for i in range(5)]),
+                txn_batch(b.pid, b.epoch, 5, [b"5"]),
+            )
+            assert await produced(at_leader, b.tid, "t", p, low) == (ErrorCode.not_enough_replicas, -1)
+            assert len(b.node.partitions.guards) == 1  # left behind: the producer never retried
+            verifier.verify = real  # type: ignore[method-assign]
+            assert await produced(at_leader, b.tid, "t", p, high) == (ErrorCode.out_of_order_sequence_number, -1)
+
+            async def expired() -> bool:
+                return len(b.node.partitions.guards) == 0
+
+            await until(expired, 5.0)
+            assert await produced(at_leader, b.tid, "t", p, low) == (ErrorCode.none, 0)
+            assert len(b.node.partitions.guards) == 0
+
+    asyncio.run(scenario())
+
+
+def test_a_txn_offset_commit_is_verified_at_the_transaction_coordinator_node(
+    tmp_path: Path, postgresql_url: str
+) -> None:
+    """Kafka 4.x's group coordinator verifies a TxnOffsetCommit with the transactional id's coordinator (an
+    AddPartitionsToTxn v5 ``verify_only`` naming ``__consumer_offsets``) before writing it: a foreign producer
+    id is INVALID_PRODUCER_ID_MAPPING, an offsets partition never added INVALID_TXN_STATE (v3); once added
+    the offsets are written, and the next commit of the same transaction is not verified again."""
+
+    async def scenario() -> None:
+        async with two_started(tmp_path, postgresql_url) as both:
+            b = await begun(both)  # tid coordinated by b.coordinator; b.leader is the other node
+            group = group_led_by(both, b.leader)
+            at_group, at_txn = both.clients[b.leader], both.clients[b.coordinator]
+            verifier = b.verifier  # the group coordinator's (b.leader)
+
+            def commit(pid: int, offset: int):  # type: ignore[no-untyped-def]
+                return txn_body(3, group, "t", [(0, offset)], producer_id=pid, epoch=b.epoch, transactional_id=b.tid)
+
+            sent = verifier.requests_sent
+            assert errors(await at_group.call(28, 3, commit(b.pid, 5))) == [("t", 0, ErrorCode.invalid_txn_state)]
+            assert verifier.requests_sent == sent + 1
+            assert (await at_txn.call(25, 3, add_offsets_body(b, group))).error_code == ErrorCode.none
+            assert errors(await at_group.call(28, 3, commit(b.pid + 1, 5))) == [
+                ("t", 0, ErrorCode.invalid_producer_id_mapping)
+            ]
+            assert errors(await at_group.call(28, 3, commit(b.pid, 5))) == [("t", 0, ErrorCode.none)]
+            assert verifier.requests_sent == sent + 3
+            assert errors(await at_group.call(28, 3, commit(b.pid, 6))) == [("t", 0, ErrorCode.none)]
+            assert verifier.requests_sent == sent + 3  # open in the offsets partition now: not asked again
+            assert (await at_txn.call(26, 3, end_body(b.tid, b.pid, b.epoch, True))).error_code == ErrorCode.none
+
+            async def applied() -> bool:
+                return fetched(await at_group.call(9, 7, stable_fetch_body(group, "t", [0]))) == [(6, 0)]
+
+            await until(applied)
+
+    asyncio.run(scenario())
+
+
+def test_a_marker_landing_while_a_txn_offset_commit_is_verified_refuses_the_commit(
+    tmp_path: Path, postgresql_url: str
+) -> None:
+    """Kafka's group coordinator appends a verified TxnOffsetCommit with the VerificationGuard it started
+    before asking: the producer's abort marker reaching the offsets partition meanwhile (WriteTxnMarkers
+    from the transaction coordinator's node) voids it, and the commit is INVALID_TXN_STATE rather than
+    pending offsets that no marker will end."""
+
+    async def scenario() -> None:
+        async with two_started(tmp_path, postgresql_url) as both:
+            b = await begun(both)
+            group = group_led_by(both, b.leader)
+            at_group, at_txn = both.clients[b.leader], both.clients[b.coordinator]
+            assert (await at_txn.call(25, 3, add_offsets_body(b, group))).error_code == ErrorCode.none
+            verifier, real = b.verifier, b.verifier.verify
+            answered, go_on = asyncio.Event(), asyncio.Event()
+
+            async def held(*args, **kwargs):  # type: ignore[no-untyped-def]
+                answer = await real(*args, **kwargs)
+                answered.set()
+                await go_on.wait()  # the coordinator has answered NONE; the write waits for the test
+                return answer
+
+            verifier.verify = held  # type: ignore[method-assign]
+            body = txn_body(3, group, "t", [(0, 7)], producer_id=b.pid, epoch=b.epoch, transactional_id=b.tid)
+            commit = asyncio.ensure_future(at_group.call(28, 3, body))
+            await asyncio.wait_for(answered.wait(), 10)
+            guards = b.node.coordinator.txn_guards
+            assert len(guards) == 1
+            assert (await at_txn.call(26, 3, end_body(b.tid, b.pid, b.epoch, False))).error_code == ErrorCode.none
+
+            async def voided() -> bool:
+                return len(guards) == 0  # the abort marker's WriteTxnMarkers reached the group's node
+
+            await until(voided)
+            go_on.set()
+            assert errors(await asyncio.wait_for(commit, 10)) == [("t", 0, ErrorCode.invalid_txn_state)]
+            assert not b.node.coordinator.has_pending_transactional_offsets(group)
+            assert fetched(await at_group.call(9, 7, stable_fetch_body(group, "t", [0]))) == [(-1, 0)]
 
     asyncio.run(scenario())

@@ -15,7 +15,7 @@ from groupd.coordinator.service import CoordinatorError
 from tests.conftest import broker_config
 from tests.harness import BrokerProcess, WireClient
 from tests.wire.test_groups import start_broker, wait_loaded
-from tests.wire.test_txn_offsets import errors, fetched, stable_fetch_body, txn_body
+from tests.wire.test_txn_offsets import UNVERIFIED, errors, fetched, stable_fetch_body, txn_body
 
 UNSTABLE = 88
 
@@ -30,11 +30,11 @@ async def fetch(port, group, require_stable=True):
 
 @pytest.mark.timeout(120)
 async def test_pending_offsets_survive_sigkill_then_commit_and_abort_apply(tmp_path):
-    b = await start_broker(tmp_path)  # the topic, made and kept by an in-process broker
+    b = await start_broker(tmp_path, **UNVERIFIED)  # the topic, made and kept by an in-process broker
     b.create_topic("t", 2, {})
     await b.stop()
 
-    proc = BrokerProcess(tmp_path / "data")
+    proc = BrokerProcess(tmp_path / "data", UNVERIFIED)
     proc.start()
     try:
         c = await WireClient.connect(proc.port)
@@ -53,7 +53,7 @@ async def test_pending_offsets_survive_sigkill_then_commit_and_abort_apply(tmp_p
         proc.kill()
 
     # the transaction coordinator ends them after the restart (EndTxn calls complete_transaction)
-    b = await start_broker(tmp_path)
+    b = await start_broker(tmp_path, **UNVERIFIED)
     try:
         assert b.coordinator.has_pending_transactional_offsets("ga")
         await b.coordinator.complete_transaction("ga", 1, 0, True)
@@ -65,7 +65,7 @@ async def test_pending_offsets_survive_sigkill_then_commit_and_abort_apply(tmp_p
     finally:
         await b.stop()
     for root in (tmp_path, tmp_path / "crashed"):
-        b = await start_broker(root)
+        b = await start_broker(root, **UNVERIFIED)
         try:
             assert await fetch(b.port, "ga") == [(10, 0), (11, 0)]
             assert await fetch(b.port, "gb") == [(-1, 0), (-1, 0)]
@@ -75,7 +75,7 @@ async def test_pending_offsets_survive_sigkill_then_commit_and_abort_apply(tmp_p
 
 
 async def test_a_marker_durable_before_a_crash_is_honoured_after_it(tmp_path):
-    b = await start_broker(tmp_path)
+    b = await start_broker(tmp_path, **UNVERIFIED)
     b.create_topic("t", 2, {})
     try:
         c = await WireClient.connect(b.port)
@@ -86,7 +86,7 @@ async def test_a_marker_durable_before_a_crash_is_honoured_after_it(tmp_path):
         shutil.copytree(tmp_path / "data", tmp_path / "crashed" / "data")  # no clean shutdown
     finally:
         await b.stop()
-    b = Broker(broker_config(tmp_path / "crashed"))
+    b = Broker(broker_config(tmp_path / "crashed", **UNVERIFIED))
     await b.start()
     try:
         await wait_loaded(b)

@@ -25,6 +25,7 @@ from kafka.protocol.consumer import (
 from groupd.protocol import codec
 from groupd.protocol.errors import ErrorCode
 from tests.wire.test_groups import wait_loaded
+from tests.wire.test_transactions import init_body
 from tests.wire.test_txn_offsets import txn_body
 
 UNKNOWN_TOPIC_ID = ErrorCode.unknown_topic_id  # 100
@@ -220,10 +221,16 @@ async def test_a_topic_gone_since_its_commit_is_left_out_of_fetch_all(b, c, monk
 
 async def test_require_stable_by_id_sees_open_transactional_offsets(b, c):
     t = b.create_topic("t", 2, {})
-    await c.call(28, 3, txn_body(3, "g", "t", [(0, 10)], producer_id=4000, epoch=2))
+    init = await c.call(22, 4, init_body("tx-1"))
+    pid, epoch = init.producer_id, init.producer_epoch
+    add_offsets = codec.make(
+        codec.request_class(25, 3), transactional_id="tx-1", producer_id=pid, producer_epoch=epoch, group_id="g"
+    )
+    assert (await c.call(25, 3, add_offsets)).error_code == 0  # the offsets partition joins the transaction
+    await c.call(28, 3, txn_body(3, "g", "t", [(0, 10)], producer_id=pid, epoch=epoch))
     got = await c.call(9, 10, fetch_body(10, {"g": [(t.topic_id, [0, 1])]}, require_stable=True))
     assert fetched(got.groups[0]) == [(t.topic_id, 0, -1, -1, "", UNSTABLE), (t.topic_id, 1, -1, -1, "", 0)]
-    await b.coordinator.complete_transaction("g", 4000, 2, True)
+    await b.coordinator.complete_transaction("g", pid, epoch, True)
     got = await c.call(9, 10, fetch_body(10, {"g": [(t.topic_id, [0])]}, require_stable=True))
     assert fetched(got.groups[0]) == [(t.topic_id, 0, 10, 5, "m10", 0)]
 

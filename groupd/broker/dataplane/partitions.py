@@ -130,8 +130,8 @@ class PartitionManager:
         for topic in self.topics.all():
             self._open_topic(topic, 0)
         self._started = True  # from now on a cluster opens new partitions off the loop
-        task = asyncio.get_running_loop().create_task(self._retention_loop())
-        self._tasks.add(task)
+        for loop in (self._retention_loop(), self._producer_expiration_loop()):
+            self._tasks.add(asyncio.get_running_loop().create_task(loop))
 
     async def stop(self) -> None:
         for task in self._tasks:
@@ -392,6 +392,16 @@ class PartitionManager:
             lg = self.logs.get((topic.name, p))
             if lg is not None:
                 lg.config = cfg
+
+    async def _producer_expiration_loop(self) -> None:
+        """Kafka's PeriodicProducerExpirationCheck: verification guards no append followed go after
+        ``producer.id.expiration.ms`` (verification_guards.py)."""
+        interval = self.config["producer.id.expiration.check.interval.ms"] / 1000
+        while True:
+            await asyncio.sleep(interval)
+            gone = self.guards.expire(wall_ms(), self.config["producer.id.expiration.ms"])
+            if gone:
+                log.info("%d transaction verification guards expired (producer.id.expiration.ms)", gone)
 
     async def _retention_loop(self) -> None:
         interval = self.config["log.retention.check.interval.ms"] / 1000

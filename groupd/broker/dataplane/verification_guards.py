@@ -11,6 +11,12 @@ answer that comes back after an abort marker landed no longer matches, and the b
 INVALID_TXN_STATE, as Kafka's UnifiedLog refuses it ("Record was not part of an ongoing transaction"); the
 producer's retry verifies again. Guards live in memory only, as Kafka keeps them, and go with the
 partition when this node reopens or stops leading it.
+
+A guard whose verification never led to an append (the coordinator could not be reached and the producer
+gave up, or went away) would otherwise stay for ever and keep refusing that producer's higher sequences
+on the partition. Kafka's ProducerStateManager.removeExpiredProducers drops such entries once
+``producer.id.expiration.ms`` has passed since they were created, on the wall clock of its periodic
+producer-expiration check (``producer.id.expiration.check.interval.ms``); ``expire`` is that rule.
 """
 
 from __future__ import annotations
@@ -25,11 +31,12 @@ class VerificationGuard:
     OUT_OF_ORDER_SEQUENCE_NUMBER, so a batch that overtook a lower one whose verification failed (and is
     retried) cannot open the producer's sequence here with a gap."""
 
-    __slots__ = ("lowest_sequence", "epoch")
+    __slots__ = ("lowest_sequence", "epoch", "started_ms")
 
-    def __init__(self, sequence: int, epoch: int) -> None:
+    def __init__(self, sequence: int, epoch: int, started_ms: int) -> None:
         self.lowest_sequence = sequence
         self.epoch = epoch
+        self.started_ms = started_ms  # wall clock at creation; a later verification joining it keeps it
 
     def saw(self, sequence: int, epoch: int) -> None:
         """Kafka's maybeUpdateLowestSequenceAndEpoch: a lower sequence of the same epoch, or a newer epoch."""
@@ -43,13 +50,13 @@ class VerificationGuards:
     def __init__(self) -> None:
         self._held: dict[TopicPartition, dict[int, VerificationGuard]] = {}
 
-    def start(self, tp: TopicPartition, producer_id: int, sequence: int, epoch: int) -> VerificationGuard:
-        """The guard of the producer's verification on ``tp`` (the one under way, or a new one), having seen
-        the first sequence and epoch of the batch to verify."""
+    def start(self, tp: TopicPartition, producer_id: int, sequence: int, epoch: int, now_ms: int) -> VerificationGuard:
+        """The guard of the producer's verification on ``tp`` (the one under way, or a new one started at
+        ``now_ms``, wall clock), having seen the first sequence and epoch of the batch to verify."""
         held = self._held.setdefault(tp, {})
         guard = held.get(producer_id)
         if guard is None:
-            guard = held[producer_id] = VerificationGuard(sequence, epoch)
+            guard = held[producer_id] = VerificationGuard(sequence, epoch, now_ms)
         else:
             guard.saw(sequence, epoch)
         return guard
@@ -76,6 +83,20 @@ class VerificationGuards:
     def drop(self, tp: TopicPartition) -> None:
         """The partition was reopened or deleted here: verifications under way for it are void."""
         self._held.pop(tp, None)
+
+    def expire(self, now_ms: int, expiration_ms: int) -> int:
+        """Drop every guard started ``expiration_ms`` or more before ``now_ms`` (Kafka's rule for lingering
+        verification state entries; a guard's age counts from its creation, not from its last use). How many
+        went."""
+        gone = 0
+        for tp in list(self._held):
+            held = self._held[tp]
+            for producer_id in [pid for pid, g in held.items() if now_ms - g.started_ms >= expiration_ms]:
+                del held[producer_id]
+                gone += 1
+            if not held:
+                del self._held[tp]
+        return gone
 
     def __len__(self) -> int:
         return sum(len(h) for h in self._held.values())

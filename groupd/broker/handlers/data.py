@@ -37,7 +37,13 @@ from groupd.broker.security.access import (
     TRANSACTIONAL_ID,
     WRITE,
 )
-from groupd.broker.txn_produce_verification import Asks, RemoteVerification, remote_verifications
+from groupd.broker.txn_produce_verification import (
+    Asks,
+    LocalVerification,
+    RemoteVerification,
+    Verification,
+    remote_verifications,
+)
 from groupd.clock import wall_ms
 from groupd.cluster.txn_verification import TxnVerifier, coordinator_error, produce_error
 from groupd.protocol import codec
@@ -69,12 +75,11 @@ def _produce_partition(
     topic: str,
     index: int,
     records: bytes | None,
-    remote: RemoteVerification | None = None,
-    verifying: bool = True,
+    verification: Verification | None = None,
 ) -> tuple[ErrorCode, int, int, Any]:
-    """(error, base offset, log start offset, log to make durable); ``remote``: the producer's transaction
-    is coordinated by another node, which verified it (None: verified here); ``verifying``:
-    ``transaction.partition.verification.enable``."""
+    """(error, base offset, log start offset, log to make durable); ``verification``: how transactional
+    batches are checked against their transaction (by another node before, or here at the append; None:
+    ``transaction.partition.verification.enable`` is false)."""
     if topic in INTERNAL_TOPICS:  # Kafka: "Cannot append to internal topic"
         return ErrorCode.invalid_topic_exception, -1, -1, None
     lg = broker.partitions.get(topic, index)
@@ -107,12 +112,11 @@ def _produce_partition(
             h = validate_batch(batch)
             count += h.record_count
             if h.is_transactional:
-                if not verifying:
-                    error = ErrorCode.none
-                elif remote is None:
-                    error = broker.transactions.verify_produce(h.producer_id, h.producer_epoch, (topic, index))
-                else:
-                    error = remote.admits(broker.partitions, (topic, index), h.producer_id)
+                error = (
+                    ErrorCode.none
+                    if verification is None
+                    else verification.admits(broker, (topic, index), h.producer_id, h.producer_epoch)
+                )
                 if error != ErrorCode.none:
                     return error, -1, lg.log_start_offset, None
                 txns = broker.partitions.txn_state_for_write((topic, index), lg)
@@ -299,7 +303,9 @@ def _append(
         tuple[Any, int, ErrorCode, int, int, Any]
     ] = []  # (topic name or id, partition, error, base, start, log)
     touched = {}
-    verifying = broker.config["transaction.partition.verification.enable"]
+    verification: Verification | None = remote
+    if remote is None and broker.config["transaction.partition.verification.enable"]:
+        verification = LocalVerification(req.transactional_id if ctx.version >= 3 else None, ctx.version)
     for topic in req.topic_data:
         if by_id:
             key: Any = topic.topic_id
@@ -324,7 +330,7 @@ def _append(
                 if error != ErrorCode.none:
                     results.append((key, pd.index, error, -1, -1, None))
                     continue
-            error, base, start, lg = _produce_partition(broker, name, pd.index, records, remote, verifying)
+            error, base, start, lg = _produce_partition(broker, name, pd.index, records, verification)
             results.append((key, pd.index, error, base, start, lg))
             if lg is not None:
                 touched[id(lg)] = lg

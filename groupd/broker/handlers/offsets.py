@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import time
 import uuid
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, cast
 
 from kio.schema.offset_commit.v4.request import OffsetCommitRequest as OffsetCommitRequestV4
@@ -24,6 +24,7 @@ from kio.schema.txn_offset_commit.v4.request import TxnOffsetCommitRequest
 from groupd.broker.dispatch import Answer, RequestContext, Response, answered_later, later_of, waits
 from groupd.broker.handlers import old_versions
 from groupd.broker.security.access import DELETE, DESCRIBE, GROUP, NOTHING, READ, TOPIC, TRANSACTIONAL_ID, WRITE
+from groupd.broker.txn_offsets_verification import commit_error, needs_verification, verified
 from groupd.clock import wall_ms
 from groupd.coordinator import errors as E
 from groupd.coordinator import shard as core
@@ -275,7 +276,36 @@ def txn_offset_commit(broker: Broker, ctx: RequestContext, req: TxnOffsetCommitR
     def finish(payload: Any, error: BaseException | None) -> Response:
         return _txn_commit_response(ctx, _partition_errors(partitions, payload, error) + unknown)
 
+    if needs_verification(broker, req.transactional_id, req.producer_id, req.group_id):
+        return later_of(_txn_commit_verified(broker, ctx, request, finish))
     return answered_later(broker, req.group_id, core.txn_offset_commit, request, finish)
+
+
+async def _txn_commit_verified(
+    broker: Broker,
+    ctx: RequestContext,
+    request: TxnOffsetCommit,
+    finish: Callable[[Any, BaseException | None], Response],
+) -> Response:
+    """The commit once its transaction is verified (txn_offsets_verification.py); refused on every
+    partition with the verification's answer otherwise."""
+    coordinator = broker.coordinator
+    partition = coordinator.partition_for(request.group_id)
+    guard = coordinator.txn_guards.start(partition, request.producer_id)
+    try:
+        answer = await verified(broker, request)
+    finally:
+        still = coordinator.txn_guards.finish(partition, request.producer_id, guard)
+    error = commit_error(answer, ctx.version)
+    if error == ErrorCode.none and not still:
+        error = ErrorCode.invalid_txn_state  # its transaction ended (a marker came) while it was verified
+    if error != ErrorCode.none:
+        return finish(None, CoordinatorError(int(error)))
+    try:  # submitted at once: a marker asked for from now on is written after it
+        payload = await coordinator.call(request.group_id, core.txn_offset_commit, request)
+    except CoordinatorError as exc:
+        return finish(None, exc)
+    return finish(payload, None)
 
 
 def _after_earlier_writes(state: Any, request: Any, token: int, now: int, cfg: Any) -> Result:

@@ -82,22 +82,31 @@ def _producer_refused(broker: Broker, ctx: RequestContext, tid: str | None) -> E
 
 
 def _partition_errors(
-    broker: Broker, topics: Any, denied: frozenset[str] = NOTHING
+    broker: Broker, topics: Any, denied: frozenset[str] = NOTHING, internal: bool = False
 ) -> tuple[list[T.TopicPartition], dict[T.TopicPartition, ErrorCode]]:
     """The requested partitions, and Kafka's errors when any is refused or unknown: TOPIC_AUTHORIZATION_FAILED
     for ``denied`` topics, UNKNOWN_TOPIC_OR_PARTITION for unknown ones and OPERATION_NOT_ATTEMPTED for the
-    rest (nothing is added)."""
+    rest (nothing is added). ``internal``: the coordinators' topics are known too (Kafka's metadata cache
+    holds them), as a group coordinator's verification of a TxnOffsetCommit names ``__consumer_offsets``."""
     wanted = [(t.name, p) for t in topics for p in t.partitions]
     failed = {}
     for name, p in wanted:
-        topic = broker.topics.get(name)
         if name in denied:
             failed[name, p] = ErrorCode.topic_authorization_failed
-        elif topic is None or not 0 <= p < topic.partitions:
+        elif not 0 <= p < _partition_count(broker, name, internal):
             failed[name, p] = ErrorCode.unknown_topic_or_partition
     if not failed:
         return wanted, {}
     return wanted, {tp: failed.get(tp, ErrorCode.operation_not_attempted) for tp in wanted}
+
+
+def _partition_count(broker: Broker, name: str, internal: bool) -> int:
+    """How many partitions ``name`` has (0: unknown)."""
+    topic = broker.topics.get(name)
+    if topic is not None:
+        return topic.partitions
+    coordinators = broker.internal_topics.get(name) if internal else None
+    return coordinators.partitions if coordinators is not None else 0
 
 
 def _txn_topics_refused(broker: Broker, ctx: RequestContext, topics: Any) -> frozenset[str]:
@@ -146,16 +155,12 @@ async def add_partitions_to_txn(broker: Broker, ctx: RequestContext, req: AddPar
     results = []
     result_cls = ctx.nested("AddPartitionsToTxnResult")
     for txn in req.transactions:
-        wanted, errors = _partition_errors(broker, txn.topics)
+        wanted, errors = _partition_errors(broker, txn.topics, internal=True)
         if not errors:
             if txn.verify_only:
                 errors = broker.transactions.verify_partitions(
                     txn.transactional_id, txn.producer_id, txn.producer_epoch, wanted
                 )
-                errors = {
-                    tp: ErrorCode.transaction_abortable if e == ErrorCode.invalid_txn_state else e
-                    for tp, e in errors.items()
-                }
             else:
                 error = await broker.transactions.add_partitions(
                     txn.transactional_id, txn.producer_id, txn.producer_epoch, wanted

@@ -320,19 +320,22 @@ class TransactionCoordinator:
         finally:
             self._busy.discard(tid)
 
-    def verify_produce(self, producer_id: int, producer_epoch: int, tp: T.TopicPartition) -> ErrorCode:
-        """May this transactional batch be written (Kafka's produce-time verification)?"""
-        tid = self.by_producer.get(producer_id)
-        if tid is None and self.serving is not None:
-            # in a cluster the producer's coordinator may be another node: not verified here (Kafka's
-            # transaction.partition.verification.enable=false); the markers end the transaction anyway
-            return ErrorCode.none
-        error = T.verify_partition(self.txns.get(tid) if tid is not None else None, producer_id, producer_epoch, tp)
-        if error == ErrorCode.concurrent_transactions:
-            return ErrorCode.not_enough_replicas  # Kafka's translation, so older clients retry the produce
-        if error == ErrorCode.producer_fenced:
-            return ErrorCode.invalid_producer_epoch  # what a produce from a fenced epoch hears
-        return error
+    def verify_produce(self, tid: str | None, producer_id: int, producer_epoch: int, tp: T.TopicPartition) -> ErrorCode:
+        """A transactional batch's verification when this node coordinates its transactional id: the answer
+        Kafka's leader gets from its coordinator for it (``verify_partitions``), which the produce path
+        translates as it translates another node's. The Produce's own transactional id is checked, as Kafka
+        checks it: a producer id that is not the id's current one is INVALID_PRODUCER_ID_MAPPING whichever
+        id it belongs to. A batch without one (a request Kafka would refuse before any append) is checked
+        against the id that holds its producer id."""
+        if tid is None:
+            tid = self.by_producer.get(producer_id)
+            if tid is None and self.serving is not None:
+                # in a cluster the producer's coordinator may be another node: not verified here (Kafka's
+                # transaction.partition.verification.enable=false); the markers end the transaction anyway
+                return ErrorCode.none
+            if tid is None:
+                return ErrorCode.invalid_producer_id_mapping
+        return self.verify_partitions(tid, producer_id, producer_epoch, (tp,))[tp]
 
     def verify_partitions(
         self, tid: str, producer_id: int, producer_epoch: int, tps: Iterable[T.TopicPartition]
@@ -340,14 +343,14 @@ class TransactionCoordinator:
         """AddPartitionsToTxn's ``verify_only`` from a partition leader: is each partition in the open
         transaction of this id (Kafka's handleVerifyPartitionsInTransaction)? Raw coordinator errors:
         NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS when the id is not served here, PRODUCER_FENCED,
-        INVALID_PRODUCER_ID_MAPPING, CONCURRENT_TRANSACTIONS, INVALID_TXN_STATE (not added)."""
+        INVALID_PRODUCER_ID_MAPPING, CONCURRENT_TRANSACTIONS, TRANSACTION_ABORTABLE (not added)."""
         wanted = list(tps)
         if not tid:
             return dict.fromkeys(wanted, ErrorCode.invalid_request)
         if (routed := self.route(tid)) != ErrorCode.none:
             return dict.fromkeys(wanted, routed)
         txn = self.txns.get(tid)
-        return {tp: T.verify_partition(txn, producer_id, producer_epoch, tp) for tp in wanted}
+        return {tp: _verification_answer(T.verify_partition(txn, producer_id, producer_epoch, tp)) for tp in wanted}
 
     # ------------------------------------------------------------ transitions
 
@@ -527,6 +530,12 @@ class TransactionCoordinator:
 
     def all(self) -> list[T.Txn]:
         return list(self.txns.values())
+
+
+def _verification_answer(error: ErrorCode) -> ErrorCode:
+    """Kafka's coordinator answers a verification of a partition not in the transaction TRANSACTION_ABORTABLE
+    (the leader passes it on, or INVALID_TXN_STATE to clients too old for it)."""
+    return ErrorCode.transaction_abortable if error == ErrorCode.invalid_txn_state else error
 
 
 def _latest(lg: PartitionLog) -> dict[bytes, bytes | None]:
