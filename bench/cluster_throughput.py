@@ -220,9 +220,9 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=10)
     parser.add_argument(
         "--workers",
-        default="12,48",
-        help="comma-separated worker counts, each measured on both (default 12,48: a light load, and one that "
-        "keeps every core busy)",
+        default="12,48,144",
+        help="comma-separated worker counts, each measured on both (default 12,48,144: a light load, and loads "
+        "that keep every core busy; one node peaks near 96, three nodes above)",
     )
     args = parser.parse_args()
     loads = [int(w) for w in args.workers.split(",")]
