@@ -116,6 +116,7 @@ class PartitionManager:
         self._started = False  # in a cluster: a topic's new partitions being opened
         self._files = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="partition-files")
         self.descriptor_errors = RateLimitedLine(log)
+        self.read_errors = RateLimitedLine(log)  # a Fetch's log that cannot be read (handlers/data.py)
         # in a cluster (docs/cluster.md): whether this node holds a partition's lease; None alone
         self.leads: Callable[[str, int], bool] | None = None
         # in a cluster: the leader epoch (the lease's) this node writes a partition's batches with; None alone (0)

@@ -23,7 +23,6 @@ from groupd.broker.dataplane.leader_epochs import (
     UNDEFINED_EPOCH,
     current_epoch_error,
 )
-from groupd.broker.dataplane.partitions import RateLimitedLine
 from groupd.broker.dataplane.records_out import records_in
 from groupd.broker.dispatch import Answer, Later, RequestContext, Response, later_of
 from groupd.broker.handlers import old_versions
@@ -57,7 +56,6 @@ if TYPE_CHECKING:
     from groupd.broker.app import Broker
 
 log = logging.getLogger("groupd.broker")
-_READ_FAILURES = RateLimitedLine(log)  # one line every 10 s while reads fail (each Fetch retries)
 
 READ_UNCOMMITTED, READ_COMMITTED = 0, 1  # isolation levels of Fetch and ListOffsets
 EARLIEST, LATEST, MAX_TIMESTAMP, EARLIEST_LOCAL, LATEST_TIERED, EARLIEST_PENDING_UPLOAD = -2, -1, -3, -4, -5, -6
@@ -614,7 +612,9 @@ def _fetch_once(
                 except StorageError as exc:  # the log cannot be read now (PostgreSQL unreachable, a disk error)
                     # Kafka's answer for a log it cannot read: retriable, the connection and the rest served
                     error, data = ErrorCode.kafka_storage_error, b""
-                    _READ_FAILURES.error("a Fetch of %s-%d could not be read: %s", name, p.partition, exc)
+                    broker.partitions.read_errors.error(
+                        "a Fetch of %s-%d could not be read: %s", name, p.partition, exc
+                    )
                 if refusal != ErrorCode.none:  # Kafka's FetchResponse.partitionResponse(tp, error)
                     error, hw, lso, start, data, diverging = refusal, -1, -1, -1, b"", None
                 if aborted_cls is not None and error == ErrorCode.none:  # READ_COMMITTED
