@@ -64,6 +64,8 @@ def _history(lg: PartitionLog) -> EpochCache:
     did not save it), as Kafka's log recovery rebuilds its cache; the PostgreSQL engine
     sends only each batch's first bytes, still one row a batch: 200,000 batches took 355 ms, a cost a
     takeover pays once per partition, not at every takeover."""
+    if lg.log_end_offset <= lg.log_start_offset:
+        return EpochCache()  # no batch, no epoch (a new partition: nothing to read or keep)
     if isinstance(lg, PgPartitionLog):
         kept = lg.load_kept(EPOCH_HISTORY)
         if isinstance(kept, list) and all(isinstance(e, list) and len(e) == 2 for e in kept):
@@ -91,7 +93,7 @@ def _histories(logs: dict[Resource, PartitionLog], epochs: dict[Resource, int]) 
             continue
         cache.assign(epochs[r], lg.log_end_offset)
         out[r] = cache
-        if isinstance(lg, PgPartitionLog):
+        if isinstance(lg, PgPartitionLog) and lg.log_end_offset > lg.log_start_offset:  # an empty log has none
             try:
                 lg.save_snapshot(EPOCH_HISTORY, [list(e) for e in cache.entries])
             except (StorageError, OSError) as exc:
